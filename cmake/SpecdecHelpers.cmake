@@ -1,0 +1,20 @@
+# Warnings and sanitizers for the project's own executables (never for the INTERFACE target).
+function(specdec_configure_target target)
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wshadow)
+  if(SPECDEC_WERROR)
+    target_compile_options(${target} PRIVATE -Werror)
+  endif()
+  if(SPECDEC_SANITIZE)
+    target_compile_options(${target} PRIVATE -fsanitize=address,undefined
+                                             -fno-sanitize-recover=all -fno-omit-frame-pointer)
+    target_link_options(${target} PRIVATE -fsanitize=address,undefined)
+  endif()
+endfunction()
+
+# Release-grade flags for benchmarks, whatever the build type.
+function(specdec_add_benchmark name)
+  add_executable(${name} ${ARGN})
+  target_link_libraries(${name} PRIVATE specdec::specdec benchmark::benchmark)
+  target_compile_options(${name} PRIVATE -O3 -march=native)
+  target_compile_definitions(${name} PRIVATE NDEBUG)
+endfunction()

@@ -1,0 +1,203 @@
+// SPDX-License-Identifier: MIT
+// Stable numerics over one row. Two layers:
+//  - row kernels in specdec::detail (pointer + size, SPECDEC_HOST_DEVICE, no allocation);
+//  - host functions in specdec that validate sizes and vectorise through Eigen maps (no copies).
+// Inputs may be float, Eigen::half or Eigen::bfloat16; everything is computed in float (or double
+// for sums where noted).
+#pragma once
+
+#include <Eigen/Core>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <type_traits>
+
+#include "specdec/config.hpp"
+#include "specdec/core/error.hpp"
+
+namespace specdec {
+
+inline constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+/// log(1 - exp(a)) for a <= 0, accurate near 0 and for very negative a (Maechler 2012).
+SPECDEC_HOST_DEVICE float log1mexp(float a) {
+  return a > -0.693147180559945f ? logf(-expm1f(a)) : log1pf(-expf(a));
+}
+SPECDEC_HOST_DEVICE double log1mexp(double a) {
+  return a > -0.693147180559945 ? log(-expm1(a)) : log1p(-exp(a));
+}
+
+/// log(exp(a) - exp(b)) for a >= b; -inf when a == b (the log-space residual of ALGORITHMS §2.5).
+SPECDEC_HOST_DEVICE float log_sub_exp(float a, float b) {
+  if (b == kNegInf) return a;
+  if (!(a > b)) return kNegInf;
+  return a + log1mexp(b - a);
+}
+
+namespace detail {
+
+template <class T>
+SPECDEC_HOST_DEVICE float to_float(T x) {
+  return static_cast<float>(x);
+}
+
+/// Largest value of a row (-inf for an empty row).
+template <class T>
+SPECDEC_HOST_DEVICE float row_max(const T* x, std::int64_t n) {
+  float m = kNegInf;
+  for (std::int64_t i = 0; i < n; ++i) m = fmaxf(m, to_float(x[i]));
+  return m;
+}
+
+/// Index of the largest value, ties to the lowest index.
+template <class T>
+SPECDEC_HOST_DEVICE std::int64_t row_argmax(const T* x, std::int64_t n) {
+  std::int64_t best = 0;
+  float best_value = to_float(x[0]);
+  for (std::int64_t i = 1; i < n; ++i) {
+    const float v = to_float(x[i]);
+    if (v > best_value) {
+      best_value = v;
+      best = i;
+    }
+  }
+  return best;
+}
+
+template <class T>
+SPECDEC_HOST_DEVICE float row_log_sum_exp(const T* x, std::int64_t n) {
+  const float m = row_max(x, n);
+  if (m == kNegInf) return kNegInf;
+  float s = 0.0f;
+  for (std::int64_t i = 0; i < n; ++i) s += expf(to_float(x[i]) - m);
+  return m + logf(s);
+}
+
+/// out = softmax(x / temperature); temperature > 0. Returns the normaliser's log (log-sum-exp).
+template <class T>
+SPECDEC_HOST_DEVICE float row_softmax(const T* x, float* out, std::int64_t n,
+                                      float temperature = 1.0f) {
+  const float inv_t = 1.0f / temperature;
+  const float m = row_max(x, n) * inv_t;
+  float s = 0.0f;
+  for (std::int64_t i = 0; i < n; ++i) {
+    out[i] = expf(to_float(x[i]) * inv_t - m);
+    s += out[i];
+  }
+  const float inv_s = 1.0f / s;
+  for (std::int64_t i = 0; i < n; ++i) out[i] *= inv_s;
+  return m + logf(s);
+}
+
+/// Shannon entropy in nats of a probability row (0 log 0 = 0).
+template <class T>
+SPECDEC_HOST_DEVICE float row_entropy(const T* p, std::int64_t n) {
+  float h = 0.0f;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float v = to_float(p[i]);
+    if (v > 0.0f) h -= v * logf(v);
+  }
+  return h;
+}
+
+/// sum_x [a(x) - b(x)]+ (= TV(a, b) when both sum to one).
+template <class T, class U>
+SPECDEC_HOST_DEVICE float row_positive_mass(const T* a, const U* b, std::int64_t n) {
+  float s = 0.0f;
+  for (std::int64_t i = 0; i < n; ++i) s += fmaxf(to_float(a[i]) - to_float(b[i]), 0.0f);
+  return s;
+}
+
+/// exp(x), exactly 0 where x == -inf. Eigen's vectorised exp clamps its argument, so a banned
+/// token would otherwise keep a probability near 1e-38 and could be drawn.
+template <class Expr>
+auto exp_or_zero(const Expr& x) {
+  return (x > kNegInf).select(x.exp(), 0.0f);
+}
+
+template <class T>
+using ConstRowMap = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
+using RowMap = Eigen::Map<Eigen::ArrayXf>;
+
+template <class T>
+ConstRowMap<T> map(std::span<const T> row) {
+  return ConstRowMap<T>(row.data(), static_cast<Eigen::Index>(row.size()));
+}
+inline RowMap map(std::span<float> row) {
+  return RowMap(row.data(), static_cast<Eigen::Index>(row.size()));
+}
+
+inline void check_not_empty(std::string_view name, std::size_t size) {
+  if (size == 0) fail(name, "the row is empty");
+}
+inline void check_same_size(std::string_view name, std::size_t got, std::size_t expected) {
+  if (got != expected) fail(name, "has {} elements, expected {}", got, expected);
+}
+
+}  // namespace detail
+
+/// log(sum(exp(x))), stable for any finite or -inf inputs (-inf when every input is -inf).
+template <class T = float>
+float log_sum_exp(std::type_identity_t<std::span<const T>> x) {
+  detail::check_not_empty("x", x.size());
+  const auto a = detail::map(x).template cast<float>();
+  const float m = a.maxCoeff();
+  if (m == kNegInf) return kNegInf;
+  return m + std::log((a - m).exp().sum());
+}
+
+/// probabilities = softmax(logits / temperature). Sizes must match; temperature > 0.
+template <class T = float>
+void softmax(std::type_identity_t<std::span<const T>> logits, std::span<float> probabilities,
+             float temperature = 1.0f) {
+  detail::check_not_empty("logits", logits.size());
+  detail::check_same_size("probabilities", probabilities.size(), logits.size());
+  if (!(temperature > 0.0f) || !std::isfinite(temperature)) {
+    detail::fail("temperature", "{} must be finite and > 0 for softmax", temperature);
+  }
+  auto out = detail::map(probabilities);
+  const auto a = detail::map(logits).template cast<float>();
+  const float m = a.maxCoeff();
+  if (m == kNegInf) detail::fail("logits", "every logit is -inf");
+  out = detail::exp_or_zero((a - m) * (1.0f / temperature));
+  out *= 1.0f / out.sum();
+}
+
+/// log_probabilities = log_softmax(logits / temperature).
+template <class T = float>
+void log_softmax(std::type_identity_t<std::span<const T>> logits,
+                 std::span<float> log_probabilities, float temperature = 1.0f) {
+  detail::check_not_empty("logits", logits.size());
+  detail::check_same_size("log_probabilities", log_probabilities.size(), logits.size());
+  if (!(temperature > 0.0f) || !std::isfinite(temperature)) {
+    detail::fail("temperature", "{} must be finite and > 0 for log_softmax", temperature);
+  }
+  auto out = detail::map(log_probabilities);
+  const auto a = detail::map(logits).template cast<float>();
+  const float m = a.maxCoeff();
+  if (m == kNegInf) detail::fail("logits", "every logit is -inf");
+  out = (a - m) * (1.0f / temperature);
+  out -= std::log(out.exp().sum());
+}
+
+/// Entropy in nats of a probability row.
+template <class T = float>
+float entropy(std::type_identity_t<std::span<const T>> probabilities) {
+  detail::check_not_empty("probabilities", probabilities.size());
+  const auto p = detail::map(probabilities).template cast<float>();
+  return -(p > 0.0f).select(p * p.max(std::numeric_limits<float>::min()).log(), 0.0f).sum();
+}
+
+/// Total-variation distance sum_x [a(x) - b(x)]+ = (1/2) sum_x |a(x) - b(x)|.
+template <class T = float, class U = T>
+float tv_distance(std::type_identity_t<std::span<const T>> a,
+                  std::type_identity_t<std::span<const U>> b) {
+  detail::check_not_empty("a", a.size());
+  detail::check_same_size("b", b.size(), a.size());
+  return 0.5f * (detail::map(a).template cast<float>() - detail::map(b).template cast<float>())
+                    .abs()
+                    .sum();
+}
+
+}  // namespace specdec

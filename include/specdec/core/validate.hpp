@@ -1,0 +1,91 @@
+// SPDX-License-Identifier: MIT
+// Input checks used by every public entry point. Each throws specdec::Error naming the argument
+// (with the offending index) and the bad value.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <type_traits>
+
+#include "specdec/core/error.hpp"
+#include "specdec/core/numerics.hpp"
+#include "specdec/core/token.hpp"
+
+namespace specdec {
+
+/// How far a probability row's sum may stray from 1 before it is rejected. Generous enough for
+/// rows computed in fp16/bf16 and summed in fp32 over 256k entries.
+inline constexpr double kProbabilitySumTolerance = 1e-3;
+
+/// A probability row: non-empty, every entry finite and >= 0, sum within `tolerance` of 1.
+template <class T = float>
+void check_probability_row(std::string_view name, std::type_identity_t<std::span<const T>> row,
+                           double tolerance = kProbabilitySumTolerance) {
+  if (row.empty()) detail::fail(name, "the row is empty");
+  double sum = 0.0;
+  for (std::size_t i = 0; i < row.size(); ++i) {
+    const float v = static_cast<float>(row[i]);
+    if (!std::isfinite(v) || v < 0.0f) {
+      detail::fail(fmt::format("{}[{}]", name, i), "{} is not a probability (finite, >= 0)", v);
+    }
+    sum += v;
+  }
+  if (!(std::abs(sum - 1.0) <= tolerance)) {
+    detail::fail(name, "sums to {} instead of 1 (tolerance {})", sum, tolerance);
+  }
+}
+
+/// A logits row: non-empty, no NaN and no +inf; -inf marks a banned token, but not all of them.
+template <class T = float>
+void check_logits_row(std::string_view name, std::type_identity_t<std::span<const T>> row) {
+  if (row.empty()) detail::fail(name, "the row is empty");
+  bool any_finite = false;
+  for (std::size_t i = 0; i < row.size(); ++i) {
+    const float v = static_cast<float>(row[i]);
+    if (std::isnan(v) || v == std::numeric_limits<float>::infinity()) {
+      detail::fail(fmt::format("{}[{}]", name, i), "{} is not a valid logit (finite or -inf)", v);
+    }
+    any_finite = any_finite || std::isfinite(v);
+  }
+  if (!any_finite) detail::fail(name, "every logit is -inf");
+}
+
+inline void check_size(std::string_view name, std::size_t got, std::size_t expected) {
+  if (got != expected) detail::fail(name, "has {} elements, expected {}", got, expected);
+}
+
+inline void check_token(std::string_view name, std::int64_t token, std::int64_t vocab) {
+  if (token < 0 || token >= vocab) {
+    detail::fail(name, "token {} is outside the vocabulary [0, {})", token, vocab);
+  }
+}
+
+template <class T = Token>
+void check_tokens(std::string_view name, std::type_identity_t<std::span<const T>> tokens,
+                  std::int64_t vocab) {
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    check_token(fmt::format("{}[{}]", name, i), tokens[i], vocab);
+  }
+}
+
+/// lo <= value <= hi (use the open/closed variants below where the bounds are excluded).
+template <class T>
+void check_in_closed(std::string_view name, T value, T lo, T hi) {
+  if (!(value >= lo && value <= hi)) detail::fail(name, "{} is outside [{}, {}]", value, lo, hi);
+}
+template <class T>
+void check_in_half_open(std::string_view name, T value, T lo, T hi) {
+  if (!(value >= lo && value < hi)) detail::fail(name, "{} is outside [{}, {})", value, lo, hi);
+}
+template <class T>
+void check_positive(std::string_view name, T value) {
+  if (!(value > T(0))) detail::fail(name, "{} must be > 0", value);
+}
+template <class T>
+void check_finite(std::string_view name, T value) {
+  if (!std::isfinite(static_cast<double>(value))) detail::fail(name, "{} must be finite", value);
+}
+
+}  // namespace specdec

@@ -1,0 +1,191 @@
+// SPDX-License-Identifier: MIT
+// Warps: the map from a raw row to the distribution actually sampled. Applied identically to the
+// draft and the target row before any lossless verification (ALGORITHMS.md, Notation).
+//
+// Order: temperature, then top-k, then top-p (on the top-k-renormalised distribution), then min-p.
+// temperature == 0 is greedy: one-hot on the argmax, ties to the lowest token id.
+// Top-k keeps exactly k tokens (ties broken towards the lowest id); top-p keeps the smallest set,
+// taken in decreasing probability (ties to the lowest id), whose mass reaches P. Neither sorts the
+// vocabulary: top-k is a selection, top-p grows a selected prefix geometrically.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <numeric>
+#include <span>
+#include <type_traits>
+
+#include "specdec/core/error.hpp"
+#include "specdec/core/numerics.hpp"
+#include "specdec/core/validate.hpp"
+#include "specdec/core/workspace.hpp"
+
+namespace specdec {
+
+struct Warp {
+  float temperature = 1.0f;  // 0 = greedy
+  std::int32_t top_k = 0;    // 0 = off
+  float top_p = 1.0f;        // 1 = off
+  float min_p = 0.0f;        // 0 = off
+
+  bool is_greedy() const { return temperature == 0.0f; }
+  bool is_identity() const {
+    return temperature == 1.0f && top_k == 0 && top_p >= 1.0f && min_p <= 0.0f;
+  }
+
+  /// Throws specdec::Error naming the first bad field.
+  void validate(std::int64_t vocab) const {
+    if (!(temperature >= 0.0f) || !std::isfinite(temperature)) {
+      detail::fail("temperature", "{} must be finite and >= 0", temperature);
+    }
+    if (top_k < 0 || top_k > vocab) {
+      detail::fail("top_k", "{} is outside [0, vocab = {}]", top_k, vocab);
+    }
+    if (!(top_p > 0.0f && top_p <= 1.0f)) detail::fail("top_p", "{} is outside (0, 1]", top_p);
+    if (!(min_p >= 0.0f && min_p <= 1.0f)) detail::fail("min_p", "{} is outside [0, 1]", min_p);
+  }
+};
+
+/// Bytes of workspace a warp of a row of `vocab` entries needs.
+inline std::size_t warp_workspace_size(std::int64_t vocab) {
+  return Workspace::round_up(static_cast<std::size_t>(vocab) * sizeof(std::int32_t));
+}
+
+namespace detail {
+
+/// Keeps the `k` largest entries of z (ties to the lowest index), sets the rest to `fill`.
+inline void keep_top_k(float* z, std::int64_t n, std::int64_t k, float fill, std::int32_t* idx) {
+  if (k <= 0 || k >= n) return;
+  std::iota(idx, idx + n, 0);
+  const auto better = [z](std::int32_t a, std::int32_t b) {
+    return z[a] > z[b] || (z[a] == z[b] && a < b);
+  };
+  std::nth_element(idx, idx + (k - 1), idx + n, better);
+  const std::int32_t last = idx[k - 1];
+  const float v = z[last];
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (z[i] < v || (z[i] == v && i > last)) z[i] = fill;
+  }
+}
+
+/// p is a probability row; zeroes everything outside the nucleus of mass `top_p` and renormalises.
+inline void keep_top_p(float* p, std::int64_t n, float top_p, std::int32_t* idx) {
+  std::int64_t m = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (p[i] > 0.0f) idx[m++] = static_cast<std::int32_t>(i);
+  }
+  const auto better = [p](std::int32_t a, std::int32_t b) {
+    return p[a] > p[b] || (p[a] == p[b] && a < b);
+  };
+  double mass = 0.0;
+  std::int64_t lo = 0, cut = m, chunk = 64;
+  while (lo < m) {
+    const std::int64_t hi = std::min(m, lo + chunk);
+    if (hi < m) std::nth_element(idx + lo, idx + hi, idx + m, better);
+    std::sort(idx + lo, idx + hi, better);  // only the newly selected block
+    for (std::int64_t i = lo; i < hi && cut == m; ++i) {
+      mass += p[idx[i]];
+      if (mass >= static_cast<double>(top_p)) cut = i + 1;
+    }
+    if (cut < m) break;
+    lo = hi;
+    chunk *= 2;
+  }
+  if (cut >= m) return;
+  const std::int32_t last = idx[cut - 1];
+  const float v = p[last];
+  float kept = 0.0f;
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (p[i] < v || (p[i] == v && i > last)) {
+      p[i] = 0.0f;
+    } else {
+      kept += p[i];
+    }
+  }
+  const float inv = 1.0f / kept;
+  for (std::int64_t i = 0; i < n; ++i) p[i] *= inv;
+}
+
+inline void keep_min_p(float* p, std::int64_t n, float min_p) {
+  const float threshold = min_p * row_max(p, n);
+  float kept = 0.0f;
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (p[i] < threshold) p[i] = 0.0f;
+    kept += p[i];
+  }
+  const float inv = 1.0f / kept;
+  for (std::int64_t i = 0; i < n; ++i) p[i] *= inv;
+}
+
+inline void one_hot(float* out, std::int64_t n, std::int64_t hot) {
+  std::fill(out, out + n, 0.0f);
+  out[hot] = 1.0f;
+}
+
+/// The warp without validation. `out` holds logits (already divided by the temperature) on entry
+/// and the warped probabilities on exit. `idx` has room for n indices.
+inline void warp_scaled_logits_in_place(const Warp& w, float* out, std::int64_t n,
+                                        std::int32_t* idx) {
+  if (w.top_k > 0) keep_top_k(out, n, w.top_k, kNegInf, idx);
+  auto probs = map(std::span<float>(out, static_cast<std::size_t>(n)));
+  const float m = probs.maxCoeff();
+  probs = exp_or_zero(probs - m);
+  probs *= 1.0f / probs.sum();
+  if (w.top_p < 1.0f) keep_top_p(out, n, w.top_p, idx);
+  if (w.min_p > 0.0f) keep_min_p(out, n, w.min_p);
+}
+
+template <class T>
+void warp_logits_unchecked(const Warp& w, std::span<const T> logits, std::span<float> out,
+                           std::int32_t* idx) {
+  const auto n = static_cast<std::int64_t>(logits.size());
+  if (w.is_greedy()) return one_hot(out.data(), n, row_argmax(logits.data(), n));
+  map(out) = map(logits).template cast<float>() * (1.0f / w.temperature);
+  warp_scaled_logits_in_place(w, out.data(), n, idx);
+}
+
+template <class T>
+void warp_probabilities_unchecked(const Warp& w, std::span<const T> probs, std::span<float> out,
+                                  std::int32_t* idx) {
+  const auto n = static_cast<std::int64_t>(probs.size());
+  if (w.is_greedy()) return one_hot(out.data(), n, row_argmax(probs.data(), n));
+  if (w.temperature == 1.0f && w.top_k == 0) {
+    // Already a distribution: skip the log/exp round trip (and keep exact values).
+    map(out) = map(probs).template cast<float>();
+    map(out) *= 1.0f / map(out).sum();
+    if (w.top_p < 1.0f) keep_top_p(out.data(), n, w.top_p, idx);
+    if (w.min_p > 0.0f) keep_min_p(out.data(), n, w.min_p);
+    return;
+  }
+  map(out) = map(probs).template cast<float>().log() * (1.0f / w.temperature);
+  warp_scaled_logits_in_place(w, out.data(), n, idx);
+}
+
+}  // namespace detail
+
+/// warped = S(softmax(logits)). `logits` may be float, Eigen::half or Eigen::bfloat16.
+/// Throws specdec::Error for an invalid warp, invalid logits or mismatched sizes.
+template <class T = float>
+void warp_logits(const Warp& w, std::type_identity_t<std::span<const T>> logits,
+                 std::span<float> warped, Workspace& ws) {
+  check_logits_row("logits", logits);
+  check_size("warped", warped.size(), logits.size());
+  w.validate(static_cast<std::int64_t>(logits.size()));
+  auto scope = ws.scope();
+  auto idx = ws.take<std::int32_t>(logits.size());
+  detail::warp_logits_unchecked(w, logits, warped, idx.data());
+}
+
+/// warped = S(probabilities); the row must be a valid distribution.
+template <class T = float>
+void warp_probabilities(const Warp& w, std::type_identity_t<std::span<const T>> probabilities,
+                        std::span<float> warped, Workspace& ws) {
+  check_probability_row("probabilities", probabilities);
+  check_size("warped", warped.size(), probabilities.size());
+  w.validate(static_cast<std::int64_t>(probabilities.size()));
+  auto scope = ws.scope();
+  auto idx = ws.take<std::int32_t>(probabilities.size());
+  detail::warp_probabilities_unchecked(w, probabilities, warped, idx.data());
+}
+
+}  // namespace specdec

@@ -1,0 +1,7 @@
+// SPDX-License-Identifier: MIT
+// Toy distributions and models (tests, benchmarks, examples).
+#pragma once
+
+#include "specdec/toy/distributions.hpp"
+#include "specdec/toy/markov.hpp"
+#include "specdec/toy/random.hpp"

@@ -1,0 +1,95 @@
+// SPDX-License-Identifier: MIT
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <set>
+
+#include "specdec/core/philox.hpp"
+#include "support/stats.hpp"
+
+using namespace specdec;
+
+TEST_CASE("philox4x32-10 reproduces the Random123 known-answer vectors", "[core][philox]") {
+  CHECK(philox4x32_10({0, 0, 0, 0}, {0, 0}) ==
+        Uint4{0x6627e8d5u, 0xe169c58du, 0xbc57ac4cu, 0x9b00dbd8u});
+  CHECK(philox4x32_10({0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu},
+                      {0xffffffffu, 0xffffffffu}) ==
+        Uint4{0x408f276du, 0x41c83b0eu, 0xa20bc7c6u, 0x6d5451fdu});
+  CHECK(philox4x32_10({0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u},
+                      {0xa4093822u, 0x299f31d0u}) ==
+        Uint4{0xd16cfe09u, 0x94fdccebu, 0x5001e420u, 0x24126ea1u});
+}
+
+TEST_CASE("open uniforms never reach 0 or 1", "[core][philox]") {
+  CHECK(bits_to_open_uniform(0u) > 0.0f);
+  CHECK(bits_to_open_uniform(0xffffffffu) < 1.0f);
+  CHECK(bits_to_open_uniform(0u) == std::ldexp(1.0f, -24));
+  CHECK(bits_to_open_uniform(0xffffffffu) == 1.0f - std::ldexp(1.0f, -24));
+  CHECK(std::isfinite(uniform_to_gumbel(bits_to_open_uniform(0u))));
+  CHECK(std::isfinite(uniform_to_gumbel(bits_to_open_uniform(0xffffffffu))));
+}
+
+TEST_CASE("a draw depends only on its coordinates", "[core][philox]") {
+  const RandomStream a{42, 7, 100, 3, Domain::kVerify};
+  RandomStream b = a;
+  CHECK(a.uniform(5) == b.uniform(5));
+  // Every coordinate changes the draw.
+  CHECK(a.uniform(5) != a.uniform(6));
+  CHECK(a.uniform(5) != a.at_node(4).uniform(5));
+  CHECK(a.uniform(5) != a.at_position(101).uniform(5));
+  CHECK(a.uniform(5) != a.in_domain(Domain::kDraft).uniform(5));
+  b.sequence = 8;
+  CHECK(a.uniform(5) != b.uniform(5));
+  b = a;
+  b.seed = 43;
+  CHECK(a.uniform(5) != b.uniform(5));
+}
+
+TEST_CASE("draft and verify domains use disjoint counters", "[core][philox]") {
+  // The domain sits in bits 24..27 of the second counter word, above every valid node id.
+  const RandomStream draft{1, 0, 0, kMaxNode, Domain::kDraft};
+  const RandomStream verify{1, 0, 0, 0, Domain::kVerify};
+  std::set<std::uint32_t> seen;
+  for (std::uint32_t i = 0; i < 64; ++i) seen.insert(draft.bits(i));
+  for (std::uint32_t i = 0; i < 64; ++i) CHECK(seen.count(verify.bits(i)) == 0);
+}
+
+TEST_CASE("uniforms pass a chi-square test on 16 bins", "[core][philox]") {
+  // False-failure probability: kFalseFailureProbability (1e-6).
+  const RandomStream s{123, 0, 0, 0, Domain::kUser};
+  std::vector<std::int64_t> counts(16, 0);
+  const int n = 200000;
+  for (int i = 0; i < n; ++i)
+    ++counts[static_cast<std::size_t>(s.uniform(static_cast<std::uint32_t>(i)) * 16)];
+  const std::vector<double> expected(16, 1.0 / 16);
+  CHECK(test::chi_square_test(counts, expected).p_value > test::kFalseFailureProbability);
+}
+
+TEST_CASE("gumbel draws have the standard Gumbel mean", "[core][philox]") {
+  // Mean = Euler-Mascheroni 0.5772, sd = pi/sqrt(6) = 1.2825; 6 standard errors at n = 2e5 is
+  // 0.0172, so the false-failure probability is about 2e-9.
+  const RandomStream s{5, 1, 2, 3, Domain::kDraft};
+  double sum = 0.0;
+  const int n = 200000;
+  for (int i = 0; i < n; ++i) sum += s.gumbel(static_cast<std::uint32_t>(i));
+  CHECK(std::abs(sum / n - 0.5772156649) < 0.0172);
+}
+
+TEST_CASE("supplied uniforms are checked and replayed", "[core][philox]") {
+  const std::vector<float> good = {0.25f, 0.5f};
+  const SuppliedUniforms u(good);
+  CHECK(u.uniform(1) == 0.5f);
+  CHECK_THROWS_WITH(u.uniform(2), Catch::Contains("uniforms") && Catch::Contains("only 2"));
+  const std::vector<float> zero = {0.5f, 0.0f};
+  CHECK_THROWS_WITH(SuppliedUniforms(zero), Catch::Contains("uniforms[1]"));
+  const std::vector<float> one = {1.0f};
+  CHECK_THROWS_AS(SuppliedUniforms(one), Error);
+  STATIC_REQUIRE(UniformSource<RandomStream>);
+  STATIC_REQUIRE(UniformSource<SuppliedUniforms>);
+}
+
+TEST_CASE("fill_gumbels equals draw-by-draw gumbels from any offset", "[core][philox]") {
+  const RandomStream s{77, 3, 9, 1, Domain::kDraft};
+  std::vector<float> out(11);
+  fill_gumbels(s, 6, out.data(), 11);
+  for (std::uint32_t i = 0; i < 11; ++i) CHECK(out[i] == s.gumbel(6 + i));
+}

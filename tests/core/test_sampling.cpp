@@ -1,0 +1,43 @@
+// SPDX-License-Identifier: MIT
+#include <catch2/catch.hpp>
+#include <vector>
+
+#include "specdec/core/philox.hpp"
+#include "specdec/core/sampling.hpp"
+#include "support/stats.hpp"
+
+using namespace specdec;
+
+TEST_CASE("inverse-CDF sampling picks by cumulative mass", "[core][sampling]") {
+  const std::vector<float> p = {0.2f, 0.0f, 0.5f, 0.3f};
+  CHECK(sample(p, 0.1f) == 0);
+  CHECK(sample(p, 0.3f) == 2);
+  CHECK(sample(p, 0.71f) == 2 + 1);
+  CHECK(sample(p, 1.0f - 1e-7f) == 3);
+}
+
+TEST_CASE("inverse-CDF sampling never returns a zero-probability token", "[core][sampling]") {
+  const std::vector<float> w = {0.0f, 0.3f, 0.0f};
+  // Rounding that runs past the mass lands on the last positive weight.
+  CHECK(detail::sample_weights(w.data(), 3, 0.3f, 0.9999999f) == 1);
+  CHECK(detail::sample_weights(w.data(), 3, 0.2999f, 0.9999999f) == 1);
+}
+
+TEST_CASE("sampling frequencies pass a chi-square test", "[core][sampling]") {
+  // False-failure probability: kFalseFailureProbability.
+  const std::vector<float> p = {0.1f, 0.2f, 0.3f, 0.4f};
+  std::vector<std::int64_t> counts(4, 0);
+  const RandomStream s{9, 0, 0, 0, Domain::kSample};
+  for (std::uint32_t i = 0; i < 100000; ++i)
+    ++counts[static_cast<std::size_t>(sample(p, s.uniform(i)))];
+  CHECK(test::chi_square_test(counts, std::span<const float>(p)).p_value >
+        test::kFalseFailureProbability);
+}
+
+TEST_CASE("sampling rejects bad rows and uniforms", "[core][sampling]") {
+  const std::vector<float> p = {0.5f, 0.5f};
+  CHECK_THROWS_WITH(sample(p, 0.0f), Catch::Contains("u"));
+  CHECK_THROWS_WITH(sample(p, 1.0f), Catch::Contains("u"));
+  const std::vector<float> bad = {0.5f, 0.6f};
+  CHECK_THROWS_WITH(sample(bad, 0.5f), Catch::Contains("probabilities"));
+}

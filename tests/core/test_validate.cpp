@@ -1,0 +1,56 @@
+// SPDX-License-Identifier: MIT
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "specdec/core/validate.hpp"
+
+using namespace specdec;
+
+TEST_CASE("probability rows: finite, non-negative, normalised", "[core][validate]") {
+  const std::vector<float> good = {0.25f, 0.75f};
+  CHECK_NOTHROW(check_probability_row<float>("target", good));
+  const std::vector<float> nan = {0.5f, std::nanf("")};
+  CHECK_THROWS_WITH(check_probability_row<float>("target", nan),
+                    Catch::Contains("target[1]") && Catch::Contains("nan"));
+  const std::vector<float> negative = {1.5f, -0.5f};
+  CHECK_THROWS_WITH(check_probability_row<float>("draft", negative),
+                    Catch::Contains("draft[1]") && Catch::Contains("-0.5"));
+  const std::vector<float> unnormalised = {0.5f, 0.6f};
+  CHECK_THROWS_WITH(check_probability_row<float>("draft", unnormalised),
+                    Catch::Contains("draft") && Catch::Contains("sums to 1.1"));
+  CHECK_THROWS_WITH(check_probability_row<float>("draft", std::span<const float>{}),
+                    Catch::Contains("empty"));
+  const std::vector<float> inf = {std::numeric_limits<float>::infinity(), 0.0f};
+  CHECK_THROWS_AS(check_probability_row<float>("x", inf), Error);
+}
+
+TEST_CASE("logit rows: no NaN, no +inf, not all -inf", "[core][validate]") {
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> good = {-inf, 3.0f};
+  CHECK_NOTHROW(check_logits_row<float>("logits", good));
+  const std::vector<float> plus_inf = {0.0f, inf};
+  CHECK_THROWS_WITH(check_logits_row<float>("logits", plus_inf), Catch::Contains("logits[1]"));
+  const std::vector<float> all_minus = {-inf, -inf};
+  CHECK_THROWS_WITH(check_logits_row<float>("logits", all_minus), Catch::Contains("-inf"));
+}
+
+TEST_CASE("sizes, tokens and ranges name the argument", "[core][validate]") {
+  CHECK_THROWS_WITH(
+      check_size("draft", 3, 4),
+      Catch::Contains("draft has 3 elements, expected 4") || Catch::Contains("draft: has 3"));
+  CHECK_THROWS_WITH(check_token("candidates[2]", 9, 8),
+                    Catch::Contains("candidates[2]") && Catch::Contains("token 9"));
+  CHECK_THROWS_WITH(check_token("token", -1, 8), Catch::Contains("-1"));
+  CHECK_THROWS_WITH(check_in_half_open("alpha", 1.0, 0.0, 1.0), Catch::Contains("alpha"));
+  CHECK_THROWS_WITH(check_positive("width", 0), Catch::Contains("width"));
+  const std::vector<int> tokens = {1, 2, 8};
+  CHECK_THROWS_WITH(check_tokens<int>("prompt", tokens, 8), Catch::Contains("prompt[2]"));
+  try {
+    check_positive("depth", -2);
+    FAIL("no exception");
+  } catch (const Error& e) {
+    CHECK(e.argument() == "depth");
+  }
+}

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "reference.hpp"
+#include "specdec/core/noise.hpp"
 #include "specdec/core/numerics.hpp"
 #include "specdec/core/philox.hpp"
 #include "specdec/core/warp.hpp"
@@ -69,7 +70,7 @@ static void BM_GumbelNoise(benchmark::State& state) {
   std::vector<float> noise(static_cast<std::size_t>(vocab));
   const specdec::RandomStream stream{1, 0, 0, 0, specdec::Domain::kDraft};
   for (auto _ : state) {
-    specdec::fill_gumbels(stream, 0, noise.data(), vocab);
+    specdec::fill_gumbels(stream, 0, noise);
     benchmark::DoNotOptimize(noise.data());
   }
   sb::set_vocab_counters(state, vocab);

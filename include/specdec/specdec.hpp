@@ -4,6 +4,7 @@
 
 #include "specdec/config.hpp"
 #include "specdec/core/error.hpp"
+#include "specdec/core/noise.hpp"
 #include "specdec/core/numerics.hpp"
 #include "specdec/core/philox.hpp"
 #include "specdec/core/sampling.hpp"

@@ -144,3 +144,32 @@ TEST_CASE("tokens cut by top-k get probability exactly zero", "[core][warp]") {
   const auto out = warp({.top_k = 1}, {-200.0f, 5.0f, -300.0f, 4.9f});
   CHECK(out == std::vector<float>{0.0f, 1.0f, 0.0f, 0.0f});
 }
+
+TEST_CASE("top-k and top-p agree with a full sort on rows with many ties", "[core][warp]") {
+  // Values drawn from a handful of levels: many exact ties inside one radix bucket.
+  toy::ToyRandom rng(12);
+  std::vector<float> logits(3000);
+  for (auto& x : logits) x = static_cast<float>(rng.below(7)) * 0.5f - 1.0f;
+  std::vector<int> order(logits.size());
+  for (int i = 0; i < static_cast<int>(order.size()); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](int a, int b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  });
+  for (const int k : {1, 17, 400, 2999}) {
+    const auto out = warp({.top_k = k}, logits);
+    for (std::size_t r = 0; r < order.size(); ++r) {
+      CHECK((out[static_cast<std::size_t>(order[r])] > 0.0f) == (static_cast<int>(r) < k));
+    }
+  }
+  std::vector<float> p(logits.size());
+  softmax(logits, p);
+  for (const float top_p : {0.05f, 0.5f, 0.93f}) {
+    const auto out = warp({.top_p = top_p}, logits);
+    double mass = 0.0;
+    std::size_t cut = 0;
+    while (mass < top_p) mass += p[static_cast<std::size_t>(order[cut++])];
+    for (std::size_t r = 0; r < order.size(); ++r) {
+      CHECK((out[static_cast<std::size_t>(order[r])] > 0.0f) == (r < cut));
+    }
+  }
+}

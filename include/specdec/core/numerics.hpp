@@ -109,8 +109,17 @@ SPECDEC_HOST_DEVICE float row_positive_mass(const T* a, const U* b, std::int64_t
   return s;
 }
 
-/// exp(x), exactly 0 where x == -inf. Eigen's vectorised exp clamps its argument, so a banned
-/// token would otherwise keep a probability near 1e-38 and could be drawn.
+/// out = exp(x), with results below FLT_MIN flushed to exactly 0. Eigen's vectorised exp clamps
+/// its argument, so exp(-inf) would otherwise be ~4e-39 and a banned token could be drawn.
+/// (Two passes: a select around the exp itself defeats Eigen's vectorisation.)
+template <class Dst, class Expr>
+void assign_exp_flush(Dst&& out, const Expr& x) {
+  out = x.exp();
+  out = (out < std::numeric_limits<float>::min()).select(0.0f, out);
+}
+
+/// exp(x), exactly 0 where x == -inf, as one expression (slower: not vectorised by Eigen; prefer
+/// assign_exp_flush on hot paths).
 template <class Expr>
 auto exp_or_zero(const Expr& x) {
   return (x > kNegInf).select(x.exp(), 0.0f);
@@ -160,7 +169,7 @@ void softmax(std::type_identity_t<std::span<const T>> logits, std::span<float> p
   const auto a = detail::map(logits).template cast<float>();
   const float m = a.maxCoeff();
   if (m == kNegInf) detail::fail("logits", "every logit is -inf");
-  out = detail::exp_or_zero((a - m) * (1.0f / temperature));
+  detail::assign_exp_flush(out, (a - m) * (1.0f / temperature));
   out *= 1.0f / out.sum();
 }
 

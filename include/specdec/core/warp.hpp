@@ -6,11 +6,13 @@
 // temperature == 0 is greedy: one-hot on the argmax, ties to the lowest token id.
 // Top-k keeps exactly k tokens (ties broken towards the lowest id); top-p keeps the smallest set,
 // taken in decreasing probability (ties to the lowest id), whose mass reaches P. Neither sorts the
-// vocabulary: top-k is a selection, top-p grows a selected prefix geometrically.
+// vocabulary: one histogram pass over the float bits finds the bucket holding the cut, and only
+// that bucket is ordered.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <numeric>
 #include <span>
 #include <type_traits>
@@ -53,15 +55,36 @@ inline std::size_t warp_workspace_size(std::int64_t vocab) {
 
 namespace detail {
 
+// Selection by a radix histogram on the float bits: one counting pass finds the bucket that holds
+// the cut, and only that bucket is ordered exactly. Ties break towards the lowest token id.
+inline constexpr int kRadixBuckets = 4096;  // the top 12 bits of the order-preserving key
+
+/// Maps a float to an unsigned key with the same order (negative values flipped).
+inline std::uint32_t order_key(float x) {
+  std::uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+inline int radix_bucket(float x) { return static_cast<int>(order_key(x) >> 20); }
+
 /// Keeps the `k` largest entries of z (ties to the lowest index), sets the rest to `fill`.
 inline void keep_top_k(float* z, std::int64_t n, std::int64_t k, float fill, std::int32_t* idx) {
   if (k <= 0 || k >= n) return;
-  std::iota(idx, idx + n, 0);
+  std::int64_t counts[kRadixBuckets] = {};
+  for (std::int64_t i = 0; i < n; ++i) ++counts[radix_bucket(z[i])];
+  int boundary = kRadixBuckets - 1;
+  std::int64_t above = 0;  // entries in buckets strictly above the boundary
+  while (above + counts[boundary] < k) above += counts[boundary--];
+  std::int64_t m = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (radix_bucket(z[i]) == boundary) idx[m++] = static_cast<std::int32_t>(i);
+  }
   const auto better = [z](std::int32_t a, std::int32_t b) {
     return z[a] > z[b] || (z[a] == z[b] && a < b);
   };
-  std::nth_element(idx, idx + (k - 1), idx + n, better);
-  const std::int32_t last = idx[k - 1];
+  const std::int64_t need = k - above;  // 1 <= need <= m
+  std::nth_element(idx, idx + (need - 1), idx + m, better);
+  const std::int32_t last = idx[need - 1];
   const float v = z[last];
   for (std::int64_t i = 0; i < n; ++i) {
     if (z[i] < v || (z[i] == v && i > last)) z[i] = fill;
@@ -70,29 +93,37 @@ inline void keep_top_k(float* z, std::int64_t n, std::int64_t k, float fill, std
 
 /// p is a probability row; zeroes everything outside the nucleus of mass `top_p` and renormalises.
 inline void keep_top_p(float* p, std::int64_t n, float top_p, std::int32_t* idx) {
+  double mass[kRadixBuckets] = {};
+  for (std::int64_t i = 0; i < n; ++i) mass[radix_bucket(p[i])] += p[i];
+  int boundary = kRadixBuckets - 1;
+  double above = 0.0;  // mass strictly above the boundary bucket
+  while (boundary > 0 && above + mass[boundary] < static_cast<double>(top_p)) {
+    above += mass[boundary--];
+  }
   std::int64_t m = 0;
   for (std::int64_t i = 0; i < n; ++i) {
-    if (p[i] > 0.0f) idx[m++] = static_cast<std::int32_t>(i);
+    if (p[i] > 0.0f && radix_bucket(p[i]) == boundary) idx[m++] = static_cast<std::int32_t>(i);
   }
+  if (m == 0) return;  // rounding left the mass short: keep everything
+  // Within the boundary bucket, grow a sorted prefix geometrically until it reaches the mass.
   const auto better = [p](std::int32_t a, std::int32_t b) {
     return p[a] > p[b] || (p[a] == p[b] && a < b);
   };
-  double mass = 0.0;
-  std::int64_t lo = 0, cut = m, chunk = 64;
-  while (lo < m) {
+  double running = above;
+  std::int64_t lo = 0, cut = -1, chunk = 64;
+  while (lo < m && cut < 0) {
     const std::int64_t hi = std::min(m, lo + chunk);
     if (hi < m) std::nth_element(idx + lo, idx + hi, idx + m, better);
-    std::sort(idx + lo, idx + hi, better);  // only the newly selected block
-    for (std::int64_t i = lo; i < hi && cut == m; ++i) {
-      mass += p[idx[i]];
-      if (mass >= static_cast<double>(top_p)) cut = i + 1;
+    std::sort(idx + lo, idx + hi, better);
+    for (std::int64_t i = lo; i < hi && cut < 0; ++i) {
+      running += p[idx[i]];
+      if (running >= static_cast<double>(top_p)) cut = i;
     }
-    if (cut < m) break;
     lo = hi;
     chunk *= 2;
   }
-  if (cut >= m) return;
-  const std::int32_t last = idx[cut - 1];
+  if (cut < 0) cut = m - 1;
+  const std::int32_t last = idx[cut];
   const float v = p[last];
   float kept = 0.0f;
   for (std::int64_t i = 0; i < n; ++i) {
@@ -129,7 +160,7 @@ inline void warp_scaled_logits_in_place(const Warp& w, float* out, std::int64_t 
   if (w.top_k > 0) keep_top_k(out, n, w.top_k, kNegInf, idx);
   auto probs = map(std::span<float>(out, static_cast<std::size_t>(n)));
   const float m = probs.maxCoeff();
-  probs = exp_or_zero(probs - m);
+  assign_exp_flush(probs, probs - m);
   probs *= 1.0f / probs.sum();
   if (w.top_p < 1.0f) keep_top_p(out, n, w.top_p, idx);
   if (w.min_p > 0.0f) keep_min_p(out, n, w.min_p);

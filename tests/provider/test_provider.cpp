@@ -321,6 +321,30 @@ TEST_CASE("hidden states are equal for equal contexts", "[provider][toy][hidden]
   for (int j = 0; j < 4; ++j) CHECK(logits2[4 + j] == logits[3 * 4 + j]);
 }
 
+TEST_CASE("hidden states can carry the row probabilities after the embedding",
+          "[provider][toy][hidden]") {
+  const auto model = markov4();
+  toy::MarkovProvider provider(model, {.hidden_size = 2, .hidden_probabilities = true});
+  CHECK(provider.hidden_size() == 6);
+  const std::vector<Token> prompt = {1, 2};
+  provider.reset(prompt);
+  const auto tree = sample_tree();
+  const auto batch = TreeBatch::from_tree(tree, 2);
+  std::vector<float> logits(static_cast<std::size_t>(batch.rows() * 4));
+  std::vector<float> hidden(static_cast<std::size_t>(batch.rows() * 6));
+  provider.evaluate_with_hidden(batch, MatrixView<float>(logits.data(), batch.rows(), 4),
+                                MatrixView<float>(hidden.data(), batch.rows(), 6));
+  std::vector<float> expected(4), embedding(2);
+  for (std::int32_t r = 0; r < batch.rows(); ++r) {
+    const auto context = row_context(prompt, tree, r);
+    model.next_probabilities(context, expected);
+    toy::context_embedding(context, 4, toy::ProviderOptions{}.hidden_seed, embedding);
+    for (int j = 0; j < 2; ++j) CHECK(hidden[static_cast<std::size_t>(r * 6 + j)] == embedding[j]);
+    for (int v = 0; v < 4; ++v)
+      CHECK(hidden[static_cast<std::size_t>(r * 6 + 2 + v)] == expected[v]);
+  }
+}
+
 TEST_CASE("evaluate_with_hidden rejects providers without states and bad shapes",
           "[provider][toy][hidden][errors]") {
   toy::MarkovProvider plain(markov4());

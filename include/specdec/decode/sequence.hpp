@@ -33,6 +33,7 @@ struct SequenceState {
   std::uint32_t id = 0;
   std::vector<Token> tokens;
   std::int64_t prompt_length = 0;
+  bool finished = false;  // set by the decoding loop at an end token or max_new_tokens
 
   SequenceState() = default;
   /// Starts a sequence from `prompt` (non-empty, tokens in [0, vocab)). Throws specdec::Error

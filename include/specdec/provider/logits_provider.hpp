@@ -170,10 +170,10 @@ inline void check_commit_arguments(const TreeBatch& batch, std::int64_t committe
   check_token("next", next, vocab);
 }
 
-/// A LogitsProvider of any type, chosen at run time. Owns the provider (moved in), or refers to
-/// one the caller keeps alive when given `std::ref(provider)`. Move-only; one virtual call per
-/// method. Itself satisfies LogitsProvider and HiddenStateProvider (hidden_size() is 0 when the
-/// wrapped type has no hidden states).
+/// A LogitsProvider of any type, chosen at run time. Owns the provider (moved or copied in), or
+/// refers to one the caller keeps alive when given `std::ref(provider)`. Move-only; one virtual
+/// call per method. Itself satisfies LogitsProvider and HiddenStateProvider (hidden_size() is 0
+/// when the wrapped type has no hidden states).
 class AnyLogitsProvider {
  public:
   AnyLogitsProvider() = default;

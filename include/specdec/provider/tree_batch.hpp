@@ -52,7 +52,7 @@ struct TreeBatch {
   /// Rebuilds this batch from `tree` after a context of `committed_length` tokens (>= 1, since
   /// the root is the last committed token). Throws specdec::Error if `committed_length` < 1 or the
   /// tree is malformed (sizes, parent order, depths; token ranges are checked by `validate`).
-  /// Clears `attention_mask`.
+  /// Clears `attention_mask`. After a throw the batch's contents are unspecified.
   void assign(const DraftTree& tree, std::int64_t committed_length_) {
     if (committed_length_ < 1) {
       detail::fail("committed_length", "{} must be >= 1 (the root is the last committed token)",

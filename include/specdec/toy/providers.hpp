@@ -40,19 +40,24 @@ inline void context_embedding(std::span<const Token> context, int window, std::u
   }
 }
 
-/// Options of a toy provider. `hidden_size` > 0 makes it return hidden states (see
-/// context_embedding) from `evaluate_with_hidden`.
+/// Options of a toy provider. `hidden_size` > 0 makes it return hidden states from
+/// `evaluate_with_hidden`: `hidden_size` values of context_embedding(row context, hidden_window,
+/// hidden_seed), followed, when `hidden_probabilities` is set, by the row's V next-token
+/// probabilities (so a toy drafter head can be made as good or as bad as wanted by how it reads
+/// them). The provider's hidden_size() is the total width.
 struct ProviderOptions {
   std::int64_t hidden_size = 0;
   int hidden_window = 4;
   std::uint64_t hidden_seed = 0x41dde7;
+  bool hidden_probabilities = false;
 };
 
 /// A LogitsProvider over a toy model. Row r of `evaluate` holds log(model.next_probabilities(
 /// context of row r)) with -inf where the probability is 0; the context of row 0 is the committed
 /// context, that of row i + 1 the committed context followed by the tokens on the root-to-node-i
 /// path (rebuilt from `parents`). It counts `calls()` and `evaluated_tokens()` (tree nodes scored,
-/// the root row not included). Allocation-free after warm-up for a steady tree size.
+/// the root row not included). Allocation-free after warm-up for a steady tree size (the model's
+/// own next_probabilities may allocate).
 template <ToyModel M>
 class ModelProvider {
  public:
@@ -67,7 +72,9 @@ class ModelProvider {
   }
 
   std::int64_t vocab_size() const { return static_cast<std::int64_t>(model_.vocab_size()); }
-  std::int64_t hidden_size() const { return options_.hidden_size; }
+  std::int64_t hidden_size() const {
+    return options_.hidden_size + (options_.hidden_probabilities ? vocab_size() : 0);
+  }
   std::span<const Token> context() const { return context_; }
   std::int64_t committed_length() const { return static_cast<std::int64_t>(context_.size()); }
   const M& model() const { return model_; }
@@ -131,8 +138,13 @@ class ModelProvider {
                                           : -std::numeric_limits<float>::infinity();
       }
       if (hidden != nullptr) {
+        const auto state = hidden->row(r);
+        const auto embedded = static_cast<std::size_t>(options_.hidden_size);
         context_embedding(row_context_, options_.hidden_window, options_.hidden_seed,
-                          hidden->row(r));
+                          state.first(embedded));
+        if (options_.hidden_probabilities) {
+          std::copy(probabilities_.begin(), probabilities_.end(), state.begin() + embedded);
+        }
       }
     }
   }

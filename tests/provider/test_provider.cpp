@@ -237,6 +237,32 @@ TEST_CASE("commit appends the kept path then the final token", "[provider][toy]"
   for (int v = 0; v < 5; ++v) CHECK(logits[v] == Approx(std::log(expected[v])));
 }
 
+TEST_CASE("a draft provider commits a path through levels it never evaluated", "[provider][toy]") {
+  // The draft scores the upper levels while drafting; the target verifies the full tree; both
+  // commit the same path of the full tree.
+  const toy::NGramModel model({.vocab = 4, .order = 2, .seed = 5});
+  toy::NGramProvider draft(model), target(model);
+  const std::vector<Token> prompt = {2};
+  draft.reset(prompt);
+  target.reset(prompt);
+  const auto full_tree = sample_tree();
+  DraftTree upper;  // the level-order prefix of depth <= 2
+  for (std::int32_t i = 0; i < 5; ++i) upper.add(full_tree.tokens[i], full_tree.parents[i]);
+  const auto upper_batch = TreeBatch::from_tree(upper, 1);
+  std::vector<float> logits(7 * 4);
+  draft.evaluate(upper_batch, MatrixView<float>(logits.data(), upper_batch.rows(), 4));
+  const auto full = TreeBatch::from_tree(full_tree, 1);
+  target.evaluate(full, MatrixView<float>(logits.data(), full.rows(), 4));
+  const std::vector<std::int32_t> kept = {0, 3, 5};
+  draft.commit(full, kept, 2);
+  target.commit(full, kept, 2);
+  const std::vector<Token> expected = {2, 1, 0, 1, 2};
+  CHECK(std::vector<Token>(draft.context().begin(), draft.context().end()) == expected);
+  CHECK(std::vector<Token>(target.context().begin(), target.context().end()) == expected);
+  CHECK(draft.evaluated_tokens() == 5);
+  CHECK(target.evaluated_tokens() == 6);
+}
+
 TEST_CASE("commit rejects paths that are not root-to-node paths", "[provider][toy][errors]") {
   toy::MarkovProvider provider(markov4());
   const std::vector<Token> prompt = {1, 2};

@@ -23,10 +23,13 @@ namespace specdec {
 /// A provider answers a batch with `size() + 1` rows (see logits_provider.hpp): row 0 is the
 /// distribution after the committed context, row i + 1 the distribution after node i's path.
 ///
-/// `attention_mask` is optional: engines that want a packed mask (row i, bit j set when node i
-/// attends to node j, `mask_words_per_row` 64-bit words per row) point it at memory they or a mask
-/// builder filled. It is derived from `parents` and never consulted by the library's own
-/// providers. The batch does not own that memory.
+/// `attention_mask` is optional: engines that want a packed mask point it at memory they or a mask
+/// builder filled, `mask_words_per_row` 64-bit words per node. Bit j % 64 (least significant
+/// first) of word j / 64 in row i is set when node i attends to node j, i.e. when j is i or one of
+/// its ancestors; every node also attends to the whole committed context, root included, which
+/// the mask does not spell out. It is derived from `parents`, travels with the batch for the
+/// engine's benefit, and is never consulted by the library's own providers. The batch does not
+/// own that memory.
 ///
 /// The vectors keep their capacity across `assign` calls, so rebuilding a batch each step does not
 /// allocate after warm-up.

@@ -13,4 +13,8 @@
 #include "specdec/core/views.hpp"
 #include "specdec/core/warp.hpp"
 #include "specdec/core/workspace.hpp"
+#include "specdec/decode/metrics.hpp"
+#include "specdec/decode/sequence.hpp"
+#include "specdec/provider/logits_provider.hpp"
+#include "specdec/provider/tree_batch.hpp"
 #include "specdec/tree/draft_tree.hpp"

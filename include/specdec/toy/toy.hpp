@@ -4,4 +4,5 @@
 
 #include "specdec/toy/distributions.hpp"
 #include "specdec/toy/markov.hpp"
+#include "specdec/toy/providers.hpp"
 #include "specdec/toy/random.hpp"

@@ -12,4 +12,4 @@
 #include "specdec/core/views.hpp"
 #include "specdec/core/warp.hpp"
 #include "specdec/core/workspace.hpp"
-#include "specdec/tree/draft_tree.hpp"
+#include "specdec/tree/tree.hpp"

@@ -120,27 +120,28 @@ TEST_CASE("FlashInfer rows are not byte-aligned and match the dense mask", "[tre
   for (std::int32_t n : {33, 65, 100}) {
     const auto tree = test::random_tree(n, 200 + static_cast<std::uint64_t>(n));
     const auto dense = test::dense_mask(tree);
-    const std::int32_t context = 5;
-    const std::int64_t kv = context + n;
-    for (bool include_root : {true, false}) {
-      std::vector<std::uint8_t> bytes(flashinfer_mask_bytes(tree, context, include_root));
-      export_flashinfer_mask(tree, context, include_root, bytes);
-      const std::int32_t first = include_root ? 1 : 0;
-      for (std::int64_t c = 0; c < kv; ++c) {
-        if (include_root) REQUIRE(flashinfer_bit(bytes, c) == (c < context));
-      }
-      for (std::int32_t i = 0; i < n; ++i) {
+    for (std::int32_t context : {5, 21}) {
+      const std::int64_t kv = context + n;
+      for (bool include_root : {true, false}) {
+        std::vector<std::uint8_t> bytes(flashinfer_mask_bytes(tree, context, include_root));
+        export_flashinfer_mask(tree, context, include_root, bytes);
+        const std::int32_t first = include_root ? 1 : 0;
         for (std::int64_t c = 0; c < kv; ++c) {
-          const bool expected =
-              c < context || dense[static_cast<std::size_t>(i) * static_cast<std::size_t>(n) +
-                                   static_cast<std::size_t>(c - context)] == 1;
-          REQUIRE(flashinfer_bit(bytes, (first + i) * kv + c) == expected);
+          if (include_root) REQUIRE(flashinfer_bit(bytes, c) == (c < context));
         }
-      }
-      // Unused high bits of the last byte are 0.
-      const std::int64_t bits = flashinfer_mask_bits(tree, context, include_root);
-      for (std::int64_t e = bits; e < static_cast<std::int64_t>(bytes.size()) * 8; ++e) {
-        REQUIRE_FALSE(flashinfer_bit(bytes, e));
+        for (std::int32_t i = 0; i < n; ++i) {
+          for (std::int64_t c = 0; c < kv; ++c) {
+            const bool expected =
+                c < context || dense[static_cast<std::size_t>(i) * static_cast<std::size_t>(n) +
+                                     static_cast<std::size_t>(c - context)] == 1;
+            REQUIRE(flashinfer_bit(bytes, (first + i) * kv + c) == expected);
+          }
+        }
+        // Unused high bits of the last byte are 0.
+        const std::int64_t bits = flashinfer_mask_bits(tree, context, include_root);
+        for (std::int64_t e = bits; e < static_cast<std::int64_t>(bytes.size()) * 8; ++e) {
+          REQUIRE_FALSE(flashinfer_bit(bytes, e));
+        }
       }
     }
   }

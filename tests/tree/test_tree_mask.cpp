@@ -210,6 +210,8 @@ TEST_CASE("wrong buffer sizes and bad arguments name the argument", "[tree][erro
   CHECK_THROWS_WITH(build_packed_mask(tree, packed), Catch::Contains("out"));
   CHECK_THROWS_WITH(tree_positions(tree, 10, small), Catch::Contains("out"));
   CHECK_THROWS_WITH(tree_positions(tree, 0, nine), Catch::Contains("context_length"));
+  CHECK_THROWS_WITH(tree_positions(tree, INT32_MAX, nine),
+                    Catch::Contains("context_length") && Catch::Contains("overflows"));
   CHECK_THROWS_WITH(build_child_links(tree, small, nine), Catch::Contains("first_child"));
   CHECK_THROWS_WITH(build_child_links(tree, nine, small), Catch::Contains("next_sibling"));
   CHECK_THROWS_WITH(path_to_node(tree, 9), Catch::Contains("node") && Catch::Contains("9"));

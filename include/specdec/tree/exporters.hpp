@@ -6,7 +6,6 @@
 
 #include <cstdint>
 #include <span>
-#include <vector>
 
 #include "specdec/core/error.hpp"
 #include "specdec/tree/draft_tree.hpp"
@@ -30,6 +29,7 @@ inline void engine_positions(const DraftTree& tree, std::int32_t context_length,
     detail::fail("context_length", "{} must be >= 1 (the root is a committed token)",
                  context_length);
   }
+  detail::check_position_range(context_length, tree);
   detail::check_buffer("out", out, static_cast<std::size_t>(engine_tree_size(tree)));
   out[0] = context_length - 1;
   for (std::size_t i = 0; i < tree.depths.size(); ++i) {
@@ -76,9 +76,14 @@ inline void export_trtllm(const DraftTree& tree, std::span<std::int32_t> packed_
   const auto words = static_cast<std::size_t>(trtllm_mask_words(tree));
   detail::check_buffer("packed_mask", packed_mask, trtllm_mask_size(tree));
   detail::check_buffer("position_offsets", position_offsets, slots);
-  if (path_rows < trtllm_path_rows(tree)) {
-    detail::fail("path_rows", "{} is fewer than the {} root-to-leaf paths", path_rows,
-                 trtllm_path_rows(tree));
+  // position_offsets doubles as the leaf flags of the slots before it receives the depths, so the
+  // export does not allocate.
+  detail::leaf_flags_kernel(tree.parents.data(), tree.size(), position_offsets.data() + 1);
+  std::int32_t leaf_count = 0;
+  for (std::size_t t = 1; t < slots; ++t) leaf_count += position_offsets[t];
+  const std::int32_t needed_rows = leaf_count > 0 ? leaf_count : 1;
+  if (path_rows < needed_rows) {
+    detail::fail("path_rows", "{} is fewer than the {} root-to-leaf paths", path_rows, needed_rows);
   }
   if (path_width < trtllm_path_width(tree)) {
     detail::fail("path_width", "{} is shorter than the longest path ({} slots with the root)",
@@ -87,40 +92,34 @@ inline void export_trtllm(const DraftTree& tree, std::span<std::int32_t> packed_
   detail::check_buffer("paths", paths,
                        static_cast<std::size_t>(path_rows) * static_cast<std::size_t>(path_width));
 
-  // Mask: row of slot i + 1 = row of its parent's slot plus bit i + 1 (Alg. 5 on the slots).
-  std::vector<std::uint32_t> row(words);
+  // Mask: the row of slot i + 1 is the row of its parent's slot plus bit i + 1 (Alg. 5 on slots).
   for (std::size_t t = 0; t < slots; ++t) {
+    std::int32_t* row = packed_mask.data() + t * words;
     if (t == 0) {
-      for (auto& w : row) w = 0u;
+      for (std::size_t w = 0; w < words; ++w) row[w] = 0;
     } else {
       const auto parent_slot = static_cast<std::size_t>(tree.parents[t - 1] + 1);
-      for (std::size_t w = 0; w < words; ++w) {
-        row[w] = static_cast<std::uint32_t>(packed_mask[parent_slot * words + w]);
-      }
+      for (std::size_t w = 0; w < words; ++w) row[w] = packed_mask[parent_slot * words + w];
     }
-    row[t / 32] |= 1u << static_cast<std::uint32_t>(t % 32);
-    for (std::size_t w = 0; w < words; ++w) {
-      packed_mask[t * words + w] = static_cast<std::int32_t>(row[w]);
-    }
+    row[t / 32] = static_cast<std::int32_t>(static_cast<std::uint32_t>(row[t / 32]) |
+                                            (1u << static_cast<std::uint32_t>(t % 32)));
   }
+
+  for (auto& x : paths) x = -1;
+  std::size_t r = 0;
+  for (std::int32_t i = 0; i < tree.size(); ++i) {
+    if (!position_offsets[static_cast<std::size_t>(i) + 1]) continue;
+    std::int32_t* out = paths.data() + r * static_cast<std::size_t>(path_width);
+    const auto depth = tree.depths[static_cast<std::size_t>(i)];
+    out[0] = 0;
+    detail::path_to_node_kernel(tree.parents.data(), i, depth, out + 1);
+    for (std::int32_t k = 1; k <= depth; ++k) out[k] += 1;  // node id -> slot
+    ++r;
+  }
+  if (tree.empty()) paths[0] = 0;  // the root alone
 
   position_offsets[0] = 0;
   for (std::size_t i = 0; i < tree.depths.size(); ++i) position_offsets[i + 1] = tree.depths[i];
-
-  for (auto& x : paths) x = -1;
-  const auto leaf_ids = leaves(tree);
-  if (leaf_ids.empty()) {
-    paths[0] = 0;
-    return;
-  }
-  for (std::size_t r = 0; r < leaf_ids.size(); ++r) {
-    std::int32_t* out = paths.data() + r * static_cast<std::size_t>(path_width);
-    const auto leaf = leaf_ids[r];
-    const auto depth = tree.depths[static_cast<std::size_t>(leaf)];
-    out[0] = 0;
-    detail::path_to_node_kernel(tree.parents.data(), leaf, depth, out + 1);
-    for (std::int32_t k = 1; k <= depth; ++k) out[k] += 1;  // node id -> slot
-  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -164,13 +163,24 @@ inline void export_flashinfer_mask(const DraftTree& tree, std::int32_t context_l
     const std::int64_t e = row * kv_len + col;
     out[static_cast<std::size_t>(e / 8)] |= static_cast<std::uint8_t>(1u << (e % 8));
   };
+  // Sets the bits of columns [0, context_length) of `row`: single bits up to a byte boundary, then
+  // whole bytes, then single bits.
+  auto set_context = [&](std::int64_t row) {
+    std::int64_t e = row * kv_len;
+    const std::int64_t end = e + context_length;
+    for (; e < end && e % 8 != 0; ++e) {
+      out[static_cast<std::size_t>(e / 8)] |= static_cast<std::uint8_t>(1u << (e % 8));
+    }
+    for (; e + 8 <= end; e += 8) out[static_cast<std::size_t>(e / 8)] = 0xFF;
+    for (; e < end; ++e) {
+      out[static_cast<std::size_t>(e / 8)] |= static_cast<std::uint8_t>(1u << (e % 8));
+    }
+  };
   const std::int64_t first_node_row = include_root ? 1 : 0;
-  if (include_root) {
-    for (std::int64_t c = 0; c < context_length; ++c) set(0, c);
-  }
+  if (include_root) set_context(0);
   for (std::int32_t i = 0; i < tree.size(); ++i) {
     const std::int64_t row = first_node_row + i;
-    for (std::int64_t c = 0; c < context_length; ++c) set(row, c);
+    set_context(row);
     for (std::int32_t a = i; a >= 0; a = tree.parents[static_cast<std::size_t>(a)]) {
       set(row, context_length + a);
     }

@@ -56,6 +56,14 @@ SPECDEC_HOST_DEVICE std::int32_t node_position(std::int32_t context_length, std:
   return context_length + depth - 1;
 }
 
+/// Position ids must fit in int32: context_length + max_depth - 1 <= INT32_MAX.
+inline void check_position_range(std::int32_t context_length, const DraftTree& tree) {
+  if (static_cast<std::int64_t>(context_length) + tree.max_depth() - 1 > INT32_MAX) {
+    fail("context_length", "{} plus the tree depth {} overflows int32 position ids", context_length,
+         tree.max_depth());
+  }
+}
+
 }  // namespace detail
 
 /// Entries of the dense N x N mask of `tree` (N = tree.size()).
@@ -121,6 +129,7 @@ inline void tree_positions(const DraftTree& tree, std::int32_t context_length,
     detail::fail("context_length", "{} must be >= 1 (the root is a committed token)",
                  context_length);
   }
+  detail::check_position_range(context_length, tree);
   detail::check_buffer("out", out, static_cast<std::size_t>(tree.size()));
   for (std::size_t i = 0; i < out.size(); ++i) {
     out[i] = detail::node_position(context_length, tree.depths[i]);

@@ -101,16 +101,27 @@ inline std::vector<std::int32_t> path_to_node(const DraftTree& tree, std::int32_
   return out;
 }
 
+namespace detail {
+
+/// Row kernel: `is_leaf[i]` = 1 when node i has no child, else 0 (n nodes, `parents[i] < i`).
+SPECDEC_HOST_DEVICE void leaf_flags_kernel(const std::int32_t* parents, std::int32_t n,
+                                           std::int32_t* is_leaf) {
+  for (std::int32_t i = 0; i < n; ++i) is_leaf[i] = 1;
+  for (std::int32_t i = 0; i < n; ++i) {
+    if (parents[i] >= 0) is_leaf[parents[i]] = 0;
+  }
+}
+
+}  // namespace detail
+
 /// Number of leaves (nodes without children). An empty tree has none.
 inline std::int32_t count_leaves(const DraftTree& tree) {
   detail::check_tree(tree);
-  std::vector<char> has_child(static_cast<std::size_t>(tree.size()), 0);
-  for (auto p : tree.parents) {
-    if (p >= 0) has_child[static_cast<std::size_t>(p)] = 1;
-  }
-  std::int32_t n = 0;
-  for (auto c : has_child) n += c ? 0 : 1;
-  return n;
+  std::vector<std::int32_t> flags(static_cast<std::size_t>(tree.size()));
+  detail::leaf_flags_kernel(tree.parents.data(), tree.size(), flags.data());
+  std::int32_t count = 0;
+  for (auto f : flags) count += f;
+  return count;
 }
 
 /// Writes the leaves in increasing node id (level order, so shallower leaves first) into `out`,
@@ -118,13 +129,11 @@ inline std::int32_t count_leaves(const DraftTree& tree) {
 inline void leaves(const DraftTree& tree, std::span<std::int32_t> out) {
   const auto count = count_leaves(tree);
   detail::check_buffer("out", out, static_cast<std::size_t>(count));
-  std::vector<char> has_child(static_cast<std::size_t>(tree.size()), 0);
-  for (auto p : tree.parents) {
-    if (p >= 0) has_child[static_cast<std::size_t>(p)] = 1;
-  }
+  std::vector<std::int32_t> flags(static_cast<std::size_t>(tree.size()));
+  detail::leaf_flags_kernel(tree.parents.data(), tree.size(), flags.data());
   std::size_t k = 0;
   for (std::int32_t i = 0; i < tree.size(); ++i) {
-    if (!has_child[static_cast<std::size_t>(i)]) out[k++] = i;
+    if (flags[static_cast<std::size_t>(i)]) out[k++] = i;
   }
 }
 

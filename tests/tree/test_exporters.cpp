@@ -27,6 +27,21 @@ bool flashinfer_bit(const std::vector<std::uint8_t>& bytes, std::int64_t e) {
 
 }  // namespace
 
+TEST_CASE("the worked example of docs/trees.md has the documented mask and positions",
+          "[tree][mask]") {
+  const auto tree = small_tree();
+  CHECK(test::dense_mask(tree) == std::vector<std::uint8_t>{1, 0, 0, 0, 0,  //
+                                                            0, 1, 0, 0, 0,  //
+                                                            1, 0, 1, 0, 0,  //
+                                                            1, 0, 0, 1, 0,  //
+                                                            0, 1, 0, 0, 1});
+  CHECK(test::packed_mask(tree) == std::vector<std::uint32_t>{0x01, 0x02, 0x05, 0x09, 0x12});
+  std::vector<std::int32_t> positions(5);
+  tree_positions(tree, 3, positions);
+  CHECK(positions == std::vector<std::int32_t>{3, 3, 4, 4, 4});
+  CHECK(root_to_leaf_paths(tree) == std::vector<std::vector<std::int32_t>>{{0, 2}, {0, 3}, {1, 4}});
+}
+
 TEST_CASE("TensorRT-LLM export of a small tree is hand-checked", "[tree][export]") {
   const auto tree = small_tree();
   REQUIRE(trtllm_mask_words(tree) == 1);

@@ -201,6 +201,13 @@ TEST_CASE("bad beams are rejected with the argument named", "[tree][redrafter][e
   corrupt.parents[2] = 5;
   std::vector<std::uint8_t> mask49(49);
   CHECK_THROWS_WITH(compressed_dense_mask(corrupt, mask49), Catch::Contains("beams.parents[2]"));
+  auto bad_offset = good;
+  bad_offset.offsets[4] = 3;
+  CHECK_THROWS_WITH(compressed_dense_mask(bad_offset, mask49), Catch::Contains("beams.offsets[4]"));
+  auto bad_unpacker = good;
+  bad_unpacker.unpacker[5] = 7;
+  CHECK_THROWS_WITH(unpack_beams<Token>(bad_unpacker, good.tokens, unpacked),
+                    Catch::Contains("beams.unpacker[5]"));
   DraftTree tree;
   std::vector<std::int32_t> node_of(3);
   CHECK_THROWS_WITH(compressed_to_draft_tree(good, tree, node_of), Catch::Contains("node_of"));

@@ -107,6 +107,44 @@ struct CompressedBeams {
   std::int32_t size() const { return static_cast<std::int32_t>(tokens.size()); }
 };
 
+namespace detail {
+
+/// Checks that a CompressedBeams is consistent (as compress_beams leaves it): n entries in every
+/// per-node vector, W * L in unpacker, parents earlier and one position shallower, unpacker ids
+/// in range.
+inline void check_compressed(const CompressedBeams& beams) {
+  const auto n = beams.tokens.size();
+  check_size("beams.source", beams.source.size(), n);
+  check_size("beams.offsets", beams.offsets.size(), n);
+  check_size("beams.parents", beams.parents.size(), n);
+  check_size("beams.unpacker", beams.unpacker.size(),
+             static_cast<std::size_t>(beams.width) * static_cast<std::size_t>(beams.length));
+  for (std::size_t r = 0; r < n; ++r) {
+    const auto parent = beams.parents[r];
+    const auto offset = beams.offsets[r];
+    if (offset < 0 || offset >= beams.length) {
+      fail(fmt::format("beams.offsets[{}]", r), "{} is outside [0, {})", offset, beams.length);
+    }
+    if (parent < -1 || parent >= static_cast<std::int32_t>(r)) {
+      fail(fmt::format("beams.parents[{}]", r), "{} must be -1 or an earlier node (< {})", parent,
+           r);
+    }
+    const auto expected = parent < 0 ? 0 : beams.offsets[static_cast<std::size_t>(parent)] + 1;
+    if (offset != expected) {
+      fail(fmt::format("beams.offsets[{}]", r), "{} should be {} (parent's offset + 1)", offset,
+           expected);
+    }
+  }
+  for (std::size_t x = 0; x < beams.unpacker.size(); ++x) {
+    if (beams.unpacker[x] < 0 || static_cast<std::size_t>(beams.unpacker[x]) >= n) {
+      fail(fmt::format("beams.unpacker[{}]", x), "{} is not a compressed node (there are {})",
+           beams.unpacker[x], n);
+    }
+  }
+}
+
+}  // namespace detail
+
 /// Compresses `width` row-major beams (tokens in [0, vocab)) into `out`. Afterwards
 /// `out.tokens[out.unpacker[j * L + k]] == beams[j * L + k]` for every j, k, and
 /// `out.parents[r] < r`.
@@ -144,14 +182,10 @@ inline void compress_beams(std::span<const Token> beams, std::int32_t width, std
 /// ancestor of r (so the row of beam j's node at k covers exactly beams[j][0..k]). The committed
 /// context is visible to every row and not part of the matrix. `out` holds n * n bytes.
 inline void compressed_dense_mask(const CompressedBeams& beams, std::span<std::uint8_t> out) {
+  detail::check_compressed(beams);
   const auto n = static_cast<std::size_t>(beams.size());
-  check_size("beams.parents", beams.parents.size(), n);
   detail::check_buffer("out", out, n * n);
   for (std::size_t r = 0; r < n; ++r) {
-    const auto parent = beams.parents[r];
-    if (parent < -1 || parent >= static_cast<std::int32_t>(r)) {
-      detail::fail(fmt::format("beams.parents[{}]", r), "{} must be -1 or < {}", parent, r);
-    }
     detail::dense_mask_row(beams.parents.data(), static_cast<std::int32_t>(n),
                            static_cast<std::int32_t>(r), out.data() + r * n);
   }
@@ -160,15 +194,11 @@ inline void compressed_dense_mask(const CompressedBeams& beams, std::span<std::u
 /// Packed form of compressed_dense_mask: n rows of packed_mask_words(n) words, column c is bit
 /// c % 32 of word c / 32 (least significant bit first).
 inline void compressed_packed_mask(const CompressedBeams& beams, std::span<std::uint32_t> out) {
+  detail::check_compressed(beams);
   const auto n = beams.size();
-  check_size("beams.parents", beams.parents.size(), static_cast<std::size_t>(n));
   const auto words = packed_mask_words(n);
   detail::check_buffer("out", out, static_cast<std::size_t>(n) * static_cast<std::size_t>(words));
   for (std::int32_t r = 0; r < n; ++r) {
-    const auto parent = beams.parents[static_cast<std::size_t>(r)];
-    if (parent < -1 || parent >= r) {
-      detail::fail(fmt::format("beams.parents[{}]", r), "{} must be -1 or < {}", parent, r);
-    }
     detail::packed_mask_row(beams.parents.data(), words, r,
                             out.data() + static_cast<std::size_t>(r) * words);
   }
@@ -180,7 +210,12 @@ inline void compressed_packed_mask(const CompressedBeams& beams, std::span<std::
 /// DraftTree terms a beam token at offset k has depth k + 1. `out` holds n entries.
 inline void compressed_positions(const CompressedBeams& beams, std::int32_t context_length,
                                  std::span<std::int32_t> out) {
-  if (context_length < 0) detail::fail("context_length", "{} must be >= 0", context_length);
+  detail::check_compressed(beams);
+  if (context_length < 0 ||
+      static_cast<std::int64_t>(context_length) + beams.length - 1 > INT32_MAX) {
+    detail::fail("context_length", "{} must be >= 0 and leave room for {} positions",
+                 context_length, beams.length);
+  }
   detail::check_buffer("out", out, beams.offsets.size());
   for (std::size_t r = 0; r < out.size(); ++r) out[r] = context_length + beams.offsets[r];
 }
@@ -189,6 +224,7 @@ inline void compressed_positions(const CompressedBeams& beams, std::int32_t cont
 /// k]]` (ReDrafter's unpack of logits, hidden states or KV rows, one element per node here).
 template <class T>
 void unpack_beams(const CompressedBeams& beams, std::span<const T> packed, std::span<T> out) {
+  detail::check_compressed(beams);
   detail::check_buffer("packed", packed, static_cast<std::size_t>(beams.size()));
   detail::check_buffer("out", out, beams.unpacker.size());
   for (std::size_t x = 0; x < out.size(); ++x) {
@@ -202,9 +238,8 @@ void unpack_beams(const CompressedBeams& beams, std::span<const T> packed, std::
 /// last token already in the cache (position C - 1). `node_of` holds n entries.
 inline void compressed_to_draft_tree(const CompressedBeams& beams, DraftTree& tree,
                                      std::span<std::int32_t> node_of) {
+  detail::check_compressed(beams);
   const auto n = static_cast<std::size_t>(beams.size());
-  check_size("beams.parents", beams.parents.size(), n);
-  check_size("beams.offsets", beams.offsets.size(), n);
   detail::check_buffer("node_of", node_of, n);
   tree.clear();
   tree.reserve(n);

@@ -59,6 +59,34 @@ TEST_CASE("compressed beams reproduce the reference packed tokens and indices",
   CHECK(pos1 == std::vector<std::int32_t>{10, 11, 12, 13, 11, 12, 13, 12, 13});
 }
 
+TEST_CASE("a packed beam batch reproduces the reference padded layout exactly",
+          "[tree][redrafter]") {
+  std::vector<Token> beams = kBeams0;
+  beams.insert(beams.end(), kBeams1.begin(), kBeams1.end());
+  PackedBeamBatch batch;
+  CompressedBeams scratch;
+  pack_beam_batch(beams, 2, 3, kVocab, batch, scratch);
+  CHECK(batch.length == 4);
+  CHECK(batch.max_selected == 9);
+  CHECK(batch.total_lengths == std::vector<std::int32_t>{7, 9});
+  CHECK(batch.flat_tokens ==
+        std::vector<Token>{91, 92, 93, 95, 94, 96, 97, 93, 94, 95, 92, 95, 96, 93, 97, 96});
+  // PACKED_BEAMS, PACKED_TOKEN_INDICES, UNPACKER and position_offsets of the reference test.
+  CHECK(batch.packed_tokens == std::vector<Token>{91, 92, 93, 95, 94, 96, 97, 93, 94,  //
+                                                  93, 94, 95, 92, 95, 96, 93, 97, 96});
+  CHECK(batch.packed_token_indices == std::vector<std::int32_t>{0, 1, 2, 3, 6, 7, 11, 0, 1,  //
+                                                                0, 1, 2, 3, 5, 6, 7, 10, 11});
+  CHECK(batch.unpacker == std::vector<std::int32_t>{0, 1, 2, 3, 0, 1, 4, 5, 0, 1, 2, 6,  //
+                                                    0, 1, 2, 3, 0, 4, 5, 6, 0, 1, 7, 8});
+  CHECK(batch.position_offsets == std::vector<std::int32_t>{0, 1, 2, 3, 2, 3, 3, 0, 1,  //
+                                                            0, 1, 2, 3, 1, 2, 3, 2, 3});
+  CHECK_THROWS_WITH(pack_beam_batch(beams, 0, 3, kVocab, batch, scratch), Catch::Contains("batch"));
+  CHECK_THROWS_WITH(pack_beam_batch(beams, 2, 0, kVocab, batch, scratch), Catch::Contains("width"));
+  CHECK_THROWS_WITH(pack_beam_batch(beams, 5, 3, kVocab, batch, scratch), Catch::Contains("beams"));
+  CHECK_THROWS_WITH(pack_beam_batch(beams, 2, 3, 96, batch, scratch),
+                    Catch::Contains("batch row 0") && Catch::Contains("beams[1][3]"));
+}
+
 TEST_CASE("unpacking compressed values restores the beams", "[tree][redrafter]") {
   for (const auto* beams : {&kBeams0, &kBeams1}) {
     const auto packed = compress(*beams);

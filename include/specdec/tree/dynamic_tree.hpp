@@ -178,6 +178,76 @@ inline void compress_beams(std::span<const Token> beams, std::int32_t width, std
   }
 }
 
+/// A batch of compressed beams in the layouts of ReDrafter's reference code and TensorRT-LLM.
+/// Vectors keep their capacity between calls.
+struct PackedBeamBatch {
+  std::int32_t batch = 0;                   ///< B
+  std::int32_t width = 0;                   ///< W
+  std::int32_t length = 0;                  ///< L
+  std::int32_t max_selected = 0;            ///< the longest compressed row
+  std::vector<std::int32_t> total_lengths;  ///< B compressed lengths
+  std::vector<Token> flat_tokens;  ///< the rows' compressed tokens back to back (TensorRT-LLM)
+  std::vector<std::int32_t> flat_indices;  ///< their flat beam indices j * L + k
+  /// B x max_selected, as the reference pads them: entry (b, m) is flat entry
+  /// min(start_b + m, total - 1), start_b = the sum of the earlier rows' lengths. A pad entry
+  /// (m >= total_lengths[b]) therefore repeats the next row's first entries; nothing unpacks to it.
+  std::vector<Token> packed_tokens;
+  std::vector<std::int32_t> packed_token_indices;  ///< B x max_selected, padded the same way
+  std::vector<std::int32_t> position_offsets;      ///< B x max_selected: packed_token_indices % L
+  std::vector<std::int32_t> unpacker;  ///< B x W x L, per row as CompressedBeams::unpacker
+};
+
+/// Compresses B batch rows of W beams of L tokens (`beams` holds B * W * L tokens, row-major
+/// [B, W, L]) into `out`; `scratch` is reused for each row.
+inline void pack_beam_batch(std::span<const Token> beams, std::int32_t batch, std::int32_t width,
+                            std::int64_t vocab, PackedBeamBatch& out, CompressedBeams& scratch) {
+  if (batch <= 0) detail::fail("batch", "{} must be > 0", batch);
+  if (width <= 0) detail::fail("width", "{} must be > 0 (at least one beam)", width);
+  const auto per_row = beams.size() / static_cast<std::size_t>(batch);
+  if (beams.empty() || beams.size() % static_cast<std::size_t>(batch) != 0 ||
+      per_row % static_cast<std::size_t>(width) != 0) {
+    detail::fail("beams", "{} tokens do not split into {} rows of {} beams of equal length",
+                 beams.size(), batch, width);
+  }
+  out.batch = batch;
+  out.width = width;
+  out.length = static_cast<std::int32_t>(per_row / static_cast<std::size_t>(width));
+  out.total_lengths.clear();
+  out.flat_tokens.clear();
+  out.flat_indices.clear();
+  out.unpacker.clear();
+  out.max_selected = 0;
+  for (std::int32_t b = 0; b < batch; ++b) {
+    try {
+      compress_beams(beams.subspan(static_cast<std::size_t>(b) * per_row, per_row), width, vocab,
+                     scratch);
+    } catch (const Error& e) {
+      detail::fail(fmt::format("beams (batch row {})", b), "{}", e.what());
+    }
+    out.total_lengths.push_back(scratch.size());
+    out.max_selected = scratch.size() > out.max_selected ? scratch.size() : out.max_selected;
+    out.flat_tokens.insert(out.flat_tokens.end(), scratch.tokens.begin(), scratch.tokens.end());
+    out.flat_indices.insert(out.flat_indices.end(), scratch.source.begin(), scratch.source.end());
+    out.unpacker.insert(out.unpacker.end(), scratch.unpacker.begin(), scratch.unpacker.end());
+  }
+  const auto padded = static_cast<std::size_t>(batch) * static_cast<std::size_t>(out.max_selected);
+  out.packed_tokens.resize(padded);
+  out.packed_token_indices.resize(padded);
+  out.position_offsets.resize(padded);
+  const auto total = out.flat_tokens.size();
+  std::size_t start = 0;
+  for (std::size_t b = 0; b < static_cast<std::size_t>(batch); ++b) {
+    for (std::size_t m = 0; m < static_cast<std::size_t>(out.max_selected); ++m) {
+      const auto from = start + m < total ? start + m : total - 1;
+      const auto at = b * static_cast<std::size_t>(out.max_selected) + m;
+      out.packed_tokens[at] = out.flat_tokens[from];
+      out.packed_token_indices[at] = out.flat_indices[from];
+      out.position_offsets[at] = out.flat_indices[from] % out.length;
+    }
+    start += static_cast<std::size_t>(out.total_lengths[b]);
+  }
+}
+
 /// Dense mask of the compressed nodes: `out[r * n + c]` = 1 when compressed node c is r or an
 /// ancestor of r (so the row of beam j's node at k covers exactly beams[j][0..k]). The committed
 /// context is visible to every row and not part of the matrix. `out` holds n * n bytes.

@@ -17,4 +17,4 @@
 #include "specdec/decode/sequence.hpp"
 #include "specdec/provider/logits_provider.hpp"
 #include "specdec/provider/tree_batch.hpp"
-#include "specdec/tree/draft_tree.hpp"
+#include "specdec/tree/tree.hpp"

@@ -61,7 +61,10 @@ struct DraftTree {
     check_size("parents", parents.size(), tokens.size());
     check_size("depths", depths.size(), tokens.size());
     for (std::size_t i = 0; i < tokens.size(); ++i) {
-      check_token(fmt::format("tokens[{}]", i), tokens[i], vocab);
+      // Format the argument name only on failure: validation runs on every step.
+      if (tokens[i] < 0 || tokens[i] >= vocab) {
+        check_token(fmt::format("tokens[{}]", i), tokens[i], vocab);
+      }
       const auto parent = parents[i];
       if (parent < -1 || parent >= static_cast<std::int32_t>(i)) {
         detail::fail(fmt::format("parents[{}]", i),

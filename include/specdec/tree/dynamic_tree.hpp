@@ -1,0 +1,326 @@
+// SPDX-License-Identifier: MIT
+// ReDrafter's dynamic tree attention (seed 001 Listing 1): prefix matching of W equal-length beams,
+// the compressed token list with its tree, mask and positions, and the unpacker back to beams.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "specdec/config.hpp"
+#include "specdec/core/error.hpp"
+#include "specdec/core/token.hpp"
+#include "specdec/core/validate.hpp"
+#include "specdec/tree/draft_tree.hpp"
+#include "specdec/tree/tree_mask.hpp"
+
+namespace specdec {
+
+namespace detail {
+
+/// Row kernel: prefix match of `width` beams of `length` tokens (row-major, beam j at
+/// beams[j * length, (j + 1) * length)). out[i * length + k] = the smallest beam index j whose
+/// first k + 1 tokens equal those of beam i (so j <= i). Uses that beams j and i share k + 1 tokens
+/// iff they share k tokens (equal match at k - 1) and agree at k. O(W^2 L) worst case, O(W L) when
+/// beams agree.
+SPECDEC_HOST_DEVICE void prefix_match_kernel(const Token* beams, std::int32_t width,
+                                             std::int32_t length, std::int32_t* out) {
+  for (std::int32_t i = 0; i < width; ++i) {
+    for (std::int32_t k = 0; k < length; ++k) {
+      const std::int32_t previous = k > 0 ? out[i * length + k - 1] : -1;
+      const Token token = beams[i * length + k];
+      std::int32_t match = i;
+      for (std::int32_t j = 0; j < i; ++j) {
+        if ((k == 0 || out[j * length + k - 1] == previous) && beams[j * length + k] == token) {
+          match = j;
+          break;
+        }
+      }
+      out[i * length + k] = match;
+    }
+  }
+}
+
+/// Validates W beams given as one row-major array and returns their common length L.
+inline std::int32_t check_beams(std::span<const Token> beams, std::int32_t width,
+                                std::int64_t vocab) {
+  if (width <= 0) fail("width", "{} must be > 0 (at least one beam)", width);
+  if (vocab <= 0) fail("vocab", "{} must be > 0", vocab);
+  if (beams.empty()) fail("beams", "is empty (beams need at least one token)");
+  if (beams.size() % static_cast<std::size_t>(width) != 0) {
+    fail("beams", "{} tokens do not split into {} beams of equal length", beams.size(), width);
+  }
+  const auto length = beams.size() / static_cast<std::size_t>(width);
+  if (beams.size() > static_cast<std::size_t>(INT32_MAX)) {
+    fail("beams", "{} tokens is too many (at most {})", beams.size(), INT32_MAX);
+  }
+  for (std::size_t x = 0; x < beams.size(); ++x) {
+    if (beams[x] < 0 || beams[x] >= vocab) {
+      fail(fmt::format("beams[{}][{}]", x / length, x % length),
+           "token {} is outside the vocabulary [0, {})", beams[x], vocab);
+    }
+  }
+  return static_cast<std::int32_t>(length);
+}
+
+}  // namespace detail
+
+/// Flattens beams given one vector per beam into a row-major array (`flat` is resized). Throws
+/// when there are no beams or the beams differ in length.
+inline void flatten_beams(std::span<const std::vector<Token>> beams, std::vector<Token>& flat) {
+  if (beams.empty()) detail::fail("beams", "no beams (width 0)");
+  flat.clear();
+  for (std::size_t j = 0; j < beams.size(); ++j) {
+    if (beams[j].size() != beams[0].size()) {
+      detail::fail(fmt::format("beams[{}]", j),
+                   "has {} tokens but beams[0] has {} (beams must have equal length)",
+                   beams[j].size(), beams[0].size());
+    }
+    flat.insert(flat.end(), beams[j].begin(), beams[j].end());
+  }
+}
+
+/// ReDrafter's prefix match (seed 001 Listing 1) of `width` beams stored row-major in `beams`
+/// (W x L): `out[i * L + k]` = the smallest beam index sharing beam i's first k + 1 tokens. Tokens
+/// must lie in [0, vocab). `out` holds W * L entries.
+inline void prefix_match(std::span<const Token> beams, std::int32_t width, std::int64_t vocab,
+                         std::span<std::int32_t> out) {
+  const auto length = detail::check_beams(beams, width, vocab);
+  detail::check_buffer("out", out, beams.size());
+  detail::prefix_match_kernel(beams.data(), width, length, out.data());
+}
+
+/// The beams with shared prefixes stored once (seed 001's dynamic tree attention). Compressed
+/// nodes are in (beam, position) row-major order: beam j contributes position k when it is the
+/// smallest beam holding its first k + 1 tokens. Vectors keep their capacity between calls.
+struct CompressedBeams {
+  std::int32_t width = 0;                  ///< W, the number of beams
+  std::int32_t length = 0;                 ///< L, tokens per beam
+  std::vector<std::int32_t> prefix_match;  ///< W * L, as prefix_match() returns it
+  std::vector<Token> tokens;               ///< n compressed tokens
+  std::vector<std::int32_t> source;        ///< n flat beam indices j * L + k (ReDrafter's
+                                           ///< packed_token_indices)
+  std::vector<std::int32_t> offsets;   ///< n position offsets k (the depth in the beam, 0-based)
+  std::vector<std::int32_t> parents;   ///< n compressed ids of the parent, -1 at k = 0
+  std::vector<std::int32_t> unpacker;  ///< W * L: the compressed id holding beams[j][k]
+
+  std::int32_t size() const { return static_cast<std::int32_t>(tokens.size()); }
+};
+
+namespace detail {
+
+/// Checks that a CompressedBeams is consistent (as compress_beams leaves it): n entries in every
+/// per-node vector, W * L in unpacker, parents earlier and one position shallower, unpacker ids
+/// in range.
+inline void check_compressed(const CompressedBeams& beams) {
+  const auto n = beams.tokens.size();
+  check_size("beams.source", beams.source.size(), n);
+  check_size("beams.offsets", beams.offsets.size(), n);
+  check_size("beams.parents", beams.parents.size(), n);
+  check_size("beams.unpacker", beams.unpacker.size(),
+             static_cast<std::size_t>(beams.width) * static_cast<std::size_t>(beams.length));
+  for (std::size_t r = 0; r < n; ++r) {
+    const auto parent = beams.parents[r];
+    const auto offset = beams.offsets[r];
+    if (offset < 0 || offset >= beams.length) {
+      fail(fmt::format("beams.offsets[{}]", r), "{} is outside [0, {})", offset, beams.length);
+    }
+    if (parent < -1 || parent >= static_cast<std::int32_t>(r)) {
+      fail(fmt::format("beams.parents[{}]", r), "{} must be -1 or an earlier node (< {})", parent,
+           r);
+    }
+    const auto expected = parent < 0 ? 0 : beams.offsets[static_cast<std::size_t>(parent)] + 1;
+    if (offset != expected) {
+      fail(fmt::format("beams.offsets[{}]", r), "{} should be {} (parent's offset + 1)", offset,
+           expected);
+    }
+  }
+  for (std::size_t x = 0; x < beams.unpacker.size(); ++x) {
+    if (beams.unpacker[x] < 0 || static_cast<std::size_t>(beams.unpacker[x]) >= n) {
+      fail(fmt::format("beams.unpacker[{}]", x), "{} is not a compressed node (there are {})",
+           beams.unpacker[x], n);
+    }
+  }
+}
+
+}  // namespace detail
+
+/// Compresses `width` row-major beams (tokens in [0, vocab)) into `out`. Afterwards
+/// `out.tokens[out.unpacker[j * L + k]] == beams[j * L + k]` for every j, k, and
+/// `out.parents[r] < r`.
+inline void compress_beams(std::span<const Token> beams, std::int32_t width, std::int64_t vocab,
+                           CompressedBeams& out) {
+  const auto length = detail::check_beams(beams, width, vocab);
+  const auto total = beams.size();
+  out.width = width;
+  out.length = length;
+  out.prefix_match.resize(total);
+  out.unpacker.resize(total);
+  out.tokens.clear();
+  out.source.clear();
+  out.offsets.clear();
+  out.parents.clear();
+  detail::prefix_match_kernel(beams.data(), width, length, out.prefix_match.data());
+  for (std::int32_t j = 0; j < width; ++j) {
+    for (std::int32_t k = 0; k < length; ++k) {
+      const auto flat = static_cast<std::size_t>(j * length + k);
+      const auto owner = out.prefix_match[flat];
+      if (owner == j) {
+        out.unpacker[flat] = out.size();
+        out.tokens.push_back(beams[flat]);
+        out.source.push_back(static_cast<std::int32_t>(flat));
+        out.offsets.push_back(k);
+        out.parents.push_back(k == 0 ? -1 : out.unpacker[flat - 1]);
+      } else {
+        out.unpacker[flat] = out.unpacker[static_cast<std::size_t>(owner * length + k)];
+      }
+    }
+  }
+}
+
+/// A batch of compressed beams in the layouts of ReDrafter's reference code and TensorRT-LLM.
+/// Vectors keep their capacity between calls.
+struct PackedBeamBatch {
+  std::int32_t batch = 0;                   ///< B
+  std::int32_t width = 0;                   ///< W
+  std::int32_t length = 0;                  ///< L
+  std::int32_t max_selected = 0;            ///< the longest compressed row
+  std::vector<std::int32_t> total_lengths;  ///< B compressed lengths
+  std::vector<Token> flat_tokens;  ///< the rows' compressed tokens back to back (TensorRT-LLM)
+  std::vector<std::int32_t> flat_indices;  ///< their flat beam indices j * L + k
+  /// B x max_selected, as the reference pads them: entry (b, m) is flat entry
+  /// min(start_b + m, total - 1), start_b = the sum of the earlier rows' lengths. A pad entry
+  /// (m >= total_lengths[b]) therefore repeats the next row's first entries; nothing unpacks to it.
+  std::vector<Token> packed_tokens;
+  std::vector<std::int32_t> packed_token_indices;  ///< B x max_selected, padded the same way
+  std::vector<std::int32_t> position_offsets;      ///< B x max_selected: packed_token_indices % L
+  std::vector<std::int32_t> unpacker;  ///< B x W x L, per row as CompressedBeams::unpacker
+};
+
+/// Compresses B batch rows of W beams of L tokens (`beams` holds B * W * L tokens, row-major
+/// [B, W, L]) into `out`; `scratch` is reused for each row.
+inline void pack_beam_batch(std::span<const Token> beams, std::int32_t batch, std::int32_t width,
+                            std::int64_t vocab, PackedBeamBatch& out, CompressedBeams& scratch) {
+  if (batch <= 0) detail::fail("batch", "{} must be > 0", batch);
+  if (width <= 0) detail::fail("width", "{} must be > 0 (at least one beam)", width);
+  const auto per_row = beams.size() / static_cast<std::size_t>(batch);
+  if (beams.empty() || beams.size() % static_cast<std::size_t>(batch) != 0 ||
+      per_row % static_cast<std::size_t>(width) != 0) {
+    detail::fail("beams", "{} tokens do not split into {} rows of {} beams of equal length",
+                 beams.size(), batch, width);
+  }
+  out.batch = batch;
+  out.width = width;
+  out.length = static_cast<std::int32_t>(per_row / static_cast<std::size_t>(width));
+  out.total_lengths.clear();
+  out.flat_tokens.clear();
+  out.flat_indices.clear();
+  out.unpacker.clear();
+  out.max_selected = 0;
+  for (std::int32_t b = 0; b < batch; ++b) {
+    try {
+      compress_beams(beams.subspan(static_cast<std::size_t>(b) * per_row, per_row), width, vocab,
+                     scratch);
+    } catch (const Error& e) {
+      detail::fail(fmt::format("beams (batch row {})", b), "{}", e.what());
+    }
+    out.total_lengths.push_back(scratch.size());
+    out.max_selected = scratch.size() > out.max_selected ? scratch.size() : out.max_selected;
+    out.flat_tokens.insert(out.flat_tokens.end(), scratch.tokens.begin(), scratch.tokens.end());
+    out.flat_indices.insert(out.flat_indices.end(), scratch.source.begin(), scratch.source.end());
+    out.unpacker.insert(out.unpacker.end(), scratch.unpacker.begin(), scratch.unpacker.end());
+  }
+  const auto padded = static_cast<std::size_t>(batch) * static_cast<std::size_t>(out.max_selected);
+  out.packed_tokens.resize(padded);
+  out.packed_token_indices.resize(padded);
+  out.position_offsets.resize(padded);
+  const auto total = out.flat_tokens.size();
+  std::size_t start = 0;
+  for (std::size_t b = 0; b < static_cast<std::size_t>(batch); ++b) {
+    for (std::size_t m = 0; m < static_cast<std::size_t>(out.max_selected); ++m) {
+      const auto from = start + m < total ? start + m : total - 1;
+      const auto at = b * static_cast<std::size_t>(out.max_selected) + m;
+      out.packed_tokens[at] = out.flat_tokens[from];
+      out.packed_token_indices[at] = out.flat_indices[from];
+      out.position_offsets[at] = out.flat_indices[from] % out.length;
+    }
+    start += static_cast<std::size_t>(out.total_lengths[b]);
+  }
+}
+
+/// Dense mask of the compressed nodes: `out[r * n + c]` = 1 when compressed node c is r or an
+/// ancestor of r (so the row of beam j's node at k covers exactly beams[j][0..k]). The committed
+/// context is visible to every row and not part of the matrix. `out` holds n * n bytes.
+inline void compressed_dense_mask(const CompressedBeams& beams, std::span<std::uint8_t> out) {
+  detail::check_compressed(beams);
+  const auto n = static_cast<std::size_t>(beams.size());
+  detail::check_buffer("out", out, n * n);
+  for (std::size_t r = 0; r < n; ++r) {
+    detail::dense_mask_row(beams.parents.data(), static_cast<std::int32_t>(n),
+                           static_cast<std::int32_t>(r), out.data() + r * n);
+  }
+}
+
+/// Packed form of compressed_dense_mask: n rows of packed_mask_words(n) words, column c is bit
+/// c % 32 of word c / 32 (least significant bit first).
+inline void compressed_packed_mask(const CompressedBeams& beams, std::span<std::uint32_t> out) {
+  detail::check_compressed(beams);
+  const auto n = beams.size();
+  const auto words = packed_mask_words(n);
+  detail::check_buffer("out", out, static_cast<std::size_t>(n) * static_cast<std::size_t>(words));
+  for (std::int32_t r = 0; r < n; ++r) {
+    detail::packed_mask_row(beams.parents.data(), words, r,
+                            out.data() + static_cast<std::size_t>(r) * words);
+  }
+}
+
+/// Position ids of the compressed nodes: `out[r] = context_length + offsets[r]`, where
+/// `context_length` counts the tokens already in the cache. The beams' first tokens (in ReDrafter
+/// the shared init token, which has not been evaluated yet) sit at position context_length; in
+/// DraftTree terms a beam token at offset k has depth k + 1. `out` holds n entries.
+inline void compressed_positions(const CompressedBeams& beams, std::int32_t context_length,
+                                 std::span<std::int32_t> out) {
+  detail::check_compressed(beams);
+  if (context_length < 0 ||
+      static_cast<std::int64_t>(context_length) + beams.length - 1 > INT32_MAX) {
+    detail::fail("context_length", "{} must be >= 0 and leave room for {} positions",
+                 context_length, beams.length);
+  }
+  detail::check_buffer("out", out, beams.offsets.size());
+  for (std::size_t r = 0; r < out.size(); ++r) out[r] = context_length + beams.offsets[r];
+}
+
+/// Maps per-compressed-node values back to the beams: `out[j * L + k] = packed[unpacker[j * L +
+/// k]]` (ReDrafter's unpack of logits, hidden states or KV rows, one element per node here).
+template <class T>
+void unpack_beams(const CompressedBeams& beams, std::span<const T> packed, std::span<T> out) {
+  detail::check_compressed(beams);
+  detail::check_buffer("packed", packed, static_cast<std::size_t>(beams.size()));
+  detail::check_buffer("out", out, beams.unpacker.size());
+  for (std::size_t x = 0; x < out.size(); ++x) {
+    out[x] = packed[static_cast<std::size_t>(beams.unpacker[x])];
+  }
+}
+
+/// The compressed beams as a DraftTree (level order, so nodes are renumbered; siblings keep beam
+/// order). `node_of[r]` receives the tree node of compressed node r. Beam position k becomes depth
+/// k + 1, so tree_positions(tree, C) equals compressed_positions(beams, C): the tree's root is the
+/// last token already in the cache (position C - 1). `node_of` holds n entries.
+inline void compressed_to_draft_tree(const CompressedBeams& beams, DraftTree& tree,
+                                     std::span<std::int32_t> node_of) {
+  detail::check_compressed(beams);
+  const auto n = static_cast<std::size_t>(beams.size());
+  detail::check_buffer("node_of", node_of, n);
+  tree.clear();
+  tree.reserve(n);
+  for (std::int32_t k = 0; k < beams.length; ++k) {
+    for (std::size_t r = 0; r < n; ++r) {
+      if (beams.offsets[r] != k) continue;
+      const auto parent = beams.parents[r];
+      node_of[r] =
+          tree.add(beams.tokens[r], parent < 0 ? -1 : node_of[static_cast<std::size_t>(parent)]);
+    }
+  }
+}
+
+}  // namespace specdec

@@ -1,0 +1,269 @@
+// SPDX-License-Identifier: MIT
+// Exporters from a DraftTree to the tree layouts engines consume: TensorRT-LLM (packed int32 mask
+// rows, position offsets, paths), FlashInfer (bit-packed custom mask with indptr) and SGLang
+// (first-child / next-sibling lists). No limit on the tree size.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "specdec/core/error.hpp"
+#include "specdec/tree/draft_tree.hpp"
+#include "specdec/tree/tree_mask.hpp"
+#include "specdec/tree/tree_paths.hpp"
+
+// Engine layouts put the root (the last committed token) in slot 0 of the evaluated tokens, ahead
+// of the N drafted nodes: slot t = 0 is the root and slot t = i + 1 is node i, T = N + 1 slots.
+
+namespace specdec {
+
+/// Slots of an engine layout: the root plus the N nodes.
+inline std::int32_t engine_tree_size(const DraftTree& tree) { return tree.size() + 1; }
+
+/// Position ids of the T = N + 1 engine slots: the root at `context_length - 1`, node i at
+/// `context_length + depths[i] - 1` (the same ids as tree_positions). `out` holds N + 1 entries.
+inline void engine_positions(const DraftTree& tree, std::int32_t context_length,
+                             std::span<std::int32_t> out) {
+  detail::check_tree(tree);
+  if (context_length < 1) {
+    detail::fail("context_length", "{} must be >= 1 (the root is a committed token)",
+                 context_length);
+  }
+  detail::check_position_range(context_length, tree);
+  detail::check_buffer("out", out, static_cast<std::size_t>(engine_tree_size(tree)));
+  out[0] = context_length - 1;
+  for (std::size_t i = 0; i < tree.depths.size(); ++i) {
+    out[i + 1] = detail::node_position(context_length, tree.depths[i]);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// TensorRT-LLM
+
+/// int32 words per packed mask row of the TensorRT-LLM layout: ceil((N + 1) / 32).
+inline std::int32_t trtllm_mask_words(const DraftTree& tree) {
+  return packed_mask_words(engine_tree_size(tree));
+}
+/// Entries of the TensorRT-LLM packed mask: (N + 1) * trtllm_mask_words(tree).
+inline std::size_t trtllm_mask_size(const DraftTree& tree) {
+  return static_cast<std::size_t>(engine_tree_size(tree)) *
+         static_cast<std::size_t>(trtllm_mask_words(tree));
+}
+/// Shortest row of the paths matrix: the root plus the deepest level, max_depth + 1.
+inline std::int32_t trtllm_path_width(const DraftTree& tree) { return tree.max_depth() + 1; }
+/// Fewest rows of the paths matrix: one per leaf (1 for an empty tree, whose only path is the
+/// root).
+inline std::int32_t trtllm_path_rows(const DraftTree& tree) {
+  const auto leaves = count_leaves(tree);
+  return leaves > 0 ? leaves : 1;
+}
+
+/// TensorRT-LLM's tree layout (specDecodingPackedMasks, specDecodingPositionOffsets, paths) for
+/// one sequence, over the T = N + 1 slots (slot 0 = the root):
+/// - `packed_mask`: T rows of trtllm_mask_words(tree) int32 words; slot s is visible to row t when
+///   bit (s % 32) of word s / 32 is set (least significant bit first, so bit 0 of word 0 is the
+///   root, set in every row). Bits past slot T - 1 are 0.
+/// - `position_offsets`: T entries, the depth (0 for the root, depths[i] for slot i + 1); the
+///   engine adds its base position (the root's position, context_length - 1).
+/// - `paths`: `path_rows` x `path_width` slot indices, row r the root-to-leaf path of the r-th leaf
+///   (as leaves() orders them) starting with 0 (the root), padded with -1; rows past the last leaf
+///   are all -1. Needs path_rows >= trtllm_path_rows(tree), path_width >= trtllm_path_width(tree).
+inline void export_trtllm(const DraftTree& tree, std::span<std::int32_t> packed_mask,
+                          std::span<std::int32_t> position_offsets, std::int32_t path_rows,
+                          std::int32_t path_width, std::span<std::int32_t> paths) {
+  detail::check_tree(tree);
+  const auto slots = static_cast<std::size_t>(engine_tree_size(tree));
+  const auto words = static_cast<std::size_t>(trtllm_mask_words(tree));
+  detail::check_buffer("packed_mask", packed_mask, trtllm_mask_size(tree));
+  detail::check_buffer("position_offsets", position_offsets, slots);
+  // position_offsets doubles as the leaf flags of the slots before it receives the depths, so the
+  // export does not allocate.
+  detail::leaf_flags_kernel(tree.parents.data(), tree.size(), position_offsets.data() + 1);
+  std::int32_t leaf_count = 0;
+  for (std::size_t t = 1; t < slots; ++t) leaf_count += position_offsets[t];
+  const std::int32_t needed_rows = leaf_count > 0 ? leaf_count : 1;
+  if (path_rows < needed_rows) {
+    detail::fail("path_rows", "{} is fewer than the {} root-to-leaf paths", path_rows, needed_rows);
+  }
+  if (path_width < trtllm_path_width(tree)) {
+    detail::fail("path_width", "{} is shorter than the longest path ({} slots with the root)",
+                 path_width, trtllm_path_width(tree));
+  }
+  detail::check_buffer("paths", paths,
+                       static_cast<std::size_t>(path_rows) * static_cast<std::size_t>(path_width));
+
+  // Mask: the row of slot i + 1 is the row of its parent's slot plus bit i + 1 (Alg. 5 on slots).
+  for (std::size_t t = 0; t < slots; ++t) {
+    std::int32_t* row = packed_mask.data() + t * words;
+    if (t == 0) {
+      for (std::size_t w = 0; w < words; ++w) row[w] = 0;
+    } else {
+      const auto parent_slot = static_cast<std::size_t>(tree.parents[t - 1] + 1);
+      for (std::size_t w = 0; w < words; ++w) row[w] = packed_mask[parent_slot * words + w];
+    }
+    row[t / 32] = static_cast<std::int32_t>(static_cast<std::uint32_t>(row[t / 32]) |
+                                            (1u << static_cast<std::uint32_t>(t % 32)));
+  }
+
+  for (auto& x : paths) x = -1;
+  std::size_t r = 0;
+  for (std::int32_t i = 0; i < tree.size(); ++i) {
+    if (!position_offsets[static_cast<std::size_t>(i) + 1]) continue;
+    std::int32_t* out = paths.data() + r * static_cast<std::size_t>(path_width);
+    const auto depth = tree.depths[static_cast<std::size_t>(i)];
+    out[0] = 0;
+    detail::path_to_node_kernel(tree.parents.data(), i, depth, out + 1);
+    for (std::int32_t k = 1; k <= depth; ++k) out[k] += 1;  // node id -> slot
+    ++r;
+  }
+  if (tree.empty()) paths[0] = 0;  // the root alone
+
+  position_offsets[0] = 0;
+  for (std::size_t i = 0; i < tree.depths.size(); ++i) position_offsets[i + 1] = tree.depths[i];
+}
+
+// ---------------------------------------------------------------------------------------------
+// FlashInfer
+
+/// Bits of one sequence's FlashInfer custom mask: qo_len * kv_len with qo_len = N + include_root
+/// and kv_len = context_length + N.
+inline std::int64_t flashinfer_mask_bits(const DraftTree& tree, std::int32_t context_length,
+                                         bool include_root) {
+  return static_cast<std::int64_t>(tree.size() + (include_root ? 1 : 0)) *
+         (static_cast<std::int64_t>(context_length) + tree.size());
+}
+/// Bytes of one sequence's packed FlashInfer mask: ceil(bits / 8).
+inline std::size_t flashinfer_mask_bytes(const DraftTree& tree, std::int32_t context_length,
+                                         bool include_root) {
+  return static_cast<std::size_t>((flashinfer_mask_bits(tree, context_length, include_root) + 7) /
+                                  8);
+}
+
+/// FlashInfer's custom mask for one sequence, bit-packed as `segment_packbits(...,
+/// bitorder="little")` produces it: the boolean matrix [qo_len, kv_len] is flattened row-major and
+/// element e is bit (e % 8) of byte e / 8 (least significant bit first); rows are not byte-aligned,
+/// and the unused high bits of the last byte are 0.
+/// Keys (kv_len = context_length + N): the committed context in columns [0, context_length) (the
+/// root, the last committed token, is column context_length - 1), then node i in column
+/// context_length + i. Queries: with `include_root` (the engine evaluates the root together with
+/// the tree, as SGLang does) row 0 is the root, which sees columns [0, context_length), and row
+/// i + 1 is node i; without it (the root is already in the cache) row i is node i. Node i sees the
+/// whole context plus itself and its ancestors. `out` holds flashinfer_mask_bytes(...) bytes.
+inline void export_flashinfer_mask(const DraftTree& tree, std::int32_t context_length,
+                                   bool include_root, std::span<std::uint8_t> out) {
+  detail::check_tree(tree);
+  if (context_length < 1) {
+    detail::fail("context_length", "{} must be >= 1 (the root is a committed token)",
+                 context_length);
+  }
+  detail::check_buffer("out", out, flashinfer_mask_bytes(tree, context_length, include_root));
+  for (auto& b : out) b = 0;
+  const auto kv_len = static_cast<std::int64_t>(context_length) + tree.size();
+  auto set = [&](std::int64_t row, std::int64_t col) {
+    const std::int64_t e = row * kv_len + col;
+    out[static_cast<std::size_t>(e / 8)] |= static_cast<std::uint8_t>(1u << (e % 8));
+  };
+  // Sets the bits of columns [0, context_length) of `row`: single bits up to a byte boundary, then
+  // whole bytes, then single bits.
+  auto set_context = [&](std::int64_t row) {
+    std::int64_t e = row * kv_len;
+    const std::int64_t end = e + context_length;
+    for (; e < end && e % 8 != 0; ++e) {
+      out[static_cast<std::size_t>(e / 8)] |= static_cast<std::uint8_t>(1u << (e % 8));
+    }
+    for (; e + 8 <= end; e += 8) out[static_cast<std::size_t>(e / 8)] = 0xFF;
+    for (; e < end; ++e) {
+      out[static_cast<std::size_t>(e / 8)] |= static_cast<std::uint8_t>(1u << (e % 8));
+    }
+  };
+  const std::int64_t first_node_row = include_root ? 1 : 0;
+  if (include_root) set_context(0);
+  for (std::int32_t i = 0; i < tree.size(); ++i) {
+    const std::int64_t row = first_node_row + i;
+    set_context(row);
+    for (std::int32_t a = i; a >= 0; a = tree.parents[static_cast<std::size_t>(a)]) {
+      set(row, context_length + a);
+    }
+  }
+}
+
+/// Bytes of a batch's packed masks: the sum of flashinfer_mask_bytes over the sequences.
+inline std::size_t flashinfer_batch_mask_bytes(std::span<const DraftTree> trees,
+                                               std::span<const std::int32_t> context_lengths,
+                                               bool include_root) {
+  check_size("context_lengths", context_lengths.size(), trees.size());
+  std::size_t total = 0;
+  for (std::size_t b = 0; b < trees.size(); ++b) {
+    total += flashinfer_mask_bytes(trees[b], context_lengths[b], include_root);
+  }
+  return total;
+}
+
+/// A batch of FlashInfer masks: sequence b's packed mask (as export_flashinfer_mask writes it)
+/// occupies bytes [mask_indptr[b], mask_indptr[b + 1]) of `out` (each segment is packed on its
+/// own, like segment_packbits). `mask_indptr` holds B + 1 entries; `out` holds
+/// flashinfer_batch_mask_bytes(...) bytes.
+inline void export_flashinfer_masks(std::span<const DraftTree> trees,
+                                    std::span<const std::int32_t> context_lengths,
+                                    bool include_root, std::span<std::uint8_t> out,
+                                    std::span<std::int32_t> mask_indptr) {
+  check_size("context_lengths", context_lengths.size(), trees.size());
+  detail::check_buffer("mask_indptr", mask_indptr, trees.size() + 1);
+  for (std::size_t b = 0; b < trees.size(); ++b) {
+    try {
+      detail::check_tree(trees[b]);
+    } catch (const Error& e) {
+      detail::fail(fmt::format("trees[{}]", b), "{}", e.what());
+    }
+    if (context_lengths[b] < 1) {
+      detail::fail(fmt::format("context_lengths[{}]", b), "{} must be >= 1", context_lengths[b]);
+    }
+  }
+  detail::check_buffer("out", out,
+                       flashinfer_batch_mask_bytes(trees, context_lengths, include_root));
+  std::size_t offset = 0;
+  mask_indptr[0] = 0;
+  for (std::size_t b = 0; b < trees.size(); ++b) {
+    const auto bytes = flashinfer_mask_bytes(trees[b], context_lengths[b], include_root);
+    export_flashinfer_mask(trees[b], context_lengths[b], include_root, out.subspan(offset, bytes));
+    offset += bytes;
+    mask_indptr[b + 1] = static_cast<std::int32_t>(offset);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// SGLang
+
+/// SGLang's retrieve arrays over the T = N + 1 slots (slot 0 = the root, slot i + 1 = node i), as
+/// `build_tree_kernel_efficient` fills them for one sequence:
+/// - `retrieve_index[t] = index_base + t` (the slot's index in the flattened batch; pass
+///   index_base = b * T for row b of a batch with a common T);
+/// - `retrieve_next_token[t]`: the slot of t's first child in sampling order, -1 for a leaf;
+/// - `retrieve_next_sibling[t]`: the slot of t's next sibling, -1 for the last child and the root.
+/// All three hold N + 1 entries; unlike SGLang's bit-packed mode there is no 32-node limit.
+inline void export_sglang(const DraftTree& tree, std::int64_t index_base,
+                          std::span<std::int64_t> retrieve_index,
+                          std::span<std::int64_t> retrieve_next_token,
+                          std::span<std::int64_t> retrieve_next_sibling) {
+  detail::check_tree(tree);
+  if (index_base < 0) detail::fail("index_base", "{} must be >= 0", index_base);
+  const auto slots = static_cast<std::size_t>(engine_tree_size(tree));
+  detail::check_buffer("retrieve_index", retrieve_index, slots);
+  detail::check_buffer("retrieve_next_token", retrieve_next_token, slots);
+  detail::check_buffer("retrieve_next_sibling", retrieve_next_sibling, slots);
+  for (std::size_t t = 0; t < slots; ++t) {
+    retrieve_index[t] = index_base + static_cast<std::int64_t>(t);
+    retrieve_next_token[t] = -1;
+    retrieve_next_sibling[t] = -1;
+  }
+  // Backwards with head insertion: every list comes out in increasing slot (sampling) order.
+  for (std::int32_t i = tree.size() - 1; i >= 0; --i) {
+    const auto slot = static_cast<std::size_t>(i) + 1;
+    const auto parent_slot =
+        static_cast<std::size_t>(tree.parents[static_cast<std::size_t>(i)] + 1);
+    retrieve_next_sibling[slot] = retrieve_next_token[parent_slot];
+    retrieve_next_token[parent_slot] = static_cast<std::int64_t>(slot);
+  }
+}
+
+}  // namespace specdec

@@ -158,7 +158,7 @@ TEST_CASE("TreeBatch validate names the bad field", "[provider][batch][errors]")
 
 TEST_CASE("TreeBatch validate checks the optional packed mask size", "[provider][batch][errors]") {
   auto batch = TreeBatch::from_tree(sample_tree(), 2);
-  std::vector<std::uint64_t> mask(6, 0);
+  std::vector<std::uint32_t> mask(6, 0);
   batch.attention_mask = mask;
   batch.mask_words_per_row = 1;
   CHECK_NOTHROW(batch.validate(4));

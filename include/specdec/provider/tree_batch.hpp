@@ -24,8 +24,8 @@ namespace specdec {
 /// distribution after the committed context, row i + 1 the distribution after node i's path.
 ///
 /// `attention_mask` is optional: engines that want a packed mask point it at memory they or a mask
-/// builder filled, `mask_words_per_row` 64-bit words per node. Bit j % 64 (least significant
-/// first) of word j / 64 in row i is set when node i attends to node j, i.e. when j is i or one of
+/// builder filled (tree/tree_mask.hpp's packed_tree_mask), `mask_words_per_row` 32-bit words per
+/// node. Bit j % 32 (least significant first) of word j / 32 in row i is set when node i attends to node j, i.e. when j is i or one of
 /// its ancestors; every node also attends to the whole committed context, root included, which
 /// the mask does not spell out. It is derived from `parents`, travels with the batch for the
 /// engine's benefit, and is never consulted by the library's own providers. The batch does not
@@ -38,7 +38,7 @@ struct TreeBatch {
   std::vector<std::int32_t> parents;
   std::vector<std::int64_t> positions;
   std::int64_t committed_length = 0;
-  std::span<const std::uint64_t> attention_mask = {};
+  std::span<const std::uint32_t> attention_mask = {};
   std::int64_t mask_words_per_row = 0;
 
   std::int32_t size() const { return static_cast<std::int32_t>(tokens.size()); }
@@ -94,7 +94,7 @@ struct TreeBatch {
   /// Throws specdec::Error naming the field unless: committed_length >= 1, sizes agree, every
   /// parent precedes its child, positions[i] = parent's position + 1 (the root's being
   /// root_position()), every token lies in [0, vocab), and a non-empty attention_mask holds
-  /// size() * mask_words_per_row words with mask_words_per_row >= ceil(size() / 64).
+  /// size() * mask_words_per_row words with mask_words_per_row >= ceil(size() / 32).
   void validate(std::int64_t vocab) const {
     if (committed_length < 1) {
       detail::fail("committed_length", "{} must be >= 1 (the root is the last committed token)",
@@ -117,7 +117,7 @@ struct TreeBatch {
       }
     }
     if (!attention_mask.empty()) {
-      const std::int64_t needed = (static_cast<std::int64_t>(tokens.size()) + 63) / 64;
+      const std::int64_t needed = (static_cast<std::int64_t>(tokens.size()) + 31) / 32;
       if (mask_words_per_row < needed) {
         detail::fail("mask_words_per_row", "{} words cannot hold {} nodes (need >= {})",
                      mask_words_per_row, tokens.size(), needed);

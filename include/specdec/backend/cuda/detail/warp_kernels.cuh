@@ -46,13 +46,6 @@ __device__ __forceinline__ unsigned int count_at_least(const float* row, int n, 
   for (int i = threadIdx.x; i < n; i += blockDim.x) c += order_key(row[i]) >= t ? 1u : 0u;
   return block_all_reduce(c, Plus{}, sh.u);
 }
-/// Number of entries with key == t and id < j.
-__device__ __forceinline__ unsigned int count_ties_below(const float* row, int n, std::uint32_t t,
-                                                         int j, Shared& sh) {
-  unsigned int c = 0;
-  for (int i = threadIdx.x; i < j && i < n; i += blockDim.x) c += order_key(row[i]) == t ? 1u : 0u;
-  return block_all_reduce(c, Plus{}, sh.u);
-}
 /// Mass of the positive entries of a probability row whose bits are >= t.
 __device__ __forceinline__ double mass_at_least(const float* row, int n, std::uint32_t t,
                                                 Shared& sh) {
@@ -155,12 +148,16 @@ __device__ void keep_top_p(float* p, int n, float top_p, Shared& sh) {
   while (needed < ties && above + needed * v < target) ++needed;
   if (needed > ties) needed = ties;
   const int last = needed < ties ? nth_tie(p, n, t, needed, ProbabilityKey{}, sh) : n;
+  unsigned int removed = 0;
   for (int i = threadIdx.x; i < n; i += blockDim.x) {
     const std::uint32_t key = ProbabilityKey{}(p[i]);
-    if (key < t || (key == t && i > last)) p[i] = 0.0f;
+    if (p[i] > 0.0f && (key < t || (key == t && i > last))) {
+      p[i] = 0.0f;
+      ++removed;
+    }
   }
-  __syncthreads();
-  renormalise(p, n, sh);
+  // Like the CPU, a nucleus holding every positive entry leaves the row untouched.
+  if (block_all_reduce(removed, Plus{}, sh.u) > 0u) renormalise(p, n, sh);
 }
 
 __device__ void keep_min_p(float* p, int n, float min_p, Shared& sh) {

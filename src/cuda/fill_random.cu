@@ -14,9 +14,9 @@ cudaError_t fill_random(const RandomStream* host_streams, std::int64_t stream_co
                         std::int64_t out_stride, bool gumbel, void* workspace,
                         cudaStream_t stream) {
   auto* streams = static_cast<RandomStream*>(workspace);
-  cudaError_t status = cudaMemcpyAsync(streams, host_streams,
-                                       static_cast<std::size_t>(stream_count) * sizeof(RandomStream),
-                                       cudaMemcpyHostToDevice, stream);
+  cudaError_t status = cudaMemcpyAsync(
+      streams, host_streams, static_cast<std::size_t>(stream_count) * sizeof(RandomStream),
+      cudaMemcpyHostToDevice, stream);
   if (status != cudaSuccess) return status;
   constexpr int kThreads = 256;
   constexpr std::int64_t kMaxGridY = 65535;

@@ -35,10 +35,12 @@ cudaError_t warp_logits_batch(const void* logits, DType dtype, std::int64_t rows
   const bool shared = warp_count == 1;
   switch (dtype) {
     case DType::kF32:
-      launch<float>(logits, rows, cols, logits_stride, warped, warped_stride, warps, shared, stream);
+      launch<float>(logits, rows, cols, logits_stride, warped, warped_stride, warps, shared,
+                    stream);
       break;
     case DType::kF16:
-      launch<__half>(logits, rows, cols, logits_stride, warped, warped_stride, warps, shared, stream);
+      launch<__half>(logits, rows, cols, logits_stride, warped, warped_stride, warps, shared,
+                     stream);
       break;
     case DType::kBF16:
       launch<__nv_bfloat16>(logits, rows, cols, logits_stride, warped, warped_stride, warps, shared,

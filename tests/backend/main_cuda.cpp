@@ -10,7 +10,8 @@
 
 int main(int argc, char** argv) {
   bool listing = false;
-  for (int i = 1; i < argc; ++i) listing = listing || std::string_view(argv[i]).starts_with("--list");
+  for (int i = 1; i < argc; ++i)
+    listing = listing || std::string_view(argv[i]).starts_with("--list");
   int devices = 0;
   if (!listing && (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0)) {
     std::puts("no CUDA device: skipped");

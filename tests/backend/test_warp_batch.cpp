@@ -31,15 +31,16 @@ std::vector<float> oracle(const std::vector<T>& logits, std::int64_t rows, std::
   Workspace ws;
   for (std::int64_t r = 0; r < rows; ++r) {
     const Warp& w = warps[warps.size() == 1 ? 0 : static_cast<std::size_t>(r)];
-    warp_logits<T>(w, std::span<const T>(logits.data() + r * stride, static_cast<std::size_t>(cols)),
+    warp_logits<T>(w,
+                   std::span<const T>(logits.data() + r * stride, static_cast<std::size_t>(cols)),
                    std::span<float>(out.data() + r * cols, static_cast<std::size_t>(cols)), ws);
   }
   return out;
 }
 
 template <class Backend, class T>
-std::vector<float> run_batch(const Backend& backend, const std::vector<T>& logits, std::int64_t rows,
-                             std::int64_t cols, std::int64_t stride,
+std::vector<float> run_batch(const Backend& backend, const std::vector<T>& logits,
+                             std::int64_t rows, std::int64_t cols, std::int64_t stride,
                              const std::vector<Warp>& warps) {
   test::Buffer<Backend, T> input(logits);
   test::Buffer<Backend, float> output(static_cast<std::size_t>(rows * cols));
@@ -67,17 +68,17 @@ void require_matches(const std::vector<float>& got, const std::vector<float>& ex
 }
 
 const std::vector<Warp> kWarps = {
-    {},                                                        // identity
-    {.temperature = 0.0f},                                     // greedy
-    {.temperature = 0.7f},                                     //
-    {.top_k = 1},                                              //
-    {.top_k = 17},                                             //
-    {.top_p = 0.9f},                                           //
-    {.top_p = 0.3f},                                           //
-    {.min_p = 0.05f},                                          //
-    {.temperature = 1.3f, .top_k = 50, .top_p = 0.8f},         //
+    {},                                                 // identity
+    {.temperature = 0.0f},                              // greedy
+    {.temperature = 0.7f},                              //
+    {.top_k = 1},                                       //
+    {.top_k = 17},                                      //
+    {.top_p = 0.9f},                                    //
+    {.top_p = 0.3f},                                    //
+    {.min_p = 0.05f},                                   //
+    {.temperature = 1.3f, .top_k = 50, .top_p = 0.8f},  //
     {.temperature = 0.5f, .top_k = 40, .top_p = 0.95f, .min_p = 0.1f},
-    {.temperature = 2.0f, .top_p = 0.999f},                    //
+    {.temperature = 2.0f, .top_p = 0.999f},  //
 };
 
 }  // namespace
@@ -120,8 +121,11 @@ TEMPLATE_LIST_TEST_CASE("top-k and top-p cut through ties at the lowest ids",
   std::vector<float> logits(rows * cols);
   for (auto& x : logits) x = static_cast<float>(rng.below(5));
   for (std::int64_t c = 0; c < cols; c += 7) logits[2 * cols + c] = kNegInf;  // banned tokens
-  const std::vector<Warp> warps = {{.top_k = 100}, {.top_k = 3},  {.top_p = 0.5f},
-                                   {.top_p = 0.97f}, {.top_k = 250, .top_p = 0.41f},
+  const std::vector<Warp> warps = {{.top_k = 100},
+                                   {.top_k = 3},
+                                   {.top_p = 0.5f},
+                                   {.top_p = 0.97f},
+                                   {.top_k = 250, .top_p = 0.41f},
                                    {.temperature = 0.0f}};
   const auto got = run_batch(TestType{}, logits, rows, cols, cols, warps);
   const auto expected = oracle(logits, rows, cols, cols, warps);
@@ -158,10 +162,12 @@ TEMPLATE_LIST_TEST_CASE("bf16 logits match the row oracle", "[backend][warp_batc
                   oracle(logits, rows, cols, cols, kWarps), cols);
 }
 
-TEMPLATE_LIST_TEST_CASE("a large vocabulary batch matches the row oracle",
-                        "[backend][warp_batch]", test::Backends) {
+TEMPLATE_LIST_TEST_CASE("a large vocabulary batch matches the row oracle", "[backend][warp_batch]",
+                        test::Backends) {
   const std::int64_t rows = 4, cols = 128256;
-  const std::vector<Warp> warps = {{.top_k = 50}, {.top_p = 0.95f}, {.min_p = 0.02f},
+  const std::vector<Warp> warps = {{.top_k = 50},
+                                   {.top_p = 0.95f},
+                                   {.min_p = 0.02f},
                                    {.temperature = 0.8f, .top_k = 1000, .top_p = 0.9f}};
   const auto logits = random_logits<Eigen::bfloat16>(rows, cols, 18);
   require_matches(run_batch(TestType{}, logits, rows, cols, cols, warps),
@@ -264,10 +270,9 @@ TEST_CASE("CUDA warp_logits_batch rejects a workspace smaller than workspace_siz
   test::Buffer<backend::Cuda, float> input(logits), output(32);
   test::Buffer<backend::Cuda, std::byte> scratch(8);
   const std::vector<Warp> warps = {{}};
-  CHECK_THROWS_WITH(
-      warp_logits_batch(backend::cuda, MatrixView<const float>(input.data(), 4, 8), warps,
-                        MatrixView<float>(output.data(), 4, 8),
-                        backend::DeviceWorkspace{scratch.data(), 8}),
-      Catch::Contains("workspace: holds 8 bytes"));
+  CHECK_THROWS_WITH(warp_logits_batch(backend::cuda, MatrixView<const float>(input.data(), 4, 8),
+                                      warps, MatrixView<float>(output.data(), 4, 8),
+                                      backend::DeviceWorkspace{scratch.data(), 8}),
+                    Catch::Contains("workspace: holds 8 bytes"));
 }
 #endif

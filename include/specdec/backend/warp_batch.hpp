@@ -38,11 +38,14 @@ inline void check_warp_batch(std::int64_t rows, std::int64_t cols, std::int64_t 
                              std::int64_t warped_stride, std::span<const Warp> warps) {
   if (rows <= 0) fail("logits", "has {} rows, expected at least 1", rows);
   if (cols <= 0) fail("logits", "has {} columns, expected at least 1", cols);
-  if (logits_stride < cols) fail("logits", "stride {} is smaller than its {} columns", logits_stride, cols);
+  if (logits_stride < cols)
+    fail("logits", "stride {} is smaller than its {} columns", logits_stride, cols);
   if (warped_rows != rows || warped_cols != cols) {
-    fail("warped", "is {} x {}, expected {} x {} like logits", warped_rows, warped_cols, rows, cols);
+    fail("warped", "is {} x {}, expected {} x {} like logits", warped_rows, warped_cols, rows,
+         cols);
   }
-  if (warped_stride < cols) fail("warped", "stride {} is smaller than its {} columns", warped_stride, cols);
+  if (warped_stride < cols)
+    fail("warped", "stride {} is smaller than its {} columns", warped_stride, cols);
   if (warps.size() != 1 && warps.size() != static_cast<std::size_t>(rows)) {
     fail("warps", "has {} entries, expected 1 (shared) or {} (one per row)", warps.size(), rows);
   }
@@ -68,7 +71,8 @@ std::size_t workspace_size(const Backend& backend, const WarpBatchShape& shape) 
 
 /// warped[r] = S_r(softmax(logits[r])) for every row r, with S_r = warps[r] (or warps[0] for all
 /// rows when one Warp is given): exactly the per-row semantics of specdec::warp_logits
-/// (temperature, then top-k, then top-p, then min-p; temperature 0 = greedy; ties to the lowest id).
+/// (temperature, then top-k, then top-p, then min-p; temperature 0 = greedy; ties to the lowest
+/// id).
 ///
 /// `logits` is rows x vocab raw logits, T = float, Eigen::half or Eigen::bfloat16 (on CUDA the
 /// same bits as __half / __nv_bfloat16); `warped` receives rows x vocab warped fp32

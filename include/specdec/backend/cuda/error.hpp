@@ -3,12 +3,11 @@
 #pragma once
 
 #include <cuda_runtime_api.h>
+#include <fmt/format.h>
 
 #include <stdexcept>
 #include <string>
 #include <string_view>
-
-#include <fmt/format.h>
 
 namespace specdec {
 

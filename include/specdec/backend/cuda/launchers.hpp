@@ -44,7 +44,6 @@ cudaError_t warp_logits_batch(const void* logits, DType dtype, std::int64_t rows
 /// out[s * out_stride + i] = streams[s].uniform(first + i) (or .gumbel) for i < count.
 cudaError_t fill_random(const RandomStream* host_streams, std::int64_t stream_count,
                         std::uint32_t first, std::int64_t count, float* out,
-                        std::int64_t out_stride, bool gumbel, void* workspace,
-                        cudaStream_t stream);
+                        std::int64_t out_stride, bool gumbel, void* workspace, cudaStream_t stream);
 
 }  // namespace specdec::backend::cuda_impl

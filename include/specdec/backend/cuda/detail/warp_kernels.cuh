@@ -20,7 +20,9 @@
 namespace specdec::backend::cuda_impl::detail {
 
 __device__ __forceinline__ float load(const float* p, std::int64_t i) { return p[i]; }
-__device__ __forceinline__ float load(const __half* p, std::int64_t i) { return __half2float(p[i]); }
+__device__ __forceinline__ float load(const __half* p, std::int64_t i) {
+  return __half2float(p[i]);
+}
 __device__ __forceinline__ float load(const __nv_bfloat16* p, std::int64_t i) {
   return __bfloat162float(p[i]);
 }

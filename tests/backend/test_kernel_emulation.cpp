@@ -24,7 +24,7 @@ std::vector<float> run_kernel(const std::vector<T>& logits, const Warp& w, unsig
   std::vector<float> out(logits.size());
   const backend::cuda_impl::DeviceWarp device_warp{w.temperature, w.top_k, w.top_p, w.min_p};
   run_emulated_block(threads, 0, [&] {
-    kernels::warp_logits_batch_kernel<T>(logits.data(), n, out.data(), n, n, &device_warp, true);
+    kernels::warp_logits_batch_kernel<T>(logits.data(), n, out.data(), n, n, device_warp, nullptr);
   });
   return out;
 }

@@ -34,7 +34,8 @@ constexpr std::size_t device_round_up(std::size_t bytes) {
   return (bytes + kDeviceAlignment - 1) / kDeviceAlignment * kDeviceAlignment;
 }
 
-/// Copies `warp_count` (1 or rows) host warps into the workspace, then launches one block per row.
+/// Launches one block per row. One warp (warp_count == 1) is passed as a kernel argument;
+/// `rows` warps are first copied into the workspace with cudaMemcpyAsync on `stream`.
 cudaError_t warp_logits_batch(const void* logits, DType dtype, std::int64_t rows, std::int64_t cols,
                               std::int64_t logits_stride, float* warped, std::int64_t warped_stride,
                               const DeviceWarp* host_warps, std::int64_t warp_count,

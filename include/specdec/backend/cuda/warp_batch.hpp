@@ -52,7 +52,7 @@ inline void check_device_workspace(const backend::DeviceWorkspace& ws, std::size
 
 template <>
 struct WarpBatchImpl<backend::Cuda> {
-  /// Device bytes: the per-row warp parameters.
+  /// Device bytes: room for per-row warp parameters (unused when one warp is shared).
   static std::size_t workspace_size(const backend::Cuda&, const WarpBatchShape& shape) {
     return backend::cuda_impl::device_round_up(static_cast<std::size_t>(shape.rows) * sizeof(Warp));
   }

@@ -173,15 +173,16 @@ __device__ void keep_min_p(float* p, int n, float min_p, Shared& sh) {
   renormalise(p, n, sh);
 }
 
-/// One block per row: warped[row] = S(softmax(logits[row])), S = warps[row] or warps[0].
+/// One block per row: warped[row] = S(softmax(logits[row])), S = row_warps[row], or
+/// `shared_warp` for every row when row_warps is null.
 template <class T>
 __global__ void __launch_bounds__(kWarpThreads)
     warp_logits_batch_kernel(const T* logits, std::int64_t logits_stride, float* warped,
-                             std::int64_t warped_stride, int n, const DeviceWarp* warps,
-                             bool shared_warp) {
+                             std::int64_t warped_stride, int n, DeviceWarp shared_warp,
+                             const DeviceWarp* row_warps) {
   __shared__ Shared sh;
   const std::int64_t row = blockIdx.x;
-  const DeviceWarp w = warps[shared_warp ? 0 : row];
+  const DeviceWarp w = row_warps == nullptr ? shared_warp : row_warps[row];
   const T* x = logits + row * logits_stride;
   float* out = warped + row * warped_stride;
 

@@ -18,7 +18,7 @@ namespace specdec::backend {
 /// from the calling thread too. Tasks are claimed one at a time from a shared counter, so which
 /// thread runs a task varies, but a task's result must (and in specdec does) depend only on its
 /// index: results are independent of the thread count. One job runs at a time; concurrent callers
-/// queue on a mutex.
+/// queue on a mutex, so a task must not call `run` on the pool that runs it.
 class ThreadPool {
  public:
   /// A pool that grows to the number of threads asked for (at most `max_workers` helpers).

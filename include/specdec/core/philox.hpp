@@ -14,7 +14,9 @@
 #include <span>
 
 #include "specdec/config.hpp"
-#include "specdec/core/error.hpp"
+#if !defined(__CUDACC__)
+#include "specdec/core/error.hpp"  // host only: fmt is kept out of nvcc translation units
+#endif
 
 namespace specdec {
 
@@ -136,6 +138,7 @@ SPECDEC_HOST_DEVICE void fill_gumbels(const RandomStream& stream, std::uint32_t 
   }
 }
 
+#if !defined(__CUDACC__)
 /// Uniforms supplied by the caller (to compare two backends bit for bit, or to replay a run).
 /// Draw i reads values[i]; each value must lie strictly inside (0, 1).
 struct SuppliedUniforms {
@@ -159,6 +162,7 @@ struct SuppliedUniforms {
   }
   float gumbel(std::uint32_t draw) const { return uniform_to_gumbel(uniform(draw)); }
 };
+#endif  // !defined(__CUDACC__)
 
 /// Anything an algorithm can draw uniforms from: RandomStream or SuppliedUniforms.
 template <class S>

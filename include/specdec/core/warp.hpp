@@ -199,7 +199,7 @@ void warp_probabilities_unchecked(const Warp& w, std::span<const T> probs, std::
 template <class T = float>
 void warp_logits(const Warp& w, std::type_identity_t<std::span<const T>> logits,
                  std::span<float> warped, Workspace& ws) {
-  check_logits_row("logits", logits);
+  check_logits_row<T>("logits", logits);
   check_size("warped", warped.size(), logits.size());
   w.validate(static_cast<std::int64_t>(logits.size()));
   auto scope = ws.scope();
@@ -211,7 +211,7 @@ void warp_logits(const Warp& w, std::type_identity_t<std::span<const T>> logits,
 template <class T = float>
 void warp_probabilities(const Warp& w, std::type_identity_t<std::span<const T>> probabilities,
                         std::span<float> warped, Workspace& ws) {
-  check_probability_row("probabilities", probabilities);
+  check_probability_row<T>("probabilities", probabilities);
   check_size("warped", warped.size(), probabilities.size());
   w.validate(static_cast<std::int64_t>(probabilities.size()));
   auto scope = ws.scope();

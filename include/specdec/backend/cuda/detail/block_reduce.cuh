@@ -1,0 +1,66 @@
+// SPDX-License-Identifier: MIT
+// Block-wide reductions whose order is fixed (the result never depends on scheduling).
+// IWYU pragma: private
+#pragma once
+
+#include <cstdint>
+
+namespace specdec::backend::cuda_impl::detail {
+
+/// Every thread gets op over all threads' values. blockDim.x must be a multiple of 32 (<= 1024);
+/// `scratch` is shared memory for 32 values. Safe to call back to back with the same scratch.
+template <class T, class Op>
+__device__ __forceinline__ T block_all_reduce(T value, Op op, T* scratch) {
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    value = op(value, __shfl_xor_sync(0xffffffffu, value, offset));
+  }
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  const int warp = static_cast<int>(threadIdx.x) >> 5;
+  __syncthreads();  // the previous reduction has finished reading scratch
+  if (lane == 0) scratch[warp] = value;
+  __syncthreads();
+  T result = scratch[0];
+  const int warps = static_cast<int>(blockDim.x) >> 5;
+  for (int i = 1; i < warps; ++i) result = op(result, scratch[i]);
+  return result;
+}
+
+struct Plus {
+  template <class T>
+  __device__ __forceinline__ T operator()(T a, T b) const {
+    return a + b;
+  }
+};
+struct Max {
+  __device__ __forceinline__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+/// A value and its index; `better` is "larger value, ties to the lower index".
+struct ArgMax {
+  float value;
+  std::int32_t index;
+};
+__device__ __forceinline__ bool better(const ArgMax& a, const ArgMax& b) {
+  return a.value > b.value || (a.value == b.value && a.index < b.index);
+}
+
+__device__ __forceinline__ ArgMax block_argmax(ArgMax v, ArgMax* scratch) {
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    ArgMax other{__shfl_xor_sync(0xffffffffu, v.value, offset),
+                 __shfl_xor_sync(0xffffffffu, v.index, offset)};
+    if (better(other, v)) v = other;
+  }
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  const int warp = static_cast<int>(threadIdx.x) >> 5;
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  ArgMax result = scratch[0];
+  const int warps = static_cast<int>(blockDim.x) >> 5;
+  for (int i = 1; i < warps; ++i) {
+    if (better(scratch[i], result)) result = scratch[i];
+  }
+  return result;
+}
+
+}  // namespace specdec::backend::cuda_impl::detail

@@ -1,0 +1,208 @@
+// SPDX-License-Identifier: MIT
+// The batched warp kernel: one block per row, the semantics of core/warp.hpp without sorting.
+//
+// Top-k and top-p are threshold searches. Each value maps to an unsigned key in the same order
+// (-0 and +0 share one key, as they compare equal); the threshold key t is built bit by bit from
+// the top, keeping a bit when the entries at or above it still hold k entries (top-k) or mass P
+// (top-p). Entries equal to t are then kept in increasing id order until the count (or mass) is
+// reached, by the same bitwise search over ids: exactly the CPU's "ties to the lowest id".
+// IWYU pragma: private
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "specdec/backend/cuda/detail/block_reduce.cuh"
+#include "specdec/backend/cuda/launchers.hpp"
+
+namespace specdec::backend::cuda_impl::detail {
+
+__device__ __forceinline__ float load(const float* p, std::int64_t i) { return p[i]; }
+__device__ __forceinline__ float load(const __half* p, std::int64_t i) {
+  return __half2float(p[i]);
+}
+__device__ __forceinline__ float load(const __nv_bfloat16* p, std::int64_t i) {
+  return __bfloat162float(p[i]);
+}
+
+/// Order-preserving key of a float (no NaN): a < b <=> key(a) < key(b); key(-0) == key(+0).
+__device__ __forceinline__ std::uint32_t order_key(float x) {
+  if (x == 0.0f) x = 0.0f;
+  const std::uint32_t bits = __float_as_uint(x);
+  return (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
+}
+
+struct Shared {
+  float f[32];
+  double d[32];
+  unsigned int u[32];
+  ArgMax a[32];
+};
+
+/// Number of entries of row (n values) whose key is >= t.
+__device__ __forceinline__ unsigned int count_at_least(const float* row, int n, std::uint32_t t,
+                                                       Shared& sh) {
+  unsigned int c = 0;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) c += order_key(row[i]) >= t ? 1u : 0u;
+  return block_all_reduce(c, Plus{}, sh.u);
+}
+/// Mass of the positive entries of a probability row whose bits are >= t.
+__device__ __forceinline__ double mass_at_least(const float* row, int n, std::uint32_t t,
+                                                Shared& sh) {
+  double m = 0.0;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    const float p = row[i];
+    if (p > 0.0f && __float_as_uint(p) >= t) m += p;
+  }
+  return block_all_reduce(m, Plus{}, sh.d);
+}
+
+/// The id of the `rank`-th (1-based) entry with key t, in increasing id order.
+template <class Key>
+__device__ __forceinline__ int nth_tie(const float* row, int n, std::uint32_t t, unsigned int rank,
+                                       Key key, Shared& sh) {
+  int j = 0;  // largest j with (ties below j) < rank
+  for (int bit = 30; bit >= 0; --bit) {
+    const int candidate = j | (1 << bit);
+    if (candidate >= n) continue;
+    unsigned int c = 0;
+    for (int i = threadIdx.x; i < candidate; i += blockDim.x) c += key(row[i]) == t ? 1u : 0u;
+    if (block_all_reduce(c, Plus{}, sh.u) < rank) j = candidate;
+  }
+  return j;
+}
+
+struct OrderKey {
+  __device__ __forceinline__ std::uint32_t operator()(float x) const { return order_key(x); }
+};
+struct ProbabilityKey {
+  __device__ __forceinline__ std::uint32_t operator()(float p) const {
+    return p > 0.0f ? __float_as_uint(p) : 0u;
+  }
+};
+
+/// out holds scaled logits z; keeps the k largest (ties to the lowest id), the rest become -inf.
+__device__ void keep_top_k(float* z, int n, unsigned int k, Shared& sh) {
+  std::uint32_t t = 0;
+  for (int bit = 31; bit >= 0; --bit) {
+    const std::uint32_t candidate = t | (1u << bit);
+    if (count_at_least(z, n, candidate, sh) >= k) t = candidate;
+  }
+  const unsigned int above = t == 0xFFFFFFFFu ? 0u : count_at_least(z, n, t + 1u, sh);
+  const unsigned int ties = count_at_least(z, n, t, sh) - above;
+  const unsigned int needed = k - above;
+  const int last = needed < ties ? nth_tie(z, n, t, needed, OrderKey{}, sh) : n;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    const std::uint32_t key = order_key(z[i]);
+    if (key < t || (key == t && i > last)) z[i] = -__int_as_float(0x7f800000);
+  }
+  __syncthreads();
+}
+
+/// z (scaled logits, some -inf) -> softmax probabilities in place.
+__device__ void softmax_in_place(float* z, int n, Shared& sh) {
+  float m = -__int_as_float(0x7f800000);
+  for (int i = threadIdx.x; i < n; i += blockDim.x) m = fmaxf(m, z[i]);
+  m = block_all_reduce(m, Max{}, sh.f);
+  float s = 0.0f;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    const float x = z[i];
+    const float e = x == -__int_as_float(0x7f800000) ? 0.0f : expf(x - m);
+    z[i] = e;
+    s += e;
+  }
+  s = block_all_reduce(s, Plus{}, sh.f);
+  const float inv = 1.0f / s;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) z[i] *= inv;
+  __syncthreads();
+}
+
+__device__ void renormalise(float* p, int n, Shared& sh) {
+  float s = 0.0f;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) s += p[i];
+  s = block_all_reduce(s, Plus{}, sh.f);
+  const float inv = 1.0f / s;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) p[i] *= inv;
+  __syncthreads();
+}
+
+/// Keeps the smallest set, by decreasing probability with ties to the lowest id, whose mass
+/// (summed in double) reaches top_p; renormalises. A row whose whole mass is below top_p stays.
+__device__ void keep_top_p(float* p, int n, float top_p, Shared& sh) {
+  const double target = static_cast<double>(top_p);
+  if (mass_at_least(p, n, 1u, sh) < target) return;
+  std::uint32_t t = 0;
+  for (int bit = 30; bit >= 0; --bit) {
+    const std::uint32_t candidate = t | (1u << bit);
+    if (mass_at_least(p, n, candidate, sh) >= target) t = candidate;
+  }
+  const double above = mass_at_least(p, n, t + 1u, sh);
+  unsigned int ties = 0;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) ties += ProbabilityKey{}(p[i]) == t ? 1u : 0u;
+  ties = block_all_reduce(ties, Plus{}, sh.u);
+  // The CPU adds tied entries one at a time; the first count reaching the target is the cut.
+  const double v = static_cast<double>(__uint_as_float(t));
+  unsigned int needed = static_cast<unsigned int>(ceil((target - above) / v));
+  if (needed < 1u) needed = 1u;
+  while (needed > 1u && above + (needed - 1u) * v >= target) --needed;
+  while (needed < ties && above + needed * v < target) ++needed;
+  if (needed > ties) needed = ties;
+  const int last = needed < ties ? nth_tie(p, n, t, needed, ProbabilityKey{}, sh) : n;
+  unsigned int removed = 0;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    const std::uint32_t key = ProbabilityKey{}(p[i]);
+    if (p[i] > 0.0f && (key < t || (key == t && i > last))) {
+      p[i] = 0.0f;
+      ++removed;
+    }
+  }
+  // Like the CPU, a nucleus holding every positive entry leaves the row untouched.
+  if (block_all_reduce(removed, Plus{}, sh.u) > 0u) renormalise(p, n, sh);
+}
+
+__device__ void keep_min_p(float* p, int n, float min_p, Shared& sh) {
+  float m = 0.0f;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) m = fmaxf(m, p[i]);
+  const float threshold = min_p * block_all_reduce(m, Max{}, sh.f);
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    if (p[i] < threshold) p[i] = 0.0f;
+  }
+  __syncthreads();
+  renormalise(p, n, sh);
+}
+
+/// One block per row: warped[row] = S(softmax(logits[row])), S = row_warps[row], or
+/// `shared_warp` for every row when row_warps is null.
+template <class T>
+__global__ void __launch_bounds__(kWarpThreads)
+    warp_logits_batch_kernel(const T* logits, std::int64_t logits_stride, float* warped,
+                             std::int64_t warped_stride, int n, DeviceWarp shared_warp,
+                             const DeviceWarp* row_warps) {
+  __shared__ Shared sh;
+  const std::int64_t row = blockIdx.x;
+  const DeviceWarp w = row_warps == nullptr ? shared_warp : row_warps[row];
+  const T* x = logits + row * logits_stride;
+  float* out = warped + row * warped_stride;
+
+  if (w.temperature == 0.0f) {  // greedy: one-hot on the argmax, ties to the lowest id
+    ArgMax best{-__int_as_float(0x7f800000), 0x7fffffff};
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+      const ArgMax c{load(x, i), i};
+      if (better(c, best)) best = c;
+    }
+    best = block_argmax(best, sh.a);
+    for (int i = threadIdx.x; i < n; i += blockDim.x) out[i] = i == best.index ? 1.0f : 0.0f;
+    return;
+  }
+  const float inv_t = 1.0f / w.temperature;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) out[i] = load(x, i) * inv_t;
+  __syncthreads();
+  if (w.top_k > 0 && w.top_k < n) keep_top_k(out, n, static_cast<unsigned int>(w.top_k), sh);
+  softmax_in_place(out, n, sh);
+  if (w.top_p < 1.0f) keep_top_p(out, n, w.top_p, sh);
+  if (w.min_p > 0.0f) keep_min_p(out, n, w.min_p, sh);
+}
+
+}  // namespace specdec::backend::cuda_impl::detail

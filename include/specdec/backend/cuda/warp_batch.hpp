@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: MIT
+// The CUDA backend of warp_logits_batch: device logits in, device warped probabilities out, on the
+// backend's stream.
+#pragma once
+
+#include <Eigen/Core>
+#include <climits>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <type_traits>
+
+#include "specdec/backend/cuda/error.hpp"
+#include "specdec/backend/cuda/launchers.hpp"
+#include "specdec/backend/cuda/policy.hpp"
+#include "specdec/backend/warp_batch.hpp"
+
+namespace specdec::detail {
+
+static_assert(std::is_standard_layout_v<Warp> &&
+                  sizeof(Warp) == sizeof(backend::cuda_impl::DeviceWarp) &&
+                  offsetof(Warp, temperature) ==
+                      offsetof(backend::cuda_impl::DeviceWarp, temperature) &&
+                  offsetof(Warp, top_k) == offsetof(backend::cuda_impl::DeviceWarp, top_k) &&
+                  offsetof(Warp, top_p) == offsetof(backend::cuda_impl::DeviceWarp, top_p) &&
+                  offsetof(Warp, min_p) == offsetof(backend::cuda_impl::DeviceWarp, min_p),
+              "specdec::Warp and its device copy must share one layout");
+
+template <class T>
+constexpr backend::cuda_impl::DType device_dtype() {
+  if constexpr (std::is_same_v<T, float>) {
+    return backend::cuda_impl::DType::kF32;
+  } else if constexpr (std::is_same_v<T, Eigen::half>) {
+    return backend::cuda_impl::DType::kF16;
+  } else if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+    return backend::cuda_impl::DType::kBF16;
+  } else {
+    static_assert(dependent_false<T>,
+                  "warp_logits_batch: logits must be float, Eigen::half or Eigen::bfloat16");
+  }
+}
+
+/// Checks a device workspace against the bytes an operation needs.
+inline void check_device_workspace(const backend::DeviceWorkspace& ws, std::size_t needed) {
+  if (needed > 0 && ws.data == nullptr)
+    fail("workspace", "is null but {} bytes are needed", needed);
+  if (ws.bytes < needed) {
+    fail("workspace", "holds {} bytes, {} are needed ({} missing)", ws.bytes, needed,
+         needed - ws.bytes);
+  }
+}
+
+template <>
+struct WarpBatchImpl<backend::Cuda> {
+  /// Device bytes: room for per-row warp parameters (unused when one warp is shared).
+  static std::size_t workspace_size(const backend::Cuda&, const WarpBatchShape& shape) {
+    return backend::cuda_impl::device_round_up(static_cast<std::size_t>(shape.rows) * sizeof(Warp));
+  }
+
+  /// The device logits are not scanned: rows must hold no NaN or +inf and at least one finite
+  /// value (what the CPU backend checks), or the output row is unspecified.
+  template <class T>
+  static void run(const backend::Cuda& cuda, MatrixView<const T> logits,
+                  std::span<const Warp> warps, MatrixView<float> warped,
+                  const backend::DeviceWorkspace& ws) {
+    check_warp_batch(logits.rows, logits.cols, logits.stride, warped.rows, warped.cols,
+                     warped.stride, warps);
+    if (logits.cols > INT_MAX)
+      fail("logits", "has {} columns, at most {} are supported", logits.cols, INT_MAX);
+    if (logits.data == nullptr) fail("logits", "is a null device pointer");
+    if (warped.data == nullptr) fail("warped", "is a null device pointer");
+    check_device_workspace(ws, workspace_size(cuda, {logits.rows, logits.cols}));
+    check_cuda(
+        backend::cuda_impl::warp_logits_batch(
+            logits.data, device_dtype<T>(), logits.rows, logits.cols, logits.stride, warped.data,
+            warped.stride, reinterpret_cast<const backend::cuda_impl::DeviceWarp*>(warps.data()),
+            static_cast<std::int64_t>(warps.size()), ws.data, cuda.stream),
+        "warp_logits_batch");
+  }
+};
+
+}  // namespace specdec::detail

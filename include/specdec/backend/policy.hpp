@@ -1,0 +1,51 @@
+// SPDX-License-Identifier: MIT
+// Backend policies: which implementation a batched entry point runs on (no CUDA headers here).
+//
+// A backend is a small value type with a ready-made object (`backend::cpu`, `backend::cuda`):
+//   specdec::warp_logits_batch(specdec::backend::cpu, logits, warps, warped, ws);
+//   specdec::warp_logits_batch(specdec::backend::cuda.on(stream), logits, warps, warped, dws);
+// Each operation has one generic entry point that forwards to `detail::<Op>Impl<Backend>`, with one
+// specialisation per backend in backend/<name>/<op>.hpp. A backend with no specialisation fails to
+// compile with a message naming the operation.
+#pragma once
+
+#include <cstddef>
+#include <type_traits>
+
+namespace specdec::backend {
+
+/// The host backend: rows are processed in parallel on a shared thread pool.
+/// `threads` = 0 uses every hardware thread; results never depend on the thread count.
+struct Cpu {
+  int threads = 0;
+
+  /// The same backend limited to `n` threads (0 = hardware).
+  constexpr Cpu with_threads(int n) const { return Cpu{n}; }
+};
+inline constexpr Cpu cpu{};
+
+/// Caller-owned device memory used as scratch by a device backend: `bytes` bytes at `data`,
+/// sized with `workspace_size(backend, shape)` and reused across calls.
+struct DeviceWorkspace {
+  void* data = nullptr;
+  std::size_t bytes = 0;
+};
+
+template <class T>
+struct IsBackend : std::false_type {};
+template <>
+struct IsBackend<Cpu> : std::true_type {};
+
+/// A type usable as the first argument of a batched entry point.
+template <class B>
+concept BackendPolicy = IsBackend<std::remove_cvref_t<B>>::value;
+
+}  // namespace specdec::backend
+
+namespace specdec::detail {
+
+/// false, but only once T is known: lets a primary template's static_assert fire on use only.
+template <class... T>
+inline constexpr bool dependent_false = false;
+
+}  // namespace specdec::detail

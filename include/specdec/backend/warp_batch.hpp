@@ -1,0 +1,93 @@
+// SPDX-License-Identifier: MIT
+// Batched warps: B rows of raw logits -> B rows of warped fp32 probabilities, on any backend.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "specdec/backend/policy.hpp"
+#include "specdec/core/error.hpp"
+#include "specdec/core/views.hpp"
+#include "specdec/core/warp.hpp"
+
+namespace specdec {
+
+/// The shape a batched warp is sized for: `rows` rows of `vocab` logits.
+struct WarpBatchShape {
+  std::int64_t rows = 0;
+  std::int64_t vocab = 0;
+};
+
+namespace detail {
+
+/// One specialisation per backend (backend/cpu/warp_batch.hpp, backend/cuda/warp_batch.hpp).
+template <class Backend>
+struct WarpBatchImpl {
+  static_assert(dependent_false<Backend>,
+                "warp_logits_batch: no implementation for this backend; include "
+                "specdec/backend/cpu/warp_batch.hpp or specdec/backend/cuda/warp_batch.hpp");
+};
+
+/// Checks what every backend checks on the host: shapes, strides and the warp parameters.
+/// `warps` holds one Warp shared by every row, or one per row.
+inline void check_warp_batch(std::int64_t rows, std::int64_t cols, std::int64_t logits_stride,
+                             std::int64_t warped_rows, std::int64_t warped_cols,
+                             std::int64_t warped_stride, std::span<const Warp> warps) {
+  if (rows <= 0) fail("logits", "has {} rows, expected at least 1", rows);
+  if (cols <= 0) fail("logits", "has {} columns, expected at least 1", cols);
+  if (logits_stride < cols)
+    fail("logits", "stride {} is smaller than its {} columns", logits_stride, cols);
+  if (warped_rows != rows || warped_cols != cols) {
+    fail("warped", "is {} x {}, expected {} x {} like logits", warped_rows, warped_cols, rows,
+         cols);
+  }
+  if (warped_stride < cols)
+    fail("warped", "stride {} is smaller than its {} columns", warped_stride, cols);
+  if (warps.size() != 1 && warps.size() != static_cast<std::size_t>(rows)) {
+    fail("warps", "has {} entries, expected 1 (shared) or {} (one per row)", warps.size(), rows);
+  }
+  for (std::size_t i = 0; i < warps.size(); ++i) {
+    try {
+      warps[i].validate(cols);
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      throw Error(fmt::format("warps[{}].{}", i, e.argument()),
+                  what.substr(std::min(what.size(), e.argument().size() + 2)));
+    }
+  }
+}
+
+}  // namespace detail
+
+/// Bytes of workspace `warp_logits_batch` needs on `backend` for `shape` (host memory for the CPU
+/// backend, device memory for CUDA).
+template <backend::BackendPolicy Backend>
+std::size_t workspace_size(const Backend& backend, const WarpBatchShape& shape) {
+  return detail::WarpBatchImpl<Backend>::workspace_size(backend, shape);
+}
+
+/// warped[r] = S_r(softmax(logits[r])) for every row r, with S_r = warps[r] (or warps[0] for all
+/// rows when one Warp is given): exactly the per-row semantics of specdec::warp_logits
+/// (temperature, then top-k, then top-p, then min-p; temperature 0 = greedy; ties to the lowest
+/// id).
+///
+/// `logits` is rows x vocab raw logits, T = float, Eigen::half or Eigen::bfloat16 (on CUDA the
+/// same bits as __half / __nv_bfloat16); `warped` receives rows x vocab warped fp32
+/// probabilities. Both live where the backend computes (host for Cpu, device for Cuda); `warps`
+/// is always host memory. `workspace` is a specdec::Workspace for the CPU backend and a
+/// backend::DeviceWorkspace of at least workspace_size(backend, shape) bytes for CUDA.
+/// Takes no random draws. Throws specdec::Error naming the bad argument (shapes, warps, the
+/// workspace, and on the CPU backend every logit, e.g. "logits[2][7]").
+template <backend::BackendPolicy Backend, class T, class Scratch>
+void warp_logits_batch(const Backend& backend, MatrixView<T> logits, std::span<const Warp> warps,
+                       MatrixView<float> warped, Scratch&& workspace) {
+  using Value = std::remove_const_t<T>;
+  detail::WarpBatchImpl<Backend>::template run<Value>(
+      backend, MatrixView<const Value>(logits.data, logits.rows, logits.cols, logits.stride), warps,
+      warped, std::forward<Scratch>(workspace));
+}
+
+}  // namespace specdec

@@ -1,0 +1,32 @@
+// SPDX-License-Identifier: MIT
+// Launcher of the Philox fill kernel.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+#include "specdec/backend/cuda/detail/random_kernels.cuh"
+#include "specdec/backend/cuda/launchers.hpp"
+
+namespace specdec::backend::cuda_impl {
+
+cudaError_t fill_random(const RandomStream* host_streams, std::int64_t stream_count,
+                        std::uint32_t first, std::int64_t count, float* out,
+                        std::int64_t out_stride, bool gumbel, void* workspace,
+                        cudaStream_t stream) {
+  auto* streams = static_cast<RandomStream*>(workspace);
+  cudaError_t status = cudaMemcpyAsync(
+      streams, host_streams, static_cast<std::size_t>(stream_count) * sizeof(RandomStream),
+      cudaMemcpyHostToDevice, stream);
+  if (status != cudaSuccess) return status;
+  constexpr int kThreads = 256;
+  constexpr std::int64_t kMaxGridY = 65535;
+  const auto blocks_x = static_cast<unsigned int>((count + kThreads - 1) / kThreads);
+  for (std::int64_t s = 0; s < stream_count; s += kMaxGridY) {
+    const auto rows = static_cast<unsigned int>(std::min(kMaxGridY, stream_count - s));
+    detail::fill_random_kernel<<<dim3(blocks_x, rows), kThreads, 0, stream>>>(
+        streams + s, first, count, out + s * out_stride, out_stride, gumbel);
+  }
+  return cudaGetLastError();
+}
+
+}  // namespace specdec::backend::cuda_impl

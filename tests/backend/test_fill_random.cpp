@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: MIT
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "specdec/backend/fill_random.hpp"
+#include "specdec/core/philox.hpp"
+#include "support/backends.hpp"
+
+using namespace specdec;
+using Catch::Detail::Approx;
+
+namespace {
+
+std::vector<RandomStream> some_streams() {
+  std::vector<RandomStream> streams;
+  for (std::uint32_t s = 0; s < 5; ++s) {
+    streams.push_back({.seed = 0x1234'5678'9abc'def0ull + s,
+                       .sequence = s,
+                       .position = 40 + s,
+                       .node = s * 3,
+                       .domain = s % 2 == 0 ? Domain::kDraft : Domain::kVerify});
+  }
+  return streams;
+}
+
+template <class Backend>
+std::vector<float> fill(const Backend& backend, const std::vector<RandomStream>& streams,
+                        std::uint32_t first, std::int64_t count, RandomKind kind) {
+  const auto rows = static_cast<std::int64_t>(streams.size());
+  test::Buffer<Backend, float> out(static_cast<std::size_t>(rows * count));
+  test::Scratch<Backend> scratch(workspace_size(backend, FillRandomShape{rows, count}));
+  fill_random(backend, streams, first, MatrixView<float>(out.data(), rows, count), kind,
+              scratch.get());
+  return out.to_host();
+}
+
+}  // namespace
+
+TEMPLATE_LIST_TEST_CASE("fill_random uniforms are bit-identical to RandomStream",
+                        "[backend][fill_random]", test::Backends) {
+  const auto streams = some_streams();
+  const std::uint32_t first = 6;  // not a multiple of 4: starts inside a Philox block
+  const std::int64_t count = 1001;
+  const auto got = fill(TestType{}, streams, first, count, RandomKind::kUniform);
+  std::int64_t mismatches = 0;
+  for (std::size_t s = 0; s < streams.size(); ++s) {
+    for (std::int64_t i = 0; i < count; ++i) {
+      const float expected = streams[s].uniform(first + static_cast<std::uint32_t>(i));
+      const float value = got[s * count + i];
+      mismatches += std::memcmp(&value, &expected, sizeof(float)) != 0 ? 1 : 0;
+    }
+  }
+  CHECK(mismatches == 0);
+}
+
+TEMPLATE_LIST_TEST_CASE("fill_random Gumbels match RandomStream to a few ulps",
+                        "[backend][fill_random]", test::Backends) {
+  const auto streams = some_streams();
+  const std::int64_t count = 777;
+  const auto got = fill(TestType{}, streams, 0, count, RandomKind::kGumbel);
+  for (std::size_t s = 0; s < streams.size(); ++s) {
+    for (std::int64_t i = 0; i < count; i += 37) {
+      CHECK(got[s * count + i] ==
+            Approx(streams[s].gumbel(static_cast<std::uint32_t>(i))).epsilon(1e-5).margin(1e-6));
+    }
+  }
+}
+
+TEMPLATE_LIST_TEST_CASE("fill_random rejects an output with a row count other than the streams",
+                        "[backend][fill_random][errors]", test::Backends) {
+  TestType backend{};
+  const auto streams = some_streams();
+  test::Buffer<TestType, float> out(40);
+  test::Scratch<TestType> scratch(workspace_size(backend, FillRandomShape{5, 10}));
+  CHECK_THROWS_WITH(fill_random(backend, streams, 0, MatrixView<float>(out.data(), 4, 10),
+                                RandomKind::kUniform, scratch.get()),
+                    Catch::Contains("out: has 4 rows, expected one per stream (5)"));
+}
+
+TEMPLATE_LIST_TEST_CASE("fill_random rejects draws past the end of a stream",
+                        "[backend][fill_random][errors]", test::Backends) {
+  TestType backend{};
+  const auto streams = some_streams();
+  test::Buffer<TestType, float> out(50);
+  test::Scratch<TestType> scratch(workspace_size(backend, FillRandomShape{5, 10}));
+  CHECK_THROWS_WITH(fill_random(backend, streams, 0xFFFFFFFAu, MatrixView<float>(out.data(), 5, 10),
+                                RandomKind::kUniform, scratch.get()),
+                    Catch::Contains("first: draws"));
+}

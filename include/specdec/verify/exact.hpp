@@ -187,11 +187,14 @@ inline void check_exact_inputs(const Rule& rule, std::span<const float> target,
     check_size("raw_draft", raw_draft.size(), target.size());
   }
   const auto vocab = static_cast<std::int64_t>(target.size());
-  if (count < 1 || count > max_candidates(rule, vocab)) {
-    detail::fail("count", "{} candidates is outside [1, {}] for this rule", count,
-                 max_candidates(rule, vocab));
+  // Recursive takes min(count, non-zero draft tokens) candidates, so any count >= 1 is fine.
+  const std::int64_t most =
+      draws_without_replacement(rule) ? std::int64_t{1} << 20 : max_candidates(rule, vocab);
+  if (count < 1 || count > most) {
+    detail::fail("count", "{} candidates is outside [1, {}] for this rule", count, most);
   }
-  detail::check_rule<float>(rule, target, draft, count);
+  detail::check_rule<float>(rule, target, draft,
+                            static_cast<std::int32_t>(std::min<std::int64_t>(count, vocab)));
 }
 
 }  // namespace detail

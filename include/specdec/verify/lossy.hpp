@@ -63,7 +63,8 @@ SPECDEC_HOST_DEVICE double lossy_residual_mass(const T* target, const T* draft, 
 }
 
 /// The tuned beta: solves sum [draft - target / (1 - alpha)]+ = sum [target / beta - draft]+ by
-/// bisection (the right side decreases in beta). Returns 1 when nothing is ever rejected.
+/// bisection (the right side decreases in beta). Returns 1 when nothing is ever rejected (then
+/// the residual is never used and the output is the draft row).
 template <class T>
 SPECDEC_HOST_DEVICE double lossy_tuned_beta_row(const T* target, const T* draft, std::int64_t vocab,
                                                 double alpha) {

@@ -2,6 +2,7 @@
 // specdec-sim verify, run as a process: JSON in, JSON out; bad input gives exit status 2, one
 // line on stderr and nothing on stdout.
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <cstdio>
@@ -29,7 +30,9 @@ std::string read_file(const std::string& path) {
 /// Runs `specdec-sim verify <request file>` and captures stdout, stderr and the exit status.
 Run run_verify(const std::string& request) {
   static int counter = 0;
-  const std::string base = "specdec_sim_test_" + std::to_string(++counter);
+  // Unique per process: ctest runs the cases of this file in parallel.
+  const std::string base =
+      "specdec_sim_test_" + std::to_string(getpid()) + "_" + std::to_string(++counter);
   const std::string in = base + ".json", err = base + ".err";
   std::ofstream(in) << request;
   const std::string command =

@@ -35,19 +35,44 @@ inline std::size_t verify_workspace_size(std::int64_t vocab) {
 
 namespace detail {
 
+/// max(x, 0) without a libm call (fmaxf is an out-of-line call unless NaNs are ruled out).
+SPECDEC_HOST_DEVICE float positive_part(float x) { return x > 0.0f ? x : 0.0f; }
+
+/// sum of f(i) for i in [begin, end): fp32 partial sums in 8 independent lanes over blocks of
+/// 1024 elements (vectorisable, no long serial dependency), blocks added in double.
+template <class F>
+SPECDEC_HOST_DEVICE double blocked_sum(const F& f, std::int64_t begin, std::int64_t end) {
+  constexpr int kLanes = 8;
+  constexpr std::int64_t kBlock = 1024;
+  double total = 0.0;
+  for (std::int64_t b = begin; b < end; b += kBlock) {
+    const std::int64_t e = b + kBlock < end ? b + kBlock : end;
+    float lanes[kLanes] = {};
+    std::int64_t i = b;
+    for (; i + kLanes <= e; i += kLanes) {
+      for (int j = 0; j < kLanes; ++j) lanes[j] += f(i + j);
+    }
+    float block = 0.0f;
+    for (; i < e; ++i) block += f(i);
+    for (int j = 0; j < kLanes; ++j) block += lanes[j];
+    total += block;
+  }
+  return total;
+}
+
 /// scratch = [source - scale * draft]+ when its mass is at least `floor_mass`; returns that mass,
 /// or -1 (scratch untouched) when it is below. `source` may alias `scratch`. Two passes, so the
 /// current row survives a fallback.
 template <class S, class T>
 SPECDEC_HOST_DEVICE double residual_update(const S* source, const T* draft, float scale,
                                            std::int64_t n, float* scratch, double floor_mass) {
-  double mass = 0.0;
-  for (std::int64_t i = 0; i < n; ++i) {
-    mass += fmaxf(to_float(source[i]) - scale * to_float(draft[i]), 0.0f);
-  }
+  const auto positive = [=](std::int64_t i) {
+    return positive_part(to_float(source[i]) - scale * to_float(draft[i]));
+  };
+  const double mass = blocked_sum(positive, 0, n);
   if (!(mass >= floor_mass) || mass <= 0.0) return -1.0;
   for (std::int64_t i = 0; i < n; ++i) {
-    scratch[i] = fmaxf(to_float(source[i]) - scale * to_float(draft[i]), 0.0f);
+    scratch[i] = positive_part(to_float(source[i]) - scale * to_float(draft[i]));
   }
   return mass;
 }
@@ -55,31 +80,39 @@ SPECDEC_HOST_DEVICE double residual_update(const S* source, const T* draft, floa
 /// scratch = source (as float); returns the sum.
 template <class S>
 SPECDEC_HOST_DEVICE double copy_row(const S* source, std::int64_t n, float* scratch) {
-  double mass = 0.0;
-  for (std::int64_t i = 0; i < n; ++i) {
-    scratch[i] = to_float(source[i]);
-    mass += scratch[i];
-  }
-  return mass;
+  for (std::int64_t i = 0; i < n; ++i) scratch[i] = to_float(source[i]);
+  return blocked_sum([=](std::int64_t i) { return scratch[i]; }, 0, n);
 }
 
-/// One token from a non-negative row of any scale (inverse CDF with one uniform).
+/// One token from a non-negative row of any scale (inverse CDF with one uniform): the first index
+/// whose running sum exceeds u * total. Whole blocks are skipped by their (vectorised) sums; the
+/// block holding the threshold is scanned. Rounding that runs past the end returns the last
+/// positive entry, so a zero entry is never returned.
 template <class S>
 SPECDEC_HOST_DEVICE Token sample_row(const S* row, std::int64_t n, float u) {
-  double total = 0.0;
-  for (std::int64_t i = 0; i < n; ++i) total += to_float(row[i]);
-  const double threshold = u * total;
+  constexpr std::int64_t kBlock = 1024;
+  const auto value = [=](std::int64_t i) { return to_float(row[i]); };
+  const double threshold = u * blocked_sum(value, 0, n);
   double running = 0.0;
-  std::int64_t last_positive = 0;
-  for (std::int64_t i = 0; i < n; ++i) {
-    const float v = to_float(row[i]);
-    if (v > 0.0f) {
-      running += v;
-      last_positive = i;
-      if (running > threshold) return static_cast<Token>(i);
+  for (std::int64_t b = 0; b < n; b += kBlock) {
+    const std::int64_t e = b + kBlock < n ? b + kBlock : n;
+    const double block = blocked_sum(value, b, e);
+    if (running + block <= threshold && e < n) {
+      running += block;
+      continue;
+    }
+    for (std::int64_t i = b; i < e; ++i) {
+      const float v = value(i);
+      if (v > 0.0f) {
+        running += v;
+        if (running > threshold) return static_cast<Token>(i);
+      }
     }
   }
-  return static_cast<Token>(last_positive);
+  for (std::int64_t i = n - 1; i > 0; --i) {
+    if (value(i) > 0.0f) return static_cast<Token>(i);
+  }
+  return 0;
 }
 
 /// The checks shared by every host entry: two probability rows of equal size, candidates inside

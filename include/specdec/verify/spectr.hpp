@@ -13,12 +13,13 @@ namespace detail {
 template <class T>
 SPECDEC_HOST_DEVICE double spectr_beta(const T* target, const T* draft, std::int64_t vocab,
                                        double gamma) {
-  double beta = 0.0;
-  for (std::int64_t i = 0; i < vocab; ++i) {
-    const double t = to_float(target[i]), d = to_float(draft[i]);
-    beta += d < t / gamma ? d : t / gamma;
-  }
-  return beta;
+  const float inv = static_cast<float>(1.0 / gamma);
+  return blocked_sum(
+      [=](std::int64_t i) {
+        const float t = to_float(target[i]) * inv, d = to_float(draft[i]);
+        return d < t ? d : t;
+      },
+      0, vocab);
 }
 
 /// 1 - (1 - beta)^K - gamma * beta: <= 0 exactly where the K-SEQ residual is non-negative.

@@ -38,13 +38,12 @@ SPECDEC_HOST_DEVICE std::int32_t block_verify_row(const T* target_rows, const T*
     if (i == length) {
       h = weights[length];
     } else {
-      double m = 0.0;
       const T* p = target_rows + i * vocab;
       const T* q = draft_rows + i * vocab;
-      for (std::int64_t v = 0; v < vocab; ++v) {
-        const double r = weights[i] * to_float(p[v]) - to_float(q[v]);
-        m += r > 0.0 ? r : 0.0;
-      }
+      const float w = static_cast<float>(weights[i]);
+      const double m = blocked_sum(
+          [=](std::int64_t v) { return positive_part(w * to_float(p[v]) - to_float(q[v])); }, 0,
+          vocab);
       const double denominator = m + 1.0 - weights[i];
       h = denominator > 0.0 ? m / denominator : 0.0;
     }

@@ -16,12 +16,16 @@ std::vector<std::int64_t> simulate(const Rule& rule, const Pair& p, std::int32_t
                                    std::uint64_t seed, std::uint32_t samples = 100000) {
   std::vector<std::int64_t> counts(p.target.size(), 0);
   Workspace ws;
+  Rule resolved = rule;  // solve SpecTr's automatic gamma once, not per sample
+  if (auto* spectr = std::get_if<SpecTr>(&resolved); spectr && spectr->gamma <= 0.0) {
+    spectr->gamma = spectr_gamma<float>(p.target, p.draft, count);
+  }
   for (std::uint32_t s = 0; s < samples; ++s) {
     const RandomStream draft_stream{seed, 0, s, 0, Domain::kDraft};
     const auto candidates =
         test::draw_candidates(p.draft, count, draws_without_replacement(rule), draft_stream);
     const RandomStream verify_stream{seed, 0, s, 0, Domain::kVerify};
-    const auto verdict = verify_node(rule, p.target, p.draft, candidates, verify_stream, ws,
+    const auto verdict = verify_node(resolved, p.target, p.draft, candidates, verify_stream, ws,
                                      p.raw_target, p.raw_draft);
     ++counts[static_cast<std::size_t>(verdict.token)];
   }
@@ -139,4 +143,24 @@ TEST_CASE("every rule returns the same verdict for the same stream", "[verify][d
     CHECK(verify_node(rule, p.target, p.draft, candidates, stream, ws) ==
           verify_node(rule, p.target, p.draft, candidates, stream, ws));
   }
+}
+
+TEST_CASE("lossless multi-candidate rules pass a chi-square test for K = 1 to 4", "[verify][mc]") {
+  // False-failure probability: kFalseFailureProbability per check (12 checks).
+  const auto p = test::make_pair(5, 30, Warp{.top_k = 4});
+  std::uint64_t seed = 100;
+  for (const Rule rule : {Rule{MultiRound{}}, Rule{Recursive{}}, Rule{SpecTr{}}}) {
+    for (std::int32_t k = 1; k <= 4; ++k) {
+      INFO("K " << k);
+      check_rule(rule, p, k, ++seed);
+    }
+  }
+}
+
+TEST_CASE("lossy and cascade rules in their lossless settings pass a chi-square test",
+          "[verify][mc]") {
+  // False-failure probability: kFalseFailureProbability per check.
+  const auto p = test::make_pair(6, 31, Warp{.temperature = 0.8f});
+  check_rule(Lossy{0.0f, 1.0f}, p, 1, 201);
+  check_rule(Cascade{Deferral::kDiff, -1.0f}, p, 1, 202);
 }

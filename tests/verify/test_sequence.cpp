@@ -413,6 +413,6 @@ TEST_CASE("an i.i.d. tree verified with multi-round sampling samples the target 
 TEST_CASE("an i.i.d. tree verified with SpecTr samples the target joint", "[verify][tree][mc]") {
   // False-failure probability: kFalseFailureProbability.
   const ToyModels m{3, 33};
-  const auto counts = simulate_tree(SpecTr{}, false, m, 100000);
+  const auto counts = simulate_tree(SpecTr{}, false, m, 50000);
   CHECK(test::chi_square_test(counts, target_joint(m, 3)).p_value > test::kFalseFailureProbability);
 }

@@ -330,3 +330,15 @@ TEST_CASE("RRS with K above the draft support uses the support", "[verify][exact
   test::check_close(e.distribution, std::span<const float>(p.target));
   CHECK(e.accept == Catch::Detail::Approx(exact(Recursive{}, p, 2).accept));
 }
+
+TEST_CASE("cascade_target returns the pi the rule claims", "[verify][cascade]") {
+  const Pair p = make_pair(5, 90, Warp{.temperature = 0.5f});
+  std::vector<float> pi(5);
+  std::vector<double> claimed(5);
+  for (const Deferral d : {Deferral::kBild, Deferral::kOptLog, Deferral::kTokenV2}) {
+    cascade_target<float>(p.raw_target, p.raw_draft, p.target, p.draft, d, 0.3f, pi);
+    REQUIRE(claimed_distribution(Cascade{d, 0.3f}, p.target, p.draft, 1, claimed, p.raw_target,
+                                 p.raw_draft));
+    test::check_close(claimed, std::span<const float>(pi));
+  }
+}

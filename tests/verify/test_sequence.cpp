@@ -416,3 +416,22 @@ TEST_CASE("an i.i.d. tree verified with SpecTr samples the target joint", "[veri
   const auto counts = simulate_tree(SpecTr{}, false, m, 50000);
   CHECK(test::chi_square_test(counts, target_joint(m, 3)).p_value > test::kFalseFailureProbability);
 }
+
+TEST_CASE("the tree walker takes a DraftTree", "[verify][tree]") {
+  // Identical rows: every first child is accepted, down to the leaf.
+  DraftTree tree;
+  const auto a = tree.add(1, -1);
+  tree.add(0, -1);
+  const auto c = tree.add(2, a);
+  const std::vector<float> row = {.2f, .3f, .5f};
+  std::vector<float> rows;
+  for (int i = 0; i <= tree.size(); ++i) rows.insert(rows.end(), row.begin(), row.end());
+  Workspace ws;
+  std::vector<std::int32_t> accepted(2);
+  const auto v =
+      verify_tree<float>(MultiRound{}, tree, rows, rows, 3, RandomStream{2}, accepted, ws);
+  CHECK(v.accepted == 2);
+  CHECK(accepted[0] == a);
+  CHECK(accepted[1] == c);
+  CHECK(v.bonus);
+}

@@ -18,3 +18,4 @@
 #include "specdec/provider/logits_provider.hpp"
 #include "specdec/provider/tree_batch.hpp"
 #include "specdec/tree/tree.hpp"
+#include "specdec/verify/verify.hpp"

@@ -45,8 +45,12 @@ SPECDEC_HOST_DEVICE float to_float(T x) {
 /// Largest value of a row (-inf for an empty row).
 template <class T>
 SPECDEC_HOST_DEVICE float row_max(const T* x, std::int64_t n) {
+  // A comparison, not fmaxf: fmaxf is an out-of-line libm call unless NaNs are ruled out.
   float m = kNegInf;
-  for (std::int64_t i = 0; i < n; ++i) m = fmaxf(m, to_float(x[i]));
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float v = to_float(x[i]);
+    m = v > m ? v : m;
+  }
   return m;
 }
 
@@ -105,7 +109,10 @@ SPECDEC_HOST_DEVICE float row_entropy(const T* p, std::int64_t n) {
 template <class T, class U>
 SPECDEC_HOST_DEVICE float row_positive_mass(const T* a, const U* b, std::int64_t n) {
   float s = 0.0f;
-  for (std::int64_t i = 0; i < n; ++i) s += fmaxf(to_float(a[i]) - to_float(b[i]), 0.0f);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float d = to_float(a[i]) - to_float(b[i]);
+    s += d > 0.0f ? d : 0.0f;
+  }
   return s;
 }
 

@@ -1,0 +1,94 @@
+// SPDX-License-Identifier: MIT
+// Chain verification (ALGORITHMS.md §2.1): a block of L draft tokens, one per position, verified
+// in order with any rule; the first rejection ends it, a bonus token follows when all pass.
+#pragma once
+
+#include "specdec/verify/rule.hpp"
+
+namespace specdec {
+
+struct ChainVerdict {
+  std::int32_t accepted = 0;  // draft tokens accepted (0..L)
+  std::int32_t emitted = 0;   // tokens written: accepted + 1 (the correction or the bonus)
+};
+
+/// Verifies the draft tokens `draft_tokens` (L of them) position by position.
+/// Layout: `target_rows` holds L + 1 warped rows of `vocab` (row i = the target at position i,
+/// i.e. after the first i draft tokens; row L gives the bonus token), `draft_rows` holds L warped
+/// rows (row i = the row draft token i was drawn from). `raw_target_rows` / `raw_draft_rows`
+/// (same shapes, or empty = the warped rows) feed the cascade deferral and lossy greedy.
+/// Writes the accepted tokens then the correction or bonus token into `out` (>= L + 1 entries).
+/// Randomness: position i is verified with `stream.at_position(stream.position + i)` and the
+/// draws of the rule's kernel (test = draw 0, correction = draw 1 for one candidate); the bonus
+/// token is draw 0 of `stream.at_position(stream.position + L)`. The bonus token always comes
+/// from the warped target row L, also for lossy and cascade rules (whose pi at position L would
+/// need one more draft row).
+/// Throws specdec::Error naming the bad argument.
+template <class T = float>
+ChainVerdict verify_chain(const Rule& rule, std::type_identity_t<std::span<const T>> target_rows,
+                          std::type_identity_t<std::span<const T>> draft_rows,
+                          std::span<const Token> draft_tokens, std::int64_t vocab,
+                          const RandomStream& stream, std::span<Token> out, Workspace& ws,
+                          std::type_identity_t<std::span<const T>> raw_target_rows = {},
+                          std::type_identity_t<std::span<const T>> raw_draft_rows = {}) {
+  if (vocab < 1) detail::fail("vocab", "{} must be >= 1", vocab);
+  const auto length = draft_tokens.size();
+  const auto v = static_cast<std::size_t>(vocab);
+  check_size("target_rows", target_rows.size(), (length + 1) * v);
+  check_size("draft_rows", draft_rows.size(), length * v);
+  if (!raw_target_rows.empty())
+    check_size("raw_target_rows", raw_target_rows.size(), (length + 1) * v);
+  if (!raw_draft_rows.empty()) check_size("raw_draft_rows", raw_draft_rows.size(), length * v);
+  if (out.size() < length + 1) {
+    detail::fail("out", "has {} entries, needs L + 1 = {}", out.size(), length + 1);
+  }
+  const bool needs_support = !std::holds_alternative<Typical>(rule) &&
+                             !std::holds_alternative<Greedy>(rule) &&
+                             !(std::holds_alternative<Lossy>(rule) && std::get<Lossy>(rule).greedy);
+  for (std::size_t i = 0; i <= length; ++i) {
+    check_probability_row<T>(fmt::format("target_rows[{}]", i), target_rows.subspan(i * v, v));
+    if (!raw_target_rows.empty()) {
+      check_probability_row<T>(fmt::format("raw_target_rows[{}]", i),
+                               raw_target_rows.subspan(i * v, v));
+    }
+  }
+  for (std::size_t i = 0; i < length; ++i) {
+    const auto draft = draft_rows.subspan(i * v, v);
+    check_probability_row<T>(fmt::format("draft_rows[{}]", i), draft);
+    if (!raw_draft_rows.empty()) {
+      check_probability_row<T>(fmt::format("raw_draft_rows[{}]", i),
+                               raw_draft_rows.subspan(i * v, v));
+    }
+    const auto name = fmt::format("draft_tokens[{}]", i);
+    check_token(name, draft_tokens[i], vocab);
+    if (needs_support &&
+        !(static_cast<float>(draft[static_cast<std::size_t>(draft_tokens[i])]) > 0.0f)) {
+      detail::fail(name, "token {} has draft probability 0", draft_tokens[i]);
+    }
+    detail::check_rule<T>(rule, target_rows.subspan(i * v, v), draft, 1);
+  }
+  auto scope = ws.scope();
+  auto scratch = ws.take<float>(v);
+  ChainVerdict verdict;
+  for (std::size_t i = 0; i < length; ++i) {
+    const NodeRows<T> rows{target_rows.data() + i * v, draft_rows.data() + i * v, vocab,
+                           raw_target_rows.empty() ? nullptr : raw_target_rows.data() + i * v,
+                           raw_draft_rows.empty() ? nullptr : raw_draft_rows.data() + i * v};
+    const auto s = stream.at_position(stream.position + static_cast<std::uint32_t>(i));
+    const NodeVerdict node =
+        detail::verify_node_unchecked(rule, rows, &draft_tokens[i], 1, s, scratch.data());
+    out[i] = node.token;
+    if (node.accepted < 0) {
+      verdict.accepted = static_cast<std::int32_t>(i);
+      verdict.emitted = verdict.accepted + 1;
+      return verdict;
+    }
+  }
+  const auto s = stream.at_position(stream.position + static_cast<std::uint32_t>(length));
+  out[length] = detail::sample_row(target_rows.data() + length * v, vocab, s.uniform(0));
+  verdict.accepted = static_cast<std::int32_t>(length);
+  verdict.emitted = verdict.accepted + 1;
+  return verdict;
+}
+
+}  // namespace specdec

@@ -1,0 +1,36 @@
+// SPDX-License-Identifier: MIT
+// Standard speculative rejection sampling, one candidate (ALGORITHMS.md §1.1).
+#pragma once
+
+#include "specdec/verify/multi_round.hpp"
+
+namespace specdec {
+namespace detail {
+
+/// Accepts `candidate` (drawn from the warped `draft`) iff u_0 * draft(x) < target(x); otherwise
+/// draws the correction from norm([target - draft]+) (target itself if that has no mass).
+/// Draws: draw 0 the test, draw 1 the correction (read only on rejection). The residual is only
+/// formed on rejection. `scratch` holds `vocab` floats.
+template <class T, UniformSource U>
+SPECDEC_HOST_DEVICE NodeVerdict rejection_row(const T* target, const T* draft, std::int64_t vocab,
+                                              Token candidate, const U& uniforms, float* scratch) {
+  return multi_round_row(target, draft, vocab, &candidate, 1, uniforms, scratch);
+}
+
+}  // namespace detail
+
+/// Standard rejection sampling on warped rows. Throws specdec::Error naming the bad argument.
+template <class T = float, UniformSource U>
+NodeVerdict verify_rejection(std::type_identity_t<std::span<const T>> target,
+                             std::type_identity_t<std::span<const T>> draft, Token candidate,
+                             const U& uniforms, Workspace& ws) {
+  const Token c[1] = {candidate};
+  detail::check_node_inputs<T>(target, draft, std::span<const Token>(c, 1), true, "candidate");
+  auto scope = ws.scope();
+  auto scratch = ws.take<float>(target.size());
+  return detail::rejection_row(target.data(), draft.data(),
+                               static_cast<std::int64_t>(target.size()), candidate, uniforms,
+                               scratch.data());
+}
+
+}  // namespace specdec

@@ -1,0 +1,163 @@
+// SPDX-License-Identifier: MIT
+// Tree verification (RSD, seed 000 §3.2.2; ALGORITHMS.md §2.2): walk a level-ordered draft tree
+// from the root with a node rule, returning the accepted node ids and the final token.
+#pragma once
+
+#include "specdec/tree/draft_tree.hpp"
+#include "specdec/verify/rule.hpp"
+
+namespace specdec {
+
+struct TreeVerdict {
+  std::int32_t accepted = 0;  // accepted nodes, written to `accepted_nodes[0 .. accepted)`
+  Token token = kNoToken;     // the correction token, or the bonus token after a leaf
+  bool bonus = false;         // true when the walk ended at an accepted node without children
+};
+
+/// Walks the tree `tokens` / `parents` (level order; parents[i] = -1 for children of the root,
+/// else an earlier node; children keep their sampling order) with `rule` at every node.
+/// Row layout (warped rows, `vocab` wide, N = number of nodes):
+///   target_rows: N + 1 rows; row 0 = the target at the root, row i + 1 = the target after node i;
+///   draft_rows:  N + 1 rows; row 0 = the draft row the root's children were drawn from,
+///                row i + 1 = the draft row node i's children were drawn from (rows of leaves
+///                are never read, but must be present; fill them with any distribution).
+///   raw_target_rows / raw_draft_rows: same shapes, or empty (= the warped rows).
+/// At the current node (the root first) its children, in stored order, are the candidates of the
+/// rule (Recursive for RSD trees drawn without replacement; MultiRound or SpecTr for i.i.d.
+/// trees; Rejection, Lossy and Cascade need one child per node). The accepted child becomes the
+/// current node (fix (a) of ALGORITHMS.md §1.3: children are iterated by node id and their tokens
+/// read from `tokens`); its flat id is appended to `accepted_nodes` (fix (b)); all rejected ends
+/// the walk with the correction token; a node without children ends it with a bonus token drawn
+/// from the target row at that node (fix (c)).
+/// Randomness: the node whose children are verified uses `stream.at_node(id + 1)` (the root is
+/// node 0) with the rule's draws (test of child k = draw k, correction = draw K); the bonus token
+/// is draw 0 of `stream.at_node(leaf id + 1)`.
+/// `accepted_nodes` needs room for the tree's depth. Throws specdec::Error naming the bad argument.
+template <class T = float>
+TreeVerdict verify_tree(const Rule& rule, std::span<const Token> tokens,
+                        std::span<const std::int32_t> parents,
+                        std::type_identity_t<std::span<const T>> target_rows,
+                        std::type_identity_t<std::span<const T>> draft_rows, std::int64_t vocab,
+                        const RandomStream& stream, std::span<std::int32_t> accepted_nodes,
+                        Workspace& ws,
+                        std::type_identity_t<std::span<const T>> raw_target_rows = {},
+                        std::type_identity_t<std::span<const T>> raw_draft_rows = {}) {
+  if (vocab < 1) detail::fail("vocab", "{} must be >= 1", vocab);
+  const auto n = tokens.size();
+  const auto v = static_cast<std::size_t>(vocab);
+  check_size("parents", parents.size(), n);
+  check_size("target_rows", target_rows.size(), (n + 1) * v);
+  check_size("draft_rows", draft_rows.size(), (n + 1) * v);
+  if (!raw_target_rows.empty()) check_size("raw_target_rows", raw_target_rows.size(), (n + 1) * v);
+  if (!raw_draft_rows.empty()) check_size("raw_draft_rows", raw_draft_rows.size(), (n + 1) * v);
+  auto scope = ws.scope();
+  auto depth = ws.take<std::int32_t>(n + 1);  // depth[i + 1] of node i; depth[0] = 0 (root)
+  auto children = ws.take<std::int32_t>(n + 1);
+  depth[0] = 0;
+  std::fill(children.begin(), children.end(), 0);
+  std::int32_t max_depth = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    check_token(fmt::format("tokens[{}]", i), tokens[i], vocab);
+    const auto parent = parents[i];
+    if (parent < -1 || parent >= static_cast<std::int32_t>(i)) {
+      detail::fail(fmt::format("parents[{}]", i), "{} must be -1 (root) or an earlier node (< {})",
+                   parent, i);
+    }
+    depth[i + 1] = depth[static_cast<std::size_t>(parent + 1)] + 1;
+    if (i > 0 && depth[i + 1] < depth[i]) {
+      detail::fail(fmt::format("parents[{}]", i), "node {} is not in level order", i);
+    }
+    max_depth = std::max(max_depth, depth[i + 1]);
+    ++children[static_cast<std::size_t>(parent + 1)];
+  }
+  if (accepted_nodes.size() < static_cast<std::size_t>(max_depth)) {
+    detail::fail("accepted_nodes", "has {} entries, the tree is {} deep", accepted_nodes.size(),
+                 max_depth);
+  }
+  const bool needs_support = !std::holds_alternative<Typical>(rule) &&
+                             !std::holds_alternative<Greedy>(rule) &&
+                             !(std::holds_alternative<Lossy>(rule) && std::get<Lossy>(rule).greedy);
+  for (std::size_t r = 0; r <= n; ++r) {
+    check_probability_row<T>(fmt::format("target_rows[{}]", r), target_rows.subspan(r * v, v));
+    check_probability_row<T>(fmt::format("draft_rows[{}]", r), draft_rows.subspan(r * v, v));
+    if (!raw_target_rows.empty()) {
+      check_probability_row<T>(fmt::format("raw_target_rows[{}]", r),
+                               raw_target_rows.subspan(r * v, v));
+    }
+    if (!raw_draft_rows.empty()) {
+      check_probability_row<T>(fmt::format("raw_draft_rows[{}]", r),
+                               raw_draft_rows.subspan(r * v, v));
+    }
+    if (children[r] > max_candidates(rule, vocab)) {
+      detail::fail(r == 0 ? std::string("parents") : fmt::format("tokens[{}]", r - 1),
+                   "node has {} children, the rule takes at most {}", children[r],
+                   max_candidates(rule, vocab));
+    }
+    if (children[r] > 0) {
+      detail::check_rule<T>(rule, target_rows.subspan(r * v, v), draft_rows.subspan(r * v, v),
+                            children[r]);
+    }
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto row = static_cast<std::size_t>(parents[i] + 1);
+    const auto name = fmt::format("tokens[{}]", i);
+    if (needs_support &&
+        !(static_cast<float>(draft_rows[row * v + static_cast<std::size_t>(tokens[i])]) > 0.0f)) {
+      detail::fail(name, "token {} has draft probability 0 in its parent's draft row", tokens[i]);
+    }
+    if (std::holds_alternative<Recursive>(rule)) {
+      for (std::size_t j = 0; j < i; ++j) {
+        if (parents[j] == parents[i] && tokens[j] == tokens[i]) {
+          detail::fail(name, "token {} repeats its sibling node {} (RRS children are distinct)",
+                       tokens[i], j);
+        }
+      }
+    }
+  }
+  auto candidates = ws.take<Token>(n + 1);
+  auto ids = ws.take<std::int32_t>(n + 1);
+  auto scratch = ws.take<float>(v);
+  TreeVerdict verdict;
+  std::int32_t current = -1;
+  for (;;) {
+    std::int32_t count = 0;
+    for (std::size_t j = static_cast<std::size_t>(current + 1); j < n; ++j) {
+      if (parents[j] == current) {
+        ids[static_cast<std::size_t>(count)] = static_cast<std::int32_t>(j);
+        candidates[static_cast<std::size_t>(count)] = tokens[j];
+        ++count;
+      }
+    }
+    const auto row = static_cast<std::size_t>(current + 1);
+    const auto s = stream.at_node(static_cast<std::uint32_t>(current + 1));
+    if (count == 0) {
+      verdict.token = detail::sample_row(target_rows.data() + row * v, vocab, s.uniform(0));
+      verdict.bonus = true;
+      return verdict;
+    }
+    const NodeRows<T> rows{target_rows.data() + row * v, draft_rows.data() + row * v, vocab,
+                           raw_target_rows.empty() ? nullptr : raw_target_rows.data() + row * v,
+                           raw_draft_rows.empty() ? nullptr : raw_draft_rows.data() + row * v};
+    const NodeVerdict node =
+        detail::verify_node_unchecked(rule, rows, candidates.data(), count, s, scratch.data());
+    if (node.accepted < 0) {
+      verdict.token = node.token;
+      return verdict;
+    }
+    current = ids[static_cast<std::size_t>(node.accepted)];
+    accepted_nodes[static_cast<std::size_t>(verdict.accepted++)] = current;
+  }
+}
+
+/// The same walk over a DraftTree.
+template <class T = float>
+TreeVerdict verify_tree(const Rule& rule, const DraftTree& tree,
+                        std::type_identity_t<std::span<const T>> target_rows,
+                        std::type_identity_t<std::span<const T>> draft_rows, std::int64_t vocab,
+                        const RandomStream& stream, std::span<std::int32_t> accepted_nodes,
+                        Workspace& ws) {
+  return verify_tree<T>(rule, tree.tokens, tree.parents, target_rows, draft_rows, vocab, stream,
+                        accepted_nodes, ws);
+}
+
+}  // namespace specdec

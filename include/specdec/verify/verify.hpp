@@ -1,0 +1,20 @@
+// SPDX-License-Identifier: MIT
+// Umbrella header of the verifiers: every node rule, chain, block and tree verification, and the
+// exact output distributions.
+#pragma once
+
+#include "specdec/verify/block.hpp"
+#include "specdec/verify/cascade.hpp"
+#include "specdec/verify/chain.hpp"
+#include "specdec/verify/common.hpp"
+#include "specdec/verify/exact.hpp"
+#include "specdec/verify/greedy.hpp"
+#include "specdec/verify/lossy.hpp"
+#include "specdec/verify/mtad.hpp"
+#include "specdec/verify/multi_round.hpp"
+#include "specdec/verify/recursive.hpp"
+#include "specdec/verify/rejection.hpp"
+#include "specdec/verify/rule.hpp"
+#include "specdec/verify/spectr.hpp"
+#include "specdec/verify/tree.hpp"
+#include "specdec/verify/typical.hpp"

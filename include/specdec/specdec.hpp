@@ -13,3 +13,4 @@
 #include "specdec/core/warp.hpp"
 #include "specdec/core/workspace.hpp"
 #include "specdec/tree/draft_tree.hpp"
+#include "specdec/draft/draft.hpp"

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Tree drafters over toy models: RSD-C, RSD-S (stochastic beam search), i.i.d. chains, beam search.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
@@ -176,6 +177,31 @@ TEST_CASE("RSD-S children of one parent are sampled without replacement (Theorem
     }
   }
   CHECK(checks >= 12);  // enough conditional laws were exercised
+}
+
+TEST_CASE("RSD-S top final sequence is a sample from the draft model", "[draft][rsds]") {
+  // Stochastic beam search ranks whole sequences by their truncated Gumbel values, so the best
+  // final beam is an exact sample of the length-2 sequence from the draft model (Kool et al.).
+  // Selecting by the untruncated value (the typo of seed 000 Alg. 9) breaks this.
+  const auto model = small_markov();
+  toy::ToyDraftRows rows(model, {1});
+  Workspace ws(rsd_s_workspace_size(2, 4));
+  DraftedTree out;
+  std::vector<std::int64_t> counts(16, 0);
+  for (int i = 0; i < 100000; ++i) {
+    draft_rsd_s(2, 2, 4, rows, stream_for(static_cast<std::uint32_t>(i)), out, ws);
+    const auto leaf = std::find(out.tree.depths.begin(), out.tree.depths.end(), 2) -
+                      out.tree.depths.begin();
+    const auto path = path_of(out.tree, static_cast<std::int32_t>(leaf));
+    ++counts[static_cast<std::size_t>(path[0] * 4 + path[1])];
+  }
+  std::vector<double> expected(16, 0.0);
+  for (int a = 0; a < 4; ++a)
+    for (int b = 0; b < 4; ++b)
+      expected[static_cast<std::size_t>(a * 4 + b)] =
+          static_cast<double>(model.row(1)[a]) * model.row(static_cast<Token>(a))[b];
+  // False-failure probability 1e-6.
+  CHECK(test::chi_square_test(counts, expected).p_value > test::kFalseFailureProbability);
 }
 
 TEST_CASE("RSD-S returns W distinct sequences with monotone truncated values", "[draft][rsds]") {

@@ -210,3 +210,35 @@ TEST_CASE("truncated_gumbel is stable near -1e30", "[draft][sbs]") {
   CHECK(near_zero <= -1e30);
   CHECK(std::isfinite(truncated_gumbel(5.0, 1e-300, 1e-300)));
 }
+
+TEST_CASE("gumbel_top_k heap and nth_element selections agree", "[draft][gumbel]") {
+  // k <= 256 scans with a bounded heap, larger k compacts and uses nth_element: the first 256
+  // tokens of a k = 257 draw must be the k = 256 draw (same uniforms).
+  const int vocab = 1000;
+  std::vector<float> probs(vocab, 0.0f);
+  for (int i = 0; i < vocab; i += 3)
+    probs[static_cast<std::size_t>(i)] = 1.0f + static_cast<float>(i % 7);
+  float total = 0.0f;
+  for (float p : probs) total += p;
+  for (auto& p : probs) p /= total;
+  Workspace ws;
+  std::vector<Token> small(256), large(400);
+  for (std::uint32_t s = 0; s < 20; ++s) {
+    REQUIRE(gumbel_top_k_probabilities<float>(probs, 256, stream_for(s), small, ws) == 256);
+    REQUIRE(gumbel_top_k_probabilities<float>(probs, 400, stream_for(s), large, ws) == 334);
+    for (int j = 0; j < 256; ++j)
+      CHECK(small[static_cast<std::size_t>(j)] == large[static_cast<std::size_t>(j)]);
+    for (int j = 0; j < 334; ++j)
+      CHECK(probs[static_cast<std::size_t>(large[static_cast<std::size_t>(j)])] > 0.0f);
+  }
+}
+
+TEST_CASE("vectorised Philox fill equals the scalar stream", "[draft][gumbel]") {
+  const RandomStream s{
+      .seed = 0x1234567890ull, .sequence = 3, .position = 17, .node = 99, .domain = Domain::kDraft};
+  std::vector<float> fast(1000);
+  for (std::uint32_t first : {0u, 4u, 7u}) {
+    detail::fill_uniforms_host(s, first, fast.data(), 1000);
+    for (std::uint32_t i = 0; i < 1000; ++i) REQUIRE(fast[i] == s.uniform(first + i));
+  }
+}

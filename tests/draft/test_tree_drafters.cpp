@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Tree drafters over toy models: RSD-C, RSD-S (stochastic beam search), i.i.d. chains, beam search.
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <map>
 #include <set>
@@ -190,8 +190,8 @@ TEST_CASE("RSD-S top final sequence is a sample from the draft model", "[draft][
   std::vector<std::int64_t> counts(16, 0);
   for (int i = 0; i < 100000; ++i) {
     draft_rsd_s(2, 2, 4, rows, stream_for(static_cast<std::uint32_t>(i)), out, ws);
-    const auto leaf = std::find(out.tree.depths.begin(), out.tree.depths.end(), 2) -
-                      out.tree.depths.begin();
+    const auto leaf =
+        std::find(out.tree.depths.begin(), out.tree.depths.end(), 2) - out.tree.depths.begin();
     const auto path = path_of(out.tree, static_cast<std::int32_t>(leaf));
     ++counts[static_cast<std::size_t>(path[0] * 4 + path[1])];
   }

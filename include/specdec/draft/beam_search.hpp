@@ -80,21 +80,17 @@ void beam_search(std::int32_t width, std::int32_t length, std::int64_t vocab, F&
         const auto parent = nodes[i];
         const double phi = search.path_log_prob(parent);
         const float* row = rows.row_data(static_cast<std::int64_t>(i));
-        std::int64_t valid = 0;
         if (mode == BeamMode::kSampling) {
-          valid = detail::perturb_row<RowKind::kProbabilities>(
+          detail::perturb_row_host<RowKind::kProbabilities>(
               row, vocab, stream.at_node(static_cast<std::uint32_t>(parent + 1)), 0,
-              perturbed.data(), index.data());
+              perturbed.data());
         } else {
           for (std::int64_t x = 0; x < vocab; ++x) {
-            if (row[x] > 0.0f) {
-              perturbed[static_cast<std::size_t>(x)] = std::log(row[x]);
-              index[static_cast<std::size_t>(valid++)] = static_cast<std::int32_t>(x);
-            }
+            perturbed[static_cast<std::size_t>(x)] = row[x] > 0.0f ? std::log(row[x]) : kNegInf;
           }
         }
         // Only a beam's own top `width` extensions can enter the level's top `width`.
-        const auto got = detail::select_top_k(perturbed.data(), index.data(), valid, width);
+        const auto got = detail::select_top_k_of_row(perturbed.data(), vocab, width, index.data());
         for (std::int64_t j = 0; j < got; ++j) {
           const auto t = index[static_cast<std::size_t>(j)];
           const double log_prob = phi + std::log(static_cast<double>(row[t]));

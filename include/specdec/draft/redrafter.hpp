@@ -20,7 +20,6 @@
 #include "specdec/core/workspace.hpp"
 #include "specdec/draft/drafted_tree.hpp"
 #include "specdec/draft/stochastic_beam.hpp"
-#include "specdec/toy/random.hpp"
 
 namespace specdec {
 
@@ -94,14 +93,20 @@ struct ReDrafterHead {
     shape("vocab_proj", vocab_proj, c.vocab, c.exit_dim);
   }
 
-  /// A head with weights ~ normal(0, scale^2), for tests and benchmarks.
+  /// A head with weights ~ normal(0, scale^2) (Box-Muller on a Philox stream keyed by `seed`,
+  /// Domain::kUser), for tests and benchmarks. Throws specdec::Error for a bad config.
   static ReDrafterHead random(const ReDrafterConfig& c, std::uint64_t seed, float scale = 0.5f) {
-    toy::ToyRandom rng(seed);
+    const RandomStream stream{.seed = seed, .domain = Domain::kUser};
+    std::uint32_t node = 0;
     const auto fill = [&](std::int64_t rows, std::int64_t cols) {
-      Eigen::MatrixXf m(rows, cols);
-      for (Eigen::Index j = 0; j < m.cols(); ++j)
-        for (Eigen::Index i = 0; i < m.rows(); ++i)
-          m(i, j) = static_cast<float>(scale * rng.normal());
+      const auto s = stream.at_node(node++);
+      Eigen::MatrixXf m(std::max<std::int64_t>(rows, 0), std::max<std::int64_t>(cols, 0));
+      for (Eigen::Index i = 0; i < m.size(); ++i) {
+        const double u1 = s.uniform(static_cast<std::uint32_t>(2 * i));
+        const double u2 = s.uniform(static_cast<std::uint32_t>(2 * i + 1));
+        m.data()[i] = static_cast<float>(scale * std::sqrt(-2.0 * std::log(u1)) *
+                                         std::cos(6.283185307179586 * u2));
+      }
       return m;
     };
     ReDrafterHead h;

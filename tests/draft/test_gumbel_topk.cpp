@@ -242,3 +242,21 @@ TEST_CASE("vectorised Philox fill equals the scalar stream", "[draft][gumbel]") 
     for (std::uint32_t i = 0; i < 1000; ++i) REQUIRE(fast[i] == s.uniform(first + i));
   }
 }
+
+TEST_CASE("gumbel_top_k accepts half and bfloat16 rows", "[draft][gumbel]") {
+  // Values exactly representable in both formats: the draws and the result match the float row.
+  const std::vector<float> logw = {-1.0f, 0.5f, -2.0f, 0.25f, -0.5f};
+  std::vector<Eigen::half> half(logw.begin(), logw.end());
+  std::vector<Eigen::bfloat16> bf16(logw.begin(), logw.end());
+  Workspace ws;
+  Token a[3], b[3], c[3];
+  for (std::uint32_t s = 0; s < 50; ++s) {
+    gumbel_top_k<float>(logw, 3, stream_for(s), a, ws);
+    gumbel_top_k<Eigen::half>(half, 3, stream_for(s), b, ws);
+    gumbel_top_k<Eigen::bfloat16>(bf16, 3, stream_for(s), c, ws);
+    for (int j = 0; j < 3; ++j) {
+      CHECK(a[j] == b[j]);
+      CHECK(a[j] == c[j]);
+    }
+  }
+}

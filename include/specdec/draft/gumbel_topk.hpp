@@ -208,9 +208,9 @@ void perturb_row_host(const T* row, std::int64_t n, const Source& source, std::u
   Eigen::Map<Eigen::ArrayXf> p(perturbed, static_cast<Eigen::Index>(n));
   const Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>> w(row, static_cast<Eigen::Index>(n));
   if constexpr (kind == RowKind::kProbabilities) {
-    // log(0) = -inf, so zero-probability entries stay -inf after adding a finite Gumbel.
-    p = (w.template cast<float>() > 0.0f)
-            .select(w.template cast<float>().log() - (-p.log()).log(), kNegInf);
+    // Eigen's log(0) is -inf, so zero-probability entries stay -inf after adding a finite
+    // Gumbel (a select() here would defeat vectorisation).
+    p = w.template cast<float>().log() - (-p.log()).log();
   } else {
     p = w.template cast<float>() - (-p.log()).log();
   }

@@ -15,6 +15,7 @@
 #include "specdec/core/workspace.hpp"
 #include "specdec/decode/metrics.hpp"
 #include "specdec/decode/sequence.hpp"
+#include "specdec/draft/draft.hpp"
 #include "specdec/provider/logits_provider.hpp"
 #include "specdec/provider/tree_batch.hpp"
 #include "specdec/tree/tree.hpp"

@@ -1,0 +1,302 @@
+// SPDX-License-Identifier: MIT
+// Gumbel-top-k: k samples without replacement from one row, in sampling order, in O(V).
+#pragma once
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <span>
+#include <type_traits>
+
+#include "specdec/config.hpp"
+#include "specdec/core/error.hpp"
+#include "specdec/core/numerics.hpp"
+#include "specdec/core/philox.hpp"
+#include "specdec/core/token.hpp"
+#include "specdec/core/validate.hpp"
+#include "specdec/core/workspace.hpp"
+
+namespace specdec {
+
+/// What a row handed to Gumbel-top-k holds.
+enum class RowKind {
+  kLogWeights,     // log-probabilities or logits (any additive shift); -inf = never drawn
+  kProbabilities,  // probabilities (any positive scale); 0 = never drawn
+};
+
+namespace detail {
+
+/// The log-weight of entry `x` of a row of kind `kind` (-inf for a zero probability).
+template <RowKind kind, class T>
+SPECDEC_HOST_DEVICE float log_weight(T x) {
+  const float v = to_float(x);
+  if constexpr (kind == RowKind::kProbabilities) {
+    return v > 0.0f ? logf(v) : kNegInf;
+  } else {
+    return v;
+  }
+}
+
+/// Row kernel: perturbed[i] = log_weight(row[i]) + Gumbel(draw first_draw + i) for every entry
+/// with a finite log-weight, and writes those entries' ids to `index`. Returns how many there
+/// are. Draws: exactly one uniform per finite entry, draw index first_draw + token id (entries
+/// with weight zero consume no randomness but keep their draw index reserved).
+template <RowKind kind, class T, class Source>
+SPECDEC_HOST_DEVICE std::int64_t perturb_row(const T* row, std::int64_t n, const Source& source,
+                                             std::uint32_t first_draw, float* perturbed,
+                                             std::int32_t* index) {
+  std::int64_t m = 0;
+  if constexpr (std::is_same_v<Source, RandomStream>) {
+    // One Philox block per four draws; Gumbels for banned entries are computed and ignored.
+    fill_gumbels(source, first_draw, perturbed, n);
+    for (std::int64_t i = 0; i < n; ++i) {
+      const float w = log_weight<kind>(row[i]);
+      if (w > kNegInf) {
+        perturbed[i] += w;
+        index[m++] = static_cast<std::int32_t>(i);
+      }
+    }
+  } else {
+    for (std::int64_t i = 0; i < n; ++i) {
+      const float w = log_weight<kind>(row[i]);
+      if (w > kNegInf) {
+        perturbed[i] = w + uniform_to_gumbel(static_cast<float>(
+                               source.uniform(first_draw + static_cast<std::uint32_t>(i))));
+        index[m++] = static_cast<std::int32_t>(i);
+      }
+    }
+  }
+  return m;
+}
+
+/// Strict "ranks before" on token ids by perturbed value: larger first, ties to the lower id.
+struct RanksBefore {
+  const float* perturbed;
+  bool operator()(std::int32_t a, std::int32_t b) const {
+    return perturbed[a] > perturbed[b] || (perturbed[a] == perturbed[b] && a < b);
+  }
+};
+
+/// Host kernel: moves the `k` largest perturbed values among `index[0..m)` to the front of
+/// `index`, sorted decreasing (ties to the lower token id). Partial selection then a sort of k
+/// entries: O(m + k log k). Returns min(k, m).
+inline std::int64_t select_top_k(const float* perturbed, std::int32_t* index, std::int64_t m,
+                                 std::int64_t k) {
+  const auto kk = std::min(k, m);
+  if (kk <= 0) return 0;
+  const RanksBefore before{perturbed};
+  if (kk < m) std::nth_element(index, index + (kk - 1), index + m, before);
+  std::sort(index, index + kk, before);
+  return kk;
+}
+
+/// Largest k up to which top-k selection scans with a bounded heap instead of nth_element.
+inline constexpr std::int64_t kHeapSelectMax = 256;
+
+/// Host kernel: the ids of the `k` largest values of `perturbed[0..n)` that are > -inf, written to
+/// index[0..) sorted decreasing (ties to the lower id); returns how many (<= k). Small k: one scan
+/// with a bounded heap (one comparison per entry); large k: compaction then nth_element.
+/// `index` holds n entries of scratch.
+inline std::int64_t select_top_k_of_row(const float* perturbed, std::int64_t n, std::int64_t k,
+                                        std::int32_t* index) {
+  const RanksBefore before{perturbed};
+  if (k <= kHeapSelectMax) {
+    std::int64_t size = 0;
+    float threshold = kNegInf;  // the worst value in a full heap
+    for (std::int64_t i = 0; i < n; ++i) {
+      const float v = perturbed[i];
+      if (!(v > threshold)) continue;
+      if (size < k) {
+        index[size++] = static_cast<std::int32_t>(i);
+        std::push_heap(index, index + size, before);
+        if (size == k) threshold = perturbed[index[0]];
+      } else {
+        std::pop_heap(index, index + size, before);
+        index[size - 1] = static_cast<std::int32_t>(i);
+        std::push_heap(index, index + size, before);
+        threshold = perturbed[index[0]];
+      }
+    }
+    std::sort_heap(index, index + size, before);
+    return size;
+  }
+  std::int64_t m = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (perturbed[i] > kNegInf) index[m++] = static_cast<std::int32_t>(i);
+  }
+  return select_top_k(perturbed, index, m, k);
+}
+
+/// out[i] = stream.uniform(first + i) for i < n, one Philox block per four draws.
+SPECDEC_HOST_DEVICE void fill_uniforms(const RandomStream& stream, std::uint32_t first, float* out,
+                                       std::int64_t n) {
+  std::int64_t i = 0;
+  while (i < n) {
+    const std::uint32_t draw = first + static_cast<std::uint32_t>(i);
+    const Uint4 b = stream.block(draw >> 2);
+    for (std::uint32_t lane = draw & 3u; lane < 4u && i < n; ++lane, ++i) {
+      out[i] = bits_to_open_uniform(b[static_cast<int>(lane)]);
+    }
+  }
+}
+
+/// Eight consecutive Philox4x32-10 blocks (block indices first_block .. first_block + 7) of
+/// `stream`, as 32 uniforms: the same values as stream.uniform(4 * first_block + j). Written as
+/// structure-of-arrays so the compiler vectorises the eight blocks.
+inline void philox_uniforms_x8(const RandomStream& stream, std::uint32_t first_block, float* out) {
+  constexpr int kBlocks = 8;
+  std::uint32_t x[kBlocks], y[kBlocks], z[kBlocks], w[kBlocks];
+  const std::uint32_t c1 = stream.node | (static_cast<std::uint32_t>(stream.domain) << 24);
+  for (int b = 0; b < kBlocks; ++b) {
+    x[b] = first_block + static_cast<std::uint32_t>(b);
+    y[b] = c1;
+    z[b] = stream.position;
+    w[b] = stream.sequence;
+  }
+  const Uint2 key = stream.key();
+  std::uint32_t k0 = key.x, k1 = key.y;
+  for (int round = 0; round < 10; ++round) {
+    if (round > 0) {
+      k0 += 0x9E3779B9u;
+      k1 += 0xBB67AE85u;
+    }
+    for (int b = 0; b < kBlocks; ++b) {
+      const std::uint64_t p0 = std::uint64_t{0xD2511F53u} * x[b];
+      const std::uint64_t p1 = std::uint64_t{0xCD9E8D57u} * z[b];
+      const auto nx = static_cast<std::uint32_t>(p1 >> 32) ^ y[b] ^ k0;
+      const auto nz = static_cast<std::uint32_t>(p0 >> 32) ^ w[b] ^ k1;
+      x[b] = nx;
+      y[b] = static_cast<std::uint32_t>(p1);
+      z[b] = nz;
+      w[b] = static_cast<std::uint32_t>(p0);
+    }
+  }
+  for (int b = 0; b < kBlocks; ++b) {
+    out[4 * b] = bits_to_open_uniform(x[b]);
+    out[4 * b + 1] = bits_to_open_uniform(y[b]);
+    out[4 * b + 2] = bits_to_open_uniform(z[b]);
+    out[4 * b + 3] = bits_to_open_uniform(w[b]);
+  }
+}
+
+/// Host fill_uniforms: eight Philox blocks at a time where the draws are block-aligned.
+inline void fill_uniforms_host(const RandomStream& stream, std::uint32_t first, float* out,
+                               std::int64_t n) {
+  std::int64_t i = 0;
+  if ((first & 3u) == 0) {
+    for (; i + 32 <= n; i += 32) {
+      philox_uniforms_x8(stream, (first + static_cast<std::uint32_t>(i)) >> 2, out + i);
+    }
+  }
+  fill_uniforms(stream, first + static_cast<std::uint32_t>(i), out + i, n - i);
+}
+
+/// Host version of perturb_row, vectorised: perturbed[i] = log_weight(row[i]) + Gumbel(draw
+/// first_draw + i), -inf for banned entries. Same draws as perturb_row; the logarithms are Eigen's
+/// vectorised ones, so values may differ from the scalar kernel's in the last bit.
+template <RowKind kind, class T, class Source>
+void perturb_row_host(const T* row, std::int64_t n, const Source& source, std::uint32_t first_draw,
+                      float* perturbed) {
+  if constexpr (std::is_same_v<Source, RandomStream>) {
+    fill_uniforms_host(source, first_draw, perturbed, n);
+  } else {
+    for (std::int64_t i = 0; i < n; ++i) {
+      perturbed[i] = static_cast<float>(source.uniform(first_draw + static_cast<std::uint32_t>(i)));
+    }
+  }
+  Eigen::Map<Eigen::ArrayXf> p(perturbed, static_cast<Eigen::Index>(n));
+  const Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>> w(row, static_cast<Eigen::Index>(n));
+  if constexpr (kind == RowKind::kProbabilities) {
+    // Eigen's log(0) is -inf, so zero-probability entries stay -inf after adding a finite
+    // Gumbel (a select() here would defeat vectorisation).
+    p = w.template cast<float>().log() - (-p.log()).log();
+  } else {
+    p = w.template cast<float>() - (-p.log()).log();
+  }
+}
+
+/// Gumbel-top-k over one row without validation: writes up to k tokens (sampling order) and
+/// their perturbed values (log-weight + Gumbel, decreasing) and returns how many.
+/// `perturbed` and `index` are scratch of n entries each.
+template <RowKind kind, class T, class Source>
+std::int64_t gumbel_top_k_row(const T* row, std::int64_t n, std::int64_t k, const Source& source,
+                              std::uint32_t first_draw, float* perturbed, std::int32_t* index,
+                              Token* tokens, float* values) {
+  perturb_row_host<kind>(row, n, source, first_draw, perturbed);
+  const auto kk = select_top_k_of_row(perturbed, n, k, index);
+  for (std::int64_t j = 0; j < kk; ++j) {
+    tokens[j] = static_cast<Token>(index[j]);
+    if (values != nullptr) values[j] = perturbed[index[j]];
+  }
+  return kk;
+}
+
+inline void check_sample_count(std::string_view name, std::int64_t k, std::int64_t vocab) {
+  if (k < 1 || k > vocab) {
+    fail(name, "{} must be in [1, {}] (the vocabulary size)", k, vocab);
+  }
+}
+
+}  // namespace detail
+
+/// Scratch bytes Gumbel-top-k needs for one row of `vocab` entries.
+inline std::size_t gumbel_top_k_workspace_size(std::int64_t vocab) {
+  const auto n = static_cast<std::size_t>(std::max<std::int64_t>(vocab, 0));
+  return Workspace::round_up(n * sizeof(float)) + Workspace::round_up(n * sizeof(std::int32_t));
+}
+
+/// Draws up to `k` tokens without replacement from the distribution proportional to
+/// exp(log_weights) (a raw or warped row of log-probabilities or logits; -inf = banned) and writes
+/// them to `tokens` in sampling order: the first is a sample from the row, the second a sample
+/// from the row without the first, and so on (Gumbel-top-k). Returns how many were drawn:
+/// min(k, number of entries > -inf). If `values` is non-empty it receives the perturbed values
+/// log_weight + Gumbel, decreasing. Draws: uniform `first_draw + x` perturbs token x.
+/// Throws specdec::Error if k is outside [1, V], a span is too short or the row is invalid.
+template <class T = float, UniformSource Source>
+std::int64_t gumbel_top_k(std::type_identity_t<std::span<const T>> log_weights, std::int64_t k,
+                          const Source& source, std::span<Token> tokens, Workspace& workspace,
+                          std::span<float> values = {}, std::uint32_t first_draw = 0) {
+  check_logits_row<T>("log_weights", log_weights);
+  const auto n = static_cast<std::int64_t>(log_weights.size());
+  detail::check_sample_count("k", k, n);
+  if (static_cast<std::int64_t>(tokens.size()) < k) {
+    detail::fail("tokens", "has {} elements, needs k = {}", tokens.size(), k);
+  }
+  if (!values.empty() && static_cast<std::int64_t>(values.size()) < k) {
+    detail::fail("values", "has {} elements, needs k = {} (or none)", values.size(), k);
+  }
+  auto scope = workspace.scope();
+  auto perturbed = workspace.take<float>(static_cast<std::size_t>(n));
+  auto index = workspace.take<std::int32_t>(static_cast<std::size_t>(n));
+  return detail::gumbel_top_k_row<RowKind::kLogWeights>(
+      log_weights.data(), n, k, source, first_draw, perturbed.data(), index.data(), tokens.data(),
+      values.empty() ? nullptr : values.data());
+}
+
+/// As gumbel_top_k, from a (raw or warped) probability row: tokens with probability 0 are never
+/// drawn. The row must be a probability distribution (sum 1 within kProbabilitySumTolerance).
+template <class T = float, UniformSource Source>
+std::int64_t gumbel_top_k_probabilities(std::type_identity_t<std::span<const T>> probabilities,
+                                        std::int64_t k, const Source& source,
+                                        std::span<Token> tokens, Workspace& workspace,
+                                        std::span<float> values = {},
+                                        std::uint32_t first_draw = 0) {
+  check_probability_row<T>("probabilities", probabilities);
+  const auto n = static_cast<std::int64_t>(probabilities.size());
+  detail::check_sample_count("k", k, n);
+  if (static_cast<std::int64_t>(tokens.size()) < k) {
+    detail::fail("tokens", "has {} elements, needs k = {}", tokens.size(), k);
+  }
+  if (!values.empty() && static_cast<std::int64_t>(values.size()) < k) {
+    detail::fail("values", "has {} elements, needs k = {} (or none)", values.size(), k);
+  }
+  auto scope = workspace.scope();
+  auto perturbed = workspace.take<float>(static_cast<std::size_t>(n));
+  auto index = workspace.take<std::int32_t>(static_cast<std::size_t>(n));
+  return detail::gumbel_top_k_row<RowKind::kProbabilities>(
+      probabilities.data(), n, k, source, first_draw, perturbed.data(), index.data(), tokens.data(),
+      values.empty() ? nullptr : values.data());
+}
+
+}  // namespace specdec

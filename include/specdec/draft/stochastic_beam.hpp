@@ -1,0 +1,135 @@
+// SPDX-License-Identifier: MIT
+// RSD-S: stochastic beam search (Kool et al. 2019) over a draft model, with the numerically stable
+// truncated-Gumbel update, producing a draft tree whose sibling sets are samples without
+// replacement from their parent's draft row.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <span>
+
+#include "specdec/config.hpp"
+#include "specdec/core/error.hpp"
+#include "specdec/core/numerics.hpp"
+#include "specdec/core/philox.hpp"
+#include "specdec/core/workspace.hpp"
+#include "specdec/draft/drafted_tree.hpp"
+#include "specdec/draft/gumbel_topk.hpp"
+
+namespace specdec {
+
+/// The perturbed value `g` of a child conditioned on its siblings' maximum being `bound` (the
+/// parent's truncated value) instead of `z` (their actual maximum, z >= g):
+/// -log(exp(-bound) - exp(-z) + exp(-g)), computed stably (Kool et al. App. B.3):
+/// v = bound - g + log1mexp(g - z), result = bound - max(v, 0) - log1p(exp(-|v|)).
+/// The child with g == z gets exactly `bound`; every result is <= bound and increasing in g.
+SPECDEC_HOST_DEVICE double truncated_gumbel(double bound, double g, double z) {
+  const double a = g - z < 0.0 ? g - z : 0.0;
+  const double v = bound - g + log1mexp(a);
+  return bound - (v > 0.0 ? v : 0.0) - log1p(exp(-fabs(v)));
+}
+
+namespace detail {
+
+/// One candidate extension (parent, token) of a beam level.
+struct BeamCandidate {
+  double score;    // the ranking value (psi' for RSD-S)
+  float log_prob;  // path log probability of the extension
+  std::int32_t parent;
+  Token token;
+};
+
+/// Keeps the `keep` best candidates at the front, sorted by score decreasing (ties: lower parent
+/// id, then lower token).
+inline std::size_t keep_best(std::span<BeamCandidate> c, std::size_t keep) {
+  const auto k = std::min(keep, c.size());
+  std::partial_sort(c.begin(), c.begin() + static_cast<std::ptrdiff_t>(k), c.end(),
+                    [](const BeamCandidate& a, const BeamCandidate& b) {
+                      if (a.score != b.score) return a.score > b.score;
+                      if (a.parent != b.parent) return a.parent < b.parent;
+                      return a.token < b.token;
+                    });
+  return k;
+}
+
+}  // namespace detail
+
+/// Scratch bytes draft_rsd_s needs for beam width `width` over `vocab` tokens.
+inline std::size_t rsd_s_workspace_size(std::int32_t width, std::int64_t vocab) {
+  const auto w = static_cast<std::size_t>(std::max(width, 1));
+  return gumbel_top_k_workspace_size(vocab) + Workspace::round_up(w * sizeof(std::int32_t)) +
+         Workspace::round_up(w * sizeof(Token)) + Workspace::round_up(w * sizeof(float)) +
+         Workspace::round_up(w * w * sizeof(detail::BeamCandidate));
+}
+
+/// Builds an RSD-S tree by stochastic beam search (seed 000 Alg. 8-9 with the fix of
+/// ALGORITHMS.md §3.4): beam width `width`, `depth` levels. Every beam node k carries its path log
+/// probability phi_k and truncated perturbed value psi_k (root: 0, 0). Each level, every beam node
+/// draws its top-`width` children by Gumbel-top-k on its draft row (only those can enter the
+/// global top `width`), g = phi_k + log draft(x) + Gumbel, Z_k = max g, and
+/// psi' = truncated_gumbel(psi_k, g, Z_k); the `width` extensions with the largest psi' (not g)
+/// form the next level, sorted by psi' decreasing. Siblings therefore appear in their sampling
+/// order, and the children of one parent are a sample without replacement from its draft row
+/// (Theorem 3.2), which is what recursive rejection sampling verifies.
+/// `out.log_probs` = phi, `out.scores` = psi. Levels have at most `width` nodes (fewer when the
+/// rows have too few non-zero tokens); the last level's nodes are W distinct sequences.
+/// Draws: node n's children (kRootNode = the root) use `stream.at_node(n + 1)`, uniform x
+/// perturbing token x. Throws specdec::Error for width < 1, depth < 1, too many nodes or an
+/// invalid draft row.
+template <DraftRowFunction F>
+void draft_rsd_s(std::int32_t width, std::int32_t depth, std::int64_t vocab, F&& draft_rows,
+                 const RandomStream& stream, DraftedTree& out, Workspace& workspace) {
+  detail::check_vocab(vocab);
+  if (width < 1) detail::fail("width", "{} must be >= 1", width);
+  if (depth < 1) detail::fail("depth", "{} must be >= 1", depth);
+  detail::check_node_budget(static_cast<std::int64_t>(width) * depth);
+  const auto w = static_cast<std::size_t>(width);
+  out.clear(vocab);
+  out.tree.reserve(w * static_cast<std::size_t>(depth));
+  auto scope = workspace.scope();
+  auto perturbed = workspace.take<float>(static_cast<std::size_t>(vocab));
+  auto index = workspace.take<std::int32_t>(static_cast<std::size_t>(vocab));
+  auto nodes = workspace.take<std::int32_t>(w);
+  auto tokens = workspace.take<Token>(w);
+  auto values = workspace.take<float>(w);
+  auto candidates = workspace.take<detail::BeamCandidate>(w * w);
+
+  std::int32_t begin = 0, end = 0;
+  for (std::int32_t level = 0; level < depth; ++level) {
+    std::size_t count = 0;
+    if (level == 0) {
+      nodes[count++] = kRootNode;
+    } else {
+      for (std::int32_t n = begin; n < end; ++n) nodes[count++] = n;
+    }
+    const auto rows = detail::request_rows(out, draft_rows, nodes.first(count));
+    std::size_t m = 0;
+    for (std::size_t i = 0; i < count; ++i) {
+      const auto parent = nodes[i];
+      const double phi = out.path_log_prob(parent);
+      const double psi = parent < 0 ? 0.0 : out.scores[static_cast<std::size_t>(parent)];
+      const float* row = rows.row_data(static_cast<std::int64_t>(i));
+      const auto got = detail::gumbel_top_k_row<RowKind::kProbabilities>(
+          row, vocab, width, stream.at_node(static_cast<std::uint32_t>(parent + 1)), 0,
+          perturbed.data(), index.data(), tokens.data(), values.data());
+      const double z = phi + values[0];
+      for (std::int64_t j = 0; j < got; ++j) {
+        const auto t = tokens[static_cast<std::size_t>(j)];
+        const double g = phi + values[static_cast<std::size_t>(j)];
+        candidates[m++] = {truncated_gumbel(psi, g, z),
+                           static_cast<float>(phi + std::log(static_cast<double>(row[t]))), parent,
+                           t};
+      }
+    }
+    const auto kept = detail::keep_best(candidates.first(m), w);
+    begin = out.size();
+    for (std::size_t j = 0; j < kept; ++j) {
+      const auto& c = candidates[j];
+      out.add(c.token, c.parent, c.log_prob, static_cast<float>(c.score));
+    }
+    end = out.size();
+  }
+}
+
+}  // namespace specdec

@@ -247,7 +247,8 @@ struct ReDrafterBeams {
 /// advances every beam's state by its last token, scores all W x V extensions by joint
 /// log-probability, keeps the top W (sorted decreasing, ties to the lower flat index
 /// beam * V + token) and reorders the beams, states and row history by parent. Deterministic:
-/// draws nothing. Throws specdec::Error for width < 1, length < 2, a bad hidden state or token.
+/// draws nothing. Allocates its buffers per call (the head's matrix products dominate the cost).
+/// Throws specdec::Error for width < 1, length < 2, a bad hidden state or token.
 inline void redrafter_beam_search(const ReDrafterHead& head, std::span<const float> hidden,
                                   Token init_token, std::int32_t width, std::int32_t length,
                                   ReDrafterBeams& out) {
@@ -308,7 +309,8 @@ inline void redrafter_beam_search(const ReDrafterHead& head, std::span<const flo
 
 /// A draft-row callback that evaluates the head on a draft tree whose root is `init_token`
 /// (rows are probabilities: exp of the head's log-probabilities, exactly 0 outside its top-k).
-/// Keeps one state per node; reuse the object across steps to avoid reallocation.
+/// Keeps one state per node (column n + 1 for node n). The forward pass allocates Eigen
+/// temporaries per level.
 class ReDrafterTreeRows {
  public:
   ReDrafterTreeRows(const ReDrafterHead& head, std::span<const float> hidden, Token init_token)

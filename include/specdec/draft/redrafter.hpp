@@ -193,6 +193,14 @@ inline void redrafter_log_probs(const ReDrafterHead& head, const Eigen::VectorXf
   }
 }
 
+/// An owned copy of a span (a plain copy: Eigen's packet loads over a Map of one or two floats
+/// trip GCC's -Warray-bounds).
+inline Eigen::VectorXf copy_vector(std::span<const float> x) {
+  Eigen::VectorXf v(static_cast<Eigen::Index>(x.size()));
+  std::copy(x.begin(), x.end(), v.data());
+  return v;
+}
+
 inline void check_hidden(const ReDrafterHead& head, std::span<const float> hidden) {
   check_size("hidden", hidden.size(), static_cast<std::size_t>(head.config.hidden));
   for (std::size_t i = 0; i < hidden.size(); ++i) {
@@ -216,7 +224,7 @@ inline void redrafter_step(const ReDrafterHead& head, std::span<const float> hid
   Eigen::Map<Eigen::MatrixXf> s(state.data(), head.config.hidden, 1);
   detail::redrafter_update_states(head, &token, 1, s);
   std::vector<float> scratch;
-  const Eigen::VectorXf h = Eigen::Map<const Eigen::VectorXf>(hidden.data(), head.config.hidden);
+  const Eigen::VectorXf h = detail::copy_vector(hidden);
   detail::redrafter_log_probs(head, h, s, log_probs.data(), scratch);
 }
 
@@ -247,7 +255,8 @@ struct ReDrafterBeams {
 /// advances every beam's state by its last token, scores all W x V extensions by joint
 /// log-probability, keeps the top W (sorted decreasing, ties to the lower flat index
 /// beam * V + token) and reorders the beams, states and row history by parent. Deterministic:
-/// draws nothing. Throws specdec::Error for width < 1, length < 2, a bad hidden state or token.
+/// draws nothing. Allocates its buffers per call (the head's matrix products dominate the cost).
+/// Throws specdec::Error for width < 1, length < 2, a bad hidden state or token.
 inline void redrafter_beam_search(const ReDrafterHead& head, std::span<const float> hidden,
                                   Token init_token, std::int32_t width, std::int32_t length,
                                   ReDrafterBeams& out) {
@@ -264,7 +273,7 @@ inline void redrafter_beam_search(const ReDrafterHead& head, std::span<const flo
   out.log_probs.assign(w * (l - 1) * vs, 0.0f);
   out.beam_log_probs.assign(w, ReDrafterConfig::kLogZero);
   out.beam_log_probs[0] = 0.0f;
-  const Eigen::VectorXf h = Eigen::Map<const Eigen::VectorXf>(hidden.data(), head.config.hidden);
+  const Eigen::VectorXf h = detail::copy_vector(hidden);
   Eigen::MatrixXf states = Eigen::MatrixXf::Zero(head.config.hidden, width);
   std::vector<float> rows(w * vs), scratch, scores(w * vs);
   std::vector<std::int64_t> order(w * vs);
@@ -308,14 +317,15 @@ inline void redrafter_beam_search(const ReDrafterHead& head, std::span<const flo
 
 /// A draft-row callback that evaluates the head on a draft tree whose root is `init_token`
 /// (rows are probabilities: exp of the head's log-probabilities, exactly 0 outside its top-k).
-/// Keeps one state per node; reuse the object across steps to avoid reallocation.
+/// Keeps one state per node (column n + 1 for node n). The forward pass allocates Eigen
+/// temporaries per level.
 class ReDrafterTreeRows {
  public:
   ReDrafterTreeRows(const ReDrafterHead& head, std::span<const float> hidden, Token init_token)
       : head_(&head), init_token_(init_token) {
     detail::check_hidden(head, hidden);
     check_token("init_token", init_token, head.config.vocab);
-    hidden_ = Eigen::Map<const Eigen::VectorXf>(hidden.data(), head.config.hidden);
+    hidden_ = detail::copy_vector(hidden);
   }
 
   void operator()(const DraftTree& tree, std::span<const std::int32_t> nodes,

@@ -246,6 +246,31 @@ inline std::size_t gumbel_top_k_workspace_size(std::int64_t vocab) {
   return Workspace::round_up(n * sizeof(float)) + Workspace::round_up(n * sizeof(std::int32_t));
 }
 
+namespace detail {
+
+/// The validated body shared by both public forms; the row itself was checked by the caller.
+template <RowKind kind, class T, UniformSource Source>
+std::int64_t gumbel_top_k_checked(std::span<const T> row, std::int64_t k, const Source& source,
+                                  std::span<Token> tokens, Workspace& workspace,
+                                  std::span<float> values, std::uint32_t first_draw) {
+  const auto n = static_cast<std::int64_t>(row.size());
+  check_sample_count("k", k, n);
+  if (static_cast<std::int64_t>(tokens.size()) < k) {
+    fail("tokens", "has {} elements, needs k = {}", tokens.size(), k);
+  }
+  if (!values.empty() && static_cast<std::int64_t>(values.size()) < k) {
+    fail("values", "has {} elements, needs k = {} (or none)", values.size(), k);
+  }
+  auto scope = workspace.scope();
+  auto perturbed = workspace.take<float>(static_cast<std::size_t>(n));
+  auto index = workspace.take<std::int32_t>(static_cast<std::size_t>(n));
+  return gumbel_top_k_row<kind>(row.data(), n, k, source, first_draw, perturbed.data(),
+                                index.data(), tokens.data(),
+                                values.empty() ? nullptr : values.data());
+}
+
+}  // namespace detail
+
 /// Draws up to `k` tokens without replacement from the distribution proportional to
 /// exp(log_weights) (a raw or warped row of log-probabilities or logits; -inf = banned) and writes
 /// them to `tokens` in sampling order: the first is a sample from the row, the second a sample
@@ -258,20 +283,8 @@ std::int64_t gumbel_top_k(std::type_identity_t<std::span<const T>> log_weights, 
                           const Source& source, std::span<Token> tokens, Workspace& workspace,
                           std::span<float> values = {}, std::uint32_t first_draw = 0) {
   check_logits_row<T>("log_weights", log_weights);
-  const auto n = static_cast<std::int64_t>(log_weights.size());
-  detail::check_sample_count("k", k, n);
-  if (static_cast<std::int64_t>(tokens.size()) < k) {
-    detail::fail("tokens", "has {} elements, needs k = {}", tokens.size(), k);
-  }
-  if (!values.empty() && static_cast<std::int64_t>(values.size()) < k) {
-    detail::fail("values", "has {} elements, needs k = {} (or none)", values.size(), k);
-  }
-  auto scope = workspace.scope();
-  auto perturbed = workspace.take<float>(static_cast<std::size_t>(n));
-  auto index = workspace.take<std::int32_t>(static_cast<std::size_t>(n));
-  return detail::gumbel_top_k_row<RowKind::kLogWeights>(
-      log_weights.data(), n, k, source, first_draw, perturbed.data(), index.data(), tokens.data(),
-      values.empty() ? nullptr : values.data());
+  return detail::gumbel_top_k_checked<RowKind::kLogWeights, T>(log_weights, k, source, tokens,
+                                                               workspace, values, first_draw);
 }
 
 /// As gumbel_top_k, from a (raw or warped) probability row: tokens with probability 0 are never
@@ -283,20 +296,8 @@ std::int64_t gumbel_top_k_probabilities(std::type_identity_t<std::span<const T>>
                                         std::span<float> values = {},
                                         std::uint32_t first_draw = 0) {
   check_probability_row<T>("probabilities", probabilities);
-  const auto n = static_cast<std::int64_t>(probabilities.size());
-  detail::check_sample_count("k", k, n);
-  if (static_cast<std::int64_t>(tokens.size()) < k) {
-    detail::fail("tokens", "has {} elements, needs k = {}", tokens.size(), k);
-  }
-  if (!values.empty() && static_cast<std::int64_t>(values.size()) < k) {
-    detail::fail("values", "has {} elements, needs k = {} (or none)", values.size(), k);
-  }
-  auto scope = workspace.scope();
-  auto perturbed = workspace.take<float>(static_cast<std::size_t>(n));
-  auto index = workspace.take<std::int32_t>(static_cast<std::size_t>(n));
-  return detail::gumbel_top_k_row<RowKind::kProbabilities>(
-      probabilities.data(), n, k, source, first_draw, perturbed.data(), index.data(), tokens.data(),
-      values.empty() ? nullptr : values.data());
+  return detail::gumbel_top_k_checked<RowKind::kProbabilities, T>(probabilities, k, source, tokens,
+                                                                  workspace, values, first_draw);
 }
 
 }  // namespace specdec

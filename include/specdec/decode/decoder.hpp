@@ -341,7 +341,11 @@ class Decoder {
     }
   }
 
-  bool needs_raw() const { return options_.method == Method::kCascade; }
+  // The cascade deferral and the greedy lossy test read unwarped rows.
+  bool needs_raw() const {
+    return options_.method == Method::kCascade ||
+           (options_.method == Method::kLossy && options_.lossy.greedy);
+  }
 
   // Evaluates the target over batch_ and fills target_rows_ (+ raw_target_rows_).
   void evaluate_target() {

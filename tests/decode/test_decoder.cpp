@@ -139,6 +139,7 @@ TEST_CASE("decode_batch does not depend on the thread count") {
         decode_batch(make_target, make_draft, prompts, o, backend::cpu.with_threads(4));
     const auto all = decode_batch(make_target, make_draft, prompts, o);
     REQUIRE(one.size() == prompts.size());
+    CHECK(decode_batch(make_target, make_draft, std::span<const std::vector<Token>>{}, o).empty());
     for (std::size_t i = 0; i < prompts.size(); ++i) {
       auto t = markov_target(), d = markov_draft();
       const auto single = decode(t, d, prompts[i], o, static_cast<std::uint32_t>(i));

@@ -11,7 +11,7 @@
 namespace specdec::detail {
 
 /// Rethrows a per-sequence error with the sequence index after the argument's name:
-/// "target_rows[2]" of sequence 5 becomes "target_rows[5][2]", "vocab" stays "vocab".
+/// "target_rows[2]" of sequence 5 becomes "target_rows[5][2]", "vocab" becomes "vocab (sequence 5)".
 [[noreturn]] inline void rethrow_for_sequence(const Error& e, std::int64_t sequence) {
   const std::string& argument = e.argument();
   const std::string what = e.what();

@@ -49,8 +49,8 @@ struct ChainBatchImpl {
 template <class Backend>
 struct TreeBatchImpl {
   static_assert(dependent_false<Backend>,
-                "verify_tree_batch: no implementation for this backend; include "
-                "specdec/backend/cpu/verify_batch.hpp or specdec/backend/cuda/verify_batch.hpp");
+                "verify_tree_batch: no implementation for this backend (the CPU backend has one: "
+                "include specdec/backend/cpu/verify_batch.hpp)");
 };
 
 /// The shape checks every backend makes on the host for a chain batch.
@@ -144,6 +144,7 @@ std::size_t workspace_size(const Backend& backend, const TreeBatchShape& shape) 
 /// workspace_size(backend, ChainBatchShape{B, gamma, V}) bytes (CUDA).
 /// Throws specdec::Error naming the bad argument ("draft_tokens[3][1]" = sequence 3, token 1;
 /// the CPU backend checks every row and token, the CUDA backend shapes and parameters only).
+/// The CPU backend needs contiguous rows (stride == V); CUDA takes any stride >= V.
 template <backend::BackendPolicy Backend, class Scratch>
 void verify_chain_batch(const Backend& backend, MatrixView<const float> target_rows,
                         MatrixView<const float> draft_rows, MatrixView<const Token> draft_tokens,
@@ -176,8 +177,8 @@ void verify_chain_batch_logits(const Backend& backend, MatrixView<T> target_logi
 
 /// Tree verification for B ragged trees in a CSR layout: sequence b is verify_tree(rule, ...) of
 /// its tree, bit for bit on the CPU backend. `rule` is Recursive (RRS, trees drawn without
-/// replacement), MultiRound (i.i.d. children) or Rejection (one child per node); the CPU backend
-/// takes any Rule.
+/// replacement), MultiRound (i.i.d. children), Rejection (one child per node) or any other Rule.
+/// Implemented by the CPU backend (the CUDA backend has none yet).
 /// Layout (N = total nodes, N_b = node_offsets[b + 1] - node_offsets[b]):
 ///   node_offsets: B + 1 entries, node_offsets[0] = 0 (host memory);
 ///   tokens, parents: N entries; sequence b's nodes at node_offsets[b] .. node_offsets[b + 1],

@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: MIT
-// Batched warps on the CPU backend: B rows at once, 1 thread against 2 (thread-pool scaling).
+// Batched warps and chain verification on the CPU backend: B rows (sequences) at once, 1 thread
+// against 2 (thread-pool scaling).
 #include <benchmark/benchmark.h>
 
 #include <vector>
 
 #include "reference.hpp"
+#include "specdec/backend/cpu/verify_batch.hpp"
 #include "specdec/backend/cpu/warp_batch.hpp"
 #include "specdec/backend/warp_batch.hpp"
 
@@ -36,4 +38,67 @@ static void BM_WarpBatchCpu(benchmark::State& state) {
 BENCHMARK(BM_WarpBatchCpu)
     ->ArgNames({"B", "V", "threads"})
     ->ArgsProduct({{1, 16, 64}, {32000, 128256}, {1, 2}})
+    ->UseRealTime();
+
+// Batched chain verification on the CPU backend, gamma = 5. Arguments: sequences B, vocabulary V,
+// threads, and whether rows arrive as logits (1: warped first with temperature 0.8 and top-p 0.9,
+// warps included) or as warped probabilities (0). Draft rows equal the target rows and token 0
+// leads every row, so every draft token is accepted: the worst case, in which all 2 gamma + 1 rows
+// of a sequence are read (validation included). Counters per element of those B (2 gamma + 1)
+// rows, so the ratio to BM_MemoryRead is the cost of reading them once.
+static void BM_ChainBatchCpu(benchmark::State& state) {
+  constexpr std::int64_t gamma = 5;
+  const auto batch = state.range(0);
+  const auto vocab = state.range(1);
+  const auto cpu = specdec::backend::cpu.with_threads(static_cast<int>(state.range(2)));
+  const bool from_logits = state.range(3) != 0;
+  const specdec::Warp warp{.temperature = 0.8f, .top_p = 0.9f};
+  const auto v = static_cast<std::size_t>(vocab);
+  // gamma + 1 distinct rows, repeated for every sequence.
+  std::vector<float> rows;
+  specdec::Workspace ws0;
+  for (std::int64_t i = 0; i <= gamma; ++i) {
+    auto row = sb::random_logits(vocab, static_cast<std::uint64_t>(i + 1));
+    row[0] = 12.0f;
+    if (!from_logits) {
+      std::vector<float> warped(v);
+      specdec::warp_logits<float>(warp, row, warped, ws0);
+      row = warped;
+    }
+    rows.insert(rows.end(), row.begin(), row.end());
+  }
+  std::vector<float> target, draft;
+  for (std::int64_t b = 0; b < batch; ++b) {
+    target.insert(target.end(), rows.begin(), rows.end());
+    draft.insert(draft.end(), rows.begin(), rows.end() - static_cast<std::ptrdiff_t>(v));
+  }
+  const std::vector<specdec::Token> tokens(static_cast<std::size_t>(batch * gamma), 0);
+  std::vector<specdec::RandomStream> streams(static_cast<std::size_t>(batch));
+  for (std::size_t b = 0; b < streams.size(); ++b)
+    streams[b].sequence = static_cast<std::uint32_t>(b);
+  std::vector<specdec::Token> emitted(static_cast<std::size_t>(batch * (gamma + 1)));
+  std::vector<std::int32_t> accepted(static_cast<std::size_t>(batch));
+  specdec::Workspace ws(
+      specdec::workspace_size(cpu, specdec::ChainBatchShape{batch, gamma, vocab, from_logits}));
+  const specdec::MatrixView<const float> t(target.data(), batch * (gamma + 1), vocab);
+  const specdec::MatrixView<const float> d(draft.data(), batch * gamma, vocab);
+  const specdec::MatrixView<const specdec::Token> tok(tokens.data(), batch, gamma);
+  const specdec::MatrixView<specdec::Token> out(emitted.data(), batch, gamma + 1);
+  for (auto _ : state) {
+    if (from_logits) {
+      specdec::verify_chain_batch_logits(cpu, t, d, std::span<const specdec::Warp>(&warp, 1), tok,
+                                         streams, out, accepted, ws);
+    } else {
+      specdec::verify_chain_batch(cpu, t, d, tok, streams, out, accepted, ws);
+    }
+    benchmark::DoNotOptimize(emitted.data());
+  }
+  if (accepted[0] != gamma) state.SkipWithError("expected every draft token to be accepted");
+  sb::set_vocab_counters(state, vocab, static_cast<double>(batch * (2 * gamma + 1)));
+  state.counters["B"] = static_cast<double>(batch);
+  state.counters["threads"] = static_cast<double>(state.range(2));
+}
+BENCHMARK(BM_ChainBatchCpu)
+    ->ArgNames({"B", "V", "threads", "logits"})
+    ->ArgsProduct({{1, 16, 64}, {32000, 128256}, {1, 2}, {0, 1}})
     ->UseRealTime();

@@ -53,6 +53,40 @@ inline std::size_t keep_best(std::span<BeamCandidate> c, std::size_t keep) {
   return k;
 }
 
+/// One stochastic-beam-search level over `count` live beams: beam i (tree node nodes[i],
+/// kRootNode = the root) with path log probability phis[i] and truncated perturbed value psis[i]
+/// draws its top-`width` children by Gumbel-top-k on its warped draft row row_at(i) with
+/// `stream.at_node(nodes[i] + 1)` (uniform x perturbs token x); g = phi + log draft(x) + Gumbel,
+/// Z = max g, psi' = truncated_gumbel(psi, g, Z). The `width` best extensions by psi' are left at
+/// the front of `candidates` (sorted, ties to the lower parent index then token) and their number
+/// returned; `parent` is the beam index i. Scratch: `perturbed`/`index` hold `vocab` entries,
+/// `tokens`/`values` `width`, `candidates` count * width.
+template <class RowAt>
+std::size_t stochastic_beam_level(std::size_t count, const std::int32_t* nodes, const float* phis,
+                                  const float* psis, const RowAt& row_at, std::int32_t width,
+                                  std::int64_t vocab, const RandomStream& stream, float* perturbed,
+                                  std::int32_t* index, Token* tokens, float* values,
+                                  BeamCandidate* candidates) {
+  std::size_t m = 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    const double phi = phis[i];
+    const double psi = psis[i];
+    const float* row = row_at(i);
+    const auto got = gumbel_top_k_row<RowKind::kProbabilities>(
+        row, vocab, width, stream.at_node(static_cast<std::uint32_t>(nodes[i] + 1)), 0, perturbed,
+        index, tokens, values);
+    const double z = phi + values[0];
+    for (std::int64_t j = 0; j < got; ++j) {
+      const auto t = tokens[static_cast<std::size_t>(j)];
+      const double g = phi + values[static_cast<std::size_t>(j)];
+      candidates[m++] = {truncated_gumbel(psi, g, z),
+                         static_cast<float>(phi + std::log(static_cast<double>(row[t]))),
+                         static_cast<std::int32_t>(i), t};
+    }
+  }
+  return keep_best(std::span<BeamCandidate>(candidates, m), static_cast<std::size_t>(width));
+}
+
 }  // namespace detail
 
 /// Scratch bytes draft_rsd_s needs for beam width `width` over `vocab` tokens.
@@ -60,7 +94,8 @@ inline std::size_t rsd_s_workspace_size(std::int32_t width, std::int64_t vocab) 
   const auto w = static_cast<std::size_t>(std::max(width, 1));
   return gumbel_top_k_workspace_size(vocab) + Workspace::round_up(w * sizeof(std::int32_t)) +
          Workspace::round_up(w * sizeof(Token)) + Workspace::round_up(w * sizeof(float)) +
-         Workspace::round_up(w * w * sizeof(detail::BeamCandidate));
+         Workspace::round_up(w * w * sizeof(detail::BeamCandidate)) +
+         2 * Workspace::round_up(w * sizeof(float));
 }
 
 /// Builds an RSD-S tree by stochastic beam search (seed 000 Alg. 8-9 with the fix of
@@ -94,6 +129,8 @@ void draft_rsd_s(std::int32_t width, std::int32_t depth, std::int64_t vocab, F&&
   auto tokens = workspace.take<Token>(w);
   auto values = workspace.take<float>(w);
   auto candidates = workspace.take<detail::BeamCandidate>(w * w);
+  auto phis = workspace.take<float>(w);
+  auto psis = workspace.take<float>(w);
 
   std::int32_t begin = 0, end = 0;
   for (std::int32_t level = 0; level < depth; ++level) {
@@ -104,29 +141,19 @@ void draft_rsd_s(std::int32_t width, std::int32_t depth, std::int64_t vocab, F&&
       for (std::int32_t n = begin; n < end; ++n) nodes[count++] = n;
     }
     const auto rows = detail::request_rows(out, draft_rows, nodes.first(count));
-    std::size_t m = 0;
     for (std::size_t i = 0; i < count; ++i) {
-      const auto parent = nodes[i];
-      const double phi = out.path_log_prob(parent);
-      const double psi = parent < 0 ? 0.0 : out.scores[static_cast<std::size_t>(parent)];
-      const float* row = rows.row_data(static_cast<std::int64_t>(i));
-      const auto got = detail::gumbel_top_k_row<RowKind::kProbabilities>(
-          row, vocab, width, stream.at_node(static_cast<std::uint32_t>(parent + 1)), 0,
-          perturbed.data(), index.data(), tokens.data(), values.data());
-      const double z = phi + values[0];
-      for (std::int64_t j = 0; j < got; ++j) {
-        const auto t = tokens[static_cast<std::size_t>(j)];
-        const double g = phi + values[static_cast<std::size_t>(j)];
-        candidates[m++] = {truncated_gumbel(psi, g, z),
-                           static_cast<float>(phi + std::log(static_cast<double>(row[t]))), parent,
-                           t};
-      }
+      phis[i] = out.path_log_prob(nodes[i]);
+      psis[i] = nodes[i] < 0 ? 0.0f : out.scores[static_cast<std::size_t>(nodes[i])];
     }
-    const auto kept = detail::keep_best(candidates.first(m), w);
+    const auto kept = detail::stochastic_beam_level(
+        count, nodes.data(), phis.data(), psis.data(),
+        [&](std::size_t i) { return rows.row_data(static_cast<std::int64_t>(i)); }, width, vocab,
+        stream, perturbed.data(), index.data(), tokens.data(), values.data(), candidates.data());
     begin = out.size();
     for (std::size_t j = 0; j < kept; ++j) {
       const auto& c = candidates[j];
-      out.add(c.token, c.parent, c.log_prob, static_cast<float>(c.score));
+      out.add(c.token, nodes[static_cast<std::size_t>(c.parent)], c.log_prob,
+              static_cast<float>(c.score));
     }
     end = out.size();
   }

@@ -12,25 +12,14 @@ struct ChainVerdict {
   std::int32_t emitted = 0;   // tokens written: accepted + 1 (the correction or the bonus)
 };
 
-/// Verifies the draft tokens `draft_tokens` (L of them) position by position.
-/// Layout: `target_rows` holds L + 1 warped rows of `vocab` (row i = the target at position i,
-/// i.e. after the first i draft tokens; row L gives the bonus token), `draft_rows` holds L warped
-/// rows (row i = the row draft token i was drawn from). `raw_target_rows` / `raw_draft_rows`
-/// (same shapes, or empty = the warped rows) feed the cascade deferral and lossy greedy.
-/// Writes the accepted tokens then the correction or bonus token into `out` (>= L + 1 entries).
-/// Randomness: position i is verified with `stream.at_position(stream.position + i)` and the
-/// draws of the rule's kernel (test = draw 0, correction = draw 1 for one candidate); the bonus
-/// token is draw 0 of `stream.at_position(stream.position + L)`. The bonus token always comes
-/// from the warped target row L, also for lossy and cascade rules (whose pi at position L would
-/// need one more draft row).
-/// Throws specdec::Error naming the bad argument.
-template <class T = float>
-ChainVerdict verify_chain(const Rule& rule, std::type_identity_t<std::span<const T>> target_rows,
-                          std::type_identity_t<std::span<const T>> draft_rows,
-                          std::span<const Token> draft_tokens, std::int64_t vocab,
-                          const RandomStream& stream, std::span<Token> out, Workspace& ws,
-                          std::type_identity_t<std::span<const T>> raw_target_rows = {},
-                          std::type_identity_t<std::span<const T>> raw_draft_rows = {}) {
+namespace detail {
+
+/// The checks verify_chain makes (shapes, rows, tokens, the rule's parameters).
+template <class T>
+void check_chain_inputs(const Rule& rule, std::span<const T> target_rows,
+                        std::span<const T> draft_rows, std::span<const Token> draft_tokens,
+                        std::int64_t vocab, std::size_t out_size,
+                        std::span<const T> raw_target_rows, std::span<const T> raw_draft_rows) {
   if (vocab < 1) detail::fail("vocab", "{} must be >= 1", vocab);
   const auto length = draft_tokens.size();
   const auto v = static_cast<std::size_t>(vocab);
@@ -39,8 +28,8 @@ ChainVerdict verify_chain(const Rule& rule, std::type_identity_t<std::span<const
   if (!raw_target_rows.empty())
     check_size("raw_target_rows", raw_target_rows.size(), (length + 1) * v);
   if (!raw_draft_rows.empty()) check_size("raw_draft_rows", raw_draft_rows.size(), length * v);
-  if (out.size() < length + 1) {
-    detail::fail("out", "has {} entries, needs L + 1 = {}", out.size(), length + 1);
+  if (out_size < length + 1) {
+    detail::fail("out", "has {} entries, needs L + 1 = {}", out_size, length + 1);
   }
   const bool needs_support = !std::holds_alternative<Typical>(rule) &&
                              !std::holds_alternative<Greedy>(rule) &&
@@ -67,16 +56,25 @@ ChainVerdict verify_chain(const Rule& rule, std::type_identity_t<std::span<const
     }
     detail::check_rule<T>(rule, target_rows.subspan(i * v, v), draft, 1);
   }
-  auto scope = ws.scope();
-  auto scratch = ws.take<float>(v);
+}
+
+/// verify_chain without validation: `length` draft tokens, rows as verify_chain's (raw rows may
+/// be nullptr), `scratch` holds `vocab` floats. Same draws as verify_chain.
+template <class T>
+ChainVerdict verify_chain_unchecked(const Rule& rule, const T* target_rows, const T* draft_rows,
+                                    const Token* draft_tokens, std::size_t length,
+                                    std::int64_t vocab, const RandomStream& stream, Token* out,
+                                    float* scratch, const T* raw_target_rows = nullptr,
+                                    const T* raw_draft_rows = nullptr) {
+  const auto v = static_cast<std::size_t>(vocab);
   ChainVerdict verdict;
   for (std::size_t i = 0; i < length; ++i) {
-    const NodeRows<T> rows{target_rows.data() + i * v, draft_rows.data() + i * v, vocab,
-                           raw_target_rows.empty() ? nullptr : raw_target_rows.data() + i * v,
-                           raw_draft_rows.empty() ? nullptr : raw_draft_rows.data() + i * v};
+    const NodeRows<T> rows{target_rows + i * v, draft_rows + i * v, vocab,
+                           raw_target_rows == nullptr ? nullptr : raw_target_rows + i * v,
+                           raw_draft_rows == nullptr ? nullptr : raw_draft_rows + i * v};
     const auto s = stream.at_position(stream.position + static_cast<std::uint32_t>(i));
     const NodeVerdict node =
-        detail::verify_node_unchecked(rule, rows, &draft_tokens[i], 1, s, scratch.data());
+        detail::verify_node_unchecked(rule, rows, &draft_tokens[i], 1, s, scratch);
     out[i] = node.token;
     if (node.accepted < 0) {
       verdict.accepted = static_cast<std::int32_t>(i);
@@ -85,10 +83,42 @@ ChainVerdict verify_chain(const Rule& rule, std::type_identity_t<std::span<const
     }
   }
   const auto s = stream.at_position(stream.position + static_cast<std::uint32_t>(length));
-  out[length] = detail::sample_row(target_rows.data() + length * v, vocab, s.uniform(0));
+  out[length] = detail::sample_row(target_rows + length * v, vocab, s.uniform(0));
   verdict.accepted = static_cast<std::int32_t>(length);
   verdict.emitted = verdict.accepted + 1;
   return verdict;
+}
+
+}  // namespace detail
+
+/// Verifies the draft tokens `draft_tokens` (L of them) position by position.
+/// Layout: `target_rows` holds L + 1 warped rows of `vocab` (row i = the target at position i,
+/// i.e. after the first i draft tokens; row L gives the bonus token), `draft_rows` holds L warped
+/// rows (row i = the row draft token i was drawn from). `raw_target_rows` / `raw_draft_rows`
+/// (same shapes, or empty = the warped rows) feed the cascade deferral and lossy greedy.
+/// Writes the accepted tokens then the correction or bonus token into `out` (>= L + 1 entries).
+/// Randomness: position i is verified with `stream.at_position(stream.position + i)` and the
+/// draws of the rule's kernel (test = draw 0, correction = draw 1 for one candidate); the bonus
+/// token is draw 0 of `stream.at_position(stream.position + L)`. The bonus token always comes
+/// from the warped target row L, also for lossy and cascade rules (whose pi at position L would
+/// need one more draft row).
+/// Throws specdec::Error naming the bad argument.
+template <class T = float>
+ChainVerdict verify_chain(const Rule& rule, std::type_identity_t<std::span<const T>> target_rows,
+                          std::type_identity_t<std::span<const T>> draft_rows,
+                          std::span<const Token> draft_tokens, std::int64_t vocab,
+                          const RandomStream& stream, std::span<Token> out, Workspace& ws,
+                          std::type_identity_t<std::span<const T>> raw_target_rows = {},
+                          std::type_identity_t<std::span<const T>> raw_draft_rows = {}) {
+  detail::check_chain_inputs<T>(rule, target_rows, draft_rows, draft_tokens, vocab, out.size(),
+                                raw_target_rows, raw_draft_rows);
+  auto scope = ws.scope();
+  auto scratch = ws.take<float>(static_cast<std::size_t>(vocab));
+  return detail::verify_chain_unchecked<T>(
+      rule, target_rows.data(), draft_rows.data(), draft_tokens.data(), draft_tokens.size(), vocab,
+      stream, out.data(), scratch.data(),
+      raw_target_rows.empty() ? nullptr : raw_target_rows.data(),
+      raw_draft_rows.empty() ? nullptr : raw_draft_rows.data());
 }
 
 }  // namespace specdec

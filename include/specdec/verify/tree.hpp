@@ -14,34 +14,15 @@ struct TreeVerdict {
   bool bonus = false;         // true when the walk ended at an accepted node without children
 };
 
-/// Walks the tree `tokens` / `parents` (level order; parents[i] = -1 for children of the root,
-/// else an earlier node; children keep their sampling order) with `rule` at every node.
-/// Row layout (warped rows, `vocab` wide, N = number of nodes):
-///   target_rows: N + 1 rows; row 0 = the target at the root, row i + 1 = the target after node i;
-///   draft_rows:  N + 1 rows; row 0 = the draft row the root's children were drawn from,
-///                row i + 1 = the draft row node i's children were drawn from (rows of leaves
-///                are never read, but must be present; fill them with any distribution).
-///   raw_target_rows / raw_draft_rows: same shapes, or empty (= the warped rows).
-/// At the current node (the root first) its children, in stored order, are the candidates of the
-/// rule (Recursive for RSD trees drawn without replacement; MultiRound or SpecTr for i.i.d.
-/// trees; Rejection, Lossy and Cascade need one child per node). The accepted child becomes the
-/// current node (fix (a) of ALGORITHMS.md §1.3: children are iterated by node id and their tokens
-/// read from `tokens`); its flat id is appended to `accepted_nodes` (fix (b)); all rejected ends
-/// the walk with the correction token; a node without children ends it with a bonus token drawn
-/// from the target row at that node (fix (c)).
-/// Randomness: the node whose children are verified uses `stream.at_node(id + 1)` (the root is
-/// node 0) with the rule's draws (test of child k = draw k, correction = draw K); the bonus token
-/// is draw 0 of `stream.at_node(leaf id + 1)`.
-/// `accepted_nodes` needs room for the tree's depth. Throws specdec::Error naming the bad argument.
-template <class T = float>
-TreeVerdict verify_tree(const Rule& rule, std::span<const Token> tokens,
-                        std::span<const std::int32_t> parents,
-                        std::type_identity_t<std::span<const T>> target_rows,
-                        std::type_identity_t<std::span<const T>> draft_rows, std::int64_t vocab,
-                        const RandomStream& stream, std::span<std::int32_t> accepted_nodes,
-                        Workspace& ws,
-                        std::type_identity_t<std::span<const T>> raw_target_rows = {},
-                        std::type_identity_t<std::span<const T>> raw_draft_rows = {}) {
+namespace detail {
+
+/// The checks verify_tree makes. `depth` and `children` are scratch of N + 1 entries each.
+template <class T>
+void check_tree_inputs(const Rule& rule, std::span<const Token> tokens,
+                       std::span<const std::int32_t> parents, std::span<const T> target_rows,
+                       std::span<const T> draft_rows, std::int64_t vocab, std::size_t accepted_size,
+                       std::span<const T> raw_target_rows, std::span<const T> raw_draft_rows,
+                       std::int32_t* depth, std::int32_t* children) {
   if (vocab < 1) detail::fail("vocab", "{} must be >= 1", vocab);
   const auto n = tokens.size();
   const auto v = static_cast<std::size_t>(vocab);
@@ -50,11 +31,8 @@ TreeVerdict verify_tree(const Rule& rule, std::span<const Token> tokens,
   check_size("draft_rows", draft_rows.size(), (n + 1) * v);
   if (!raw_target_rows.empty()) check_size("raw_target_rows", raw_target_rows.size(), (n + 1) * v);
   if (!raw_draft_rows.empty()) check_size("raw_draft_rows", raw_draft_rows.size(), (n + 1) * v);
-  auto scope = ws.scope();
-  auto depth = ws.take<std::int32_t>(n + 1);  // depth[i + 1] of node i; depth[0] = 0 (root)
-  auto children = ws.take<std::int32_t>(n + 1);
-  depth[0] = 0;
-  std::fill(children.begin(), children.end(), 0);
+  depth[0] = 0;  // depth[i + 1] of node i; depth[0] = 0 (root)
+  std::fill(children, children + n + 1, 0);
   std::int32_t max_depth = 0;
   for (std::size_t i = 0; i < n; ++i) {
     check_token(fmt::format("tokens[{}]", i), tokens[i], vocab);
@@ -70,9 +48,8 @@ TreeVerdict verify_tree(const Rule& rule, std::span<const Token> tokens,
     max_depth = std::max(max_depth, depth[i + 1]);
     ++children[static_cast<std::size_t>(parent + 1)];
   }
-  if (accepted_nodes.size() < static_cast<std::size_t>(max_depth)) {
-    detail::fail("accepted_nodes", "has {} entries, the tree is {} deep", accepted_nodes.size(),
-                 max_depth);
+  if (accepted_size < static_cast<std::size_t>(max_depth)) {
+    detail::fail("accepted_nodes", "has {} entries, the tree is {} deep", accepted_size, max_depth);
   }
   const bool needs_support = !std::holds_alternative<Typical>(rule) &&
                              !std::holds_alternative<Greedy>(rule) &&
@@ -114,9 +91,19 @@ TreeVerdict verify_tree(const Rule& rule, std::span<const Token> tokens,
       }
     }
   }
-  auto candidates = ws.take<Token>(n + 1);
-  auto ids = ws.take<std::int32_t>(n + 1);
-  auto scratch = ws.take<float>(v);
+}
+
+/// verify_tree's walk without validation (same draws). `candidates` and `ids` hold N + 1
+/// entries, `scratch` `vocab` floats; raw rows may be nullptr.
+template <class T>
+TreeVerdict verify_tree_unchecked(const Rule& rule, const Token* tokens,
+                                  const std::int32_t* parents, std::size_t n, const T* target_rows,
+                                  const T* draft_rows, std::int64_t vocab,
+                                  const RandomStream& stream, std::int32_t* accepted_nodes,
+                                  Token* candidates, std::int32_t* ids, float* scratch,
+                                  const T* raw_target_rows = nullptr,
+                                  const T* raw_draft_rows = nullptr) {
+  const auto v = static_cast<std::size_t>(vocab);
   TreeVerdict verdict;
   std::int32_t current = -1;
   for (;;) {
@@ -131,15 +118,15 @@ TreeVerdict verify_tree(const Rule& rule, std::span<const Token> tokens,
     const auto row = static_cast<std::size_t>(current + 1);
     const auto s = stream.at_node(static_cast<std::uint32_t>(current + 1));
     if (count == 0) {
-      verdict.token = detail::sample_row(target_rows.data() + row * v, vocab, s.uniform(0));
+      verdict.token = detail::sample_row(target_rows + row * v, vocab, s.uniform(0));
       verdict.bonus = true;
       return verdict;
     }
-    const NodeRows<T> rows{target_rows.data() + row * v, draft_rows.data() + row * v, vocab,
-                           raw_target_rows.empty() ? nullptr : raw_target_rows.data() + row * v,
-                           raw_draft_rows.empty() ? nullptr : raw_draft_rows.data() + row * v};
+    const NodeRows<T> rows{target_rows + row * v, draft_rows + row * v, vocab,
+                           raw_target_rows == nullptr ? nullptr : raw_target_rows + row * v,
+                           raw_draft_rows == nullptr ? nullptr : raw_draft_rows + row * v};
     const NodeVerdict node =
-        detail::verify_node_unchecked(rule, rows, candidates.data(), count, s, scratch.data());
+        detail::verify_node_unchecked(rule, rows, candidates, count, s, scratch);
     if (node.accepted < 0) {
       verdict.token = node.token;
       return verdict;
@@ -147,6 +134,53 @@ TreeVerdict verify_tree(const Rule& rule, std::span<const Token> tokens,
     current = ids[static_cast<std::size_t>(node.accepted)];
     accepted_nodes[static_cast<std::size_t>(verdict.accepted++)] = current;
   }
+}
+
+}  // namespace detail
+
+/// Walks the tree `tokens` / `parents` (level order; parents[i] = -1 for children of the root,
+/// else an earlier node; children keep their sampling order) with `rule` at every node.
+/// Row layout (warped rows, `vocab` wide, N = number of nodes):
+///   target_rows: N + 1 rows; row 0 = the target at the root, row i + 1 = the target after node i;
+///   draft_rows:  N + 1 rows; row 0 = the draft row the root's children were drawn from,
+///                row i + 1 = the draft row node i's children were drawn from (rows of leaves
+///                are never read, but must be present; fill them with any distribution).
+///   raw_target_rows / raw_draft_rows: same shapes, or empty (= the warped rows).
+/// At the current node (the root first) its children, in stored order, are the candidates of the
+/// rule (Recursive for RSD trees drawn without replacement; MultiRound or SpecTr for i.i.d.
+/// trees; Rejection, Lossy and Cascade need one child per node). The accepted child becomes the
+/// current node (fix (a) of ALGORITHMS.md §1.3: children are iterated by node id and their tokens
+/// read from `tokens`); its flat id is appended to `accepted_nodes` (fix (b)); all rejected ends
+/// the walk with the correction token; a node without children ends it with a bonus token drawn
+/// from the target row at that node (fix (c)).
+/// Randomness: the node whose children are verified uses `stream.at_node(id + 1)` (the root is
+/// node 0) with the rule's draws (test of child k = draw k, correction = draw K); the bonus token
+/// is draw 0 of `stream.at_node(leaf id + 1)`.
+/// `accepted_nodes` needs room for the tree's depth. Throws specdec::Error naming the bad argument.
+template <class T = float>
+TreeVerdict verify_tree(const Rule& rule, std::span<const Token> tokens,
+                        std::span<const std::int32_t> parents,
+                        std::type_identity_t<std::span<const T>> target_rows,
+                        std::type_identity_t<std::span<const T>> draft_rows, std::int64_t vocab,
+                        const RandomStream& stream, std::span<std::int32_t> accepted_nodes,
+                        Workspace& ws,
+                        std::type_identity_t<std::span<const T>> raw_target_rows = {},
+                        std::type_identity_t<std::span<const T>> raw_draft_rows = {}) {
+  const auto n = tokens.size();
+  auto scope = ws.scope();
+  auto depth = ws.take<std::int32_t>(n + 1);
+  auto children = ws.take<std::int32_t>(n + 1);
+  detail::check_tree_inputs<T>(rule, tokens, parents, target_rows, draft_rows, vocab,
+                               accepted_nodes.size(), raw_target_rows, raw_draft_rows, depth.data(),
+                               children.data());
+  auto candidates = ws.take<Token>(n + 1);
+  auto ids = ws.take<std::int32_t>(n + 1);
+  auto scratch = ws.take<float>(static_cast<std::size_t>(vocab));
+  return detail::verify_tree_unchecked<T>(
+      rule, tokens.data(), parents.data(), n, target_rows.data(), draft_rows.data(), vocab, stream,
+      accepted_nodes.data(), candidates.data(), ids.data(), scratch.data(),
+      raw_target_rows.empty() ? nullptr : raw_target_rows.data(),
+      raw_draft_rows.empty() ? nullptr : raw_draft_rows.data());
 }
 
 /// The same walk over a DraftTree.

@@ -47,4 +47,27 @@ cudaError_t fill_random(const RandomStream* host_streams, std::int64_t stream_co
                         std::uint32_t first, std::int64_t count, float* out,
                         std::int64_t out_stride, bool gumbel, void* workspace, cudaStream_t stream);
 
+/// Device bytes verify_chain_batch needs: the staged streams and per-sequence warps, and from
+/// logits two warped rows per sequence.
+constexpr std::size_t chain_workspace_size(std::int64_t batch, std::int64_t vocab,
+                                           bool from_logits) {
+  const auto b = static_cast<std::size_t>(batch < 0 ? 0 : batch);
+  const auto v = static_cast<std::size_t>(vocab < 0 ? 0 : vocab);
+  return device_round_up(b * sizeof(RandomStream)) + device_round_up(b * sizeof(DeviceWarp)) +
+         (from_logits ? device_round_up(b * 2 * v * sizeof(float)) : 0);
+}
+
+/// Copies the `batch` host streams (and `warp_count` host warps when > 1) into the workspace, then
+/// launches one block per sequence. from_logits = false: `target` / `draft` are fp32 warped rows
+/// (dtype kF32); true: logits of `dtype`, warped on the fly with host_warps[0] (warp_count 1) or
+/// host_warps[b].
+cudaError_t verify_chain_batch(const void* target, std::int64_t target_stride, const void* draft,
+                               std::int64_t draft_stride, DType dtype, bool from_logits,
+                               std::int64_t batch, std::int64_t gamma, std::int64_t vocab,
+                               const std::int32_t* tokens, std::int64_t token_stride,
+                               const RandomStream* host_streams, const DeviceWarp* host_warps,
+                               std::int64_t warp_count, std::int32_t* emitted,
+                               std::int64_t emitted_stride, std::int32_t* accepted, void* workspace,
+                               cudaStream_t stream);
+
 }  // namespace specdec::backend::cuda_impl

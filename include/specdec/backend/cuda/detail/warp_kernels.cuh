@@ -84,7 +84,7 @@ struct ProbabilityKey {
 };
 
 /// out holds scaled logits z; keeps the k largest (ties to the lowest id), the rest become -inf.
-__device__ void keep_top_k(float* z, int n, unsigned int k, Shared& sh) {
+__device__ inline void keep_top_k(float* z, int n, unsigned int k, Shared& sh) {
   std::uint32_t t = 0;
   for (int bit = 31; bit >= 0; --bit) {
     const std::uint32_t candidate = t | (1u << bit);
@@ -102,7 +102,7 @@ __device__ void keep_top_k(float* z, int n, unsigned int k, Shared& sh) {
 }
 
 /// z (scaled logits, some -inf) -> softmax probabilities in place.
-__device__ void softmax_in_place(float* z, int n, Shared& sh) {
+__device__ inline void softmax_in_place(float* z, int n, Shared& sh) {
   float m = -__int_as_float(0x7f800000);
   for (int i = threadIdx.x; i < n; i += blockDim.x) m = fmaxf(m, z[i]);
   m = block_all_reduce(m, Max{}, sh.f);
@@ -119,7 +119,7 @@ __device__ void softmax_in_place(float* z, int n, Shared& sh) {
   __syncthreads();
 }
 
-__device__ void renormalise(float* p, int n, Shared& sh) {
+__device__ inline void renormalise(float* p, int n, Shared& sh) {
   float s = 0.0f;
   for (int i = threadIdx.x; i < n; i += blockDim.x) s += p[i];
   s = block_all_reduce(s, Plus{}, sh.f);
@@ -130,7 +130,7 @@ __device__ void renormalise(float* p, int n, Shared& sh) {
 
 /// Keeps the smallest set, by decreasing probability with ties to the lowest id, whose mass
 /// (summed in double) reaches top_p; renormalises. A row whose whole mass is below top_p stays.
-__device__ void keep_top_p(float* p, int n, float top_p, Shared& sh) {
+__device__ inline void keep_top_p(float* p, int n, float top_p, Shared& sh) {
   const double target = static_cast<double>(top_p);
   if (mass_at_least(p, n, 1u, sh) < target) return;
   std::uint32_t t = 0;
@@ -162,7 +162,7 @@ __device__ void keep_top_p(float* p, int n, float top_p, Shared& sh) {
   if (block_all_reduce(removed, Plus{}, sh.u) > 0u) renormalise(p, n, sh);
 }
 
-__device__ void keep_min_p(float* p, int n, float min_p, Shared& sh) {
+__device__ inline void keep_min_p(float* p, int n, float min_p, Shared& sh) {
   float m = 0.0f;
   for (int i = threadIdx.x; i < n; i += blockDim.x) m = fmaxf(m, p[i]);
   const float threshold = min_p * block_all_reduce(m, Max{}, sh.f);
@@ -173,19 +173,12 @@ __device__ void keep_min_p(float* p, int n, float min_p, Shared& sh) {
   renormalise(p, n, sh);
 }
 
-/// One block per row: warped[row] = S(softmax(logits[row])), S = row_warps[row], or
-/// `shared_warp` for every row when row_warps is null.
+/// One row of the batched warp, computed by the whole block: out = the warped row of the n
+/// logits at x under w. Ends before the block has finished writing `out`: synchronise before
+/// reading it from another thread.
 template <class T>
-__global__ void __launch_bounds__(kWarpThreads)
-    warp_logits_batch_kernel(const T* logits, std::int64_t logits_stride, float* warped,
-                             std::int64_t warped_stride, int n, DeviceWarp shared_warp,
-                             const DeviceWarp* row_warps) {
-  __shared__ Shared sh;
-  const std::int64_t row = blockIdx.x;
-  const DeviceWarp w = row_warps == nullptr ? shared_warp : row_warps[row];
-  const T* x = logits + row * logits_stride;
-  float* out = warped + row * warped_stride;
-
+__device__ __forceinline__ void warp_row(const T* x, float* out, int n, const DeviceWarp& w,
+                                         Shared& sh) {
   if (w.temperature == 0.0f) {  // greedy: one-hot on the argmax, ties to the lowest id
     ArgMax best{-__int_as_float(0x7f800000), 0x7fffffff};
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
@@ -203,6 +196,19 @@ __global__ void __launch_bounds__(kWarpThreads)
   softmax_in_place(out, n, sh);
   if (w.top_p < 1.0f) keep_top_p(out, n, w.top_p, sh);
   if (w.min_p > 0.0f) keep_min_p(out, n, w.min_p, sh);
+}
+
+/// One block per row: warped[row] = S(softmax(logits[row])), S = row_warps[row], or
+/// `shared_warp` for every row when row_warps is null.
+template <class T>
+__global__ void __launch_bounds__(kWarpThreads)
+    warp_logits_batch_kernel(const T* logits, std::int64_t logits_stride, float* warped,
+                             std::int64_t warped_stride, int n, DeviceWarp shared_warp,
+                             const DeviceWarp* row_warps) {
+  __shared__ Shared sh;
+  const std::int64_t row = blockIdx.x;
+  const DeviceWarp w = row_warps == nullptr ? shared_warp : row_warps[row];
+  warp_row(logits + row * logits_stride, warped + row * warped_stride, n, w, sh);
 }
 
 }  // namespace specdec::backend::cuda_impl::detail

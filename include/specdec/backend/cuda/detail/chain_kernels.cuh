@@ -1,0 +1,187 @@
+// SPDX-License-Identifier: MIT
+// The batched chain verification kernel: one block per sequence, standard rejection sampling with
+// the draws of verify_chain, rows warped on the fly when they arrive as logits.
+//
+// The accept test u * draft(x) < target(x) reads two entries and is bit-identical to the CPU's.
+// A rejection samples the residual [target - draft]+ by inverse CDF without materialising it
+// (each thread sums a contiguous chunk, a prefix over the chunks finds the one holding the
+// threshold); its sums are taken in another order than the CPU's, so a token can differ only when
+// the threshold falls within rounding of a cumulative sum.
+// IWYU pragma: private
+#pragma once
+
+#include <cstdint>
+
+#include "specdec/backend/cuda/detail/block_reduce.cuh"
+#include "specdec/backend/cuda/detail/warp_kernels.cuh"
+#include "specdec/backend/cuda/launchers.hpp"
+#include "specdec/core/philox.hpp"
+
+namespace specdec::backend::cuda_impl::detail {
+
+struct MinInt {
+  __device__ __forceinline__ int operator()(int a, int b) const { return a < b ? a : b; }
+};
+struct MaxInt {
+  __device__ __forceinline__ int operator()(int a, int b) const { return a > b ? a : b; }
+};
+
+struct ChainShared {
+  Shared warp;
+  double prefix[kWarpThreads];
+  double total;
+  int ints[32];
+};
+
+/// A residual entry floored at 0 (the CPU's positive_part).
+__device__ __forceinline__ float positive_residual(float target, float draft) {
+  const float r = target - draft;
+  return r > 0.0f ? r : 0.0f;
+}
+
+/// Inverse-CDF sample of the non-negative row value(0 .. n-1) (any scale) with uniform u, by the
+/// whole block: the first index whose running sum exceeds u * total; when rounding runs past the
+/// end, the last positive index (0 if none), as detail::sample_row.
+template <class Value>
+__device__ __forceinline__ int sample_block(const Value& value, int n, float u, ChainShared& sh) {
+  const int threads = static_cast<int>(blockDim.x);
+  const int tid = static_cast<int>(threadIdx.x);
+  const int chunk = (n + threads - 1) / threads;
+  const int begin = tid * chunk < n ? tid * chunk : n;
+  const int end = begin + chunk < n ? begin + chunk : n;
+  double local = 0.0;
+  for (int i = begin; i < end; ++i) {
+    const float v = value(i);
+    if (v > 0.0f) local += v;
+  }
+  __syncthreads();
+  sh.prefix[tid] = local;
+  __syncthreads();
+  if (tid == 0) {
+    double running = 0.0;
+    for (int t = 0; t < threads; ++t) {
+      const double s = sh.prefix[t];
+      sh.prefix[t] = running;
+      running += s;
+    }
+    sh.total = running;
+  }
+  __syncthreads();
+  const double threshold = u * sh.total;
+  double running = sh.prefix[tid];
+  int found = 0x7fffffff;
+  int last = 0;
+  if (running + local > threshold) {
+    for (int i = begin; i < end; ++i) {
+      const float v = value(i);
+      if (v > 0.0f) {
+        running += v;
+        if (running > threshold) {
+          found = i;
+          break;
+        }
+      }
+    }
+  }
+  for (int i = begin; i < end; ++i) {
+    if (value(i) > 0.0f) last = i;
+  }
+  found = block_all_reduce(found, MinInt{}, sh.ints);
+  if (found != 0x7fffffff) return found;
+  return block_all_reduce(last, MaxInt{}, sh.ints);
+}
+
+/// Reads a probability row of type float.
+struct RowValue {
+  const float* row;
+  __device__ __forceinline__ float operator()(int i) const { return row[i]; }
+};
+/// Reads [target - draft]+ entry by entry.
+struct ResidualValue {
+  const float* target;
+  const float* draft;
+  __device__ __forceinline__ float operator()(int i) const {
+    return positive_residual(target[i], draft[i]);
+  }
+};
+
+/// One block per sequence b (blockIdx.x). kLogits = false: `target` / `draft` are warped fp32
+/// rows (T = float) read in place; kLogits = true: they are logits of type T, warped on the fly
+/// (target row i and draft row i just before position i is tested, so rows after a rejection are
+/// never warped) into rows_ws[b * 2n ..], with warps[b] (or shared_warp when warps is null).
+/// Layout and draws: those of specdec::verify_chain_batch (position i uses
+/// streams[b].at_position(position + i): draw 0 tests, draw 1 corrects; the bonus token is draw
+/// 0 at position + gamma). emitted gets the tokens then -1 padding; accepted[b] the count.
+template <bool kLogits, class T>
+__global__ void __launch_bounds__(kWarpThreads)
+    verify_chain_kernel(const T* target, std::int64_t target_stride, const T* draft,
+                        std::int64_t draft_stride, const std::int32_t* tokens,
+                        std::int64_t token_stride, int gamma, int n, const RandomStream* streams,
+                        DeviceWarp shared_warp, const DeviceWarp* warps, float* rows_ws,
+                        std::int32_t* emitted, std::int64_t emitted_stride,
+                        std::int32_t* accepted) {
+  __shared__ ChainShared sh;
+  const std::int64_t b = blockIdx.x;
+  const RandomStream stream = streams[b];
+  const DeviceWarp w = warps == nullptr ? shared_warp : warps[b];
+  float* warped_target = kLogits ? rows_ws + b * 2 * static_cast<std::int64_t>(n) : nullptr;
+  float* warped_draft = kLogits ? warped_target + n : nullptr;
+  std::int32_t* out = emitted + b * emitted_stride;
+  int i = 0;
+  for (; i < gamma; ++i) {
+    const T* t_row = target + (b * (gamma + 1) + i) * target_stride;
+    const T* d_row = draft + (b * gamma + i) * draft_stride;
+    const float* tp;
+    const float* dp;
+    if constexpr (kLogits) {
+      __syncthreads();  // every thread has finished reading the previous position's rows
+      warp_row(t_row, warped_target, n, w, sh.warp);
+      warp_row(d_row, warped_draft, n, w, sh.warp);
+      __syncthreads();
+      tp = warped_target;
+      dp = warped_draft;
+    } else {
+      tp = reinterpret_cast<const float*>(t_row);
+      dp = reinterpret_cast<const float*>(d_row);
+    }
+    const std::int32_t x = tokens[b * token_stride + i];
+    const RandomStream s = stream.at_position(stream.position + static_cast<std::uint32_t>(i));
+    // The CPU's test: u * draft(x) * mass < target(x), mass = 1 before any residual.
+    if (s.uniform(0) * dp[x] * 1.0f < tp[x]) {
+      if (threadIdx.x == 0) out[i] = x;
+      continue;
+    }
+    double local = 0.0;
+    for (int j = static_cast<int>(threadIdx.x); j < n; j += static_cast<int>(blockDim.x)) {
+      local += positive_residual(tp[j], dp[j]);
+    }
+    const double mass = block_all_reduce(local, Plus{}, sh.warp.d);
+    const float u = s.uniform(1);
+    // An empty residual (mass below the floor) falls back to the target row.
+    const int token = mass >= 1e-30 && mass > 0.0 ? sample_block(ResidualValue{tp, dp}, n, u, sh)
+                                                  : sample_block(RowValue{tp}, n, u, sh);
+    if (threadIdx.x == 0) out[i] = token;
+    break;
+  }
+  if (i == gamma) {
+    const T* t_row = target + (b * (gamma + 1) + gamma) * target_stride;
+    const float* tp;
+    if constexpr (kLogits) {
+      __syncthreads();
+      warp_row(t_row, warped_target, n, w, sh.warp);
+      __syncthreads();
+      tp = warped_target;
+    } else {
+      tp = reinterpret_cast<const float*>(t_row);
+    }
+    const RandomStream s = stream.at_position(stream.position + static_cast<std::uint32_t>(gamma));
+    const int token = sample_block(RowValue{tp}, n, s.uniform(0), sh);
+    if (threadIdx.x == 0) out[gamma] = token;
+  }
+  if (threadIdx.x == 0) {
+    accepted[b] = i;
+    for (int j = i + 1; j <= gamma; ++j) out[j] = -1;
+  }
+}
+
+}  // namespace specdec::backend::cuda_impl::detail

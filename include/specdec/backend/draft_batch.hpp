@@ -1,0 +1,107 @@
+// SPDX-License-Identifier: MIT
+// Batched drafting: Gumbel-top-k over B rows and one stochastic-beam-search level for B
+// sequences of beams, on any backend.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <type_traits>
+#include <utility>
+
+#include "specdec/backend/policy.hpp"
+#include "specdec/core/error.hpp"
+#include "specdec/core/philox.hpp"
+#include "specdec/core/token.hpp"
+#include "specdec/core/views.hpp"
+#include "specdec/draft/gumbel_topk.hpp"
+
+namespace specdec {
+
+/// The shape a batched Gumbel-top-k is sized for: `rows` rows of `vocab` entries, `k` samples.
+struct GumbelTopKBatchShape {
+  std::int64_t rows = 0;
+  std::int64_t vocab = 0;
+  std::int64_t k = 0;
+};
+
+/// The shape a batched stochastic-beam-search level is sized for: `batch` sequences of at most
+/// `width` beams over `vocab` tokens.
+struct BeamLevelBatchShape {
+  std::int64_t batch = 0;
+  std::int64_t width = 0;
+  std::int64_t vocab = 0;
+};
+
+namespace detail {
+
+template <class Backend>
+struct GumbelTopKBatchImpl {
+  static_assert(dependent_false<Backend>,
+                "gumbel_top_k_batch: no implementation for this backend; include "
+                "specdec/backend/cpu/draft_batch.hpp");
+};
+template <class Backend>
+struct BeamLevelBatchImpl {
+  static_assert(dependent_false<Backend>,
+                "stochastic_beam_level_batch: no implementation for this backend; include "
+                "specdec/backend/cpu/draft_batch.hpp");
+};
+
+}  // namespace detail
+
+/// Bytes of workspace gumbel_top_k_batch needs on `backend` for `shape`.
+template <backend::BackendPolicy Backend>
+std::size_t workspace_size(const Backend& backend, const GumbelTopKBatchShape& shape) {
+  return detail::GumbelTopKBatchImpl<Backend>::workspace_size(backend, shape);
+}
+
+/// Bytes of workspace stochastic_beam_level_batch needs on `backend` for `shape`.
+template <backend::BackendPolicy Backend>
+std::size_t workspace_size(const Backend& backend, const BeamLevelBatchShape& shape) {
+  return detail::BeamLevelBatchImpl<Backend>::workspace_size(backend, shape);
+}
+
+/// Gumbel-top-k on every row: row r is gumbel_top_k (kind kLogWeights: raw or warped
+/// log-probabilities or logits, -inf = banned) or gumbel_top_k_probabilities (kProbabilities: a
+/// raw or warped probability row, 0 = banned) with `streams[r]` and first draw 0, so uniform x of
+/// streams[r] perturbs token x. tokens (rows x k) receives the samples in sampling order, values
+/// (rows x k, or a view with no rows) their perturbed values, counts (rows) how many were drawn;
+/// entries past counts[r] are -1 / -inf. T = float, Eigen::half or Eigen::bfloat16.
+/// Throws specdec::Error naming the bad argument ("rows[3]" for a bad row).
+template <backend::BackendPolicy Backend, class T, class Scratch>
+void gumbel_top_k_batch(const Backend& backend, RowKind kind, MatrixView<T> rows, std::int64_t k,
+                        std::span<const RandomStream> streams, MatrixView<Token> tokens,
+                        MatrixView<float> values, std::span<std::int32_t> counts,
+                        Scratch&& workspace) {
+  using Value = std::remove_const_t<T>;
+  detail::GumbelTopKBatchImpl<Backend>::template run<Value>(
+      backend, kind, MatrixView<const Value>(rows.data, rows.rows, rows.cols, rows.stride), k,
+      streams, tokens, values, counts, std::forward<Scratch>(workspace));
+}
+
+/// One level of stochastic beam search (the level draft_rsd_s takes) for B sequences of up to W
+/// live beams. Sequence b has beam_counts[b] live beams (1 for the root level); its beam i is
+/// tree node nodes(b, i) (kRootNode = -1 for the root) with path log probability log_probs(b, i)
+/// and truncated perturbed value scores(b, i) (0 and 0 at the root); its warped draft row is row
+/// b * W + i of draft_rows. Each beam draws its top-W children by Gumbel-top-k with
+/// `streams[b].at_node(nodes(b, i) + 1)` (uniform x perturbs token x); the W extensions with the
+/// largest truncated value are written, best first, to next_parents (the beam index i),
+/// next_tokens, next_log_probs and next_scores (B x W each, padded with -1 / -inf past
+/// next_counts[b]). Equal to draft_rsd_s level by level. Throws specdec::Error naming the bad
+/// argument.
+template <backend::BackendPolicy Backend, class Scratch>
+void stochastic_beam_level_batch(const Backend& backend, MatrixView<const float> draft_rows,
+                                 std::span<const std::int32_t> beam_counts,
+                                 MatrixView<const std::int32_t> nodes,
+                                 MatrixView<const float> log_probs, MatrixView<const float> scores,
+                                 std::span<const RandomStream> streams,
+                                 MatrixView<std::int32_t> next_parents,
+                                 MatrixView<Token> next_tokens, MatrixView<float> next_log_probs,
+                                 MatrixView<float> next_scores, std::span<std::int32_t> next_counts,
+                                 Scratch&& workspace) {
+  detail::BeamLevelBatchImpl<Backend>::run(
+      backend, draft_rows, beam_counts, nodes, log_probs, scores, streams, next_parents,
+      next_tokens, next_log_probs, next_scores, next_counts, std::forward<Scratch>(workspace));
+}
+
+}  // namespace specdec

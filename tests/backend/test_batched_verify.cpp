@@ -1,0 +1,515 @@
+// SPDX-License-Identifier: MIT
+// Batched chain and tree verification against verify_chain / verify_tree per sequence.
+#include <Eigen/Core>
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <tuple>
+#include <vector>
+
+#include "specdec/backend/cpu/verify_batch.hpp"
+#include "specdec/core/warp.hpp"
+#include "specdec/draft/gumbel_topk.hpp"
+#include "specdec/toy/random.hpp"
+#include "specdec/verify/chain.hpp"
+#include "specdec/verify/tree.hpp"
+#include "support/backends.hpp"
+#include "support/stats.hpp"
+
+#if defined(SPECDEC_HAS_CUDA) && SPECDEC_HAS_CUDA
+#include "specdec/backend/cuda/verify_batch.hpp"
+#endif
+
+using namespace specdec;
+
+namespace {
+
+RandomStream verify_stream(std::uint64_t seed, std::uint32_t sequence, std::uint32_t position) {
+  RandomStream s;
+  s.seed = seed;
+  s.sequence = sequence;
+  s.position = position;
+  s.domain = Domain::kVerify;
+  return s;
+}
+
+/// A target row close to a draft row (so that chains run long): a mix of the draft and noise.
+std::vector<float> near(const std::vector<float>& draft, toy::ToyRandom& rng, float weight) {
+  auto noise = toy::dirichlet(static_cast<std::int64_t>(draft.size()), 1.0, rng);
+  std::vector<float> out(draft.size());
+  double sum = 0.0;
+  for (std::size_t i = 0; i < out.size(); ++i)
+    sum += out[i] = (1 - weight) * draft[i] + weight * noise[i];
+  for (auto& x : out) x = static_cast<float>(x / sum);
+  return out;
+}
+
+struct ChainCase {
+  std::int64_t batch, gamma, vocab;
+  std::vector<float> target, draft;
+  std::vector<Token> tokens;
+  std::vector<RandomStream> streams;
+};
+
+/// B sequences, draft tokens drawn from their draft rows.
+ChainCase make_chain(std::int64_t batch, std::int64_t gamma, std::int64_t vocab,
+                     std::uint64_t seed) {
+  toy::ToyRandom rng(seed);
+  ChainCase c{batch, gamma, vocab, {}, {}, {}, {}};
+  for (std::int64_t b = 0; b < batch; ++b) {
+    std::vector<std::vector<float>> drafts;
+    for (std::int64_t i = 0; i <= gamma; ++i) drafts.push_back(toy::dirichlet(vocab, 0.5, rng));
+    for (std::int64_t i = 0; i <= gamma; ++i) {
+      const auto t = near(drafts[static_cast<std::size_t>(i)], rng, 0.3f);
+      c.target.insert(c.target.end(), t.begin(), t.end());
+    }
+    for (std::int64_t i = 0; i < gamma; ++i) {
+      const auto& d = drafts[static_cast<std::size_t>(i)];
+      c.draft.insert(c.draft.end(), d.begin(), d.end());
+      c.tokens.push_back(detail::sample_row(d.data(), vocab, rng.uniform()));
+    }
+    c.streams.push_back(verify_stream(seed, static_cast<std::uint32_t>(b), 17));
+  }
+  return c;
+}
+
+/// verify_chain(Rejection) per sequence, padded with -1.
+void chain_oracle(const ChainCase& c, std::vector<Token>& emitted,
+                  std::vector<std::int32_t>& accepted) {
+  const auto g = static_cast<std::size_t>(c.gamma), v = static_cast<std::size_t>(c.vocab);
+  emitted.assign(static_cast<std::size_t>(c.batch) * (g + 1), kNoToken);
+  accepted.assign(static_cast<std::size_t>(c.batch), -1);
+  Workspace ws;
+  for (std::size_t b = 0; b < static_cast<std::size_t>(c.batch); ++b) {
+    const auto verdict = verify_chain<float>(
+        Rejection{}, std::span<const float>(c.target).subspan(b * (g + 1) * v, (g + 1) * v),
+        std::span<const float>(c.draft).subspan(b * g * v, g * v),
+        std::span<const Token>(c.tokens).subspan(b * g, g), c.vocab, c.streams[b],
+        std::span<Token>(emitted).subspan(b * (g + 1), g + 1), ws);
+    accepted[b] = verdict.accepted;
+    std::fill(emitted.begin() + static_cast<std::ptrdiff_t>(
+                                    b * (g + 1) + static_cast<std::size_t>(verdict.emitted)),
+              emitted.begin() + static_cast<std::ptrdiff_t>((b + 1) * (g + 1)), kNoToken);
+  }
+}
+
+template <class Backend>
+void run_chain(const Backend& backend, const ChainCase& c, std::vector<Token>& emitted,
+               std::vector<std::int32_t>& accepted) {
+  test::Buffer<Backend, float> target(c.target), draft(c.draft);
+  test::Buffer<Backend, Token> tokens(c.tokens);
+  test::Buffer<Backend, Token> out(static_cast<std::size_t>(c.batch * (c.gamma + 1)));
+  test::Buffer<Backend, std::int32_t> acc(static_cast<std::size_t>(c.batch));
+  test::Scratch<Backend> scratch(
+      workspace_size(backend, ChainBatchShape{c.batch, c.gamma, c.vocab}));
+  verify_chain_batch(
+      backend, MatrixView<const float>(target.data(), c.batch * (c.gamma + 1), c.vocab),
+      MatrixView<const float>(draft.data(), c.batch * c.gamma, c.vocab),
+      MatrixView<const Token>(tokens.data(), c.batch, c.gamma), c.streams,
+      MatrixView<Token>(out.data(), c.batch, c.gamma + 1),
+      std::span<std::int32_t>(acc.data(), static_cast<std::size_t>(c.batch)), scratch.get());
+  emitted = out.to_host();
+  accepted = acc.to_host();
+}
+
+#if defined(SPECDEC_HAS_CUDA) && SPECDEC_HAS_CUDA
+using ChainBackends = std::tuple<backend::Cpu, backend::Cuda>;
+#else
+using ChainBackends = std::tuple<backend::Cpu>;
+#endif
+
+}  // namespace
+
+TEMPLATE_LIST_TEST_CASE("verify_chain_batch equals verify_chain per sequence", "[backend][batched]",
+                        ChainBackends) {
+  const auto c = make_chain(13, 5, 300, 11);
+  std::vector<Token> want, got;
+  std::vector<std::int32_t> want_acc, got_acc;
+  chain_oracle(c, want, want_acc);
+  run_chain(TestType{}, c, got, got_acc);
+  CHECK(got_acc == want_acc);
+  CHECK(got == want);
+  // The case exercises rejections, full acceptances and bonus tokens.
+  CHECK(std::count(want_acc.begin(), want_acc.end(), 5) > 0);
+  CHECK(std::count_if(want_acc.begin(), want_acc.end(), [](int a) { return a < 5; }) > 0);
+}
+
+TEST_CASE("verify_chain_batch is independent of the thread count", "[backend][batched]") {
+  const auto c = make_chain(31, 3, 200, 5);
+  std::vector<Token> one, other;
+  std::vector<std::int32_t> acc_one, acc_other;
+  run_chain(backend::cpu.with_threads(1), c, one, acc_one);
+  for (int threads : {2, 3, 8}) {
+    run_chain(backend::cpu.with_threads(threads), c, other, acc_other);
+    CHECK(other == one);
+    CHECK(acc_other == acc_one);
+  }
+}
+
+TEMPLATE_LIST_TEST_CASE("verify_chain_batch_logits equals warp_logits then verify_chain",
+                        "[backend][batched]", ChainBackends) {
+  const std::int64_t batch = 6, gamma = 3, vocab = 120;
+  toy::ToyRandom rng(3);
+  std::vector<float> target_logits(static_cast<std::size_t>(batch * (gamma + 1) * vocab));
+  std::vector<float> draft_logits(static_cast<std::size_t>(batch * gamma * vocab));
+  for (std::size_t i = 0; i < draft_logits.size(); ++i) {
+    draft_logits[i] = static_cast<float>(2.0 * rng.normal());
+  }
+  for (std::int64_t b = 0; b < batch; ++b) {
+    for (std::int64_t i = 0; i <= gamma; ++i) {
+      for (std::int64_t x = 0; x < vocab; ++x) {
+        const auto from = (b * gamma + std::min(i, gamma - 1)) * vocab + x;
+        target_logits[static_cast<std::size_t>((b * (gamma + 1) + i) * vocab + x)] =
+            draft_logits[static_cast<std::size_t>(from)] + static_cast<float>(0.5 * rng.normal());
+      }
+    }
+  }
+  const std::vector<Warp> warps = {{.temperature = 0.8f},
+                                   {.top_k = 20},
+                                   {.top_p = 0.9f},
+                                   {.temperature = 1.2f, .min_p = 0.05f},
+                                   {.temperature = 0.7f, .top_k = 50, .top_p = 0.95f},
+                                   {}};
+  // Warped rows and draft tokens drawn from them.
+  std::vector<float> target(target_logits.size()), draft(draft_logits.size());
+  Workspace ws;
+  const auto v = static_cast<std::size_t>(vocab);
+  for (std::size_t r = 0; r < static_cast<std::size_t>(batch * (gamma + 1)); ++r) {
+    warp_logits<float>(warps[r / static_cast<std::size_t>(gamma + 1)],
+                       std::span<const float>(target_logits).subspan(r * v, v),
+                       std::span<float>(target).subspan(r * v, v), ws);
+  }
+  std::vector<Token> tokens;
+  for (std::size_t r = 0; r < static_cast<std::size_t>(batch * gamma); ++r) {
+    warp_logits<float>(warps[r / static_cast<std::size_t>(gamma)],
+                       std::span<const float>(draft_logits).subspan(r * v, v),
+                       std::span<float>(draft).subspan(r * v, v), ws);
+    tokens.push_back(detail::sample_row(draft.data() + r * v, vocab, rng.uniform()));
+  }
+  ChainCase c{batch, gamma, vocab, target, draft, tokens, {}};
+  for (std::int64_t b = 0; b < batch; ++b) {
+    c.streams.push_back(verify_stream(9, static_cast<std::uint32_t>(b), 0));
+  }
+  std::vector<Token> want;
+  std::vector<std::int32_t> want_acc;
+  chain_oracle(c, want, want_acc);
+
+  using Backend = TestType;
+  const Backend backend{};
+  test::Buffer<Backend, float> t(target_logits), d(draft_logits);
+  test::Buffer<Backend, Token> tok(tokens);
+  test::Buffer<Backend, Token> out(static_cast<std::size_t>(batch * (gamma + 1)));
+  test::Buffer<Backend, std::int32_t> acc(static_cast<std::size_t>(batch));
+  test::Scratch<Backend> scratch(
+      workspace_size(backend, ChainBatchShape{batch, gamma, vocab, true}));
+  verify_chain_batch_logits(
+      backend, MatrixView<const float>(t.data(), batch * (gamma + 1), vocab),
+      MatrixView<const float>(d.data(), batch * gamma, vocab), std::span<const Warp>(warps),
+      MatrixView<const Token>(tok.data(), batch, gamma), c.streams,
+      MatrixView<Token>(out.data(), batch, gamma + 1),
+      std::span<std::int32_t>(acc.data(), static_cast<std::size_t>(batch)), scratch.get());
+  CHECK(acc.to_host() == want_acc);
+  CHECK(out.to_host() == want);
+}
+
+TEST_CASE("verify_chain_batch_logits takes bfloat16 logits", "[backend][batched]") {
+  const std::int64_t batch = 4, gamma = 2, vocab = 64;
+  toy::ToyRandom rng(21);
+  std::vector<Eigen::bfloat16> target_logits(static_cast<std::size_t>(batch * (gamma + 1) * vocab));
+  std::vector<Eigen::bfloat16> draft_logits(static_cast<std::size_t>(batch * gamma * vocab));
+  for (auto& x : target_logits) x = static_cast<Eigen::bfloat16>(static_cast<float>(rng.normal()));
+  for (auto& x : draft_logits) x = static_cast<Eigen::bfloat16>(static_cast<float>(rng.normal()));
+  const Warp warp{.temperature = 0.9f, .top_p = 0.95f};
+  const auto v = static_cast<std::size_t>(vocab);
+  std::vector<float> target(target_logits.size()), draft(draft_logits.size());
+  Workspace ws;
+  for (std::size_t r = 0; r < target.size() / v; ++r) {
+    warp_logits<Eigen::bfloat16>(warp,
+                                 std::span<const Eigen::bfloat16>(target_logits).subspan(r * v, v),
+                                 std::span<float>(target).subspan(r * v, v), ws);
+  }
+  std::vector<Token> tokens;
+  for (std::size_t r = 0; r < draft.size() / v; ++r) {
+    warp_logits<Eigen::bfloat16>(warp,
+                                 std::span<const Eigen::bfloat16>(draft_logits).subspan(r * v, v),
+                                 std::span<float>(draft).subspan(r * v, v), ws);
+    tokens.push_back(detail::sample_row(draft.data() + r * v, vocab, rng.uniform()));
+  }
+  ChainCase c{batch, gamma, vocab, target, draft, tokens, {}};
+  for (std::int64_t b = 0; b < batch; ++b)
+    c.streams.push_back(verify_stream(4, 0, static_cast<std::uint32_t>(b)));
+  std::vector<Token> want;
+  std::vector<std::int32_t> want_acc;
+  chain_oracle(c, want, want_acc);
+  std::vector<Token> out(static_cast<std::size_t>(batch * (gamma + 1)));
+  std::vector<std::int32_t> acc(static_cast<std::size_t>(batch));
+  Workspace scratch(workspace_size(backend::cpu, ChainBatchShape{batch, gamma, vocab, true}));
+  verify_chain_batch_logits(
+      backend::cpu.with_threads(2),
+      MatrixView<const Eigen::bfloat16>(target_logits.data(), batch * (gamma + 1), vocab),
+      MatrixView<const Eigen::bfloat16>(draft_logits.data(), batch * gamma, vocab),
+      std::span<const Warp>(&warp, 1), MatrixView<const Token>(tokens.data(), batch, gamma),
+      c.streams, MatrixView<Token>(out.data(), batch, gamma + 1), acc, scratch);
+  CHECK(acc == want_acc);
+  CHECK(out == want);
+}
+
+TEMPLATE_LIST_TEST_CASE("verify_chain_batch first token follows the target", "[backend][batched]",
+                        ChainBackends) {
+  // B sequences share the rows and differ in their streams; each draws its draft tokens from the
+  // draft rows, so the first emitted token of each is a sample of target row 0.
+  const std::int64_t batch = 100000, gamma = 2, vocab = 5;
+  const std::vector<float> target_row = {0.35f, 0.05f, 0.3f, 0.2f, 0.1f};
+  const std::vector<float> draft_row = {0.1f, 0.4f, 0.2f, 0.2f, 0.1f};
+  ChainCase c{batch, gamma, vocab, {}, {}, {}, {}};
+  for (std::int64_t b = 0; b < batch; ++b) {
+    for (int i = 0; i <= gamma; ++i)
+      c.target.insert(c.target.end(), target_row.begin(), target_row.end());
+    for (int i = 0; i < gamma; ++i)
+      c.draft.insert(c.draft.end(), draft_row.begin(), draft_row.end());
+    RandomStream drafting = verify_stream(77, static_cast<std::uint32_t>(b), 0);
+    drafting.domain = Domain::kDraft;
+    for (std::uint32_t i = 0; i < gamma; ++i) {
+      c.tokens.push_back(detail::sample_row(draft_row.data(), vocab, drafting.uniform(i)));
+    }
+    c.streams.push_back(verify_stream(77, static_cast<std::uint32_t>(b), 0));
+  }
+  std::vector<Token> emitted;
+  std::vector<std::int32_t> accepted;
+  run_chain(TestType{}, c, emitted, accepted);
+  std::vector<std::int64_t> counts(static_cast<std::size_t>(vocab), 0);
+  for (std::int64_t b = 0; b < batch; ++b)
+    ++counts[static_cast<std::size_t>(emitted[static_cast<std::size_t>(b * (gamma + 1))])];
+  // False-failure probability: kFalseFailureProbability = 1e-6.
+  const auto result = test::chi_square_test(counts, std::span<const float>(target_row));
+  CHECK(result.p_value > test::kFalseFailureProbability);
+}
+
+TEST_CASE("verify_chain_batch rejects bad input naming the argument", "[backend][batched]") {
+  auto c = make_chain(4, 2, 10, 1);
+  std::vector<Token> emitted;
+  std::vector<std::int32_t> accepted;
+  c.tokens[3 * 2 + 1] = 10;
+  CHECK_THROWS_WITH(run_chain(backend::cpu, c, emitted, accepted),
+                    Catch::Contains("draft_tokens[3][1]: token 10 is outside"));
+  c = make_chain(4, 2, 10, 1);
+  c.target[(2 * 3 + 1) * 10 + 4] = -0.5f;
+  CHECK_THROWS_WITH(run_chain(backend::cpu, c, emitted, accepted),
+                    Catch::Contains("target_rows[2][1]"));
+  c = make_chain(4, 2, 10, 1);
+  c.streams.pop_back();
+  CHECK_THROWS_WITH(run_chain(backend::cpu, c, emitted, accepted), Catch::Contains("streams"));
+  c = make_chain(4, 2, 10, 1);
+  c.draft.resize(c.draft.size() - 10);  // one draft row short
+  std::vector<Token> out(12);
+  std::vector<std::int32_t> acc(4);
+  Workspace ws;
+  CHECK_THROWS_WITH(
+      verify_chain_batch(backend::cpu, MatrixView<const float>(c.target.data(), 12, 10),
+                         MatrixView<const float>(c.draft.data(), 7, 10),
+                         MatrixView<const Token>(c.tokens.data(), 4, 2), c.streams,
+                         MatrixView<Token>(out.data(), 4, 3), acc, ws),
+      Catch::Contains("draft_rows: is 7 x 10"));
+  const std::vector<Warp> warps = {{.top_p = 1.5f}};
+  CHECK_THROWS_WITH(
+      verify_chain_batch_logits(backend::cpu, MatrixView<const float>(c.target.data(), 12, 10),
+                                MatrixView<const float>(c.draft.data(), 8, 10),
+                                std::span<const Warp>(warps),
+                                MatrixView<const Token>(c.tokens.data(), 4, 2), c.streams,
+                                MatrixView<Token>(out.data(), 4, 3), acc, ws),
+      Catch::Contains("warps[0].top_p"));
+}
+
+// ---- Tree verification ----
+
+namespace {
+
+struct TreeCase {
+  std::int64_t vocab = 0;
+  std::vector<std::int32_t> offsets{0};
+  std::vector<Token> tokens;
+  std::vector<std::int32_t> parents;
+  std::vector<float> target, draft;  // N + B rows
+  std::vector<RandomStream> streams;
+};
+
+/// Appends one tree (children drawn without replacement from their parent's draft row by
+/// Gumbel-top-k, 0 to `max_children` per node, `depth` levels) and its rows.
+void add_tree(TreeCase& c, std::int32_t depth, std::int32_t max_children, toy::ToyRandom& rng,
+              RandomStream stream) {
+  const auto v = c.vocab;
+  std::vector<Token> tokens;
+  std::vector<std::int32_t> parents;
+  std::vector<std::vector<float>> draft_rows{toy::dirichlet(v, 0.7, rng)};  // row 0 = root
+  std::vector<std::int32_t> level{-1};
+  Workspace ws;
+  for (std::int32_t d = 0; d < depth; ++d) {
+    std::vector<std::int32_t> next;
+    for (const auto node : level) {
+      const auto k =
+          static_cast<std::int64_t>(rng.uniform() * static_cast<float>(max_children + 1));
+      if (k == 0) continue;
+      std::vector<Token> kids(static_cast<std::size_t>(k));
+      RandomStream drafting = stream;
+      drafting.domain = Domain::kDraft;
+      const auto got = gumbel_top_k_probabilities<float>(
+          draft_rows[static_cast<std::size_t>(node + 1)], k,
+          drafting.at_node(static_cast<std::uint32_t>(node + 1)), kids, ws);
+      for (std::int64_t j = 0; j < got; ++j) {
+        next.push_back(static_cast<std::int32_t>(tokens.size()));
+        tokens.push_back(kids[static_cast<std::size_t>(j)]);
+        parents.push_back(node);
+        draft_rows.push_back(toy::dirichlet(v, 0.7, rng));
+      }
+    }
+    level = next;
+  }
+  for (const auto& row : draft_rows) {
+    const auto t = near(row, rng, 0.4f);
+    c.target.insert(c.target.end(), t.begin(), t.end());
+    c.draft.insert(c.draft.end(), row.begin(), row.end());
+  }
+  c.tokens.insert(c.tokens.end(), tokens.begin(), tokens.end());
+  c.parents.insert(c.parents.end(), parents.begin(), parents.end());
+  c.offsets.push_back(c.offsets.back() + static_cast<std::int32_t>(tokens.size()));
+  c.streams.push_back(stream);
+}
+
+struct TreeResult {
+  std::vector<std::int32_t> accepted_nodes, accepted;
+  std::vector<Token> final_tokens;
+  std::vector<std::uint8_t> bonus;
+  friend bool operator==(const TreeResult&, const TreeResult&) = default;
+};
+
+TreeResult tree_oracle(const Rule& rule, const TreeCase& c) {
+  TreeResult r;
+  r.accepted_nodes.assign(c.tokens.size(), -7);
+  Workspace ws;
+  const auto v = static_cast<std::size_t>(c.vocab);
+  for (std::size_t b = 0; b + 1 < c.offsets.size(); ++b) {
+    const auto begin = static_cast<std::size_t>(c.offsets[b]);
+    const auto n = static_cast<std::size_t>(c.offsets[b + 1]) - begin;
+    const auto verdict = verify_tree<float>(
+        rule, std::span<const Token>(c.tokens).subspan(begin, n),
+        std::span<const std::int32_t>(c.parents).subspan(begin, n),
+        std::span<const float>(c.target).subspan((begin + b) * v, (n + 1) * v),
+        std::span<const float>(c.draft).subspan((begin + b) * v, (n + 1) * v), c.vocab,
+        c.streams[b], std::span<std::int32_t>(r.accepted_nodes).subspan(begin, n), ws);
+    r.accepted.push_back(verdict.accepted);
+    r.final_tokens.push_back(verdict.token);
+    r.bonus.push_back(verdict.bonus ? 1 : 0);
+  }
+  return r;
+}
+
+template <class Backend>
+TreeResult run_tree(const Backend& backend, const Rule& rule, const TreeCase& c) {
+  const auto batch = static_cast<std::int64_t>(c.offsets.size() - 1);
+  const auto rows = static_cast<std::int64_t>(c.tokens.size()) + batch;
+  std::int64_t largest = 0;
+  for (std::size_t b = 0; b + 1 < c.offsets.size(); ++b)
+    largest = std::max<std::int64_t>(largest, c.offsets[b + 1] - c.offsets[b]);
+  test::Buffer<Backend, Token> tokens(c.tokens);
+  test::Buffer<Backend, std::int32_t> parents(c.parents);
+  test::Buffer<Backend, float> target(c.target), draft(c.draft);
+  test::Buffer<Backend, std::int32_t> nodes(std::vector<std::int32_t>(c.tokens.size(), -7));
+  test::Buffer<Backend, std::int32_t> accepted(static_cast<std::size_t>(batch));
+  test::Buffer<Backend, Token> final_tokens(static_cast<std::size_t>(batch));
+  test::Buffer<Backend, std::uint8_t> bonus(static_cast<std::size_t>(batch));
+  test::Scratch<Backend> scratch(workspace_size(backend, TreeBatchShape{batch, largest, c.vocab}));
+  verify_tree_batch(
+      backend, rule, c.offsets, std::span<const Token>(tokens.data(), c.tokens.size()),
+      std::span<const std::int32_t>(parents.data(), c.parents.size()),
+      MatrixView<const float>(target.data(), rows, c.vocab),
+      MatrixView<const float>(draft.data(), rows, c.vocab), c.streams,
+      std::span<std::int32_t>(nodes.data(), c.tokens.size()),
+      std::span<std::int32_t>(accepted.data(), static_cast<std::size_t>(batch)),
+      std::span<Token>(final_tokens.data(), static_cast<std::size_t>(batch)),
+      std::span<std::uint8_t>(bonus.data(), static_cast<std::size_t>(batch)), scratch.get());
+  return {nodes.to_host(), accepted.to_host(), final_tokens.to_host(), bonus.to_host()};
+}
+
+TreeCase make_trees(std::int64_t batch, std::int64_t vocab, std::uint64_t seed) {
+  toy::ToyRandom rng(seed);
+  TreeCase c;
+  c.vocab = vocab;
+  for (std::int64_t b = 0; b < batch; ++b) {
+    // Sequence 2 has an empty tree (only the bonus token).
+    add_tree(c, b == 2 ? 0 : 3, 3, rng, verify_stream(seed, static_cast<std::uint32_t>(b), 5));
+  }
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("verify_tree_batch equals verify_tree per sequence", "[backend][batched]") {
+  const auto c = make_trees(12, 40, 8);
+  for (const Rule& rule : {Rule(Recursive{}), Rule(MultiRound{})}) {
+    const auto want = tree_oracle(rule, c);
+    const auto got = run_tree(backend::cpu, rule, c);
+    CHECK(got == want);
+    CHECK(std::count(want.bonus.begin(), want.bonus.end(), 1) > 0);
+    CHECK(std::count(want.bonus.begin(), want.bonus.end(), 0) > 0);
+  }
+}
+
+TEST_CASE("verify_tree_batch is independent of the thread count", "[backend][batched]") {
+  const auto c = make_trees(25, 30, 2);
+  const auto one = run_tree(backend::cpu.with_threads(1), Recursive{}, c);
+  CHECK(run_tree(backend::cpu.with_threads(2), Recursive{}, c) == one);
+  CHECK(run_tree(backend::cpu.with_threads(5), Recursive{}, c) == one);
+}
+
+TEST_CASE("verify_tree_batch first token follows the target", "[backend][batched]") {
+  // One-level trees of two children drawn without replacement from the draft row; the first
+  // emitted token (the accepted child or the correction) is a sample of the root's target row.
+  const std::int64_t batch = 100000, vocab = 5;
+  const std::vector<float> target_row = {0.35f, 0.05f, 0.3f, 0.2f, 0.1f};
+  const std::vector<float> draft_row = {0.1f, 0.4f, 0.2f, 0.2f, 0.1f};
+  TreeCase c;
+  c.vocab = vocab;
+  Workspace ws;
+  for (std::int64_t b = 0; b < batch; ++b) {
+    const auto stream = verify_stream(31, static_cast<std::uint32_t>(b), 0);
+    RandomStream drafting = stream;
+    drafting.domain = Domain::kDraft;
+    Token kids[2];
+    gumbel_top_k_probabilities<float>(draft_row, 2, drafting, kids, ws);
+    c.tokens.insert(c.tokens.end(), kids, kids + 2);
+    c.parents.insert(c.parents.end(), {-1, -1});
+    for (int r = 0; r < 3; ++r) {
+      c.target.insert(c.target.end(), target_row.begin(), target_row.end());
+      c.draft.insert(c.draft.end(), draft_row.begin(), draft_row.end());
+    }
+    c.offsets.push_back(c.offsets.back() + 2);
+    c.streams.push_back(stream);
+  }
+  const auto r = run_tree(backend::cpu, Recursive{}, c);
+  std::vector<std::int64_t> counts(static_cast<std::size_t>(vocab), 0);
+  for (std::int64_t b = 0; b < batch; ++b) {
+    const auto bb = static_cast<std::size_t>(b);
+    const Token first = r.accepted[bb] > 0
+                            ? c.tokens[2 * bb + static_cast<std::size_t>(r.accepted_nodes[2 * bb])]
+                            : r.final_tokens[bb];
+    ++counts[static_cast<std::size_t>(first)];
+  }
+  // False-failure probability: kFalseFailureProbability = 1e-6.
+  const auto result = test::chi_square_test(counts, std::span<const float>(target_row));
+  CHECK(result.p_value > test::kFalseFailureProbability);
+}
+
+TEST_CASE("verify_tree_batch rejects bad input naming the argument", "[backend][batched]") {
+  auto c = make_trees(4, 20, 3);
+  const auto third = static_cast<std::size_t>(c.offsets[3]);
+  REQUIRE(c.offsets[4] > c.offsets[3]);
+  c.tokens[third] = 25;
+  CHECK_THROWS_WITH(run_tree(backend::cpu, Recursive{}, c),
+                    Catch::Contains("tokens[3][0]: token 25"));
+  c = make_trees(4, 20, 3);
+  c.offsets[2] = c.offsets[1] - 1;
+  CHECK_THROWS_WITH(run_tree(backend::cpu, Recursive{}, c), Catch::Contains("node_offsets[2]"));
+  c = make_trees(4, 20, 3);
+  c.streams.resize(3);
+  CHECK_THROWS_WITH(run_tree(backend::cpu, Recursive{}, c), Catch::Contains("streams"));
+}

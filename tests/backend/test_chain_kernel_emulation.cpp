@@ -1,0 +1,133 @@
+// SPDX-License-Identifier: MIT
+// The CUDA chain verification kernel's source, run on the host through emulation/emulated_cuda.hpp
+// (one block per sequence, one std::thread per CUDA thread), against verify_chain per sequence.
+#include "emulation/emulated_cuda.hpp"
+// The emulation must come first: the kernel header then sees its built-ins.
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <vector>
+
+#include "specdec/backend/cuda/detail/chain_kernels.cuh"
+#include "specdec/core/warp.hpp"
+#include "specdec/toy/random.hpp"
+#include "specdec/verify/chain.hpp"
+
+using namespace specdec;
+namespace kernels = specdec::backend::cuda_impl::detail;
+
+namespace {
+
+struct Chains {
+  std::int64_t batch, gamma, vocab;
+  std::vector<float> target, draft;  // logits or probabilities
+  std::vector<Token> tokens;
+  std::vector<RandomStream> streams;
+};
+
+std::vector<float> warped_rows(const std::vector<float>& logits, std::int64_t vocab,
+                               const Warp& w) {
+  std::vector<float> out(logits.size());
+  Workspace ws;
+  const auto v = static_cast<std::size_t>(vocab);
+  for (std::size_t r = 0; r < logits.size() / v; ++r) {
+    warp_logits<float>(w, std::span<const float>(logits).subspan(r * v, v),
+                       std::span<float>(out).subspan(r * v, v), ws);
+  }
+  return out;
+}
+
+/// Random logits; draft tokens drawn from the warped draft rows.
+Chains make(std::int64_t batch, std::int64_t gamma, std::int64_t vocab, const Warp& w,
+            std::uint64_t seed) {
+  toy::ToyRandom rng(seed);
+  Chains c{batch, gamma, vocab, {}, {}, {}, {}};
+  for (std::int64_t r = 0; r < batch * gamma * vocab; ++r) {
+    c.draft.push_back(static_cast<float>(2.0 * rng.normal()));
+  }
+  for (std::int64_t b = 0; b < batch; ++b) {
+    for (std::int64_t i = 0; i <= gamma; ++i) {
+      for (std::int64_t x = 0; x < vocab; ++x) {
+        const float base =
+            c.draft[static_cast<std::size_t>((b * gamma + std::min(i, gamma - 1)) * vocab + x)];
+        c.target.push_back(base + static_cast<float>(0.7 * rng.normal()));
+      }
+    }
+    RandomStream s;
+    s.seed = seed;
+    s.sequence = static_cast<std::uint32_t>(b);
+    s.position = 3;
+    c.streams.push_back(s);
+  }
+  const auto draft = warped_rows(c.draft, vocab, w);
+  for (std::int64_t r = 0; r < batch * gamma; ++r) {
+    c.tokens.push_back(detail::sample_row(draft.data() + r * vocab, vocab, rng.uniform()));
+  }
+  return c;
+}
+
+void oracle(const Chains& c, const std::vector<float>& target, const std::vector<float>& draft,
+            std::vector<Token>& emitted, std::vector<std::int32_t>& accepted) {
+  const auto g = static_cast<std::size_t>(c.gamma), v = static_cast<std::size_t>(c.vocab);
+  emitted.assign(static_cast<std::size_t>(c.batch) * (g + 1), kNoToken);
+  accepted.clear();
+  Workspace ws;
+  for (std::size_t b = 0; b < static_cast<std::size_t>(c.batch); ++b) {
+    const auto verdict = verify_chain<float>(
+        Rejection{}, std::span<const float>(target).subspan(b * (g + 1) * v, (g + 1) * v),
+        std::span<const float>(draft).subspan(b * g * v, g * v),
+        std::span<const Token>(c.tokens).subspan(b * g, g), c.vocab, c.streams[b],
+        std::span<Token>(emitted).subspan(b * (g + 1), g + 1), ws);
+    accepted.push_back(verdict.accepted);
+  }
+}
+
+template <bool kLogits>
+void run(const Chains& c, const std::vector<float>& target, const std::vector<float>& draft,
+         const Warp& w, unsigned int threads, std::vector<Token>& emitted,
+         std::vector<std::int32_t>& accepted) {
+  emitted.assign(static_cast<std::size_t>(c.batch * (c.gamma + 1)), -7);
+  accepted.assign(static_cast<std::size_t>(c.batch), -7);
+  std::vector<float> rows(static_cast<std::size_t>(c.batch * 2 * c.vocab));
+  const backend::cuda_impl::DeviceWarp dw{w.temperature, w.top_k, w.top_p, w.min_p};
+  for (std::int64_t b = 0; b < c.batch; ++b) {
+    run_emulated_block(threads, static_cast<unsigned int>(b), [&] {
+      kernels::verify_chain_kernel<kLogits, float>(
+          target.data(), c.vocab, draft.data(), c.vocab, c.tokens.data(), c.gamma,
+          static_cast<int>(c.gamma), static_cast<int>(c.vocab), c.streams.data(), dw, nullptr,
+          rows.data(), emitted.data(), c.gamma + 1, accepted.data());
+    });
+  }
+}
+
+}  // namespace
+
+TEST_CASE("the emulated CUDA chain kernel matches verify_chain on probability rows",
+          "[backend][cuda_kernel]") {
+  const Warp w{.temperature = 0.9f, .top_p = 0.95f};
+  const auto c = make(6, 4, 700, w, 5);
+  const auto target = warped_rows(c.target, c.vocab, w);
+  const auto draft = warped_rows(c.draft, c.vocab, w);
+  std::vector<Token> want, got;
+  std::vector<std::int32_t> want_acc, got_acc;
+  oracle(c, target, draft, want, want_acc);
+  run<false>(c, target, draft, w, 64, got, got_acc);
+  CHECK(got_acc == want_acc);
+  CHECK(got == want);
+  CHECK(std::count(want_acc.begin(), want_acc.end(), 4) > 0);  // a bonus token is drawn
+  CHECK(std::count_if(want_acc.begin(), want_acc.end(), [](int a) { return a < 4; }) > 0);
+}
+
+TEST_CASE("the emulated CUDA chain kernel warps logits on the fly like warp_logits",
+          "[backend][cuda_kernel]") {
+  for (const Warp& w : {Warp{}, Warp{.temperature = 0.7f, .top_k = 30}, Warp{.top_p = 0.8f},
+                        Warp{.temperature = 0.0f}}) {
+    const auto c = make(5, 3, 400, w, 8);
+    std::vector<Token> want, got;
+    std::vector<std::int32_t> want_acc, got_acc;
+    oracle(c, warped_rows(c.target, c.vocab, w), warped_rows(c.draft, c.vocab, w), want, want_acc);
+    run<true>(c, c.target, c.draft, w, 64, got, got_acc);
+    CAPTURE(w.temperature, w.top_k, w.top_p);
+    CHECK(got_acc == want_acc);
+    CHECK(got == want);
+  }
+}

@@ -13,6 +13,7 @@
 #include "specdec/core/views.hpp"
 #include "specdec/core/warp.hpp"
 #include "specdec/core/workspace.hpp"
+#include "specdec/decode/decoder.hpp"
 #include "specdec/decode/metrics.hpp"
 #include "specdec/decode/sequence.hpp"
 #include "specdec/draft/draft.hpp"

@@ -1,8 +1,341 @@
 // SPDX-License-Identifier: MIT
+// specdec-sim decode: decode many independent sequences with any method on toy models (explicit
+// Markov tables or seeded n-gram models) and report the metrics and, optionally, a histogram of
+// the generated sequences.
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
 #include "sim_common.hpp"
+#include "specdec/backend/cpu/thread_pool.hpp"
+#include "specdec/decode/decoder.hpp"
+#include "specdec/toy/providers.hpp"
 
 namespace specdec::sim {
+namespace {
 
-Json run_decode(const Json&) { throw UsageError("command", "decode is not implemented yet"); }
+constexpr std::int64_t kMaxRuns = 10000000;
+constexpr std::int64_t kMaxNewTokens = 1000000;
+
+Deferral parse_deferral_name(const std::string& name) {
+  for (int d = 0; d <= static_cast<int>(Deferral::kTokenV3); ++d) {
+    if (deferral_name(static_cast<Deferral>(d)) == name) return static_cast<Deferral>(d);
+  }
+  throw UsageError("rule", "unknown deferral rule '" + name +
+                               "' (expected chow, diff, opt, difflog, optlog, bild, token_v1, "
+                               "token_v2 or token_v3)");
+}
+
+/// A V x V transition table at `json` (named `field` in errors).
+toy::MarkovModel parse_table(const Json& json, const std::string& field) {
+  const auto name = field + ".transition";
+  if (!json.is_object()) throw UsageError(field, "must be an object with a \"transition\" table");
+  for (const auto& [key, value] : json.items()) {
+    if (key != "transition") throw UsageError(field + "." + key, "unknown field");
+  }
+  const Json* rows = find(json, "transition");
+  if (!rows) throw UsageError(name, "is required");
+  if (!rows->is_array() || rows->empty()) {
+    throw UsageError(name, "must be a non-empty array of rows (row v = next-token distribution)");
+  }
+  const auto vocab = rows->size();
+  std::vector<float> flat;
+  flat.reserve(vocab * vocab);
+  for (std::size_t v = 0; v < vocab; ++v) {
+    const auto row_name = fmt::format("{}[{}]", name, v);
+    const Json& row = (*rows)[v];
+    if (!row.is_array()) throw UsageError(row_name, "must be an array of numbers");
+    check_size(row_name, row.size(), vocab);
+    std::vector<float> values;
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      if (!row[i].is_number()) {
+        throw UsageError(fmt::format("{}[{}]", row_name, i), "must be a number");
+      }
+      values.push_back(row[i].get<float>());
+    }
+    check_probability_row(row_name, std::span<const float>(values));
+    flat.insert(flat.end(), values.begin(), values.end());
+  }
+  return toy::MarkovModel(static_cast<std::int64_t>(vocab), std::move(flat));
+}
+
+/// The pair of toy models a request describes.
+struct Models {
+  std::optional<toy::MarkovModel> markov_target, markov_draft;
+  std::optional<toy::NGramModel> ngram_target, ngram_draft;
+};
+
+Models parse_model(const Json& request, bool needs_draft) {
+  const Json* model = find(request, "model");
+  if (!model) throw UsageError("model", "is required");
+  if (!model->is_object()) throw UsageError("model", "must be an object with a \"kind\"");
+  const Json* kind_json = find(*model, "kind");
+  if (!kind_json || !kind_json->is_string()) {
+    throw UsageError("model.kind", "is required: \"markov_table\" or \"ngram\"");
+  }
+  const std::string kind = kind_json->get<std::string>();
+  Models models;
+  if (kind == "markov_table") {
+    for (const auto& [key, value] : model->items()) {
+      if (key != "kind" && key != "target" && key != "draft") {
+        throw UsageError("model." + key, "unknown field");
+      }
+    }
+    const Json* target = find(*model, "target");
+    if (!target) throw UsageError("model.target", "is required");
+    models.markov_target = parse_table(*target, "model.target");
+    const Json* draft = find(*model, "draft");
+    if (!draft && needs_draft) throw UsageError("model.draft", "is required");
+    models.markov_draft = draft ? parse_table(*draft, "model.draft") : *models.markov_target;
+    if (models.markov_draft->vocab_size() != models.markov_target->vocab_size()) {
+      throw UsageError("model.draft", fmt::format("has {} tokens, the target has {}",
+                                                  models.markov_draft->vocab_size(),
+                                                  models.markov_target->vocab_size()));
+    }
+    return models;
+  }
+  if (kind == "ngram") {
+    static const std::set<std::string> known = {
+        "kind", "vocab", "order", "seed", "concentration", "draft_noise", "draft_temperature"};
+    for (const auto& [key, value] : model->items()) {
+      if (!known.count(key)) throw UsageError("model." + key, "unknown field");
+      const bool integer = key == "vocab" || key == "order" || key == "seed";
+      if (key != "kind" && !(integer ? value.is_number_integer() : value.is_number())) {
+        throw UsageError("model." + key, integer ? "must be an integer" : "must be a number");
+      }
+    }
+    toy::NGramModel::Config config;
+    const auto vocab = get_integer(*model, "vocab", config.vocab);
+    if (vocab < 1 || vocab > 1000000) {
+      throw UsageError("model.vocab", fmt::format("{} is outside [1, 10^6]", vocab));
+    }
+    config.vocab = vocab;
+    const auto order = get_integer(*model, "order", config.order);
+    if (order < 1 || order > 64) {
+      throw UsageError("model.order", fmt::format("{} is outside [1, 64]", order));
+    }
+    config.order = static_cast<int>(order);
+    const auto seed = get_integer(*model, "seed", 1);
+    if (seed < 0) throw UsageError("model.seed", fmt::format("{} must be >= 0", seed));
+    config.seed = static_cast<std::uint64_t>(seed);
+    config.concentration = get_number(*model, "concentration", config.concentration);
+    if (!(config.concentration > 0.0) || !std::isfinite(config.concentration)) {
+      throw UsageError("model.concentration",
+                       fmt::format("{} must be finite and > 0", config.concentration));
+    }
+    const double noise = get_number(*model, "draft_noise", 0.3);
+    if (!(noise >= 0.0 && noise <= 1.0)) {
+      throw UsageError("model.draft_noise", fmt::format("{} is outside [0, 1]", noise));
+    }
+    const double temperature = get_number(*model, "draft_temperature", 1.0);
+    if (!(temperature > 0.0) || !std::isfinite(temperature)) {
+      throw UsageError("model.draft_temperature",
+                       fmt::format("{} must be finite and > 0", temperature));
+    }
+    models.ngram_target.emplace(config);
+    models.ngram_draft.emplace(toy::NGramModel::draft_of(
+        *models.ngram_target, static_cast<float>(noise), static_cast<float>(temperature)));
+    return models;
+  }
+  throw UsageError("model.kind", "unknown kind '" + kind + "' (expected markov_table or ngram)");
+}
+
+DecodeOptions parse_options(const Json& request, Method method) {
+  DecodeOptions o;
+  o.method = method;
+  o.warp.temperature = static_cast<float>(get_number(request, "temperature", 1.0));
+  o.warp.top_k = static_cast<std::int32_t>(get_integer(request, "top_k", 0));
+  o.warp.top_p = static_cast<float>(get_number(request, "top_p", 1.0));
+  const auto depth = get_integer(request, "depth", 4);
+  const auto width = get_integer(request, "width", 2);
+  if (depth < 1 || depth > 4096)
+    throw UsageError("depth", fmt::format("{} is outside [1, 4096]", depth));
+  if (width < 1 || width > 4096)
+    throw UsageError("width", fmt::format("{} is outside [1, 4096]", width));
+  o.depth = static_cast<std::int32_t>(depth);
+  o.width = static_cast<std::int32_t>(width);
+  if (const Json* b = find(request, "branching")) {
+    if (!b->is_array()) throw UsageError("branching", "must be an array of integers");
+    for (std::size_t l = 0; l < b->size(); ++l) {
+      const Json& f = (*b)[l];
+      if (!f.is_number_integer() || f.get<std::int64_t>() < 1 || f.get<std::int64_t>() > 1 << 20) {
+        throw UsageError(fmt::format("branching[{}]", l), "must be an integer >= 1");
+      }
+      o.branching.push_back(static_cast<std::int32_t>(f.get<std::int64_t>()));
+    }
+  } else if (method == Method::kRsdC) {
+    throw UsageError("branching", "is required for rsd_c");
+  }
+  o.tau = static_cast<float>(get_number(request, "tau", 0.5));
+  o.mtad_beam_search = get_bool(request, "beam_search", false);
+  o.spectr_gamma = static_cast<float>(get_number(request, "gamma", 0.0));
+  const float alpha = static_cast<float>(get_number(request, "alpha", 0.0));
+  if (method == Method::kCascade) {
+    o.cascade = Cascade{parse_deferral_name(get_string(request, "rule", "chow")), alpha};
+  }
+  o.lossy.alpha = method == Method::kLossy ? alpha : 0.0f;
+  o.lossy.beta = static_cast<float>(get_number(request, "beta", 1.0));
+  const auto max_new = get_integer(request, "max_new_tokens", 32);
+  if (max_new < 0 || max_new > kMaxNewTokens) {
+    throw UsageError("max_new_tokens",
+                     fmt::format("{} is outside [0, {}]", max_new, kMaxNewTokens));
+  }
+  o.max_new_tokens = static_cast<std::int32_t>(max_new);
+  const auto end = get_integer(request, "end_token", kNoToken);
+  if (end < kNoToken || end > (std::int64_t{1} << 31) - 1) {
+    throw UsageError("end_token", fmt::format("{} is not a token (-1 = none)", end));
+  }
+  o.end_token = static_cast<Token>(end);
+  const auto seed = get_integer(request, "seed", 0);
+  if (seed < 0) throw UsageError("seed", fmt::format("{} must be >= 0", seed));
+  o.seed = static_cast<std::uint64_t>(seed);
+  return o;
+}
+
+std::vector<Token> parse_prompt(const Json& request) {
+  const Json* p = find(request, "prompt");
+  if (!p) throw UsageError("prompt", "is required");
+  if (!p->is_array()) throw UsageError("prompt", "must be an array of tokens");
+  std::vector<Token> prompt;
+  for (std::size_t i = 0; i < p->size(); ++i) {
+    const Json& t = (*p)[i];
+    if (!t.is_number_integer() || t.get<std::int64_t>() < 0 ||
+        t.get<std::int64_t>() > (std::int64_t{1} << 31) - 1) {
+      throw UsageError(fmt::format("prompt[{}]", i), "must be a token (an integer >= 0)");
+    }
+    prompt.push_back(static_cast<Token>(t.get<std::int64_t>()));
+  }
+  return prompt;
+}
+
+/// Per-thread results, merged in a fixed order (sums and counts: independent of the threads).
+struct Partial {
+  DecodeMetrics metrics;
+  std::map<std::string, std::int64_t> histogram;
+};
+
+template <class Model>
+void run_all(const Model& target_model, const Model& draft_model, const std::vector<Token>& prompt,
+             const DecodeOptions& options, std::int64_t runs, bool histogram, int threads,
+             std::vector<Partial>& partials) {
+  auto& pool = backend::default_thread_pool();
+  const int n = pool.resolve(runs, threads);
+  partials.assign(static_cast<std::size_t>(n), Partial{});
+  // Validate once on this thread (a bad request fails with its field name before any work).
+  {
+    toy::ModelProvider<Model> target(target_model), draft(draft_model);
+    Decoder<toy::ModelProvider<Model>, toy::ModelProvider<Model>> decoder(target, draft, options);
+    decoder.reset(prompt, 0);
+  }
+  std::vector<std::optional<toy::ModelProvider<Model>>> targets(static_cast<std::size_t>(n)),
+      drafts(static_cast<std::size_t>(n));
+  std::vector<std::optional<Decoder<toy::ModelProvider<Model>, toy::ModelProvider<Model>>>>
+      decoders(static_cast<std::size_t>(n));
+  pool.run(runs, threads, [&](std::int64_t task, int slot) {
+    const auto s = static_cast<std::size_t>(slot);
+    if (!decoders[s]) {
+      targets[s].emplace(target_model);
+      drafts[s].emplace(draft_model);
+      decoders[s].emplace(*targets[s], *drafts[s], options);
+    }
+    auto& decoder = *decoders[s];
+    decoder.reset(prompt, static_cast<std::uint32_t>(task));
+    while (!decoder.finished()) decoder.step();
+    partials[s].metrics.merge(decoder.metrics());
+    if (histogram) {
+      std::string key;
+      for (auto t : decoder.generated()) key += (key.empty() ? "" : " ") + std::to_string(t);
+      ++partials[s].histogram[key];
+    }
+  });
+}
+
+}  // namespace
+
+Json run_decode(const Json& request) {
+  check_known_fields(request, {"method",
+                               "model",
+                               "prompt",
+                               "max_new_tokens",
+                               "runs",
+                               "seed",
+                               "depth",
+                               "width",
+                               "branching",
+                               "alpha",
+                               "beta",
+                               "tau",
+                               "beam_search",
+                               "gamma",
+                               "rule",
+                               "temperature",
+                               "top_k",
+                               "top_p",
+                               "draft_cost_ratio",
+                               "histogram",
+                               "end_token",
+                               "threads"});
+  const std::string method_text = require_string(request, "method");
+  if (method_text == "redrafter") {
+    throw UsageError("method",
+                     "redrafter needs a hidden-state model and a drafter head: not available in "
+                     "specdec-sim decode yet");
+  }
+  const Method method = parse_method(method_text);
+  const auto prompt = parse_prompt(request);
+  const DecodeOptions options = parse_options(request, method);
+  const Models models = parse_model(request, uses_draft(method));
+  const auto runs = get_integer(request, "runs", 1);
+  if (runs < 1 || runs > kMaxRuns) {
+    throw UsageError("runs", fmt::format("{} is outside [1, {}]", runs, kMaxRuns));
+  }
+  const double cost_ratio = get_number(request, "draft_cost_ratio", 0.0);
+  if (!(cost_ratio >= 0.0) || !std::isfinite(cost_ratio)) {
+    throw UsageError("draft_cost_ratio", fmt::format("{} must be finite and >= 0", cost_ratio));
+  }
+  const bool histogram = get_bool(request, "histogram", false);
+  const auto threads = get_integer(request, "threads", 0);
+  if (threads < 0 || threads > 1024) {
+    throw UsageError("threads", fmt::format("{} is outside [0, 1024] (0 = all)", threads));
+  }
+
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<Partial> partials;
+  if (models.markov_target) {
+    run_all(*models.markov_target, *models.markov_draft, prompt, options, runs, histogram,
+            static_cast<int>(threads), partials);
+  } else {
+    run_all(*models.ngram_target, *models.ngram_draft, prompt, options, runs, histogram,
+            static_cast<int>(threads), partials);
+  }
+  DecodeMetrics metrics;
+  std::map<std::string, std::int64_t> counts;
+  for (const auto& p : partials) {
+    metrics.merge(p.metrics);
+    for (const auto& [key, count] : p.histogram) counts[key] += count;
+  }
+  metrics.wall_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+  Json response;
+  response["method"] = method_text;
+  response["runs"] = runs;
+  response["tokens"] = metrics.tokens_generated;
+  response["target_calls"] = metrics.target_calls;
+  response["draft_calls"] = metrics.draft_calls;
+  response["block_efficiency"] = metrics.block_efficiency();
+  response["mbsu"] = metrics.mbsu(metrics.mean_draft_calls(), cost_ratio);
+  response["mean_target_budget"] = metrics.mean_target_budget();
+  response["accept_per_level"] = metrics.acceptance_rates();
+  response["wall_seconds"] = metrics.wall_seconds;
+  if (histogram) {
+    Json h = Json::object();
+    for (const auto& [key, count] : counts) h[key] = count;
+    response["histogram"] = h;
+  }
+  return response;
+}
 
 }  // namespace specdec::sim

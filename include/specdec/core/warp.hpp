@@ -91,8 +91,37 @@ inline void keep_top_k(float* z, std::int64_t n, std::int64_t k, float fill, std
   }
 }
 
+/// Rows up to this length skip the radix histogram (whose fixed cost is 4096 buckets).
+inline constexpr std::int64_t kSmallRow = 64;
+
+/// keep_top_p for short rows: orders the positive entries directly (ties to the lowest id).
+inline void keep_top_p_small(float* p, std::int64_t n, float top_p, std::int32_t* idx) {
+  std::int64_t m = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (p[i] > 0.0f) idx[m++] = static_cast<std::int32_t>(i);
+  }
+  if (m == 0) return;
+  std::sort(idx, idx + m,
+            [p](std::int32_t a, std::int32_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
+  double running = 0.0;
+  std::int64_t cut = m - 1;  // rounding left the mass short: keep everything
+  for (std::int64_t i = 0; i < m; ++i) {
+    running += p[idx[i]];
+    if (running >= static_cast<double>(top_p)) {
+      cut = i;
+      break;
+    }
+  }
+  for (std::int64_t i = cut + 1; i < m; ++i) p[idx[i]] = 0.0f;
+  float kept = 0.0f;
+  for (std::int64_t i = 0; i < n; ++i) kept += p[i];
+  const float inv = 1.0f / kept;
+  for (std::int64_t i = 0; i < n; ++i) p[i] *= inv;
+}
+
 /// p is a probability row; zeroes everything outside the nucleus of mass `top_p` and renormalises.
 inline void keep_top_p(float* p, std::int64_t n, float top_p, std::int32_t* idx) {
+  if (n <= kSmallRow) return keep_top_p_small(p, n, top_p, idx);
   double mass[kRadixBuckets] = {};
   for (std::int64_t i = 0; i < n; ++i) mass[radix_bucket(p[i])] += p[i];
   int boundary = kRadixBuckets - 1;

@@ -1,0 +1,182 @@
+// SPDX-License-Identifier: MIT
+// specdec-sim decode, run as a process: metrics and histograms out; bad input gives exit status
+// 2, one line on stderr naming the field and nothing on stdout.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "../support/stats.hpp"
+
+namespace {
+
+struct DecodeRun {
+  int status = -1;
+  std::string out, err;
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+/// Runs `specdec-sim decode <request file>` and captures stdout, stderr and the exit status.
+DecodeRun run_decode(const std::string& request) {
+  static int counter = 0;
+  const std::string base =
+      "specdec_sim_decode_test_" + std::to_string(getpid()) + "_" + std::to_string(++counter);
+  const std::string in = base + ".json", err = base + ".err";
+  std::ofstream(in) << request;
+  const std::string command =
+      std::string("\"") + SPECDEC_SIM_PATH + "\" decode " + in + " 2> " + err;
+  DecodeRun r;
+  FILE* pipe = popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  char buffer[4096];
+  std::size_t n;
+  while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) r.out.append(buffer, n);
+  const int status = pclose(pipe);
+  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.err = slurp(err);
+  std::remove(in.c_str());
+  std::remove(err.c_str());
+  return r;
+}
+
+const std::vector<std::vector<double>> kTarget = {
+    {0.4, 0.3, 0.2, 0.1}, {0.1, 0.5, 0.25, 0.15}, {0.25, 0.25, 0.05, 0.45}, {0.3, 0.1, 0.35, 0.25}};
+const std::vector<std::vector<double>> kDraft = {
+    {0.25, 0.25, 0.25, 0.25}, {0.3, 0.3, 0.1, 0.3}, {0.1, 0.4, 0.3, 0.2}, {0.5, 0.05, 0.25, 0.2}};
+
+std::string markov_model() {
+  return R"("model": {"kind": "markov_table", "target": {"transition": )" +
+         nlohmann::json(kTarget).dump() + R"(}, "draft": {"transition": )" +
+         nlohmann::json(kDraft).dump() + "}}";
+}
+
+void check_usage_error(const std::string& request, const std::string& field) {
+  INFO(request);
+  const DecodeRun r = run_decode(request);
+  CHECK(r.status == 2);
+  CHECK(r.out.empty());
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  CHECK_THAT(r.err, Catch::Contains(field));
+}
+
+}  // namespace
+
+TEST_CASE("specdec-sim decode histogram follows the target", "[tools][sim]") {
+  for (const std::string method : {"sd", "rsd_c"}) {
+    const DecodeRun r =
+        run_decode(R"({"method": ")" + method + R"(", )" + markov_model() +
+                   R"(, "prompt": [0, 2], "max_new_tokens": 2, "runs": 40000, "seed": 3,
+                       "depth": 2, "branching": [2, 2], "draft_cost_ratio": 0.1,
+                       "histogram": true})");
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    CHECK(j["runs"] == 40000);
+    CHECK(j["tokens"] == 80000);
+    CHECK(j["target_calls"].get<std::int64_t>() >= 40000);
+    CHECK(j["draft_calls"] == 2 * j["target_calls"].get<std::int64_t>());
+    const double eta = j["block_efficiency"].get<double>();
+    CHECK(eta == Catch::Detail::Approx(80000.0 / j["target_calls"].get<double>()));
+    CHECK(j["mbsu"].get<double>() == Catch::Detail::Approx(eta / 1.2));
+    CHECK(j["accept_per_level"].size() == 2);
+    std::vector<std::int64_t> counts(16, 0);
+    std::vector<double> expected(16, 0.0);
+    for (int a = 0; a < 4; ++a) {
+      for (int b = 0; b < 4; ++b) {
+        const auto key = std::to_string(a) + " " + std::to_string(b);
+        counts[a * 4 + b] = j["histogram"].value(key, std::int64_t{0});
+        expected[a * 4 + b] = kTarget[2][a] * kTarget[a][b];
+      }
+    }
+    // False-failure probability: kFalseFailureProbability per method.
+    CHECK(specdec::test::chi_square_test(counts, expected).p_value >
+          specdec::test::kFalseFailureProbability);
+  }
+}
+
+TEST_CASE("specdec-sim decode runs every method and the ngram model", "[tools][sim]") {
+  const std::string ngram =
+      R"("model": {"kind": "ngram", "vocab": 12, "order": 2, "seed": 5, "concentration": 0.4,
+                   "draft_noise": 0.3, "draft_temperature": 1.2})";
+  for (const std::string m : {"autoregressive", "sd", "sd_block", "specinfer", "spectr", "rsd_c",
+                              "rsd_s", "mtad", "cascade", "lossy"}) {
+    INFO(m);
+    const DecodeRun r =
+        run_decode(R"({"method": ")" + m + R"(", )" + ngram +
+                   R"(, "prompt": [1, 2], "max_new_tokens": 10, "runs": 20, "depth": 3,
+                       "width": 2, "branching": [2, 1], "alpha": 0.2, "rule": "diff",
+                       "tau": 0.3, "top_p": 0.9})");
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    CHECK(j["tokens"] == 200);
+    CHECK(!j.contains("histogram"));
+    CHECK((m == "autoregressive") == (j["draft_calls"] == 0));
+  }
+}
+
+TEST_CASE("specdec-sim decode does not depend on the thread count", "[tools][sim]") {
+  const std::string base = R"({"method": "spectr", )" + markov_model() +
+                           R"(, "prompt": [1], "max_new_tokens": 6, "runs": 500, "width": 3,
+                               "depth": 2, "histogram": true, "seed": 9, "threads": )";
+  const auto one = run_decode(base + "1}"), four = run_decode(base + "4}");
+  REQUIRE(one.status == 0);
+  REQUIRE(four.status == 0);
+  auto a = nlohmann::json::parse(one.out), b = nlohmann::json::parse(four.out);
+  a.erase("wall_seconds");
+  b.erase("wall_seconds");
+  CHECK(a == b);
+}
+
+TEST_CASE("specdec-sim decode rejects bad input with exit status 2", "[tools][sim]") {
+  const std::string model = markov_model();
+  const std::string ok = R"("prompt": [1], "runs": 2)";
+  check_usage_error("{not json", "malformed JSON");
+  check_usage_error(R"({"method": "magic", )" + model + ", " + ok + "}", "method");
+  check_usage_error(R"({"method": "redrafter", )" + model + ", " + ok + "}", "method");
+  check_usage_error(R"({"method": "sd", "colour": 1, )" + model + ", " + ok + "}", "colour");
+  check_usage_error(R"({"method": "sd", )" + ok + "}", "model");
+  check_usage_error(R"({"method": "sd", "model": {"kind": "lstm"}, )" + ok + "}", "model.kind");
+  check_usage_error(R"({"method": "sd", "model": {"kind": "ngram", "vocab": 0}, )" + ok + "}",
+                    "model.vocab");
+  check_usage_error(R"({"method": "sd", "model": {"kind": "ngram", "size": 3}, )" + ok + "}",
+                    "model.size");
+  check_usage_error(
+      R"({"method": "sd", "model": {"kind": "markov_table", "target": {"transition": [[0.5, 0.6], [0.5, 0.5]]}, "draft": {"transition": [[0.5, 0.5], [0.5, 0.5]]}}, )" +
+          ok + "}",
+      "model.target.transition[0]");
+  check_usage_error(
+      R"({"method": "sd", "model": {"kind": "markov_table", "target": {"transition": [[0.5, 0.5], [0.5, 0.5]]}, "draft": {"transition": [[1]]}}, )" +
+          ok + "}",
+      "model.draft");
+  check_usage_error(
+      R"({"method": "sd", "model": {"kind": "markov_table", "target": {"transition": [[0.5, 0.5], [0.5, 0.5]]}}, )" +
+          ok + "}",
+      "model.draft");
+  check_usage_error(R"({"method": "sd", )" + model + R"(, "prompt": [], "runs": 2})", "prompt");
+  check_usage_error(R"({"method": "sd", )" + model + R"(, "prompt": [4], "runs": 2})", "prompt[0]");
+  check_usage_error(R"({"method": "sd", )" + model + R"(, "prompt": [1, -2]})", "prompt[1]");
+  check_usage_error(R"({"method": "sd", "depth": 0, )" + model + ", " + ok + "}", "depth");
+  check_usage_error(R"({"method": "spectr", "width": 0, )" + model + ", " + ok + "}", "width");
+  check_usage_error(R"({"method": "rsd_c", )" + model + ", " + ok + "}", "branching");
+  check_usage_error(R"({"method": "rsd_c", "branching": [2, 9], )" + model + ", " + ok + "}",
+                    "branching[1]");
+  check_usage_error(R"({"method": "cascade", "rule": "best", )" + model + ", " + ok + "}", "rule");
+  check_usage_error(R"({"method": "mtad", "tau": 2, )" + model + ", " + ok + "}", "tau");
+  check_usage_error(R"({"method": "sd", "top_p": 0, )" + model + ", " + ok + "}", "top_p");
+  check_usage_error(R"({"method": "sd", "runs": 0, "prompt": [1], )" + model + "}", "runs");
+  check_usage_error(R"({"method": "sd", "draft_cost_ratio": -1, )" + model + ", " + ok + "}",
+                    "draft_cost_ratio");
+}

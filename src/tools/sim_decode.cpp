@@ -177,6 +177,7 @@ DecodeOptions parse_options(const Json& request, Method method) {
   }
   o.lossy.alpha = method == Method::kLossy ? alpha : 0.0f;
   o.lossy.beta = static_cast<float>(get_number(request, "beta", 1.0));
+  o.lossy.greedy = method == Method::kLossy && o.warp.temperature == 0.0f;  // as in verify
   const auto max_new = get_integer(request, "max_new_tokens", 32);
   if (max_new < 0 || max_new > kMaxNewTokens) {
     throw UsageError("max_new_tokens",

@@ -36,6 +36,28 @@ TEST_CASE("decode runs every method end to end") {
   }
 }
 
+TEST_CASE("At temperature 0 every method reproduces greedy target decoding") {
+  const std::vector<Token> prompt{1};
+  DecodeOptions o;
+  o.warp.temperature = 0.0f;
+  o.max_new_tokens = 30;
+  o.method = Method::kAutoregressive;
+  auto t0 = markov_target(), d0 = markov_draft();
+  const auto greedy = decode(t0, d0, prompt, o).tokens;
+  for (auto m : kAllMethods) {
+    auto target = markov_target();
+    auto draft = markov_draft();
+    o.method = m;
+    o.depth = 3;
+    o.branching = {2, 2};
+    o.cascade.alpha = 0.3f;  // defer iff max draft < 0.7: always for these tables
+    o.lossy.alpha = 0.2f;
+    o.seed = 11;
+    INFO(method_name(m));
+    CHECK(decode(target, draft, prompt, o, 2).tokens == greedy);
+  }
+}
+
 namespace {
 
 DecodeOptions sd_options() {
@@ -117,6 +139,7 @@ TEST_CASE("decode_batch does not depend on the thread count") {
         decode_batch(make_target, make_draft, prompts, o, backend::cpu.with_threads(4));
     const auto all = decode_batch(make_target, make_draft, prompts, o);
     REQUIRE(one.size() == prompts.size());
+    CHECK(decode_batch(make_target, make_draft, std::span<const std::vector<Token>>{}, o).empty());
     for (std::size_t i = 0; i < prompts.size(); ++i) {
       auto t = markov_target(), d = markov_draft();
       const auto single = decode(t, d, prompts[i], o, static_cast<std::uint32_t>(i));

@@ -341,7 +341,11 @@ class Decoder {
     }
   }
 
-  bool needs_raw() const { return options_.method == Method::kCascade; }
+  // The cascade deferral and the greedy lossy test read unwarped rows.
+  bool needs_raw() const {
+    return options_.method == Method::kCascade ||
+           (options_.method == Method::kLossy && options_.lossy.greedy);
+  }
 
   // Evaluates the target over batch_ and fills target_rows_ (+ raw_target_rows_).
   void evaluate_target() {
@@ -562,7 +566,8 @@ DecodeResult decode(Target& target, Draft& draft, std::span<const Token> prompt,
 
 /// Several sequences in parallel on a backend::Cpu thread pool; make_target(i) / make_draft(i)
 /// build sequence i's providers; results[i] equals decode(... , sequence = i) whatever the
-/// thread count. The first error thrown by any sequence is rethrown.
+/// thread count (0 = every hardware thread). The first error thrown by any sequence is rethrown.
+/// Runs on backend::default_thread_pool(), so it must not be called from one of that pool's tasks.
 template <class MakeTarget, class MakeDraft>
 std::vector<DecodeResult> decode_batch(MakeTarget&& make_target, MakeDraft&& make_draft,
                                        std::span<const std::vector<Token>> prompts,

@@ -15,6 +15,7 @@
 #include "specdec/core/workspace.hpp"
 #include "specdec/decode/decoder.hpp"
 #include "specdec/decode/metrics.hpp"
+#include "specdec/decode/redrafter.hpp"
 #include "specdec/decode/sequence.hpp"
 #include "specdec/draft/draft.hpp"
 #include "specdec/provider/logits_provider.hpp"

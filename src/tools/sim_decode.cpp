@@ -11,6 +11,8 @@
 #include "sim_common.hpp"
 #include "specdec/backend/cpu/thread_pool.hpp"
 #include "specdec/decode/decoder.hpp"
+#include "specdec/decode/redrafter.hpp"
+#include "specdec/toy/markov_head.hpp"
 #include "specdec/toy/providers.hpp"
 
 namespace specdec::sim {
@@ -253,6 +255,48 @@ void run_all(const Model& target_model, const Model& draft_model, const std::vec
   });
 }
 
+RedrafterVerification parse_verification(const std::string& name) {
+  if (name == "exact") return RedrafterVerification::kExact;
+  if (name == "greedy") return RedrafterVerification::kGreedy;
+  if (name == "typical") return RedrafterVerification::kTypical;
+  if (name == "parity") return RedrafterVerification::kParity;
+  throw UsageError("verification",
+                   "unknown mode '" + name + "' (expected exact, greedy, typical or parity)");
+}
+
+/// ReDrafter on a Markov table: the target exposes its probabilities as the hidden state and the
+/// head is toy::markov_head of the draft table, so the draft rows are exactly that table.
+void run_redrafter(const toy::MarkovModel& target_model, const toy::MarkovModel& draft_model,
+                   const std::vector<Token>& prompt, const RedrafterOptions& options,
+                   std::int64_t runs, bool histogram, int threads, std::vector<Partial>& partials) {
+  const auto head = toy::markov_head(draft_model, target_model.vocab_size());
+  const auto make_provider = [&] {
+    return toy::MarkovProvider(target_model, {.hidden_size = 0, .hidden_probabilities = true});
+  };
+  auto& pool = backend::default_thread_pool();
+  const int n = pool.resolve(runs, threads);
+  partials.assign(static_cast<std::size_t>(n), Partial{});
+  {
+    auto provider = make_provider();  // a bad request fails here, before any parallel work
+    RedrafterOptions check = options;
+    check.max_new_tokens = 0;
+    decode_redrafter(provider, head, prompt, check, 0);
+  }
+  std::vector<std::optional<toy::MarkovProvider>> providers(static_cast<std::size_t>(n));
+  pool.run(runs, threads, [&](std::int64_t task, int slot) {
+    const auto s = static_cast<std::size_t>(slot);
+    if (!providers[s]) providers[s].emplace(make_provider());
+    const auto result =
+        decode_redrafter(*providers[s], head, prompt, options, static_cast<std::uint32_t>(task));
+    partials[s].metrics.merge(result.metrics);
+    if (histogram) {
+      std::string key;
+      for (auto t : result.tokens) key += (key.empty() ? "" : " ") + std::to_string(t);
+      ++partials[s].histogram[key];
+    }
+  });
+}
+
 }  // namespace
 
 Json run_decode(const Json& request) {
@@ -277,17 +321,37 @@ Json run_decode(const Json& request) {
                                "draft_cost_ratio",
                                "histogram",
                                "end_token",
-                               "threads"});
+                               "threads",
+                               "verification",
+                               "epsilon",
+                               "delta"});
   const std::string method_text = require_string(request, "method");
-  if (method_text == "redrafter") {
-    throw UsageError("method",
-                     "redrafter needs a hidden-state model and a drafter head: not available in "
-                     "specdec-sim decode yet");
-  }
-  const Method method = parse_method(method_text);
+  const bool redrafter = method_text == "redrafter";
+  // ReDrafter shares the warp, depth, width, length and seed fields with the chain methods.
+  const Method method = redrafter ? Method::kSd : parse_method(method_text);
   const auto prompt = parse_prompt(request);
   const DecodeOptions options = parse_options(request, method);
   const Models models = parse_model(request, uses_draft(method));
+  RedrafterOptions redrafter_options;
+  if (redrafter) {
+    if (!models.markov_target) {
+      throw UsageError("model.kind",
+                       "redrafter runs on \"markov_table\" models (the draft table "
+                       "becomes the drafter head)");
+    }
+    redrafter_options.verification =
+        parse_verification(get_string(request, "verification", "exact"));
+    redrafter_options.warp = options.warp;
+    redrafter_options.width = options.width;
+    redrafter_options.depth = options.depth;
+    redrafter_options.typical.epsilon =
+        static_cast<float>(get_number(request, "epsilon", redrafter_options.typical.epsilon));
+    redrafter_options.typical.delta =
+        static_cast<float>(get_number(request, "delta", redrafter_options.typical.delta));
+    redrafter_options.max_new_tokens = options.max_new_tokens;
+    redrafter_options.end_token = options.end_token;
+    redrafter_options.seed = options.seed;
+  }
   const auto runs = get_integer(request, "runs", 1);
   if (runs < 1 || runs > kMaxRuns) {
     throw UsageError("runs", fmt::format("{} is outside [1, {}]", runs, kMaxRuns));
@@ -304,7 +368,10 @@ Json run_decode(const Json& request) {
 
   const auto start = std::chrono::steady_clock::now();
   std::vector<Partial> partials;
-  if (models.markov_target) {
+  if (redrafter) {
+    run_redrafter(*models.markov_target, *models.markov_draft, prompt, redrafter_options, runs,
+                  histogram, static_cast<int>(threads), partials);
+  } else if (models.markov_target) {
     run_all(*models.markov_target, *models.markov_draft, prompt, options, runs, histogram,
             static_cast<int>(threads), partials);
   } else {

@@ -106,6 +106,31 @@ TEST_CASE("specdec-sim decode histogram follows the target", "[tools][sim]") {
   }
 }
 
+TEST_CASE("specdec-sim decode runs exact ReDrafter on a Markov table", "[tools][sim]") {
+  // The draft table becomes the drafter head; exact mode is lossless, so the first two tokens
+  // follow the target. False-failure probability: kFalseFailureProbability.
+  const DecodeRun r =
+      run_decode(R"({"method": "redrafter", "verification": "exact", )" + markov_model() +
+                 R"(, "prompt": [0, 2], "max_new_tokens": 2, "runs": 40000,
+                                     "seed": 5, "width": 3, "depth": 2, "histogram": true})");
+  INFO(r.err);
+  REQUIRE(r.status == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK(j["method"] == "redrafter");
+  CHECK(j["tokens"] == 80000);
+  std::vector<std::int64_t> counts(16, 0);
+  std::vector<double> expected(16, 0.0);
+  for (int a = 0; a < 4; ++a) {
+    for (int b = 0; b < 4; ++b) {
+      counts[a * 4 + b] =
+          j["histogram"].value(std::to_string(a) + " " + std::to_string(b), std::int64_t{0});
+      expected[a * 4 + b] = kTarget[2][a] * kTarget[a][b];
+    }
+  }
+  CHECK(specdec::test::chi_square_test(counts, expected).p_value >
+        specdec::test::kFalseFailureProbability);
+}
+
 TEST_CASE("specdec-sim decode runs every method and the ngram model", "[tools][sim]") {
   const std::string ngram =
       R"("model": {"kind": "ngram", "vocab": 12, "order": 2, "seed": 5, "concentration": 0.4,
@@ -145,7 +170,12 @@ TEST_CASE("specdec-sim decode rejects bad input with exit status 2", "[tools][si
   const std::string ok = R"("prompt": [1], "runs": 2)";
   check_usage_error("{not json", "malformed JSON");
   check_usage_error(R"({"method": "magic", )" + model + ", " + ok + "}", "method");
-  check_usage_error(R"({"method": "redrafter", )" + model + ", " + ok + "}", "method");
+  check_usage_error(
+      R"({"method": "redrafter", "verification": "magic", )" + model + ", " + ok + "}",
+      "verification");
+  check_usage_error(
+      R"({"method": "redrafter", "model": {"kind": "ngram", "vocab": 8}, )" + ok + "}",
+      "model.kind");
   check_usage_error(R"({"method": "sd", "colour": 1, )" + model + ", " + ok + "}", "colour");
   check_usage_error(R"({"method": "sd", )" + ok + "}", "model");
   check_usage_error(R"({"method": "sd", "model": {"kind": "lstm"}, )" + ok + "}", "model.kind");

@@ -28,7 +28,7 @@ SPECDEC_HOST_DEVICE double log1mexp(double a) {
   return a > -0.693147180559945 ? log(-expm1(a)) : log1p(-exp(a));
 }
 
-/// log(exp(a) - exp(b)) for a >= b; -inf when a == b (the log-space residual of ALGORITHMS §2.5).
+/// log(exp(a) - exp(b)) for a >= b; -inf when a == b (the log-space residual of docs/algorithms.md §2.5).
 SPECDEC_HOST_DEVICE float log_sub_exp(float a, float b) {
   if (b == kNegInf) return a;
   if (!(a > b)) return kNegInf;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // Warps: the map from a raw row to the distribution actually sampled. Applied identically to the
-// draft and the target row before any lossless verification (ALGORITHMS.md, Notation).
+// draft and the target row before any lossless verification (docs/algorithms.md, Notation).
 //
 // Order: temperature, then top-k, then top-p (on the top-k-renormalised distribution), then min-p.
 // temperature == 0 is greedy: one-hot on the argmax, ties to the lowest token id.

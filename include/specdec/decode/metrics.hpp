@@ -25,7 +25,7 @@ struct StepRecord {
   std::int64_t draft_calls = 0;  // draft-provider calls made to build the tree
 };
 
-/// Counters accumulated over a run (one or many sequences). Definitions (ALGORITHMS.md §5):
+/// Counters accumulated over a run (one or many sequences). Definitions (docs/algorithms.md §5):
 /// - block efficiency eta = tokens_generated / target_calls (tokens per target call);
 /// - target budget = tree tokens the target scores per call (total and mean);
 /// - MBSU = eta / (L * r + 1) for draft depth L and cost ratio r = draft cost / target cost;

@@ -37,7 +37,7 @@ inline std::size_t beam_search_workspace_size(std::int32_t width, std::int64_t v
 }
 
 /// Beam search (or beam sampling) of `length` tokens over the draft model behind `draft_rows`
-/// (seed 002 §2.1; ALGORITHMS.md §3.5). Starting from the root, each level scores every extension
+/// (seed 002 §2.1; docs/algorithms.md §3.5). Starting from the root, each level scores every extension
 /// (beam k, token x) by its joint log probability phi_k + log draft(x | beam k) and keeps `width`
 /// of them: the best (kDeterministic) or a sample without replacement proportional to the joint
 /// probabilities (kSampling, by Gumbel-top-k on the joint log probabilities). Zero-probability

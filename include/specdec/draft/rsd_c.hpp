@@ -30,7 +30,7 @@ inline std::size_t rsd_c_workspace_size(std::span<const std::int32_t> branching,
          Workspace::round_up(b * sizeof(Token)) + Workspace::round_up(b * sizeof(float));
 }
 
-/// Builds an RSD-C tree (seed 000 Alg. 3-4; ALGORITHMS.md §3.3): the root gets branching[0]
+/// Builds an RSD-C tree (seed 000 Alg. 3-4; docs/algorithms.md §3.3): the root gets branching[0]
 /// children, each node at depth l gets branching[l] children, each set drawn without replacement
 /// by Gumbel-top-k from that node's draft row (fewer when the row has fewer non-zero entries).
 /// Rows come from `draft_rows`, one call per level (level order). Depth = branching.size().

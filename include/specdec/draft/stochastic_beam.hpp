@@ -99,7 +99,7 @@ inline std::size_t rsd_s_workspace_size(std::int32_t width, std::int64_t vocab) 
 }
 
 /// Builds an RSD-S tree by stochastic beam search (seed 000 Alg. 8-9 with the fix of
-/// ALGORITHMS.md §3.4): beam width `width`, `depth` levels. Every beam node k carries its path log
+/// docs/algorithms.md §3.4): beam width `width`, `depth` levels. Every beam node k carries its path log
 /// probability phi_k and truncated perturbed value psi_k (root: 0, 0). Each level, every beam node
 /// draws its top-`width` children by Gumbel-top-k on its draft row (only those can enter the
 /// global top `width`), g = phi_k + log draft(x) + Gumbel, Z_k = max g, and

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // Block verification (Sun et al. 2024, "Block Verification Accelerates Speculative Decoding";
-// ALGORITHMS.md §2.4): lossless chain verification that accepts at least as many tokens in
+// docs/algorithms.md §2.4): lossless chain verification that accepts at least as many tokens in
 // expectation as token-by-token rejection sampling.
 #pragma once
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // Speculative sampling towards a general target pi = T(draft, target), with the speculative
-// cascade deferral rules (seed 004 Alg. 4, App. C-E; ALGORITHMS.md §1.6).
+// cascade deferral rules (seed 004 Alg. 4, App. C-E; docs/algorithms.md §1.6).
 #pragma once
 
 #include <cmath>

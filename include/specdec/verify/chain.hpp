@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Chain verification (ALGORITHMS.md §2.1): a block of L draft tokens, one per position, verified
+// Chain verification (docs/algorithms.md §2.1): a block of L draft tokens, one per position, verified
 // in order with any rule; the first rejection ends it, a bonus token follows when all pass.
 #pragma once
 

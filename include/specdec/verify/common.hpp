@@ -25,7 +25,7 @@ struct NodeVerdict {
 };
 
 /// A residual whose mass (relative to the row it came from) is below this is treated as empty:
-/// the verifier falls back to the current target-side row (ALGORITHMS.md §2.5).
+/// the verifier falls back to the current target-side row (docs/algorithms.md §2.5).
 inline constexpr double kResidualFloor = 1e-30;
 
 /// Bytes of workspace one node verification over `vocab` tokens needs (one float row).

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Greedy matching (ALGORITHMS.md §1.8): the T = 0 limit of every lossless rule.
+// Greedy matching (docs/algorithms.md §1.8): the T = 0 limit of every lossless rule.
 #pragma once
 
 #include "specdec/verify/common.hpp"

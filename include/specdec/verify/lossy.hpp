@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Lossy speculative sampling (Tran-Thien 2023; ALGORITHMS.md §1.5) and its greedy variant.
+// Lossy speculative sampling (Tran-Thien 2023; docs/algorithms.md §1.5) and its greedy variant.
 #pragma once
 
 #include <cmath>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// MTAD's sequence-level rule (seed 002 §3.2, Alg. 1, with the fix of ALGORITHMS.md §2.3): accept
+// MTAD's sequence-level rule (seed 002 §3.2, Alg. 1, with the fix of docs/algorithms.md §2.3): accept
 // the LONGEST draft prefix whose joint target/draft ratio passes the threshold, then draw one
 // token from the target row after that prefix. Not lossless; tau = 1 is plain target sampling.
 #pragma once

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Multi-round rejection sampling for i.i.d. candidates (SpecInfer; ALGORITHMS.md §1.2).
+// Multi-round rejection sampling for i.i.d. candidates (SpecInfer; docs/algorithms.md §1.2).
 #pragma once
 
 #include "specdec/verify/common.hpp"

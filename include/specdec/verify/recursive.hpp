@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // Recursive rejection sampling (RRS) for candidates drawn without replacement (seed 000 Alg. 1;
-// ALGORITHMS.md §1.3).
+// docs/algorithms.md §1.3).
 #pragma once
 
 #include "specdec/verify/common.hpp"

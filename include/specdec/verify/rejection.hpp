@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Standard speculative rejection sampling, one candidate (ALGORITHMS.md §1.1).
+// Standard speculative rejection sampling, one candidate (docs/algorithms.md §1.1).
 #pragma once
 
 #include "specdec/verify/multi_round.hpp"

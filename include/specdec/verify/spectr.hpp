@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// SpecTr K-SEQ draft selection for i.i.d. candidates (Sun et al. 2023; ALGORITHMS.md §1.4).
+// SpecTr K-SEQ draft selection for i.i.d. candidates (Sun et al. 2023; docs/algorithms.md §1.4).
 #pragma once
 
 #include <cmath>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Tree verification (RSD, seed 000 §3.2.2; ALGORITHMS.md §2.2): walk a level-ordered draft tree
+// Tree verification (RSD, seed 000 §3.2.2; docs/algorithms.md §2.2): walk a level-ordered draft tree
 // from the root with a node rule, returning the accepted node ids and the final token.
 #pragma once
 
@@ -149,7 +149,7 @@ TreeVerdict verify_tree_unchecked(const Rule& rule, const Token* tokens,
 /// At the current node (the root first) its children, in stored order, are the candidates of the
 /// rule (Recursive for RSD trees drawn without replacement; MultiRound or SpecTr for i.i.d.
 /// trees; Rejection, Lossy and Cascade need one child per node). The accepted child becomes the
-/// current node (fix (a) of ALGORITHMS.md §1.3: children are iterated by node id and their tokens
+/// current node (fix (a) of docs/algorithms.md §1.3: children are iterated by node id and their tokens
 /// read from `tokens`); its flat id is appended to `accepted_nodes` (fix (b)); all rejected ends
 /// the walk with the correction token; a node without children ends it with a bonus token drawn
 /// from the target row at that node (fix (c)).

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Typical acceptance (Medusa; ALGORITHMS.md §1.7). Deterministic and not lossless.
+// Typical acceptance (Medusa; docs/algorithms.md §1.7). Deterministic and not lossless.
 #pragma once
 
 #include <cmath>

@@ -107,7 +107,7 @@ TEST_CASE("SpecTr with an explicit valid gamma is lossless", "[verify][exact][sp
 }
 
 TEST_CASE("lossy sampling with tuned beta matches the reference table", "[verify][exact][lossy]") {
-  // Reference values (closed form of docs/algorithms.md §1.5; alpha there = 1 - ours): draft (.6,.3,.1),
+  // Reference values (the closed form of docs/algorithms.md §1.5): draft (.6,.3,.1),
   // target (.2,.3,.5).
   const Pair p{{.2f, .3f, .5f}, {.6f, .3f, .1f}, {.2f, .3f, .5f}, {.6f, .3f, .1f}};
   struct Row {

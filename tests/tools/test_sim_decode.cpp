@@ -1,9 +1,6 @@
 // SPDX-License-Identifier: MIT
 // specdec-sim decode, run as a process: metrics and histograms out; bad input gives exit status
 // 2, one line on stderr naming the field and nothing on stdout.
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <fstream>
@@ -13,43 +10,13 @@
 #include <vector>
 
 #include "../support/stats.hpp"
+#include "run_sim.hpp"
 
 namespace {
 
-struct DecodeRun {
-  int status = -1;
-  std::string out, err;
-};
+using specdec::test::SimRun;
 
-std::string slurp(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-/// Runs `specdec-sim decode <request file>` and captures stdout, stderr and the exit status.
-DecodeRun run_decode(const std::string& request) {
-  static int counter = 0;
-  const std::string base =
-      "specdec_sim_decode_test_" + std::to_string(getpid()) + "_" + std::to_string(++counter);
-  const std::string in = base + ".json", err = base + ".err";
-  std::ofstream(in) << request;
-  const std::string command =
-      std::string("\"") + SPECDEC_SIM_PATH + "\" decode " + in + " 2> " + err;
-  DecodeRun r;
-  FILE* pipe = popen(command.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char buffer[4096];
-  std::size_t n;
-  while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) r.out.append(buffer, n);
-  const int status = pclose(pipe);
-  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.err = slurp(err);
-  std::remove(in.c_str());
-  std::remove(err.c_str());
-  return r;
-}
+SimRun run_decode(const std::string& request) { return specdec::test::run_sim("decode", request); }
 
 const std::vector<std::vector<double>> kTarget = {
     {0.4, 0.3, 0.2, 0.1}, {0.1, 0.5, 0.25, 0.15}, {0.25, 0.25, 0.05, 0.45}, {0.3, 0.1, 0.35, 0.25}};
@@ -63,19 +30,14 @@ std::string markov_model() {
 }
 
 void check_usage_error(const std::string& request, const std::string& field) {
-  INFO(request);
-  const DecodeRun r = run_decode(request);
-  CHECK(r.status == 2);
-  CHECK(r.out.empty());
-  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
-  CHECK_THAT(r.err, Catch::Contains(field));
+  specdec::test::check_sim_usage_error("decode", request, field);
 }
 
 }  // namespace
 
 TEST_CASE("specdec-sim decode histogram follows the target", "[tools][sim]") {
   for (const std::string method : {"sd", "rsd_c"}) {
-    const DecodeRun r =
+    const SimRun r =
         run_decode(R"({"method": ")" + method + R"(", )" + markov_model() +
                    R"(, "prompt": [0, 2], "max_new_tokens": 2, "runs": 40000, "seed": 3,
                        "depth": 2, "branching": [2, 2], "draft_cost_ratio": 0.1,
@@ -109,7 +71,7 @@ TEST_CASE("specdec-sim decode histogram follows the target", "[tools][sim]") {
 TEST_CASE("specdec-sim decode runs exact ReDrafter on a Markov table", "[tools][sim]") {
   // The draft table becomes the drafter head; exact mode is lossless, so the first two tokens
   // follow the target. False-failure probability: kFalseFailureProbability.
-  const DecodeRun r =
+  const SimRun r =
       run_decode(R"({"method": "redrafter", "verification": "exact", )" + markov_model() +
                  R"(, "prompt": [0, 2], "max_new_tokens": 2, "runs": 40000,
                                      "seed": 5, "width": 3, "depth": 2, "histogram": true})");
@@ -138,9 +100,8 @@ TEST_CASE("specdec-sim decode runs every method and the ngram model", "[tools][s
   for (const std::string m : {"autoregressive", "sd", "sd_block", "specinfer", "spectr", "rsd_c",
                               "rsd_s", "mtad", "cascade", "lossy"}) {
     INFO(m);
-    const DecodeRun r =
-        run_decode(R"({"method": ")" + m + R"(", )" + ngram +
-                   R"(, "prompt": [1, 2], "max_new_tokens": 10, "runs": 20, "depth": 3,
+    const SimRun r = run_decode(R"({"method": ")" + m + R"(", )" + ngram +
+                                R"(, "prompt": [1, 2], "max_new_tokens": 10, "runs": 20, "depth": 3,
                        "width": 2, "branching": [2, 1], "alpha": 0.2, "rule": "diff",
                        "tau": 0.3, "top_p": 0.9})");
     INFO(r.err);

@@ -1,9 +1,6 @@
 // SPDX-License-Identifier: MIT
 // specdec-sim verify, run as a process: JSON in, JSON out; bad input gives exit status 2, one
 // line on stderr and nothing on stdout.
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <fstream>
@@ -12,58 +9,22 @@
 #include <string>
 
 #include "../support/stats.hpp"
+#include "run_sim.hpp"
 
 namespace {
 
-struct Run {
-  int status = -1;
-  std::string out, err;
-};
+using specdec::test::SimRun;
 
-std::string read_file(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-/// Runs `specdec-sim verify <request file>` and captures stdout, stderr and the exit status.
-Run run_verify(const std::string& request) {
-  static int counter = 0;
-  // Unique per process: ctest runs the cases of this file in parallel.
-  const std::string base =
-      "specdec_sim_test_" + std::to_string(getpid()) + "_" + std::to_string(++counter);
-  const std::string in = base + ".json", err = base + ".err";
-  std::ofstream(in) << request;
-  const std::string command =
-      std::string("\"") + SPECDEC_SIM_PATH + "\" verify " + in + " 2> " + err;
-  Run r;
-  FILE* pipe = popen(command.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char buffer[4096];
-  std::size_t n;
-  while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) r.out.append(buffer, n);
-  const int status = pclose(pipe);
-  r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.err = read_file(err);
-  std::remove(in.c_str());
-  std::remove(err.c_str());
-  return r;
-}
+SimRun run_verify(const std::string& request) { return specdec::test::run_sim("verify", request); }
 
 void check_usage_error(const std::string& request, const std::string& field) {
-  INFO(request);
-  const Run r = run_verify(request);
-  CHECK(r.status == 2);
-  CHECK(r.out.empty());
-  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
-  CHECK_THAT(r.err, Catch::Contains(field));
+  specdec::test::check_sim_usage_error("verify", request, field);
 }
 
 }  // namespace
 
 TEST_CASE("specdec-sim verify reports counts and exact distributions", "[tools][sim]") {
-  const Run r = run_verify(
+  const SimRun r = run_verify(
       R"({"method": "spectr", "target": [0.2, 0.3, 0.5], "draft": [0.6, 0.3, 0.1],
           "candidates": 3, "samples": 100000, "seed": 7})");
   REQUIRE(r.status == 0);
@@ -97,7 +58,7 @@ TEST_CASE("specdec-sim verify runs every method", "[tools][sim]") {
         R"("method": "cascade", "rule": "token_v3", "alpha": 0.5, "top_k": 2)",
         R"("method": "typical", "epsilon": 0.2, "delta": 0.5)", R"("method": "greedy")"}) {
     INFO(extra);
-    const Run r = run_verify("{" + extra + ", " + rows + "}");
+    const SimRun r = run_verify("{" + extra + ", " + rows + "}");
     REQUIRE(r.status == 0);
     const auto j = nlohmann::json::parse(r.out);
     std::int64_t total = 0;

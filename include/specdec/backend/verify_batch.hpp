@@ -96,19 +96,7 @@ inline void check_chain_batch(std::int64_t target_rows, std::int64_t target_cols
 /// The checks every backend makes on warps given per sequence (one shared, or one per sequence).
 inline void check_sequence_warps(std::span<const Warp> warps, std::int64_t batch,
                                  std::int64_t vocab) {
-  if (warps.size() != 1 && warps.size() != static_cast<std::size_t>(batch)) {
-    fail("warps", "has {} entries, expected 1 (shared) or {} (one per sequence)", warps.size(),
-         batch);
-  }
-  for (std::size_t i = 0; i < warps.size(); ++i) {
-    try {
-      warps[i].validate(vocab);
-    } catch (const Error& e) {
-      const std::string what = e.what();
-      throw Error(fmt::format("warps[{}].{}", i, e.argument()),
-                  what.substr(std::min(what.size(), e.argument().size() + 2)));
-    }
-  }
+  check_warp_list(warps, batch, vocab, "sequence");
 }
 
 }  // namespace detail

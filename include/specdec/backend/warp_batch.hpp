@@ -46,18 +46,7 @@ inline void check_warp_batch(std::int64_t rows, std::int64_t cols, std::int64_t 
   }
   if (warped_stride < cols)
     fail("warped", "stride {} is smaller than its {} columns", warped_stride, cols);
-  if (warps.size() != 1 && warps.size() != static_cast<std::size_t>(rows)) {
-    fail("warps", "has {} entries, expected 1 (shared) or {} (one per row)", warps.size(), rows);
-  }
-  for (std::size_t i = 0; i < warps.size(); ++i) {
-    try {
-      warps[i].validate(cols);
-    } catch (const Error& e) {
-      const std::string what = e.what();
-      throw Error(fmt::format("warps[{}].{}", i, e.argument()),
-                  what.substr(std::min(what.size(), e.argument().size() + 2)));
-    }
-  }
+  check_warp_list(warps, rows, cols, "row");
 }
 
 }  // namespace detail

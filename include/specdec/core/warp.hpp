@@ -15,6 +15,8 @@
 #include <cstring>
 #include <numeric>
 #include <span>
+#include <string>
+#include <string_view>
 #include <type_traits>
 
 #include "specdec/core/error.hpp"
@@ -219,6 +221,29 @@ void warp_probabilities_unchecked(const Warp& w, std::span<const T> probs, std::
   }
   map(out) = map(probs).template cast<float>().log() * (1.0f / w.temperature);
   warp_scaled_logits_in_place(w, out.data(), n, idx);
+}
+
+}  // namespace detail
+
+namespace detail {
+
+/// `warps` holds one shared warp or one per `unit` (`count` of them), each valid for `vocab`;
+/// a bad field is reported as "warps[i].<field>".
+inline void check_warp_list(std::span<const Warp> warps, std::int64_t count, std::int64_t vocab,
+                            std::string_view unit) {
+  if (warps.size() != 1 && warps.size() != static_cast<std::size_t>(count)) {
+    fail("warps", "has {} entries, expected 1 (shared) or {} (one per {})", warps.size(), count,
+         unit);
+  }
+  for (std::size_t i = 0; i < warps.size(); ++i) {
+    try {
+      warps[i].validate(vocab);
+    } catch (const Error& e) {
+      const std::string what = e.what();
+      throw Error(fmt::format("warps[{}].{}", i, e.argument()),
+                  what.substr(std::min(what.size(), e.argument().size() + 2)));
+    }
+  }
 }
 
 }  // namespace detail

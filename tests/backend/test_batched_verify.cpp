@@ -15,34 +15,16 @@
 #include "specdec/verify/tree.hpp"
 #include "support/backends.hpp"
 #include "support/stats.hpp"
+#include "tree_cases.hpp"
 
 #if defined(SPECDEC_HAS_CUDA) && SPECDEC_HAS_CUDA
 #include "specdec/backend/cuda/verify_batch.hpp"
 #endif
 
 using namespace specdec;
+using namespace specdec::test;
 
 namespace {
-
-RandomStream verify_stream(std::uint64_t seed, std::uint32_t sequence, std::uint32_t position) {
-  RandomStream s;
-  s.seed = seed;
-  s.sequence = sequence;
-  s.position = position;
-  s.domain = Domain::kVerify;
-  return s;
-}
-
-/// A target row close to a draft row (so that chains run long): a mix of the draft and noise.
-std::vector<float> near(const std::vector<float>& draft, toy::ToyRandom& rng, float weight) {
-  auto noise = toy::dirichlet(static_cast<std::int64_t>(draft.size()), 1.0, rng);
-  std::vector<float> out(draft.size());
-  double sum = 0.0;
-  for (std::size_t i = 0; i < out.size(); ++i)
-    sum += out[i] = (1 - weight) * draft[i] + weight * noise[i];
-  for (auto& x : out) x = static_cast<float>(x / sum);
-  return out;
-}
 
 struct ChainCase {
   std::int64_t batch, gamma, vocab;
@@ -324,85 +306,6 @@ TEST_CASE("verify_chain_batch rejects bad input naming the argument", "[backend]
 
 namespace {
 
-struct TreeCase {
-  std::int64_t vocab = 0;
-  std::vector<std::int32_t> offsets{0};
-  std::vector<Token> tokens;
-  std::vector<std::int32_t> parents;
-  std::vector<float> target, draft;  // N + B rows
-  std::vector<RandomStream> streams;
-};
-
-/// Appends one tree (children drawn without replacement from their parent's draft row by
-/// Gumbel-top-k, 0 to `max_children` per node, `depth` levels) and its rows.
-void add_tree(TreeCase& c, std::int32_t depth, std::int32_t max_children, toy::ToyRandom& rng,
-              RandomStream stream) {
-  const auto v = c.vocab;
-  std::vector<Token> tokens;
-  std::vector<std::int32_t> parents;
-  std::vector<std::vector<float>> draft_rows{toy::dirichlet(v, 0.7, rng)};  // row 0 = root
-  std::vector<std::int32_t> level{-1};
-  Workspace ws;
-  for (std::int32_t d = 0; d < depth; ++d) {
-    std::vector<std::int32_t> next;
-    for (const auto node : level) {
-      const auto k =
-          static_cast<std::int64_t>(rng.uniform() * static_cast<float>(max_children + 1));
-      if (k == 0) continue;
-      std::vector<Token> kids(static_cast<std::size_t>(k));
-      RandomStream drafting = stream;
-      drafting.domain = Domain::kDraft;
-      const auto got = gumbel_top_k_probabilities<float>(
-          draft_rows[static_cast<std::size_t>(node + 1)], k,
-          drafting.at_node(static_cast<std::uint32_t>(node + 1)), kids, ws);
-      for (std::int64_t j = 0; j < got; ++j) {
-        next.push_back(static_cast<std::int32_t>(tokens.size()));
-        tokens.push_back(kids[static_cast<std::size_t>(j)]);
-        parents.push_back(node);
-        draft_rows.push_back(toy::dirichlet(v, 0.7, rng));
-      }
-    }
-    level = next;
-  }
-  for (const auto& row : draft_rows) {
-    const auto t = near(row, rng, 0.4f);
-    c.target.insert(c.target.end(), t.begin(), t.end());
-    c.draft.insert(c.draft.end(), row.begin(), row.end());
-  }
-  c.tokens.insert(c.tokens.end(), tokens.begin(), tokens.end());
-  c.parents.insert(c.parents.end(), parents.begin(), parents.end());
-  c.offsets.push_back(c.offsets.back() + static_cast<std::int32_t>(tokens.size()));
-  c.streams.push_back(stream);
-}
-
-struct TreeResult {
-  std::vector<std::int32_t> accepted_nodes, accepted;
-  std::vector<Token> final_tokens;
-  std::vector<std::uint8_t> bonus;
-  friend bool operator==(const TreeResult&, const TreeResult&) = default;
-};
-
-TreeResult tree_oracle(const Rule& rule, const TreeCase& c) {
-  TreeResult r;
-  r.accepted_nodes.assign(c.tokens.size(), -7);
-  Workspace ws;
-  const auto v = static_cast<std::size_t>(c.vocab);
-  for (std::size_t b = 0; b + 1 < c.offsets.size(); ++b) {
-    const auto begin = static_cast<std::size_t>(c.offsets[b]);
-    const auto n = static_cast<std::size_t>(c.offsets[b + 1]) - begin;
-    const auto verdict = verify_tree<float>(
-        rule, std::span<const Token>(c.tokens).subspan(begin, n),
-        std::span<const std::int32_t>(c.parents).subspan(begin, n),
-        std::span<const float>(c.target).subspan((begin + b) * v, (n + 1) * v),
-        std::span<const float>(c.draft).subspan((begin + b) * v, (n + 1) * v), c.vocab,
-        c.streams[b], std::span<std::int32_t>(r.accepted_nodes).subspan(begin, n), ws);
-    r.accepted.push_back(verdict.accepted);
-    r.final_tokens.push_back(verdict.token);
-    r.bonus.push_back(verdict.bonus ? 1 : 0);
-  }
-  return r;
-}
-
 template <class Backend>
 TreeResult run_tree(const Backend& backend, const Rule& rule, const TreeCase& c) {
   const auto batch = static_cast<std::int64_t>(c.offsets.size() - 1);
@@ -430,28 +333,27 @@ TreeResult run_tree(const Backend& backend, const Rule& rule, const TreeCase& c)
   return {nodes.to_host(), accepted.to_host(), final_tokens.to_host(), bonus.to_host()};
 }
 
-TreeCase make_trees(std::int64_t batch, std::int64_t vocab, std::uint64_t seed) {
-  toy::ToyRandom rng(seed);
-  TreeCase c;
-  c.vocab = vocab;
-  for (std::int64_t b = 0; b < batch; ++b) {
-    // Sequence 2 has an empty tree (only the bonus token).
-    add_tree(c, b == 2 ? 0 : 3, 3, rng, verify_stream(seed, static_cast<std::uint32_t>(b), 5));
-  }
-  return c;
-}
-
 }  // namespace
 
-TEST_CASE("verify_tree_batch equals verify_tree per sequence", "[backend][batched]") {
+TEMPLATE_LIST_TEST_CASE("verify_tree_batch equals verify_tree per sequence", "[backend][batched]",
+                        ChainBackends) {
   const auto c = make_trees(12, 40, 8);
   for (const Rule& rule : {Rule(Recursive{}), Rule(MultiRound{})}) {
     const auto want = tree_oracle(rule, c);
-    const auto got = run_tree(backend::cpu, rule, c);
+    const auto got = run_tree(TestType{}, rule, c);
     CHECK(got == want);
     CHECK(std::count(want.bonus.begin(), want.bonus.end(), 1) > 0);
     CHECK(std::count(want.bonus.begin(), want.bonus.end(), 0) > 0);
   }
+}
+
+TEMPLATE_LIST_TEST_CASE("verify_tree_batch with Rejection walks chains like verify_tree",
+                        "[backend][batched]", ChainBackends) {
+  toy::ToyRandom rng(21);
+  TreeCase c;
+  c.vocab = 30;
+  for (std::uint32_t b = 0; b < 12; ++b) add_tree(c, 4, 1, rng, verify_stream(21, b, 2));
+  CHECK(run_tree(TestType{}, Rejection{}, c) == tree_oracle(Rejection{}, c));
 }
 
 TEST_CASE("verify_tree_batch is independent of the thread count", "[backend][batched]") {
@@ -461,12 +363,17 @@ TEST_CASE("verify_tree_batch is independent of the thread count", "[backend][bat
   CHECK(run_tree(backend::cpu.with_threads(5), Recursive{}, c) == one);
 }
 
-TEST_CASE("verify_tree_batch first token follows the target", "[backend][batched]") {
-  // One-level trees of two children drawn without replacement from the draft row; the first
-  // emitted token (the accepted child or the correction) is a sample of the root's target row.
-  const std::int64_t batch = 100000, vocab = 5;
-  const std::vector<float> target_row = {0.35f, 0.05f, 0.3f, 0.2f, 0.1f};
-  const std::vector<float> draft_row = {0.1f, 0.4f, 0.2f, 0.2f, 0.1f};
+namespace {
+
+/// One-level trees of two children drawn from the draft row (without replacement for RRS, i.i.d.
+/// for multi-round), one per sequence, all with the same rows; returns the first emitted token of
+/// each (the accepted child or the correction), a sample of the root's target row.
+template <class Backend>
+std::vector<std::int64_t> first_token_counts(const Backend& backend, const Rule& rule,
+                                             const std::vector<float>& target_row,
+                                             const std::vector<float>& draft_row,
+                                             std::int64_t batch) {
+  const auto vocab = static_cast<std::int64_t>(target_row.size());
   TreeCase c;
   c.vocab = vocab;
   Workspace ws;
@@ -475,7 +382,12 @@ TEST_CASE("verify_tree_batch first token follows the target", "[backend][batched
     RandomStream drafting = stream;
     drafting.domain = Domain::kDraft;
     Token kids[2];
-    gumbel_top_k_probabilities<float>(draft_row, 2, drafting, kids, ws);
+    if (draws_without_replacement(rule)) {
+      gumbel_top_k_probabilities<float>(draft_row, 2, drafting, kids, ws);
+    } else {
+      for (std::uint32_t k = 0; k < 2; ++k)
+        kids[k] = detail::sample_row(draft_row.data(), vocab, drafting.uniform(k));
+    }
     c.tokens.insert(c.tokens.end(), kids, kids + 2);
     c.parents.insert(c.parents.end(), {-1, -1});
     for (int r = 0; r < 3; ++r) {
@@ -485,7 +397,7 @@ TEST_CASE("verify_tree_batch first token follows the target", "[backend][batched
     c.offsets.push_back(c.offsets.back() + 2);
     c.streams.push_back(stream);
   }
-  const auto r = run_tree(backend::cpu, Recursive{}, c);
+  const auto r = run_tree(backend, rule, c);
   std::vector<std::int64_t> counts(static_cast<std::size_t>(vocab), 0);
   for (std::int64_t b = 0; b < batch; ++b) {
     const auto bb = static_cast<std::size_t>(b);
@@ -494,9 +406,21 @@ TEST_CASE("verify_tree_batch first token follows the target", "[backend][batched
                             : r.final_tokens[bb];
     ++counts[static_cast<std::size_t>(first)];
   }
-  // False-failure probability: kFalseFailureProbability = 1e-6.
-  const auto result = test::chi_square_test(counts, std::span<const float>(target_row));
-  CHECK(result.p_value > test::kFalseFailureProbability);
+  return counts;
+}
+
+}  // namespace
+
+TEMPLATE_LIST_TEST_CASE("verify_tree_batch first token follows the target", "[backend][batched]",
+                        ChainBackends) {
+  const std::vector<float> target_row = {0.35f, 0.05f, 0.3f, 0.2f, 0.1f};
+  const std::vector<float> draft_row = {0.1f, 0.4f, 0.2f, 0.2f, 0.1f};
+  for (const Rule& rule : {Rule(Recursive{}), Rule(MultiRound{})}) {
+    const auto counts = first_token_counts(TestType{}, rule, target_row, draft_row, 100000);
+    // False-failure probability: kFalseFailureProbability = 1e-6 per rule.
+    const auto result = test::chi_square_test(counts, std::span<const float>(target_row));
+    CHECK(result.p_value > test::kFalseFailureProbability);
+  }
 }
 
 TEST_CASE("verify_tree_batch rejects bad input naming the argument", "[backend][batched]") {
@@ -513,3 +437,27 @@ TEST_CASE("verify_tree_batch rejects bad input naming the argument", "[backend][
   c.streams.resize(3);
   CHECK_THROWS_WITH(run_tree(backend::cpu, Recursive{}, c), Catch::Contains("streams"));
 }
+
+#if defined(SPECDEC_HAS_CUDA) && SPECDEC_HAS_CUDA
+TEST_CASE("CUDA verify_tree_batch rejects a rule it does not implement and a small workspace",
+          "[backend][batched]") {
+  const auto c = make_trees(3, 20, 3);
+  CHECK_THROWS_WITH(run_tree(backend::cuda, Greedy{}, c),
+                    Catch::Contains("rule: the CUDA backend verifies trees with Recursive"));
+  test::Buffer<backend::Cuda, Token> tokens(c.tokens);
+  test::Buffer<backend::Cuda, std::int32_t> parents(c.parents), nodes(c.tokens.size()), out(6);
+  test::Buffer<backend::Cuda, float> target(c.target), draft(c.draft);
+  const auto rows = static_cast<std::int64_t>(c.tokens.size()) + 3;
+  test::Scratch<backend::Cuda> scratch(64);
+  CHECK_THROWS_WITH(
+      verify_tree_batch(backend::cuda, Recursive{}, c.offsets,
+                        std::span<const Token>(tokens.data(), c.tokens.size()),
+                        std::span<const std::int32_t>(parents.data(), c.parents.size()),
+                        MatrixView<const float>(target.data(), rows, c.vocab),
+                        MatrixView<const float>(draft.data(), rows, c.vocab), c.streams,
+                        std::span<std::int32_t>(nodes.data(), c.tokens.size()),
+                        std::span<std::int32_t>(out.data(), 3), std::span<Token>(out.data() + 3, 3),
+                        {}, scratch.get()),
+      Catch::Contains("workspace: holds 64 bytes"));
+}
+#endif

@@ -44,6 +44,7 @@ inline float __int_as_float(int i) {
   std::memcpy(&f, &i, sizeof f);
   return f;
 }
+inline float __fmul_rn(float a, float b) { return a * b; }
 template <class T>
 T __shfl_xor_sync(unsigned int, T value, int lane_mask) {
   static T slots[1024];

@@ -138,45 +138,6 @@ struct ChainBatchImpl<backend::Cpu> {
   }
 };
 
-/// Host checks of a tree batch's CSR offsets and shapes; returns the largest tree.
-inline std::int64_t check_tree_batch(std::span<const std::int32_t> node_offsets, std::size_t tokens,
-                                     std::size_t parents, std::int64_t target_rows,
-                                     std::int64_t target_cols, std::int64_t draft_rows,
-                                     std::int64_t draft_cols, std::size_t streams,
-                                     std::size_t accepted_nodes, std::size_t accepted,
-                                     std::size_t final_tokens, std::size_t bonus) {
-  if (node_offsets.size() < 2)
-    fail("node_offsets", "has {} entries, expected B + 1 >= 2", node_offsets.size());
-  const auto batch = static_cast<std::int64_t>(node_offsets.size() - 1);
-  if (node_offsets[0] != 0) fail("node_offsets[0]", "is {}, expected 0", node_offsets[0]);
-  std::int64_t largest = 0;
-  for (std::size_t b = 1; b < node_offsets.size(); ++b) {
-    if (node_offsets[b] < node_offsets[b - 1]) {
-      fail(fmt::format("node_offsets[{}]", b), "{} is smaller than node_offsets[{}] = {}",
-           node_offsets[b], b - 1, node_offsets[b - 1]);
-    }
-    largest = std::max<std::int64_t>(largest, node_offsets[b] - node_offsets[b - 1]);
-  }
-  const auto total = static_cast<std::size_t>(node_offsets.back());
-  check_size("tokens", tokens, total);
-  check_size("parents", parents, total);
-  if (target_cols < 1) fail("target_rows", "has {} columns, expected at least 1", target_cols);
-  if (target_rows != static_cast<std::int64_t>(total) + batch) {
-    fail("target_rows", "has {} rows, expected N + B = {} + {}", target_rows, total, batch);
-  }
-  if (draft_rows != target_rows || draft_cols != target_cols) {
-    fail("draft_rows", "is {} x {}, expected {} x {} like target_rows", draft_rows, draft_cols,
-         target_rows, target_cols);
-  }
-  if (streams != static_cast<std::size_t>(batch))
-    fail("streams", "has {} entries, expected one per sequence ({})", streams, batch);
-  check_size("accepted_nodes", accepted_nodes, total);
-  check_size("accepted", accepted, static_cast<std::size_t>(batch));
-  check_size("final_tokens", final_tokens, static_cast<std::size_t>(batch));
-  if (bonus != 0) check_size("bonus", bonus, static_cast<std::size_t>(batch));
-  return largest;
-}
-
 template <>
 struct TreeBatchImpl<backend::Cpu> {
   /// Per thread taking part: verify_tree's scratch for the largest tree.

@@ -70,4 +70,31 @@ cudaError_t verify_chain_batch(const void* target, std::int64_t target_stride, c
                                std::int64_t emitted_stride, std::int32_t* accepted, void* workspace,
                                cudaStream_t stream);
 
+/// verify/common.hpp's kResidualFloor (a residual with less mass is empty), for the kernels.
+inline constexpr double kDeviceResidualFloor = 1e-30;
+
+/// Device bytes verify_tree_batch needs: the staged offsets and streams, per tree 2 * max_nodes
+/// ints (candidate tokens and node ids) and one float row of residual scratch.
+constexpr std::size_t tree_workspace_size(std::int64_t batch, std::int64_t max_nodes,
+                                          std::int64_t vocab) {
+  const auto b = static_cast<std::size_t>(batch < 0 ? 0 : batch);
+  const auto m = static_cast<std::size_t>(max_nodes < 0 ? 0 : max_nodes);
+  const auto v = static_cast<std::size_t>(vocab < 0 ? 0 : vocab);
+  return device_round_up((b + 1) * sizeof(std::int32_t)) +
+         device_round_up(b * sizeof(RandomStream)) +
+         device_round_up(b * 2 * m * sizeof(std::int32_t)) + device_round_up(b * v * sizeof(float));
+}
+
+/// Copies the B + 1 host offsets and B host streams into the workspace, then launches one block
+/// per tree with the recursive (RRS) or the multi-round node rule over fp32 warped rows.
+/// `max_nodes` is the largest tree; `bonus` may be null.
+cudaError_t verify_tree_batch(bool recursive, const std::int32_t* host_offsets, std::int64_t batch,
+                              std::int64_t max_nodes, const std::int32_t* tokens,
+                              const std::int32_t* parents, const float* target,
+                              std::int64_t target_stride, const float* draft,
+                              std::int64_t draft_stride, std::int64_t vocab,
+                              const RandomStream* host_streams, std::int32_t* accepted_nodes,
+                              std::int32_t* accepted, std::int32_t* final_tokens,
+                              std::uint8_t* bonus, void* workspace, cudaStream_t stream);
+
 }  // namespace specdec::backend::cuda_impl

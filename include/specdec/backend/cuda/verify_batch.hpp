@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: MIT
-// The CUDA backend of batched chain verification: device rows (or logits) in, accepted counts
-// and emitted tokens out, one block per sequence on the backend's stream.
+// The CUDA backend of batched chain and tree verification: device rows (or logits) in, accepted
+// counts and tokens out, one block per sequence on the backend's stream.
 #pragma once
 
 #include <climits>
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <variant>
 
 #include "specdec/backend/cuda/error.hpp"
 #include "specdec/backend/cuda/launchers.hpp"
@@ -85,6 +86,70 @@ struct ChainBatchImpl<backend::Cuda> {
                    static_cast<std::int64_t>(warps.size()), emitted.data, emitted.stride,
                    accepted.data(), ws.data, cuda.stream),
                "verify_chain_batch_logits");
+  }
+};
+
+static_assert(backend::cuda_impl::kDeviceResidualFloor == kResidualFloor,
+              "the device kernels must treat the same residuals as empty as the CPU");
+
+template <>
+struct TreeBatchImpl<backend::Cuda> {
+  /// Device bytes: the staged offsets and streams, candidate lists and one float row per tree.
+  static std::size_t workspace_size(const backend::Cuda&, const TreeBatchShape& shape) {
+    return backend::cuda_impl::tree_workspace_size(shape.batch, shape.max_nodes, shape.vocab);
+  }
+
+  /// Shapes, offsets, streams and the rule are checked on the host; device tokens, parents and
+  /// rows are not scanned: they must be what the CPU backend accepts (level-ordered trees, tokens
+  /// with positive draft probability, probability rows). Bad device data cannot make the kernel
+  /// fault or hang: a child whose token lies outside the vocabulary is never accepted.
+  /// Rejection runs the multi-round rule (identical for one child per node).
+  static void run(const backend::Cuda& cuda, const Rule& rule,
+                  std::span<const std::int32_t> node_offsets, std::span<const Token> tokens,
+                  std::span<const std::int32_t> parents, MatrixView<const float> target_rows,
+                  MatrixView<const float> draft_rows, std::span<const RandomStream> streams,
+                  std::span<std::int32_t> accepted_nodes, std::span<std::int32_t> accepted,
+                  std::span<Token> final_tokens, std::span<std::uint8_t> bonus,
+                  const backend::DeviceWorkspace& ws) {
+    const std::int64_t largest =
+        check_tree_batch(node_offsets, tokens.size(), parents.size(), target_rows.rows,
+                         target_rows.cols, draft_rows.rows, draft_rows.cols, streams.size(),
+                         accepted_nodes.size(), accepted.size(), final_tokens.size(), bonus.size());
+    if (target_rows.stride < target_rows.cols) {
+      fail("target_rows", "stride {} is smaller than its {} columns", target_rows.stride,
+           target_rows.cols);
+    }
+    if (draft_rows.stride < draft_rows.cols) {
+      fail("draft_rows", "stride {} is smaller than its {} columns", draft_rows.stride,
+           draft_rows.cols);
+    }
+    const bool recursive = std::holds_alternative<Recursive>(rule);
+    if (!recursive && !std::holds_alternative<MultiRound>(rule) &&
+        !std::holds_alternative<Rejection>(rule)) {
+      fail("rule",
+           "the CUDA backend verifies trees with Recursive, MultiRound or Rejection "
+           "(the CPU backend takes every rule)");
+    }
+    const auto batch = static_cast<std::int64_t>(node_offsets.size() - 1);
+    if (target_rows.cols > INT_MAX)
+      fail("target_rows", "has {} columns, at most {} are supported", target_rows.cols, INT_MAX);
+    if (node_offsets.back() > 0) {
+      if (tokens.data() == nullptr) fail("tokens", "is a null device pointer");
+      if (parents.data() == nullptr) fail("parents", "is a null device pointer");
+      if (accepted_nodes.data() == nullptr) fail("accepted_nodes", "is a null device pointer");
+    }
+    if (target_rows.data == nullptr) fail("target_rows", "is a null device pointer");
+    if (draft_rows.data == nullptr) fail("draft_rows", "is a null device pointer");
+    if (accepted.data() == nullptr) fail("accepted", "is a null device pointer");
+    if (final_tokens.data() == nullptr) fail("final_tokens", "is a null device pointer");
+    check_device_workspace(ws, workspace_size(cuda, {batch, largest, target_rows.cols}));
+    check_cuda(
+        backend::cuda_impl::verify_tree_batch(
+            recursive, node_offsets.data(), batch, largest, tokens.data(), parents.data(),
+            target_rows.data, target_rows.stride, draft_rows.data, draft_rows.stride,
+            target_rows.cols, streams.data(), accepted_nodes.data(), accepted.data(),
+            final_tokens.data(), bonus.empty() ? nullptr : bonus.data(), ws.data, cuda.stream),
+        "verify_tree_batch");
   }
 };
 

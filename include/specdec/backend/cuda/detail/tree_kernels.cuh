@@ -1,0 +1,206 @@
+// SPDX-License-Identifier: MIT
+// The batched tree verification kernel: one block per tree, the walk of verify_tree with the
+// multi-round (SpecInfer) or recursive (RRS) node rule, the row passes shared by the block.
+//
+// The walk and the accept tests are those of detail::verify_tree_unchecked, multi_round_row and
+// recursive_row, with the same draws. Residuals are formed by the whole block; their masses are
+// summed in another order than the CPU's, so a token can differ only when an accept test or an
+// inverse-CDF threshold falls within rounding of the compared value.
+// IWYU pragma: private
+#pragma once
+
+#include <cstdint>
+
+#include "specdec/backend/cuda/detail/block_reduce.cuh"
+#include "specdec/backend/cuda/detail/chain_kernels.cuh"
+#include "specdec/backend/cuda/launchers.hpp"
+#include "specdec/core/philox.hpp"
+
+namespace specdec::backend::cuda_impl::detail {
+
+struct TreeShared {
+  ChainShared chain;
+  double next;  // mass after the removed tokens are cleared (recursive rule)
+  int count;    // children of the current node
+};
+
+/// [source - scale * draft]+ with the product rounded on its own, as the host computes it (no
+/// fused multiply-add), so that the residual entries equal the CPU's.
+__device__ __forceinline__ float scaled_residual(float source, float scale, float draft) {
+  const float r = source - __fmul_rn(scale, draft);
+  return r > 0.0f ? r : 0.0f;
+}
+
+/// Block-wide residual_update of verify/common.hpp: scratch = [source - scale * draft]+ when its
+/// mass is at least `floor_mass`; returns that mass, or -1 with scratch untouched. `source` may
+/// be `scratch` (each thread rewrites only the entries it read).
+__device__ __forceinline__ double block_residual_update(const float* source, const float* draft,
+                                                        float scale, int n, float* scratch,
+                                                        double floor_mass, TreeShared& sh) {
+  double local = 0.0;
+  for (int j = static_cast<int>(threadIdx.x); j < n; j += static_cast<int>(blockDim.x)) {
+    local += scaled_residual(source[j], scale, draft[j]);
+  }
+  const double mass = block_all_reduce(local, Plus{}, sh.chain.warp.d);
+  if (!(mass >= floor_mass) || mass <= 0.0) return -1.0;
+  for (int j = static_cast<int>(threadIdx.x); j < n; j += static_cast<int>(blockDim.x)) {
+    scratch[j] = scaled_residual(source[j], scale, draft[j]);
+  }
+  __syncthreads();
+  return mass;
+}
+
+/// Block-wide copy_row: scratch = source; returns its sum.
+__device__ __forceinline__ double block_copy_row(const float* source, int n, float* scratch,
+                                                 TreeShared& sh) {
+  double local = 0.0;
+  for (int j = static_cast<int>(threadIdx.x); j < n; j += static_cast<int>(blockDim.x)) {
+    scratch[j] = source[j];
+    local += source[j];
+  }
+  const double sum = block_all_reduce(local, Plus{}, sh.chain.warp.d);
+  __syncthreads();
+  return sum;
+}
+
+/// A node's verdict: the accepted candidate index, or -1 and the correction token.
+struct BlockVerdict {
+  int accepted;
+  std::int32_t token;
+};
+
+/// multi_round_row (kRecursive = false) or recursive_row (true) by the whole block over the
+/// `count` candidates in `candidates` (global memory, written before a barrier). Same draws: draw
+/// k of `uniforms` tests candidate k, draw `count` draws the correction.
+template <bool kRecursive>
+__device__ BlockVerdict block_verify_node(const float* target, const float* draft, int n,
+                                          const std::int32_t* candidates, int count,
+                                          const RandomStream& uniforms, float* scratch,
+                                          TreeShared& sh) {
+  bool materialised = false;  // scratch holds p_k * mass once true
+  double mass = 1.0;
+  double remaining = 1.0;  // recursive: draft mass not yet removed
+  for (int k = 0; k < count; ++k) {
+    const std::int32_t x = candidates[k];
+    const float px = materialised ? scratch[x] : target[x];
+    const float qx = draft[x];
+    const float u = uniforms.uniform(static_cast<std::uint32_t>(k));
+    const bool accept = kRecursive
+                            ? u * qx * static_cast<float>(mass) < px * static_cast<float>(remaining)
+                            : u * qx * static_cast<float>(mass) < px;
+    if (accept) return {k, x};
+    double next;
+    if constexpr (kRecursive) {
+      const float scale = static_cast<float>(mass / remaining);
+      if (!materialised) {
+        next = block_residual_update(target, draft, scale, n, scratch, kDeviceResidualFloor, sh);
+        if (next < 0.0) next = block_copy_row(target, n, scratch, sh);
+        materialised = true;
+      } else {
+        next = block_residual_update(scratch, draft, scale, n, scratch, kDeviceResidualFloor * mass,
+                                     sh);
+        if (next < 0.0) next = mass;
+      }
+      // The removed tokens lose their target-side mass (one thread, in the CPU's order).
+      if (threadIdx.x == 0) {
+        for (int j = 0; j <= k; ++j) {
+          next -= scratch[candidates[j]];
+          scratch[candidates[j]] = 0.0f;
+        }
+        sh.next = next;
+      }
+      __syncthreads();
+      next = sh.next;
+      __syncthreads();  // every thread has read sh.next before it is written again
+      if (!(next > 0.0)) next = block_copy_row(target, n, scratch, sh);
+      remaining -= qx;
+      if (remaining < 1e-30) remaining = 1e-30;
+    } else {
+      if (!materialised) {
+        next = block_residual_update(target, draft, 1.0f, n, scratch, kDeviceResidualFloor, sh);
+        if (next < 0.0) next = block_copy_row(target, n, scratch, sh);
+        materialised = true;
+      } else {
+        next = block_residual_update(scratch, draft, static_cast<float>(mass), n, scratch,
+                                     kDeviceResidualFloor * mass, sh);
+        if (next < 0.0) next = mass;
+      }
+    }
+    mass = next;
+  }
+  const float u = uniforms.uniform(static_cast<std::uint32_t>(count));
+  const int token = materialised ? sample_block(RowValue{scratch}, n, u, sh.chain)
+                                 : sample_block(RowValue{target}, n, u, sh.chain);
+  return {-1, token};
+}
+
+/// One block per tree b (blockIdx.x). offsets (B + 1, staged) cut tokens / parents into trees;
+/// tree b's rows start at row offsets[b] + b of target / draft (root row first). ints holds
+/// 2 * max_nodes entries per tree (candidate tokens and node ids), scratch `n` floats per tree.
+/// Outputs as specdec::verify_tree_batch; bonus may be null. Device data is not trusted: the walk
+/// only moves to later nodes, and a child whose token lies outside [0, n) is never a candidate.
+template <bool kRecursive>
+__global__ void __launch_bounds__(kWarpThreads)
+    verify_tree_kernel(const std::int32_t* offsets, const std::int32_t* tokens,
+                       const std::int32_t* parents, const float* target, std::int64_t target_stride,
+                       const float* draft, std::int64_t draft_stride, int n,
+                       const RandomStream* streams, int max_nodes, std::int32_t* ints,
+                       float* scratch_rows, std::int32_t* accepted_nodes, std::int32_t* accepted,
+                       std::int32_t* final_tokens, std::uint8_t* bonus) {
+  __shared__ TreeShared sh;
+  const std::int64_t b = blockIdx.x;
+  const int begin = offsets[b];
+  const int nodes = offsets[b + 1] - begin;
+  const std::int64_t first_row = begin + b;
+  const RandomStream stream = streams[b];
+  std::int32_t* candidates = ints + b * 2 * static_cast<std::int64_t>(max_nodes);
+  std::int32_t* ids = candidates + max_nodes;
+  float* scratch = scratch_rows + b * static_cast<std::int64_t>(n);
+  const std::int32_t* tree_tokens = tokens + begin;
+  const std::int32_t* tree_parents = parents + begin;
+  int current = -1;
+  int walked = 0;
+  for (;;) {
+    __syncthreads();  // the previous node's candidates have been read
+    if (threadIdx.x == 0) {
+      int count = 0;
+      for (int j = current + 1; j < nodes; ++j) {
+        const std::int32_t x = tree_tokens[j];
+        if (tree_parents[j] == current && x >= 0 && x < n) {
+          ids[count] = j;
+          candidates[count] = x;
+          ++count;
+        }
+      }
+      sh.count = count;
+    }
+    __syncthreads();
+    const int count = sh.count;
+    const std::int64_t row = first_row + current + 1;
+    const float* target_row = target + row * target_stride;
+    const RandomStream s = stream.at_node(static_cast<std::uint32_t>(current + 1));
+    if (count == 0) {
+      const int token = sample_block(RowValue{target_row}, n, s.uniform(0), sh.chain);
+      if (threadIdx.x == 0) {
+        final_tokens[b] = token;
+        if (bonus != nullptr) bonus[b] = 1;
+      }
+      break;
+    }
+    const BlockVerdict verdict = block_verify_node<kRecursive>(
+        target_row, draft + row * draft_stride, n, candidates, count, s, scratch, sh);
+    if (verdict.accepted < 0) {
+      if (threadIdx.x == 0) {
+        final_tokens[b] = verdict.token;
+        if (bonus != nullptr) bonus[b] = 0;
+      }
+      break;
+    }
+    current = ids[verdict.accepted];
+    if (threadIdx.x == 0) accepted_nodes[begin + walked] = current;
+    ++walked;
+  }
+  if (threadIdx.x == 0) accepted[b] = walked;
+}
+
+}  // namespace specdec::backend::cuda_impl::detail

@@ -1,0 +1,93 @@
+// SPDX-License-Identifier: MIT
+// The CUDA tree verification kernel's source, run on the host through emulation/emulated_cuda.hpp
+// (one block per tree, one std::thread per CUDA thread), against verify_tree per tree.
+#include "emulation/emulated_cuda.hpp"
+// The emulation must come first: the kernel header then sees its built-ins.
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <vector>
+
+#include "specdec/backend/cuda/detail/tree_kernels.cuh"
+#include "tree_cases.hpp"
+
+using namespace specdec;
+using namespace specdec::test;
+namespace kernels = specdec::backend::cuda_impl::detail;
+
+namespace {
+
+/// Runs verify_tree_kernel over every tree of `c`, one emulated block of `threads` each.
+TreeResult run_kernel(bool recursive, const TreeCase& c, unsigned int threads) {
+  const auto batch = c.offsets.size() - 1;
+  int largest = 1;
+  for (std::size_t b = 0; b < batch; ++b)
+    largest = std::max(largest, c.offsets[b + 1] - c.offsets[b]);
+  std::vector<std::int32_t> ints(batch * 2 * static_cast<std::size_t>(largest));
+  std::vector<float> scratch(batch * static_cast<std::size_t>(c.vocab));
+  TreeResult r{std::vector<std::int32_t>(c.tokens.size(), -7), std::vector<std::int32_t>(batch, -7),
+               std::vector<Token>(batch, -7), std::vector<std::uint8_t>(batch, 7)};
+  for (std::size_t b = 0; b < batch; ++b) {
+    run_emulated_block(threads, static_cast<unsigned int>(b), [&] {
+      const auto kernel =
+          recursive ? kernels::verify_tree_kernel<true> : kernels::verify_tree_kernel<false>;
+      kernel(c.offsets.data(), c.tokens.data(), c.parents.data(), c.target.data(), c.vocab,
+             c.draft.data(), c.vocab, static_cast<int>(c.vocab), c.streams.data(), largest,
+             ints.data(), scratch.data(), r.accepted_nodes.data(), r.accepted.data(),
+             r.final_tokens.data(), r.bonus.data());
+    });
+  }
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("the emulated CUDA tree kernel matches verify_tree with RRS", "[backend][cuda_kernel]") {
+  const auto c = make_trees(10, 300, 11);
+  const auto want = tree_oracle(Recursive{}, c);
+  CHECK(run_kernel(true, c, 64) == want);
+  CHECK(std::count(want.bonus.begin(), want.bonus.end(), 1) > 0);
+  CHECK(std::count(want.bonus.begin(), want.bonus.end(), 0) > 0);
+  CHECK(std::count_if(want.accepted.begin(), want.accepted.end(), [](int a) { return a >= 2; }) >
+        0);
+}
+
+TEST_CASE("the emulated CUDA tree kernel matches verify_tree with multi-round",
+          "[backend][cuda_kernel]") {
+  const auto c = make_trees(10, 300, 12);
+  const auto want = tree_oracle(MultiRound{}, c);
+  CHECK(run_kernel(false, c, 32) == want);
+}
+
+TEST_CASE("the emulated CUDA tree kernel handles residuals that empty out",
+          "[backend][cuda_kernel]") {
+  // The target puts all its mass on the first child, which the draft also rates highest: after
+  // it is rejected the residual has no mass left off the removed tokens (the fallbacks).
+  TreeCase c;
+  c.vocab = 6;
+  const std::vector<float> target = {0.0f, 1.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+  const std::vector<float> draft = {0.05f, 0.7f, 0.1f, 0.05f, 0.05f, 0.05f};
+  for (std::uint32_t b = 0; b < 40; ++b) {
+    c.tokens.insert(c.tokens.end(), {1, 2, 3});
+    c.parents.insert(c.parents.end(), {-1, -1, -1});
+    for (int r = 0; r < 4; ++r) {
+      c.target.insert(c.target.end(), target.begin(), target.end());
+      c.draft.insert(c.draft.end(), draft.begin(), draft.end());
+    }
+    c.offsets.push_back(c.offsets.back() + 3);
+    c.streams.push_back(verify_stream(5, b, 0));
+  }
+  for (const bool recursive : {true, false}) {
+    const Rule rule = recursive ? Rule(Recursive{}) : Rule(MultiRound{});
+    CHECK(run_kernel(recursive, c, 32) == tree_oracle(rule, c));
+  }
+}
+
+TEST_CASE("the emulated CUDA tree kernel never accepts a child outside the vocabulary",
+          "[backend][cuda_kernel]") {
+  auto c = make_trees(3, 50, 4);
+  for (auto& token : c.tokens)
+    token = 50 + token;  // every token out of range: unscanned device data
+  const auto r = run_kernel(true, c, 32);
+  CHECK(r.accepted == std::vector<std::int32_t>{0, 0, 0});
+  for (const Token t : r.final_tokens) CHECK((t >= 0 && t < 50));
+}

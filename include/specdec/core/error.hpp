@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <cstdint>
+#include <iterator>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -25,12 +27,40 @@ class Error : public std::invalid_argument {
   std::string argument_;
 };
 
+/// The name of a checked argument with up to two indices ("rows", "rows[3]", "rows[3][7]"),
+/// spelled out only when a check fails: validating every row of a batch allocates nothing.
+/// Holds a view of `base`, which must outlive it.
+class ArgName {
+ public:
+  ArgName(const char* base) : base_(base) {}         // NOLINT: implicit by design
+  ArgName(std::string_view base) : base_(base) {}    // NOLINT
+  ArgName(const std::string& base) : base_(base) {}  // NOLINT
+  ArgName(std::string_view base, std::int64_t index) : base_(base), indices_{index, 0}, count_(1) {}
+
+  /// The same name with one more index (at most two in all).
+  [[nodiscard]] ArgName operator[](std::int64_t index) const {
+    ArgName out = *this;
+    if (out.count_ < 2) out.indices_[out.count_++] = index;
+    return out;
+  }
+  [[nodiscard]] std::string str() const {
+    std::string out(base_);
+    for (int i = 0; i < count_; ++i) fmt::format_to(std::back_inserter(out), "[{}]", indices_[i]);
+    return out;
+  }
+
+ private:
+  std::string_view base_;
+  std::int64_t indices_[2] = {0, 0};
+  int count_ = 0;
+};
+
 namespace detail {
 
 template <class... Args>
-[[noreturn]] void fail(std::string_view argument, fmt::format_string<Args...> problem,
+[[noreturn]] void fail(const ArgName& argument, fmt::format_string<Args...> problem,
                        Args&&... args) {
-  throw Error(std::string(argument), fmt::format(problem, std::forward<Args>(args)...));
+  throw Error(argument.str(), fmt::format(problem, std::forward<Args>(args)...));
 }
 
 }  // namespace detail

@@ -21,14 +21,14 @@ inline constexpr double kProbabilitySumTolerance = 1e-3;
 
 /// A probability row: non-empty, every entry finite and >= 0, sum within `tolerance` of 1.
 template <class T = float>
-void check_probability_row(std::string_view name, std::type_identity_t<std::span<const T>> row,
+void check_probability_row(const ArgName& name, std::type_identity_t<std::span<const T>> row,
                            double tolerance = kProbabilitySumTolerance) {
   if (row.empty()) detail::fail(name, "the row is empty");
   double sum = 0.0;
   for (std::size_t i = 0; i < row.size(); ++i) {
     const float v = static_cast<float>(row[i]);
     if (!std::isfinite(v) || v < 0.0f) {
-      detail::fail(fmt::format("{}[{}]", name, i), "{} is not a probability (finite, >= 0)", v);
+      detail::fail(name[static_cast<std::int64_t>(i)], "{} is not a probability (finite, >= 0)", v);
     }
     sum += v;
   }
@@ -39,34 +39,35 @@ void check_probability_row(std::string_view name, std::type_identity_t<std::span
 
 /// A logits row: non-empty, no NaN and no +inf; -inf marks a banned token, but not all of them.
 template <class T = float>
-void check_logits_row(std::string_view name, std::type_identity_t<std::span<const T>> row) {
+void check_logits_row(const ArgName& name, std::type_identity_t<std::span<const T>> row) {
   if (row.empty()) detail::fail(name, "the row is empty");
   bool any_finite = false;
   for (std::size_t i = 0; i < row.size(); ++i) {
     const float v = static_cast<float>(row[i]);
     if (std::isnan(v) || v == std::numeric_limits<float>::infinity()) {
-      detail::fail(fmt::format("{}[{}]", name, i), "{} is not a valid logit (finite or -inf)", v);
+      detail::fail(name[static_cast<std::int64_t>(i)], "{} is not a valid logit (finite or -inf)",
+                   v);
     }
     any_finite = any_finite || std::isfinite(v);
   }
   if (!any_finite) detail::fail(name, "every logit is -inf");
 }
 
-inline void check_size(std::string_view name, std::size_t got, std::size_t expected) {
+inline void check_size(const ArgName& name, std::size_t got, std::size_t expected) {
   if (got != expected) detail::fail(name, "has {} elements, expected {}", got, expected);
 }
 
-inline void check_token(std::string_view name, std::int64_t token, std::int64_t vocab) {
+inline void check_token(const ArgName& name, std::int64_t token, std::int64_t vocab) {
   if (token < 0 || token >= vocab) {
     detail::fail(name, "token {} is outside the vocabulary [0, {})", token, vocab);
   }
 }
 
 template <class T = Token>
-void check_tokens(std::string_view name, std::type_identity_t<std::span<const T>> tokens,
+void check_tokens(const ArgName& name, std::type_identity_t<std::span<const T>> tokens,
                   std::int64_t vocab) {
   for (std::size_t i = 0; i < tokens.size(); ++i) {
-    check_token(fmt::format("{}[{}]", name, i), tokens[i], vocab);
+    check_token(name[static_cast<std::int64_t>(i)], tokens[i], vocab);
   }
 }
 

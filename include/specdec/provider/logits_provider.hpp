@@ -97,7 +97,7 @@ inline void check_provider_output(std::string_view name, MatrixView<const float>
   for (std::int64_t r = 0; r < rows; ++r) {
     // A branch-free scan first (it vectorises); the detailed check only runs to word the error.
     if (!detail::logits_row_is_valid(logits.row_data(r), logits.cols)) {
-      check_logits_row<float>(fmt::format("{}[{}]", name, r), logits.row(r));
+      check_logits_row<float>(ArgName(name, r), logits.row(r));
     }
   }
 }

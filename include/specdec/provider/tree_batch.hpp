@@ -25,11 +25,11 @@ namespace specdec {
 ///
 /// `attention_mask` is optional: engines that want a packed mask point it at memory they or a mask
 /// builder filled (tree/tree_mask.hpp's packed_tree_mask), `mask_words_per_row` 32-bit words per
-/// node. Bit j % 32 (least significant first) of word j / 32 in row i is set when node i attends to node j, i.e. when j is i or one of
-/// its ancestors; every node also attends to the whole committed context, root included, which
-/// the mask does not spell out. It is derived from `parents`, travels with the batch for the
-/// engine's benefit, and is never consulted by the library's own providers. The batch does not
-/// own that memory.
+/// node. Bit j % 32 (least significant first) of word j / 32 in row i is set when node i attends to
+/// node j, i.e. when j is i or one of its ancestors; every node also attends to the whole committed
+/// context, root included, which the mask does not spell out. It is derived from `parents`, travels
+/// with the batch for the engine's benefit, and is never consulted by the library's own providers.
+/// The batch does not own that memory.
 ///
 /// The vectors keep their capacity across `assign` calls, so rebuilding a batch each step does not
 /// allocate after warm-up.
@@ -103,7 +103,7 @@ struct TreeBatch {
     check_size("parents", parents.size(), tokens.size());
     check_size("positions", positions.size(), tokens.size());
     for (std::size_t i = 0; i < tokens.size(); ++i) {
-      check_token(fmt::format("tokens[{}]", i), tokens[i], vocab);
+      check_token(ArgName("tokens", i), tokens[i], vocab);
       const auto parent = parents[i];
       if (parent < -1 || parent >= static_cast<std::int32_t>(i)) {
         detail::fail(fmt::format("parents[{}]", i),

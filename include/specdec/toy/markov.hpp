@@ -31,7 +31,7 @@ class MarkovModel {
     if (vocab <= 0) detail::fail("vocab", "{} must be > 0", vocab);
     check_size("transition", table_.size(), static_cast<std::size_t>(vocab * vocab));
     for (std::int64_t v = 0; v < vocab; ++v) {
-      check_probability_row(fmt::format("transition[{}]", v), row(static_cast<Token>(v)));
+      check_probability_row(ArgName("transition", v), row(static_cast<Token>(v)));
     }
   }
 
@@ -105,7 +105,7 @@ class NGramModel {
   void next_probabilities(std::span<const Token> context, std::span<float> out) const {
     check_size("out", out.size(), static_cast<std::size_t>(config_.vocab));
     for (std::size_t i = 0; i < context.size(); ++i) {
-      check_token(fmt::format("context[{}]", i), context[i], config_.vocab);
+      check_token(ArgName("context", i), context[i], config_.vocab);
     }
     base_row(config_.seed, context, out);
     if (temperature_ == 1.0f && noise_ == 0.0f) return;

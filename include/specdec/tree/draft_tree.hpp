@@ -63,7 +63,7 @@ struct DraftTree {
     for (std::size_t i = 0; i < tokens.size(); ++i) {
       // Format the argument name only on failure: validation runs on every step.
       if (tokens[i] < 0 || tokens[i] >= vocab) {
-        check_token(fmt::format("tokens[{}]", i), tokens[i], vocab);
+        check_token(ArgName("tokens", i), tokens[i], vocab);
       }
       const auto parent = parents[i];
       if (parent < -1 || parent >= static_cast<std::int32_t>(i)) {

@@ -17,18 +17,18 @@ namespace detail {
 
 /// Checks that `accepted` is a path from the root: accepted[0] is a child of the root and every
 /// later id is a child of the previous one. An empty path (nothing accepted) is valid.
-inline void check_accepted_path(std::string_view name, const DraftTree& tree,
+inline void check_accepted_path(const ArgName& name, const DraftTree& tree,
                                 std::span<const std::int32_t> accepted) {
   std::int32_t previous = -1;
   for (std::size_t t = 0; t < accepted.size(); ++t) {
     const auto node = accepted[t];
     if (node < 0 || node >= tree.size()) {
-      fail(fmt::format("{}[{}]", name, t), "{} is not a node of the tree (it has {} nodes)", node,
-           tree.size());
+      fail(name[static_cast<std::int64_t>(t)], "{} is not a node of the tree (it has {} nodes)",
+           node, tree.size());
     }
     const auto parent = tree.parents[static_cast<std::size_t>(node)];
     if (parent != previous) {
-      fail(fmt::format("{}[{}]", name, t),
+      fail(name[static_cast<std::int64_t>(t)],
            "node {} has parent {}, not {}: accepted ids must form a path from the root", node,
            parent, previous);
     }
@@ -93,7 +93,8 @@ inline void pack_accepted_paths(std::span<const DraftTree> trees,
     if (context_lengths[b] < 1) {
       detail::fail(fmt::format("context_lengths[{}]", b), "{} must be >= 1", context_lengths[b]);
     }
-    detail::check_accepted_path(fmt::format("accepted[{}]", b), trees[b], accepted[b]);
+    detail::check_accepted_path(ArgName("accepted", static_cast<std::int64_t>(b)), trees[b],
+                                accepted[b]);
     for (auto id : accepted[b]) out.slots.push_back(context_lengths[b] + id);
     out.offsets.push_back(static_cast<std::int32_t>(out.slots.size()));
   }

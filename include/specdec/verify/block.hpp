@@ -84,12 +84,12 @@ ChainVerdict verify_block(std::type_identity_t<std::span<const T>> target_rows,
     detail::fail("out", "has {} entries, needs L + 1 = {}", out.size(), length + 1);
   }
   for (std::size_t i = 0; i <= length; ++i) {
-    check_probability_row<T>(fmt::format("target_rows[{}]", i), target_rows.subspan(i * v, v));
+    check_probability_row<T>(ArgName("target_rows", i), target_rows.subspan(i * v, v));
   }
   for (std::size_t i = 0; i < length; ++i) {
     const auto draft = draft_rows.subspan(i * v, v);
-    check_probability_row<T>(fmt::format("draft_rows[{}]", i), draft);
-    const auto name = fmt::format("draft_tokens[{}]", i);
+    check_probability_row<T>(ArgName("draft_rows", i), draft);
+    const ArgName name("draft_tokens", static_cast<std::int64_t>(i));
     check_token(name, draft_tokens[i], vocab);
     if (!(static_cast<float>(draft[static_cast<std::size_t>(draft_tokens[i])]) > 0.0f)) {
       detail::fail(name, "token {} has draft probability 0", draft_tokens[i]);

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// Chain verification (docs/algorithms.md §2.1): a block of L draft tokens, one per position, verified
-// in order with any rule; the first rejection ends it, a bonus token follows when all pass.
+// Chain verification (docs/algorithms.md §2.1): a block of L draft tokens, one per position,
+// verified in order with any rule; the first rejection ends it, a bonus token follows when all
+// pass.
 #pragma once
 
 #include "specdec/verify/rule.hpp"
@@ -35,20 +36,18 @@ void check_chain_inputs(const Rule& rule, std::span<const T> target_rows,
                              !std::holds_alternative<Greedy>(rule) &&
                              !(std::holds_alternative<Lossy>(rule) && std::get<Lossy>(rule).greedy);
   for (std::size_t i = 0; i <= length; ++i) {
-    check_probability_row<T>(fmt::format("target_rows[{}]", i), target_rows.subspan(i * v, v));
+    check_probability_row<T>(ArgName("target_rows", i), target_rows.subspan(i * v, v));
     if (!raw_target_rows.empty()) {
-      check_probability_row<T>(fmt::format("raw_target_rows[{}]", i),
-                               raw_target_rows.subspan(i * v, v));
+      check_probability_row<T>(ArgName("raw_target_rows", i), raw_target_rows.subspan(i * v, v));
     }
   }
   for (std::size_t i = 0; i < length; ++i) {
     const auto draft = draft_rows.subspan(i * v, v);
-    check_probability_row<T>(fmt::format("draft_rows[{}]", i), draft);
+    check_probability_row<T>(ArgName("draft_rows", i), draft);
     if (!raw_draft_rows.empty()) {
-      check_probability_row<T>(fmt::format("raw_draft_rows[{}]", i),
-                               raw_draft_rows.subspan(i * v, v));
+      check_probability_row<T>(ArgName("raw_draft_rows", i), raw_draft_rows.subspan(i * v, v));
     }
-    const auto name = fmt::format("draft_tokens[{}]", i);
+    const ArgName name("draft_tokens", static_cast<std::int64_t>(i));
     check_token(name, draft_tokens[i], vocab);
     if (needs_support &&
         !(static_cast<float>(draft[static_cast<std::size_t>(draft_tokens[i])]) > 0.0f)) {

@@ -128,8 +128,9 @@ void check_node_inputs(std::span<const T> target, std::span<const T> draft,
   const auto vocab = static_cast<std::int64_t>(target.size());
   for (std::size_t k = 0; k < candidates.size(); ++k) {
     // A lone candidate is reported under its own name ("candidate"), a list by index.
-    const auto name = candidates_name == "candidate" ? std::string(candidates_name)
-                                                     : fmt::format("{}[{}]", candidates_name, k);
+    const ArgName name = candidates_name == "candidate"
+                             ? ArgName(candidates_name)
+                             : ArgName(candidates_name, static_cast<std::int64_t>(k));
     check_token(name, candidates[k], vocab);
     if (need_draft_support &&
         !(static_cast<float>(draft[static_cast<std::size_t>(candidates[k])]) > 0.0f)) {

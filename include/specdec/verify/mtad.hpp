@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
-// MTAD's sequence-level rule (seed 002 §3.2, Alg. 1, with the fix of docs/algorithms.md §2.3): accept
-// the LONGEST draft prefix whose joint target/draft ratio passes the threshold, then draw one
-// token from the target row after that prefix. Not lossless; tau = 1 is plain target sampling.
+// MTAD's sequence-level rule (seed 002 §3.2, Alg. 1, with the fix of docs/algorithms.md §2.3):
+// accept the LONGEST draft prefix whose joint target/draft ratio passes the threshold, then draw
+// one token from the target row after that prefix. Not lossless; tau = 1 is plain target sampling.
 #pragma once
 
 #include <cmath>
@@ -76,7 +76,7 @@ MtadVerdict verify_mtad(std::span<const Token> draft_tokens, std::span<const flo
     }
   }
   for (std::int64_t r = 0; r < target_rows.rows; ++r) {
-    check_probability_row(fmt::format("target_rows[{}]", r), target_rows.row(r));
+    check_probability_row(ArgName("target_rows", r), target_rows.row(r));
   }
   if (target_rows.stride != target_rows.cols) {
     detail::fail("target_rows", "must be contiguous (stride {} != cols {})", target_rows.stride,

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// Tree verification (RSD, seed 000 §3.2.2; docs/algorithms.md §2.2): walk a level-ordered draft tree
-// from the root with a node rule, returning the accepted node ids and the final token.
+// Tree verification (RSD, seed 000 §3.2.2; docs/algorithms.md §2.2): walk a level-ordered draft
+// tree from the root with a node rule, returning the accepted node ids and the final token.
 #pragma once
 
 #include "specdec/tree/draft_tree.hpp"
@@ -35,7 +35,7 @@ void check_tree_inputs(const Rule& rule, std::span<const Token> tokens,
   std::fill(children, children + n + 1, 0);
   std::int32_t max_depth = 0;
   for (std::size_t i = 0; i < n; ++i) {
-    check_token(fmt::format("tokens[{}]", i), tokens[i], vocab);
+    check_token(ArgName("tokens", i), tokens[i], vocab);
     const auto parent = parents[i];
     if (parent < -1 || parent >= static_cast<std::int32_t>(i)) {
       detail::fail(fmt::format("parents[{}]", i), "{} must be -1 (root) or an earlier node (< {})",
@@ -55,15 +55,13 @@ void check_tree_inputs(const Rule& rule, std::span<const Token> tokens,
                              !std::holds_alternative<Greedy>(rule) &&
                              !(std::holds_alternative<Lossy>(rule) && std::get<Lossy>(rule).greedy);
   for (std::size_t r = 0; r <= n; ++r) {
-    check_probability_row<T>(fmt::format("target_rows[{}]", r), target_rows.subspan(r * v, v));
-    check_probability_row<T>(fmt::format("draft_rows[{}]", r), draft_rows.subspan(r * v, v));
+    check_probability_row<T>(ArgName("target_rows", r), target_rows.subspan(r * v, v));
+    check_probability_row<T>(ArgName("draft_rows", r), draft_rows.subspan(r * v, v));
     if (!raw_target_rows.empty()) {
-      check_probability_row<T>(fmt::format("raw_target_rows[{}]", r),
-                               raw_target_rows.subspan(r * v, v));
+      check_probability_row<T>(ArgName("raw_target_rows", r), raw_target_rows.subspan(r * v, v));
     }
     if (!raw_draft_rows.empty()) {
-      check_probability_row<T>(fmt::format("raw_draft_rows[{}]", r),
-                               raw_draft_rows.subspan(r * v, v));
+      check_probability_row<T>(ArgName("raw_draft_rows", r), raw_draft_rows.subspan(r * v, v));
     }
     if (children[r] > max_candidates(rule, vocab)) {
       detail::fail(r == 0 ? std::string("parents") : fmt::format("tokens[{}]", r - 1),
@@ -77,7 +75,7 @@ void check_tree_inputs(const Rule& rule, std::span<const Token> tokens,
   }
   for (std::size_t i = 0; i < n; ++i) {
     const auto row = static_cast<std::size_t>(parents[i] + 1);
-    const auto name = fmt::format("tokens[{}]", i);
+    const ArgName name("tokens", static_cast<std::int64_t>(i));
     if (needs_support &&
         !(static_cast<float>(draft_rows[row * v + static_cast<std::size_t>(tokens[i])]) > 0.0f)) {
       detail::fail(name, "token {} has draft probability 0 in its parent's draft row", tokens[i]);
@@ -149,13 +147,12 @@ TreeVerdict verify_tree_unchecked(const Rule& rule, const Token* tokens,
 /// At the current node (the root first) its children, in stored order, are the candidates of the
 /// rule (Recursive for RSD trees drawn without replacement; MultiRound or SpecTr for i.i.d.
 /// trees; Rejection, Lossy and Cascade need one child per node). The accepted child becomes the
-/// current node (fix (a) of docs/algorithms.md §1.3: children are iterated by node id and their tokens
-/// read from `tokens`); its flat id is appended to `accepted_nodes` (fix (b)); all rejected ends
-/// the walk with the correction token; a node without children ends it with a bonus token drawn
-/// from the target row at that node (fix (c)).
-/// Randomness: the node whose children are verified uses `stream.at_node(id + 1)` (the root is
-/// node 0) with the rule's draws (test of child k = draw k, correction = draw K); the bonus token
-/// is draw 0 of `stream.at_node(leaf id + 1)`.
+/// current node (fix (a) of docs/algorithms.md §1.3: children are iterated by node id and their
+/// tokens read from `tokens`); its flat id is appended to `accepted_nodes` (fix (b)); all rejected
+/// ends the walk with the correction token; a node without children ends it with a bonus token
+/// drawn from the target row at that node (fix (c)). Randomness: the node whose children are
+/// verified uses `stream.at_node(id + 1)` (the root is node 0) with the rule's draws (test of child
+/// k = draw k, correction = draw K); the bonus token is draw 0 of `stream.at_node(leaf id + 1)`.
 /// `accepted_nodes` needs room for the tree's depth. Throws specdec::Error naming the bad argument.
 template <class T = float>
 TreeVerdict verify_tree(const Rule& rule, std::span<const Token> tokens,

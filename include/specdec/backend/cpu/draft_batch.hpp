@@ -56,7 +56,7 @@ struct GumbelTopKBatchImpl<backend::Cpu> {
     auto index = ws.take<std::int32_t>(n * static_cast<std::size_t>(threads));
     pool.run(rows.rows, threads, [&](std::int64_t r, int slot) {
       const auto s = static_cast<std::size_t>(slot);
-      const auto name = fmt::format("rows[{}]", r);
+      const ArgName name("rows", r);
       const auto& stream = streams[static_cast<std::size_t>(r)];
       float* vals = values.rows != 0 ? values.row_data(r) : nullptr;
       std::int64_t got;
@@ -153,7 +153,7 @@ struct BeamLevelBatchImpl<backend::Cpu> {
       const auto count = static_cast<std::size_t>(beam_counts[static_cast<std::size_t>(b)]);
       for (std::size_t i = 0; i < count; ++i) {
         check_probability_row<float>(
-            fmt::format("draft_rows[{}]", b * width + static_cast<std::int64_t>(i)),
+            ArgName("draft_rows", b * width + static_cast<std::int64_t>(i)),
             draft_rows.row(b * width + static_cast<std::int64_t>(i)));
       }
       BeamCandidate* c = candidates.data() + s * w * w;

@@ -111,13 +111,13 @@ struct ChainBatchImpl<backend::Cpu> {
       const Warp& w = warps[warps.size() == 1 ? 0 : static_cast<std::size_t>(b)];
       for (std::int64_t i = 0; i <= gamma; ++i) {
         const auto row = target_logits.row(b * (gamma + 1) + i);
-        check_logits_row<T>(fmt::format("target_logits[{}]", b * (gamma + 1) + i), row);
+        check_logits_row<T>(ArgName("target_logits", b * (gamma + 1) + i), row);
         warp_logits_unchecked<T>(
             w, row, std::span<float>(target + static_cast<std::size_t>(i) * v, v), idx);
       }
       for (std::int64_t i = 0; i < gamma; ++i) {
         const auto row = draft_logits.row(b * gamma + i);
-        check_logits_row<T>(fmt::format("draft_logits[{}]", b * gamma + i), row);
+        check_logits_row<T>(ArgName("draft_logits", b * gamma + i), row);
         warp_logits_unchecked<T>(w, row,
                                  std::span<float>(draft + static_cast<std::size_t>(i) * v, v), idx);
       }

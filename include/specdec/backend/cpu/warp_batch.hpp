@@ -29,7 +29,7 @@ struct WarpBatchImpl<backend::Cpu> {
     check_warp_batch(logits.rows, logits.cols, logits.stride, warped.rows, warped.cols,
                      warped.stride, warps);
     for (std::int64_t r = 0; r < logits.rows; ++r) {
-      check_logits_row<T>(fmt::format("logits[{}]", r), logits.row(r));
+      check_logits_row<T>(ArgName("logits", r), logits.row(r));
     }
     auto& pool = backend::default_thread_pool();
     const int threads = pool.resolve(logits.rows, cpu.threads);

@@ -53,7 +53,8 @@ SPECDEC_HOST_DEVICE double blocked_sum(const F& f, std::int64_t begin, std::int6
       for (int j = 0; j < kLanes; ++j) lanes[j] += f(i + j);
     }
     float block = 0.0f;
-    for (; i < e; ++i) block += f(i);
+    const int tail = static_cast<int>(e - i);  // fewer than kLanes: a bound GCC can see
+    for (int j = 0; j < tail; ++j) block += f(i + j);
     for (int j = 0; j < kLanes; ++j) block += lanes[j];
     total += block;
   }

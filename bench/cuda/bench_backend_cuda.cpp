@@ -1,14 +1,17 @@
 // SPDX-License-Identifier: MIT
 // Batched warps and batched chain verification on the CUDA backend against a copy kernel moving the
 // same bytes, in one run: B = 1, 16, 64, 256 rows (sequences), V = 32000 and 128256, fp32 and bf16
-// logits; chain verification with gamma = 5, warps included.
+// logits; chain verification with gamma = 5, warps included; batched Gumbel-top-k (k = 8) and one
+// stochastic-beam-search level (W = 4).
 #include <cuda_runtime_api.h>
 
 #include <Eigen/Core>
+#include <algorithm>
 #include <cstdio>
 #include <vector>
 
 #include "copy_kernel.hpp"
+#include "specdec/backend/cuda/draft_batch.hpp"
 #include "specdec/backend/cuda/verify_batch.hpp"
 #include "specdec/backend/cuda/warp_batch.hpp"
 #include "specdec/toy/random.hpp"
@@ -157,6 +160,137 @@ void run_chain_case(cudaStream_t stream, std::int64_t batch, std::int64_t vocab,
   cudaFree(scratch);
 }
 
+/// Batched Gumbel-top-k, k = 8, over `rows` rows of log-weights (logits) of type T; the copy
+/// kernel reads the same rows once.
+template <class T>
+void run_top_k_case(cudaStream_t stream, std::int64_t rows, std::int64_t vocab, const char* dtype) {
+  constexpr std::int64_t k = 8;
+  specdec::toy::ToyRandom rng(5);
+  std::vector<T> host(static_cast<std::size_t>(rows * vocab));
+  for (auto& x : host) x = static_cast<T>(static_cast<float>(3.0 * rng.normal()));
+  std::vector<specdec::RandomStream> streams(static_cast<std::size_t>(rows));
+  for (std::size_t r = 0; r < streams.size(); ++r) {
+    streams[r].sequence = static_cast<std::uint32_t>(r);
+    streams[r].domain = specdec::Domain::kDraft;
+  }
+  T* logits = nullptr;
+  float *values = nullptr, *copied = nullptr;
+  specdec::Token* tokens = nullptr;
+  std::int32_t* counts = nullptr;
+  void* scratch = nullptr;
+  const auto backend = specdec::backend::cuda.on(stream);
+  const std::size_t bytes =
+      specdec::workspace_size(backend, specdec::GumbelTopKBatchShape{rows, vocab, k});
+  check(cudaMalloc(reinterpret_cast<void**>(&logits), host.size() * sizeof(T)), "cudaMalloc");
+  check(cudaMalloc(reinterpret_cast<void**>(&copied), host.size() * sizeof(float)), "cudaMalloc");
+  check(cudaMalloc(reinterpret_cast<void**>(&values), static_cast<std::size_t>(rows * k) * 4),
+        "cudaMalloc");
+  check(cudaMalloc(reinterpret_cast<void**>(&tokens), static_cast<std::size_t>(rows * k) * 4),
+        "cudaMalloc");
+  check(cudaMalloc(reinterpret_cast<void**>(&counts), static_cast<std::size_t>(rows) * 4),
+        "cudaMalloc");
+  check(cudaMalloc(&scratch, bytes), "cudaMalloc");
+  check(cudaMemcpy(logits, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice),
+        "cudaMemcpy");
+  const specdec::backend::DeviceWorkspace ws{scratch, bytes};
+  const int iterations = rows * vocab > 4'000'000 ? 20 : 100;
+  const float top_k_ms = time_ms(stream, iterations, [&] {
+    specdec::gumbel_top_k_batch(
+        backend, specdec::RowKind::kLogWeights, specdec::MatrixView<const T>(logits, rows, vocab),
+        k, streams, specdec::MatrixView<specdec::Token>(tokens, rows, k),
+        specdec::MatrixView<float>(values, rows, k),
+        std::span<std::int32_t>(counts, static_cast<std::size_t>(rows)), ws);
+  });
+  const float copy_ms = time_ms(stream, iterations, [&] {
+    check(specdec::bench::copy_to_float(logits, sizeof(T) == 2, copied, rows * vocab, stream),
+          "copy_to_float");
+  });
+  std::printf("%-10s %-5s %5lld %7lld %12.1f %12.1f %10.2f\n", "top-8", dtype,
+              static_cast<long long>(rows), static_cast<long long>(vocab), top_k_ms * 1e3,
+              copy_ms * 1e3, top_k_ms / copy_ms);
+  cudaFree(logits);
+  cudaFree(copied);
+  cudaFree(values);
+  cudaFree(tokens);
+  cudaFree(counts);
+  cudaFree(scratch);
+}
+
+/// One stochastic-beam-search level, W = 4 live beams in each of `batch` sequences (B W fp32
+/// probability rows); the copy kernel reads the same rows once.
+void run_beam_case(cudaStream_t stream, std::int64_t batch, std::int64_t vocab) {
+  constexpr std::int64_t width = 4;
+  const std::int64_t rows = batch * width;
+  specdec::toy::ToyRandom rng(8);
+  std::vector<float> host(static_cast<std::size_t>(rows * vocab));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const auto row = specdec::toy::dirichlet(vocab, 0.5, rng);
+    std::copy(row.begin(), row.end(), host.begin() + r * vocab);
+  }
+  const std::vector<std::int32_t> host_counts(static_cast<std::size_t>(batch), width);
+  std::vector<std::int32_t> host_nodes(static_cast<std::size_t>(rows));
+  for (std::size_t i = 0; i < host_nodes.size(); ++i)
+    host_nodes[i] = static_cast<std::int32_t>(i % width);
+  const std::vector<float> host_zeros(static_cast<std::size_t>(rows), -1.0f);
+  std::vector<specdec::RandomStream> streams(static_cast<std::size_t>(batch));
+  for (std::size_t b = 0; b < streams.size(); ++b) {
+    streams[b].sequence = static_cast<std::uint32_t>(b);
+    streams[b].domain = specdec::Domain::kDraft;
+  }
+  float *draft = nullptr, *copied = nullptr, *phis = nullptr, *psis = nullptr;
+  float *next_lp = nullptr, *next_sc = nullptr;
+  std::int32_t *counts = nullptr, *nodes = nullptr, *parents = nullptr, *tokens = nullptr;
+  std::int32_t* next_counts = nullptr;
+  void* scratch = nullptr;
+  const auto backend = specdec::backend::cuda.on(stream);
+  const std::size_t bytes =
+      specdec::workspace_size(backend, specdec::BeamLevelBatchShape{batch, width, vocab});
+  const auto cells = static_cast<std::size_t>(rows) * 4;
+  check(cudaMalloc(reinterpret_cast<void**>(&draft), host.size() * 4), "cudaMalloc");
+  check(cudaMalloc(reinterpret_cast<void**>(&copied), host.size() * 4), "cudaMalloc");
+  for (float** p : {&phis, &psis, &next_lp, &next_sc})
+    check(cudaMalloc(reinterpret_cast<void**>(p), cells), "cudaMalloc");
+  for (std::int32_t** p : {&nodes, &parents, &tokens})
+    check(cudaMalloc(reinterpret_cast<void**>(p), cells), "cudaMalloc");
+  check(cudaMalloc(reinterpret_cast<void**>(&counts), static_cast<std::size_t>(batch) * 4),
+        "cudaMalloc");
+  check(cudaMalloc(reinterpret_cast<void**>(&next_counts), static_cast<std::size_t>(batch) * 4),
+        "cudaMalloc");
+  check(cudaMalloc(&scratch, bytes), "cudaMalloc");
+  check(cudaMemcpy(draft, host.data(), host.size() * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
+  check(cudaMemcpy(counts, host_counts.data(), host_counts.size() * 4, cudaMemcpyHostToDevice),
+        "cudaMemcpy");
+  check(cudaMemcpy(nodes, host_nodes.data(), cells, cudaMemcpyHostToDevice), "cudaMemcpy");
+  check(cudaMemcpy(phis, host_zeros.data(), cells, cudaMemcpyHostToDevice), "cudaMemcpy");
+  check(cudaMemcpy(psis, host_zeros.data(), cells, cudaMemcpyHostToDevice), "cudaMemcpy");
+  const specdec::backend::DeviceWorkspace ws{scratch, bytes};
+  const int iterations = rows * vocab > 4'000'000 ? 20 : 100;
+  using specdec::MatrixView;
+  const float beam_ms = time_ms(stream, iterations, [&] {
+    specdec::stochastic_beam_level_batch(
+        backend, MatrixView<const float>(draft, rows, vocab),
+        std::span<const std::int32_t>(counts, static_cast<std::size_t>(batch)),
+        MatrixView<const std::int32_t>(nodes, batch, width),
+        MatrixView<const float>(phis, batch, width), MatrixView<const float>(psis, batch, width),
+        streams, MatrixView<std::int32_t>(parents, batch, width),
+        MatrixView<specdec::Token>(tokens, batch, width), MatrixView<float>(next_lp, batch, width),
+        MatrixView<float>(next_sc, batch, width),
+        std::span<std::int32_t>(next_counts, static_cast<std::size_t>(batch)), ws);
+  });
+  const float copy_ms = time_ms(stream, iterations, [&] {
+    check(specdec::bench::copy_to_float(draft, false, copied, rows * vocab, stream),
+          "copy_to_float");
+  });
+  std::printf("%-10s %-5s %5lld %7lld %12.1f %12.1f %10.2f\n", "beam W=4", "fp32",
+              static_cast<long long>(batch), static_cast<long long>(vocab), beam_ms * 1e3,
+              copy_ms * 1e3, beam_ms / copy_ms);
+  cudaFree(draft);
+  cudaFree(copied);
+  for (float* p : {phis, psis, next_lp, next_sc}) cudaFree(p);
+  for (std::int32_t* p : {nodes, parents, tokens, counts, next_counts}) cudaFree(p);
+  cudaFree(scratch);
+}
+
 }  // namespace
 
 int main() {
@@ -187,6 +321,16 @@ int main() {
       run_chain_case<Eigen::bfloat16>(stream, batch, vocab, "bf16", top_p, "top-p 0.9");
       run_chain_case<Eigen::bfloat16>(stream, batch, vocab, "bf16", {}, "none");
     }
+  }
+  std::printf("\nbatched drafting: Gumbel-top-k (k = 8) over B rows of logits; one beam level\n");
+  std::printf("%-10s %-5s %5s %7s %12s %12s %10s\n", "op", "dtype", "B", "V", "draft(us)",
+              "copy(us)", "x copy");
+  for (std::int64_t vocab : {32000, 128256}) {
+    for (std::int64_t rows : {1, 16, 64, 256}) {
+      run_top_k_case<float>(stream, rows, vocab, "fp32");
+      run_top_k_case<Eigen::bfloat16>(stream, rows, vocab, "bf16");
+    }
+    for (std::int64_t batch : {1, 16, 64}) run_beam_case(stream, batch, vocab);
   }
   cudaStreamDestroy(stream);
   return 0;

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 
@@ -12,6 +13,7 @@
 #include "specdec/core/error.hpp"
 #include "specdec/core/philox.hpp"
 #include "specdec/core/token.hpp"
+#include "specdec/core/validate.hpp"
 #include "specdec/core/views.hpp"
 #include "specdec/draft/gumbel_topk.hpp"
 
@@ -46,6 +48,67 @@ struct BeamLevelBatchImpl {
                 "stochastic_beam_level_batch: no implementation for this backend; include "
                 "specdec/backend/cpu/draft_batch.hpp");
 };
+
+inline void check_batch_matrix(std::string_view name, std::int64_t rows, std::int64_t cols,
+                               std::int64_t stride, std::int64_t want_rows,
+                               std::int64_t want_cols) {
+  if (rows != want_rows || cols != want_cols)
+    fail(name, "is {} x {}, expected {} x {}", rows, cols, want_rows, want_cols);
+  if (stride < cols) fail(name, "stride {} is smaller than its {} columns", stride, cols);
+}
+
+/// The shape checks of gumbel_top_k_batch every backend makes (the rows' contents aside).
+template <class T>
+void check_gumbel_top_k_batch(MatrixView<const T> rows, std::int64_t k, std::size_t streams,
+                              MatrixView<Token> tokens, MatrixView<float> values,
+                              std::size_t counts) {
+  if (rows.rows < 1) fail("rows", "has {} rows, expected at least 1", rows.rows);
+  if (rows.cols < 1) fail("rows", "has {} columns, expected at least 1", rows.cols);
+  if (rows.stride < rows.cols)
+    fail("rows", "stride {} is smaller than its {} columns", rows.stride, rows.cols);
+  check_sample_count("k", k, rows.cols);
+  if (streams != static_cast<std::size_t>(rows.rows))
+    fail("streams", "has {} entries, expected one per row ({})", streams, rows.rows);
+  check_batch_matrix("tokens", tokens.rows, tokens.cols, tokens.stride, rows.rows, k);
+  if (values.rows != 0)
+    check_batch_matrix("values", values.rows, values.cols, values.stride, rows.rows, k);
+  check_size("counts", counts, static_cast<std::size_t>(rows.rows));
+}
+
+/// The shape checks of stochastic_beam_level_batch every backend makes (beam counts, nodes and
+/// rows aside).
+inline void check_beam_level_batch(MatrixView<const float> draft_rows, std::size_t beam_counts,
+                                   MatrixView<const std::int32_t> nodes,
+                                   MatrixView<const float> log_probs,
+                                   MatrixView<const float> scores, std::size_t streams,
+                                   MatrixView<std::int32_t> next_parents,
+                                   MatrixView<Token> next_tokens, MatrixView<float> next_log_probs,
+                                   MatrixView<float> next_scores, std::size_t next_counts) {
+  const std::int64_t batch = nodes.rows, width = nodes.cols;
+  if (batch < 1) fail("nodes", "has {} rows (sequences), expected at least 1", batch);
+  if (width < 1) fail("nodes", "has {} columns (beam width), expected at least 1", width);
+  if (draft_rows.cols < 1)
+    fail("draft_rows", "has {} columns, expected at least 1", draft_rows.cols);
+  check_batch_matrix("draft_rows", draft_rows.rows, draft_rows.cols, draft_rows.stride,
+                     batch * width, draft_rows.cols);
+  check_size("beam_counts", beam_counts, static_cast<std::size_t>(batch));
+  check_batch_matrix("nodes", nodes.rows, nodes.cols, nodes.stride, batch, width);
+  check_batch_matrix("log_probs", log_probs.rows, log_probs.cols, log_probs.stride, batch, width);
+  check_batch_matrix("scores", scores.rows, scores.cols, scores.stride, batch, width);
+  if (streams != static_cast<std::size_t>(batch))
+    fail("streams", "has {} entries, expected one per sequence ({})", streams, batch);
+  check_batch_matrix("next_parents", next_parents.rows, next_parents.cols, next_parents.stride,
+                     batch, width);
+  check_batch_matrix("next_tokens", next_tokens.rows, next_tokens.cols, next_tokens.stride, batch,
+                     width);
+  check_batch_matrix("next_log_probs", next_log_probs.rows, next_log_probs.cols,
+                     next_log_probs.stride, batch, width);
+  check_batch_matrix("next_scores", next_scores.rows, next_scores.cols, next_scores.stride, batch,
+                     width);
+  check_size("next_counts", next_counts, static_cast<std::size_t>(batch));
+  if (width > draft_rows.cols)
+    fail("nodes", "beam width {} exceeds the vocabulary ({})", width, draft_rows.cols);
+}
 
 }  // namespace detail
 

@@ -16,14 +16,39 @@
 #include "specdec/core/token.hpp"
 #include "specdec/core/validate.hpp"
 #include "specdec/core/workspace.hpp"
+#include "specdec/draft/draft_kernels.hpp"
+
+namespace specdec::detail {
+
+#if defined(EIGEN_VECTORIZE_FMA) && !SPECDEC_PACKET_FMA
+#error "specdec: Eigen's packet multiply-add fuses but packet_log's does not"
+#endif
+
+/// The logarithm of perturb_row_host as an Eigen functor: Eigen's vectorised log on packets and
+/// its scalar twin packet_log on the entries a vectorised loop leaves to scalar code (head and
+/// tail, or every entry when the expression does not vectorise), so each entry's bits equal
+/// gumbel_perturbed's whatever the row's alignment, length or element type.
+struct PacketLogOp {
+  float operator()(float x) const { return packet_log(x); }
+  template <class Packet>
+  Packet packetOp(const Packet& x) const {
+    return Eigen::internal::plog(x);
+  }
+};
+
+}  // namespace specdec::detail
+
+namespace Eigen::internal {
+template <>
+struct functor_traits<specdec::detail::PacketLogOp> {
+  enum {
+    Cost = functor_traits<scalar_log_op<float>>::Cost,
+    PacketAccess = packet_traits<float>::HasLog
+  };
+};
+}  // namespace Eigen::internal
 
 namespace specdec {
-
-/// What a row handed to Gumbel-top-k holds.
-enum class RowKind {
-  kLogWeights,     // log-probabilities or logits (any additive shift); -inf = never drawn
-  kProbabilities,  // probabilities (any positive scale); 0 = never drawn
-};
 
 namespace detail {
 
@@ -74,7 +99,7 @@ SPECDEC_HOST_DEVICE std::int64_t perturb_row(const T* row, std::int64_t n, const
 struct RanksBefore {
   const float* perturbed;
   bool operator()(std::int32_t a, std::int32_t b) const {
-    return perturbed[a] > perturbed[b] || (perturbed[a] == perturbed[b] && a < b);
+    return ranks_before(perturbed[a], a, perturbed[b], b);
   }
 };
 
@@ -193,8 +218,10 @@ inline void fill_uniforms_host(const RandomStream& stream, std::uint32_t first, 
 }
 
 /// Host version of perturb_row, vectorised: perturbed[i] = log_weight(row[i]) + Gumbel(draw
-/// first_draw + i), -inf for banned entries. Same draws as perturb_row; the logarithms are Eigen's
-/// vectorised ones, so values may differ from the scalar kernel's in the last bit.
+/// first_draw + i), -inf for banned entries. Same draws as perturb_row; the logarithms are
+/// packet_log's (Eigen's vectorised log), so perturbed[i] equals
+/// gumbel_perturbed<kind>(row[i], uniform(first_draw + i)) bit for bit and may differ from the
+/// scalar kernel's (libm logf) in the last bit.
 template <RowKind kind, class T, class Source>
 void perturb_row_host(const T* row, std::int64_t n, const Source& source, std::uint32_t first_draw,
                       float* perturbed) {
@@ -207,12 +234,13 @@ void perturb_row_host(const T* row, std::int64_t n, const Source& source, std::u
   }
   Eigen::Map<Eigen::ArrayXf> p(perturbed, static_cast<Eigen::Index>(n));
   const Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>> w(row, static_cast<Eigen::Index>(n));
+  const PacketLogOp log_op;
   if constexpr (kind == RowKind::kProbabilities) {
-    // Eigen's log(0) is -inf, so zero-probability entries stay -inf after adding a finite
-    // Gumbel (a select() here would defeat vectorisation).
-    p = w.template cast<float>().log() - (-p.log()).log();
+    // log(0) is -inf, so zero-probability entries stay -inf after adding a finite Gumbel (a
+    // select() here would defeat vectorisation).
+    p = w.template cast<float>().unaryExpr(log_op) - (-p.unaryExpr(log_op)).unaryExpr(log_op);
   } else {
-    p = w.template cast<float>() - (-p.log()).log();
+    p = w.template cast<float>() - (-p.unaryExpr(log_op)).unaryExpr(log_op);
   }
 }
 

@@ -14,42 +14,21 @@
 #include "specdec/core/numerics.hpp"
 #include "specdec/core/philox.hpp"
 #include "specdec/core/workspace.hpp"
+#include "specdec/draft/draft_kernels.hpp"
 #include "specdec/draft/drafted_tree.hpp"
 #include "specdec/draft/gumbel_topk.hpp"
 
 namespace specdec {
 
-/// The perturbed value `g` of a child conditioned on its siblings' maximum being `bound` (the
-/// parent's truncated value) instead of `z` (their actual maximum, z >= g):
-/// -log(exp(-bound) - exp(-z) + exp(-g)), computed stably (Kool et al. App. B.3):
-/// v = bound - g + log1mexp(g - z), result = bound - max(v, 0) - log1p(exp(-|v|)).
-/// The child with g == z gets exactly `bound`; every result is <= bound and increasing in g.
-SPECDEC_HOST_DEVICE double truncated_gumbel(double bound, double g, double z) {
-  const double a = g - z < 0.0 ? g - z : 0.0;
-  const double v = bound - g + log1mexp(a);
-  return bound - (v > 0.0 ? v : 0.0) - log1p(exp(-fabs(v)));
-}
-
 namespace detail {
-
-/// One candidate extension (parent, token) of a beam level.
-struct BeamCandidate {
-  double score;    // the ranking value (psi' for RSD-S)
-  float log_prob;  // path log probability of the extension
-  std::int32_t parent;
-  Token token;
-};
 
 /// Keeps the `keep` best candidates at the front, sorted by score decreasing (ties: lower parent
 /// id, then lower token).
 inline std::size_t keep_best(std::span<BeamCandidate> c, std::size_t keep) {
   const auto k = std::min(keep, c.size());
-  std::partial_sort(c.begin(), c.begin() + static_cast<std::ptrdiff_t>(k), c.end(),
-                    [](const BeamCandidate& a, const BeamCandidate& b) {
-                      if (a.score != b.score) return a.score > b.score;
-                      if (a.parent != b.parent) return a.parent < b.parent;
-                      return a.token < b.token;
-                    });
+  std::partial_sort(
+      c.begin(), c.begin() + static_cast<std::ptrdiff_t>(k), c.end(),
+      [](const BeamCandidate& a, const BeamCandidate& b) { return beam_ranks_before(a, b); });
   return k;
 }
 
@@ -99,9 +78,9 @@ inline std::size_t rsd_s_workspace_size(std::int32_t width, std::int64_t vocab) 
 }
 
 /// Builds an RSD-S tree by stochastic beam search (seed 000 Alg. 8-9 with the fix of
-/// docs/algorithms.md §3.4): beam width `width`, `depth` levels. Every beam node k carries its path log
-/// probability phi_k and truncated perturbed value psi_k (root: 0, 0). Each level, every beam node
-/// draws its top-`width` children by Gumbel-top-k on its draft row (only those can enter the
+/// docs/algorithms.md §3.4): beam width `width`, `depth` levels. Every beam node k carries its path
+/// log probability phi_k and truncated perturbed value psi_k (root: 0, 0). Each level, every beam
+/// node draws its top-`width` children by Gumbel-top-k on its draft row (only those can enter the
 /// global top `width`), g = phi_k + log draft(x) + Gumbel, Z_k = max g, and
 /// psi' = truncated_gumbel(psi_k, g, Z_k); the `width` extensions with the largest psi' (not g)
 /// form the next level, sorted by psi' decreasing. Siblings therefore appear in their sampling

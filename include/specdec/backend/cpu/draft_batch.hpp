@@ -18,14 +18,6 @@
 
 namespace specdec::detail {
 
-inline void check_batch_matrix(std::string_view name, std::int64_t rows, std::int64_t cols,
-                               std::int64_t stride, std::int64_t want_rows,
-                               std::int64_t want_cols) {
-  if (rows != want_rows || cols != want_cols)
-    fail(name, "is {} x {}, expected {} x {}", rows, cols, want_rows, want_cols);
-  if (stride < cols) fail(name, "stride {} is smaller than its {} columns", stride, cols);
-}
-
 template <>
 struct GumbelTopKBatchImpl<backend::Cpu> {
   static std::size_t workspace_size(const backend::Cpu& cpu, const GumbelTopKBatchShape& shape) {
@@ -37,17 +29,7 @@ struct GumbelTopKBatchImpl<backend::Cpu> {
   static void run(const backend::Cpu& cpu, RowKind kind, MatrixView<const T> rows, std::int64_t k,
                   std::span<const RandomStream> streams, MatrixView<Token> tokens,
                   MatrixView<float> values, std::span<std::int32_t> counts, Workspace& ws) {
-    if (rows.rows < 1) fail("rows", "has {} rows, expected at least 1", rows.rows);
-    if (rows.cols < 1) fail("rows", "has {} columns, expected at least 1", rows.cols);
-    if (rows.stride < rows.cols)
-      fail("rows", "stride {} is smaller than its {} columns", rows.stride, rows.cols);
-    check_sample_count("k", k, rows.cols);
-    if (streams.size() != static_cast<std::size_t>(rows.rows))
-      fail("streams", "has {} entries, expected one per row ({})", streams.size(), rows.rows);
-    check_batch_matrix("tokens", tokens.rows, tokens.cols, tokens.stride, rows.rows, k);
-    if (values.rows != 0)
-      check_batch_matrix("values", values.rows, values.cols, values.stride, rows.rows, k);
-    check_size("counts", counts.size(), static_cast<std::size_t>(rows.rows));
+    check_gumbel_top_k_batch(rows, k, streams.size(), tokens, values, counts.size());
     const auto n = static_cast<std::size_t>(rows.cols);
     auto& pool = backend::default_thread_pool();
     const int threads = pool.resolve(rows.rows, cpu.threads);
@@ -100,30 +82,10 @@ struct BeamLevelBatchImpl<backend::Cpu> {
                   MatrixView<Token> next_tokens, MatrixView<float> next_log_probs,
                   MatrixView<float> next_scores, std::span<std::int32_t> next_counts,
                   Workspace& ws) {
+    check_beam_level_batch(draft_rows, beam_counts.size(), nodes, log_probs, scores, streams.size(),
+                           next_parents, next_tokens, next_log_probs, next_scores,
+                           next_counts.size());
     const std::int64_t batch = nodes.rows, width = nodes.cols;
-    if (batch < 1) fail("nodes", "has {} rows (sequences), expected at least 1", batch);
-    if (width < 1) fail("nodes", "has {} columns (beam width), expected at least 1", width);
-    if (draft_rows.cols < 1)
-      fail("draft_rows", "has {} columns, expected at least 1", draft_rows.cols);
-    check_batch_matrix("draft_rows", draft_rows.rows, draft_rows.cols, draft_rows.stride,
-                       batch * width, draft_rows.cols);
-    check_size("beam_counts", beam_counts.size(), static_cast<std::size_t>(batch));
-    check_batch_matrix("nodes", nodes.rows, nodes.cols, nodes.stride, batch, width);
-    check_batch_matrix("log_probs", log_probs.rows, log_probs.cols, log_probs.stride, batch, width);
-    check_batch_matrix("scores", scores.rows, scores.cols, scores.stride, batch, width);
-    if (streams.size() != static_cast<std::size_t>(batch))
-      fail("streams", "has {} entries, expected one per sequence ({})", streams.size(), batch);
-    check_batch_matrix("next_parents", next_parents.rows, next_parents.cols, next_parents.stride,
-                       batch, width);
-    check_batch_matrix("next_tokens", next_tokens.rows, next_tokens.cols, next_tokens.stride, batch,
-                       width);
-    check_batch_matrix("next_log_probs", next_log_probs.rows, next_log_probs.cols,
-                       next_log_probs.stride, batch, width);
-    check_batch_matrix("next_scores", next_scores.rows, next_scores.cols, next_scores.stride, batch,
-                       width);
-    check_size("next_counts", next_counts.size(), static_cast<std::size_t>(batch));
-    if (width > draft_rows.cols)
-      fail("nodes", "beam width {} exceeds the vocabulary ({})", width, draft_rows.cols);
     for (std::int64_t b = 0; b < batch; ++b) {
       const auto count = beam_counts[static_cast<std::size_t>(b)];
       if (count < 1 || count > width) {

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "specdec/core/philox.hpp"
+#include "specdec/draft/draft_kernels.hpp"
 
 namespace specdec::backend::cuda_impl {
 
@@ -96,5 +97,68 @@ cudaError_t verify_tree_batch(bool recursive, const std::int32_t* host_offsets, 
                               const RandomStream* host_streams, std::int32_t* accepted_nodes,
                               std::int32_t* accepted, std::int32_t* final_tokens,
                               std::uint8_t* bonus, void* workspace, cudaStream_t stream);
+
+/// Largest k of gumbel_top_k_batch and largest beam width of stochastic_beam_level_batch on the
+/// CUDA backend: a row's winners are ordered in shared memory.
+inline constexpr std::int64_t kMaxDeviceTopK = 1024;
+
+/// Device bytes gumbel_top_k_batch needs: the staged streams and one perturbed row per row.
+constexpr std::size_t gumbel_batch_workspace_size(std::int64_t rows, std::int64_t vocab) {
+  const auto r = static_cast<std::size_t>(rows < 0 ? 0 : rows);
+  const auto v = static_cast<std::size_t>(vocab < 0 ? 0 : vocab);
+  return device_round_up(r * sizeof(RandomStream)) + device_round_up(r * v * sizeof(float));
+}
+
+/// Copies the `row_count` host streams into the workspace, then launches one block per row:
+/// Gumbel-top-k of row r (`probabilities`: a probability row, else log-weights) with streams[r].
+/// `values` may be null.
+cudaError_t gumbel_top_k_batch(const void* rows, DType dtype, bool probabilities,
+                               std::int64_t row_count, std::int64_t vocab, std::int64_t row_stride,
+                               std::int64_t k, const RandomStream* host_streams,
+                               std::int32_t* tokens, std::int64_t token_stride, float* values,
+                               std::int64_t value_stride, std::int32_t* counts, void* workspace,
+                               cudaStream_t stream);
+
+/// The device matrices of one stochastic beam level (B sequences, beam width W), with their row
+/// strides in elements.
+struct BeamLevelArgs {
+  const float* draft_rows;  // [B W, V]
+  std::int64_t draft_stride;
+  const std::int32_t* beam_counts;  // [B]
+  const std::int32_t* nodes;        // [B, W]
+  std::int64_t nodes_stride;
+  const float* log_probs;  // [B, W]
+  std::int64_t log_probs_stride;
+  const float* scores;  // [B, W]
+  std::int64_t scores_stride;
+  std::int32_t* next_parents;  // [B, W]
+  std::int64_t next_parents_stride;
+  std::int32_t* next_tokens;  // [B, W]
+  std::int64_t next_tokens_stride;
+  float* next_log_probs;  // [B, W]
+  std::int64_t next_log_probs_stride;
+  float* next_scores;  // [B, W]
+  std::int64_t next_scores_stride;
+  std::int32_t* next_counts;  // [B]
+};
+
+/// Device bytes stochastic_beam_level_batch needs: the staged streams, one perturbed row per beam
+/// (B W rows of V floats), W candidates per beam and a child count per beam.
+constexpr std::size_t beam_level_workspace_size(std::int64_t batch, std::int64_t width,
+                                                std::int64_t vocab) {
+  const auto b = static_cast<std::size_t>(batch < 0 ? 0 : batch);
+  const auto w = static_cast<std::size_t>(width < 0 ? 0 : width);
+  const auto v = static_cast<std::size_t>(vocab < 0 ? 0 : vocab);
+  return device_round_up(b * sizeof(RandomStream)) + device_round_up(b * w * v * sizeof(float)) +
+         device_round_up(b * w * w * sizeof(specdec::detail::BeamCandidate)) +
+         device_round_up(b * w * sizeof(std::int32_t));
+}
+
+/// Copies the `batch` host streams into the workspace, then launches one block per beam (its
+/// top-W children and their candidates) and one block per sequence (the W best candidates).
+cudaError_t stochastic_beam_level_batch(const BeamLevelArgs& args, std::int64_t batch,
+                                        std::int64_t width, std::int64_t vocab,
+                                        const RandomStream* host_streams, void* workspace,
+                                        cudaStream_t stream);
 
 }  // namespace specdec::backend::cuda_impl

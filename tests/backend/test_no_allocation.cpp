@@ -5,6 +5,7 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <cstdint>
+#include <cstddef>
 #include <cstdlib>
 #include <new>
 #include <string>
@@ -25,13 +26,53 @@ std::atomic<long> heap_allocations{0};
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 #endif
 
-void* operator new(std::size_t bytes) {
+// The whole family is replaced, so that no allocation reaches a sanitizer's own operator new and
+// comes back through this file's delete (ASan reports that pairing as a mismatch).
+namespace {
+void* counted_malloc(std::size_t bytes, std::size_t alignment) noexcept {
   heap_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(bytes == 0 ? 1 : bytes)) return p;
+  if (bytes == 0) bytes = 1;
+  if (alignment <= alignof(std::max_align_t)) return std::malloc(bytes);
+  return std::aligned_alloc(alignment, (bytes + alignment - 1) / alignment * alignment);
+}
+void* counted_new(std::size_t bytes, std::size_t alignment = alignof(std::max_align_t)) {
+  if (void* p = counted_malloc(bytes, alignment)) return p;
   throw std::bad_alloc();
 }
+}  // namespace
+
+void* operator new(std::size_t bytes) { return counted_new(bytes); }
+void* operator new[](std::size_t bytes) { return counted_new(bytes); }
+void* operator new(std::size_t bytes, std::align_val_t a) {
+  return counted_new(bytes, static_cast<std::size_t>(a));
+}
+void* operator new[](std::size_t bytes, std::align_val_t a) {
+  return counted_new(bytes, static_cast<std::size_t>(a));
+}
+void* operator new(std::size_t bytes, const std::nothrow_t&) noexcept {
+  return counted_malloc(bytes, alignof(std::max_align_t));
+}
+void* operator new[](std::size_t bytes, const std::nothrow_t&) noexcept {
+  return counted_malloc(bytes, alignof(std::max_align_t));
+}
+void* operator new(std::size_t bytes, std::align_val_t a, const std::nothrow_t&) noexcept {
+  return counted_malloc(bytes, static_cast<std::size_t>(a));
+}
+void* operator new[](std::size_t bytes, std::align_val_t a, const std::nothrow_t&) noexcept {
+  return counted_malloc(bytes, static_cast<std::size_t>(a));
+}
 void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
 
 using namespace specdec;
 using namespace specdec::test;

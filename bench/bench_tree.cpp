@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: MIT
 // Tree cases (random trees of depth 8): dense and packed ancestor masks, the TensorRT-LLM export,
-// ReDrafter prefix match and beam compression. These scale with the tree, not the vocabulary: they
-// report ns per node (and per mask word), not a ratio to the memory-read reference.
+// ReDrafter prefix match and beam compression, and the CPU backend's batched masks. These scale
+// with the tree, not the vocabulary: they report ns per node (and per mask word), not a ratio to
+// the memory-read reference.
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
 #include <vector>
 
+#include "specdec/backend/cpu/tree_mask_batch.hpp"
 #include "specdec/toy/random.hpp"
 #include "specdec/tree/tree.hpp"
 
@@ -147,3 +149,32 @@ static void BM_TreeCompressBeams(benchmark::State& state) {
   set_node_counters(state, static_cast<double>(beams.size()));
 }
 BENCHMARK(BM_TreeCompressBeams)->Args({16, 8});
+
+// Packed masks of B trees of n nodes in one batched call on the CPU backend (validation of every
+// parent included), 1 thread against 2.
+static void BM_TreeMasksBatchCpu(benchmark::State& state) {
+  const auto batch = state.range(0);
+  const auto n = static_cast<std::int32_t>(state.range(1));
+  const auto cpu = specdec::backend::cpu.with_threads(static_cast<int>(state.range(2)));
+  const auto tree = bench_tree(n);
+  std::vector<std::int32_t> offsets{0}, parents;
+  for (std::int64_t b = 0; b < batch; ++b) {
+    parents.insert(parents.end(), tree.parents.begin(), tree.parents.end());
+    offsets.push_back(offsets.back() + n);
+  }
+  const auto words = specdec::packed_mask_words(n);
+  const auto rows = static_cast<std::int64_t>(parents.size());
+  std::vector<std::uint32_t> masks(static_cast<std::size_t>(rows * words));
+  specdec::Workspace ws;
+  for (auto _ : state) {
+    specdec::packed_tree_masks_batch(
+        cpu, offsets, parents, specdec::MatrixView<std::uint32_t>(masks.data(), rows, words), ws);
+    benchmark::DoNotOptimize(masks.data());
+  }
+  set_node_counters(state, static_cast<double>(rows), static_cast<double>(masks.size()));
+  state.counters["threads"] = static_cast<double>(state.range(2));
+}
+BENCHMARK(BM_TreeMasksBatchCpu)
+    ->ArgNames({"B", "n", "threads"})
+    ->ArgsProduct({{16, 64}, {64, 256}, {1, 2}})
+    ->UseRealTime();

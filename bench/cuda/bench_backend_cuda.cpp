@@ -2,7 +2,7 @@
 // Batched warps and batched chain verification on the CUDA backend against a copy kernel moving the
 // same bytes, in one run: B = 1, 16, 64, 256 rows (sequences), V = 32000 and 128256, fp32 and bf16
 // logits; chain verification with gamma = 5, warps included; batched Gumbel-top-k (k = 8) and one
-// stochastic-beam-search level (W = 4).
+// stochastic-beam-search level (W = 4); packed tree masks and positions of B trees.
 #include <cuda_runtime_api.h>
 
 #include <Eigen/Core>
@@ -12,6 +12,7 @@
 
 #include "copy_kernel.hpp"
 #include "specdec/backend/cuda/draft_batch.hpp"
+#include "specdec/backend/cuda/tree_mask_batch.hpp"
 #include "specdec/backend/cuda/verify_batch.hpp"
 #include "specdec/backend/cuda/warp_batch.hpp"
 #include "specdec/toy/random.hpp"
@@ -291,6 +292,59 @@ void run_beam_case(cudaStream_t stream, std::int64_t batch, std::int64_t vocab) 
   cudaFree(scratch);
 }
 
+/// Packed masks and positions of B trees of `nodes` nodes each (every node's parent drawn among
+/// the earlier nodes), against copying the masks' bytes once.
+void run_tree_mask_case(cudaStream_t stream, std::int64_t batch, std::int32_t nodes) {
+  specdec::toy::ToyRandom rng(13);
+  std::vector<std::int32_t> offsets{0}, host_parents, contexts;
+  for (std::int64_t b = 0; b < batch; ++b) {
+    for (std::int32_t i = 0; i < nodes; ++i) {
+      host_parents.push_back(static_cast<std::int32_t>(rng.uniform() * static_cast<float>(i + 1)) -
+                             1);
+    }
+    offsets.push_back(offsets.back() + nodes);
+    contexts.push_back(100 + static_cast<std::int32_t>(b));
+  }
+  const auto n = host_parents.size();
+  const std::int64_t words = specdec::packed_mask_words(nodes);
+  const auto cells = static_cast<std::size_t>(static_cast<std::int64_t>(n) * words);
+  std::int32_t *parents = nullptr, *positions = nullptr;
+  std::uint32_t* masks = nullptr;
+  float* copied = nullptr;
+  void* scratch = nullptr;
+  const auto backend = specdec::backend::cuda.on(stream);
+  const std::size_t bytes = specdec::workspace_size(backend, specdec::TreeMaskBatchShape{batch});
+  check(cudaMalloc(reinterpret_cast<void**>(&parents), n * 4), "cudaMalloc");
+  check(cudaMalloc(reinterpret_cast<void**>(&positions), n * 4), "cudaMalloc");
+  check(cudaMalloc(reinterpret_cast<void**>(&masks), cells * 4), "cudaMalloc");
+  check(cudaMalloc(reinterpret_cast<void**>(&copied), cells * 4), "cudaMalloc");
+  check(cudaMalloc(&scratch, bytes), "cudaMalloc");
+  check(cudaMemcpy(parents, host_parents.data(), n * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
+  const specdec::backend::DeviceWorkspace ws{scratch, bytes};
+  const std::span<const std::int32_t> device_parents(parents, n);
+  const float masks_ms = time_ms(stream, 100, [&] {
+    specdec::packed_tree_masks_batch(
+        backend, offsets, device_parents,
+        specdec::MatrixView<std::uint32_t>(masks, static_cast<std::int64_t>(n), words), ws);
+  });
+  const float positions_ms = time_ms(stream, 100, [&] {
+    specdec::tree_positions_batch(backend, offsets, device_parents, contexts,
+                                  std::span<std::int32_t>(positions, n), ws);
+  });
+  const float copy_ms = time_ms(stream, 100, [&] {
+    check(specdec::bench::copy_to_float(masks, false, copied, static_cast<std::int64_t>(cells),
+                                        stream),
+          "copy_to_float");
+  });
+  std::printf("%-10s %5lld %7d %12.1f %12.1f %12.1f %10.2f\n", "masks",
+              static_cast<long long>(batch), nodes, masks_ms * 1e3, positions_ms * 1e3,
+              copy_ms * 1e3, masks_ms / copy_ms);
+  for (void* p : {static_cast<void*>(parents), static_cast<void*>(positions),
+                  static_cast<void*>(masks), static_cast<void*>(copied), scratch}) {
+    cudaFree(p);
+  }
+}
+
 }  // namespace
 
 int main() {
@@ -331,6 +385,12 @@ int main() {
       run_top_k_case<Eigen::bfloat16>(stream, rows, vocab, "bf16");
     }
     for (std::int64_t batch : {1, 16, 64}) run_beam_case(stream, batch, vocab);
+  }
+  std::printf("\ntree attention inputs: packed masks and positions of B trees of N nodes\n");
+  std::printf("%-10s %5s %7s %12s %12s %12s %10s\n", "op", "B", "N", "masks(us)", "pos(us)",
+              "copy(us)", "x copy");
+  for (std::int64_t batch : {1, 16, 64, 256}) {
+    for (std::int32_t nodes : {64, 256}) run_tree_mask_case(stream, batch, nodes);
   }
   cudaStreamDestroy(stream);
   return 0;

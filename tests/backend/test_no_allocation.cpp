@@ -4,8 +4,8 @@
 // each operation runs a few steps with a workspace of workspace_size bytes.
 #include <atomic>
 #include <catch2/catch.hpp>
-#include <cstdint>
 #include <cstddef>
+#include <cstdint>
 #include <cstdlib>
 #include <new>
 #include <string>

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Random batches of draft trees with their rows, and verify_tree per tree as the oracle: shared by
-// the batched tree verification tests of every backend and of the emulated CUDA kernel.
+// the batched tree verification tests of every backend and of the emulated CUDA kernel; random
+// forests (parents only) for the batched masks and positions.
 #pragma once
 
 #include <cstdint>
@@ -11,6 +12,7 @@
 #include "specdec/draft/gumbel_topk.hpp"
 #include "specdec/toy/distributions.hpp"
 #include "specdec/toy/random.hpp"
+#include "specdec/tree/draft_tree.hpp"
 #include "specdec/verify/tree.hpp"
 
 namespace specdec::test {
@@ -124,6 +126,35 @@ inline TreeCase make_trees(std::int64_t batch, std::int64_t vocab, std::uint64_t
     add_tree(c, b == 2 ? 0 : 3, 3, rng, verify_stream(seed, static_cast<std::uint32_t>(b), 5));
   }
   return c;
+}
+
+/// A CSR batch of draft trees (parents only) and the same trees as DraftTree.
+struct Forest {
+  std::vector<std::int32_t> offsets{0}, parents;
+  std::vector<DraftTree> trees;
+};
+
+/// `batch` level-ordered trees of 1 to 70 nodes (tree 1 is empty), more than 32 nodes in most,
+/// so that mask rows span several words.
+inline Forest random_forest(std::int64_t batch, std::uint64_t seed) {
+  toy::ToyRandom rng(seed);
+  Forest f;
+  for (std::int64_t b = 0; b < batch; ++b) {
+    DraftTree t;
+    const auto n = b == 1 ? 0 : 1 + static_cast<std::int32_t>(rng.uniform() * 70.0f);
+    for (std::int32_t i = 0; i < n; ++i) {
+      // Level order: a parent no shallower than the previous node's parent.
+      const std::int32_t last = i == 0 ? -1 : t.parents.back();
+      const auto span = static_cast<float>(i - last);
+      std::int32_t parent = last + static_cast<std::int32_t>(rng.uniform() * span);
+      if (parent >= i) parent = i - 1;
+      t.add(static_cast<Token>(i % 7), parent);
+    }
+    f.parents.insert(f.parents.end(), t.parents.begin(), t.parents.end());
+    f.offsets.push_back(f.offsets.back() + t.size());
+    f.trees.push_back(t);
+  }
+  return f;
 }
 
 }  // namespace specdec::test

@@ -3,32 +3,35 @@
 // ReDrafter's prefix match of B rows of beams, on any backend.
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <span>
+#include <utility>
 
 #include "specdec/backend/policy.hpp"
 #include "specdec/backend/sequence_error.hpp"
 #include "specdec/core/error.hpp"
 #include "specdec/core/token.hpp"
+#include "specdec/core/validate.hpp"
 #include "specdec/core/views.hpp"
-#include "specdec/tree/dynamic_tree.hpp"
-#include "specdec/tree/tree_mask.hpp"
+#include "specdec/tree/tree_kernels.hpp"
 
 namespace specdec {
 namespace detail {
 
 template <class Backend>
 struct TreeMaskBatchImpl {
-  static_assert(dependent_false<Backend>,
-                "packed_tree_masks_batch / tree_positions_batch / prefix_match_batch: no "
-                "implementation for this backend; include "
-                "specdec/backend/cpu/tree_mask_batch.hpp");
+  static_assert(
+      dependent_false<Backend>,
+      "packed_tree_masks_batch / tree_positions_batch / prefix_match_batch: no "
+      "implementation for this backend; include "
+      "specdec/backend/cpu/tree_mask_batch.hpp or specdec/backend/cuda/tree_mask_batch.hpp");
 };
 
-/// Host checks of a CSR batch of trees: offsets non-decreasing from 0, `parents` N entries, each
-/// parent -1 or an earlier node of its own tree. Returns the largest tree.
-inline std::int32_t check_tree_csr(std::span<const std::int32_t> node_offsets,
-                                   std::span<const std::int32_t> parents) {
+/// Host checks of the CSR offsets of a batch of trees: B + 1 entries, non-decreasing from 0.
+/// Returns the largest tree.
+inline std::int32_t check_tree_offsets(std::span<const std::int32_t> node_offsets) {
   if (node_offsets.size() < 2)
     fail("node_offsets", "has {} entries, expected B + 1 >= 2", node_offsets.size());
   if (node_offsets[0] != 0) fail("node_offsets[0]", "is {}, expected 0", node_offsets[0]);
@@ -40,6 +43,14 @@ inline std::int32_t check_tree_csr(std::span<const std::int32_t> node_offsets,
     }
     largest = std::max(largest, node_offsets[b] - node_offsets[b - 1]);
   }
+  return largest;
+}
+
+/// Host checks of a CSR batch of trees: the offsets, `parents` N entries, each parent -1 or an
+/// earlier node of its own tree. Returns the largest tree.
+inline std::int32_t check_tree_csr(std::span<const std::int32_t> node_offsets,
+                                   std::span<const std::int32_t> parents) {
+  const auto largest = check_tree_offsets(node_offsets);
   check_size("parents", parents.size(), static_cast<std::size_t>(node_offsets.back()));
   for (std::size_t b = 0; b + 1 < node_offsets.size(); ++b) {
     const auto begin = static_cast<std::size_t>(node_offsets[b]);
@@ -55,36 +66,105 @@ inline std::int32_t check_tree_csr(std::span<const std::int32_t> node_offsets,
   return largest;
 }
 
+/// Host checks of packed_tree_masks_batch's output: one row per node, enough words for the
+/// largest tree.
+inline void check_mask_rows(MatrixView<std::uint32_t> masks, std::int64_t total,
+                            std::int32_t largest) {
+  if (masks.rows != total)
+    fail("masks", "has {} rows, expected one per node ({})", masks.rows, total);
+  if (masks.cols < packed_mask_words(largest)) {
+    fail("masks", "has {} words per row, the largest tree ({} nodes) needs {}", masks.cols, largest,
+         packed_mask_words(largest));
+  }
+  if (masks.cols > INT32_MAX)
+    fail("masks", "has {} words per row, at most {}", masks.cols, INT32_MAX);
+  if (masks.stride < masks.cols)
+    fail("masks", "stride {} is smaller than its {} columns", masks.stride, masks.cols);
+}
+
+/// Host checks of tree_positions_batch's context lengths and output (sizes against the offsets).
+inline void check_positions_batch(std::span<const std::int32_t> node_offsets,
+                                  std::span<const std::int32_t> context_lengths,
+                                  std::size_t positions) {
+  const auto batch = node_offsets.size() - 1;
+  check_size("context_lengths", context_lengths.size(), batch);
+  check_size("positions", positions, static_cast<std::size_t>(node_offsets.back()));
+  for (std::size_t b = 0; b < batch; ++b) {
+    const auto c = context_lengths[b];
+    const auto n = node_offsets[b + 1] - node_offsets[b];
+    if (c < 1 || static_cast<std::int64_t>(c) + n - 1 > INT32_MAX) {
+      fail(fmt::format("context_lengths[{}]", b),
+           "{} must be >= 1 (the root is a committed token) and leave room for {} positions", c, n);
+    }
+  }
+}
+
+/// Host checks of prefix_match_batch's shapes: B rows of W beams of L >= 1 tokens each. Returns L.
+inline std::int32_t check_prefix_match_shape(MatrixView<const Token> beams, std::int32_t width,
+                                             MatrixView<std::int32_t> out) {
+  if (beams.rows < 1) fail("beams", "has {} rows, expected at least 1", beams.rows);
+  if (width <= 0) fail("width", "{} must be > 0 (at least one beam)", width);
+  if (beams.cols < 1 || beams.cols % width != 0 || beams.cols > INT32_MAX) {
+    fail("beams", "{} tokens per row do not split into {} beams of equal length", beams.cols,
+         width);
+  }
+  if (beams.stride < beams.cols)
+    fail("beams", "stride {} is smaller than its {} columns", beams.stride, beams.cols);
+  if (out.rows != beams.rows || out.cols != beams.cols) {
+    fail("out", "is {} x {}, expected {} x {} like beams", out.rows, out.cols, beams.rows,
+         beams.cols);
+  }
+  if (out.stride < out.cols)
+    fail("out", "stride {} is smaller than its {} columns", out.stride, out.cols);
+  return static_cast<std::int32_t>(beams.cols / width);
+}
+
 }  // namespace detail
 
-/// Packed ancestor masks of B ragged trees (CSR: `node_offsets` B + 1 entries, host memory;
-/// `parents` N entries local to each tree, -1 = root): row node_offsets[b] + i of `masks` is
-/// packed_mask_row of node i of tree b, column j = bit j % 32 of word j / 32, over the tree's own
-/// nodes; `masks` has N rows of at least packed_mask_words(largest tree) words, bits past a tree's
-/// size 0. Equal to build_packed_mask per tree (padded with zero words). Takes no random draws.
+/// The workspace of packed_tree_masks_batch and tree_positions_batch: B trees.
+struct TreeMaskBatchShape {
+  std::int64_t batch = 0;
+};
+
+/// Bytes of workspace packed_tree_masks_batch / tree_positions_batch need on `backend` (0 on the
+/// CPU; on CUDA the staged offsets and context lengths).
 template <backend::BackendPolicy Backend>
+std::size_t workspace_size(const Backend& backend, const TreeMaskBatchShape& shape) {
+  return detail::TreeMaskBatchImpl<Backend>::workspace_size(backend, shape);
+}
+
+/// Packed ancestor masks of B ragged trees (CSR: `node_offsets` B + 1 entries, host memory;
+/// `parents` N entries local to each tree, -1 = root, in the backend's memory): row
+/// node_offsets[b] + i of `masks` is packed_mask_row of node i of tree b, column j = bit j % 32 of
+/// word j / 32, over the tree's own nodes; `masks` has N rows of at least packed_mask_words(largest
+/// tree) words, bits past a tree's size 0. Equal to build_packed_mask per tree (padded with zero
+/// words). `workspace`: a specdec::Workspace (CPU, may be empty) or a backend::DeviceWorkspace of
+/// workspace_size(backend, TreeMaskBatchShape{B}) bytes. Takes no random draws.
+template <backend::BackendPolicy Backend, class Scratch>
 void packed_tree_masks_batch(const Backend& backend, std::span<const std::int32_t> node_offsets,
-                             std::span<const std::int32_t> parents,
-                             MatrixView<std::uint32_t> masks) {
-  detail::TreeMaskBatchImpl<Backend>::masks(backend, node_offsets, parents, masks);
+                             std::span<const std::int32_t> parents, MatrixView<std::uint32_t> masks,
+                             Scratch&& workspace) {
+  detail::TreeMaskBatchImpl<Backend>::masks(backend, node_offsets, parents, masks,
+                                            std::forward<Scratch>(workspace));
 }
 
 /// Position ids of B ragged trees (CSR as packed_tree_masks_batch): positions[node_offsets[b] + i]
-/// = context_lengths[b] + depth(i) - 1, as tree_positions gives per tree (context_lengths[b] >= 1
-/// counts tree b's committed tokens, its root included).
-template <backend::BackendPolicy Backend>
+/// = context_lengths[b] + depth(i) - 1, as tree_positions gives per tree (context_lengths[b] >= 1,
+/// host memory, counts tree b's committed tokens, its root included). `positions` lives in the
+/// backend's memory; the workspace is as for packed_tree_masks_batch.
+template <backend::BackendPolicy Backend, class Scratch>
 void tree_positions_batch(const Backend& backend, std::span<const std::int32_t> node_offsets,
                           std::span<const std::int32_t> parents,
                           std::span<const std::int32_t> context_lengths,
-                          std::span<std::int32_t> positions) {
+                          std::span<std::int32_t> positions, Scratch&& workspace) {
   detail::TreeMaskBatchImpl<Backend>::positions(backend, node_offsets, parents, context_lengths,
-                                                positions);
+                                                positions, std::forward<Scratch>(workspace));
 }
 
 /// ReDrafter's prefix match for B rows of `width` beams: row b of `beams` holds W beams of L
 /// tokens (W * L columns, row-major [W, L]); row b of `out` receives prefix_match of that row
-/// (out(b, i * L + k) = the smallest beam sharing beam i's first k + 1 tokens). Tokens must lie in
-/// [0, vocab).
+/// (out(b, i * L + k) = the smallest beam sharing beam i's first k + 1 tokens). Both matrices live
+/// in the backend's memory; tokens must lie in [0, vocab) (checked on the CPU). Needs no workspace.
 template <backend::BackendPolicy Backend>
 void prefix_match_batch(const Backend& backend, MatrixView<const Token> beams, std::int32_t width,
                         std::int64_t vocab, MatrixView<std::int32_t> out) {

@@ -12,34 +12,12 @@
 #include "specdec/core/token.hpp"
 #include "specdec/core/validate.hpp"
 #include "specdec/tree/draft_tree.hpp"
+#include "specdec/tree/tree_kernels.hpp"
 #include "specdec/tree/tree_mask.hpp"
 
 namespace specdec {
 
 namespace detail {
-
-/// Row kernel: prefix match of `width` beams of `length` tokens (row-major, beam j at
-/// beams[j * length, (j + 1) * length)). out[i * length + k] = the smallest beam index j whose
-/// first k + 1 tokens equal those of beam i (so j <= i). Uses that beams j and i share k + 1 tokens
-/// iff they share k tokens (equal match at k - 1) and agree at k. O(W^2 L) worst case, O(W L) when
-/// beams agree.
-SPECDEC_HOST_DEVICE void prefix_match_kernel(const Token* beams, std::int32_t width,
-                                             std::int32_t length, std::int32_t* out) {
-  for (std::int32_t i = 0; i < width; ++i) {
-    for (std::int32_t k = 0; k < length; ++k) {
-      const std::int32_t previous = k > 0 ? out[i * length + k - 1] : -1;
-      const Token token = beams[i * length + k];
-      std::int32_t match = i;
-      for (std::int32_t j = 0; j < i; ++j) {
-        if ((k == 0 || out[j * length + k - 1] == previous) && beams[j * length + k] == token) {
-          match = j;
-          break;
-        }
-      }
-      out[i * length + k] = match;
-    }
-  }
-}
 
 /// Validates W beams given as one row-major array and returns their common length L.
 inline std::int32_t check_beams(std::span<const Token> beams, std::int32_t width,

@@ -10,51 +10,12 @@
 #include "specdec/config.hpp"
 #include "specdec/core/error.hpp"
 #include "specdec/tree/draft_tree.hpp"
+#include "specdec/tree/tree_kernels.hpp"
 #include "specdec/tree/tree_paths.hpp"
 
 namespace specdec {
 
-/// Bits per word of a packed mask row.
-inline constexpr std::int32_t kMaskWordBits = 32;
-
-/// 32-bit words per packed row for `columns` mask columns: ceil(columns / 32).
-SPECDEC_HOST_DEVICE constexpr std::int32_t packed_mask_words(std::int32_t columns) {
-  return (columns + kMaskWordBits - 1) / kMaskWordBits;
-}
-
 namespace detail {
-
-/// Row kernel: true when `ancestor` is `node` or one of its ancestors (`parents[i] < i`, -1 = the
-/// root). O(depth).
-SPECDEC_HOST_DEVICE bool is_ancestor_or_self(const std::int32_t* parents, std::int32_t ancestor,
-                                             std::int32_t node) {
-  while (node > ancestor) node = parents[node];
-  return node == ancestor;
-}
-
-/// Row kernel: dense mask row of `node` over `n` tree columns: row[j] = 1 when node j is `node`
-/// or one of its ancestors, else 0. `parents[i] < i`, -1 = the root. O(n + depth).
-SPECDEC_HOST_DEVICE void dense_mask_row(const std::int32_t* parents, std::int32_t n,
-                                        std::int32_t node, std::uint8_t* row) {
-  for (std::int32_t j = 0; j < n; ++j) row[j] = 0;
-  for (std::int32_t a = node; a >= 0; a = parents[a]) row[a] = 1;
-}
-
-/// Row kernel: packed mask row of `node` in `words` 32-bit words; column j is bit (j % 32) of word
-/// j / 32, least significant bit first. Same meaning as dense_mask_row.
-SPECDEC_HOST_DEVICE void packed_mask_row(const std::int32_t* parents, std::int32_t words,
-                                         std::int32_t node, std::uint32_t* row) {
-  for (std::int32_t w = 0; w < words; ++w) row[w] = 0u;
-  for (std::int32_t a = node; a >= 0; a = parents[a]) {
-    row[a / kMaskWordBits] |= 1u << static_cast<std::uint32_t>(a % kMaskWordBits);
-  }
-}
-
-/// Row kernel: position id of a node at `depth` after a committed context of `context_length`
-/// tokens (the root, the last committed token, sits at context_length - 1).
-SPECDEC_HOST_DEVICE std::int32_t node_position(std::int32_t context_length, std::int32_t depth) {
-  return context_length + depth - 1;
-}
 
 /// Position ids must fit in int32: context_length + max_depth - 1 <= INT32_MAX.
 inline void check_position_range(std::int32_t context_length, const DraftTree& tree) {

@@ -3,29 +3,28 @@
 // the thread pool, each through tree/'s row kernels.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 
 #include "specdec/backend/cpu/thread_pool.hpp"
 #include "specdec/backend/policy.hpp"
 #include "specdec/backend/tree_mask_batch.hpp"
+#include "specdec/core/workspace.hpp"
+#include "specdec/tree/dynamic_tree.hpp"
 
 namespace specdec::detail {
 
 template <>
 struct TreeMaskBatchImpl<backend::Cpu> {
+  /// No scratch: every tree is walked in place.
+  static std::size_t workspace_size(const backend::Cpu&, const TreeMaskBatchShape&) { return 0; }
+
   static void masks(const backend::Cpu& cpu, std::span<const std::int32_t> node_offsets,
-                    std::span<const std::int32_t> parents, MatrixView<std::uint32_t> masks) {
+                    std::span<const std::int32_t> parents, MatrixView<std::uint32_t> masks,
+                    const Workspace&) {
     const auto largest = check_tree_csr(node_offsets, parents);
-    const auto total = static_cast<std::int64_t>(node_offsets.back());
-    if (masks.rows != total)
-      fail("masks", "has {} rows, expected one per node ({})", masks.rows, total);
-    if (masks.cols < packed_mask_words(largest)) {
-      fail("masks", "has {} words per row, the largest tree ({} nodes) needs {}", masks.cols,
-           largest, packed_mask_words(largest));
-    }
-    if (masks.stride < masks.cols)
-      fail("masks", "stride {} is smaller than its {} columns", masks.stride, masks.cols);
+    check_mask_rows(masks, node_offsets.back(), largest);
     const auto batch = static_cast<std::int64_t>(node_offsets.size() - 1);
     auto& pool = backend::default_thread_pool();
     pool.run(batch, pool.resolve(batch, cpu.threads), [&](std::int64_t b, int) {
@@ -41,21 +40,10 @@ struct TreeMaskBatchImpl<backend::Cpu> {
   static void positions(const backend::Cpu& cpu, std::span<const std::int32_t> node_offsets,
                         std::span<const std::int32_t> parents,
                         std::span<const std::int32_t> context_lengths,
-                        std::span<std::int32_t> positions) {
+                        std::span<std::int32_t> positions, const Workspace&) {
     check_tree_csr(node_offsets, parents);
+    check_positions_batch(node_offsets, context_lengths, positions.size());
     const auto batch = static_cast<std::int64_t>(node_offsets.size() - 1);
-    check_size("context_lengths", context_lengths.size(), static_cast<std::size_t>(batch));
-    check_size("positions", positions.size(), parents.size());
-    for (std::int64_t b = 0; b < batch; ++b) {
-      const auto c = context_lengths[static_cast<std::size_t>(b)];
-      const auto n =
-          node_offsets[static_cast<std::size_t>(b) + 1] - node_offsets[static_cast<std::size_t>(b)];
-      if (c < 1 || static_cast<std::int64_t>(c) + n - 1 > INT32_MAX) {
-        fail(fmt::format("context_lengths[{}]", b),
-             "{} must be >= 1 (the root is a committed token) and leave room for {} positions", c,
-             n);
-      }
-    }
     auto& pool = backend::default_thread_pool();
     pool.run(batch, pool.resolve(batch, cpu.threads), [&](std::int64_t b, int) {
       const auto begin = static_cast<std::size_t>(node_offsets[static_cast<std::size_t>(b)]);
@@ -73,19 +61,10 @@ struct TreeMaskBatchImpl<backend::Cpu> {
 
   static void prefix_match(const backend::Cpu& cpu, MatrixView<const Token> beams,
                            std::int32_t width, std::int64_t vocab, MatrixView<std::int32_t> out) {
-    if (beams.rows < 1) fail("beams", "has {} rows, expected at least 1", beams.rows);
-    if (beams.stride < beams.cols)
-      fail("beams", "stride {} is smaller than its {} columns", beams.stride, beams.cols);
-    if (out.rows != beams.rows || out.cols != beams.cols) {
-      fail("out", "is {} x {}, expected {} x {} like beams", out.rows, out.cols, beams.rows,
-           beams.cols);
-    }
-    if (out.stride < out.cols)
-      fail("out", "stride {} is smaller than its {} columns", out.stride, out.cols);
-    std::int32_t length = 0;
+    const auto length = check_prefix_match_shape(beams, width, out);
     for (std::int64_t b = 0; b < beams.rows; ++b) {
       try {
-        length = check_beams(beams.row(b), width, vocab);
+        check_beams(beams.row(b), width, vocab);
       } catch (const Error& e) {
         rethrow_for_sequence(e, b);
       }

@@ -161,4 +161,31 @@ cudaError_t stochastic_beam_level_batch(const BeamLevelArgs& args, std::int64_t 
                                         const RandomStream* host_streams, void* workspace,
                                         cudaStream_t stream);
 
+/// Device bytes packed_tree_masks_batch and tree_positions_batch need: the staged B + 1 offsets
+/// and B context lengths.
+constexpr std::size_t tree_mask_workspace_size(std::int64_t batch) {
+  const auto b = static_cast<std::size_t>(batch < 0 ? 0 : batch);
+  return device_round_up((b + 1) * sizeof(std::int32_t)) +
+         device_round_up(b * sizeof(std::int32_t));
+}
+
+/// Copies the B + 1 host offsets into the workspace, then launches one block per tree writing
+/// `words` words per mask row.
+cudaError_t packed_tree_masks_batch(const std::int32_t* host_offsets, std::int64_t batch,
+                                    const std::int32_t* parents, std::uint32_t* masks,
+                                    std::int64_t words, std::int64_t mask_stride, void* workspace,
+                                    cudaStream_t stream);
+
+/// Copies the B + 1 host offsets and B host context lengths into the workspace, then launches one
+/// block per tree.
+cudaError_t tree_positions_batch(const std::int32_t* host_offsets, std::int64_t batch,
+                                 const std::int32_t* parents,
+                                 const std::int32_t* host_context_lengths, std::int32_t* positions,
+                                 void* workspace, cudaStream_t stream);
+
+/// One thread per row of `width` beams of `length` tokens; no workspace.
+cudaError_t prefix_match_batch(const std::int32_t* beams, std::int64_t rows,
+                               std::int64_t beam_stride, std::int32_t width, std::int32_t length,
+                               std::int32_t* out, std::int64_t out_stride, cudaStream_t stream);
+
 }  // namespace specdec::backend::cuda_impl

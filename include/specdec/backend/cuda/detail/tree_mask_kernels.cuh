@@ -1,0 +1,56 @@
+// SPDX-License-Identifier: MIT
+// Batched tree attention inputs on the device: packed masks and positions (one block per tree,
+// one thread per node) and ReDrafter's prefix match (one thread per row of beams), each through
+// the row kernels of tree/tree_kernels.hpp that the CPU backend runs. Device parents are not
+// scanned: a parent that breaks `parents[i] < i` ends the walk as a root would.
+// IWYU pragma: private
+#pragma once
+
+#include <cstdint>
+
+#include "specdec/core/token.hpp"
+#include "specdec/tree/tree_kernels.hpp"
+
+namespace specdec::backend::cuda_impl::detail {
+
+/// Threads per block of the tree mask and position kernels.
+inline constexpr int kTreeMaskThreads = 128;
+
+/// Block b writes the `words`-word mask rows of tree b's nodes (offsets staged, B + 1 entries).
+__global__ void packed_tree_masks_kernel(const std::int32_t* offsets, const std::int32_t* parents,
+                                         std::uint32_t* masks, int words,
+                                         std::int64_t mask_stride) {
+  const std::int32_t begin = offsets[blockIdx.x];
+  const std::int32_t n = offsets[blockIdx.x + 1] - begin;
+  for (std::int32_t i = static_cast<std::int32_t>(threadIdx.x); i < n;
+       i += static_cast<std::int32_t>(blockDim.x)) {
+    specdec::detail::packed_mask_row(parents + begin, words, i,
+                                     masks + static_cast<std::int64_t>(begin + i) * mask_stride);
+  }
+}
+
+/// Block b writes the position ids of tree b's nodes after context_lengths[b] committed tokens.
+__global__ void tree_positions_kernel(const std::int32_t* offsets, const std::int32_t* parents,
+                                      const std::int32_t* context_lengths,
+                                      std::int32_t* positions) {
+  const std::int32_t begin = offsets[blockIdx.x];
+  const std::int32_t n = offsets[blockIdx.x + 1] - begin;
+  const std::int32_t context = context_lengths[blockIdx.x];
+  for (std::int32_t i = static_cast<std::int32_t>(threadIdx.x); i < n;
+       i += static_cast<std::int32_t>(blockDim.x)) {
+    positions[begin + i] =
+        specdec::detail::node_position(context, specdec::detail::node_depth(parents + begin, i));
+  }
+}
+
+/// Thread b (over the whole grid) matches the `width` beams of `length` tokens of row b.
+__global__ void prefix_match_kernel(const Token* beams, std::int64_t beam_stride, int rows,
+                                    int width, int length, std::int32_t* out,
+                                    std::int64_t out_stride) {
+  const int b = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (b >= rows) return;
+  specdec::detail::prefix_match_kernel(beams + b * beam_stride, width, length,
+                                       out + b * out_stride);
+}
+
+}  // namespace specdec::backend::cuda_impl::detail

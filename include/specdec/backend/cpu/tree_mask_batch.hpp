@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
 // The CPU backend of batched tree masks, positions and prefix match: trees (rows) in parallel on
-// the thread pool, each through tree/'s row kernels.
+// the thread pool; a node's mask row and position follow from its parent's, prefix matches come
+// from tree/'s row kernel.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -30,9 +32,17 @@ struct TreeMaskBatchImpl<backend::Cpu> {
     pool.run(batch, pool.resolve(batch, cpu.threads), [&](std::int64_t b, int) {
       const auto begin = node_offsets[static_cast<std::size_t>(b)];
       const auto n = node_offsets[static_cast<std::size_t>(b) + 1] - begin;
+      const std::int32_t* p = parents.data() + begin;
       for (std::int32_t i = 0; i < n; ++i) {
-        packed_mask_row(parents.data() + begin, static_cast<std::int32_t>(masks.cols), i,
-                        masks.row_data(begin + i));
+        // Parents come first, so a node's row is its parent's plus its own bit (what
+        // packed_mask_row gives, without walking the ancestors again).
+        std::uint32_t* row = masks.row_data(begin + i);
+        if (p[i] < 0) {
+          std::fill_n(row, masks.cols, 0u);
+        } else {
+          std::copy_n(masks.row_data(begin + p[i]), masks.cols, row);
+        }
+        row[i / kMaskWordBits] |= 1u << static_cast<std::uint32_t>(i % kMaskWordBits);
       }
     });
   }

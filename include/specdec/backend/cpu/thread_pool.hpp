@@ -69,14 +69,18 @@ class ThreadPool {
       count_ = count;
       next_.store(0);
       helpers_ = n - 1;
-      pending_ = n - 1;
+      joined_ = 0;
+      closed_ = false;
       error_ = nullptr;
       ++generation_;
     }
     wake_.notify_all();
     drain(0);
+    // Every task has been claimed: helpers still asleep must not join, those that joined finish.
+    // Waiting for the sleepers instead would cost a wake-up latency on every small job.
     std::unique_lock lock(mutex_);
-    done_.wait(lock, [this] { return pending_ == 0; });
+    closed_ = true;
+    done_.wait(lock, [this] { return joined_ == 0; });
     task_ = nullptr;
     if (error_) std::rethrow_exception(error_);
   }
@@ -99,13 +103,15 @@ class ThreadPool {
     std::uint64_t seen = 0;
     std::unique_lock lock(mutex_);
     for (;;) {
-      wake_.wait(lock, [&] { return stop_ || (generation_ != seen && slot <= helpers_); });
+      wake_.wait(lock,
+                 [&] { return stop_ || (generation_ != seen && slot <= helpers_ && !closed_); });
       if (stop_) return;
       seen = generation_;
+      ++joined_;
       lock.unlock();
       drain(slot);
       lock.lock();
-      if (--pending_ == 0) done_.notify_one();
+      if (--joined_ == 0) done_.notify_one();
     }
   }
 
@@ -118,7 +124,8 @@ class ThreadPool {
   std::int64_t count_ = 0;
   std::atomic<std::int64_t> next_{0};
   int helpers_ = 0;
-  int pending_ = 0;
+  int joined_ = 0;       // helpers working on the current job
+  bool closed_ = false;  // the current job takes no more helpers
   std::uint64_t generation_ = 0;
   std::exception_ptr error_;
   bool stop_ = false;

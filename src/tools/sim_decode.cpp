@@ -229,12 +229,13 @@ void run_all(const Model& target_model, const Model& draft_model, const std::vec
   // Validate once on this thread (a bad request fails with its field name before any work).
   {
     toy::ModelProvider<Model> target(target_model), draft(draft_model);
-    Decoder<toy::ModelProvider<Model>, toy::ModelProvider<Model>> decoder(target, draft, options);
+    MethodDecoder<toy::ModelProvider<Model>, toy::ModelProvider<Model>> decoder(target, draft,
+                                                                                options);
     decoder.reset(prompt, 0);
   }
   std::vector<std::optional<toy::ModelProvider<Model>>> targets(static_cast<std::size_t>(n)),
       drafts(static_cast<std::size_t>(n));
-  std::vector<std::optional<Decoder<toy::ModelProvider<Model>, toy::ModelProvider<Model>>>>
+  std::vector<std::optional<MethodDecoder<toy::ModelProvider<Model>, toy::ModelProvider<Model>>>>
       decoders(static_cast<std::size_t>(n));
   pool.run(runs, threads, [&](std::int64_t task, int slot) {
     const auto s = static_cast<std::size_t>(slot);
@@ -249,7 +250,10 @@ void run_all(const Model& target_model, const Model& draft_model, const std::vec
     partials[s].metrics.merge(decoder.metrics());
     if (histogram) {
       std::string key;
-      for (auto t : decoder.generated()) key += (key.empty() ? "" : " ") + std::to_string(t);
+      for (auto t : decoder.generated()) {
+        if (!key.empty()) key += ' ';
+        key += std::to_string(t);
+      }
       ++partials[s].histogram[key];
     }
   });
@@ -291,7 +295,10 @@ void run_redrafter(const toy::MarkovModel& target_model, const toy::MarkovModel&
     partials[s].metrics.merge(result.metrics);
     if (histogram) {
       std::string key;
-      for (auto t : result.tokens) key += (key.empty() ? "" : " ") + std::to_string(t);
+      for (auto t : result.tokens) {
+        if (!key.empty()) key += ' ';
+        key += std::to_string(t);
+      }
       ++partials[s].histogram[key];
     }
   });

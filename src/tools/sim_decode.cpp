@@ -11,7 +11,7 @@
 #include "sim_common.hpp"
 #include "specdec/backend/cpu/thread_pool.hpp"
 #include "specdec/decode/decoder.hpp"
-#include "specdec/decode/redrafter.hpp"
+#include "specdec/decode/redrafter_strategy.hpp"
 #include "specdec/toy/markov_head.hpp"
 #include "specdec/toy/providers.hpp"
 
@@ -259,11 +259,11 @@ void run_all(const Model& target_model, const Model& draft_model, const std::vec
   });
 }
 
-RedrafterVerification parse_verification(const std::string& name) {
-  if (name == "exact") return RedrafterVerification::kExact;
-  if (name == "greedy") return RedrafterVerification::kGreedy;
-  if (name == "typical") return RedrafterVerification::kTypical;
-  if (name == "parity") return RedrafterVerification::kParity;
+ReDrafterVerification parse_verification(const std::string& name) {
+  if (name == "exact") return ReDrafterVerification::kExact;
+  if (name == "greedy") return ReDrafterVerification::kGreedy;
+  if (name == "typical") return ReDrafterVerification::kTypical;
+  if (name == "parity") return ReDrafterVerification::kParity;
   throw UsageError("verification",
                    "unknown mode '" + name + "' (expected exact, greedy, typical or parity)");
 }
@@ -271,7 +271,7 @@ RedrafterVerification parse_verification(const std::string& name) {
 /// ReDrafter on a Markov table: the target exposes its probabilities as the hidden state and the
 /// head is toy::markov_head of the draft table, so the draft rows are exactly that table.
 void run_redrafter(const toy::MarkovModel& target_model, const toy::MarkovModel& draft_model,
-                   const std::vector<Token>& prompt, const RedrafterOptions& options,
+                   const std::vector<Token>& prompt, const ReDrafterOptions& options,
                    std::int64_t runs, bool histogram, int threads, std::vector<Partial>& partials) {
   const auto head = toy::markov_head(draft_model, target_model.vocab_size());
   const auto make_provider = [&] {
@@ -282,7 +282,7 @@ void run_redrafter(const toy::MarkovModel& target_model, const toy::MarkovModel&
   partials.assign(static_cast<std::size_t>(n), Partial{});
   {
     auto provider = make_provider();  // a bad request fails here, before any parallel work
-    RedrafterOptions check = options;
+    ReDrafterOptions check = options;
     check.max_new_tokens = 0;
     decode_redrafter(provider, head, prompt, check, 0);
   }
@@ -339,7 +339,7 @@ Json run_decode(const Json& request) {
   const auto prompt = parse_prompt(request);
   const DecodeOptions options = parse_options(request, method);
   const Models models = parse_model(request, uses_draft(method));
-  RedrafterOptions redrafter_options;
+  ReDrafterOptions redrafter_options;
   if (redrafter) {
     if (!models.markov_target) {
       throw UsageError("model.kind",

@@ -8,7 +8,7 @@
 
 #include "decode/toy_tables.hpp"
 #include "specdec/decode/decoder.hpp"
-#include "specdec/decode/redrafter.hpp"
+#include "specdec/decode/redrafter_strategy.hpp"
 #include "specdec/toy/toy.hpp"
 
 using namespace specdec;
@@ -61,8 +61,8 @@ std::string run_method(Method method, bool warped, std::uint32_t sequence) {
   return summary(decode(target, draft, prompt, options, sequence));
 }
 
-std::string run_redrafter(RedrafterVerification mode, bool ngram, std::uint32_t sequence) {
-  RedrafterOptions options;
+std::string run_redrafter(ReDrafterVerification mode, bool ngram, std::uint32_t sequence) {
+  ReDrafterOptions options;
   options.verification = mode;
   options.width = 3;
   options.depth = 3;
@@ -93,7 +93,7 @@ struct PinnedMethodRun {
 };
 
 struct PinnedReDrafterRun {
-  RedrafterVerification verification;
+  ReDrafterVerification verification;
   bool ngram;
   std::uint32_t sequence;
   const char* expected;
@@ -191,37 +191,37 @@ TEST_CASE("Every method keeps its pinned seeded stream", "[decode][pinned]") {
 
 TEST_CASE("Every ReDrafter mode keeps its pinned seeded stream", "[decode][pinned][redrafter]") {
   const PinnedReDrafterRun runs[] = {
-      {RedrafterVerification::kExact, false, 0,
+      {ReDrafterVerification::kExact, false, 0,
        "3 2 3 2 2 3 0 0 2 3 2 0 0 0 2 3 2 3 3 0 0 1 0 1 | target 9 draft 24 nodes 72 accepted 17"},
-      {RedrafterVerification::kExact, false, 5,
+      {ReDrafterVerification::kExact, false, 5,
        "2 3 0 | target 2 draft 3 nodes 9 accepted 3"},
-      {RedrafterVerification::kGreedy, false, 0,
+      {ReDrafterVerification::kGreedy, false, 0,
        "3 2 3 2 3 2 3 2 3 2 3 2 3 2 3 2 3 2 3 2 3 2 3 2 | target 24 draft 69 nodes 138 accepted 0"},
-      {RedrafterVerification::kGreedy, false, 5,
+      {ReDrafterVerification::kGreedy, false, 5,
        "3 2 3 2 3 2 3 2 3 2 3 2 3 2 3 2 3 2 3 2 3 2 3 2 | target 24 draft 69 nodes 138 accepted 0"},
-      {RedrafterVerification::kTypical, false, 0,
+      {ReDrafterVerification::kTypical, false, 0,
        "3 0 2 1 2 1 3 0 1 3 0 0 2 1 3 0 0 2 1 0 1 3 0 0 | target 7 draft 18 nodes 33 accepted 18"},
-      {RedrafterVerification::kTypical, false, 5,
+      {ReDrafterVerification::kTypical, false, 5,
        "2 1 3 0 | target 2 draft 3 nodes 6 accepted 3"},
-      {RedrafterVerification::kParity, false, 0,
+      {ReDrafterVerification::kParity, false, 0,
        "3 0 1 1 2 1 1 1 2 1 1 1 3 1 3 0 1 0 2 1 1 2 1 1 | target 8 draft 21 nodes 39 accepted 17"},
-      {RedrafterVerification::kParity, false, 5,
+      {ReDrafterVerification::kParity, false, 5,
        "2 1 1 1 1 3 2 1 1 3 0 | target 5 draft 12 nodes 22 accepted 8"},
-      {RedrafterVerification::kExact, true, 0,
+      {ReDrafterVerification::kExact, true, 0,
        "11 2 9 10 4 3 4 11 7 0 2 10 11 6 10 11 6 9 2 3 8 6 1 1 | target 16 draft 45 nodes 135 accepted 8"},
-      {RedrafterVerification::kExact, true, 5,
+      {ReDrafterVerification::kExact, true, 5,
        "11 4 | target 2 draft 3 nodes 9 accepted 2"},
-      {RedrafterVerification::kGreedy, true, 0,
+      {ReDrafterVerification::kGreedy, true, 0,
        "11 2 11 2 11 2 11 2 11 2 11 2 11 2 11 2 11 2 11 2 11 2 11 2 | target 22 draft 63 nodes 117 accepted 2"},
-      {RedrafterVerification::kGreedy, true, 5,
+      {ReDrafterVerification::kGreedy, true, 5,
        "11 2 11 2 11 2 11 2 11 2 11 2 11 2 11 2 11 2 11 2 11 2 11 2 | target 22 draft 63 nodes 117 accepted 2"},
-      {RedrafterVerification::kTypical, true, 0,
+      {ReDrafterVerification::kTypical, true, 0,
        "11 2 11 2 11 2 9 3 7 10 7 0 2 7 1 1 8 10 0 9 9 9 8 7 | target 13 draft 36 nodes 75 accepted 11"},
-      {RedrafterVerification::kTypical, true, 5,
+      {ReDrafterVerification::kTypical, true, 5,
        "11 2 9 8 3 9 3 8 10 1 9 2 6 11 11 11 11 4 | target 11 draft 30 nodes 66 accepted 7"},
-      {RedrafterVerification::kParity, true, 0,
+      {ReDrafterVerification::kParity, true, 0,
        "11 4 5 9 6 8 8 11 4 10 5 5 5 5 2 11 7 8 10 5 9 7 0 6 | target 16 draft 45 nodes 103 accepted 9"},
-      {RedrafterVerification::kParity, true, 5,
+      {ReDrafterVerification::kParity, true, 5,
        "11 2 11 2 11 2 9 8 3 9 11 11 6 1 1 1 11 9 10 11 11 11 4 | target 13 draft 36 nodes 80 accepted 10"},
   };
   for (const auto& run : runs) {

@@ -196,9 +196,9 @@ TEST_CASE("redrafter typical mode runs and accepts confident drafts", "[redrafte
   CHECK(result.metrics.block_efficiency() > 3.0);
 }
 
-// docs/algorithms.md §3.6: draft (.5,.3,.2), target (.2,.3,.5), W = 2, one draft step: the reference's
-// rule outputs (.4,.6,0). The target here repeats that row after every token, so the second
-// generated token (the first drafted one) has exactly that law under the parity mode.
+// docs/algorithms.md §3.6: draft (.5,.3,.2), target (.2,.3,.5), W = 2, one draft step: the
+// reference's rule outputs (.4,.6,0). The target here repeats that row after every token, so the
+// second generated token (the first drafted one) has exactly that law under the parity mode.
 TEST_CASE("redrafter parity mode reproduces the reference's bias", "[redrafter][decode]") {
   const std::vector<float> p = {0.2f, 0.3f, 0.5f}, q = {0.5f, 0.3f, 0.2f};
   const auto target = toy::MarkovModel::from_rows({p, p, p});

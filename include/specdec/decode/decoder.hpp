@@ -82,6 +82,9 @@ class Decoder {
   /// target, the strategy and the metrics. Throws specdec::Error("prompt") otherwise.
   void reset(std::span<const Token> prompt, std::uint32_t sequence = 0) {
     state_ = SequenceState(prompt, vocab_, loop_.seed, sequence);
+    // Room for the whole output (up to 2^16 tokens), so appending never reallocates mid-run.
+    state_.tokens.reserve(prompt.size() +
+                          static_cast<std::size_t>(std::min(loop_.max_new_tokens, 1 << 16)));
     target_->reset(prompt);
     strategy_.reset(prompt);
     metrics_ = DecodeMetrics{};

@@ -167,14 +167,8 @@ struct DecodeOptions {
 
   /// The fields every method shares (warp, max_new_tokens, end_token, seed).
   LoopOptions loop() const { return {warp, max_new_tokens, end_token, seed}; }
-
-  /// The draft depth of one step (branching.size() for RSD-C, 0 for autoregressive, else depth).
-  std::int32_t draft_depth() const {
-    if (method == Method::kAutoregressive) return 0;
-    if (method == Method::kRsdC) return static_cast<std::int32_t>(branching.size());
-    return depth;
-  }
 };
+
 /// The DraftStrategy of every Method over a draft LogitsProvider (held by reference; it must
 /// outlive the strategy). Draft rows are checked (check_provider_output names "draft.logits") and
 /// warped with `options.warp`, like the target's; the cascade deferral and the greedy lossy test

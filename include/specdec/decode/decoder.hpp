@@ -53,7 +53,7 @@ struct DecodeResult {
 template <LogitsProvider Target, DraftStrategy Strategy>
 class Decoder {
  public:
-  /// Throws specdec::Error for a bad option (LoopOptions::validate, then strategy.prepare).
+  /// Throws specdec::Error for a bad option (strategy.prepare, then LoopOptions::validate).
   Decoder(Target& target, Strategy strategy, LoopOptions loop)
       : target_(&target), strategy_(std::move(strategy)), loop_(loop) {
     static_assert(!uses_hidden_states<Strategy> || HiddenStateProvider<Target>,

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "reference.hpp"
-#include "specdec/decode/redrafter.hpp"
+#include "specdec/decode/redrafter_strategy.hpp"
 
 namespace sb = specdec::bench;
 

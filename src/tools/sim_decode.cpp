@@ -11,7 +11,7 @@
 #include "sim_common.hpp"
 #include "specdec/backend/cpu/thread_pool.hpp"
 #include "specdec/decode/decoder.hpp"
-#include "specdec/decode/redrafter.hpp"
+#include "specdec/decode/redrafter_strategy.hpp"
 #include "specdec/toy/markov_head.hpp"
 #include "specdec/toy/providers.hpp"
 
@@ -229,12 +229,13 @@ void run_all(const Model& target_model, const Model& draft_model, const std::vec
   // Validate once on this thread (a bad request fails with its field name before any work).
   {
     toy::ModelProvider<Model> target(target_model), draft(draft_model);
-    Decoder<toy::ModelProvider<Model>, toy::ModelProvider<Model>> decoder(target, draft, options);
+    MethodDecoder<toy::ModelProvider<Model>, toy::ModelProvider<Model>> decoder(target, draft,
+                                                                                options);
     decoder.reset(prompt, 0);
   }
   std::vector<std::optional<toy::ModelProvider<Model>>> targets(static_cast<std::size_t>(n)),
       drafts(static_cast<std::size_t>(n));
-  std::vector<std::optional<Decoder<toy::ModelProvider<Model>, toy::ModelProvider<Model>>>>
+  std::vector<std::optional<MethodDecoder<toy::ModelProvider<Model>, toy::ModelProvider<Model>>>>
       decoders(static_cast<std::size_t>(n));
   pool.run(runs, threads, [&](std::int64_t task, int slot) {
     const auto s = static_cast<std::size_t>(slot);
@@ -249,17 +250,20 @@ void run_all(const Model& target_model, const Model& draft_model, const std::vec
     partials[s].metrics.merge(decoder.metrics());
     if (histogram) {
       std::string key;
-      for (auto t : decoder.generated()) key += (key.empty() ? "" : " ") + std::to_string(t);
+      for (auto t : decoder.generated()) {
+        if (!key.empty()) key += ' ';
+        key += std::to_string(t);
+      }
       ++partials[s].histogram[key];
     }
   });
 }
 
-RedrafterVerification parse_verification(const std::string& name) {
-  if (name == "exact") return RedrafterVerification::kExact;
-  if (name == "greedy") return RedrafterVerification::kGreedy;
-  if (name == "typical") return RedrafterVerification::kTypical;
-  if (name == "parity") return RedrafterVerification::kParity;
+ReDrafterVerification parse_verification(const std::string& name) {
+  if (name == "exact") return ReDrafterVerification::kExact;
+  if (name == "greedy") return ReDrafterVerification::kGreedy;
+  if (name == "typical") return ReDrafterVerification::kTypical;
+  if (name == "parity") return ReDrafterVerification::kParity;
   throw UsageError("verification",
                    "unknown mode '" + name + "' (expected exact, greedy, typical or parity)");
 }
@@ -267,7 +271,7 @@ RedrafterVerification parse_verification(const std::string& name) {
 /// ReDrafter on a Markov table: the target exposes its probabilities as the hidden state and the
 /// head is toy::markov_head of the draft table, so the draft rows are exactly that table.
 void run_redrafter(const toy::MarkovModel& target_model, const toy::MarkovModel& draft_model,
-                   const std::vector<Token>& prompt, const RedrafterOptions& options,
+                   const std::vector<Token>& prompt, const ReDrafterOptions& options,
                    std::int64_t runs, bool histogram, int threads, std::vector<Partial>& partials) {
   const auto head = toy::markov_head(draft_model, target_model.vocab_size());
   const auto make_provider = [&] {
@@ -278,7 +282,7 @@ void run_redrafter(const toy::MarkovModel& target_model, const toy::MarkovModel&
   partials.assign(static_cast<std::size_t>(n), Partial{});
   {
     auto provider = make_provider();  // a bad request fails here, before any parallel work
-    RedrafterOptions check = options;
+    ReDrafterOptions check = options;
     check.max_new_tokens = 0;
     decode_redrafter(provider, head, prompt, check, 0);
   }
@@ -291,7 +295,10 @@ void run_redrafter(const toy::MarkovModel& target_model, const toy::MarkovModel&
     partials[s].metrics.merge(result.metrics);
     if (histogram) {
       std::string key;
-      for (auto t : result.tokens) key += (key.empty() ? "" : " ") + std::to_string(t);
+      for (auto t : result.tokens) {
+        if (!key.empty()) key += ' ';
+        key += std::to_string(t);
+      }
       ++partials[s].histogram[key];
     }
   });
@@ -332,7 +339,7 @@ Json run_decode(const Json& request) {
   const auto prompt = parse_prompt(request);
   const DecodeOptions options = parse_options(request, method);
   const Models models = parse_model(request, uses_draft(method));
-  RedrafterOptions redrafter_options;
+  ReDrafterOptions redrafter_options;
   if (redrafter) {
     if (!models.markov_target) {
       throw UsageError("model.kind",

@@ -119,8 +119,13 @@ MatrixView<float> request_rows(DraftedTree& out, F& draft_rows,
                          out.vocab);
   draft_rows(std::as_const(out.tree), nodes, view);
   for (std::size_t i = 0; i < nodes.size(); ++i) {
-    check_probability_row(fmt::format("draft_rows(node {})", nodes[i]),
-                          std::span<const float>(view.row(static_cast<std::int64_t>(i))));
+    const std::span<const float> row = view.row(static_cast<std::int64_t>(i));
+    try {
+      check_probability_row("draft_rows", row);
+    } catch (const Error&) {
+      // Name the node only on failure: formatting it for every row would allocate per step.
+      check_probability_row(fmt::format("draft_rows(node {})", nodes[i]), row);
+    }
   }
   return view;
 }

@@ -6,7 +6,7 @@
 #include <map>
 #include <vector>
 
-#include "specdec/decode/redrafter.hpp"
+#include "specdec/decode/redrafter_strategy.hpp"
 #include "specdec/toy/toy.hpp"
 #include "support/stats.hpp"
 
@@ -57,7 +57,7 @@ std::vector<double> sequence_law(const toy::MarkovModel& model, Token last, int 
 
 // Histogram of the first `length` tokens over `runs` sequences (sequence id = run index).
 std::vector<std::int64_t> histogram(const toy::MarkovModel& target, const ReDrafterHead& head,
-                                    RedrafterOptions options, int length, int runs,
+                                    ReDrafterOptions options, int length, int runs,
                                     DecodeMetrics* metrics = nullptr) {
   auto provider = hidden_provider(target);
   const auto v = target.vocab_size();
@@ -97,8 +97,8 @@ TEST_CASE("markov_head reproduces its draft table", "[redrafter][decode]") {
 TEST_CASE("redrafter exact mode follows the target sequence law at T = 1", "[redrafter][decode]") {
   const auto target = target_model();
   const auto head = toy::markov_head(draft_model(), 4);
-  RedrafterOptions options;
-  options.verification = RedrafterVerification::kExact;
+  ReDrafterOptions options;
+  options.verification = ReDrafterVerification::kExact;
   options.width = 3;
   options.depth = 2;
   options.seed = 11;
@@ -115,8 +115,8 @@ TEST_CASE("redrafter exact mode follows the target sequence law with top-p and t
           "[redrafter][decode]") {
   const auto target = target_model();
   const auto head = toy::markov_head(draft_model(), 4);
-  RedrafterOptions options;
-  options.verification = RedrafterVerification::kExact;
+  ReDrafterOptions options;
+  options.verification = ReDrafterVerification::kExact;
   options.warp = {.temperature = 0.8f, .top_p = 0.8f};
   options.width = 2;
   options.depth = 3;
@@ -138,8 +138,8 @@ TEST_CASE("redrafter greedy mode equals greedy decoding of the target", "[redraf
     const auto head =
         small_head ? ReDrafterHead::random({.hidden = 18, .exit_dim = 20, .vocab = 12}, 9, 0.3f)
                    : ReDrafterHead::random({.hidden = 18, .exit_dim = 36, .vocab = 12}, 4, 1.0f);
-    RedrafterOptions options;
-    options.verification = RedrafterVerification::kGreedy;
+    ReDrafterOptions options;
+    options.verification = ReDrafterVerification::kGreedy;
     options.warp.temperature = 0.0f;
     options.width = 3;
     options.depth = 3;
@@ -164,8 +164,8 @@ TEST_CASE("redrafter greedy mode accepts the beams of a head equal to the target
   const auto target = target_model();
   auto provider = hidden_provider(target);
   const auto head = toy::markov_head(target, 4);
-  RedrafterOptions options;
-  options.verification = RedrafterVerification::kGreedy;
+  ReDrafterOptions options;
+  options.verification = ReDrafterVerification::kGreedy;
   options.width = 2;
   options.depth = 4;
   options.max_new_tokens = 41;
@@ -182,8 +182,8 @@ TEST_CASE("redrafter typical mode runs and accepts confident drafts", "[redrafte
   const auto target = target_model();
   auto provider = hidden_provider(target);
   const auto head = toy::markov_head(target, 4);
-  RedrafterOptions options;
-  options.verification = RedrafterVerification::kTypical;
+  ReDrafterOptions options;
+  options.verification = ReDrafterVerification::kTypical;
   options.typical = {.epsilon = 0.05f, .delta = 0.05f};
   options.width = 2;
   options.depth = 3;
@@ -196,22 +196,22 @@ TEST_CASE("redrafter typical mode runs and accepts confident drafts", "[redrafte
   CHECK(result.metrics.block_efficiency() > 3.0);
 }
 
-// docs/algorithms.md §3.6: draft (.5,.3,.2), target (.2,.3,.5), W = 2, one draft step: the reference's
-// rule outputs (.4,.6,0). The target here repeats that row after every token, so the second
-// generated token (the first drafted one) has exactly that law under the parity mode.
+// docs/algorithms.md §3.6: draft (.5,.3,.2), target (.2,.3,.5), W = 2, one draft step: the
+// reference's rule outputs (.4,.6,0). The target here repeats that row after every token, so the
+// second generated token (the first drafted one) has exactly that law under the parity mode.
 TEST_CASE("redrafter parity mode reproduces the reference's bias", "[redrafter][decode]") {
   const std::vector<float> p = {0.2f, 0.3f, 0.5f}, q = {0.5f, 0.3f, 0.2f};
   const auto target = toy::MarkovModel::from_rows({p, p, p});
   const auto head = toy::markov_head(toy::MarkovModel::from_rows({q, q, q}), 3);
-  RedrafterOptions options;
+  ReDrafterOptions options;
   options.width = 2;
   options.depth = 1;
   options.seed = 21;
   std::array<std::array<std::int64_t, 3>, 2> second{};  // [mode][token]
-  for (const auto mode : {RedrafterVerification::kParity, RedrafterVerification::kExact}) {
+  for (const auto mode : {ReDrafterVerification::kParity, ReDrafterVerification::kExact}) {
     options.verification = mode;
     const auto counts = histogram(target, head, options, 2, 20000);
-    auto& out = second[mode == RedrafterVerification::kParity ? 0 : 1];
+    auto& out = second[mode == ReDrafterVerification::kParity ? 0 : 1];
     for (std::size_t cell = 0; cell < counts.size(); ++cell) out[cell % 3] += counts[cell];
   }
   const auto& parity = second[0];
@@ -233,9 +233,9 @@ TEST_CASE("redrafter parity mode reproduces the reference's bias", "[redrafter][
 TEST_CASE("redrafter decoding is deterministic per seed and sequence", "[redrafter][decode]") {
   const auto target = target_model();
   const auto head = toy::markov_head(draft_model(), 4);
-  for (const auto mode : {RedrafterVerification::kExact, RedrafterVerification::kParity,
-                          RedrafterVerification::kTypical}) {
-    RedrafterOptions options;
+  for (const auto mode : {ReDrafterVerification::kExact, ReDrafterVerification::kParity,
+                          ReDrafterVerification::kTypical}) {
+    ReDrafterOptions options;
     options.verification = mode;
     options.seed = 77;
     options.max_new_tokens = 30;
@@ -255,7 +255,7 @@ TEST_CASE("redrafter stops at the end token and at max_new_tokens", "[redrafter]
   const auto target = target_model();
   auto provider = hidden_provider(target);
   const auto head = toy::markov_head(draft_model(), 4);
-  RedrafterOptions options;
+  ReDrafterOptions options;
   options.end_token = 3;
   options.max_new_tokens = 200;
   const std::array<Token, 1> prompt = {0};
@@ -273,7 +273,7 @@ TEST_CASE("redrafter rejects bad input", "[redrafter][decode][errors]") {
   auto provider = hidden_provider(target);
   const auto head = toy::markov_head(draft_model(), 4);
   const std::array<Token, 1> prompt = {0};
-  RedrafterOptions options;
+  ReDrafterOptions options;
   options.width = 0;
   CHECK_THROWS_WITH(decode_redrafter(provider, head, prompt, options),
                     Catch::Contains("options") && Catch::Contains("width"));
@@ -309,5 +309,5 @@ TEST_CASE("redrafter rejects bad input", "[redrafter][decode][errors]") {
   CHECK_THROWS_WITH(decode_redrafter(provider, broken, prompt, options),
                     Catch::Contains("vocab_proj"));
   CHECK_THROWS_WITH(parse_redrafter_verification("fast"), Catch::Contains("verification"));
-  CHECK(parse_redrafter_verification("parity") == RedrafterVerification::kParity);
+  CHECK(parse_redrafter_verification("parity") == ReDrafterVerification::kParity);
 }

@@ -1,0 +1,84 @@
+// SPDX-License-Identifier: MIT
+// The Decoder loop allocates nothing per step after warm-up, for every built-in method (its own
+// test program: it counts every heap allocation of the process).
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <vector>
+
+#include "decode/toy_tables.hpp"
+#include "specdec/decode/decoder.hpp"
+#include "specdec/toy/toy.hpp"
+#include "support/allocation_counter.hpp"
+
+using namespace specdec;
+
+namespace {
+
+// The Markov tables as a provider that allocates nothing after reset: row r is the table row of
+// the token it follows, and the hidden state (H = V) is that row too.
+class TableProvider {
+ public:
+  explicit TableProvider(std::vector<std::vector<float>> table) : table_(std::move(table)) {}
+  std::int64_t vocab_size() const { return static_cast<std::int64_t>(table_.size()); }
+  std::int64_t hidden_size() const { return vocab_size(); }
+  std::span<const Token> context() const { return context_; }
+  std::int64_t committed_length() const { return static_cast<std::int64_t>(context_.size()); }
+  void reset(std::span<const Token> prompt) {
+    context_.reserve(1 << 12);
+    context_.assign(prompt.begin(), prompt.end());
+  }
+  void evaluate(const TreeBatch& batch, MatrixView<float> logits) {
+    for (std::int64_t r = 0; r < logits.rows; ++r) {
+      const auto& row = table_[static_cast<std::size_t>(token_before(batch, r))];
+      for (std::size_t x = 0; x < row.size(); ++x) logits.row_data(r)[x] = std::log(row[x]);
+    }
+  }
+  void evaluate_with_hidden(const TreeBatch& batch, MatrixView<float> logits,
+                            MatrixView<float> hidden) {
+    evaluate(batch, logits);
+    for (std::int64_t r = 0; r < hidden.rows; ++r) {
+      const auto& row = table_[static_cast<std::size_t>(token_before(batch, r))];
+      std::copy(row.begin(), row.end(), hidden.row_data(r));
+    }
+  }
+  void commit(const TreeBatch& batch, std::span<const std::int32_t> kept, Token next) {
+    for (const auto node : kept) context_.push_back(batch.tokens[static_cast<std::size_t>(node)]);
+    context_.push_back(next);
+  }
+
+ private:
+  Token token_before(const TreeBatch& batch, std::int64_t row) const {
+    return row == 0 ? context_.back() : batch.tokens[static_cast<std::size_t>(row - 1)];
+  }
+
+  std::vector<std::vector<float>> table_;
+  std::vector<Token> context_;
+};
+
+static_assert(HiddenStateProvider<TableProvider>);
+
+}  // namespace
+
+TEST_CASE("the allocation counter sees an allocation", "[decode][allocation]") {
+  const auto allocations = test::allocations_after_warm_up([] { std::vector<int> v(8); }, 1);
+  CHECK(allocations == 1);
+}
+
+TEST_CASE("Decoder steps of every method allocate nothing after warm-up", "[decode][allocation]") {
+  for (const auto method : kAllMethods) {
+    TableProvider target(test::target_table()), draft(test::draft_table());
+    DecodeOptions options;
+    options.method = method;
+    options.depth = 3;
+    options.width = 2;
+    options.branching = {2, 2};
+    options.cascade.alpha = 0.3f;
+    options.lossy.alpha = 0.2f;
+    options.max_new_tokens = 1000;
+    Decoder decoder(target, draft, options);
+    const std::vector<Token> prompt{1, 2};
+    decoder.reset(prompt, 3);
+    INFO(method_name(method));
+    CHECK(test::allocations_after_warm_up([&] { decoder.step(); }, 50, 20) == 0);
+  }
+}

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <Eigen/Core>
+#include <algorithm>
 #include <cstdint>
 #include <span>
 
@@ -77,15 +78,24 @@ inline void uniforms_to_gumbels(std::span<float> values) {
 
 /// out[i] = stream.uniform(first + i).
 inline void fill_uniforms(const RandomStream& stream, std::uint32_t first, std::span<float> out) {
+  float* values = out.data();
   const auto n = static_cast<std::int64_t>(out.size());
-  const auto draw = [first](std::int64_t i) { return first + static_cast<std::uint32_t>(i); };
-  std::int64_t i = 0;
-  for (; i < n && (draw(i) & 3u) != 0; ++i) out[i] = stream.uniform(draw(i));
-  constexpr std::int64_t kBatch = 4 * detail::kPhiloxLanes;
-  for (; i + kBatch <= n; i += kBatch) {
-    detail::philox_uniform_batch(stream, draw(i) >> 2, out.data() + i);
+  // Draws up to a Philox block boundary one at a time, then 16 blocks at once, then the rest.
+  const std::int64_t head = std::min<std::int64_t>(n, (4u - (first & 3u)) & 3u);
+  for (std::int64_t i = 0; i < head; ++i) {
+    values[i] = stream.uniform(first + static_cast<std::uint32_t>(i));
   }
-  for (; i < n; ++i) out[i] = stream.uniform(draw(i));
+  constexpr std::int64_t kBatch = 4 * detail::kPhiloxLanes;
+  const std::int64_t batches = (n - head) / kBatch;
+  for (std::int64_t b = 0; b < batches; ++b) {
+    const std::int64_t i = head + b * kBatch;
+    detail::philox_uniform_batch(stream, (first + static_cast<std::uint32_t>(i)) >> 2, values + i);
+  }
+  const std::int64_t done = head + batches * kBatch;
+  const int tail = static_cast<int>(n - done);  // fewer than kBatch
+  for (int j = 0; j < tail; ++j) {
+    values[done + j] = stream.uniform(first + static_cast<std::uint32_t>(done + j));
+  }
 }
 
 /// out[i] = stream.gumbel(first + i), bit for bit.

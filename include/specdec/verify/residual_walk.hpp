@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The residual walk of multi-round (SpecInfer) and recursive (RRS) rejection sampling, and the row
-// operations it is made of: the verdict, the residual floor, [source - scale * draft]+, and the
-// inverse-CDF rule. Written once for the host and the CUDA tree kernel: the walk is templated on
+// operations it is made of: the verdict, the residual floor, [source - scale * draft]+, and
+// sampling a row by the inverse-CDF rule. Written once for the host and the CUDA tree kernel: the walk is templated on
 // the rule and on a row-operations policy (HostRows here: plain loops; the kernel's BlockRows:
 // block-wide loops, reductions and barriers). Plain SPECDEC_HOST_DEVICE code (no Eigen, no fmt).
 #pragma once
@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "specdec/config.hpp"
+#include "specdec/core/inverse_cdf.hpp"
 #include "specdec/core/philox.hpp"
 #include "specdec/core/scalar.hpp"
 #include "specdec/core/token.hpp"
@@ -87,41 +88,9 @@ SPECDEC_HOST_DEVICE double copy_row(const S* source, std::int64_t n, float* scra
   return blocked_sum([=](std::int64_t i) { return scratch[i]; }, 0, n);
 }
 
-// The inverse-CDF rule, one uniform u per token: the first index whose running sum of the positive
-// entries exceeds the threshold u * total (in double); when rounding runs past the end, the last
-// positive index (0 if none), so a zero entry is never returned. A backend splits the row into
-// pieces, skips whole pieces by their sums and scans the piece holding the threshold with
-// inverse_cdf_scan.
-
-/// Scans entries [begin, end) of value(.), adding the positive ones to `running`; returns the
-/// first index where running > threshold, or -1.
-template <class Value>
-SPECDEC_HOST_DEVICE std::int64_t inverse_cdf_scan(const Value& value, std::int64_t begin,
-                                                  std::int64_t end, double& running,
-                                                  double threshold) {
-  for (std::int64_t i = begin; i < end; ++i) {
-    const float v = value(i);
-    if (v > 0.0f) {
-      running += v;
-      if (running > threshold) return i;
-    }
-  }
-  return -1;
-}
-
-/// The last index of [begin, end) with a positive value(.), or `none`.
-template <class Value>
-SPECDEC_HOST_DEVICE std::int64_t last_positive(const Value& value, std::int64_t begin,
-                                               std::int64_t end, std::int64_t none) {
-  for (std::int64_t i = end - 1; i >= begin; --i) {
-    if (value(i) > 0.0f) return i;
-  }
-  return none;
-}
-
-/// One token from a non-negative row of any scale by the inverse-CDF rule with uniform u. Whole
-/// blocks of 1024 entries are skipped by their (vectorised) sums; the block holding the threshold
-/// is scanned.
+/// One token from a non-negative row of any scale by the inverse-CDF rule (core/inverse_cdf.hpp)
+/// with uniform u, summed in double; 0 when no entry is positive. Whole blocks of 1024 entries are
+/// skipped by their (vectorised) sums; the block holding the threshold is scanned.
 template <class S>
 SPECDEC_HOST_DEVICE Token sample_row(const S* row, std::int64_t n, float u) {
   constexpr std::int64_t kBlock = 1024;

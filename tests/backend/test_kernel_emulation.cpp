@@ -12,6 +12,7 @@
 #include "specdec/backend/cuda/detail/warp_kernels.cuh"
 #include "specdec/core/warp.hpp"
 #include "specdec/toy/random.hpp"
+#include "support/warp_edge_cases.hpp"
 
 using namespace specdec;
 namespace kernels = specdec::backend::cuda_impl::detail;
@@ -97,4 +98,15 @@ TEST_CASE("the emulated CUDA warp kernel reads bf16 logits like the row oracle",
   std::vector<Eigen::bfloat16> logits(500);
   for (auto& x : logits) x = static_cast<Eigen::bfloat16>(static_cast<float>(2.0 * rng.normal()));
   for (const Warp& w : kWarps) check_against_oracle(logits, w, 64);
+}
+
+TEST_CASE("the emulated CUDA warp kernel keeps the documented tokens on signed zeros, -inf, "
+          "denormals and ties",
+          "[backend][cuda_kernel]") {
+  for (const auto& c : test::warp_edge_cases()) {
+    CAPTURE(c.name);
+    const auto got = run_kernel(c.logits, c.warp, 64);
+    CHECK(test::kept_ids(got.data(), static_cast<std::int64_t>(got.size())) == c.kept);
+    check_against_oracle(c.logits, c.warp, 64);
+  }
 }

@@ -9,6 +9,7 @@
 #include "specdec/core/warp.hpp"
 #include "specdec/toy/random.hpp"
 #include "support/backends.hpp"
+#include "support/warp_edge_cases.hpp"
 
 using namespace specdec;
 
@@ -133,6 +134,17 @@ TEMPLATE_LIST_TEST_CASE("top-k and top-p cut through ties at the lowest ids",
   std::int64_t kept = 0;
   for (std::int64_t c = 0; c < cols; ++c) kept += got[cols + c] > 0.0f ? 1 : 0;
   CHECK(kept == 3);
+}
+
+TEMPLATE_LIST_TEST_CASE("batched top-k and top-p keep the documented tokens on signed zeros, "
+                        "-inf, denormals and ties",
+                        "[backend][warp_batch]", test::Backends) {
+  for (const auto& c : test::warp_edge_cases()) {
+    CAPTURE(c.name);
+    const auto cols = static_cast<std::int64_t>(c.logits.size());
+    const auto got = run_batch(TestType{}, c.logits, 1, cols, cols, {c.warp});
+    CHECK(test::kept_ids(got.data(), cols) == c.kept);
+  }
 }
 
 TEMPLATE_LIST_TEST_CASE("banned tokens get probability exactly zero", "[backend][warp_batch]",

@@ -5,6 +5,7 @@
 
 #include "specdec/core/warp.hpp"
 #include "specdec/toy/distributions.hpp"
+#include "support/warp_edge_cases.hpp"
 
 using namespace specdec;
 using Catch::Detail::Approx;
@@ -171,5 +172,20 @@ TEST_CASE("top-k and top-p agree with a full sort on rows with many ties", "[cor
     for (std::size_t r = 0; r < order.size(); ++r) {
       CHECK((out[static_cast<std::size_t>(order[r])] > 0.0f) == (r < cut));
     }
+  }
+}
+
+TEST_CASE("top-k keeps exactly k tokens when -0 and +0 tie at the cut", "[core][warp]") {
+  // -0 == +0: the two zeros are one value, so top-k 2 keeps 5 and the lowest-id zero only.
+  const auto out = warp({.top_k = 2}, {-0.0f, 5.0f, 0.0f, -0.0f, -1.0f});
+  CHECK(test::kept_ids(out.data(), 5) == std::vector<std::int64_t>{0, 1});
+}
+
+TEST_CASE("top-k and top-p keep the documented tokens on signed zeros, -inf, denormals and ties",
+          "[core][warp]") {
+  for (const auto& c : test::warp_edge_cases()) {
+    CAPTURE(c.name);
+    const auto out = warp(c.warp, c.logits);
+    CHECK(test::kept_ids(out.data(), static_cast<std::int64_t>(out.size())) == c.kept);
   }
 }

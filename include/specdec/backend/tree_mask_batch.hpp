@@ -15,7 +15,7 @@
 #include "specdec/core/token.hpp"
 #include "specdec/core/validate.hpp"
 #include "specdec/core/views.hpp"
-#include "specdec/tree/tree_kernels.hpp"
+#include "specdec/tree/tree_rows.hpp"
 
 namespace specdec {
 namespace detail {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // Stable numerics over one row. Two layers:
-//  - row kernels in specdec::detail (pointer + size, SPECDEC_HOST_DEVICE, no allocation);
+//  - row functions in specdec::detail (pointer + size, SPECDEC_HOST_DEVICE, no allocation);
 //  - host functions in specdec that validate sizes and vectorise through Eigen maps (no copies).
 // Inputs may be float, Eigen::half or Eigen::bfloat16; everything is computed in float (or double
 // for sums where noted).
@@ -16,15 +16,11 @@
 #include "specdec/config.hpp"
 #include "specdec/core/error.hpp"
 #include "specdec/core/log_space.hpp"
+#include "specdec/core/scalar.hpp"
 
 namespace specdec {
 
 namespace detail {
-
-template <class T>
-SPECDEC_HOST_DEVICE float to_float(T x) {
-  return static_cast<float>(x);
-}
 
 /// Largest value of a row (-inf for an empty row).
 template <class T>

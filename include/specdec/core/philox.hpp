@@ -14,6 +14,7 @@
 #include <span>
 
 #include "specdec/config.hpp"
+#include "specdec/core/packet_log.hpp"
 #if !defined(__CUDACC__)
 #include "specdec/core/error.hpp"  // host only: fmt is kept out of nvcc translation units
 #endif
@@ -34,17 +35,13 @@ struct Uint2 {
 
 namespace detail {
 
-SPECDEC_HOST_DEVICE void mul_hi_lo(std::uint32_t a, std::uint32_t b, std::uint32_t& hi,
-                                   std::uint32_t& lo) {
-  const std::uint64_t product = static_cast<std::uint64_t>(a) * b;
-  hi = static_cast<std::uint32_t>(product >> 32);
-  lo = static_cast<std::uint32_t>(product);
-}
-
-}  // namespace detail
-
-/// The Philox4x32 bijection with 10 rounds (Random123's philox4x32-10).
-SPECDEC_HOST_DEVICE Uint4 philox4x32_10(Uint4 counter, Uint2 key) {
+/// Philox4x32-10 on `Lanes` counters side by side: lane j's counter is (x[j], y[j], z[j], w[j])
+/// and is replaced by its output block. Structure of arrays, so a host compiler vectorises the
+/// lanes; philox4x32_10 is the one-lane case.
+template <int Lanes>
+SPECDEC_HOST_DEVICE void philox4x32_10_lanes(std::uint32_t (&x)[Lanes], std::uint32_t (&y)[Lanes],
+                                             std::uint32_t (&z)[Lanes], std::uint32_t (&w)[Lanes],
+                                             Uint2 key) {
   constexpr std::uint32_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u;
   constexpr std::uint32_t kWeyl0 = 0x9E3779B9u, kWeyl1 = 0xBB67AE85u;
   for (int round = 0; round < 10; ++round) {
@@ -52,12 +49,26 @@ SPECDEC_HOST_DEVICE Uint4 philox4x32_10(Uint4 counter, Uint2 key) {
       key.x += kWeyl0;
       key.y += kWeyl1;
     }
-    std::uint32_t hi0, lo0, hi1, lo1;
-    detail::mul_hi_lo(kMul0, counter.x, hi0, lo0);
-    detail::mul_hi_lo(kMul1, counter.z, hi1, lo1);
-    counter = {hi1 ^ counter.y ^ key.x, lo1, hi0 ^ counter.w ^ key.y, lo0};
+    for (int j = 0; j < Lanes; ++j) {
+      const std::uint64_t product0 = static_cast<std::uint64_t>(kMul0) * x[j];
+      const std::uint64_t product1 = static_cast<std::uint64_t>(kMul1) * z[j];
+      const auto next_x = static_cast<std::uint32_t>(product1 >> 32) ^ y[j] ^ key.x;
+      const auto next_z = static_cast<std::uint32_t>(product0 >> 32) ^ w[j] ^ key.y;
+      x[j] = next_x;
+      y[j] = static_cast<std::uint32_t>(product1);
+      z[j] = next_z;
+      w[j] = static_cast<std::uint32_t>(product0);
+    }
   }
-  return counter;
+}
+
+}  // namespace detail
+
+/// The Philox4x32 bijection with 10 rounds (Random123's philox4x32-10).
+SPECDEC_HOST_DEVICE Uint4 philox4x32_10(Uint4 counter, Uint2 key) {
+  std::uint32_t x[1] = {counter.x}, y[1] = {counter.y}, z[1] = {counter.z}, w[1] = {counter.w};
+  detail::philox4x32_10_lanes<1>(x, y, z, w, key);
+  return {x[0], y[0], z[0], w[0]};
 }
 
 /// Maps 32 random bits to a float strictly inside (0, 1): (k + 1/2) / 2^23 for the top 23 bits.
@@ -66,8 +77,11 @@ SPECDEC_HOST_DEVICE float bits_to_open_uniform(std::uint32_t bits) {
   return (static_cast<float>(bits >> 9) + 0.5f) * (1.0f / 8388608.0f);
 }
 
-/// A standard Gumbel variate from a uniform in (0, 1).
-SPECDEC_HOST_DEVICE float uniform_to_gumbel(float u) { return -logf(-logf(u)); }
+/// A standard Gumbel variate from a uniform in (0, 1): -log(-log(u)), both logs packet_log's, so
+/// a vectorised host fill (core/noise.hpp), a scalar draw and a CUDA thread give the same bits.
+SPECDEC_HOST_DEVICE float uniform_to_gumbel(float u) {
+  return -detail::packet_log(-detail::packet_log(u));
+}
 
 /// Which part of an algorithm draws: disjoint counter ranges for drafting and verification.
 enum class Domain : std::uint32_t {
@@ -91,11 +105,13 @@ struct RandomStream {
   SPECDEC_HOST_DEVICE Uint2 key() const {
     return {static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32)};
   }
+  /// The Philox counter of draws 4*block .. 4*block+3.
+  SPECDEC_HOST_DEVICE Uint4 counter(std::uint32_t block_index) const {
+    return {block_index, node | (static_cast<std::uint32_t>(domain) << 24), position, sequence};
+  }
   /// Four 32-bit lanes: draws 4*block .. 4*block+3.
   SPECDEC_HOST_DEVICE Uint4 block(std::uint32_t block_index) const {
-    return philox4x32_10(
-        {block_index, node | (static_cast<std::uint32_t>(domain) << 24), position, sequence},
-        key());
+    return philox4x32_10(counter(block_index), key());
   }
   SPECDEC_HOST_DEVICE std::uint32_t bits(std::uint32_t draw) const {
     return block(draw >> 2)[static_cast<int>(draw & 3u)];
@@ -124,19 +140,6 @@ struct RandomStream {
     return s;
   }
 };
-
-/// out[i] = stream.gumbel(first + i) for i < n, one Philox block per four draws.
-SPECDEC_HOST_DEVICE void fill_gumbels(const RandomStream& stream, std::uint32_t first, float* out,
-                                      std::int64_t n) {
-  std::int64_t i = 0;
-  while (i < n) {
-    const std::uint32_t draw = first + static_cast<std::uint32_t>(i);
-    const Uint4 b = stream.block(draw >> 2);
-    for (std::uint32_t lane = draw & 3u; lane < 4u && i < n; ++lane, ++i) {
-      out[i] = uniform_to_gumbel(bits_to_open_uniform(b[static_cast<int>(lane)]));
-    }
-  }
-}
 
 #if !defined(__CUDACC__)
 /// Uniforms supplied by the caller (to compare two backends bit for bit, or to replay a run).

@@ -6,28 +6,21 @@
 #include <span>
 
 #include "specdec/config.hpp"
+#include "specdec/core/inverse_cdf.hpp"
 #include "specdec/core/token.hpp"
 #include "specdec/core/validate.hpp"
 
 namespace specdec {
 namespace detail {
 
-/// The first index whose running sum of non-negative `weights` exceeds u * total, where `total` is
-/// the weights' sum (any positive scale: the row need not be normalised). Rounding that runs past
-/// the end falls back to the last positive weight, so a zero weight is never returned.
+/// The inverse-CDF rule (core/inverse_cdf.hpp) in float on non-negative `weights` whose sum is
+/// `total` (any positive scale: the row need not be normalised); -1 when no weight is positive.
 SPECDEC_HOST_DEVICE std::int64_t sample_weights(const float* weights, std::int64_t n, float total,
                                                 float u) {
-  const float threshold = u * total;
+  const auto value = [=](std::int64_t i) { return weights[i]; };
   float running = 0.0f;
-  std::int64_t last_positive = -1;
-  for (std::int64_t i = 0; i < n; ++i) {
-    if (weights[i] > 0.0f) {
-      running += weights[i];
-      last_positive = i;
-      if (running > threshold) return i;
-    }
-  }
-  return last_positive;
+  const std::int64_t found = inverse_cdf_scan(value, 0, n, running, u * total);
+  return found >= 0 ? found : last_positive(value, 0, n, -1);
 }
 
 }  // namespace detail

@@ -12,7 +12,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <numeric>
 #include <span>
 #include <string>
@@ -21,6 +20,7 @@
 
 #include "specdec/core/error.hpp"
 #include "specdec/core/numerics.hpp"
+#include "specdec/core/order_key.hpp"
 #include "specdec/core/validate.hpp"
 #include "specdec/core/workspace.hpp"
 
@@ -61,12 +61,6 @@ namespace detail {
 // the cut, and only that bucket is ordered exactly. Ties break towards the lowest token id.
 inline constexpr int kRadixBuckets = 4096;  // the top 12 bits of the order-preserving key
 
-/// Maps a float to an unsigned key with the same order (negative values flipped).
-inline std::uint32_t order_key(float x) {
-  std::uint32_t u;
-  std::memcpy(&u, &x, sizeof u);
-  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-}
 inline int radix_bucket(float x) { return static_cast<int>(order_key(x) >> 20); }
 
 /// Keeps the `k` largest entries of z (ties to the lowest index), sets the rest to `fill`.

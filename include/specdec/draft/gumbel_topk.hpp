@@ -11,89 +11,17 @@
 
 #include "specdec/config.hpp"
 #include "specdec/core/error.hpp"
+#include "specdec/core/noise.hpp"
 #include "specdec/core/numerics.hpp"
 #include "specdec/core/philox.hpp"
 #include "specdec/core/token.hpp"
 #include "specdec/core/validate.hpp"
 #include "specdec/core/workspace.hpp"
-#include "specdec/draft/draft_kernels.hpp"
-
-namespace specdec::detail {
-
-#if defined(EIGEN_VECTORIZE_FMA) && !SPECDEC_PACKET_FMA
-#error "specdec: Eigen's packet multiply-add fuses but packet_log's does not"
-#endif
-
-/// The logarithm of perturb_row_host as an Eigen functor: Eigen's vectorised log on packets and
-/// its scalar twin packet_log on the entries a vectorised loop leaves to scalar code (head and
-/// tail, or every entry when the expression does not vectorise), so each entry's bits equal
-/// gumbel_perturbed's whatever the row's alignment, length or element type.
-struct PacketLogOp {
-  float operator()(float x) const { return packet_log(x); }
-  template <class Packet>
-  Packet packetOp(const Packet& x) const {
-    return Eigen::internal::plog(x);
-  }
-};
-
-}  // namespace specdec::detail
-
-namespace Eigen::internal {
-template <>
-struct functor_traits<specdec::detail::PacketLogOp> {
-  enum {
-    Cost = functor_traits<scalar_log_op<float>>::Cost,
-    PacketAccess = packet_traits<float>::HasLog
-  };
-};
-}  // namespace Eigen::internal
+#include "specdec/draft/drafting_rows.hpp"
 
 namespace specdec {
 
 namespace detail {
-
-/// The log-weight of entry `x` of a row of kind `kind` (-inf for a zero probability).
-template <RowKind kind, class T>
-SPECDEC_HOST_DEVICE float log_weight(T x) {
-  const float v = to_float(x);
-  if constexpr (kind == RowKind::kProbabilities) {
-    return v > 0.0f ? logf(v) : kNegInf;
-  } else {
-    return v;
-  }
-}
-
-/// Row kernel: perturbed[i] = log_weight(row[i]) + Gumbel(draw first_draw + i) for every entry
-/// with a finite log-weight, and writes those entries' ids to `index`. Returns how many there
-/// are. Draws: exactly one uniform per finite entry, draw index first_draw + token id (entries
-/// with weight zero consume no randomness but keep their draw index reserved).
-template <RowKind kind, class T, class Source>
-SPECDEC_HOST_DEVICE std::int64_t perturb_row(const T* row, std::int64_t n, const Source& source,
-                                             std::uint32_t first_draw, float* perturbed,
-                                             std::int32_t* index) {
-  std::int64_t m = 0;
-  if constexpr (std::is_same_v<Source, RandomStream>) {
-    // One Philox block per four draws; Gumbels for banned entries are computed and ignored.
-    fill_gumbels(source, first_draw, perturbed, n);
-    for (std::int64_t i = 0; i < n; ++i) {
-      const float w = log_weight<kind>(row[i]);
-      if (w > kNegInf) {
-        perturbed[i] += w;
-        index[m++] = static_cast<std::int32_t>(i);
-      }
-    }
-  } else {
-    for (std::int64_t i = 0; i < n; ++i) {
-      const float w = log_weight<kind>(row[i]);
-      if (w > kNegInf) {
-        perturbed[i] = w + uniform_to_gumbel(static_cast<float>(
-                               source.uniform(first_draw + static_cast<std::uint32_t>(i))));
-        index[m++] = static_cast<std::int32_t>(i);
-      }
-    }
-  }
-  return m;
-}
 
 /// Strict "ranks before" on token ids by perturbed value: larger first, ties to the lower id.
 struct RanksBefore {
@@ -103,7 +31,7 @@ struct RanksBefore {
   }
 };
 
-/// Host kernel: moves the `k` largest perturbed values among `index[0..m)` to the front of
+/// Host function: moves the `k` largest perturbed values among `index[0..m)` to the front of
 /// `index`, sorted decreasing (ties to the lower token id). Partial selection then a sort of k
 /// entries: O(m + k log k). Returns min(k, m).
 inline std::int64_t select_top_k(const float* perturbed, std::int32_t* index, std::int64_t m,
@@ -119,7 +47,7 @@ inline std::int64_t select_top_k(const float* perturbed, std::int32_t* index, st
 /// Largest k up to which top-k selection scans with a bounded heap instead of nth_element.
 inline constexpr std::int64_t kHeapSelectMax = 256;
 
-/// Host kernel: the ids of the `k` largest values of `perturbed[0..n)` that are > -inf, written to
+/// Host function: the ids of the `k` largest values of `perturbed[0..n)` that are > -inf, written to
 /// index[0..) sorted decreasing (ties to the lower id); returns how many (<= k). Small k: one scan
 /// with a bounded heap (one comparison per entry); large k: compaction then nth_element.
 /// `index` holds n entries of scratch.
@@ -153,94 +81,29 @@ inline std::int64_t select_top_k_of_row(const float* perturbed, std::int64_t n, 
   return select_top_k(perturbed, index, m, k);
 }
 
-/// out[i] = stream.uniform(first + i) for i < n, one Philox block per four draws.
-SPECDEC_HOST_DEVICE void fill_uniforms(const RandomStream& stream, std::uint32_t first, float* out,
-                                       std::int64_t n) {
-  std::int64_t i = 0;
-  while (i < n) {
-    const std::uint32_t draw = first + static_cast<std::uint32_t>(i);
-    const Uint4 b = stream.block(draw >> 2);
-    for (std::uint32_t lane = draw & 3u; lane < 4u && i < n; ++lane, ++i) {
-      out[i] = bits_to_open_uniform(b[static_cast<int>(lane)]);
-    }
-  }
-}
-
-/// Eight consecutive Philox4x32-10 blocks (block indices first_block .. first_block + 7) of
-/// `stream`, as 32 uniforms: the same values as stream.uniform(4 * first_block + j). Written as
-/// structure-of-arrays so the compiler vectorises the eight blocks.
-inline void philox_uniforms_x8(const RandomStream& stream, std::uint32_t first_block, float* out) {
-  constexpr int kBlocks = 8;
-  std::uint32_t x[kBlocks], y[kBlocks], z[kBlocks], w[kBlocks];
-  const std::uint32_t c1 = stream.node | (static_cast<std::uint32_t>(stream.domain) << 24);
-  for (int b = 0; b < kBlocks; ++b) {
-    x[b] = first_block + static_cast<std::uint32_t>(b);
-    y[b] = c1;
-    z[b] = stream.position;
-    w[b] = stream.sequence;
-  }
-  const Uint2 key = stream.key();
-  std::uint32_t k0 = key.x, k1 = key.y;
-  for (int round = 0; round < 10; ++round) {
-    if (round > 0) {
-      k0 += 0x9E3779B9u;
-      k1 += 0xBB67AE85u;
-    }
-    for (int b = 0; b < kBlocks; ++b) {
-      const std::uint64_t p0 = std::uint64_t{0xD2511F53u} * x[b];
-      const std::uint64_t p1 = std::uint64_t{0xCD9E8D57u} * z[b];
-      const auto nx = static_cast<std::uint32_t>(p1 >> 32) ^ y[b] ^ k0;
-      const auto nz = static_cast<std::uint32_t>(p0 >> 32) ^ w[b] ^ k1;
-      x[b] = nx;
-      y[b] = static_cast<std::uint32_t>(p1);
-      z[b] = nz;
-      w[b] = static_cast<std::uint32_t>(p0);
-    }
-  }
-  for (int b = 0; b < kBlocks; ++b) {
-    out[4 * b] = bits_to_open_uniform(x[b]);
-    out[4 * b + 1] = bits_to_open_uniform(y[b]);
-    out[4 * b + 2] = bits_to_open_uniform(z[b]);
-    out[4 * b + 3] = bits_to_open_uniform(w[b]);
-  }
-}
-
-/// Host fill_uniforms: eight Philox blocks at a time where the draws are block-aligned.
-inline void fill_uniforms_host(const RandomStream& stream, std::uint32_t first, float* out,
-                               std::int64_t n) {
-  std::int64_t i = 0;
-  if ((first & 3u) == 0) {
-    for (; i + 32 <= n; i += 32) {
-      philox_uniforms_x8(stream, (first + static_cast<std::uint32_t>(i)) >> 2, out + i);
-    }
-  }
-  fill_uniforms(stream, first + static_cast<std::uint32_t>(i), out + i, n - i);
-}
-
-/// Host version of perturb_row, vectorised: perturbed[i] = log_weight(row[i]) + Gumbel(draw
-/// first_draw + i), -inf for banned entries. Same draws as perturb_row; the logarithms are
-/// packet_log's (Eigen's vectorised log), so perturbed[i] equals
-/// gumbel_perturbed<kind>(row[i], uniform(first_draw + i)) bit for bit and may differ from the
-/// scalar kernel's (libm logf) in the last bit.
+/// perturbed[i] = the log-weight of row[i] + Gumbel(draw first_draw + i), -inf for banned entries:
+/// gumbel_perturbed<kind>(row[i], uniform(first_draw + i)) bit for bit, vectorised (the noise is
+/// core/noise.hpp's fill, the log of a probability packet_log's).
 template <RowKind kind, class T, class Source>
 void perturb_row_host(const T* row, std::int64_t n, const Source& source, std::uint32_t first_draw,
                       float* perturbed) {
+  const std::span<float> noise(perturbed, static_cast<std::size_t>(n));
   if constexpr (std::is_same_v<Source, RandomStream>) {
-    fill_uniforms_host(source, first_draw, perturbed, n);
+    fill_gumbels(source, first_draw, noise);
   } else {
     for (std::int64_t i = 0; i < n; ++i) {
       perturbed[i] = static_cast<float>(source.uniform(first_draw + static_cast<std::uint32_t>(i)));
     }
+    uniforms_to_gumbels(noise);
   }
   Eigen::Map<Eigen::ArrayXf> p(perturbed, static_cast<Eigen::Index>(n));
   const Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>> w(row, static_cast<Eigen::Index>(n));
-  const PacketLogOp log_op;
   if constexpr (kind == RowKind::kProbabilities) {
     // log(0) is -inf, so zero-probability entries stay -inf after adding a finite Gumbel (a
     // select() here would defeat vectorisation).
-    p = w.template cast<float>().unaryExpr(log_op) - (-p.unaryExpr(log_op)).unaryExpr(log_op);
+    p = w.template cast<float>().unaryExpr(PacketLogOp{}) + p;
   } else {
-    p = w.template cast<float>() - (-p.unaryExpr(log_op)).unaryExpr(log_op);
+    p = w.template cast<float>() + p;
   }
 }
 

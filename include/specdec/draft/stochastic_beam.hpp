@@ -14,7 +14,7 @@
 #include "specdec/core/numerics.hpp"
 #include "specdec/core/philox.hpp"
 #include "specdec/core/workspace.hpp"
-#include "specdec/draft/draft_kernels.hpp"
+#include "specdec/draft/drafting_rows.hpp"
 #include "specdec/draft/drafted_tree.hpp"
 #include "specdec/draft/gumbel_topk.hpp"
 
@@ -54,13 +54,10 @@ std::size_t stochastic_beam_level(std::size_t count, const std::int32_t* nodes, 
     const auto got = gumbel_top_k_row<RowKind::kProbabilities>(
         row, vocab, width, stream.at_node(static_cast<std::uint32_t>(nodes[i] + 1)), 0, perturbed,
         index, tokens, values);
-    const double z = phi + values[0];
     for (std::int64_t j = 0; j < got; ++j) {
       const auto t = tokens[static_cast<std::size_t>(j)];
-      const double g = phi + values[static_cast<std::size_t>(j)];
-      candidates[m++] = {truncated_gumbel(psi, g, z),
-                         static_cast<float>(phi + std::log(static_cast<double>(row[t]))),
-                         static_cast<std::int32_t>(i), t};
+      candidates[m++] = beam_candidate(phi, psi, values[0], values[static_cast<std::size_t>(j)],
+                                       row[t], static_cast<std::int32_t>(i), t);
     }
   }
   return keep_best(std::span<BeamCandidate>(candidates, m), static_cast<std::size_t>(width));

@@ -12,7 +12,7 @@
 #include "specdec/core/token.hpp"
 #include "specdec/core/validate.hpp"
 #include "specdec/tree/draft_tree.hpp"
-#include "specdec/tree/tree_kernels.hpp"
+#include "specdec/tree/tree_rows.hpp"
 #include "specdec/tree/tree_mask.hpp"
 
 namespace specdec {
@@ -65,7 +65,7 @@ inline void prefix_match(std::span<const Token> beams, std::int32_t width, std::
                          std::span<std::int32_t> out) {
   const auto length = detail::check_beams(beams, width, vocab);
   detail::check_buffer("out", out, beams.size());
-  detail::prefix_match_kernel(beams.data(), width, length, out.data());
+  detail::beam_prefix_match(beams.data(), width, length, out.data());
 }
 
 /// The beams with shared prefixes stored once (seed 001's dynamic tree attention). Compressed
@@ -138,7 +138,7 @@ inline void compress_beams(std::span<const Token> beams, std::int32_t width, std
   out.source.clear();
   out.offsets.clear();
   out.parents.clear();
-  detail::prefix_match_kernel(beams.data(), width, length, out.prefix_match.data());
+  detail::beam_prefix_match(beams.data(), width, length, out.prefix_match.data());
   for (std::int32_t j = 0; j < width; ++j) {
     for (std::int32_t k = 0; k < length; ++k) {
       const auto flat = static_cast<std::size_t>(j * length + k);
@@ -234,8 +234,10 @@ inline void compressed_dense_mask(const CompressedBeams& beams, std::span<std::u
   const auto n = static_cast<std::size_t>(beams.size());
   detail::check_buffer("out", out, n * n);
   for (std::size_t r = 0; r < n; ++r) {
-    detail::dense_mask_row(beams.parents.data(), static_cast<std::int32_t>(n),
-                           static_cast<std::int32_t>(r), out.data() + r * n);
+    const auto parent = beams.parents[r];  // an earlier node: its row is written
+    detail::dense_mask_row_from_parent(
+        parent < 0 ? nullptr : out.data() + static_cast<std::size_t>(parent) * n,
+        static_cast<std::int32_t>(r), out.data() + r * n, static_cast<std::int32_t>(n));
   }
 }
 
@@ -247,8 +249,10 @@ inline void compressed_packed_mask(const CompressedBeams& beams, std::span<std::
   const auto words = packed_mask_words(n);
   detail::check_buffer("out", out, static_cast<std::size_t>(n) * static_cast<std::size_t>(words));
   for (std::int32_t r = 0; r < n; ++r) {
-    detail::packed_mask_row(beams.parents.data(), words, r,
-                            out.data() + static_cast<std::size_t>(r) * words);
+    const auto parent = beams.parents[static_cast<std::size_t>(r)];
+    detail::packed_mask_row_from_parent(
+        parent < 0 ? nullptr : out.data() + static_cast<std::size_t>(parent) * words, r,
+        out.data() + static_cast<std::size_t>(r) * words, words);
   }
 }
 

@@ -78,7 +78,7 @@ inline void export_trtllm(const DraftTree& tree, std::span<std::int32_t> packed_
   detail::check_buffer("position_offsets", position_offsets, slots);
   // position_offsets doubles as the leaf flags of the slots before it receives the depths, so the
   // export does not allocate.
-  detail::leaf_flags_kernel(tree.parents.data(), tree.size(), position_offsets.data() + 1);
+  detail::leaf_flags_row(tree.parents.data(), tree.size(), position_offsets.data() + 1);
   std::int32_t leaf_count = 0;
   for (std::size_t t = 1; t < slots; ++t) leaf_count += position_offsets[t];
   const std::int32_t needed_rows = leaf_count > 0 ? leaf_count : 1;
@@ -112,7 +112,7 @@ inline void export_trtllm(const DraftTree& tree, std::span<std::int32_t> packed_
     std::int32_t* out = paths.data() + r * static_cast<std::size_t>(path_width);
     const auto depth = tree.depths[static_cast<std::size_t>(i)];
     out[0] = 0;
-    detail::path_to_node_kernel(tree.parents.data(), i, depth, out + 1);
+    detail::path_to_node_row(tree.parents.data(), i, depth, out + 1);
     for (std::int32_t k = 1; k <= depth; ++k) out[k] += 1;  // node id -> slot
     ++r;
   }

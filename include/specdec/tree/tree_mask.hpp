@@ -4,13 +4,12 @@
 #pragma once
 
 #include <cstdint>
-#include <cstring>
 #include <span>
 
 #include "specdec/config.hpp"
 #include "specdec/core/error.hpp"
 #include "specdec/tree/draft_tree.hpp"
-#include "specdec/tree/tree_kernels.hpp"
+#include "specdec/tree/tree_rows.hpp"
 #include "specdec/tree/tree_paths.hpp"
 
 namespace specdec {
@@ -42,14 +41,10 @@ inline void build_dense_mask(const DraftTree& tree, std::span<std::uint8_t> out)
   detail::check_buffer("out", out, dense_mask_size(tree));
   const auto n = static_cast<std::size_t>(tree.size());
   for (std::size_t i = 0; i < n; ++i) {
-    std::uint8_t* row = out.data() + i * n;
     const auto parent = tree.parents[i];
-    if (parent < 0) {
-      std::memset(row, 0, n);
-    } else {
-      std::memcpy(row, out.data() + static_cast<std::size_t>(parent) * n, n);
-    }
-    row[i] = 1;
+    detail::dense_mask_row_from_parent(
+        parent < 0 ? nullptr : out.data() + static_cast<std::size_t>(parent) * n,
+        static_cast<std::int32_t>(i), out.data() + i * n, static_cast<std::int32_t>(n));
   }
 }
 
@@ -68,15 +63,10 @@ inline void build_packed_mask(const DraftTree& tree, std::span<std::uint32_t> ou
   const auto n = static_cast<std::size_t>(tree.size());
   const auto words = static_cast<std::size_t>(packed_mask_words(tree.size()));
   for (std::size_t i = 0; i < n; ++i) {
-    std::uint32_t* row = out.data() + i * words;
     const auto parent = tree.parents[i];
-    if (parent < 0) {
-      for (std::size_t w = 0; w < words; ++w) row[w] = 0u;
-    } else {
-      std::memcpy(row, out.data() + static_cast<std::size_t>(parent) * words,
-                  words * sizeof(std::uint32_t));
-    }
-    row[i / kMaskWordBits] |= 1u << static_cast<std::uint32_t>(i % kMaskWordBits);
+    detail::packed_mask_row_from_parent(
+        parent < 0 ? nullptr : out.data() + static_cast<std::size_t>(parent) * words,
+        static_cast<std::int32_t>(i), out.data() + i * words, static_cast<std::int32_t>(words));
   }
 }
 

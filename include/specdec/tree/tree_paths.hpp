@@ -36,9 +36,9 @@ void check_buffer(std::string_view name, std::span<T> buffer, std::size_t expect
   }
 }
 
-/// Row kernel: writes the root-to-node path of `node` (node ids, the root excluded, so
+/// Row function: writes the root-to-node path of `node` (node ids, the root excluded, so
 /// `depth` entries ending with `node`) into `out[0, depth)`. `parents[i] < i`, -1 = root.
-SPECDEC_HOST_DEVICE void path_to_node_kernel(const std::int32_t* parents, std::int32_t node,
+SPECDEC_HOST_DEVICE void path_to_node_row(const std::int32_t* parents, std::int32_t node,
                                              std::int32_t depth, std::int32_t* out) {
   for (std::int32_t k = depth - 1; k >= 0; --k) {
     out[k] = node;
@@ -88,7 +88,7 @@ inline void path_to_node(const DraftTree& tree, std::int32_t node, std::span<std
   detail::check_node("node", node, tree);
   const auto depth = tree.depths[static_cast<std::size_t>(node)];
   detail::check_buffer("out", out, static_cast<std::size_t>(depth));
-  detail::path_to_node_kernel(tree.parents.data(), node, depth, out.data());
+  detail::path_to_node_row(tree.parents.data(), node, depth, out.data());
 }
 
 /// Convenience form of path_to_node that allocates.
@@ -103,8 +103,8 @@ inline std::vector<std::int32_t> path_to_node(const DraftTree& tree, std::int32_
 
 namespace detail {
 
-/// Row kernel: `is_leaf[i]` = 1 when node i has no child, else 0 (n nodes, `parents[i] < i`).
-SPECDEC_HOST_DEVICE void leaf_flags_kernel(const std::int32_t* parents, std::int32_t n,
+/// Row function: `is_leaf[i]` = 1 when node i has no child, else 0 (n nodes, `parents[i] < i`).
+SPECDEC_HOST_DEVICE void leaf_flags_row(const std::int32_t* parents, std::int32_t n,
                                            std::int32_t* is_leaf) {
   for (std::int32_t i = 0; i < n; ++i) is_leaf[i] = 1;
   for (std::int32_t i = 0; i < n; ++i) {
@@ -118,7 +118,7 @@ SPECDEC_HOST_DEVICE void leaf_flags_kernel(const std::int32_t* parents, std::int
 inline std::int32_t count_leaves(const DraftTree& tree) {
   detail::check_tree(tree);
   std::vector<std::int32_t> flags(static_cast<std::size_t>(tree.size()));
-  detail::leaf_flags_kernel(tree.parents.data(), tree.size(), flags.data());
+  detail::leaf_flags_row(tree.parents.data(), tree.size(), flags.data());
   std::int32_t count = 0;
   for (auto f : flags) count += f;
   return count;
@@ -130,7 +130,7 @@ inline void leaves(const DraftTree& tree, std::span<std::int32_t> out) {
   const auto count = count_leaves(tree);
   detail::check_buffer("out", out, static_cast<std::size_t>(count));
   std::vector<std::int32_t> flags(static_cast<std::size_t>(tree.size()));
-  detail::leaf_flags_kernel(tree.parents.data(), tree.size(), flags.data());
+  detail::leaf_flags_row(tree.parents.data(), tree.size(), flags.data());
   std::size_t k = 0;
   for (std::int32_t i = 0; i < tree.size(); ++i) {
     if (flags[static_cast<std::size_t>(i)]) out[k++] = i;
@@ -162,7 +162,7 @@ inline void root_to_leaf_paths(const DraftTree& tree, std::int32_t rows, std::in
   leaves(tree, leaf_ids);
   for (std::size_t r = 0; r < leaf_ids.size(); ++r) {
     const auto leaf = leaf_ids[r];
-    detail::path_to_node_kernel(tree.parents.data(), leaf,
+    detail::path_to_node_row(tree.parents.data(), leaf,
                                 tree.depths[static_cast<std::size_t>(leaf)],
                                 out.data() + r * static_cast<std::size_t>(width));
   }

@@ -23,7 +23,7 @@ struct MtadVerdict {
 
 namespace detail {
 
-/// Row kernel. draft_tokens[i] = x_(i+1); draft_log_probs[i] = log q(x_(i+1) | x_<=i) (the
+/// Row function. draft_tokens[i] = x_(i+1); draft_log_probs[i] = log q(x_(i+1) | x_<=i) (the
 /// draft's per-token log-probability); target_rows row i = warped target distribution after
 /// x_1..x_i (rows 0..L). log_tau = log(tau), -inf for tau = 0.
 /// Draws: one uniform, index 0, for the final token.

@@ -7,39 +7,16 @@
 namespace specdec {
 namespace detail {
 
-/// Verifies `count` candidates drawn i.i.d. from the warped `draft` row against the warped
-/// `target` row. p_1 = target; candidate k is accepted iff u_k * draft(x_k) < p_k(x_k); otherwise
-/// p_(k+1) = norm([p_k - draft]+). All rejected: the correction is drawn from p_(count+1).
-/// The residual is formed lazily: accepting the first candidate reads two entries.
-/// Draws: draw k (k = 0..count-1) is the test of candidate k; draw `count` the correction.
-/// `scratch` holds `vocab` floats.
+/// Multi-round rejection sampling of `count` candidates drawn i.i.d. from the warped `draft` row:
+/// the multi-round residual walk (detail::residual_walk) with plain loops over the row. Draws:
+/// draw k (k = 0..count-1) tests candidate k; draw `count` draws the correction. `scratch` holds
+/// `vocab` floats.
 template <class T, UniformSource U>
 SPECDEC_HOST_DEVICE NodeVerdict multi_round_row(const T* target, const T* draft, std::int64_t vocab,
                                                 const Token* candidates, std::int32_t count,
                                                 const U& uniforms, float* scratch) {
-  bool materialised = false;  // scratch holds p_k * mass once true
-  double mass = 1.0;
-  for (std::int32_t k = 0; k < count; ++k) {
-    const Token x = candidates[k];
-    const float px = materialised ? scratch[x] : to_float(target[x]);
-    const float qx = to_float(draft[x]);
-    if (uniforms.uniform(static_cast<std::uint32_t>(k)) * qx * static_cast<float>(mass) < px) {
-      return {k, x};
-    }
-    double next;
-    if (!materialised) {
-      next = residual_update(target, draft, 1.0f, vocab, scratch, kResidualFloor);
-      if (next < 0.0) next = copy_row(target, vocab, scratch);
-      materialised = true;
-    } else {
-      next = residual_update(scratch, draft, static_cast<float>(mass), vocab, scratch,
-                             kResidualFloor * mass);
-      if (next < 0.0) next = mass;
-    }
-    mass = next;
-  }
-  const float u = uniforms.uniform(static_cast<std::uint32_t>(count));
-  return {-1, materialised ? sample_row(scratch, vocab, u) : sample_row(target, vocab, u)};
+  return residual_walk<ResidualRule::kMultiRound>(HostRows{}, target, draft, vocab, candidates,
+                                                  count, uniforms, scratch);
 }
 
 }  // namespace detail

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // A rule chosen at run time (for chain and tree walkers, tools and decoders) and one entry point,
-// verify_node, that dispatches to the row kernels.
+// verify_node, that dispatches to the row functions.
 #pragma once
 
 #include <optional>

@@ -7,6 +7,7 @@
 
 #include "specdec/backend/cpu/thread_pool.hpp"
 #include "specdec/backend/fill_random.hpp"
+#include "specdec/core/noise.hpp"
 #include "specdec/core/workspace.hpp"
 
 namespace specdec::detail {
@@ -19,13 +20,11 @@ struct FillRandomImpl<backend::Cpu> {
                   std::uint32_t first, MatrixView<float> out, RandomKind kind, Workspace&) {
     backend::default_thread_pool().run(out.rows, cpu.threads, [&](std::int64_t s, int) {
       const RandomStream& stream = streams[static_cast<std::size_t>(s)];
-      float* row = out.row_data(s);
+      const std::span<float> row(out.row_data(s), static_cast<std::size_t>(out.cols));
       if (kind == RandomKind::kGumbel) {
-        fill_gumbels(stream, first, row, out.cols);
+        fill_gumbels(stream, first, row);
       } else {
-        for (std::int64_t i = 0; i < out.cols; ++i) {
-          row[i] = stream.uniform(first + static_cast<std::uint32_t>(i));
-        }
+        fill_uniforms(stream, first, row);
       }
     });
   }

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The CPU backend of batched tree masks, positions and prefix match: trees (rows) in parallel on
-// the thread pool; a node's mask row and position follow from its parent's, prefix matches come
-// from tree/'s row kernel.
+// the thread pool; a node's mask row and position follow from its parent's, through tree/'s row
+// functions.
 #pragma once
 
 #include <algorithm>
@@ -34,15 +34,9 @@ struct TreeMaskBatchImpl<backend::Cpu> {
       const auto n = node_offsets[static_cast<std::size_t>(b) + 1] - begin;
       const std::int32_t* p = parents.data() + begin;
       for (std::int32_t i = 0; i < n; ++i) {
-        // Parents come first, so a node's row is its parent's plus its own bit (what
-        // packed_mask_row gives, without walking the ancestors again).
-        std::uint32_t* row = masks.row_data(begin + i);
-        if (p[i] < 0) {
-          std::fill_n(row, masks.cols, 0u);
-        } else {
-          std::copy_n(masks.row_data(begin + p[i]), masks.cols, row);
-        }
-        row[i / kMaskWordBits] |= 1u << static_cast<std::uint32_t>(i % kMaskWordBits);
+        packed_mask_row_from_parent(p[i] < 0 ? nullptr : masks.row_data(begin + p[i]), i,
+                                    masks.row_data(begin + i),
+                                    static_cast<std::int32_t>(masks.cols));
       }
     });
   }
@@ -81,7 +75,7 @@ struct TreeMaskBatchImpl<backend::Cpu> {
     }
     auto& pool = backend::default_thread_pool();
     pool.run(beams.rows, pool.resolve(beams.rows, cpu.threads), [&](std::int64_t b, int) {
-      prefix_match_kernel(beams.row_data(b), width, length, out.row_data(b));
+      beam_prefix_match(beams.row_data(b), width, length, out.row_data(b));
     });
   }
 };

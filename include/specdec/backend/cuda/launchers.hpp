@@ -10,7 +10,7 @@
 #include <cstdint>
 
 #include "specdec/core/philox.hpp"
-#include "specdec/draft/draft_kernels.hpp"
+#include "specdec/draft/drafting_rows.hpp"
 
 namespace specdec::backend::cuda_impl {
 
@@ -70,9 +70,6 @@ cudaError_t verify_chain_batch(const void* target, std::int64_t target_stride, c
                                std::int64_t warp_count, std::int32_t* emitted,
                                std::int64_t emitted_stride, std::int32_t* accepted, void* workspace,
                                cudaStream_t stream);
-
-/// verify/common.hpp's kResidualFloor (a residual with less mass is empty), for the kernels.
-inline constexpr double kDeviceResidualFloor = 1e-30;
 
 /// Device bytes verify_tree_batch needs: the staged offsets and streams, per tree 2 * max_nodes
 /// ints (candidate tokens and node ids) and one float row of residual scratch.

@@ -89,9 +89,6 @@ struct ChainBatchImpl<backend::Cuda> {
   }
 };
 
-static_assert(backend::cuda_impl::kDeviceResidualFloor == kResidualFloor,
-              "the device kernels must treat the same residuals as empty as the CPU");
-
 template <>
 struct TreeBatchImpl<backend::Cuda> {
   /// Device bytes: the staged offsets and streams, candidate lists and one float row per tree.

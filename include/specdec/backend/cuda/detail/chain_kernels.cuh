@@ -16,6 +16,7 @@
 #include "specdec/backend/cuda/detail/warp_kernels.cuh"
 #include "specdec/backend/cuda/launchers.hpp"
 #include "specdec/core/philox.hpp"
+#include "specdec/verify/residual_walk.hpp"
 
 namespace specdec::backend::cuda_impl::detail {
 
@@ -33,15 +34,15 @@ struct ChainShared {
   int ints[32];
 };
 
-/// A residual entry floored at 0 (the CPU's positive_part).
+/// A residual entry [target - draft]+ (the CPU's positive_part of the difference).
 __device__ __forceinline__ float positive_residual(float target, float draft) {
-  const float r = target - draft;
-  return r > 0.0f ? r : 0.0f;
+  return specdec::detail::positive_part(target - draft);
 }
 
-/// Inverse-CDF sample of the non-negative row value(0 .. n-1) (any scale) with uniform u, by the
-/// whole block: the first index whose running sum exceeds u * total; when rounding runs past the
-/// end, the last positive index (0 if none), as detail::sample_row.
+/// The inverse-CDF rule of verify/residual_walk.hpp (detail::sample_row) on the non-negative row
+/// value(0 .. n-1) (any scale) with uniform u, by the whole block: each thread sums a contiguous
+/// chunk, a prefix over the chunks finds the one holding the threshold, and that chunk is scanned
+/// by the shared detail::inverse_cdf_scan.
 template <class Value>
 __device__ __forceinline__ int sample_block(const Value& value, int n, float u, ChainShared& sh) {
   const int threads = static_cast<int>(blockDim.x);
@@ -70,22 +71,11 @@ __device__ __forceinline__ int sample_block(const Value& value, int n, float u, 
   const double threshold = u * sh.total;
   double running = sh.prefix[tid];
   int found = 0x7fffffff;
-  int last = 0;
   if (running + local > threshold) {
-    for (int i = begin; i < end; ++i) {
-      const float v = value(i);
-      if (v > 0.0f) {
-        running += v;
-        if (running > threshold) {
-          found = i;
-          break;
-        }
-      }
-    }
+    const auto i = specdec::detail::inverse_cdf_scan(value, begin, end, running, threshold);
+    if (i >= 0) found = static_cast<int>(i);
   }
-  for (int i = begin; i < end; ++i) {
-    if (value(i) > 0.0f) last = i;
-  }
+  const int last = static_cast<int>(specdec::detail::last_positive(value, begin, end, 0));
   found = block_all_reduce(found, MinInt{}, sh.ints);
   if (found != 0x7fffffff) return found;
   return block_all_reduce(last, MaxInt{}, sh.ints);
@@ -158,8 +148,9 @@ __global__ void __launch_bounds__(kWarpThreads)
     const double mass = block_all_reduce(local, Plus{}, sh.warp.d);
     const float u = s.uniform(1);
     // An empty residual (mass below the floor) falls back to the target row.
-    const int token = mass >= 1e-30 && mass > 0.0 ? sample_block(ResidualValue{tp, dp}, n, u, sh)
-                                                  : sample_block(RowValue{tp}, n, u, sh);
+    const int token = mass >= kResidualFloor && mass > 0.0
+                          ? sample_block(ResidualValue{tp, dp}, n, u, sh)
+                          : sample_block(RowValue{tp}, n, u, sh);
     if (threadIdx.x == 0) out[i] = token;
     break;
   }

@@ -3,7 +3,7 @@
 // level (one block per beam, then one block per sequence), the semantics of draft/gumbel_topk.hpp
 // and draft/stochastic_beam.hpp without sorting the vocabulary.
 //
-// A row's perturbed values (draft/draft_kernels.hpp's gumbel_perturbed, the CPU's per-entry math)
+// A row's perturbed values (draft/drafting_rows.hpp's gumbel_perturbed, the CPU's per-entry math)
 // go to a workspace row. The k best are found by a threshold search on order keys, as in
 // warp_kernels.cuh: the k-th largest key is built bit by bit from the top with block-wide counts,
 // and the ties at that key are taken in increasing tie order (token id) by the same bitwise search
@@ -19,7 +19,7 @@
 #include "specdec/backend/cuda/detail/warp_kernels.cuh"
 #include "specdec/backend/cuda/launchers.hpp"
 #include "specdec/core/philox.hpp"
-#include "specdec/draft/draft_kernels.hpp"
+#include "specdec/draft/drafting_rows.hpp"
 
 namespace specdec::backend::cuda_impl::detail {
 
@@ -251,23 +251,12 @@ __global__ void __launch_bounds__(kWarpThreads)
   const double phi = a.log_probs[b * a.log_probs_stride + i];
   const double psi = a.scores[b * a.scores_stride + i];
   BeamCandidate* out = candidates + beam * width;
-  if (got > 0) {
-    const double z = phi + sh.sorted_values[0];
-    for (int j = threadIdx.x; j < got; j += blockDim.x) {
-      const std::int32_t t = sh.sorted_ids[j];
-      const double g = phi + sh.sorted_values[j];
-      out[j] = {truncated_gumbel(psi, g, z),
-                static_cast<float>(phi + ::log(static_cast<double>(row[t]))), i, t};
-    }
+  for (int j = threadIdx.x; j < got; j += blockDim.x) {
+    const std::int32_t t = sh.sorted_ids[j];
+    out[j] = specdec::detail::beam_candidate(phi, psi, sh.sorted_values[0], sh.sorted_values[j],
+                                             row[t], i, t);
   }
   if (threadIdx.x == 0) children[beam] = got;
-}
-
-/// Order-preserving key of a double (no NaN): a < b <=> key(a) < key(b); key(-0) == key(+0).
-__device__ __forceinline__ std::uint64_t order_key64(double x) {
-  if (x == 0.0) x = 0.0;
-  const std::uint64_t bits = specdec::detail::double_bits(x);
-  return (bits >> 63) != 0u ? ~bits : (bits | (std::uint64_t{1} << 63));
 }
 
 /// Candidate c = i * width + j of a sequence: its score's key when beam i drew a j-th child.
@@ -276,7 +265,7 @@ struct CandidateKey {
   const std::int32_t* children;
   int width;
   __device__ __forceinline__ std::uint64_t operator()(int c) const {
-    return c % width < children[c / width] ? order_key64(candidates[c].score) : 0u;
+    return c % width < children[c / width] ? specdec::detail::order_key64(candidates[c].score) : 0u;
   }
 };
 /// (parent, token), compared as one number: parent < 2^10, 0 <= token < 2^31.

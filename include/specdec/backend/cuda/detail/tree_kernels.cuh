@@ -2,10 +2,11 @@
 // The batched tree verification kernel: one block per tree, the walk of verify_tree with the
 // multi-round (SpecInfer) or recursive (RRS) node rule, the row passes shared by the block.
 //
-// The walk and the accept tests are those of detail::verify_tree_unchecked, multi_round_row and
-// recursive_row, with the same draws. Residuals are formed by the whole block; their masses are
-// summed in another order than the CPU's, so a token can differ only when an accept test or an
-// inverse-CDF threshold falls within rounding of the compared value.
+// The walk is detail::verify_tree_unchecked's, and each node runs the same residual walk as the
+// CPU (verify/residual_walk.hpp) with block-wide row operations (BlockRows), so the accept tests
+// and draws are the CPU's. Residual masses are summed in another order than the CPU's, so a token
+// can differ only when an accept test or an inverse-CDF threshold falls within rounding of the
+// compared value.
 // IWYU pragma: private
 #pragma once
 
@@ -15,6 +16,7 @@
 #include "specdec/backend/cuda/detail/chain_kernels.cuh"
 #include "specdec/backend/cuda/launchers.hpp"
 #include "specdec/core/philox.hpp"
+#include "specdec/verify/residual_walk.hpp"
 
 namespace specdec::backend::cuda_impl::detail {
 
@@ -24,27 +26,20 @@ struct TreeShared {
   int count;    // children of the current node
 };
 
-/// [source - scale * draft]+ with the product rounded on its own, as the host computes it (no
-/// fused multiply-add), so that the residual entries equal the CPU's.
-__device__ __forceinline__ float scaled_residual(float source, float scale, float draft) {
-  const float r = source - __fmul_rn(scale, draft);
-  return r > 0.0f ? r : 0.0f;
-}
-
-/// Block-wide residual_update of verify/common.hpp: scratch = [source - scale * draft]+ when its
-/// mass is at least `floor_mass`; returns that mass, or -1 with scratch untouched. `source` may
-/// be `scratch` (each thread rewrites only the entries it read).
+/// Block-wide residual_update of verify/residual_walk.hpp: scratch = [source - scale * draft]+
+/// when its mass is at least `floor_mass`; returns that mass, or -1 with scratch untouched.
+/// `source` may be `scratch` (each thread rewrites only the entries it read).
 __device__ __forceinline__ double block_residual_update(const float* source, const float* draft,
                                                         float scale, int n, float* scratch,
                                                         double floor_mass, TreeShared& sh) {
   double local = 0.0;
   for (int j = static_cast<int>(threadIdx.x); j < n; j += static_cast<int>(blockDim.x)) {
-    local += scaled_residual(source[j], scale, draft[j]);
+    local += specdec::detail::scaled_residual(source[j], scale, draft[j]);
   }
   const double mass = block_all_reduce(local, Plus{}, sh.chain.warp.d);
   if (!(mass >= floor_mass) || mass <= 0.0) return -1.0;
   for (int j = static_cast<int>(threadIdx.x); j < n; j += static_cast<int>(blockDim.x)) {
-    scratch[j] = scaled_residual(source[j], scale, draft[j]);
+    scratch[j] = specdec::detail::scaled_residual(source[j], scale, draft[j]);
   }
   __syncthreads();
   return mass;
@@ -63,76 +58,31 @@ __device__ __forceinline__ double block_copy_row(const float* source, int n, flo
   return sum;
 }
 
-/// A node's verdict: the accepted candidate index, or -1 and the correction token.
-struct BlockVerdict {
-  int accepted;
-  std::int32_t token;
-};
-
-/// multi_round_row (kRecursive = false) or recursive_row (true) by the whole block over the
-/// `count` candidates in `candidates` (global memory, written before a barrier). Same draws: draw
-/// k of `uniforms` tests candidate k, draw `count` draws the correction.
-template <bool kRecursive>
-__device__ BlockVerdict block_verify_node(const float* target, const float* draft, int n,
-                                          const std::int32_t* candidates, int count,
-                                          const RandomStream& uniforms, float* scratch,
-                                          TreeShared& sh) {
-  bool materialised = false;  // scratch holds p_k * mass once true
-  double mass = 1.0;
-  double remaining = 1.0;  // recursive: draft mass not yet removed
-  for (int k = 0; k < count; ++k) {
-    const std::int32_t x = candidates[k];
-    const float px = materialised ? scratch[x] : target[x];
-    const float qx = draft[x];
-    const float u = uniforms.uniform(static_cast<std::uint32_t>(k));
-    const bool accept = kRecursive
-                            ? u * qx * static_cast<float>(mass) < px * static_cast<float>(remaining)
-                            : u * qx * static_cast<float>(mass) < px;
-    if (accept) return {k, x};
-    double next;
-    if constexpr (kRecursive) {
-      const float scale = static_cast<float>(mass / remaining);
-      if (!materialised) {
-        next = block_residual_update(target, draft, scale, n, scratch, kDeviceResidualFloor, sh);
-        if (next < 0.0) next = block_copy_row(target, n, scratch, sh);
-        materialised = true;
-      } else {
-        next = block_residual_update(scratch, draft, scale, n, scratch, kDeviceResidualFloor * mass,
-                                     sh);
-        if (next < 0.0) next = mass;
-      }
-      // The removed tokens lose their target-side mass (one thread, in the CPU's order).
-      if (threadIdx.x == 0) {
-        for (int j = 0; j <= k; ++j) {
-          next -= scratch[candidates[j]];
-          scratch[candidates[j]] = 0.0f;
-        }
-        sh.next = next;
-      }
-      __syncthreads();
-      next = sh.next;
-      __syncthreads();  // every thread has read sh.next before it is written again
-      if (!(next > 0.0)) next = block_copy_row(target, n, scratch, sh);
-      remaining -= qx;
-      if (remaining < 1e-30) remaining = 1e-30;
-    } else {
-      if (!materialised) {
-        next = block_residual_update(target, draft, 1.0f, n, scratch, kDeviceResidualFloor, sh);
-        if (next < 0.0) next = block_copy_row(target, n, scratch, sh);
-        materialised = true;
-      } else {
-        next = block_residual_update(scratch, draft, static_cast<float>(mass), n, scratch,
-                                     kDeviceResidualFloor * mass, sh);
-        if (next < 0.0) next = mass;
-      }
-    }
-    mass = next;
+/// The residual walk's row operations for one block (detail::residual_walk's Rows policy): every
+/// thread of the block calls each with the same arguments; row passes are split across threads,
+/// sums reduced block-wide, and one-thread sections run on thread 0 between barriers.
+struct BlockRows {
+  TreeShared* sh;
+  __device__ double residual_update(const float* source, const float* draft, float scale,
+                                    std::int64_t n, float* scratch, double floor_mass) const {
+    return block_residual_update(source, draft, scale, static_cast<int>(n), scratch, floor_mass,
+                                 *sh);
   }
-  const float u = uniforms.uniform(static_cast<std::uint32_t>(count));
-  const int token = materialised ? sample_block(RowValue{scratch}, n, u, sh.chain)
-                                 : sample_block(RowValue{target}, n, u, sh.chain);
-  return {-1, token};
-}
+  __device__ double copy_row(const float* source, std::int64_t n, float* scratch) const {
+    return block_copy_row(source, static_cast<int>(n), scratch, *sh);
+  }
+  __device__ Token sample_row(const float* row, std::int64_t n, float u) const {
+    return sample_block(RowValue{row}, static_cast<int>(n), u, sh->chain);
+  }
+  template <class F>
+  __device__ double one_thread(const F& section) const {
+    if (threadIdx.x == 0) sh->next = section();
+    __syncthreads();
+    const double result = sh->next;
+    __syncthreads();  // every thread has read sh->next before it is written again
+    return result;
+  }
+};
 
 /// One block per tree b (blockIdx.x). offsets (B + 1, staged) cut tokens / parents into trees;
 /// tree b's rows start at row offsets[b] + b of target / draft (root row first). ints holds
@@ -187,8 +137,10 @@ __global__ void __launch_bounds__(kWarpThreads)
       }
       break;
     }
-    const BlockVerdict verdict = block_verify_node<kRecursive>(
-        target_row, draft + row * draft_stride, n, candidates, count, s, scratch, sh);
+    constexpr auto kRule = kRecursive ? specdec::detail::ResidualRule::kRecursive
+                                      : specdec::detail::ResidualRule::kMultiRound;
+    const NodeVerdict verdict = specdec::detail::residual_walk<kRule>(
+        BlockRows{&sh}, target_row, draft + row * draft_stride, n, candidates, count, s, scratch);
     if (verdict.accepted < 0) {
       if (threadIdx.x == 0) {
         final_tokens[b] = verdict.token;

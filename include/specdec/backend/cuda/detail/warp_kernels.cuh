@@ -16,6 +16,7 @@
 
 #include "specdec/backend/cuda/detail/block_reduce.cuh"
 #include "specdec/backend/cuda/launchers.hpp"
+#include "specdec/core/order_key.hpp"
 
 namespace specdec::backend::cuda_impl::detail {
 
@@ -27,12 +28,7 @@ __device__ __forceinline__ float load(const __nv_bfloat16* p, std::int64_t i) {
   return __bfloat162float(p[i]);
 }
 
-/// Order-preserving key of a float (no NaN): a < b <=> key(a) < key(b); key(-0) == key(+0).
-__device__ __forceinline__ std::uint32_t order_key(float x) {
-  if (x == 0.0f) x = 0.0f;
-  const std::uint32_t bits = __float_as_uint(x);
-  return (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
-}
+using specdec::detail::order_key;  // core/order_key.hpp: -0 and +0 share one key
 
 struct Shared {
   float f[32];

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
-// Row kernels of tree attention inputs, shared by the host functions of tree/ and the CUDA
-// backend: packed ancestor mask rows, node depths and positions, ReDrafter's prefix match. Only
-// config.hpp and token.hpp here, so nvcc compiles this header as it is.
+// Row functions of tree attention inputs, shared by the host functions of tree/ and the CUDA
+// backend: ancestor mask rows (a node's row is its parent's plus its own bit), node depths and
+// positions, ReDrafter's prefix match. Only config.hpp and token.hpp here, so nvcc compiles this
+// header as it is.
 #pragma once
 
 #include <cstdint>
@@ -28,14 +29,14 @@ SPECDEC_HOST_DEVICE std::int32_t parent_of(const std::int32_t* parents, std::int
   return p < node ? p : -1;
 }
 
-/// Row kernel: true when `ancestor` is `node` or one of its ancestors. O(depth).
+/// Row function: true when `ancestor` is `node` or one of its ancestors. O(depth).
 SPECDEC_HOST_DEVICE bool is_ancestor_or_self(const std::int32_t* parents, std::int32_t ancestor,
                                              std::int32_t node) {
   while (node > ancestor) node = parent_of(parents, node);
   return node == ancestor;
 }
 
-/// Row kernel: dense mask row of `node` over `n` tree columns: row[j] = 1 when node j is `node`
+/// Row function: dense mask row of `node` over `n` tree columns: row[j] = 1 when node j is `node`
 /// or one of its ancestors, else 0. O(n + depth).
 SPECDEC_HOST_DEVICE void dense_mask_row(const std::int32_t* parents, std::int32_t n,
                                         std::int32_t node, std::uint8_t* row) {
@@ -43,35 +44,65 @@ SPECDEC_HOST_DEVICE void dense_mask_row(const std::int32_t* parents, std::int32_
   for (std::int32_t a = node; a >= 0; a = parent_of(parents, a)) row[a] = 1;
 }
 
-/// Row kernel: packed mask row of `node` in `words` 32-bit words; column j is bit (j % 32) of word
-/// j / 32, least significant bit first. Same meaning as dense_mask_row.
+/// Sets column `column` of a packed mask row: bit (column % 32) of word column / 32, least
+/// significant bit first.
+SPECDEC_HOST_DEVICE void set_mask_column(std::uint32_t* row, std::int32_t column) {
+  row[column / kMaskWordBits] |= 1u << static_cast<std::uint32_t>(column % kMaskWordBits);
+}
+
+/// Row function: packed mask row of `node` in `words` 32-bit words, by walking its ancestors (for
+/// one row on its own; whole masks use packed_mask_row_from_parent). Same meaning as
+/// dense_mask_row.
 SPECDEC_HOST_DEVICE void packed_mask_row(const std::int32_t* parents, std::int32_t words,
                                          std::int32_t node, std::uint32_t* row) {
   for (std::int32_t w = 0; w < words; ++w) row[w] = 0u;
-  for (std::int32_t a = node; a >= 0; a = parent_of(parents, a)) {
-    row[a / kMaskWordBits] |= 1u << static_cast<std::uint32_t>(a % kMaskWordBits);
+  for (std::int32_t a = node; a >= 0; a = parent_of(parents, a)) set_mask_column(row, a);
+}
+
+/// Row function: words first, first + step, ... (< words) of the packed mask row of `node`, whose
+/// parent's row (null for a child of the root) is already written: a node's row is its parent's
+/// row plus its own bit. Parents come first, so whole masks are built in one pass in node order;
+/// the CUDA kernel gives each thread its own words (first = thread, step = block size), so a
+/// thread only reads words it wrote itself.
+SPECDEC_HOST_DEVICE void packed_mask_row_from_parent(const std::uint32_t* parent_row,
+                                                     std::int32_t node, std::uint32_t* row,
+                                                     std::int32_t words, std::int32_t first = 0,
+                                                     std::int32_t step = 1) {
+  const std::int32_t own_word = node / kMaskWordBits;
+  const std::uint32_t own_bit = 1u << static_cast<std::uint32_t>(node % kMaskWordBits);
+  for (std::int32_t w = first; w < words; w += step) {
+    const std::uint32_t inherited = parent_row != nullptr ? parent_row[w] : 0u;
+    row[w] = w == own_word ? inherited | own_bit : inherited;
   }
 }
 
-/// Row kernel: depth of `node` (a child of the root has depth 1). O(depth).
+/// Row function: the dense form of packed_mask_row_from_parent over `n` columns (one byte each).
+SPECDEC_HOST_DEVICE void dense_mask_row_from_parent(const std::uint8_t* parent_row,
+                                                    std::int32_t node, std::uint8_t* row,
+                                                    std::int32_t n) {
+  for (std::int32_t j = 0; j < n; ++j) row[j] = parent_row != nullptr ? parent_row[j] : 0u;
+  row[node] = 1;
+}
+
+/// Row function: depth of `node` (a child of the root has depth 1). O(depth).
 SPECDEC_HOST_DEVICE std::int32_t node_depth(const std::int32_t* parents, std::int32_t node) {
   std::int32_t depth = 0;
   for (std::int32_t a = node; a >= 0; a = parent_of(parents, a)) ++depth;
   return depth;
 }
 
-/// Row kernel: position id of a node at `depth` after a committed context of `context_length`
+/// Row function: position id of a node at `depth` after a committed context of `context_length`
 /// tokens (the root, the last committed token, sits at context_length - 1).
 SPECDEC_HOST_DEVICE std::int32_t node_position(std::int32_t context_length, std::int32_t depth) {
   return context_length + depth - 1;
 }
 
-/// Row kernel: prefix match of `width` beams of `length` tokens (row-major, beam j at
+/// Row function: prefix match of `width` beams of `length` tokens (row-major, beam j at
 /// beams[j * length, (j + 1) * length)). out[i * length + k] = the smallest beam index j whose
 /// first k + 1 tokens equal those of beam i (so j <= i). Uses that beams j and i share k + 1 tokens
 /// iff they share k tokens (equal match at k - 1) and agree at k. O(W^2 L) worst case, O(W L) when
 /// beams agree.
-SPECDEC_HOST_DEVICE void prefix_match_kernel(const Token* beams, std::int32_t width,
+SPECDEC_HOST_DEVICE void beam_prefix_match(const Token* beams, std::int32_t width,
                                              std::int32_t length, std::int32_t* out) {
   for (std::int32_t i = 0; i < width; ++i) {
     for (std::int32_t k = 0; k < length; ++k) {

@@ -1,0 +1,27 @@
+// SPDX-License-Identifier: MIT
+// The order-preserving keys of floats and doubles, shared by the CPU warp's radix selection and
+// the CUDA threshold searches: a < b <=> order_key(a) < order_key(b) for every non-NaN pair, and
+// order_key(-0.0f) == order_key(+0.0f), as the two compare equal. Plain SPECDEC_HOST_DEVICE code.
+#pragma once
+
+#include <cstdint>
+
+#include "specdec/config.hpp"
+#include "specdec/core/scalar.hpp"
+
+namespace specdec::detail {
+
+/// Negative values have their bits flipped, the others their sign bit set; -0 is folded onto +0
+/// first, so top-k never splits a tie between the two zeros.
+SPECDEC_HOST_DEVICE std::uint32_t order_key(float x) {
+  const std::uint32_t bits = x == 0.0f ? 0u : float_bits(x);
+  return (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
+}
+
+/// order_key for doubles (the CUDA beam selection ranks candidate scores by it).
+SPECDEC_HOST_DEVICE std::uint64_t order_key64(double x) {
+  const std::uint64_t bits = x == 0.0 ? 0u : double_bits(x);
+  return (bits >> 63) != 0u ? ~bits : (bits | (std::uint64_t{1} << 63));
+}
+
+}  // namespace specdec::detail

@@ -1,0 +1,200 @@
+// SPDX-License-Identifier: MIT
+// The residual walk of multi-round (SpecInfer) and recursive (RRS) rejection sampling, and the row
+// operations it is made of: the verdict, the residual floor, [source - scale * draft]+, and
+// sampling a row by the inverse-CDF rule. Written once for the host and the CUDA tree kernel: the walk is templated on
+// the rule and on a row-operations policy (HostRows here: plain loops; the kernel's BlockRows:
+// block-wide loops, reductions and barriers). Plain SPECDEC_HOST_DEVICE code (no Eigen, no fmt).
+#pragma once
+
+#include <cstdint>
+
+#include "specdec/config.hpp"
+#include "specdec/core/inverse_cdf.hpp"
+#include "specdec/core/philox.hpp"
+#include "specdec/core/scalar.hpp"
+#include "specdec/core/token.hpp"
+
+namespace specdec {
+
+/// The outcome of verifying an ordered list of candidates at one node.
+struct NodeVerdict {
+  std::int32_t accepted;  // index of the accepted candidate, or -1 when every one was rejected
+  Token token;            // the accepted candidate, or the correction token
+  friend bool operator==(const NodeVerdict&, const NodeVerdict&) = default;
+};
+
+/// A residual whose mass (relative to the row it came from) is below this is treated as empty:
+/// the verifier falls back to the current target-side row (docs/algorithms.md §2.5). RRS also
+/// floors the draft mass not yet removed at it.
+inline constexpr double kResidualFloor = 1e-30;
+
+namespace detail {
+
+/// max(x, 0) without a libm call (fmaxf is an out-of-line call unless NaNs are ruled out).
+SPECDEC_HOST_DEVICE float positive_part(float x) { return x > 0.0f ? x : 0.0f; }
+
+/// One residual entry [source - scale * draft]+, the product rounded on its own (nvcc would
+/// otherwise fuse it into the subtraction), so every backend computes the same entries.
+SPECDEC_HOST_DEVICE float scaled_residual(float source, float scale, float draft) {
+#if defined(__CUDA_ARCH__)
+  return positive_part(source - __fmul_rn(scale, draft));
+#else
+  return positive_part(source - scale * draft);
+#endif
+}
+
+/// sum of f(i) for i in [begin, end): fp32 partial sums in 8 independent lanes over blocks of
+/// 1024 elements (vectorisable, no long serial dependency), blocks added in double.
+template <class F>
+SPECDEC_HOST_DEVICE double blocked_sum(const F& f, std::int64_t begin, std::int64_t end) {
+  constexpr int kLanes = 8;
+  constexpr std::int64_t kBlock = 1024;
+  double total = 0.0;
+  for (std::int64_t b = begin; b < end; b += kBlock) {
+    const std::int64_t e = b + kBlock < end ? b + kBlock : end;
+    float lanes[kLanes] = {};
+    std::int64_t i = b;
+    for (; i + kLanes <= e; i += kLanes) {
+      for (int j = 0; j < kLanes; ++j) lanes[j] += f(i + j);
+    }
+    float block = 0.0f;
+    const int tail = static_cast<int>(e - i);  // fewer than kLanes: a bound GCC can see
+    for (int j = 0; j < tail; ++j) block += f(i + j);
+    for (int j = 0; j < kLanes; ++j) block += lanes[j];
+    total += block;
+  }
+  return total;
+}
+
+/// scratch = [source - scale * draft]+ when its mass is at least `floor_mass`; returns that mass,
+/// or -1 (scratch untouched) when it is below. `source` may alias `scratch`. Two passes, so the
+/// current row survives a fallback.
+template <class S, class T>
+SPECDEC_HOST_DEVICE double residual_update(const S* source, const T* draft, float scale,
+                                           std::int64_t n, float* scratch, double floor_mass) {
+  const auto positive = [=](std::int64_t i) {
+    return scaled_residual(to_float(source[i]), scale, to_float(draft[i]));
+  };
+  const double mass = blocked_sum(positive, 0, n);
+  if (!(mass >= floor_mass) || mass <= 0.0) return -1.0;
+  for (std::int64_t i = 0; i < n; ++i) scratch[i] = positive(i);
+  return mass;
+}
+
+/// scratch = source (as float); returns the sum.
+template <class S>
+SPECDEC_HOST_DEVICE double copy_row(const S* source, std::int64_t n, float* scratch) {
+  for (std::int64_t i = 0; i < n; ++i) scratch[i] = to_float(source[i]);
+  return blocked_sum([=](std::int64_t i) { return scratch[i]; }, 0, n);
+}
+
+/// One token from a non-negative row of any scale by the inverse-CDF rule (core/inverse_cdf.hpp)
+/// with uniform u, summed in double; 0 when no entry is positive. Whole blocks of 1024 entries are
+/// skipped by their (vectorised) sums; the block holding the threshold is scanned.
+template <class S>
+SPECDEC_HOST_DEVICE Token sample_row(const S* row, std::int64_t n, float u) {
+  constexpr std::int64_t kBlock = 1024;
+  const auto value = [=](std::int64_t i) { return to_float(row[i]); };
+  const double threshold = u * blocked_sum(value, 0, n);
+  double running = 0.0;
+  for (std::int64_t b = 0; b < n; b += kBlock) {
+    const std::int64_t e = b + kBlock < n ? b + kBlock : n;
+    const double block = blocked_sum(value, b, e);
+    if (running + block <= threshold && e < n) {
+      running += block;
+      continue;
+    }
+    const std::int64_t found = inverse_cdf_scan(value, b, e, running, threshold);
+    if (found >= 0) return static_cast<Token>(found);
+  }
+  return static_cast<Token>(last_positive(value, 0, n, 0));
+}
+
+/// The residual walk's row operations on the host: plain loops over the row.
+struct HostRows {
+  template <class S, class T>
+  SPECDEC_HOST_DEVICE double residual_update(const S* source, const T* draft, float scale,
+                                             std::int64_t n, float* scratch,
+                                             double floor_mass) const {
+    return detail::residual_update(source, draft, scale, n, scratch, floor_mass);
+  }
+  template <class S>
+  SPECDEC_HOST_DEVICE double copy_row(const S* source, std::int64_t n, float* scratch) const {
+    return detail::copy_row(source, n, scratch);
+  }
+  template <class S>
+  SPECDEC_HOST_DEVICE Token sample_row(const S* row, std::int64_t n, float u) const {
+    return detail::sample_row(row, n, u);
+  }
+  /// Runs `section` (work on the scratch row that one thread does) and returns its result.
+  template <class F>
+  SPECDEC_HOST_DEVICE double one_thread(const F& section) const {
+    return section();
+  }
+};
+
+/// Which residual walk: i.i.d. candidates (multi-round) or candidates without replacement (RRS).
+enum class ResidualRule { kMultiRound, kRecursive };
+
+/// Verifies `count` candidates drawn from the warped `draft` row against the warped `target` row.
+/// Multi-round (i.i.d. candidates): p_1 = target; candidate k is accepted iff
+/// u_k * draft(x_k) < p_k(x_k); otherwise p_(k+1) = norm([p_k - draft]+).
+/// Recursive (distinct candidates in drawing order): q_1 = draft, q_(k+1) = norm(q_k without x_k),
+/// p_(k+1) = norm([p_k - q_k]+); accepted iff u_k * q_k(x_k) < p_k(x_k). q_k is never
+/// materialised (it is draft / (1 - removed mass) off the removed tokens).
+/// All rejected: the correction is drawn from p_(count+1). Residuals are formed lazily (accepting
+/// the first candidate reads two entries); a residual below the floor keeps the current row.
+/// Draws: draw k (k < count) tests candidate k; draw `count` draws the correction.
+/// `scratch` holds `vocab` floats.
+template <ResidualRule rule, class Rows, class T, UniformSource U>
+SPECDEC_HOST_DEVICE NodeVerdict residual_walk(const Rows& rows, const T* target, const T* draft,
+                                              std::int64_t vocab, const Token* candidates,
+                                              std::int32_t count, const U& uniforms,
+                                              float* scratch) {
+  constexpr bool kRecursive = rule == ResidualRule::kRecursive;
+  bool materialised = false;  // scratch holds p_k * mass once true
+  double mass = 1.0;          // scale of scratch
+  double remaining = 1.0;     // recursive: draft mass not yet removed
+  for (std::int32_t k = 0; k < count; ++k) {
+    const Token x = candidates[k];
+    const float px = materialised ? scratch[x] : to_float(target[x]);
+    const float qx = to_float(draft[x]);
+    const float lhs = uniforms.uniform(static_cast<std::uint32_t>(k)) * qx * static_cast<float>(mass);
+    // Recursive: u * q_k(x) < p_k(x)  <=>  u * draft(x) * mass < scratch(x) * remaining.
+    if (kRecursive ? lhs < px * static_cast<float>(remaining) : lhs < px) return {k, x};
+    // [p_k - q_k]+ scaled by mass: [scratch - (mass / remaining) * draft]+ (remaining = 1 for
+    // multi-round).
+    const float scale = static_cast<float>(kRecursive ? mass / remaining : mass);
+    double next;
+    if (!materialised) {
+      next = rows.residual_update(target, draft, scale, vocab, scratch, kResidualFloor);
+      if (next < 0.0) next = rows.copy_row(target, vocab, scratch);
+      materialised = true;
+    } else {
+      next = rows.residual_update(scratch, draft, scale, vocab, scratch, kResidualFloor * mass);
+      if (next < 0.0) next = mass;
+    }
+    if constexpr (kRecursive) {
+      // Removed tokens have no target-side mass left (their q_k is 0 from now on; a rejected
+      // candidate had p_k < q_k, so this only clears rounding residue).
+      next = rows.one_thread([&] {
+        double left = next;
+        for (std::int32_t j = 0; j <= k; ++j) {
+          left -= scratch[candidates[j]];
+          scratch[candidates[j]] = 0.0f;
+        }
+        return left;
+      });
+      // Nothing left off the removed tokens: fall back to the target row.
+      if (!(next > 0.0)) next = rows.copy_row(target, vocab, scratch);
+      remaining -= qx;
+      if (remaining < kResidualFloor) remaining = kResidualFloor;
+    }
+    mass = next;
+  }
+  const float u = uniforms.uniform(static_cast<std::uint32_t>(count));
+  return {-1, materialised ? rows.sample_row(scratch, vocab, u) : rows.sample_row(target, vocab, u)};
+}
+
+}  // namespace detail
+}  // namespace specdec

@@ -15,6 +15,7 @@ struct ToyModels {
   std::uint64_t seed = 0;
   bool context_free = false;
   std::vector<float> fixed_target{}, fixed_draft{};
+  float draft_temperature = 1.3f, draft_noise = 0.7f;  // how far the draft strays
 
   ToyModels(std::int64_t v, std::uint64_t s) : vocab(v), seed(s) {}
   ToyModels(std::vector<float> target, std::vector<float> draft)
@@ -29,7 +30,8 @@ struct ToyModels {
     std::uint64_t h = seed;
     for (Token t : prefix) h = h * 1315423911ull + static_cast<std::uint64_t>(t) + 7;
     return cache[prefix] = context_free ? toy::CategoricalPair{fixed_target, fixed_draft}
-                                        : toy::make_categorical_pair(vocab, h, 1.0, 1.3f, 0.7f);
+                                        : toy::make_categorical_pair(vocab, h, 1.0, draft_temperature,
+                                                                    draft_noise);
   }
   mutable std::map<std::vector<Token>, toy::CategoricalPair> cache{};
   double target_joint(const std::vector<Token>& seq) const {
@@ -434,4 +436,39 @@ TEST_CASE("the tree walker takes a DraftTree", "[verify][tree]") {
   CHECK(accepted[0] == a);
   CHECK(accepted[1] == c);
   CHECK(v.bonus);
+}
+
+TEST_CASE("verify_block samples the target joint on strongly divergent context-dependent pairs",
+          "[verify][block][mc]") {
+  // verify_block itself (not an enumeration) on pairs whose rows change with every prefix and
+  // whose draft is far from the target, so the accepted-prefix weights w_i are rarely 1 and the
+  // correction row norm([w_tau p - q]+) differs from norm([p - q]+). Three seeded pairs, each
+  // 150000 blocks of L = 2 over V = 3 completed to 3 tokens by the target; the chi-square
+  // statistics add up (independent samples) to one test. False-failure probability:
+  // kFalseFailureProbability.
+  const int length = 2;
+  double statistic = 0.0;
+  int df = 0;
+  for (const std::uint64_t seed : {11u, 12u, 13u}) {
+    ToyModels m{3, seed};
+    m.draft_temperature = 2.5f;
+    m.draft_noise = 0.9f;
+    std::vector<std::int64_t> counts(27, 0);
+    Workspace ws;
+    std::vector<float> target_rows, draft_rows;
+    std::vector<Token> out(3);
+    for (std::uint32_t s = 0; s < 150000; ++s) {
+      const auto x = draft_chain(m, length, RandomStream{seed, 0, s, 0, Domain::kDraft});
+      chain_rows(m, x, target_rows, draft_rows);
+      const auto v = verify_block<float>(target_rows, draft_rows, x, 3,
+                                         RandomStream{seed, 0, s, 0, Domain::kVerify}, out, ws);
+      const auto seq = extend_sample(m, std::vector<Token>(out.begin(), out.begin() + v.emitted),
+                                     3, RandomStream{seed, 0, s, 0, Domain::kSample});
+      ++counts[static_cast<std::size_t>(encode(seq, 3))];
+    }
+    const auto test = test::chi_square_test(counts, target_joint(m, 3));
+    statistic += test.statistic;
+    df += test.df;
+  }
+  CHECK(test::chi_square_p_value(statistic, df) > test::kFalseFailureProbability);
 }

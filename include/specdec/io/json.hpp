@@ -55,7 +55,7 @@ inline nlohmann::json parse_json_strict(std::string_view text, const std::string
   nlohmann::json out;
   try {
     out = nlohmann::json::parse(text.begin(), text.end(), callback);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for 1e690
     const std::string what = e.what();
     const auto bracket = what.find("] ");
     detail::fail(

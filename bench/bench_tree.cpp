@@ -178,3 +178,130 @@ BENCHMARK(BM_TreeMasksBatchCpu)
     ->ArgNames({"B", "n", "threads"})
     ->ArgsProduct({{16, 64}, {64, 256}, {1, 2}})
     ->UseRealTime();
+
+// ---------------------------------------------------------------------------------------------
+// Large trees: 10k and 100k nodes (a depth-8 random tree, a chain, a star), every tree function.
+// Functions whose output is N x N bits or more (dense, packed, TensorRT-LLM and FlashInfer masks)
+// run at 10k only: at 100k their output alone is 1.25 GB to 10 GB.
+
+namespace {
+
+enum class Shape { kRandom, kChain, kStar };
+
+DraftTree large_tree(std::int32_t n, Shape shape) {
+  if (shape == Shape::kRandom) return bench_tree(n);
+  DraftTree tree;
+  tree.reserve(static_cast<std::size_t>(n));
+  for (std::int32_t i = 0; i < n; ++i) tree.add(i % 32000, shape == Shape::kChain ? i - 1 : -1);
+  return tree;
+}
+
+void large_sizes(benchmark::internal::Benchmark* b) {
+  for (int shape : {0, 1, 2}) {
+    for (int n : {10000, 100000}) b->Args({n, shape});
+  }
+  b->Unit(benchmark::kMicrosecond);
+}
+
+void large_sizes_10k(benchmark::internal::Benchmark* b) {
+  for (int shape : {0, 1, 2}) b->Args({10000, shape});
+  b->Unit(benchmark::kMicrosecond);
+}
+
+DraftTree state_tree(const benchmark::State& state) {
+  return large_tree(static_cast<std::int32_t>(state.range(0)), static_cast<Shape>(state.range(1)));
+}
+
+}  // namespace
+
+static void BM_LargeTreeValidate(benchmark::State& state) {
+  const auto tree = state_tree(state);
+  for (auto _ : state) tree.validate(32000);
+  set_node_counters(state, tree.size());
+}
+BENCHMARK(BM_LargeTreeValidate)->Apply(large_sizes);
+
+static void BM_LargeTreePositions(benchmark::State& state) {
+  const auto tree = state_tree(state);
+  std::vector<std::int32_t> positions(static_cast<std::size_t>(tree.size())),
+      engine(static_cast<std::size_t>(tree.size()) + 1);
+  for (auto _ : state) {
+    specdec::tree_positions(tree, 100, positions);
+    specdec::engine_positions(tree, 100, engine);
+    benchmark::DoNotOptimize(engine.data());
+  }
+  set_node_counters(state, tree.size());
+}
+BENCHMARK(BM_LargeTreePositions)->Apply(large_sizes);
+
+static void BM_LargeTreeLeavesAndPaths(benchmark::State& state) {
+  const auto tree = state_tree(state);
+  for (auto _ : state) {
+    const auto paths = specdec::root_to_leaf_paths(tree);
+    benchmark::DoNotOptimize(paths.data());
+  }
+  set_node_counters(state, tree.size());
+}
+BENCHMARK(BM_LargeTreeLeavesAndPaths)->Apply(large_sizes);
+
+static void BM_LargeTreeKvCompaction(benchmark::State& state) {
+  const auto tree = state_tree(state);
+  const auto path = specdec::path_to_node(tree, tree.size() - 1);  // the deepest, last node
+  std::vector<std::int32_t> source(path.size()), destination(path.size());
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(specdec::kv_compaction(tree, 100, path, source, destination));
+  }
+  set_node_counters(state, tree.size());
+}
+BENCHMARK(BM_LargeTreeKvCompaction)->Apply(large_sizes);
+
+static void BM_LargeTreeExportSglang(benchmark::State& state) {
+  const auto tree = state_tree(state);
+  const auto slots = static_cast<std::size_t>(tree.size()) + 1;
+  std::vector<std::int64_t> index(slots), next(slots), sibling(slots);
+  for (auto _ : state) {
+    specdec::export_sglang(tree, 0, index, next, sibling);
+    benchmark::DoNotOptimize(sibling.data());
+  }
+  set_node_counters(state, tree.size());
+}
+BENCHMARK(BM_LargeTreeExportSglang)->Apply(large_sizes);
+
+static void BM_LargeTreeFlashinferMask(benchmark::State& state) {
+  const auto tree = state_tree(state);
+  std::vector<std::uint8_t> mask(specdec::flashinfer_mask_bytes(tree, 100, true));
+  for (auto _ : state) {
+    specdec::export_flashinfer_mask(tree, 100, true, mask);
+    benchmark::DoNotOptimize(mask.data());
+  }
+  set_node_counters(state, tree.size());
+}
+BENCHMARK(BM_LargeTreeFlashinferMask)->Apply(large_sizes_10k);
+
+static void BM_LargeTreePackedMask(benchmark::State& state) {
+  const auto tree = state_tree(state);
+  std::vector<std::uint32_t> mask(specdec::packed_mask_size(tree));
+  for (auto _ : state) {
+    specdec::build_packed_mask(tree, mask);
+    benchmark::DoNotOptimize(mask.data());
+  }
+  set_node_counters(state, tree.size());
+}
+BENCHMARK(BM_LargeTreePackedMask)->Apply(large_sizes_10k);
+
+// Two beams of L tokens (10k and 100k compressed nodes at most): compression and the tree.
+static void BM_LargeCompressedBeams(benchmark::State& state) {
+  const auto length = static_cast<std::int32_t>(state.range(0)) / 2;
+  const auto beams = bench_beams(2, length);
+  specdec::CompressedBeams compressed;
+  DraftTree tree;
+  std::vector<std::int32_t> node_of;
+  for (auto _ : state) {
+    specdec::compress_beams(beams, 2, 32000, compressed);
+    node_of.resize(static_cast<std::size_t>(compressed.size()));
+    specdec::compressed_to_draft_tree(compressed, tree, node_of);
+    benchmark::DoNotOptimize(tree.tokens.data());
+  }
+  set_node_counters(state, static_cast<double>(beams.size()));
+}
+BENCHMARK(BM_LargeCompressedBeams)->Arg(10000)->Arg(100000)->Unit(benchmark::kMicrosecond);

@@ -5,9 +5,9 @@ function(specdec_configure_target target)
     target_compile_options(${target} PRIVATE -Werror)
   endif()
   if(SPECDEC_SANITIZE)
-    target_compile_options(${target} PRIVATE -fsanitize=address,undefined
+    target_compile_options(${target} PRIVATE -fsanitize=address,undefined,float-cast-overflow
                                              -fno-sanitize-recover=all -fno-omit-frame-pointer)
-    target_link_options(${target} PRIVATE -fsanitize=address,undefined)
+    target_link_options(${target} PRIVATE -fsanitize=address,undefined,float-cast-overflow)
   endif()
 endfunction()
 

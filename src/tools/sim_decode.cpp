@@ -123,9 +123,11 @@ Models parse_model(const Json& request, bool needs_draft) {
     if (seed < 0) throw UsageError("model.seed", fmt::format("{} must be >= 0", seed));
     config.seed = static_cast<std::uint64_t>(seed);
     config.concentration = get_number(*model, "concentration", config.concentration);
-    if (!(config.concentration > 0.0) || !std::isfinite(config.concentration)) {
+    // Below 0.05 every Gamma draw of a row can underflow to 0 (a row of NaN); above 10^6 the rows
+    // are uniform to float precision anyway.
+    if (!(config.concentration >= 0.05 && config.concentration <= 1e6)) {
       throw UsageError("model.concentration",
-                       fmt::format("{} must be finite and > 0", config.concentration));
+                       fmt::format("{} is outside [0.05, 10^6]", config.concentration));
     }
     const double noise = get_number(*model, "draft_noise", 0.3);
     if (!(noise >= 0.0 && noise <= 1.0)) {
@@ -147,8 +149,8 @@ Models parse_model(const Json& request, bool needs_draft) {
 DecodeOptions parse_options(const Json& request, Method method) {
   DecodeOptions o;
   o.method = method;
-  o.warp.temperature = static_cast<float>(get_number(request, "temperature", 1.0));
-  o.warp.top_k = static_cast<std::int32_t>(get_integer(request, "top_k", 0));
+  o.warp.temperature = get_temperature(request);
+  o.warp.top_k = static_cast<std::int32_t>(get_integer_in(request, "top_k", 0, 0, INT32_MAX));
   o.warp.top_p = static_cast<float>(get_number(request, "top_p", 1.0));
   const auto depth = get_integer(request, "depth", 4);
   const auto width = get_integer(request, "width", 2);
@@ -222,7 +224,7 @@ struct Partial {
 template <class Model>
 void run_all(const Model& target_model, const Model& draft_model, const std::vector<Token>& prompt,
              const DecodeOptions& options, std::int64_t runs, bool histogram, int threads,
-             std::vector<Partial>& partials) {
+             const Limits& limits, std::vector<Partial>& partials) {
   auto& pool = backend::default_thread_pool();
   const int n = pool.resolve(runs, threads);
   partials.assign(static_cast<std::size_t>(n), Partial{});
@@ -233,6 +235,8 @@ void run_all(const Model& target_model, const Model& draft_model, const std::vec
                                                                                 options);
     decoder.reset(prompt, 0);
   }
+  if (limits.validate_only) return;
+  Progress progress("decode", "tokens", runs * options.max_new_tokens, limits.progress_seconds);
   std::vector<std::optional<toy::ModelProvider<Model>>> targets(static_cast<std::size_t>(n)),
       drafts(static_cast<std::size_t>(n));
   std::vector<std::optional<MethodDecoder<toy::ModelProvider<Model>, toy::ModelProvider<Model>>>>
@@ -246,14 +250,19 @@ void run_all(const Model& target_model, const Model& draft_model, const std::vec
     }
     auto& decoder = *decoders[s];
     decoder.reset(prompt, static_cast<std::uint32_t>(task));
-    while (!decoder.finished()) decoder.step();
+    std::int64_t reported = 0;
+    while (!decoder.finished()) {
+      decoder.step();
+      const auto generated = static_cast<std::int64_t>(decoder.generated().size());
+      progress.advance(generated - reported);
+      reported = generated;
+    }
+    progress.advance(options.max_new_tokens - reported);  // a run that stopped at end_token
     partials[s].metrics.merge(decoder.metrics());
     if (histogram) {
       std::string key;
-      for (auto t : decoder.generated()) {
-        if (!key.empty()) key += ' ';
-        key += std::to_string(t);
-      }
+      for (auto t : decoder.generated())
+        key.append(key.empty() ? "" : " ").append(std::to_string(t));
       ++partials[s].histogram[key];
     }
   });
@@ -272,7 +281,8 @@ ReDrafterVerification parse_verification(const std::string& name) {
 /// head is toy::markov_head of the draft table, so the draft rows are exactly that table.
 void run_redrafter(const toy::MarkovModel& target_model, const toy::MarkovModel& draft_model,
                    const std::vector<Token>& prompt, const ReDrafterOptions& options,
-                   std::int64_t runs, bool histogram, int threads, std::vector<Partial>& partials) {
+                   std::int64_t runs, bool histogram, int threads, const Limits& limits,
+                   std::vector<Partial>& partials) {
   const auto head = toy::markov_head(draft_model, target_model.vocab_size());
   const auto make_provider = [&] {
     return toy::MarkovProvider(target_model, {.hidden_size = 0, .hidden_probabilities = true});
@@ -286,6 +296,8 @@ void run_redrafter(const toy::MarkovModel& target_model, const toy::MarkovModel&
     check.max_new_tokens = 0;
     decode_redrafter(provider, head, prompt, check, 0);
   }
+  if (limits.validate_only) return;
+  Progress progress("decode", "tokens", runs * options.max_new_tokens, limits.progress_seconds);
   std::vector<std::optional<toy::MarkovProvider>> providers(static_cast<std::size_t>(n));
   pool.run(runs, threads, [&](std::int64_t task, int slot) {
     const auto s = static_cast<std::size_t>(slot);
@@ -293,20 +305,66 @@ void run_redrafter(const toy::MarkovModel& target_model, const toy::MarkovModel&
     const auto result =
         decode_redrafter(*providers[s], head, prompt, options, static_cast<std::uint32_t>(task));
     partials[s].metrics.merge(result.metrics);
+    progress.advance(options.max_new_tokens);
     if (histogram) {
       std::string key;
-      for (auto t : result.tokens) {
-        if (!key.empty()) key += ' ';
-        key += std::to_string(t);
-      }
+      for (auto t : result.tokens) key.append(key.empty() ? "" : " ").append(std::to_string(t));
       ++partials[s].histogram[key];
     }
   });
 }
 
+/// Draft-tree nodes of one step: what the rows of a step scale with.
+double tree_nodes(bool redrafter, const DecodeOptions& o) {
+  const double depth = o.depth, width = o.width;
+  if (redrafter) return width * depth;
+  switch (o.method) {
+    case Method::kAutoregressive:
+      return 0.0;
+    case Method::kRsdC: {
+      double level = 1.0, nodes = 0.0;
+      for (auto b : o.branching) nodes += (level *= b);
+      return nodes;
+    }
+    case Method::kSpecInfer:
+    case Method::kSpecTr:
+    case Method::kRsdS:
+    case Method::kMtad:
+      return width * depth;
+    default:
+      return depth;
+  }
+}
+
+/// Rejects a request whose estimated memory passes --max-memory, before anything is allocated.
+/// The model (docs/decoding.md): per thread, 8 rows of V floats per tree node and for the root
+/// (target and draft rows, raw and warped, and the drafter's scratch) plus 16 bytes per context
+/// token; a histogram adds 12 bytes per generated token of every run.
+void check_memory(bool redrafter, const DecodeOptions& o, std::int64_t vocab,
+                  std::int64_t prompt_length, std::int64_t runs, bool histogram, int workers,
+                  const Limits& limits) {
+  const double nodes = tree_nodes(redrafter, o);
+  const double rows_bytes = 8.0 * (nodes + 1.0) * static_cast<double>(vocab) * sizeof(float);
+  const double context_bytes =
+      16.0 * (static_cast<double>(prompt_length) + o.max_new_tokens + nodes + 1.0);
+  const double per_thread = rows_bytes + context_bytes;
+  const double histogram_bytes =
+      histogram ? 12.0 * static_cast<double>(runs) * (o.max_new_tokens + 1.0) : 0.0;
+  const double total = per_thread * workers + histogram_bytes;
+  if (total <= static_cast<double>(limits.max_memory)) return;
+  const char* field = histogram_bytes > per_thread * workers    ? "histogram"
+                      : o.method == Method::kRsdC && !redrafter ? "branching"
+                      : nodes > o.depth                         ? "width"
+                                                                : "depth";
+  throw UsageError(field, fmt::format("the request needs about {:.3g} bytes ({:.0f} tree nodes x "
+                                      "{} tokens per thread, {} threads), above the budget of {} "
+                                      "bytes (--max-memory)",
+                                      total, nodes, vocab, workers, limits.max_memory));
+}
+
 }  // namespace
 
-Json run_decode(const Json& request) {
+Json run_decode(const Json& request, const Limits& limits) {
   check_known_fields(request, {"method",
                                "model",
                                "prompt",
@@ -373,18 +431,25 @@ Json run_decode(const Json& request) {
     throw UsageError("threads", fmt::format("{} is outside [0, 1024] (0 = all)", threads));
   }
 
+  const std::int64_t vocab =
+      models.markov_target ? models.markov_target->vocab_size() : models.ngram_target->vocab_size();
+  const int workers = backend::default_thread_pool().resolve(runs, static_cast<int>(threads));
+  check_memory(redrafter, options, vocab, static_cast<std::int64_t>(prompt.size()), runs, histogram,
+               workers, limits);
+
   const auto start = std::chrono::steady_clock::now();
   std::vector<Partial> partials;
   if (redrafter) {
     run_redrafter(*models.markov_target, *models.markov_draft, prompt, redrafter_options, runs,
-                  histogram, static_cast<int>(threads), partials);
+                  histogram, static_cast<int>(threads), limits, partials);
   } else if (models.markov_target) {
     run_all(*models.markov_target, *models.markov_draft, prompt, options, runs, histogram,
-            static_cast<int>(threads), partials);
+            static_cast<int>(threads), limits, partials);
   } else {
     run_all(*models.ngram_target, *models.ngram_draft, prompt, options, runs, histogram,
-            static_cast<int>(threads), partials);
+            static_cast<int>(threads), limits, partials);
   }
+  if (limits.validate_only) return {};
   DecodeMetrics metrics;
   std::map<std::string, std::int64_t> counts;
   for (const auto& p : partials) {

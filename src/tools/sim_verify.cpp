@@ -91,7 +91,7 @@ Json nullable(bool present, const std::vector<double>& values) {
 
 }  // namespace
 
-Json run_verify(const Json& request) {
+Json run_verify(const Json& request, const Limits& limits) {
   check_known_fields(
       request, {"method", "target", "draft", "candidates", "temperature", "top_k", "top_p", "alpha",
                 "beta", "gamma", "rule", "epsilon", "delta", "samples", "seed"});
@@ -104,8 +104,8 @@ Json run_verify(const Json& request) {
   const auto vocab = static_cast<std::int64_t>(raw_target.size());
 
   Warp warp;
-  warp.temperature = static_cast<float>(get_number(request, "temperature", 1.0));
-  warp.top_k = static_cast<std::int32_t>(get_integer(request, "top_k", 0));
+  warp.temperature = get_temperature(request);
+  warp.top_k = static_cast<std::int32_t>(get_integer_in(request, "top_k", 0, 0, vocab));
   warp.top_p = static_cast<float>(get_number(request, "top_p", 1.0));
   warp.validate(vocab);
   const Rule rule = parse_rule(request, method, warp.temperature);
@@ -118,10 +118,7 @@ Json run_verify(const Json& request) {
                                        : fmt::format("{} must be >= 1", count));
   }
   if (count > 4096) throw UsageError("candidates", fmt::format("{} is above 4096", count));
-  const std::int64_t samples = get_integer(request, "samples", kDefaultSamples);
-  if (samples < 0 || samples > kMaxSamples) {
-    throw UsageError("samples", fmt::format("{} is outside [0, {}]", samples, kMaxSamples));
-  }
+  const std::int64_t samples = get_integer_in(request, "samples", kDefaultSamples, 0, kMaxSamples);
   const std::int64_t seed = get_integer(request, "seed", 0);
 
   Workspace ws;
@@ -136,6 +133,7 @@ Json run_verify(const Json& request) {
 
   // Validates the rule's parameters against the warped rows (gamma, alpha, beta, ...).
   detail::check_rule<float>(rule, target, draft, k);
+  if (limits.validate_only) return {};
 
   Json response;
   response["method"] = method;
@@ -163,6 +161,7 @@ Json run_verify(const Json& request) {
   }
 
   std::vector<std::int64_t> counts(raw_target.size(), 0);
+  Progress progress("verify", "samples", samples, limits.progress_seconds);
   std::int64_t accepted = 0;
   std::vector<float> rest;
   std::vector<Token> candidates;
@@ -178,6 +177,7 @@ Json run_verify(const Json& request) {
         stream.in_domain(Domain::kVerify), scratch.data());
     ++counts[static_cast<std::size_t>(verdict.token)];
     accepted += verdict.accepted >= 0 ? 1 : 0;
+    if ((i + 1) % 65536 == 0) progress.advance(65536);
   }
   response["counts"] = counts;
   response["accept_rate"] =

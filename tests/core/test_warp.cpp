@@ -189,3 +189,52 @@ TEST_CASE("top-k and top-p keep the documented tokens on signed zeros, -inf, den
     CHECK(test::kept_ids(out.data(), static_cast<std::int64_t>(out.size())) == c.kept);
   }
 }
+
+TEST_CASE("top-p on probabilities stops exactly at a boundary the mass reaches",
+          "[core][warp][top_p]") {
+  // Dyadic probabilities: every running sum is exact, so the nucleus is decided by the rule
+  // (the smallest set whose mass reaches top_p, ties to the lowest id), not by rounding.
+  const auto warp_probs = [](float top_p, const std::vector<float>& row) {
+    Workspace ws;
+    std::vector<float> out(row.size());
+    warp_probabilities<float>({.top_p = top_p}, row, out, ws);
+    return out;
+  };
+  const std::vector<float> small = {0.125f, 0.5f, 0.125f, 0.25f};
+  CHECK(warp_probs(0.5f, small) == std::vector<float>{0.0f, 1.0f, 0.0f, 0.0f});
+  auto out = warp_probs(0.75f, small);  // 0.5 + 0.25 reaches 0.75 exactly: two tokens
+  CHECK(out[0] == 0.0f);
+  CHECK(out[1] == Approx(2.0 / 3.0));
+  CHECK(out[2] == 0.0f);
+  CHECK(out[3] == Approx(1.0 / 3.0));
+  out = warp_probs(0.875f, small);  // one more 0.125: the tie goes to the lower id
+  CHECK(out[0] == Approx(1.0 / 7.0));
+  CHECK(out[2] == 0.0f);
+  // The same boundary on a row long enough for the bucketed selection: 0.5, 0.25 and 4094
+  // multiples of 2^-14 that add up to 0.25, so the row sums to exactly 1.
+  std::vector<float> large(4096, 0x1p-14f);
+  large[7] = 0.5f;
+  large[100] = 0.25f;
+  large[200] = 3 * 0x1p-14f;
+  out = warp_probs(0.75f, large);
+  CHECK(out[7] == Approx(2.0 / 3.0));
+  CHECK(out[100] == Approx(1.0 / 3.0));
+  CHECK(std::count(out.begin(), out.end(), 0.0f) == 4094);
+  out = warp_probs(0.5f, large);
+  CHECK(out[7] == 1.0f);
+  CHECK(std::count(out.begin(), out.end(), 0.0f) == 4095);
+}
+
+TEST_CASE("top-p renormalises by the kept mass summed in double", "[core][warp][top_p]") {
+  // Summed in float, the kept mass of ~200k small entries is off by ~1e-5 and so is the row.
+  for (const std::int64_t vocab : {std::int64_t{50}, std::int64_t{200000}}) {
+    const auto pair = toy::make_categorical_pair(vocab, 5, 1.0);
+    Workspace ws;
+    std::vector<float> out(static_cast<std::size_t>(vocab));
+    warp_probabilities<float>({.top_p = 0.99f}, pair.target, out, ws);
+    double total = 0.0;
+    for (float v : out) total += v;
+    INFO("V = " << vocab);
+    CHECK(std::abs(total - 1.0) < 1e-6);
+  }
+}

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "specdec/draft/redrafter.hpp"
-#include "specdec/draft/redrafter_safetensors.hpp"
+#include "specdec/io/redrafter_head.hpp"
 #include "support/stats.hpp"
 
 using namespace specdec;
@@ -259,7 +259,7 @@ TEST_CASE("safetensors bad files give clear errors", "[draft][safetensors][error
   write_bytes(path, good, 8, 1000);  // header length beyond the file
   CHECK_THROWS_WITH(read_safetensors(path), Catch::Contains("beyond the file"));
   write_bytes(path, "{not json", 0);
-  CHECK_THROWS_WITH(read_safetensors(path), Catch::Contains("not valid JSON"));
+  CHECK_THROWS_WITH(read_safetensors(path), Catch::Contains("malformed JSON"));
   {
     std::ofstream out(path, std::ios::binary);
     out.write("abc", 3);

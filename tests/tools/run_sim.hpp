@@ -27,16 +27,17 @@ inline std::string read_text_file(const std::string& path) {
   return s.str();
 }
 
-/// `specdec-sim <command> <request file>`. File names are unique per process and call, since
-/// ctest runs the cases in parallel.
-inline SimRun run_sim(const std::string& command, const std::string& request) {
+/// `specdec-sim <command> <options> <request file>`. File names are unique per process and call,
+/// since ctest runs the cases in parallel.
+inline SimRun run_sim(const std::string& command, const std::string& request,
+                      const std::string& options = "") {
   static int counter = 0;
   const std::string base = "specdec_sim_" + command + "_test_" + std::to_string(getpid()) + "_" +
                            std::to_string(++counter);
   const std::string in = base + ".json", err = base + ".err";
   std::ofstream(in) << request;
-  const std::string line =
-      std::string("\"") + SPECDEC_SIM_PATH + "\" " + command + " " + in + " 2> " + err;
+  const std::string line = std::string("\"") + SPECDEC_SIM_PATH + "\" " + command + " " + options +
+                           " " + in + " 2> " + err;
   SimRun r;
   FILE* pipe = popen(line.c_str(), "r");
   REQUIRE(pipe != nullptr);
@@ -53,9 +54,9 @@ inline SimRun run_sim(const std::string& command, const std::string& request) {
 
 /// Bad input: exit status 2, exactly one line on stderr naming `field`, nothing on stdout.
 inline void check_sim_usage_error(const std::string& command, const std::string& request,
-                                  const std::string& field) {
+                                  const std::string& field, const std::string& options = "") {
   INFO(request);
-  const SimRun r = run_sim(command, request);
+  const SimRun r = run_sim(command, request, options);
   CHECK(r.status == 2);
   CHECK(r.out.empty());
   CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);

@@ -162,3 +162,18 @@ TEST_CASE("exact enumeration rejects bad requests", "[verify][bad]") {
   std::vector<double> big_out(64);
   CHECK_THROWS_WITH(exact_node_distribution(MultiRound{}, big, big, 6, big_out), Contains("count"));
 }
+
+TEST_CASE("verify_greedy and verify_node(Greedy) agree on an empty candidate list",
+          "[verify][errors]") {
+  const std::vector<float> target = {0.2f, 0.5f, 0.3f};
+  Workspace ws;
+  const std::vector<Token> none;
+  CHECK_THROWS_WITH(verify_greedy(target, none), "candidates: has 0 candidates, this rule takes 1 to 1048576");
+  CHECK_THROWS_WITH(verify_node(Greedy{}, target, target, none, RandomStream{}, ws),
+                    "candidates: has 0 candidates, this rule takes 1 to 1048576");
+  const std::vector<Token> one = {1};
+  const auto direct = verify_greedy(target, one);
+  const auto through_rule = verify_node(Greedy{}, target, target, one, RandomStream{}, ws);
+  CHECK(direct.accepted == through_rule.accepted);
+  CHECK(direct.token == through_rule.token);
+}

@@ -164,3 +164,56 @@ TEST_CASE("lossy and cascade rules in their lossless settings pass a chi-square 
   check_rule(Lossy{0.0f, 1.0f}, p, 1, 201);
   check_rule(Cascade{Deferral::kDiff, -1.0f}, p, 1, 202);
 }
+
+namespace {
+
+/// A Dirichlet(concentration) row over `vocab` tokens with about a fifth of the entries zeroed
+/// (at least one kept), renormalised.
+std::vector<float> sparse_dirichlet(std::int64_t vocab, double concentration, toy::ToyRandom& rng) {
+  auto row = toy::dirichlet(vocab, concentration, rng);
+  const auto kept = static_cast<std::size_t>(rng.uniform_double() * static_cast<double>(vocab));
+  double total = 0.0;
+  for (std::size_t i = 0; i < row.size(); ++i) {
+    if (i != kept && rng.uniform_double() < 0.2) row[i] = 0.0f;
+    total += row[i];
+  }
+  if (!(total > 0.0)) row[kept] = 1.0f, total = 1.0;
+  for (auto& v : row) v = static_cast<float>(v / total);
+  return row;
+}
+
+}  // namespace
+
+TEST_CASE("every lossless rule samples the target on many random pairs", "[verify][mc]") {
+  // 48 seeded pairs per rule: V from 2 to 16, target and draft independent Dirichlet rows of
+  // concentration 0.1, 0.5 or 2 with zeros, K from 1 to 4 (1 for rejection), 20000 verifications
+  // each. The chi-square statistics of the pairs add up to one statistic (independent samples;
+  // about 48 x (V - 1) degrees of freedom). Power: a rule whose output is off by a TV of 0.5% in
+  // every pair adds a noncentrality of about 20000 x 2 x 0.005^2 x V per pair, ~440 in all against
+  // a 10^-6 critical margin of ~150 above the ~420 degrees of freedom: detected with probability
+  // above 0.99. False-failure probability: kFalseFailureProbability per rule.
+  const std::vector<std::pair<const char*, Rule>> rules = {
+      {"rejection", Rejection{}}, {"multi_round", MultiRound{}}, {"recursive", Recursive{}},
+      {"spectr", SpecTr{}}};
+  for (const auto& [name, rule] : rules) {
+    double statistic = 0.0;
+    int df = 0;
+    for (std::uint64_t pair = 0; pair < 48; ++pair) {
+      toy::ToyRandom rng(1000 + pair);
+      const auto vocab = static_cast<std::int64_t>(2 + pair % 15);
+      const double concentration = pair % 3 == 0 ? 0.1 : pair % 3 == 1 ? 0.5 : 2.0;
+      test::Pair p;
+      p.target = p.raw_target = sparse_dirichlet(vocab, concentration, rng);
+      p.draft = p.raw_draft = sparse_dirichlet(vocab, concentration, rng);
+      const auto count = std::holds_alternative<Rejection>(rule)
+                             ? 1
+                             : static_cast<std::int32_t>(1 + pair % 4);
+      const auto counts = simulate(rule, p, count, 77 + pair, 20000);
+      const auto chi = test::chi_square_test(counts, std::span<const float>(p.target));
+      statistic += chi.statistic;
+      df += chi.df;
+    }
+    INFO(name << ": chi2 " << statistic << " over " << df << " degrees of freedom");
+    CHECK(test::chi_square_p_value(statistic, df) > test::kFalseFailureProbability);
+  }
+}

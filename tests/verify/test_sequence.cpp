@@ -15,6 +15,7 @@ struct ToyModels {
   std::uint64_t seed = 0;
   bool context_free = false;
   std::vector<float> fixed_target{}, fixed_draft{};
+  float draft_temperature = 1.3f, draft_noise = 0.7f;  // how far the draft strays
 
   ToyModels(std::int64_t v, std::uint64_t s) : vocab(v), seed(s) {}
   ToyModels(std::vector<float> target, std::vector<float> draft)
@@ -29,7 +30,8 @@ struct ToyModels {
     std::uint64_t h = seed;
     for (Token t : prefix) h = h * 1315423911ull + static_cast<std::uint64_t>(t) + 7;
     return cache[prefix] = context_free ? toy::CategoricalPair{fixed_target, fixed_draft}
-                                        : toy::make_categorical_pair(vocab, h, 1.0, 1.3f, 0.7f);
+                                        : toy::make_categorical_pair(
+                                              vocab, h, 1.0, draft_temperature, draft_noise);
   }
   mutable std::map<std::vector<Token>, toy::CategoricalPair> cache{};
   double target_joint(const std::vector<Token>& seq) const {
@@ -434,4 +436,94 @@ TEST_CASE("the tree walker takes a DraftTree", "[verify][tree]") {
   CHECK(accepted[0] == a);
   CHECK(accepted[1] == c);
   CHECK(v.bonus);
+}
+
+TEST_CASE("verify_block samples the target joint on strongly divergent context-dependent pairs",
+          "[verify][block][mc]") {
+  // verify_block itself (not an enumeration) on pairs whose rows change with every prefix and
+  // whose draft is far from the target, so the accepted-prefix weights w_i are rarely 1 and the
+  // correction row norm([w_tau p - q]+) differs from norm([p - q]+). Three seeded pairs, each
+  // 150000 blocks of L = 2 over V = 3 completed to 3 tokens by the target; the chi-square
+  // statistics add up (independent samples) to one test. False-failure probability:
+  // kFalseFailureProbability.
+  const int length = 2;
+  double statistic = 0.0;
+  int df = 0;
+  for (const std::uint64_t seed : {11u, 12u, 13u}) {
+    ToyModels m{3, seed};
+    m.draft_temperature = 2.5f;
+    m.draft_noise = 0.9f;
+    std::vector<std::int64_t> counts(27, 0);
+    Workspace ws;
+    std::vector<float> target_rows, draft_rows;
+    std::vector<Token> out(3);
+    for (std::uint32_t s = 0; s < 150000; ++s) {
+      const auto x = draft_chain(m, length, RandomStream{seed, 0, s, 0, Domain::kDraft});
+      chain_rows(m, x, target_rows, draft_rows);
+      const auto v = verify_block<float>(target_rows, draft_rows, x, 3,
+                                         RandomStream{seed, 0, s, 0, Domain::kVerify}, out, ws);
+      const auto seq = extend_sample(m, std::vector<Token>(out.begin(), out.begin() + v.emitted), 3,
+                                     RandomStream{seed, 0, s, 0, Domain::kSample});
+      ++counts[static_cast<std::size_t>(encode(seq, 3))];
+    }
+    const auto test = test::chi_square_test(counts, target_joint(m, 3));
+    statistic += test.statistic;
+    df += test.df;
+  }
+  CHECK(test::chi_square_p_value(statistic, df) > test::kFalseFailureProbability);
+}
+
+namespace {
+
+/// Fixed draws: u_1 .. u_L from `tests`, the final token's draw from `last`.
+struct FixedUniforms {
+  std::vector<float> tests;
+  float last = 0.5f;
+  float uniform(std::uint32_t i) const { return i < tests.size() ? tests[i] : last; }
+};
+
+}  // namespace
+
+TEST_CASE("verify_block draws the token after tau accepted from norm([w_tau p - q]+)",
+          "[verify][block]") {
+  // verify_block itself with forced draws: u_i = 0 accepts position i (u <= h_i for every h_i >=
+  // 0), u_i = 1 rejects it (these rows keep every h_i < 1), and the final draw sweeps a grid of
+  // 20000 midpoints, so the output frequencies are the row it samples to within 1e-4. The rows make
+  // the weighted residual [w_1 p_2 - q_2]+ differ from the unweighted [p_2 - q_2]+ (w_1 = 1/3).
+  const std::vector<float> target_rows = {0.2f, 0.5f, 0.3f,    // p_1
+                                          0.6f, 0.3f, 0.1f,    // p_2
+                                          0.3f, 0.3f, 0.4f};   // p_3
+  const std::vector<float> draft_rows = {0.6f,  0.2f, 0.2f,    // q_1
+                                         0.05f, 0.1f, 0.85f};  // q_2
+  const std::vector<Token> draft = {0, 2};
+  const double w1 = 0.2 / 0.6;
+  const auto residual = [](const std::vector<double>& row) {
+    double total = 0.0;
+    for (double v : row) total += std::max(v, 0.0);
+    std::vector<double> out;
+    for (double v : row) out.push_back(std::max(v, 0.0) / total);
+    return out;
+  };
+  // tau = 0: norm([p_1 - q_1]+); tau = 1: norm([w_1 p_2 - q_2]+); tau = 2: p_3.
+  const std::vector<std::pair<std::vector<float>, std::vector<double>>> cases = {
+      {{1.0f, 1.0f}, residual({0.2 - 0.6, 0.5 - 0.2, 0.3 - 0.2})},
+      {{0.0f, 1.0f}, residual({w1 * 0.6 - 0.05, w1 * 0.3 - 0.1, w1 * 0.1 - 0.85})},
+      {{0.0f, 0.0f}, {0.3, 0.3, 0.4}}};
+  Workspace ws;
+  std::vector<Token> out(3);
+  for (std::size_t c = 0; c < cases.size(); ++c) {
+    const auto& [tests, expected] = cases[c];
+    const int grid = 20000;
+    std::vector<double> frequency(3, 0.0);
+    for (int g = 0; g < grid; ++g) {
+      const FixedUniforms uniforms{tests, (static_cast<float>(g) + 0.5f) / grid};
+      const auto v = verify_block<float>(target_rows, draft_rows, draft, 3, uniforms, out, ws);
+      REQUIRE(v.accepted == static_cast<std::int32_t>(c));
+      frequency[static_cast<std::size_t>(out[c])] += 1.0 / grid;
+    }
+    for (std::size_t t = 0; t < 3; ++t) {
+      INFO("tau " << c << " token " << t);
+      CHECK(frequency[t] == Catch::Detail::Approx(expected[t]).margin(1e-4));
+    }
+  }
 }

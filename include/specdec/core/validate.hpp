@@ -9,6 +9,7 @@
 #include <string_view>
 #include <type_traits>
 
+#include "specdec/core/checked.hpp"
 #include "specdec/core/error.hpp"
 #include "specdec/core/numerics.hpp"
 #include "specdec/core/token.hpp"

@@ -109,9 +109,9 @@ inline void keep_top_p_small(float* p, std::int64_t n, float top_p, std::int32_t
     }
   }
   for (std::int64_t i = cut + 1; i < m; ++i) p[idx[i]] = 0.0f;
-  float kept = 0.0f;
+  double kept = 0.0;  // in double: a float sum of a long row falls short of 1 after the division
   for (std::int64_t i = 0; i < n; ++i) kept += p[i];
-  const float inv = 1.0f / kept;
+  const auto inv = static_cast<float>(1.0 / kept);
   for (std::int64_t i = 0; i < n; ++i) p[i] *= inv;
 }
 
@@ -150,7 +150,7 @@ inline void keep_top_p(float* p, std::int64_t n, float top_p, std::int32_t* idx)
   if (cut < 0) cut = m - 1;
   const std::int32_t last = idx[cut];
   const float v = p[last];
-  float kept = 0.0f;
+  double kept = 0.0;  // in double: a float sum of a long row falls short of 1 after the division
   for (std::int64_t i = 0; i < n; ++i) {
     if (p[i] < v || (p[i] == v && i > last)) {
       p[i] = 0.0f;
@@ -158,7 +158,7 @@ inline void keep_top_p(float* p, std::int64_t n, float top_p, std::int32_t* idx)
       kept += p[i];
     }
   }
-  const float inv = 1.0f / kept;
+  const auto inv = static_cast<float>(1.0 / kept);
   for (std::int64_t i = 0; i < n; ++i) p[i] *= inv;
 }
 

@@ -29,7 +29,8 @@ class MarkovModel {
   MarkovModel(std::int64_t vocab, std::vector<float> transition)
       : vocab_(vocab), table_(std::move(transition)) {
     if (vocab <= 0) detail::fail("vocab", "{} must be > 0", vocab);
-    check_size("transition", table_.size(), static_cast<std::size_t>(vocab * vocab));
+    check_size("transition", table_.size(), detail::checked_mul<std::size_t>("vocab", static_cast<std::size_t>(vocab),
+                                                     static_cast<std::size_t>(vocab)));
     for (std::int64_t v = 0; v < vocab; ++v) {
       check_probability_row(ArgName("transition", v), row(static_cast<Token>(v)));
     }

@@ -232,7 +232,7 @@ inline void pack_beam_batch(std::span<const Token> beams, std::int32_t batch, st
 inline void compressed_dense_mask(const CompressedBeams& beams, std::span<std::uint8_t> out) {
   detail::check_compressed(beams);
   const auto n = static_cast<std::size_t>(beams.size());
-  detail::check_buffer("out", out, n * n);
+  detail::check_buffer("out", out, detail::checked_mul<std::size_t>("beams", n, n));
   for (std::size_t r = 0; r < n; ++r) {
     const auto parent = beams.parents[r];  // an earlier node: its row is written
     detail::dense_mask_row_from_parent(
@@ -287,7 +287,9 @@ void unpack_beams(const CompressedBeams& beams, std::span<const T> packed, std::
 /// The compressed beams as a DraftTree (level order, so nodes are renumbered; siblings keep beam
 /// order). `node_of[r]` receives the tree node of compressed node r. Beam position k becomes depth
 /// k + 1, so tree_positions(tree, C) equals compressed_positions(beams, C): the tree's root is the
-/// last token already in the cache (position C - 1). `node_of` holds n entries.
+/// last token already in the cache (position C - 1). `node_of` holds n entries. O(n + L): the
+/// nodes are bucketed by offset (a stable counting sort in per-thread scratch that keeps its
+/// capacity, so repeated calls do not allocate).
 inline void compressed_to_draft_tree(const CompressedBeams& beams, DraftTree& tree,
                                      std::span<std::int32_t> node_of) {
   detail::check_compressed(beams);
@@ -295,13 +297,20 @@ inline void compressed_to_draft_tree(const CompressedBeams& beams, DraftTree& tr
   detail::check_buffer("node_of", node_of, n);
   tree.clear();
   tree.reserve(n);
-  for (std::int32_t k = 0; k < beams.length; ++k) {
-    for (std::size_t r = 0; r < n; ++r) {
-      if (beams.offsets[r] != k) continue;
-      const auto parent = beams.parents[r];
-      node_of[r] =
-          tree.add(beams.tokens[r], parent < 0 ? -1 : node_of[static_cast<std::size_t>(parent)]);
-    }
+  thread_local std::vector<std::int32_t> level_end, order;
+  level_end.assign(static_cast<std::size_t>(beams.length) + 1, 0);
+  for (const auto k : beams.offsets) ++level_end[static_cast<std::size_t>(k) + 1];
+  for (std::size_t k = 1; k < level_end.size(); ++k) level_end[k] += level_end[k - 1];
+  order.resize(n);
+  for (std::size_t r = 0; r < n; ++r) {
+    order[static_cast<std::size_t>(level_end[static_cast<std::size_t>(beams.offsets[r])]++)] =
+        static_cast<std::int32_t>(r);
+  }
+  for (const auto id : order) {
+    const auto r = static_cast<std::size_t>(id);
+    const auto parent = beams.parents[r];
+    node_of[r] =
+        tree.add(beams.tokens[r], parent < 0 ? -1 : node_of[static_cast<std::size_t>(parent)]);
   }
 }
 

@@ -55,6 +55,7 @@ inline std::int32_t kv_compaction(const DraftTree& tree, std::int32_t context_le
     detail::fail("context_length", "{} must be >= 1 (the root is a committed token)",
                  context_length);
   }
+  (void)detail::checked_add<std::int32_t>("context_length", context_length, tree.size() - 1);
   detail::check_accepted_path("accepted", tree, accepted);
   detail::check_buffer("source", source, accepted.size());
   detail::check_buffer("destination", destination, accepted.size());
@@ -93,10 +94,12 @@ inline void pack_accepted_paths(std::span<const DraftTree> trees,
     if (context_lengths[b] < 1) {
       detail::fail(fmt::format("context_lengths[{}]", b), "{} must be >= 1", context_lengths[b]);
     }
+    (void)detail::checked_add<std::int32_t>(ArgName("context_lengths", static_cast<std::int64_t>(b)),
+                                            context_lengths[b], trees[b].size() - 1);
     detail::check_accepted_path(ArgName("accepted", static_cast<std::int64_t>(b)), trees[b],
                                 accepted[b]);
     for (auto id : accepted[b]) out.slots.push_back(context_lengths[b] + id);
-    out.offsets.push_back(static_cast<std::int32_t>(out.slots.size()));
+    out.offsets.push_back(detail::checked_narrow<std::int32_t>("accepted", out.slots.size()));
   }
 }
 

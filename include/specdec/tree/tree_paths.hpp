@@ -168,10 +168,15 @@ inline void root_to_leaf_paths(const DraftTree& tree, std::int32_t rows, std::in
   }
 }
 
-/// Convenience form: one vector per leaf, in the order of leaves().
+/// Convenience form: one vector per leaf, in the order of leaves(). O(N + the paths' total
+/// length): the tree is checked once, not once per leaf.
 inline std::vector<std::vector<std::int32_t>> root_to_leaf_paths(const DraftTree& tree) {
   std::vector<std::vector<std::int32_t>> out;
-  for (auto leaf : leaves(tree)) out.push_back(path_to_node(tree, leaf));
+  for (auto leaf : leaves(tree)) {  // leaves() checks the tree
+    const auto depth = tree.depths[static_cast<std::size_t>(leaf)];
+    auto& path = out.emplace_back(static_cast<std::size_t>(depth));
+    detail::path_to_node_kernel(tree.parents.data(), leaf, depth, path.data());
+  }
   return out;
 }
 

@@ -94,7 +94,7 @@ SPECDEC_HOST_DEVICE std::int32_t node_depth(const std::int32_t* parents, std::in
 /// Row function: position id of a node at `depth` after a committed context of `context_length`
 /// tokens (the root, the last committed token, sits at context_length - 1).
 SPECDEC_HOST_DEVICE std::int32_t node_position(std::int32_t context_length, std::int32_t depth) {
-  return context_length + depth - 1;
+  return context_length + (depth - 1);  // in this order: context + depth may pass INT32_MAX
 }
 
 /// Row function: prefix match of `width` beams of `length` tokens (row-major, beam j at

@@ -78,7 +78,8 @@ ChainVerdict verify_block(std::type_identity_t<std::span<const T>> target_rows,
   if (vocab < 1) detail::fail("vocab", "{} must be >= 1", vocab);
   const auto length = draft_tokens.size();
   const auto v = static_cast<std::size_t>(vocab);
-  check_size("target_rows", target_rows.size(), (length + 1) * v);
+  check_size("target_rows", target_rows.size(),
+             detail::checked_mul<std::size_t>("vocab", length + 1, v));
   check_size("draft_rows", draft_rows.size(), length * v);
   if (out.size() < length + 1) {
     detail::fail("out", "has {} entries, needs L + 1 = {}", out.size(), length + 1);

@@ -24,10 +24,10 @@ void check_chain_inputs(const Rule& rule, std::span<const T> target_rows,
   if (vocab < 1) detail::fail("vocab", "{} must be >= 1", vocab);
   const auto length = draft_tokens.size();
   const auto v = static_cast<std::size_t>(vocab);
-  check_size("target_rows", target_rows.size(), (length + 1) * v);
+  const auto target_size = detail::checked_mul<std::size_t>("vocab", length + 1, v);
+  check_size("target_rows", target_rows.size(), target_size);
   check_size("draft_rows", draft_rows.size(), length * v);
-  if (!raw_target_rows.empty())
-    check_size("raw_target_rows", raw_target_rows.size(), (length + 1) * v);
+  if (!raw_target_rows.empty()) check_size("raw_target_rows", raw_target_rows.size(), target_size);
   if (!raw_draft_rows.empty()) check_size("raw_draft_rows", raw_draft_rows.size(), length * v);
   if (out_size < length + 1) {
     detail::fail("out", "has {} entries, needs L + 1 = {}", out_size, length + 1);

@@ -21,11 +21,13 @@ SPECDEC_HOST_DEVICE NodeVerdict greedy_row(const T* target, std::int64_t vocab,
 
 }  // namespace detail
 
-/// Greedy matching against a (raw or warped) target row.
+/// Greedy matching against a (raw or warped) target row. Takes 1 to 2^20 candidates, as
+/// verify_node(Greedy{}, ...) does.
 template <class T = float>
 NodeVerdict verify_greedy(std::type_identity_t<std::span<const T>> target,
                           std::span<const Token> candidates) {
   check_probability_row<T>("target", target);
+  detail::check_count("candidates", candidates.size(), 1, std::size_t{1} << 20);
   check_tokens("candidates", candidates, static_cast<std::int64_t>(target.size()));
   return detail::greedy_row(target.data(), static_cast<std::int64_t>(target.size()),
                             candidates.data(), static_cast<std::int32_t>(candidates.size()));

@@ -27,10 +27,11 @@ void check_tree_inputs(const Rule& rule, std::span<const Token> tokens,
   const auto n = tokens.size();
   const auto v = static_cast<std::size_t>(vocab);
   check_size("parents", parents.size(), n);
-  check_size("target_rows", target_rows.size(), (n + 1) * v);
-  check_size("draft_rows", draft_rows.size(), (n + 1) * v);
-  if (!raw_target_rows.empty()) check_size("raw_target_rows", raw_target_rows.size(), (n + 1) * v);
-  if (!raw_draft_rows.empty()) check_size("raw_draft_rows", raw_draft_rows.size(), (n + 1) * v);
+  const auto rows_size = detail::checked_mul<std::size_t>("vocab", n + 1, v);
+  check_size("target_rows", target_rows.size(), rows_size);
+  check_size("draft_rows", draft_rows.size(), rows_size);
+  if (!raw_target_rows.empty()) check_size("raw_target_rows", raw_target_rows.size(), rows_size);
+  if (!raw_draft_rows.empty()) check_size("raw_draft_rows", raw_draft_rows.size(), rows_size);
   depth[0] = 0;  // depth[i + 1] of node i; depth[0] = 0 (root)
   std::fill(children, children + n + 1, 0);
   std::int32_t max_depth = 0;

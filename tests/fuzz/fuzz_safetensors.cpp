@@ -1,0 +1,36 @@
+// SPDX-License-Identifier: MIT
+// Fuzzes the safetensors reader and the ReDrafter head loader on arbitrary bytes: either a
+// specdec::Error or tensors whose data matches their shapes.
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <span>
+
+#include "specdec/io/redrafter_head.hpp"
+#include "specdec/io/safetensors.hpp"
+
+/// A result that contradicts the contract: say which check failed, then crash for libFuzzer.
+[[noreturn]] inline void finding(const char* check) {
+  std::fprintf(stderr, "finding: %s\n", check);
+  std::abort();
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const std::span<const char> bytes(reinterpret_cast<const char*>(data), size);
+  specdec::TensorMap tensors;
+  try {
+    tensors = specdec::parse_safetensors(bytes);
+  } catch (const specdec::Error&) {
+    return 0;
+  }
+  for (const auto& [name, tensor] : tensors) {
+    if (static_cast<std::int64_t>(tensor.data.size()) != tensor.numel())
+      finding("fuzz_safetensors:1");
+  }
+  try {
+    (void)specdec::redrafter_head_from_tensors(tensors);
+  } catch (const specdec::Error&) {
+  }
+  return 0;
+}

@@ -334,7 +334,7 @@ class Decoder {
   // Warps logits row `r` of `logits` into `out` (and the unwarped softmax into `raw` if given).
   void warp_row(std::span<const float> logits, std::span<float> out, float* raw) {
     auto scope = workspace_.scope();
-    auto idx = workspace_.take<std::int32_t>(static_cast<std::size_t>(vocab_));
+    auto idx = workspace_.take<std::int32_t>(warp_workspace_size(vocab_) / sizeof(std::int32_t));
     detail::warp_logits_unchecked(options_.warp, logits, out, idx.data());
     if (raw != nullptr) {
       detail::warp_logits_unchecked(Warp{}, logits, std::span<float>(raw, out.size()), idx.data());

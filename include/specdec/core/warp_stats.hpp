@@ -27,12 +27,27 @@ namespace specdec::detail {
 inline constexpr std::int64_t kSumTile = 1024;
 inline constexpr int kSumLanes = 16;
 
-/// e^x with results below FLT_MIN flushed to exactly 0 (so e^-inf = 0): a branch-free polynomial
-/// (Cephes' coefficients) that the compiler vectorises, so a row written in a vectorised loop and
-/// an entry recomputed alone give the same bits.
+/// The float's bits as a signed integer with the floats' order (for vectorisable max and clamps).
+constexpr std::int32_t signed_order_key(float x) {
+  const auto u = std::bit_cast<std::int32_t>(x);
+  return u ^ ((u >> 31) & 0x7fffffff);
+}
+constexpr float from_signed_order_key(std::int32_t key) {
+  return std::bit_cast<float>(key ^ ((key >> 31) & 0x7fffffff));
+}
+
+/// e^x as a branch-free polynomial (Cephes' coefficients) that the compiler vectorises at any ISA
+/// level, so a row written in a vectorised loop and an entry recomputed alone give the same bits.
+/// Arguments at or below -88 (-inf included) give exactly 0: the clamp lands on 2^-127, whose
+/// exponent field is zero.
 inline float exp_flush(float x) {
-  x = x < -87.5f ? -87.5f : x;  // also maps -inf and keeps 2^k normal
-  x = x > 88.0f ? 88.0f : x;
+  // The clamp to [-88, 88] on integer keys with the floats' order: a float select here keeps GCC
+  // from vectorising the loop without SSE4.1.
+  constexpr std::int32_t lo = signed_order_key(-88.0f), hi = signed_order_key(88.0f);
+  std::int32_t key = signed_order_key(x);
+  key = key >= lo ? key : lo;
+  key = key <= hi ? key : hi;
+  x = from_signed_order_key(key);
   constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
   const float k = (x * 1.44269504088896341f + kRound) - kRound;
   const float r = (x - k * 0.693359375f) - k * -2.12194440e-4f;
@@ -43,9 +58,7 @@ inline float exp_flush(float x) {
   y = y * r + 1.6666665459e-1f;
   y = y * r + 5.0000001201e-1f;
   y = (y * (r * r) + r) + 1.0f;
-  const auto scale = std::bit_cast<float>((static_cast<std::int32_t>(k) + 127) << 23);
-  const float e = y * scale;
-  return e < std::numeric_limits<float>::min() ? 0.0f : e;
+  return y * std::bit_cast<float>((static_cast<std::int32_t>(k) + 127) << 23);
 }
 
 /// The statistics of one warped row. An entry's warped probability is warped_probability().
@@ -92,6 +105,11 @@ inline float warped_probability(const WarpStats& s, float logit, std::int64_t id
   return p;
 }
 
+/// `value` when `keep`, else +0, by masking its bits.
+inline float keep_if(bool keep, float value) {
+  return std::bit_cast<float>(std::bit_cast<std::int32_t>(value) & -static_cast<std::int32_t>(keep));
+}
+
 /// Writes the whole warped row (the same values warped_probability gives entry by entry).
 template <class T>
 void write_warped_row(const WarpStats& s, const T* logits, std::int64_t n, float* out) {
@@ -105,10 +123,19 @@ void write_warped_row(const WarpStats& s, const T* logits, std::int64_t n, float
   }
   if (s.top_k_last < 0 && s.top_p_last >= 0 && !(s.min_p_threshold > 0.0f)) {
     const float cut = s.top_p_value, inv_kept = s.inv_top_p_kept;
-    const auto last = s.top_p_last;
-    for (std::int64_t i = 0; i < n; ++i) {
+    // Up to the last id kept a tie with the cut stays, after it a tie goes: two loops without an
+    // index comparison, so both vectorise.
+    const std::int64_t split = std::min(n, s.top_p_last + 1);
+    // Probabilities are >= +0, so their bits order as integers (integer selects vectorise
+    // without SSE4.1, float ones do not).
+    const auto cut_bits = std::bit_cast<std::int32_t>(cut);
+    for (std::int64_t i = 0; i < split; ++i) {
       const float p = exp_flush(to_float(logits[i]) * inv_t - max) * inv_sum;
-      out[i] = p < cut || (p == cut && i > last) ? 0.0f : p * inv_kept;
+      out[i] = keep_if(std::bit_cast<std::int32_t>(p) >= cut_bits, p * inv_kept);
+    }
+    for (std::int64_t i = split; i < n; ++i) {
+      const float p = exp_flush(to_float(logits[i]) * inv_t - max) * inv_sum;
+      out[i] = keep_if(std::bit_cast<std::int32_t>(p) > cut_bits, p * inv_kept);
     }
     return;
   }
@@ -147,16 +174,18 @@ class TiledSum {
 template <class T>
 double dense_exp_sum(const T* logits, std::int64_t n, float inv_t, float max) {
   double total = 0.0;
+  float terms[kSumTile];  // a plain loop of exps vectorises at any ISA level; the lanes then add
   for (std::int64_t b = 0; b < n; b += kSumTile) {
     const std::int64_t e = std::min(n, b + kSumTile);
-    float lanes[kSumLanes] = {};
-    std::int64_t i = b;
-    for (; i + kSumLanes <= e; i += kSumLanes) {
-      for (int j = 0; j < kSumLanes; ++j) {
-        lanes[j] += exp_flush(to_float(logits[i + j]) * inv_t - max);
-      }
+    const std::int64_t count = e - b;
+    for (std::int64_t i = 0; i < count; ++i) {
+      terms[i] = exp_flush(to_float(logits[b + i]) * inv_t - max);
     }
-    for (int j = 0; i + j < e; ++j) lanes[j] += exp_flush(to_float(logits[i + j]) * inv_t - max);
+    for (std::int64_t i = count; i < kSumTile; ++i) terms[i] = 0.0f;
+    float lanes[kSumLanes] = {};
+    for (std::int64_t i = 0; i < kSumTile; i += kSumLanes) {
+      for (int j = 0; j < kSumLanes; ++j) lanes[j] += terms[i + j];
+    }
     float tile_sum = 0.0f;
     for (float lane : lanes) tile_sum += lane;
     total += tile_sum;
@@ -165,17 +194,21 @@ double dense_exp_sum(const T* logits, std::int64_t n, float inv_t, float max) {
 }
 
 /// Largest logit and whether the row holds a NaN or +inf (then the caller's check names it).
+/// Integer keys with the floats' order, so the reductions vectorise at any ISA level.
 template <class T>
 float scan_max(const T* logits, std::int64_t n, bool& invalid) {
-  float m = kNegInf;
-  bool bad = false;
+  std::int32_t best = std::numeric_limits<std::int32_t>::min();
+  std::int32_t bad = 0;
   for (std::int64_t i = 0; i < n; ++i) {
-    const float v = to_float(logits[i]);
-    m = v > m ? v : m;
-    bad |= !(v < std::numeric_limits<float>::infinity()) && !(v == kNegInf);
+    const auto u = std::bit_cast<std::int32_t>(to_float(logits[i]));
+    const std::int32_t key = u ^ ((u >> 31) & 0x7fffffff);  // signed_order_key
+    best = key > best ? key : best;
+    // NaN or +inf: magnitude bits at least those of inf, and not -inf.
+    bad |= static_cast<std::int32_t>((u & 0x7fffffff) >= 0x7f800000) &
+           static_cast<std::int32_t>(u != std::bit_cast<std::int32_t>(kNegInf));
   }
-  invalid = bad;
-  return m;
+  invalid = bad != 0;
+  return from_signed_order_key(best);
 }
 
 struct WarpScratch {
@@ -201,15 +234,28 @@ void top_k_cut(const T* logits, std::int64_t n, std::int64_t k, float inv_t, War
   const std::int64_t cap = std::min(n, std::max<std::int64_t>(8 * k, 4096));
   float threshold = kNegInf;
   std::int64_t m = 0;
-  for (std::int64_t i = 0; i < n; ++i) {
-    if (!(z(static_cast<std::int32_t>(i)) >= threshold)) continue;
+  const auto visit = [&](std::int64_t i) {
+    if (!(z(static_cast<std::int32_t>(i)) >= threshold)) return;
     ids[m++] = static_cast<std::int32_t>(i);
-    if (m == cap && i + 1 < n) {
+    if (m == cap) {
       std::nth_element(ids, ids + (k - 1), ids + m, better);
       threshold = z(ids[k - 1]);
       m = k;
     }
+  };
+  // Blocks whose largest logit is below the running threshold are skipped whole (the block max
+  // is a vectorised integer reduction).
+  std::int64_t b = 0;
+  for (; b + kSumLanes <= n; b += kSumLanes) {
+    std::int32_t best = std::numeric_limits<std::int32_t>::min();
+    for (int j = 0; j < kSumLanes; ++j) {
+      const std::int32_t key = signed_order_key(to_float(logits[b + j]));
+      best = key > best ? key : best;
+    }
+    if (!(from_signed_order_key(best) * inv_t >= threshold)) continue;
+    for (int j = 0; j < kSumLanes; ++j) visit(b + j);
   }
+  for (; b < n; ++b) visit(b);
   std::nth_element(ids, ids + (k - 1), ids + m, better);
   s.top_k_last = ids[k - 1];
   s.top_k_value = z(ids[k - 1]);
@@ -341,15 +387,19 @@ WarpStats warp_stats(const Warp& w, const T* logits, std::int64_t n, WarpScratch
                                                 std::log(bound / static_cast<double>(s.inv_sum)) - 0.01)
                            : kNegInf;
     for (std::int64_t i = 0; i < n; ++i) {
+      // Branch-free compaction: every entry is written, the count advances for candidates.
+      const float z = to_float(logits[i]) * inv_t;
       ids[m] = static_cast<std::int32_t>(i);
-      m += to_float(logits[i]) * inv_t >= gate ? 1 : 0;
+      values[m] = z;
+      m += z >= gate ? 1 : 0;
     }
+    const float max = s.max, inv_sum = s.inv_sum;
+    for (std::int64_t j = 0; j < m; ++j) values[j] = exp_flush(values[j] - max) * inv_sum;
     std::int64_t kept = 0;
     for (std::int64_t j = 0; j < m; ++j) {
-      const float p = exp_flush(to_float(logits[ids[j]]) * inv_t - s.max) * s.inv_sum;
       ids[kept] = ids[j];
-      values[kept] = p;
-      kept += p > 0.0f ? 1 : 0;
+      values[kept] = values[j];
+      kept += values[j] > 0.0f ? 1 : 0;
     }
     m = kept;
   }

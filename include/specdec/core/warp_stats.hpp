@@ -22,6 +22,16 @@
 #include "specdec/core/numerics.hpp"
 #include "specdec/core/warp.hpp"
 
+// The row loops are compiled twice when the including code targets less than AVX2 (the
+// distributions' default): once as is and once for AVX2, picked at load time by the CPU. AVX2
+// without FMA, so both clones round every operation alike and match the entries recomputed alone.
+#if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__) && defined(__x86_64__) && \
+    !defined(__AVX2__) && !defined(SPECDEC_NO_CPU_CLONES)
+#define SPECDEC_ROW_LOOP __attribute__((target_clones("avx2", "default")))
+#else
+#define SPECDEC_ROW_LOOP
+#endif
+
 namespace specdec::detail {
 
 inline constexpr std::int64_t kSumTile = 1024;
@@ -65,9 +75,9 @@ inline float exp_flush(float x) {
 struct WarpStats {
   float inv_temperature = 1.0f;  // z = logit * inv_temperature
   std::int64_t greedy = -1;      // >= 0: the row is one-hot on this token
-  float max = 0.0f;              // largest z kept by top-k
+  float max = 0.0f;              // largest logit kept by top-k
   float inv_sum = 1.0f;          // 1 / sum of exp(z - max) over the top-k survivors
-  float top_k_value = 0.0f;      // z of the k-th entry kept
+  float top_k_value = 0.0f;      // logit of the k-th entry kept
   std::int64_t top_k_last = -1;  // its id; -1: top-k off
   float top_p_value = 0.0f;      // probability of the last entry of the nucleus
   std::int64_t top_p_last = -1;  // its id; -1: top-p off
@@ -88,16 +98,23 @@ inline bool below_cut(float value, std::int64_t id, float cut_value, std::int64_
   return value < cut_value || (value == cut_value && id > cut_last);
 }
 
+/// The exponent of a logit's softmax term, (logit - max) / temperature. The one form every path
+/// uses: a product feeding a subtraction could be fused into an FMA in one context and not in
+/// another, a subtraction feeding a product cannot.
+inline float scaled_exponent(float logit, float max, float inv_temperature) {
+  return (logit - max) * inv_temperature;
+}
+
 /// Probability after temperature, top-k and the softmax (before top-p and min-p).
-inline float softmax_probability(const WarpStats& s, float z, std::int64_t id) {
-  if (s.top_k_last >= 0 && below_cut(z, id, s.top_k_value, s.top_k_last)) return 0.0f;
-  return exp_flush(z - s.max) * s.inv_sum;
+inline float softmax_probability(const WarpStats& s, float logit, std::int64_t id) {
+  if (s.top_k_last >= 0 && below_cut(logit, id, s.top_k_value, s.top_k_last)) return 0.0f;
+  return exp_flush(scaled_exponent(logit, s.max, s.inv_temperature)) * s.inv_sum;
 }
 
 /// The warped probability of token `id` whose logit is `logit`.
 inline float warped_probability(const WarpStats& s, float logit, std::int64_t id) {
   if (s.greedy >= 0) return id == s.greedy ? 1.0f : 0.0f;
-  float p = softmax_probability(s, logit * s.inv_temperature, id);
+  float p = softmax_probability(s, logit, id);
   if (s.top_p_last >= 0) {
     p = below_cut(p, id, s.top_p_value, s.top_p_last) ? 0.0f : p * s.inv_top_p_kept;
   }
@@ -112,12 +129,12 @@ inline float keep_if(bool keep, float value) {
 
 /// Writes the whole warped row (the same values warped_probability gives entry by entry).
 template <class T>
-void write_warped_row(const WarpStats& s, const T* logits, std::int64_t n, float* out) {
+SPECDEC_ROW_LOOP void write_warped_row(const WarpStats& s, const T* logits, std::int64_t n, float* out) {
   if (s.greedy >= 0) return one_hot(out, n, s.greedy);
   const float inv_t = s.inv_temperature, max = s.max, inv_sum = s.inv_sum;
   if (s.top_k_last < 0 && s.top_p_last < 0 && !(s.min_p_threshold > 0.0f)) {
     for (std::int64_t i = 0; i < n; ++i) {
-      out[i] = exp_flush(to_float(logits[i]) * inv_t - max) * inv_sum;
+      out[i] = exp_flush(scaled_exponent(to_float(logits[i]), max, inv_t)) * inv_sum;
     }
     return;
   }
@@ -130,11 +147,11 @@ void write_warped_row(const WarpStats& s, const T* logits, std::int64_t n, float
     // without SSE4.1, float ones do not).
     const auto cut_bits = std::bit_cast<std::int32_t>(cut);
     for (std::int64_t i = 0; i < split; ++i) {
-      const float p = exp_flush(to_float(logits[i]) * inv_t - max) * inv_sum;
+      const float p = exp_flush(scaled_exponent(to_float(logits[i]), max, inv_t)) * inv_sum;
       out[i] = keep_if(std::bit_cast<std::int32_t>(p) >= cut_bits, p * inv_kept);
     }
     for (std::int64_t i = split; i < n; ++i) {
-      const float p = exp_flush(to_float(logits[i]) * inv_t - max) * inv_sum;
+      const float p = exp_flush(scaled_exponent(to_float(logits[i]), max, inv_t)) * inv_sum;
       out[i] = keep_if(std::bit_cast<std::int32_t>(p) > cut_bits, p * inv_kept);
     }
     return;
@@ -170,16 +187,16 @@ class TiledSum {
   double total_ = 0.0;
 };
 
-/// The tile rule over a dense row: sum of exp(z_i - max), z_i = logits[i] * inv_t.
+/// The tile rule over a dense row: sum of exp((logits[i] - max) * inv_t).
 template <class T>
-double dense_exp_sum(const T* logits, std::int64_t n, float inv_t, float max) {
+SPECDEC_ROW_LOOP double dense_exp_sum(const T* logits, std::int64_t n, float inv_t, float max) {
   double total = 0.0;
   float terms[kSumTile];  // a plain loop of exps vectorises at any ISA level; the lanes then add
   for (std::int64_t b = 0; b < n; b += kSumTile) {
     const std::int64_t e = std::min(n, b + kSumTile);
     const std::int64_t count = e - b;
     for (std::int64_t i = 0; i < count; ++i) {
-      terms[i] = exp_flush(to_float(logits[b + i]) * inv_t - max);
+      terms[i] = exp_flush(scaled_exponent(to_float(logits[b + i]), max, inv_t));
     }
     for (std::int64_t i = count; i < kSumTile; ++i) terms[i] = 0.0f;
     float lanes[kSumLanes] = {};
@@ -196,7 +213,7 @@ double dense_exp_sum(const T* logits, std::int64_t n, float inv_t, float max) {
 /// Largest logit and whether the row holds a NaN or +inf (then the caller's check names it).
 /// Integer keys with the floats' order, so the reductions vectorise at any ISA level.
 template <class T>
-float scan_max(const T* logits, std::int64_t n, bool& invalid) {
+SPECDEC_ROW_LOOP float scan_max(const T* logits, std::int64_t n, bool& invalid) {
   std::int32_t best = std::numeric_limits<std::int32_t>::min();
   std::int32_t bad = 0;
   for (std::int64_t i = 0; i < n; ++i) {
@@ -209,6 +226,21 @@ float scan_max(const T* logits, std::int64_t n, bool& invalid) {
   }
   invalid = bad != 0;
   return from_signed_order_key(best);
+}
+
+/// The ids (ascending) and logits of the entries whose logit is at least `gate`; returns their
+/// count. Branch-free: every entry is written, the count advances for the ones kept.
+template <class T>
+SPECDEC_ROW_LOOP std::int64_t gather_at_least(const T* logits, std::int64_t n, float gate,
+                                              std::int32_t* ids, float* values) {
+  std::int64_t m = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float logit = to_float(logits[i]);
+    ids[m] = static_cast<std::int32_t>(i);
+    values[m] = logit;
+    m += logit >= gate ? 1 : 0;
+  }
+  return m;
 }
 
 struct WarpScratch {
@@ -224,9 +256,8 @@ inline WarpScratch warp_scratch(std::int32_t* base, std::int64_t n) {
 /// Top-k of z (the k largest, ties to the lowest id): gathers ids above a running threshold and
 /// narrows them with nth_element; leaves the k kept ids sorted by id in ids[0, k).
 template <class T>
-void top_k_cut(const T* logits, std::int64_t n, std::int64_t k, float inv_t, WarpStats& s,
-               std::int32_t* ids) {
-  const auto z = [=](std::int32_t i) { return to_float(logits[i]) * inv_t; };
+void top_k_cut(const T* logits, std::int64_t n, std::int64_t k, WarpStats& s, std::int32_t* ids) {
+  const auto z = [=](std::int32_t i) { return to_float(logits[i]); };
   const auto better = [&](std::int32_t a, std::int32_t b) {
     const float za = z(a), zb = z(b);
     return za > zb || (za == zb && a < b);
@@ -252,7 +283,7 @@ void top_k_cut(const T* logits, std::int64_t n, std::int64_t k, float inv_t, War
       const std::int32_t key = signed_order_key(to_float(logits[b + j]));
       best = key > best ? key : best;
     }
-    if (!(from_signed_order_key(best) * inv_t >= threshold)) continue;
+    if (!(from_signed_order_key(best) >= threshold)) continue;
     for (int j = 0; j < kSumLanes; ++j) visit(b + j);
   }
   for (; b < n; ++b) visit(b);
@@ -347,18 +378,18 @@ WarpStats warp_stats(const Warp& w, const T* logits, std::int64_t n, WarpScratch
   const bool top_k = w.top_k > 0 && w.top_k < n;
   std::int64_t m = 0;  // candidates in ids / values, ascending ids
   if (top_k) {
-    top_k_cut(logits, n, w.top_k, inv_t, s, ids);
+    top_k_cut(logits, n, w.top_k, s, ids);
     m = w.top_k;
     float max = kNegInf;
-    for (std::int64_t j = 0; j < m; ++j) max = std::max(max, to_float(logits[ids[j]]) * inv_t);
+    for (std::int64_t j = 0; j < m; ++j) max = std::max(max, to_float(logits[ids[j]]));
     s.max = max;
     TiledSum sum;
     for (std::int64_t j = 0; j < m; ++j) {
-      sum.add(ids[j], exp_flush(to_float(logits[ids[j]]) * inv_t - max));
+      sum.add(ids[j], exp_flush(scaled_exponent(to_float(logits[ids[j]]), max, inv_t)));
     }
     s.inv_sum = 1.0f / static_cast<float>(sum.total());
   } else {
-    s.max = raw_max * inv_t;
+    s.max = raw_max;
     s.inv_sum = 1.0f / static_cast<float>(dense_exp_sum(logits, n, inv_t, s.max));
   }
   const bool top_p = w.top_p < 1.0f;
@@ -372,7 +403,8 @@ WarpStats warp_stats(const Warp& w, const T* logits, std::int64_t n, WarpScratch
   if (top_k) {
     std::int64_t kept = 0;
     for (std::int64_t j = 0; j < m; ++j) {
-      const float p = exp_flush(to_float(logits[ids[j]]) * inv_t - s.max) * s.inv_sum;
+      const float p =
+          exp_flush(scaled_exponent(to_float(logits[ids[j]]), s.max, inv_t)) * s.inv_sum;
       ids[kept] = ids[j];
       values[kept] = p;
       kept += p > 0.0f ? 1 : 0;
@@ -382,19 +414,17 @@ WarpStats warp_stats(const Warp& w, const T* logits, std::int64_t n, WarpScratch
     double bound = 0.0;  // in probability
     if (top_p && !small) bound = 0.5 * (1.0 - static_cast<double>(w.top_p)) / static_cast<double>(n);
     if (!top_p && min_p) bound = 0.5 * static_cast<double>(w.min_p) * static_cast<double>(s.inv_sum);
-    const float gate = bound > 0.0
-                           ? static_cast<float>(static_cast<double>(s.max) +
-                                                std::log(bound / static_cast<double>(s.inv_sum)) - 0.01)
-                           : kNegInf;
-    for (std::int64_t i = 0; i < n; ++i) {
-      // Branch-free compaction: every entry is written, the count advances for candidates.
-      const float z = to_float(logits[i]) * inv_t;
-      ids[m] = static_cast<std::int32_t>(i);
-      values[m] = z;
-      m += z >= gate ? 1 : 0;
-    }
+    // p >= bound  <=>  logit >= max + temperature * log(bound * sum), less a margin for rounding.
+    const float gate =
+        bound > 0.0 ? static_cast<float>(static_cast<double>(s.max) +
+                                         (std::log(bound / static_cast<double>(s.inv_sum)) - 0.01) /
+                                             static_cast<double>(inv_t))
+                    : kNegInf;
+    m = gather_at_least(logits, n, gate, ids, values);
     const float max = s.max, inv_sum = s.inv_sum;
-    for (std::int64_t j = 0; j < m; ++j) values[j] = exp_flush(values[j] - max) * inv_sum;
+    for (std::int64_t j = 0; j < m; ++j) {
+      values[j] = exp_flush(scaled_exponent(values[j], max, inv_t)) * inv_sum;
+    }
     std::int64_t kept = 0;
     for (std::int64_t j = 0; j < m; ++j) {
       ids[kept] = ids[j];
@@ -409,7 +439,7 @@ WarpStats warp_stats(const Warp& w, const T* logits, std::int64_t n, WarpScratch
       // Rounding left the candidates short of the mass: take every positive entry.
       m = 0;
       for (std::int64_t i = 0; i < n; ++i) {
-        const float p = exp_flush(to_float(logits[i]) * inv_t - s.max) * s.inv_sum;
+        const float p = exp_flush(scaled_exponent(to_float(logits[i]), s.max, inv_t)) * s.inv_sum;
         ids[m] = static_cast<std::int32_t>(i);
         values[m] = p;
         m += p > 0.0f ? 1 : 0;

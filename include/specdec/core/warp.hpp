@@ -202,6 +202,9 @@ inline void warp_scaled_logits_in_place(const Warp& w, float* out, std::int64_t 
 template <class T>
 void warp_logits_unchecked(const Warp& w, std::span<const T> logits, std::span<float> out,
                            std::int32_t* idx);
+template <class T>
+bool warp_logits_if_valid(const Warp& w, std::span<const T> logits, std::span<float> out,
+                          std::int32_t* idx);
 
 template <class T>
 void warp_probabilities_unchecked(const Warp& w, std::span<const T> probs, std::span<float> out,
@@ -250,12 +253,16 @@ inline void check_warp_list(std::span<const Warp> warps, std::int64_t count, std
 template <class T = float>
 void warp_logits(const Warp& w, std::type_identity_t<std::span<const T>> logits,
                  std::span<float> warped, Workspace& ws) {
-  check_logits_row<T>("logits", logits);
+  if (logits.empty()) detail::fail("logits", "the row is empty");
   check_size("warped", warped.size(), logits.size());
   w.validate(static_cast<std::int64_t>(logits.size()));
   auto scope = ws.scope();
-  auto idx = ws.take<std::int32_t>(warp_workspace_size(static_cast<std::int64_t>(logits.size())) / sizeof(std::int32_t));
-  detail::warp_logits_unchecked(w, logits, warped, idx.data());
+  const auto n = static_cast<std::int64_t>(logits.size());
+  auto idx = ws.take<std::int32_t>(warp_workspace_size(n) / sizeof(std::int32_t));
+  // The logits are checked by the statistics' first pass; a bad row is then named in full.
+  if (!detail::warp_logits_if_valid(w, logits, warped, idx.data())) {
+    check_logits_row<T>("logits", logits);
+  }
 }
 
 /// warped = S(probabilities); the row must be a valid distribution.

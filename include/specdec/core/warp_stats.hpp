@@ -32,17 +32,24 @@
 #define SPECDEC_ROW_LOOP
 #endif
 
+// Entry functions the row loops call: inlined always, or the loops do not vectorise.
+#if defined(__GNUC__)
+#define SPECDEC_ENTRY_INLINE [[gnu::always_inline]] inline
+#else
+#define SPECDEC_ENTRY_INLINE inline
+#endif
+
 namespace specdec::detail {
 
 inline constexpr std::int64_t kSumTile = 1024;
 inline constexpr int kSumLanes = 16;
 
 /// The float's bits as a signed integer with the floats' order (for vectorisable max and clamps).
-constexpr std::int32_t signed_order_key(float x) {
+SPECDEC_ENTRY_INLINE constexpr std::int32_t signed_order_key(float x) {
   const auto u = std::bit_cast<std::int32_t>(x);
   return u ^ ((u >> 31) & 0x7fffffff);
 }
-constexpr float from_signed_order_key(std::int32_t key) {
+SPECDEC_ENTRY_INLINE constexpr float from_signed_order_key(std::int32_t key) {
   return std::bit_cast<float>(key ^ ((key >> 31) & 0x7fffffff));
 }
 
@@ -50,7 +57,7 @@ constexpr float from_signed_order_key(std::int32_t key) {
 /// level, so a row written in a vectorised loop and an entry recomputed alone give the same bits.
 /// Arguments at or below -88 (-inf included) give exactly 0: the clamp lands on 2^-127, whose
 /// exponent field is zero.
-inline float exp_flush(float x) {
+SPECDEC_ENTRY_INLINE float exp_flush(float x) {
   // The clamp to [-88, 88] on integer keys with the floats' order: a float select here keeps GCC
   // from vectorising the loop without SSE4.1.
   constexpr std::int32_t lo = signed_order_key(-88.0f), hi = signed_order_key(88.0f);
@@ -94,25 +101,25 @@ inline std::size_t warp_stats_scratch_size(std::int64_t vocab) {
 
 /// Whether (value, id) is cut by a cut at (cut_value, cut_last): ordering is value descending,
 /// ties to the lowest id.
-inline bool below_cut(float value, std::int64_t id, float cut_value, std::int64_t cut_last) {
+SPECDEC_ENTRY_INLINE bool below_cut(float value, std::int64_t id, float cut_value, std::int64_t cut_last) {
   return value < cut_value || (value == cut_value && id > cut_last);
 }
 
 /// The exponent of a logit's softmax term, (logit - max) / temperature. The one form every path
 /// uses: a product feeding a subtraction could be fused into an FMA in one context and not in
 /// another, a subtraction feeding a product cannot.
-inline float scaled_exponent(float logit, float max, float inv_temperature) {
+SPECDEC_ENTRY_INLINE float scaled_exponent(float logit, float max, float inv_temperature) {
   return (logit - max) * inv_temperature;
 }
 
 /// Probability after temperature, top-k and the softmax (before top-p and min-p).
-inline float softmax_probability(const WarpStats& s, float logit, std::int64_t id) {
+SPECDEC_ENTRY_INLINE float softmax_probability(const WarpStats& s, float logit, std::int64_t id) {
   if (s.top_k_last >= 0 && below_cut(logit, id, s.top_k_value, s.top_k_last)) return 0.0f;
   return exp_flush(scaled_exponent(logit, s.max, s.inv_temperature)) * s.inv_sum;
 }
 
 /// The warped probability of token `id` whose logit is `logit`.
-inline float warped_probability(const WarpStats& s, float logit, std::int64_t id) {
+SPECDEC_ENTRY_INLINE float warped_probability(const WarpStats& s, float logit, std::int64_t id) {
   if (s.greedy >= 0) return id == s.greedy ? 1.0f : 0.0f;
   float p = softmax_probability(s, logit, id);
   if (s.top_p_last >= 0) {
@@ -123,7 +130,7 @@ inline float warped_probability(const WarpStats& s, float logit, std::int64_t id
 }
 
 /// `value` when `keep`, else +0, by masking its bits.
-inline float keep_if(bool keep, float value) {
+SPECDEC_ENTRY_INLINE float keep_if(bool keep, float value) {
   return std::bit_cast<float>(std::bit_cast<std::int32_t>(value) & -static_cast<std::int32_t>(keep));
 }
 
@@ -468,13 +475,23 @@ WarpStats warp_stats(const Warp& w, const T* logits, std::int64_t n, WarpScratch
   return s;
 }
 
+/// Warps a row of logits (a valid warp for its size) unless the row holds a NaN, +inf or no
+/// finite entry; returns whether it did.
 template <class T>
-void warp_logits_unchecked(const Warp& w, std::span<const T> logits, std::span<float> out,
-                           std::int32_t* idx) {
+bool warp_logits_if_valid(const Warp& w, std::span<const T> logits, std::span<float> out,
+                          std::int32_t* idx) {
   const auto n = static_cast<std::int64_t>(logits.size());
   bool invalid = false;
   const WarpStats s = warp_stats(w, logits.data(), n, warp_scratch(idx, n), invalid);
+  if (invalid) return false;
   write_warped_row(s, logits.data(), n, out.data());
+  return true;
+}
+
+template <class T>
+void warp_logits_unchecked(const Warp& w, std::span<const T> logits, std::span<float> out,
+                           std::int32_t* idx) {
+  warp_logits_if_valid(w, logits, out, idx);
 }
 
 }  // namespace specdec::detail

@@ -52,7 +52,7 @@ struct Warp {
 
 /// Bytes of workspace a warp of a row of `vocab` entries needs.
 inline std::size_t warp_workspace_size(std::int64_t vocab) {
-  return Workspace::round_up(static_cast<std::size_t>(vocab) * sizeof(std::int32_t));
+  return Workspace::round_up(3 * static_cast<std::size_t>(vocab) * sizeof(std::int32_t));
 }
 
 namespace detail {
@@ -191,14 +191,14 @@ inline void warp_scaled_logits_in_place(const Warp& w, float* out, std::int64_t 
   if (w.min_p > 0.0f) keep_min_p(out, n, w.min_p);
 }
 
+/// The warp of a row of logits without validation; `idx` has room for warp_workspace_size bytes.
+/// Defined in warp_stats.hpp: the row is written from its statistics.
 template <class T>
 void warp_logits_unchecked(const Warp& w, std::span<const T> logits, std::span<float> out,
-                           std::int32_t* idx) {
-  const auto n = static_cast<std::int64_t>(logits.size());
-  if (w.is_greedy()) return one_hot(out.data(), n, row_argmax(logits.data(), n));
-  map(out) = map(logits).template cast<float>() * (1.0f / w.temperature);
-  warp_scaled_logits_in_place(w, out.data(), n, idx);
-}
+                           std::int32_t* idx);
+template <class T>
+bool warp_logits_if_valid(const Warp& w, std::span<const T> logits, std::span<float> out,
+                          std::int32_t* idx);
 
 template <class T>
 void warp_probabilities_unchecked(const Warp& w, std::span<const T> probs, std::span<float> out,
@@ -247,12 +247,16 @@ inline void check_warp_list(std::span<const Warp> warps, std::int64_t count, std
 template <class T = float>
 void warp_logits(const Warp& w, std::type_identity_t<std::span<const T>> logits,
                  std::span<float> warped, Workspace& ws) {
-  check_logits_row<T>("logits", logits);
+  if (logits.empty()) detail::fail("logits", "the row is empty");
   check_size("warped", warped.size(), logits.size());
   w.validate(static_cast<std::int64_t>(logits.size()));
   auto scope = ws.scope();
-  auto idx = ws.take<std::int32_t>(logits.size());
-  detail::warp_logits_unchecked(w, logits, warped, idx.data());
+  const auto n = static_cast<std::int64_t>(logits.size());
+  auto idx = ws.take<std::int32_t>(warp_workspace_size(n) / sizeof(std::int32_t));
+  // The logits are checked by the statistics' first pass; a bad row is then named in full.
+  if (!detail::warp_logits_if_valid(w, logits, warped, idx.data())) {
+    check_logits_row<T>("logits", logits);
+  }
 }
 
 /// warped = S(probabilities); the row must be a valid distribution.
@@ -268,3 +272,5 @@ void warp_probabilities(const Warp& w, std::type_identity_t<std::span<const T>> 
 }
 
 }  // namespace specdec
+
+#include "specdec/core/warp_stats.hpp"

@@ -341,7 +341,8 @@ class MethodStrategy {
       raw_target_rows_.resize(needs_raw() ? (length + 1) * v : 0);
       for (std::size_t r = 0; r < raw_target_rows_.size() / v; ++r) {
         auto scope = context.workspace.scope();
-        auto idx = context.workspace.take<std::int32_t>(v);
+        auto idx = context.workspace.take<std::int32_t>(warp_workspace_size(context.vocab) /
+                                                        sizeof(std::int32_t));
         detail::warp_logits_unchecked(Warp{}, scores.logits.row(static_cast<std::int64_t>(r)),
                                       std::span<float>(raw_target_rows_.data() + r * v, v),
                                       idx.data());

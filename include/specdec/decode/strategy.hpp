@@ -101,7 +101,8 @@ namespace detail {
 inline void warp_row(const Warp& warp, std::span<const float> logits, std::span<float> out,
                      float* raw, Workspace& workspace) {
   auto scope = workspace.scope();
-  auto idx = workspace.take<std::int32_t>(logits.size());
+  const auto vocab = static_cast<std::int64_t>(logits.size());
+  auto idx = workspace.take<std::int32_t>(warp_workspace_size(vocab) / sizeof(std::int32_t));
   warp_logits_unchecked(warp, logits, out, idx.data());
   if (raw != nullptr) {
     warp_logits_unchecked(Warp{}, logits, std::span<float>(raw, out.size()), idx.data());

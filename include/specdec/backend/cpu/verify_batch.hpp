@@ -14,22 +14,19 @@
 #include "specdec/core/warp.hpp"
 #include "specdec/core/workspace.hpp"
 #include "specdec/verify/chain.hpp"
+#include "specdec/verify/chain_logits.hpp"
 #include "specdec/verify/tree.hpp"
 
 namespace specdec::detail {
 
 template <>
 struct ChainBatchImpl<backend::Cpu> {
-  /// Per thread taking part: one float row of scratch; from logits also the warped rows of one
-  /// sequence (2 gamma + 1 rows) and the warp's index buffer.
+  /// Per thread taking part: one float row of scratch; from logits three rows (the residual and
+  /// the two rows written at a rejection) and the warp's scratch.
   static std::size_t per_thread_bytes(const ChainBatchShape& shape) {
     const auto v = static_cast<std::size_t>(std::max<std::int64_t>(shape.vocab, 0));
-    std::size_t bytes = Workspace::round_up(v * sizeof(float));
-    if (shape.from_logits) {
-      const auto rows = static_cast<std::size_t>(std::max<std::int64_t>(2 * shape.gamma + 1, 0));
-      bytes += Workspace::round_up(rows * v * sizeof(float)) + warp_workspace_size(shape.vocab);
-    }
-    return bytes;
+    if (shape.from_logits) return chain_logits_scratch_size(std::max<std::int64_t>(shape.vocab, 0));
+    return Workspace::round_up(v * sizeof(float));
   }
   static std::size_t workspace_size(const backend::Cpu& cpu, const ChainBatchShape& shape) {
     const int threads = backend::default_thread_pool().resolve(shape.batch, cpu.threads);
@@ -93,45 +90,33 @@ struct ChainBatchImpl<backend::Cpu> {
     const std::int64_t batch = draft_tokens.rows, gamma = draft_tokens.cols;
     const std::int64_t vocab = target_logits.cols;
     check_sequence_warps(warps, batch, vocab);
-    const auto v = static_cast<std::size_t>(vocab);
-    const auto g = static_cast<std::size_t>(gamma);
     auto& pool = backend::default_thread_pool();
     const int threads = pool.resolve(batch, cpu.threads);
-    const std::size_t warped_floats = (2 * g + 1) * v;
-    const std::size_t index_entries = warp_workspace_size(vocab) / sizeof(std::int32_t);
-    auto scope = ws.scope();
-    auto scratch = ws.take<float>(v * static_cast<std::size_t>(threads));
-    auto warped = ws.take<float>(warped_floats * static_cast<std::size_t>(threads));
-    auto index = ws.take<std::int32_t>(index_entries * static_cast<std::size_t>(threads));
-    pool.run(batch, threads, [&](std::int64_t b, int slot) {
-      const auto s = static_cast<std::size_t>(slot);
-      float* target = warped.data() + s * warped_floats;
-      float* draft = target + (g + 1) * v;
-      std::int32_t* idx = index.data() + s * index_entries;
-      const Warp& w = warps[warps.size() == 1 ? 0 : static_cast<std::size_t>(b)];
-      for (std::int64_t i = 0; i <= gamma; ++i) {
-        const auto row = target_logits.row(b * (gamma + 1) + i);
-        check_logits_row<T>(ArgName("target_logits", b * (gamma + 1) + i), row);
-        warp_logits_unchecked<T>(
-            w, row, std::span<float>(target + static_cast<std::size_t>(i) * v, v), idx);
-      }
+    for (std::int64_t b = 0; b < batch; ++b) {
       for (std::int64_t i = 0; i < gamma; ++i) {
-        const auto row = draft_logits.row(b * gamma + i);
-        check_logits_row<T>(ArgName("draft_logits", b * gamma + i), row);
-        warp_logits_unchecked<T>(w, row,
-                                 std::span<float>(draft + static_cast<std::size_t>(i) * v, v), idx);
+        // Tokens are checked up front; rows only as the walk reaches them.
+        check_token(ArgName("draft_tokens", b)[i], draft_tokens(b, i), vocab);
       }
-      const std::span<const Token> tokens(draft_tokens.row_data(b), g);
-      try {
-        check_chain_inputs<float>(Rejection{}, std::span<const float>(target, (g + 1) * v),
-                                  std::span<const float>(draft, g * v), tokens, vocab, g + 1, {},
-                                  {});
-      } catch (const Error& e) {
-        rethrow_for_sequence(e, b);
-      }
-      const auto verdict = verify_chain_unchecked<float>(
-          Rejection{}, target, draft, tokens.data(), g, vocab, streams[static_cast<std::size_t>(b)],
-          emitted.row_data(b), scratch.data() + s * v);
+    }
+    const std::size_t per_thread = chain_logits_scratch_size(vocab);
+    const auto row_bytes = Workspace::round_up(static_cast<std::size_t>(vocab) * sizeof(float));
+    auto scope = ws.scope();
+    auto bytes = ws.take<std::byte>(per_thread * static_cast<std::size_t>(threads));
+    pool.run(batch, threads, [&](std::int64_t b, int slot) {
+      std::byte* base = bytes.data() + static_cast<std::size_t>(slot) * per_thread;
+      const ChainLogitsScratch scratch{reinterpret_cast<float*>(base),
+                                       reinterpret_cast<float*>(base + row_bytes),
+                                       reinterpret_cast<float*>(base + 2 * row_bytes),
+                                       reinterpret_cast<std::int32_t*>(base + 3 * row_bytes)};
+      const Warp& w = warps[warps.size() == 1 ? 0 : static_cast<std::size_t>(b)];
+      const LogitRows<T> target{target_logits.row_data(b * (gamma + 1)), target_logits.stride,
+                                "target_logits", b * (gamma + 1)};
+      const LogitRows<T> draft{draft_logits.row_data(b * gamma), draft_logits.stride,
+                               "draft_logits", b * gamma};
+      const auto verdict = verify_chain_logits_unchecked<T>(
+          w, target, draft, draft_tokens.row_data(b), gamma, vocab,
+          streams[static_cast<std::size_t>(b)], emitted.row_data(b), ArgName("draft_tokens", b),
+          scratch);
       accepted[static_cast<std::size_t>(b)] = verdict.accepted;
       pad(emitted, b, verdict.emitted);
     });

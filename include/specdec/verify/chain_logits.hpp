@@ -1,0 +1,103 @@
+// SPDX-License-Identifier: MIT
+// One sequence's chain verification straight from logits, with standard rejection sampling: the
+// same verdict and tokens as warping every row (warp_logits) and calling verify_chain, but each
+// row is reduced to its statistics (core/warp_stats.hpp) and p(x), q(x) are recomputed at the
+// drafted tokens only. Whole rows are written only where the rule reads them: the target and draft
+// rows at the first rejection (the residual) or the target row after full acceptance (the bonus).
+// Rows after the first rejection are never read.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "specdec/core/validate.hpp"
+#include "specdec/core/warp.hpp"
+#include "specdec/core/warp_stats.hpp"
+#include "specdec/verify/chain.hpp"
+#include "specdec/verify/rejection.hpp"
+
+namespace specdec::detail {
+
+/// Scratch of one chain step from logits: three rows of `vocab` floats and the warp's scratch.
+inline std::size_t chain_logits_scratch_size(std::int64_t vocab) {
+  return 3 * Workspace::round_up(static_cast<std::size_t>(vocab) * sizeof(float)) +
+         warp_workspace_size(vocab);
+}
+
+struct ChainLogitsScratch {
+  float* target_row;  // vocab floats each
+  float* draft_row;
+  float* residual;
+  std::int32_t* warp;  // warp_workspace_size(vocab) bytes
+};
+
+/// A row of logits in a matrix: `rows` points at row 0 of the sequence, `stride` elements apart;
+/// `first` is row 0's index in the matrix named `name` (for error messages).
+template <class T>
+struct LogitRows {
+  const T* rows;
+  std::int64_t stride;
+  std::string_view name;
+  std::int64_t first;
+  const T* row(std::int64_t i) const { return rows + i * stride; }
+};
+
+template <class T>
+WarpStats checked_warp_stats(const Warp& w, const LogitRows<T>& rows, std::int64_t i,
+                             std::int64_t vocab, std::int32_t* scratch) {
+  bool invalid = false;
+  const T* row = rows.row(i);
+  const WarpStats s = warp_stats(w, row, vocab, warp_scratch(scratch, vocab), invalid);
+  if (invalid) {
+    check_logits_row<T>(ArgName(rows.name, rows.first + i),
+                        std::span<const T>(row, static_cast<std::size_t>(vocab)));
+  }
+  return s;
+}
+
+/// verify_chain(Rejection{}) of `gamma` draft tokens (already checked to lie in the vocabulary)
+/// against warp `w` of target rows 0..gamma and draft rows 0..gamma-1, from logits. Same draws as
+/// verify_chain. A drafted token of warped draft probability 0 is reported as
+/// `token_name[i]`; a bad logit row by its name and index.
+template <class T>
+ChainVerdict verify_chain_logits_unchecked(const Warp& w, const LogitRows<T>& target,
+                                           const LogitRows<T>& draft, const Token* tokens,
+                                           std::int64_t gamma, std::int64_t vocab,
+                                           const RandomStream& stream, Token* out,
+                                           const ArgName& token_name,
+                                           const ChainLogitsScratch& scratch) {
+  ChainVerdict verdict;
+  for (std::int64_t i = 0; i < gamma; ++i) {
+    const WarpStats target_stats = checked_warp_stats(w, target, i, vocab, scratch.warp);
+    const WarpStats draft_stats = checked_warp_stats(w, draft, i, vocab, scratch.warp);
+    const Token x = tokens[i];
+    const float qx = warped_probability(draft_stats, to_float(draft.row(i)[x]), x);
+    if (!(qx > 0.0f)) fail(token_name[i], "token {} has draft probability 0", x);
+    const float px = warped_probability(target_stats, to_float(target.row(i)[x]), x);
+    const auto s = stream.at_position(stream.position + static_cast<std::uint32_t>(i));
+    // multi_round_row's test for one candidate (mass 1).
+    if (s.uniform(0) * qx < px) {
+      out[i] = x;
+      continue;
+    }
+    // The residual needs both rows: write them and let the rule's kernel decide on them.
+    write_warped_row(target_stats, target.row(i), vocab, scratch.target_row);
+    write_warped_row(draft_stats, draft.row(i), vocab, scratch.draft_row);
+    const NodeVerdict node =
+        rejection_row(scratch.target_row, scratch.draft_row, vocab, x, s, scratch.residual);
+    out[i] = node.token;
+    if (node.accepted >= 0) continue;
+    verdict.accepted = static_cast<std::int32_t>(i);
+    verdict.emitted = verdict.accepted + 1;
+    return verdict;
+  }
+  const WarpStats bonus = checked_warp_stats(w, target, gamma, vocab, scratch.warp);
+  write_warped_row(bonus, target.row(gamma), vocab, scratch.target_row);
+  const auto s = stream.at_position(stream.position + static_cast<std::uint32_t>(gamma));
+  out[gamma] = sample_row(scratch.target_row, vocab, s.uniform(0));
+  verdict.accepted = static_cast<std::int32_t>(gamma);
+  verdict.emitted = verdict.accepted + 1;
+  return verdict;
+}
+
+}  // namespace specdec::detail

@@ -1,0 +1,215 @@
+// SPDX-License-Identifier: MIT
+// The statistics path (core/warp_stats.hpp) against the materialised rows: every entry recomputed
+// from its logit has the bits of the written row, the rows keep the support of the warp's row
+// algorithm (warp_scaled_logits_in_place), and a chain step from logits makes the same decisions
+// and emits the same tokens as warping every row and calling verify_chain.
+#include <Eigen/Core>
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "specdec/backend/cpu/verify_batch.hpp"
+#include "specdec/core/warp.hpp"
+#include "specdec/core/warp_stats.hpp"
+#include "specdec/toy/random.hpp"
+#include "specdec/verify/chain.hpp"
+#include "specdec/verify/chain_logits.hpp"
+
+using namespace specdec;
+
+namespace {
+
+const std::vector<Warp> kWarps = {
+    {},
+    {.temperature = 0.0f},
+    {.temperature = 0.8f},
+    {.temperature = 0.8f, .top_p = 0.9f},
+    {.top_p = 0.3f},
+    {.temperature = 0.8f, .top_k = 50},
+    {.top_k = 1},
+    {.top_k = 7, .top_p = 0.8f},
+    {.min_p = 0.05f},
+    {.temperature = 1.3f, .top_p = 0.95f, .min_p = 0.1f},
+    {.temperature = 0.5f, .top_k = 40, .top_p = 0.95f, .min_p = 0.1f},
+};
+
+// Logits ~ normal(0, scale); with `ties`, rounded to a coarse grid so many entries tie at any cut.
+template <class T>
+std::vector<T> make_logits(std::int64_t n, std::uint64_t seed, bool ties) {
+  toy::ToyRandom rng(seed);
+  std::vector<T> out(static_cast<std::size_t>(n));
+  for (auto& x : out) {
+    float v = static_cast<float>(3.0 * rng.normal());
+    if (ties) v = std::round(v * 2.0f) / 2.0f;
+    x = static_cast<T>(v);
+  }
+  return out;
+}
+
+std::uint32_t bits(float x) {
+  std::uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  return u;
+}
+
+// The row as the former materialised path computes it (Eigen softmax, in-place truncations).
+template <class T>
+std::vector<float> reference_row(const Warp& w, const std::vector<T>& logits) {
+  const auto n = static_cast<std::int64_t>(logits.size());
+  std::vector<float> out(logits.size());
+  std::vector<std::int32_t> idx(logits.size());
+  if (w.is_greedy()) {
+    detail::one_hot(out.data(), n, detail::row_argmax(logits.data(), n));
+    return out;
+  }
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    out[i] = static_cast<float>(logits[i]) * (1.0f / w.temperature);
+  }
+  detail::warp_scaled_logits_in_place(w, out.data(), n, idx.data());
+  return out;
+}
+
+template <class T>
+void check_row(const Warp& w, const std::vector<T>& logits) {
+  const auto n = static_cast<std::int64_t>(logits.size());
+  Workspace ws;
+  std::vector<float> row(logits.size());
+  warp_logits<T>(w, logits, row, ws);
+  std::vector<std::int32_t> scratch(detail::warp_stats_scratch_size(n) / sizeof(std::int32_t));
+  bool invalid = true;
+  const auto stats =
+      detail::warp_stats(w, logits.data(), n, detail::warp_scratch(scratch.data(), n), invalid);
+  REQUIRE_FALSE(invalid);
+  const auto reference = reference_row(w, logits);
+  int differ = 0, support = 0, far = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const auto k = static_cast<std::size_t>(i);
+    const float p = detail::warped_probability(stats, static_cast<float>(logits[k]), i);
+    differ += bits(p) != bits(row[k]) ? 1 : 0;
+    support += (row[k] > 0.0f) != (reference[k] > 0.0f) ? 1 : 0;
+    // The former row summed in float (Eigen's order): a few 1e-6 of relative error.
+    far += std::abs(row[k] - reference[k]) <= 1e-5f * reference[k] + 1e-12f ? 0 : 1;
+  }
+  CAPTURE(w.temperature, w.top_k, w.top_p, w.min_p, n);
+  CHECK(differ == 0);
+  CHECK(support == 0);
+  CHECK(far == 0);
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("an entry recomputed from the statistics has the bits of the written row",
+                   "[core][warp][stats]", float, Eigen::half, Eigen::bfloat16) {
+  for (const std::int64_t n : {5, 64, 300, 5000}) {
+    for (const bool ties : {false, true}) {
+      for (const Warp& w : kWarps) {
+        if (w.top_k > n) continue;
+        check_row<TestType>(w, make_logits<TestType>(n, static_cast<std::uint64_t>(n + ties), ties));
+      }
+    }
+  }
+}
+
+TEST_CASE("the statistics keep ties at the top-p and top-k cuts to the lowest id",
+          "[core][warp][stats]") {
+  // 200 equal leaders: top-p 0.5 keeps exactly the first 100, top-k 30 the first 30.
+  std::vector<float> logits(1000, -5.0f);
+  for (int i = 0; i < 200; ++i) logits[static_cast<std::size_t>(3 * i + 1)] = 4.0f;
+  Workspace ws;
+  std::vector<float> row(logits.size());
+  warp_logits<float>({.top_p = 0.5f}, logits, row, ws);
+  int kept = 0, last = -1;
+  for (int i = 0; i < 1000; ++i) {
+    if (row[static_cast<std::size_t>(i)] > 0.0f) {
+      ++kept;
+      last = i;
+    }
+  }
+  const float leader_mass = 200.0f / (200.0f + 800.0f * std::exp(-9.0f));
+  CHECK(kept == static_cast<int>(std::ceil(0.5f / (leader_mass / 200.0f) - 1e-4f)));
+  CHECK(last == 3 * (kept - 1) + 1);
+  warp_logits<float>({.top_k = 30}, logits, row, ws);
+  kept = 0;
+  for (int i = 0; i < 1000; ++i) kept += row[static_cast<std::size_t>(i)] > 0.0f ? 1 : 0;
+  CHECK(kept == 30);
+  CHECK(row[3 * 29 + 1] > 0.0f);
+  CHECK(row[3 * 30 + 1] == 0.0f);
+}
+
+namespace {
+
+template <class T>
+void check_chain(const Warp& w, std::int64_t vocab, std::uint64_t seed, int mode) {
+  constexpr std::int64_t gamma = 4;
+  const auto v = static_cast<std::size_t>(vocab);
+  toy::ToyRandom rng(seed);
+  // mode 0: draft = target + noise; 1: draft = target (all accepted); 2: first token banned.
+  auto target = make_logits<T>((gamma + 1) * vocab, seed, seed % 2 == 0);
+  std::vector<T> draft(static_cast<std::size_t>(gamma * vocab));
+  for (std::size_t i = 0; i < draft.size(); ++i) {
+    const float noise = mode == 1 ? 0.0f : static_cast<float>(0.7 * rng.normal());
+    draft[i] = static_cast<T>(static_cast<float>(target[i]) + noise);
+  }
+  Workspace ws;
+  std::vector<float> target_rows(target.size()), draft_rows(draft.size());
+  for (std::size_t r = 0; r <= static_cast<std::size_t>(gamma); ++r) {
+    if (r < static_cast<std::size_t>(gamma)) {
+      warp_logits<T>(w, std::span<const T>(draft).subspan(r * v, v),
+                     std::span<float>(draft_rows).subspan(r * v, v), ws);
+    }
+  }
+  std::vector<Token> tokens(static_cast<std::size_t>(gamma));
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    const double u = rng.uniform();
+    double run = 0.0;
+    for (std::size_t x = 0; x < v; ++x) {
+      if (draft_rows[i * v + x] > 0.0f) tokens[i] = static_cast<Token>(x);
+      run += draft_rows[i * v + x];
+      if (run > u) break;
+    }
+  }
+  if (mode == 2) target[static_cast<std::size_t>(tokens[0])] = static_cast<T>(-INFINITY);
+  for (std::size_t r = 0; r <= static_cast<std::size_t>(gamma); ++r) {
+    warp_logits<T>(w, std::span<const T>(target).subspan(r * v, v),
+                   std::span<float>(target_rows).subspan(r * v, v), ws);
+  }
+  const RandomStream stream{.seed = seed, .sequence = 3, .position = 17};
+  std::vector<Token> expected(static_cast<std::size_t>(gamma + 1), kNoToken);
+  const auto want = verify_chain<float>(Rejection{}, target_rows, draft_rows, tokens, vocab, stream,
+                                        expected, ws);
+  std::vector<Token> got(static_cast<std::size_t>(gamma + 1), kNoToken);
+  std::vector<std::int32_t> accepted(1, -1);
+  verify_chain_batch_logits(backend::cpu, MatrixView<const T>(target.data(), gamma + 1, vocab),
+                            MatrixView<const T>(draft.data(), gamma, vocab),
+                            std::span<const Warp>(&w, 1),
+                            MatrixView<const Token>(tokens.data(), 1, gamma),
+                            std::span<const RandomStream>(&stream, 1),
+                            MatrixView<Token>(got.data(), 1, gamma + 1), accepted, ws);
+  CAPTURE(w.temperature, w.top_k, w.top_p, w.min_p, vocab, seed, mode);
+  REQUIRE(accepted[0] == want.accepted);
+  for (std::int32_t i = want.emitted; i <= gamma; ++i) expected[static_cast<std::size_t>(i)] = kNoToken;
+  CHECK(got == expected);
+  if (mode == 1) CHECK(want.accepted == gamma);
+  if (mode == 2) CHECK(want.accepted == 0);
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("a chain step from logits decides as the materialised rows do",
+                   "[core][warp][stats][chain]", float, Eigen::half, Eigen::bfloat16) {
+  int total = 0;
+  for (const Warp& w : kWarps) {
+    for (const std::int64_t vocab : {40, 300, 3000}) {
+      if (w.top_k > vocab) continue;
+      for (std::uint64_t seed = 1; seed <= 6; ++seed) {
+        for (int mode = 0; mode < 3; ++mode) {
+          if (mode == 2 && w.is_greedy()) continue;
+          check_chain<TestType>(w, vocab, seed, mode);
+          ++total;
+        }
+      }
+    }
+  }
+  CHECK(total > 500);
+}

@@ -175,7 +175,7 @@ inline std::vector<std::vector<std::int32_t>> root_to_leaf_paths(const DraftTree
   for (auto leaf : leaves(tree)) {  // leaves() checks the tree
     const auto depth = tree.depths[static_cast<std::size_t>(leaf)];
     auto& path = out.emplace_back(static_cast<std::size_t>(depth));
-    detail::path_to_node_kernel(tree.parents.data(), leaf, depth, path.data());
+    detail::path_to_node_row(tree.parents.data(), leaf, depth, path.data());
   }
   return out;
 }

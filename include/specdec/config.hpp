@@ -6,7 +6,7 @@
 #define SPECDEC_VERSION_MINOR 1
 #define SPECDEC_VERSION_PATCH 0
 
-// Row kernels are written once and compiled for the host by g++ and for the device by nvcc.
+// Row functions are written once and compiled for the host by g++ and for the device by nvcc.
 #if defined(__CUDACC__)
 #define SPECDEC_HOST_DEVICE __host__ __device__ __forceinline__
 #else

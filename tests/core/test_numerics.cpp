@@ -92,7 +92,7 @@ TEST_CASE("entropy and total variation", "[core][numerics]") {
   CHECK_THROWS_WITH(tv_distance<float>(a, c), Catch::Contains("b"));
 }
 
-TEST_CASE("row kernels match the Eigen host functions", "[core][numerics]") {
+TEST_CASE("row functions match the Eigen host functions", "[core][numerics]") {
   const std::vector<float> logits = {0.3f, -1.2f, 2.5f, 0.0f, 2.5f};
   std::vector<float> host(5), kernel(5);
   softmax<float>(logits, host, 0.7f);

@@ -101,7 +101,7 @@ TEST_CASE("dense mask follows Alg. 5: a child's row is its parent's row plus its
   }
 }
 
-TEST_CASE("dense and packed masks and the row kernels agree", "[tree][mask]") {
+TEST_CASE("dense and packed masks and the row functions agree", "[tree][mask]") {
   for (std::int32_t n : {1, 5, 31, 32, 33, 64, 65, 130}) {
     const auto tree = test::random_tree(n, static_cast<std::uint64_t>(n));
     const auto dense = dense_mask(tree);

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Monte-Carlo checks of the row kernels against the exact distributions (chi-square tests), the
+// Monte-Carlo checks of the row functions against the exact distributions (chi-square tests), the
 // draw order, the lazy residual, and half-precision rows.
 #include <Eigen/Core>
 #include <limits>

@@ -156,7 +156,8 @@ inline std::int64_t check_offsets(std::string_view name, std::span<const std::in
 inline void check_rows(std::string_view name, std::int64_t rows, std::int64_t cols,
                        std::int64_t stride, std::int64_t expected_rows, std::string_view formula) {
   if (cols < 1) fail(name, "has {} columns, expected at least 1", cols);
-  if (rows != expected_rows) fail(name, "has {} rows, expected {} = {}", rows, formula, expected_rows);
+  if (rows != expected_rows)
+    fail(name, "has {} rows, expected {} = {}", rows, formula, expected_rows);
   if (stride < cols) fail(name, "stride {} is smaller than its {} columns", stride, cols);
 }
 
@@ -164,9 +165,9 @@ inline void check_rows(std::string_view name, std::int64_t rows, std::int64_t co
 template <class T>
 std::int64_t check_chain_batch(std::span<const std::int32_t> draft_offsets,
                                MatrixView<const T> target, MatrixView<const T> draft,
-                               std::size_t draft_tokens, std::size_t streams,
-                               std::size_t emitted, std::size_t accepted,
-                               std::string_view target_name, std::string_view draft_name) {
+                               std::size_t draft_tokens, std::size_t streams, std::size_t emitted,
+                               std::size_t accepted, std::string_view target_name,
+                               std::string_view draft_name) {
   const std::int64_t largest = check_offsets("draft_offsets", draft_offsets);
   const auto batch = static_cast<std::int64_t>(draft_offsets.size() - 1);
   const std::int64_t drafts = draft_offsets.back();
@@ -175,10 +176,10 @@ std::int64_t check_chain_batch(std::span<const std::int32_t> draft_offsets,
   if (draft.cols != target.cols) {
     fail(draft_name, "has {} columns, expected {} like {}", draft.cols, target.cols, target_name);
   }
-  check_size("draft_tokens", draft_tokens, static_cast<std::size_t>(drafts));
-  check_size("streams", streams, static_cast<std::size_t>(batch));
-  check_size("emitted", emitted, static_cast<std::size_t>(drafts + batch));
-  check_size("accepted", accepted, static_cast<std::size_t>(batch));
+  detail::check_size("draft_tokens", draft_tokens, static_cast<std::size_t>(drafts));
+  detail::check_size("streams", streams, static_cast<std::size_t>(batch));
+  detail::check_size("emitted", emitted, static_cast<std::size_t>(drafts + batch));
+  detail::check_size("accepted", accepted, static_cast<std::size_t>(batch));
   return largest;
 }
 
@@ -193,8 +194,8 @@ inline std::int64_t check_tree_batch(const TreeBatchArgs& args) {
   const std::int64_t largest = check_offsets("node_offsets", args.node_offsets);
   const auto batch = static_cast<std::int64_t>(args.node_offsets.size() - 1);
   const auto total = static_cast<std::size_t>(args.node_offsets.back());
-  check_size("tokens", args.tokens.size(), total);
-  check_size("parents", args.parents.size(), total);
+  detail::check_size("tokens", args.tokens.size(), total);
+  detail::check_size("parents", args.parents.size(), total);
   const auto& target = args.target_rows;
   check_rows("target_rows", target.rows, target.cols, target.stride,
              static_cast<std::int64_t>(total) + batch, "N + B");
@@ -202,11 +203,12 @@ inline std::int64_t check_tree_batch(const TreeBatchArgs& args) {
   check_rows("draft_rows", draft.rows, draft.cols, draft.stride, target.rows, "N + B");
   if (draft.cols != target.cols)
     fail("draft_rows", "has {} columns, expected {} like target_rows", draft.cols, target.cols);
-  check_size("streams", args.streams.size(), static_cast<std::size_t>(batch));
-  check_size("accepted_nodes", args.accepted_nodes.size(), total);
-  check_size("accepted", args.accepted.size(), static_cast<std::size_t>(batch));
-  check_size("final_tokens", args.final_tokens.size(), static_cast<std::size_t>(batch));
-  if (!args.bonus.empty()) check_size("bonus", args.bonus.size(), static_cast<std::size_t>(batch));
+  detail::check_size("streams", args.streams.size(), static_cast<std::size_t>(batch));
+  detail::check_size("accepted_nodes", args.accepted_nodes.size(), total);
+  detail::check_size("accepted", args.accepted.size(), static_cast<std::size_t>(batch));
+  detail::check_size("final_tokens", args.final_tokens.size(), static_cast<std::size_t>(batch));
+  if (!args.bonus.empty())
+    detail::check_size("bonus", args.bonus.size(), static_cast<std::size_t>(batch));
   return largest;
 }
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // Stable numerics over one row. Two layers:
-//  - row kernels in specdec::detail (pointer + size, SPECDEC_HOST_DEVICE, no allocation);
+//  - row functions in specdec::detail (pointer + size, SPECDEC_HOST_DEVICE, no allocation);
 //  - host functions in specdec that validate sizes and vectorise through Eigen maps (no copies).
 // Inputs may be float, Eigen::half or Eigen::bfloat16; everything is computed in float (or double
 // for sums where noted).

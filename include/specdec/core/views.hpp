@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Non-owning views over caller memory. Host signatures use std::span; row kernels that must also
+// Non-owning views over caller memory. Host signatures use std::span; row functions that must also
 // compile for the device take RowView (a pointer and a size).
 #pragma once
 

@@ -34,6 +34,7 @@
 #include "specdec/draft/stochastic_beam.hpp"
 #include "specdec/provider/logits_provider.hpp"
 #include "specdec/provider/tree_batch.hpp"
+#include "specdec/unchecked.hpp"
 #include "specdec/verify/block.hpp"
 #include "specdec/verify/chain.hpp"
 #include "specdec/verify/mtad.hpp"
@@ -335,9 +336,9 @@ class Decoder {
   void warp_row(std::span<const float> logits, std::span<float> out, float* raw) {
     auto scope = workspace_.scope();
     auto idx = workspace_.take<std::int32_t>(static_cast<std::size_t>(vocab_));
-    detail::warp_logits_unchecked(options_.warp, logits, out, idx.data());
+    unchecked::warp_logits<float>(options_.warp, logits, out, idx.data());
     if (raw != nullptr) {
-      detail::warp_logits_unchecked(Warp{}, logits, std::span<float>(raw, out.size()), idx.data());
+      unchecked::warp_logits<float>(Warp{}, logits, std::span<float>(raw, out.size()), idx.data());
     }
   }
 

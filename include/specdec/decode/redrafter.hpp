@@ -102,7 +102,7 @@ struct RedrafterOptions {
     }
     check_typical_parameters(typical.epsilon, typical.delta);
     if (max_new_tokens < 0) detail::fail("max_new_tokens", "{} must be >= 0", max_new_tokens);
-    if (end_token != kNoToken) check_token("end_token", end_token, vocab);
+    if (end_token != kNoToken) detail::check_token("end_token", end_token, vocab);
   }
 };
 

@@ -63,7 +63,7 @@ SPECDEC_HOST_DEVICE float log_weight(T x) {
   }
 }
 
-/// Row kernel: perturbed[i] = log_weight(row[i]) + Gumbel(draw first_draw + i) for every entry
+/// Row function: perturbed[i] = log_weight(row[i]) + Gumbel(draw first_draw + i) for every entry
 /// with a finite log-weight, and writes those entries' ids to `index`. Returns how many there
 /// are. Draws: exactly one uniform per finite entry, draw index first_draw + token id (entries
 /// with weight zero consume no randomness but keep their draw index reserved).
@@ -103,7 +103,7 @@ struct RanksBefore {
   }
 };
 
-/// Host kernel: moves the `k` largest perturbed values among `index[0..m)` to the front of
+/// Host function: moves the `k` largest perturbed values among `index[0..m)` to the front of
 /// `index`, sorted decreasing (ties to the lower token id). Partial selection then a sort of k
 /// entries: O(m + k log k). Returns min(k, m).
 inline std::int64_t select_top_k(const float* perturbed, std::int32_t* index, std::int64_t m,
@@ -119,9 +119,9 @@ inline std::int64_t select_top_k(const float* perturbed, std::int32_t* index, st
 /// Largest k up to which top-k selection scans with a bounded heap instead of nth_element.
 inline constexpr std::int64_t kHeapSelectMax = 256;
 
-/// Host kernel: the ids of the `k` largest values of `perturbed[0..n)` that are > -inf, written to
-/// index[0..) sorted decreasing (ties to the lower id); returns how many (<= k). Small k: one scan
-/// with a bounded heap (one comparison per entry); large k: compaction then nth_element.
+/// Host function: the ids of the `k` largest values of `perturbed[0..n)` that are > -inf, written
+/// to index[0..) sorted decreasing (ties to the lower id); returns how many (<= k). Small k: one
+/// scan with a bounded heap (one comparison per entry); large k: compaction then nth_element.
 /// `index` holds n entries of scratch.
 inline std::int64_t select_top_k_of_row(const float* perturbed, std::int64_t n, std::int64_t k,
                                         std::int32_t* index) {
@@ -221,7 +221,7 @@ inline void fill_uniforms_host(const RandomStream& stream, std::uint32_t first, 
 /// first_draw + i), -inf for banned entries. Same draws as perturb_row; the logarithms are
 /// packet_log's (Eigen's vectorised log), so perturbed[i] equals
 /// gumbel_perturbed<kind>(row[i], uniform(first_draw + i)) bit for bit and may differ from the
-/// scalar kernel's (libm logf) in the last bit.
+/// scalar path's (libm logf) in the last bit.
 template <RowKind kind, class T, class Source>
 void perturb_row_host(const T* row, std::int64_t n, const Source& source, std::uint32_t first_draw,
                       float* perturbed) {

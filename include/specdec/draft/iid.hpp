@@ -19,7 +19,7 @@
 namespace specdec {
 namespace detail {
 
-/// Row kernel: k tokens drawn with replacement from the non-negative `weights` (sum `total`),
+/// Row function: k tokens drawn with replacement from the non-negative `weights` (sum `total`),
 /// candidate i by inverse CDF with uniform `first_draw + i`. O(k V); zero weights are never drawn.
 template <class Source>
 SPECDEC_HOST_DEVICE void sample_iid_row(const float* weights, std::int64_t n, float total,

@@ -36,7 +36,7 @@ void check_buffer(std::string_view name, std::span<T> buffer, std::size_t expect
   }
 }
 
-/// Row kernel: writes the root-to-node path of `node` (node ids, the root excluded, so
+/// Row function: writes the root-to-node path of `node` (node ids, the root excluded, so
 /// `depth` entries ending with `node`) into `out[0, depth)`. `parents[i] < i`, -1 = root.
 SPECDEC_HOST_DEVICE void path_to_node_kernel(const std::int32_t* parents, std::int32_t node,
                                              std::int32_t depth, std::int32_t* out) {
@@ -103,7 +103,7 @@ inline std::vector<std::int32_t> path_to_node(const DraftTree& tree, std::int32_
 
 namespace detail {
 
-/// Row kernel: `is_leaf[i]` = 1 when node i has no child, else 0 (n nodes, `parents[i] < i`).
+/// Row function: `is_leaf[i]` = 1 when node i has no child, else 0 (n nodes, `parents[i] < i`).
 SPECDEC_HOST_DEVICE void leaf_flags_kernel(const std::int32_t* parents, std::int32_t n,
                                            std::int32_t* is_leaf) {
   for (std::int32_t i = 0; i < n; ++i) is_leaf[i] = 1;

@@ -26,7 +26,7 @@ template <class T = float>
 NodeVerdict verify_greedy(std::type_identity_t<std::span<const T>> target,
                           std::span<const Token> candidates) {
   check_probability_row<T>("target", target);
-  check_tokens("candidates", candidates, static_cast<std::int64_t>(target.size()));
+  detail::check_tokens("candidates", candidates, static_cast<std::int64_t>(target.size()));
   return detail::greedy_row(target.data(), static_cast<std::int64_t>(target.size()),
                             candidates.data(), static_cast<std::int32_t>(candidates.size()));
 }

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // The CPU backend of batched Gumbel-top-k and stochastic-beam-search levels: rows (sequences) in
-// parallel on the thread pool, each through the single-row kernels of draft/.
+// parallel on the thread pool, each through the single-row functions of draft/.
 #pragma once
 
 #include <algorithm>

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The CPU backend of batched tree masks, positions and prefix match: trees (rows) in parallel on
 // the thread pool; a node's mask row and position follow from its parent's, prefix matches come
-// from tree/'s row kernel.
+// from tree/'s row function.
 #pragma once
 
 #include <algorithm>

@@ -79,17 +79,23 @@ static void BM_ChainBatchCpu(benchmark::State& state) {
   std::vector<specdec::Token> emitted(static_cast<std::size_t>(batch * (gamma + 1)));
   std::vector<std::int32_t> accepted(static_cast<std::size_t>(batch));
   specdec::Workspace ws(
-      specdec::workspace_size(cpu, specdec::ChainBatchShape{batch, gamma, vocab, from_logits}));
+      specdec::workspace_size(cpu, specdec::ChainBatchShape{.batch = batch,
+                                                            .max_gamma = gamma,
+                                                            .vocab = vocab,
+                                                            .from_logits = from_logits}));
+  std::vector<std::int32_t> offsets(static_cast<std::size_t>(batch + 1));
+  const auto draft_offsets = specdec::uniform_draft_offsets(gamma, offsets);
   const specdec::MatrixView<const float> t(target.data(), batch * (gamma + 1), vocab);
   const specdec::MatrixView<const float> d(draft.data(), batch * gamma, vocab);
-  const specdec::MatrixView<const specdec::Token> tok(tokens.data(), batch, gamma);
-  const specdec::MatrixView<specdec::Token> out(emitted.data(), batch, gamma + 1);
+  const specdec::ChainBatchArgs row_args{draft_offsets, t, d, tokens, streams, emitted, accepted};
+  const specdec::ChainBatchLogitsArgs<float> logit_args{
+      draft_offsets, t, d, std::span<const specdec::Warp>(&warp, 1), tokens, streams, emitted,
+      accepted};
   for (auto _ : state) {
     if (from_logits) {
-      specdec::verify_chain_batch_logits(cpu, t, d, std::span<const specdec::Warp>(&warp, 1), tok,
-                                         streams, out, accepted, ws);
+      specdec::verify_chain_batch_logits(cpu, logit_args, ws);
     } else {
-      specdec::verify_chain_batch(cpu, t, d, tok, streams, out, accepted, ws);
+      specdec::verify_chain_batch(cpu, row_args, ws);
     }
     benchmark::DoNotOptimize(emitted.data());
   }

@@ -21,7 +21,7 @@ static void BM_GumbelTopK(benchmark::State& state) {
   specdec::RandomStream stream{.seed = 1, .domain = specdec::Domain::kDraft};
   std::uint32_t position = 0;
   for (auto _ : state) {
-    // The row kernel (the public entry adds an O(V) validation pass).
+    // The row function (the public entry adds an O(V) validation pass).
     auto scope = ws.scope();
     auto perturbed = ws.take<float>(static_cast<std::size_t>(vocab));
     auto index = ws.take<std::int32_t>(static_cast<std::size_t>(vocab));

@@ -76,7 +76,7 @@ static void BM_TreePackedMask(benchmark::State& state) {
 }
 BENCHMARK(BM_TreePackedMask)->Apply(tree_sizes);
 
-// The device-style path: every row built independently by the row kernel (ancestor walk).
+// The device-style path: every row built independently by the row function (ancestor walk).
 static void BM_TreePackedMaskRowKernel(benchmark::State& state) {
   const auto tree = bench_tree(static_cast<std::int32_t>(state.range(0)));
   const auto words = specdec::packed_mask_words(tree.size());

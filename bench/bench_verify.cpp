@@ -2,12 +2,13 @@
 // Node verifiers at V = 32000, 128256, 256000 and K = 1, 4, 8: the accept case (identical rows,
 // the first candidate passes: O(K) for rejection, multi-round and RRS) and the reject case
 // (disjoint supports: every candidate fails and the residual is formed), plus chain and block
-// verification. Row kernels without validation (the hot path); one validated entry for contrast.
+// verification. The unchecked tier (the hot path); one validated entry for contrast.
 #include <benchmark/benchmark.h>
 
 #include <vector>
 
 #include "reference.hpp"
+#include "specdec/unchecked.hpp"
 #include "specdec/verify/verify.hpp"
 
 namespace sb = specdec::bench;
@@ -56,7 +57,7 @@ void run_rule(benchmark::State& state, const Rule& rule, bool accept, bool singl
   for (auto _ : state) {
     const RandomStream stream{1, 0, step++};
     benchmark::DoNotOptimize(
-        detail::verify_node_unchecked(rule, rows, in.candidates.data(), k, stream, scratch.data()));
+        unchecked::verify_node(rule, rows, in.candidates.data(), k, stream, scratch.data()));
   }
   sb::set_vocab_counters(state, vocab);
   state.counters["K"] = k;

@@ -106,7 +106,10 @@ void run_chain_case(cudaStream_t stream, std::int64_t batch, std::int64_t vocab,
   void* scratch = nullptr;
   const auto backend = specdec::backend::cuda.on(stream);
   const std::size_t bytes =
-      specdec::workspace_size(backend, specdec::ChainBatchShape{batch, gamma, vocab, true});
+      specdec::workspace_size(backend, specdec::ChainBatchShape{.batch = batch,
+                                                                .max_gamma = gamma,
+                                                                .vocab = vocab,
+                                                                .from_logits = true});
   const std::size_t elements = host_target.size() + host_draft.size();
   check(cudaMalloc(reinterpret_cast<void**>(&target), host_target.size() * sizeof(T)),
         "cudaMalloc");
@@ -132,13 +135,18 @@ void run_chain_case(cudaStream_t stream, std::int64_t batch, std::int64_t vocab,
   const std::vector<specdec::Warp> warps = {warp};
   const specdec::backend::DeviceWorkspace ws{scratch, bytes};
   const int iterations = batch * vocab > 1'000'000 ? 10 : 50;
+  std::vector<std::int32_t> offsets(static_cast<std::size_t>(batch + 1));
+  const specdec::ChainBatchLogitsArgs<T> args{
+      .draft_offsets = specdec::uniform_draft_offsets(gamma, offsets),
+      .target_logits = specdec::MatrixView<const T>(target, batch * (gamma + 1), vocab),
+      .draft_logits = specdec::MatrixView<const T>(draft, batch * gamma, vocab),
+      .warps = warps,
+      .draft_tokens = std::span<const specdec::Token>(tokens, static_cast<std::size_t>(batch * gamma)),
+      .streams = streams,
+      .emitted = std::span<specdec::Token>(emitted, static_cast<std::size_t>(batch * (gamma + 1))),
+      .accepted = std::span<std::int32_t>(accepted, static_cast<std::size_t>(batch))};
   const float chain_ms = time_ms(stream, iterations, [&] {
-    specdec::verify_chain_batch_logits(
-        backend, specdec::MatrixView<const T>(target, batch * (gamma + 1), vocab),
-        specdec::MatrixView<const T>(draft, batch * gamma, vocab), warps,
-        specdec::MatrixView<const specdec::Token>(tokens, batch, gamma), streams,
-        specdec::MatrixView<specdec::Token>(emitted, batch, gamma + 1),
-        std::span<std::int32_t>(accepted, static_cast<std::size_t>(batch)), ws);
+    specdec::verify_chain_batch_logits(backend, args, ws);
   });
   // The copy reads the target logits and then the draft logits once (same element count).
   const float copy_ms = time_ms(stream, iterations, [&] {

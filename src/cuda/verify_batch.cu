@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// Launcher of the batched chain verification kernel (stage streams and warps, dispatch on the row
-// type, one block per sequence).
+// Launchers of the batched chain verification kernel (stage offsets, streams and warps, dispatch
+// on the row type, one block per sequence).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -12,72 +12,84 @@ namespace specdec::backend::cuda_impl {
 
 namespace {
 
+/// The staged copies in a chain workspace (chain_workspace_size's layout, then the logits part).
+struct Staged {
+  std::int32_t* offsets;
+  RandomStream* streams;
+  DeviceWarp* warps;  // logits only
+  float* rows;        // logits only
+};
+
+Staged carve(void* workspace, std::int64_t batch) {
+  const auto b = static_cast<std::size_t>(batch);
+  auto* base = static_cast<unsigned char*>(workspace);
+  Staged out{};
+  out.offsets = reinterpret_cast<std::int32_t*>(base);
+  base += device_round_up((b + 1) * sizeof(std::int32_t));
+  out.streams = reinterpret_cast<RandomStream*>(base);
+  base += device_round_up(b * sizeof(RandomStream));
+  out.warps = reinterpret_cast<DeviceWarp*>(base);
+  base += device_round_up(b * sizeof(DeviceWarp));
+  out.rows = reinterpret_cast<float*>(base);
+  return out;
+}
+
+cudaError_t stage(const ChainVerifyParams& p, const Staged& staged, cudaStream_t stream) {
+  const auto b = static_cast<std::size_t>(p.batch);
+  cudaError_t status = cudaMemcpyAsync(staged.offsets, p.host_draft_offsets,
+                                       (b + 1) * sizeof(std::int32_t), cudaMemcpyHostToDevice,
+                                       stream);
+  if (status != cudaSuccess) return status;
+  return cudaMemcpyAsync(staged.streams, p.host_streams, b * sizeof(RandomStream),
+                         cudaMemcpyHostToDevice, stream);
+}
+
 template <bool kLogits, class T>
-void launch(const void* target, std::int64_t target_stride, const void* draft,
-            std::int64_t draft_stride, std::int64_t batch, std::int64_t gamma, std::int64_t vocab,
-            const std::int32_t* tokens, std::int64_t token_stride, const RandomStream* streams,
-            const DeviceWarp& shared_warp, const DeviceWarp* warps, float* rows,
-            std::int32_t* emitted, std::int64_t emitted_stride, std::int32_t* accepted,
-            cudaStream_t stream) {
+void launch(const ChainVerifyParams& p, const Staged& staged, const DeviceWarp& shared_warp,
+            const DeviceWarp* warps, cudaStream_t stream) {
   detail::verify_chain_kernel<kLogits, T>
-      <<<static_cast<unsigned int>(batch), kWarpThreads, 0, stream>>>(
-          static_cast<const T*>(target), target_stride, static_cast<const T*>(draft), draft_stride,
-          tokens, token_stride, static_cast<int>(gamma), static_cast<int>(vocab), streams,
-          shared_warp, warps, rows, emitted, emitted_stride, accepted);
+      <<<static_cast<unsigned int>(p.batch), kWarpThreads, 0, stream>>>(
+          static_cast<const T*>(p.target), p.target_stride, static_cast<const T*>(p.draft),
+          p.draft_stride, staged.offsets, p.draft_tokens, static_cast<int>(p.vocab),
+          staged.streams, shared_warp, warps, staged.rows, p.emitted, p.accepted);
 }
 
 }  // namespace
 
-cudaError_t verify_chain_batch(const void* target, std::int64_t target_stride, const void* draft,
-                               std::int64_t draft_stride, DType dtype, bool from_logits,
-                               std::int64_t batch, std::int64_t gamma, std::int64_t vocab,
-                               const std::int32_t* tokens, std::int64_t token_stride,
-                               const RandomStream* host_streams, const DeviceWarp* host_warps,
-                               std::int64_t warp_count, std::int32_t* emitted,
-                               std::int64_t emitted_stride, std::int32_t* accepted, void* workspace,
+cudaError_t verify_chain_batch(const ChainVerifyParams& params, void* workspace,
                                cudaStream_t stream) {
-  auto* base = static_cast<unsigned char*>(workspace);
-  auto* streams = reinterpret_cast<RandomStream*>(base);
-  base += device_round_up(static_cast<std::size_t>(batch) * sizeof(RandomStream));
-  auto* warps = reinterpret_cast<DeviceWarp*>(base);
-  base += device_round_up(static_cast<std::size_t>(batch) * sizeof(DeviceWarp));
-  auto* rows = reinterpret_cast<float*>(base);
-  cudaError_t status =
-      cudaMemcpyAsync(streams, host_streams, static_cast<std::size_t>(batch) * sizeof(RandomStream),
-                      cudaMemcpyHostToDevice, stream);
+  if (params.dtype != DType::kF32) return cudaErrorInvalidValue;
+  const Staged staged = carve(workspace, params.batch);
+  const cudaError_t status = stage(params, staged, stream);
   if (status != cudaSuccess) return status;
-  const DeviceWarp shared_warp =
-      host_warps != nullptr ? host_warps[0] : DeviceWarp{1.0f, 0, 1.0f, 0.0f};
+  launch<false, float>(params, staged, DeviceWarp{1.0f, 0, 1.0f, 0.0f}, nullptr, stream);
+  return cudaGetLastError();
+}
+
+cudaError_t verify_chain_batch_logits(const ChainVerifyParams& params,
+                                      const DeviceWarp* host_warps, std::int64_t warp_count,
+                                      void* workspace, cudaStream_t stream) {
+  const Staged staged = carve(workspace, params.batch);
+  cudaError_t status = stage(params, staged, stream);
+  if (status != cudaSuccess) return status;
+  const DeviceWarp shared_warp = host_warps[0];
   const DeviceWarp* row_warps = nullptr;
-  if (from_logits && warp_count > 1) {
-    status = cudaMemcpyAsync(warps, host_warps,
+  if (warp_count > 1) {
+    status = cudaMemcpyAsync(staged.warps, host_warps,
                              static_cast<std::size_t>(warp_count) * sizeof(DeviceWarp),
                              cudaMemcpyHostToDevice, stream);
     if (status != cudaSuccess) return status;
-    row_warps = warps;
+    row_warps = staged.warps;
   }
-  if (!from_logits) {
-    if (dtype != DType::kF32) return cudaErrorInvalidValue;
-    launch<false, float>(target, target_stride, draft, draft_stride, batch, gamma, vocab, tokens,
-                         token_stride, streams, shared_warp, nullptr, nullptr, emitted,
-                         emitted_stride, accepted, stream);
-    return cudaGetLastError();
-  }
-  switch (dtype) {
+  switch (params.dtype) {
     case DType::kF32:
-      launch<true, float>(target, target_stride, draft, draft_stride, batch, gamma, vocab, tokens,
-                          token_stride, streams, shared_warp, row_warps, rows, emitted,
-                          emitted_stride, accepted, stream);
+      launch<true, float>(params, staged, shared_warp, row_warps, stream);
       break;
     case DType::kF16:
-      launch<true, __half>(target, target_stride, draft, draft_stride, batch, gamma, vocab, tokens,
-                           token_stride, streams, shared_warp, row_warps, rows, emitted,
-                           emitted_stride, accepted, stream);
+      launch<true, __half>(params, staged, shared_warp, row_warps, stream);
       break;
     case DType::kBF16:
-      launch<true, __nv_bfloat16>(target, target_stride, draft, draft_stride, batch, gamma, vocab,
-                                  tokens, token_stride, streams, shared_warp, row_warps, rows,
-                                  emitted, emitted_stride, accepted, stream);
+      launch<true, __nv_bfloat16>(params, staged, shared_warp, row_warps, stream);
       break;
     default:
       return cudaErrorInvalidValue;

@@ -8,40 +8,39 @@
 
 namespace specdec::backend::cuda_impl {
 
-cudaError_t verify_tree_batch(bool recursive, const std::int32_t* host_offsets, std::int64_t batch,
-                              std::int64_t max_nodes, const std::int32_t* tokens,
-                              const std::int32_t* parents, const float* target,
-                              std::int64_t target_stride, const float* draft,
-                              std::int64_t draft_stride, std::int64_t vocab,
-                              const RandomStream* host_streams, std::int32_t* accepted_nodes,
-                              std::int32_t* accepted, std::int32_t* final_tokens,
-                              std::uint8_t* bonus, void* workspace, cudaStream_t stream) {
-  const auto b = static_cast<std::size_t>(batch);
+cudaError_t verify_tree_batch(TreeRule rule, const TreeVerifyParams& p, void* workspace,
+                              cudaStream_t stream) {
+  const auto b = static_cast<std::size_t>(p.batch);
   auto* base = static_cast<unsigned char*>(workspace);
   auto* offsets = reinterpret_cast<std::int32_t*>(base);
   base += device_round_up((b + 1) * sizeof(std::int32_t));
   auto* streams = reinterpret_cast<RandomStream*>(base);
   base += device_round_up(b * sizeof(RandomStream));
   auto* ints = reinterpret_cast<std::int32_t*>(base);
-  base += device_round_up(b * 2 * static_cast<std::size_t>(max_nodes) * sizeof(std::int32_t));
+  base += device_round_up(b * 2 * static_cast<std::size_t>(p.max_nodes) * sizeof(std::int32_t));
   auto* scratch = reinterpret_cast<float*>(base);
-  cudaError_t status = cudaMemcpyAsync(offsets, host_offsets, (b + 1) * sizeof(std::int32_t),
+  cudaError_t status = cudaMemcpyAsync(offsets, p.host_node_offsets, (b + 1) * sizeof(std::int32_t),
                                        cudaMemcpyHostToDevice, stream);
   if (status != cudaSuccess) return status;
-  status = cudaMemcpyAsync(streams, host_streams, b * sizeof(RandomStream), cudaMemcpyHostToDevice,
-                           stream);
+  status = cudaMemcpyAsync(streams, p.host_streams, b * sizeof(RandomStream),
+                           cudaMemcpyHostToDevice, stream);
   if (status != cudaSuccess) return status;
   const auto launch = [&]<bool kRecursive>() {
     detail::verify_tree_kernel<kRecursive>
-        <<<static_cast<unsigned int>(batch), kWarpThreads, 0, stream>>>(
-            offsets, tokens, parents, target, target_stride, draft, draft_stride,
-            static_cast<int>(vocab), streams, static_cast<int>(max_nodes), ints, scratch,
-            accepted_nodes, accepted, final_tokens, bonus);
+        <<<static_cast<unsigned int>(p.batch), kWarpThreads, 0, stream>>>(
+            offsets, p.tokens, p.parents, p.target, p.target_stride, p.draft, p.draft_stride,
+            static_cast<int>(p.vocab), streams, static_cast<int>(p.max_nodes), ints, scratch,
+            p.accepted_nodes, p.accepted, p.final_tokens, p.bonus);
   };
-  if (recursive) {
-    launch.template operator()<true>();
-  } else {
-    launch.template operator()<false>();
+  switch (rule) {
+    case TreeRule::kRecursive:
+      launch.template operator()<true>();
+      break;
+    case TreeRule::kMultiRound:
+      launch.template operator()<false>();
+      break;
+    default:
+      return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
 }

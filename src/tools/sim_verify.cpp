@@ -7,6 +7,7 @@
 
 #include "sim_common.hpp"
 #include "specdec/core/warp.hpp"
+#include "specdec/unchecked.hpp"
 #include "specdec/verify/verify.hpp"
 
 namespace specdec::sim {
@@ -100,7 +101,7 @@ Json run_verify(const Json& request, const Limits& limits) {
   const auto raw_draft = require_row(request, "draft");
   check_probability_row("target", raw_target);
   check_probability_row("draft", raw_draft);
-  check_size("draft", raw_draft.size(), raw_target.size());
+  detail::check_size("draft", raw_draft.size(), raw_target.size());
   const auto vocab = static_cast<std::int64_t>(raw_target.size());
 
   Warp warp;
@@ -172,9 +173,9 @@ Json run_verify(const Json& request, const Limits& limits) {
     const RandomStream stream{static_cast<std::uint64_t>(seed), 0, static_cast<std::uint32_t>(i), 0,
                               Domain::kDraft};
     draw_candidates(draft, k, distinct, stream, rest, candidates);
-    const auto verdict = detail::verify_node_unchecked(
-        resolved, rows, candidates.data(), static_cast<std::int32_t>(candidates.size()),
-        stream.in_domain(Domain::kVerify), scratch.data());
+    const auto verdict = unchecked::verify_node(resolved, rows, candidates.data(),
+                                                static_cast<std::int32_t>(candidates.size()),
+                                                stream.in_domain(Domain::kVerify), scratch.data());
     ++counts[static_cast<std::size_t>(verdict.token)];
     accepted += verdict.accepted >= 0 ? 1 : 0;
     if ((i + 1) % 65536 == 0) progress.advance(65536);

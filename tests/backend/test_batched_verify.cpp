@@ -3,6 +3,7 @@
 #include <Eigen/Core>
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstdint>
 #include <tuple>
 #include <vector>
@@ -27,18 +28,36 @@ using namespace specdec::test;
 namespace {
 
 struct ChainCase {
-  std::int64_t batch, gamma, vocab;
+  std::vector<std::int32_t> offsets;  // draft offsets, B + 1
+  std::int64_t vocab;
   std::vector<float> target, draft;
   std::vector<Token> tokens;
   std::vector<RandomStream> streams;
+
+  std::int64_t batch() const { return static_cast<std::int64_t>(offsets.size()) - 1; }
+  std::int64_t drafts() const { return offsets.back(); }
+  std::int64_t max_gamma() const {
+    std::int64_t largest = 0;
+    for (std::size_t b = 0; b + 1 < offsets.size(); ++b)
+      largest = std::max<std::int64_t>(largest, offsets[b + 1] - offsets[b]);
+    return largest;
+  }
 };
 
-/// B sequences, draft tokens drawn from their draft rows.
-ChainCase make_chain(std::int64_t batch, std::int64_t gamma, std::int64_t vocab,
-                     std::uint64_t seed) {
+/// Offsets of B sequences of `gamma` draft tokens each.
+std::vector<std::int32_t> uniform(std::int64_t batch, std::int64_t gamma) {
+  std::vector<std::int32_t> offsets(static_cast<std::size_t>(batch + 1));
+  uniform_draft_offsets(gamma, offsets);
+  return offsets;
+}
+
+/// One sequence per entry of `gammas`, draft tokens drawn from their draft rows.
+ChainCase make_ragged(const std::vector<std::int64_t>& gammas, std::int64_t vocab,
+                      std::uint64_t seed) {
   toy::ToyRandom rng(seed);
-  ChainCase c{batch, gamma, vocab, {}, {}, {}, {}};
-  for (std::int64_t b = 0; b < batch; ++b) {
+  ChainCase c{{0}, vocab, {}, {}, {}, {}};
+  for (std::size_t b = 0; b < gammas.size(); ++b) {
+    const std::int64_t gamma = gammas[b];
     std::vector<std::vector<float>> drafts;
     for (std::int64_t i = 0; i <= gamma; ++i) drafts.push_back(toy::dirichlet(vocab, 0.5, rng));
     for (std::int64_t i = 0; i <= gamma; ++i) {
@@ -50,28 +69,38 @@ ChainCase make_chain(std::int64_t batch, std::int64_t gamma, std::int64_t vocab,
       c.draft.insert(c.draft.end(), d.begin(), d.end());
       c.tokens.push_back(detail::sample_row(d.data(), vocab, rng.uniform()));
     }
+    c.offsets.push_back(c.offsets.back() + static_cast<std::int32_t>(gamma));
     c.streams.push_back(verify_stream(seed, static_cast<std::uint32_t>(b), 17));
   }
   return c;
 }
 
-/// verify_chain(Rejection) per sequence, padded with -1.
+/// B sequences of `gamma` draft tokens each.
+ChainCase make_chain(std::int64_t batch, std::int64_t gamma, std::int64_t vocab,
+                     std::uint64_t seed) {
+  return make_ragged(std::vector<std::int64_t>(static_cast<std::size_t>(batch), gamma), vocab,
+                     seed);
+}
+
+/// verify_chain(Rejection) per sequence, each sequence's gamma_b + 1 tokens padded with -1.
 void chain_oracle(const ChainCase& c, std::vector<Token>& emitted,
                   std::vector<std::int32_t>& accepted) {
-  const auto g = static_cast<std::size_t>(c.gamma), v = static_cast<std::size_t>(c.vocab);
-  emitted.assign(static_cast<std::size_t>(c.batch) * (g + 1), kNoToken);
-  accepted.assign(static_cast<std::size_t>(c.batch), -1);
+  const auto v = static_cast<std::size_t>(c.vocab);
+  emitted.assign(static_cast<std::size_t>(c.drafts() + c.batch()), kNoToken);
+  accepted.assign(static_cast<std::size_t>(c.batch()), -1);
   Workspace ws;
-  for (std::size_t b = 0; b < static_cast<std::size_t>(c.batch); ++b) {
+  for (std::size_t b = 0; b < static_cast<std::size_t>(c.batch()); ++b) {
+    const auto first = static_cast<std::size_t>(c.offsets[b]);
+    const auto g = static_cast<std::size_t>(c.offsets[b + 1]) - first;
     const auto verdict = verify_chain<float>(
-        Rejection{}, std::span<const float>(c.target).subspan(b * (g + 1) * v, (g + 1) * v),
-        std::span<const float>(c.draft).subspan(b * g * v, g * v),
-        std::span<const Token>(c.tokens).subspan(b * g, g), c.vocab, c.streams[b],
-        std::span<Token>(emitted).subspan(b * (g + 1), g + 1), ws);
+        Rejection{}, std::span<const float>(c.target).subspan((first + b) * v, (g + 1) * v),
+        std::span<const float>(c.draft).subspan(first * v, g * v),
+        std::span<const Token>(c.tokens).subspan(first, g), c.vocab, c.streams[b],
+        std::span<Token>(emitted).subspan(first + b, g + 1), ws);
     accepted[b] = verdict.accepted;
     std::fill(emitted.begin() + static_cast<std::ptrdiff_t>(
-                                    b * (g + 1) + static_cast<std::size_t>(verdict.emitted)),
-              emitted.begin() + static_cast<std::ptrdiff_t>((b + 1) * (g + 1)), kNoToken);
+                                    first + b + static_cast<std::size_t>(verdict.emitted)),
+              emitted.begin() + static_cast<std::ptrdiff_t>(first + b + g + 1), kNoToken);
   }
 }
 
@@ -80,16 +109,23 @@ void run_chain(const Backend& backend, const ChainCase& c, std::vector<Token>& e
                std::vector<std::int32_t>& accepted) {
   test::Buffer<Backend, float> target(c.target), draft(c.draft);
   test::Buffer<Backend, Token> tokens(c.tokens);
-  test::Buffer<Backend, Token> out(static_cast<std::size_t>(c.batch * (c.gamma + 1)));
-  test::Buffer<Backend, std::int32_t> acc(static_cast<std::size_t>(c.batch));
-  test::Scratch<Backend> scratch(
-      workspace_size(backend, ChainBatchShape{c.batch, c.gamma, c.vocab}));
+  const auto outputs = static_cast<std::size_t>(c.drafts() + c.batch());
+  test::Buffer<Backend, Token> out(std::vector<Token>(outputs, -7));
+  test::Buffer<Backend, std::int32_t> acc(static_cast<std::size_t>(c.batch()));
+  test::Scratch<Backend> scratch(workspace_size(
+      backend,
+      ChainBatchShape{.batch = c.batch(), .max_gamma = c.max_gamma(), .vocab = c.vocab}));
   verify_chain_batch(
-      backend, MatrixView<const float>(target.data(), c.batch * (c.gamma + 1), c.vocab),
-      MatrixView<const float>(draft.data(), c.batch * c.gamma, c.vocab),
-      MatrixView<const Token>(tokens.data(), c.batch, c.gamma), c.streams,
-      MatrixView<Token>(out.data(), c.batch, c.gamma + 1),
-      std::span<std::int32_t>(acc.data(), static_cast<std::size_t>(c.batch)), scratch.get());
+      backend,
+      ChainBatchArgs{
+          .draft_offsets = c.offsets,
+          .target_rows = MatrixView<const float>(target.data(), c.drafts() + c.batch(), c.vocab),
+          .draft_rows = MatrixView<const float>(draft.data(), c.drafts(), c.vocab),
+          .draft_tokens = std::span<const Token>(tokens.data(), c.tokens.size()),
+          .streams = c.streams,
+          .emitted = std::span<Token>(out.data(), outputs),
+          .accepted = std::span<std::int32_t>(acc.data(), static_cast<std::size_t>(c.batch()))},
+      scratch.get());
   emitted = out.to_host();
   accepted = acc.to_host();
 }
@@ -114,6 +150,36 @@ TEMPLATE_LIST_TEST_CASE("verify_chain_batch equals verify_chain per sequence", "
   // The case exercises rejections, full acceptances and bonus tokens.
   CHECK(std::count(want_acc.begin(), want_acc.end(), 5) > 0);
   CHECK(std::count_if(want_acc.begin(), want_acc.end(), [](int a) { return a < 5; }) > 0);
+}
+
+TEMPLATE_LIST_TEST_CASE("verify_chain_batch takes ragged draft counts, zero included",
+                        "[backend][batched]", ChainBackends) {
+  const auto c = make_ragged({3, 0, 5, 1, 0, 0, 7, 2, 4, 0, 6, 1}, 200, 23);
+  std::vector<Token> want, got;
+  std::vector<std::int32_t> want_acc, got_acc;
+  chain_oracle(c, want, want_acc);
+  run_chain(TestType{}, c, got, got_acc);
+  CHECK(got_acc == want_acc);
+  CHECK(got == want);
+  // A sequence without drafts accepts nothing and emits exactly its bonus token.
+  for (const std::size_t b : {1, 4, 5, 9}) {
+    const auto first = static_cast<std::size_t>(c.offsets[b]) + b;
+    CHECK(got_acc[b] == 0);
+    CHECK(got[first] >= 0);
+    CHECK(got[first] < c.vocab);
+  }
+  CHECK(std::count_if(want_acc.begin(), want_acc.end(), [](int a) { return a >= 2; }) > 0);
+}
+
+TEMPLATE_LIST_TEST_CASE("verify_chain_batch of sequences without drafts samples bonus tokens",
+                        "[backend][batched]", ChainBackends) {
+  const auto c = make_ragged({0, 0, 0}, 50, 41);
+  std::vector<Token> want, got;
+  std::vector<std::int32_t> want_acc, got_acc;
+  chain_oracle(c, want, want_acc);
+  run_chain(TestType{}, c, got, got_acc);
+  CHECK(got_acc == std::vector<std::int32_t>{0, 0, 0});
+  CHECK(got == want);
 }
 
 TEST_CASE("verify_chain_batch is independent of the thread count", "[backend][batched]") {
@@ -168,7 +234,7 @@ TEMPLATE_LIST_TEST_CASE("verify_chain_batch_logits equals warp_logits then verif
                        std::span<float>(draft).subspan(r * v, v), ws);
     tokens.push_back(detail::sample_row(draft.data() + r * v, vocab, rng.uniform()));
   }
-  ChainCase c{batch, gamma, vocab, target, draft, tokens, {}};
+  ChainCase c{uniform(batch, gamma), vocab, target, draft, tokens, {}};
   for (std::int64_t b = 0; b < batch; ++b) {
     c.streams.push_back(verify_stream(9, static_cast<std::uint32_t>(b), 0));
   }
@@ -182,14 +248,75 @@ TEMPLATE_LIST_TEST_CASE("verify_chain_batch_logits equals warp_logits then verif
   test::Buffer<Backend, Token> tok(tokens);
   test::Buffer<Backend, Token> out(static_cast<std::size_t>(batch * (gamma + 1)));
   test::Buffer<Backend, std::int32_t> acc(static_cast<std::size_t>(batch));
-  test::Scratch<Backend> scratch(
-      workspace_size(backend, ChainBatchShape{batch, gamma, vocab, true}));
+  test::Scratch<Backend> scratch(workspace_size(
+      backend,
+      ChainBatchShape{.batch = batch, .max_gamma = gamma, .vocab = vocab, .from_logits = true}));
   verify_chain_batch_logits(
-      backend, MatrixView<const float>(t.data(), batch * (gamma + 1), vocab),
-      MatrixView<const float>(d.data(), batch * gamma, vocab), std::span<const Warp>(warps),
-      MatrixView<const Token>(tok.data(), batch, gamma), c.streams,
-      MatrixView<Token>(out.data(), batch, gamma + 1),
-      std::span<std::int32_t>(acc.data(), static_cast<std::size_t>(batch)), scratch.get());
+      backend,
+      ChainBatchLogitsArgs<float>{
+          .draft_offsets = c.offsets,
+          .target_logits = MatrixView<const float>(t.data(), batch * (gamma + 1), vocab),
+          .draft_logits = MatrixView<const float>(d.data(), batch * gamma, vocab),
+          .warps = warps,
+          .draft_tokens = std::span<const Token>(tok.data(), tokens.size()),
+          .streams = c.streams,
+          .emitted = std::span<Token>(out.data(), static_cast<std::size_t>(batch * (gamma + 1))),
+          .accepted = std::span<std::int32_t>(acc.data(), static_cast<std::size_t>(batch))},
+      scratch.get());
+  CHECK(acc.to_host() == want_acc);
+  CHECK(out.to_host() == want);
+}
+
+TEMPLATE_LIST_TEST_CASE("verify_chain_batch_logits takes ragged draft counts",
+                        "[backend][batched]", ChainBackends) {
+  const std::vector<std::int64_t> gammas = {2, 0, 4, 1, 0, 3};
+  const std::int64_t vocab = 90;
+  auto c = make_ragged(gammas, vocab, 61);
+  // Logits whose warp (temperature 1) gives back rows proportional to the case's rows; the oracle
+  // verifies the warped rows.
+  const Warp warp{.temperature = 1.0f, .top_k = 40};
+  std::vector<float> target_logits, draft_logits;
+  for (const float x : c.target) target_logits.push_back(std::log(std::max(x, 1e-12f)));
+  for (const float x : c.draft) draft_logits.push_back(std::log(std::max(x, 1e-12f)));
+  Workspace ws;
+  const auto v = static_cast<std::size_t>(vocab);
+  for (std::size_t r = 0; r < c.target.size() / v; ++r) {
+    warp_logits<float>(warp, std::span<const float>(target_logits).subspan(r * v, v),
+                       std::span<float>(c.target).subspan(r * v, v), ws);
+  }
+  toy::ToyRandom rng(62);
+  for (std::size_t r = 0; r < c.draft.size() / v; ++r) {
+    warp_logits<float>(warp, std::span<const float>(draft_logits).subspan(r * v, v),
+                       std::span<float>(c.draft).subspan(r * v, v), ws);
+    c.tokens[r] = detail::sample_row(c.draft.data() + r * v, vocab, rng.uniform());
+  }
+  std::vector<Token> want;
+  std::vector<std::int32_t> want_acc;
+  chain_oracle(c, want, want_acc);
+
+  using Backend = TestType;
+  const Backend backend{};
+  test::Buffer<Backend, float> t(target_logits), d(draft_logits);
+  test::Buffer<Backend, Token> tok(c.tokens);
+  const auto outputs = static_cast<std::size_t>(c.drafts() + c.batch());
+  test::Buffer<Backend, Token> out(outputs);
+  test::Buffer<Backend, std::int32_t> acc(gammas.size());
+  test::Scratch<Backend> scratch(workspace_size(backend, ChainBatchShape{.batch = c.batch(),
+                                                                         .max_gamma = 4,
+                                                                         .vocab = vocab,
+                                                                         .from_logits = true}));
+  verify_chain_batch_logits(
+      backend,
+      ChainBatchLogitsArgs<float>{
+          .draft_offsets = c.offsets,
+          .target_logits = MatrixView<const float>(t.data(), c.drafts() + c.batch(), vocab),
+          .draft_logits = MatrixView<const float>(d.data(), c.drafts(), vocab),
+          .warps = std::span<const Warp>(&warp, 1),
+          .draft_tokens = std::span<const Token>(tok.data(), c.tokens.size()),
+          .streams = c.streams,
+          .emitted = std::span<Token>(out.data(), outputs),
+          .accepted = std::span<std::int32_t>(acc.data(), gammas.size())},
+      scratch.get());
   CHECK(acc.to_host() == want_acc);
   CHECK(out.to_host() == want);
 }
@@ -217,7 +344,7 @@ TEST_CASE("verify_chain_batch_logits takes bfloat16 logits", "[backend][batched]
                                  std::span<float>(draft).subspan(r * v, v), ws);
     tokens.push_back(detail::sample_row(draft.data() + r * v, vocab, rng.uniform()));
   }
-  ChainCase c{batch, gamma, vocab, target, draft, tokens, {}};
+  ChainCase c{uniform(batch, gamma), vocab, target, draft, tokens, {}};
   for (std::int64_t b = 0; b < batch; ++b)
     c.streams.push_back(verify_stream(4, 0, static_cast<std::uint32_t>(b)));
   std::vector<Token> want;
@@ -225,13 +352,23 @@ TEST_CASE("verify_chain_batch_logits takes bfloat16 logits", "[backend][batched]
   chain_oracle(c, want, want_acc);
   std::vector<Token> out(static_cast<std::size_t>(batch * (gamma + 1)));
   std::vector<std::int32_t> acc(static_cast<std::size_t>(batch));
-  Workspace scratch(workspace_size(backend::cpu, ChainBatchShape{batch, gamma, vocab, true}));
+  Workspace scratch(workspace_size(
+      backend::cpu,
+      ChainBatchShape{.batch = batch, .max_gamma = gamma, .vocab = vocab, .from_logits = true}));
   verify_chain_batch_logits(
       backend::cpu.with_threads(2),
-      MatrixView<const Eigen::bfloat16>(target_logits.data(), batch * (gamma + 1), vocab),
-      MatrixView<const Eigen::bfloat16>(draft_logits.data(), batch * gamma, vocab),
-      std::span<const Warp>(&warp, 1), MatrixView<const Token>(tokens.data(), batch, gamma),
-      c.streams, MatrixView<Token>(out.data(), batch, gamma + 1), acc, scratch);
+      ChainBatchLogitsArgs<Eigen::bfloat16>{
+          .draft_offsets = c.offsets,
+          .target_logits =
+              MatrixView<const Eigen::bfloat16>(target_logits.data(), batch * (gamma + 1), vocab),
+          .draft_logits =
+              MatrixView<const Eigen::bfloat16>(draft_logits.data(), batch * gamma, vocab),
+          .warps = std::span<const Warp>(&warp, 1),
+          .draft_tokens = tokens,
+          .streams = c.streams,
+          .emitted = out,
+          .accepted = acc},
+      scratch);
   CHECK(acc == want_acc);
   CHECK(out == want);
 }
@@ -243,7 +380,7 @@ TEMPLATE_LIST_TEST_CASE("verify_chain_batch first token follows the target", "[b
   const std::int64_t batch = 100000, gamma = 2, vocab = 5;
   const std::vector<float> target_row = {0.35f, 0.05f, 0.3f, 0.2f, 0.1f};
   const std::vector<float> draft_row = {0.1f, 0.4f, 0.2f, 0.2f, 0.1f};
-  ChainCase c{batch, gamma, vocab, {}, {}, {}, {}};
+  ChainCase c{uniform(batch, gamma), vocab, {}, {}, {}, {}};
   for (std::int64_t b = 0; b < batch; ++b) {
     for (int i = 0; i <= gamma; ++i)
       c.target.insert(c.target.end(), target_row.begin(), target_row.end());
@@ -286,19 +423,33 @@ TEST_CASE("verify_chain_batch rejects bad input naming the argument", "[backend]
   std::vector<Token> out(12);
   std::vector<std::int32_t> acc(4);
   Workspace ws;
-  CHECK_THROWS_WITH(
-      verify_chain_batch(backend::cpu, MatrixView<const float>(c.target.data(), 12, 10),
-                         MatrixView<const float>(c.draft.data(), 7, 10),
-                         MatrixView<const Token>(c.tokens.data(), 4, 2), c.streams,
-                         MatrixView<Token>(out.data(), 4, 3), acc, ws),
-      Catch::Contains("draft_rows: is 7 x 10"));
+  ChainBatchArgs args{.draft_offsets = c.offsets,
+                      .target_rows = MatrixView<const float>(c.target.data(), 12, 10),
+                      .draft_rows = MatrixView<const float>(c.draft.data(), 7, 10),
+                      .draft_tokens = c.tokens,
+                      .streams = c.streams,
+                      .emitted = out,
+                      .accepted = acc};
+  CHECK_THROWS_WITH(verify_chain_batch(backend::cpu, args, ws),
+                    Catch::Contains("draft_rows: has 7 rows, expected G = 8"));
+  const std::vector<std::int32_t> decreasing = {0, 2, 1, 4, 8};
+  args.draft_offsets = decreasing;
+  CHECK_THROWS_WITH(verify_chain_batch(backend::cpu, args, ws),
+                    Catch::Contains("draft_offsets[2]: 1 is smaller than draft_offsets[1] = 2"));
   const std::vector<Warp> warps = {{.top_p = 1.5f}};
   CHECK_THROWS_WITH(
-      verify_chain_batch_logits(backend::cpu, MatrixView<const float>(c.target.data(), 12, 10),
-                                MatrixView<const float>(c.draft.data(), 8, 10),
-                                std::span<const Warp>(warps),
-                                MatrixView<const Token>(c.tokens.data(), 4, 2), c.streams,
-                                MatrixView<Token>(out.data(), 4, 3), acc, ws),
+      verify_chain_batch_logits(
+          backend::cpu,
+          ChainBatchLogitsArgs<float>{.draft_offsets = c.offsets,
+                                      .target_logits =
+                                          MatrixView<const float>(c.target.data(), 12, 10),
+                                      .draft_logits = MatrixView<const float>(c.draft.data(), 8, 10),
+                                      .warps = warps,
+                                      .draft_tokens = c.tokens,
+                                      .streams = c.streams,
+                                      .emitted = out,
+                                      .accepted = acc},
+          ws),
       Catch::Contains("warps[0].top_p"));
 }
 
@@ -321,15 +472,20 @@ TreeResult run_tree(const Backend& backend, const Rule& rule, const TreeCase& c)
   test::Buffer<Backend, Token> final_tokens(static_cast<std::size_t>(batch));
   test::Buffer<Backend, std::uint8_t> bonus(static_cast<std::size_t>(batch));
   test::Scratch<Backend> scratch(workspace_size(backend, TreeBatchShape{batch, largest, c.vocab}));
+  const auto b = static_cast<std::size_t>(batch);
   verify_tree_batch(
-      backend, rule, c.offsets, std::span<const Token>(tokens.data(), c.tokens.size()),
-      std::span<const std::int32_t>(parents.data(), c.parents.size()),
-      MatrixView<const float>(target.data(), rows, c.vocab),
-      MatrixView<const float>(draft.data(), rows, c.vocab), c.streams,
-      std::span<std::int32_t>(nodes.data(), c.tokens.size()),
-      std::span<std::int32_t>(accepted.data(), static_cast<std::size_t>(batch)),
-      std::span<Token>(final_tokens.data(), static_cast<std::size_t>(batch)),
-      std::span<std::uint8_t>(bonus.data(), static_cast<std::size_t>(batch)), scratch.get());
+      backend, rule,
+      TreeBatchArgs{.node_offsets = c.offsets,
+                    .tokens = std::span<const Token>(tokens.data(), c.tokens.size()),
+                    .parents = std::span<const std::int32_t>(parents.data(), c.parents.size()),
+                    .target_rows = MatrixView<const float>(target.data(), rows, c.vocab),
+                    .draft_rows = MatrixView<const float>(draft.data(), rows, c.vocab),
+                    .streams = c.streams,
+                    .accepted_nodes = std::span<std::int32_t>(nodes.data(), c.tokens.size()),
+                    .accepted = std::span<std::int32_t>(accepted.data(), b),
+                    .final_tokens = std::span<Token>(final_tokens.data(), b),
+                    .bonus = std::span<std::uint8_t>(bonus.data(), b)},
+      scratch.get());
   return {nodes.to_host(), accepted.to_host(), final_tokens.to_host(), bonus.to_host()};
 }
 
@@ -354,6 +510,29 @@ TEMPLATE_LIST_TEST_CASE("verify_tree_batch with Rejection walks chains like veri
   c.vocab = 30;
   for (std::uint32_t b = 0; b < 12; ++b) add_tree(c, 4, 1, rng, verify_stream(21, b, 2));
   CHECK(run_tree(TestType{}, Rejection{}, c) == tree_oracle(Rejection{}, c));
+}
+
+TEMPLATE_LIST_TEST_CASE("verify_tree_batch takes trees without nodes", "[backend][batched]",
+                        ChainBackends) {
+  toy::ToyRandom rng(5);
+  TreeCase c;
+  c.vocab = 40;
+  // Trees 0, 2 and 4 have no nodes: such a tree samples its bonus token from its root row.
+  for (std::uint32_t b = 0; b < 5; ++b) add_tree(c, b % 2 == 1 ? 3 : 0, 3, rng, verify_stream(8, b, 4));
+  REQUIRE(c.offsets[0] == c.offsets[1]);
+  REQUIRE(c.offsets[1] < c.offsets[2]);
+  REQUIRE(c.offsets[2] == c.offsets[3]);
+  REQUIRE(c.offsets[3] < c.offsets[4]);
+  REQUIRE(c.offsets[4] == c.offsets[5]);
+  for (const Rule& rule : {Rule(Recursive{}), Rule(MultiRound{})}) {
+    const auto want = tree_oracle(rule, c);
+    const auto got = run_tree(TestType{}, rule, c);
+    CHECK(got == want);
+    for (const std::size_t b : {0, 2, 4}) {
+      CHECK(got.accepted[b] == 0);
+      CHECK(got.bonus[b] == 1);
+    }
+  }
 }
 
 TEST_CASE("verify_tree_batch is independent of the thread count", "[backend][batched]") {
@@ -450,14 +629,18 @@ TEST_CASE("CUDA verify_tree_batch rejects a rule it does not implement and a sma
   const auto rows = static_cast<std::int64_t>(c.tokens.size()) + 3;
   test::Scratch<backend::Cuda> scratch(64);
   CHECK_THROWS_WITH(
-      verify_tree_batch(backend::cuda, Recursive{}, c.offsets,
-                        std::span<const Token>(tokens.data(), c.tokens.size()),
-                        std::span<const std::int32_t>(parents.data(), c.parents.size()),
-                        MatrixView<const float>(target.data(), rows, c.vocab),
-                        MatrixView<const float>(draft.data(), rows, c.vocab), c.streams,
-                        std::span<std::int32_t>(nodes.data(), c.tokens.size()),
-                        std::span<std::int32_t>(out.data(), 3), std::span<Token>(out.data() + 3, 3),
-                        {}, scratch.get()),
+      verify_tree_batch(
+          backend::cuda, Recursive{},
+          TreeBatchArgs{.node_offsets = c.offsets,
+                        .tokens = std::span<const Token>(tokens.data(), c.tokens.size()),
+                        .parents = std::span<const std::int32_t>(parents.data(), c.parents.size()),
+                        .target_rows = MatrixView<const float>(target.data(), rows, c.vocab),
+                        .draft_rows = MatrixView<const float>(draft.data(), rows, c.vocab),
+                        .streams = c.streams,
+                        .accepted_nodes = std::span<std::int32_t>(nodes.data(), c.tokens.size()),
+                        .accepted = std::span<std::int32_t>(out.data(), 3),
+                        .final_tokens = std::span<Token>(out.data() + 3, 3)},
+          scratch.get()),
       Catch::Contains("workspace: holds 64 bytes"));
 }
 #endif

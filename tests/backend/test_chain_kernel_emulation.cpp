@@ -18,10 +18,14 @@ namespace kernels = specdec::backend::cuda_impl::detail;
 namespace {
 
 struct Chains {
-  std::int64_t batch, gamma, vocab;
+  std::vector<std::int32_t> offsets;  // draft offsets, B + 1
+  std::int64_t vocab;
   std::vector<float> target, draft;  // logits or probabilities
   std::vector<Token> tokens;
   std::vector<RandomStream> streams;
+
+  std::int64_t batch() const { return static_cast<std::int64_t>(offsets.size()) - 1; }
+  std::int64_t drafts() const { return offsets.back(); }
 };
 
 std::vector<float> warped_rows(const std::vector<float>& logits, std::int64_t vocab,
@@ -36,19 +40,27 @@ std::vector<float> warped_rows(const std::vector<float>& logits, std::int64_t vo
   return out;
 }
 
-/// Random logits; draft tokens drawn from the warped draft rows.
-Chains make(std::int64_t batch, std::int64_t gamma, std::int64_t vocab, const Warp& w,
-            std::uint64_t seed) {
+/// Random logits, one sequence per entry of `gammas`; draft tokens drawn from the warped draft
+/// rows.
+Chains make_ragged(const std::vector<std::int64_t>& gammas, std::int64_t vocab, const Warp& w,
+                   std::uint64_t seed) {
   toy::ToyRandom rng(seed);
-  Chains c{batch, gamma, vocab, {}, {}, {}, {}};
-  for (std::int64_t r = 0; r < batch * gamma * vocab; ++r) {
+  Chains c{{0}, vocab, {}, {}, {}, {}};
+  for (const std::int64_t gamma : gammas)
+    c.offsets.push_back(c.offsets.back() + static_cast<std::int32_t>(gamma));
+  for (std::int64_t r = 0; r < c.drafts() * vocab; ++r) {
     c.draft.push_back(static_cast<float>(2.0 * rng.normal()));
   }
-  for (std::int64_t b = 0; b < batch; ++b) {
+  for (std::int64_t b = 0; b < c.batch(); ++b) {
+    const std::int64_t first = c.offsets[static_cast<std::size_t>(b)];
+    const std::int64_t gamma = c.offsets[static_cast<std::size_t>(b) + 1] - first;
     for (std::int64_t i = 0; i <= gamma; ++i) {
       for (std::int64_t x = 0; x < vocab; ++x) {
+        // Near the draft row of the same position (the last one for the bonus row).
         const float base =
-            c.draft[static_cast<std::size_t>((b * gamma + std::min(i, gamma - 1)) * vocab + x)];
+            gamma == 0 ? 0.0f
+                       : c.draft[static_cast<std::size_t>(
+                             (first + std::min(i, gamma - 1)) * vocab + x)];
         c.target.push_back(base + static_cast<float>(0.7 * rng.normal()));
       }
     }
@@ -59,24 +71,33 @@ Chains make(std::int64_t batch, std::int64_t gamma, std::int64_t vocab, const Wa
     c.streams.push_back(s);
   }
   const auto draft = warped_rows(c.draft, vocab, w);
-  for (std::int64_t r = 0; r < batch * gamma; ++r) {
+  for (std::int64_t r = 0; r < c.drafts(); ++r) {
     c.tokens.push_back(detail::sample_row(draft.data() + r * vocab, vocab, rng.uniform()));
   }
   return c;
 }
 
+Chains make(std::int64_t batch, std::int64_t gamma, std::int64_t vocab, const Warp& w,
+            std::uint64_t seed) {
+  return make_ragged(std::vector<std::int64_t>(static_cast<std::size_t>(batch), gamma), vocab, w,
+                     seed);
+}
+
+/// verify_chain per sequence; sequence b's gamma_b + 1 tokens at offsets[b] + b, padded with -1.
 void oracle(const Chains& c, const std::vector<float>& target, const std::vector<float>& draft,
             std::vector<Token>& emitted, std::vector<std::int32_t>& accepted) {
-  const auto g = static_cast<std::size_t>(c.gamma), v = static_cast<std::size_t>(c.vocab);
-  emitted.assign(static_cast<std::size_t>(c.batch) * (g + 1), kNoToken);
+  const auto v = static_cast<std::size_t>(c.vocab);
+  emitted.assign(static_cast<std::size_t>(c.drafts() + c.batch()), kNoToken);
   accepted.clear();
   Workspace ws;
-  for (std::size_t b = 0; b < static_cast<std::size_t>(c.batch); ++b) {
+  for (std::size_t b = 0; b < static_cast<std::size_t>(c.batch()); ++b) {
+    const auto first = static_cast<std::size_t>(c.offsets[b]);
+    const auto g = static_cast<std::size_t>(c.offsets[b + 1]) - first;
     const auto verdict = verify_chain<float>(
-        Rejection{}, std::span<const float>(target).subspan(b * (g + 1) * v, (g + 1) * v),
-        std::span<const float>(draft).subspan(b * g * v, g * v),
-        std::span<const Token>(c.tokens).subspan(b * g, g), c.vocab, c.streams[b],
-        std::span<Token>(emitted).subspan(b * (g + 1), g + 1), ws);
+        Rejection{}, std::span<const float>(target).subspan((first + b) * v, (g + 1) * v),
+        std::span<const float>(draft).subspan(first * v, g * v),
+        std::span<const Token>(c.tokens).subspan(first, g), c.vocab, c.streams[b],
+        std::span<Token>(emitted).subspan(first + b, g + 1), ws);
     accepted.push_back(verdict.accepted);
   }
 }
@@ -85,16 +106,16 @@ template <bool kLogits>
 void run(const Chains& c, const std::vector<float>& target, const std::vector<float>& draft,
          const Warp& w, unsigned int threads, std::vector<Token>& emitted,
          std::vector<std::int32_t>& accepted) {
-  emitted.assign(static_cast<std::size_t>(c.batch * (c.gamma + 1)), -7);
-  accepted.assign(static_cast<std::size_t>(c.batch), -7);
-  std::vector<float> rows(static_cast<std::size_t>(c.batch * 2 * c.vocab));
+  emitted.assign(static_cast<std::size_t>(c.drafts() + c.batch()), -7);
+  accepted.assign(static_cast<std::size_t>(c.batch()), -7);
+  std::vector<float> rows(static_cast<std::size_t>(c.batch() * 2 * c.vocab));
   const backend::cuda_impl::DeviceWarp dw{w.temperature, w.top_k, w.top_p, w.min_p};
-  for (std::int64_t b = 0; b < c.batch; ++b) {
+  for (std::int64_t b = 0; b < c.batch(); ++b) {
     run_emulated_block(threads, static_cast<unsigned int>(b), [&] {
       kernels::verify_chain_kernel<kLogits, float>(
-          target.data(), c.vocab, draft.data(), c.vocab, c.tokens.data(), c.gamma,
-          static_cast<int>(c.gamma), static_cast<int>(c.vocab), c.streams.data(), dw, nullptr,
-          rows.data(), emitted.data(), c.gamma + 1, accepted.data());
+          target.data(), c.vocab, draft.data(), c.vocab, c.offsets.data(), c.tokens.data(),
+          static_cast<int>(c.vocab), c.streams.data(), dw, nullptr, rows.data(), emitted.data(),
+          accepted.data());
     });
   }
 }
@@ -129,6 +150,28 @@ TEST_CASE("the emulated CUDA chain kernel warps logits on the fly like warp_logi
     CAPTURE(w.temperature, w.top_k, w.top_p);
     CHECK(got_acc == want_acc);
     CHECK(got == want);
+  }
+}
+
+TEST_CASE("the emulated CUDA chain kernel takes ragged draft counts, zero included",
+          "[backend][cuda_kernel]") {
+  const Warp w{.temperature = 0.8f, .top_k = 60};
+  const auto c = make_ragged({4, 0, 2, 0, 6, 1, 0, 3}, 300, w, 19);
+  const auto target = warped_rows(c.target, c.vocab, w);
+  const auto draft = warped_rows(c.draft, c.vocab, w);
+  for (const bool logits : {false, true}) {
+    std::vector<Token> want, got;
+    std::vector<std::int32_t> want_acc, got_acc;
+    oracle(c, target, draft, want, want_acc);
+    if (logits) {
+      run<true>(c, c.target, c.draft, w, 64, got, got_acc);
+    } else {
+      run<false>(c, target, draft, w, 64, got, got_acc);
+    }
+    CAPTURE(logits);
+    CHECK(got_acc == want_acc);
+    CHECK(got == want);
+    for (const std::size_t b : {1, 3, 6}) CHECK(got_acc[b] == 0);
   }
 }
 

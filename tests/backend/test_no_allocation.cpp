@@ -126,15 +126,21 @@ TEST_CASE("verify_chain_batch_logits allocates nothing after warm-up", "[backend
   std::vector<Token> emitted(static_cast<std::size_t>(batch * (gamma + 1)));
   std::vector<std::int32_t> accepted(static_cast<std::size_t>(batch));
   const auto cpu = backend::cpu.with_threads(2);
-  Workspace ws(workspace_size(cpu, ChainBatchShape{batch, gamma, vocab, true}));
+  Workspace ws(workspace_size(
+      cpu,
+      ChainBatchShape{.batch = batch, .max_gamma = gamma, .vocab = vocab, .from_logits = true}));
   const std::vector<Warp> warps = {{.temperature = 0.9f}};
-  CHECK(allocations_after_warm_up([&] {
-          verify_chain_batch_logits(
-              cpu, MatrixView<const float>(target.data(), batch * (gamma + 1), vocab),
-              MatrixView<const float>(draft.data(), batch * gamma, vocab), warps,
-              MatrixView<const Token>(tokens.data(), batch, gamma), streams,
-              MatrixView<Token>(emitted.data(), batch, gamma + 1), accepted, ws);
-        }) == 0);
+  std::vector<std::int32_t> offsets(static_cast<std::size_t>(batch + 1));
+  const ChainBatchLogitsArgs<float> args{
+      .draft_offsets = uniform_draft_offsets(gamma, offsets),
+      .target_logits = MatrixView<const float>(target.data(), batch * (gamma + 1), vocab),
+      .draft_logits = MatrixView<const float>(draft.data(), batch * gamma, vocab),
+      .warps = warps,
+      .draft_tokens = tokens,
+      .streams = streams,
+      .emitted = emitted,
+      .accepted = accepted};
+  CHECK(allocations_after_warm_up([&] { verify_chain_batch_logits(cpu, args, ws); }) == 0);
 }
 
 TEST_CASE("verify_tree_batch allocates nothing after warm-up", "[backend][allocation]") {
@@ -148,12 +154,16 @@ TEST_CASE("verify_tree_batch allocates nothing after warm-up", "[backend][alloca
   std::vector<Token> final_tokens(static_cast<std::size_t>(batch));
   const auto cpu = backend::cpu.with_threads(2);
   Workspace ws(workspace_size(cpu, TreeBatchShape{batch, largest, c.vocab}));
-  CHECK(allocations_after_warm_up([&] {
-          verify_tree_batch(cpu, Recursive{}, c.offsets, c.tokens, c.parents,
-                            MatrixView<const float>(c.target.data(), rows, c.vocab),
-                            MatrixView<const float>(c.draft.data(), rows, c.vocab), c.streams,
-                            nodes, accepted, final_tokens, {}, ws);
-        }) == 0);
+  const TreeBatchArgs args{.node_offsets = c.offsets,
+                           .tokens = c.tokens,
+                           .parents = c.parents,
+                           .target_rows = MatrixView<const float>(c.target.data(), rows, c.vocab),
+                           .draft_rows = MatrixView<const float>(c.draft.data(), rows, c.vocab),
+                           .streams = c.streams,
+                           .accepted_nodes = nodes,
+                           .accepted = accepted,
+                           .final_tokens = final_tokens};
+  CHECK(allocations_after_warm_up([&] { verify_tree_batch(cpu, Recursive{}, args, ws); }) == 0);
 }
 
 TEST_CASE("gumbel_top_k_batch allocates nothing after warm-up", "[backend][allocation]") {

@@ -2,9 +2,11 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "specdec/core/validate.hpp"
+#include "specdec/core/warp.hpp"
 
 using namespace specdec;
 
@@ -38,19 +40,36 @@ TEST_CASE("logit rows: no NaN, no +inf, not all -inf", "[core][validate]") {
 
 TEST_CASE("sizes, tokens and ranges name the argument", "[core][validate]") {
   CHECK_THROWS_WITH(
-      check_size("draft", 3, 4),
+      detail::check_size("draft", 3, 4),
       Catch::Contains("draft has 3 elements, expected 4") || Catch::Contains("draft: has 3"));
-  CHECK_THROWS_WITH(check_token("candidates[2]", 9, 8),
+  CHECK_THROWS_WITH(detail::check_token("candidates[2]", 9, 8),
                     Catch::Contains("candidates[2]") && Catch::Contains("token 9"));
-  CHECK_THROWS_WITH(check_token("token", -1, 8), Catch::Contains("-1"));
-  CHECK_THROWS_WITH(check_in_half_open("alpha", 1.0, 0.0, 1.0), Catch::Contains("alpha"));
-  CHECK_THROWS_WITH(check_positive("width", 0), Catch::Contains("width"));
+  CHECK_THROWS_WITH(detail::check_token("token", -1, 8), Catch::Contains("-1"));
+  CHECK_THROWS_WITH(detail::check_in_half_open("alpha", 1.0, 0.0, 1.0), Catch::Contains("alpha"));
+  CHECK_THROWS_WITH(detail::check_positive("width", 0), Catch::Contains("width"));
   const std::vector<int> tokens = {1, 2, 8};
-  CHECK_THROWS_WITH(check_tokens<int>("prompt", tokens, 8), Catch::Contains("prompt[2]"));
+  CHECK_THROWS_WITH(detail::check_tokens<int>("prompt", tokens, 8), Catch::Contains("prompt[2]"));
   try {
-    check_positive("depth", -2);
+    detail::check_positive("depth", -2);
     FAIL("no exception");
   } catch (const Error& e) {
     CHECK(e.argument() == "depth");
+  }
+}
+
+TEST_CASE("Error keeps the argument and the problem apart", "[core][validate]") {
+  const Error e("rows[3]", "nan is not a probability: a row: of logits");
+  CHECK(e.argument() == "rows[3]");
+  CHECK(e.problem() == "nan is not a probability: a row: of logits");
+  CHECK(std::string(e.what()) == "rows[3]: nan is not a probability: a row: of logits");
+  // A warp list renames the field of the bad warp and keeps its problem word for word.
+  const std::vector<Warp> warps = {Warp{}, Warp{.top_p = 1.5f}};
+  try {
+    detail::check_warp_list(warps, 2, 10, "row");
+    FAIL("no exception");
+  } catch (const Error& bad) {
+    CHECK(bad.argument() == "warps[1].top_p");
+    CHECK(bad.problem().find("1.5") != std::string::npos);
+    CHECK(std::string(bad.what()) == bad.argument() + ": " + bad.problem());
   }
 }

@@ -71,7 +71,7 @@ DecodeOptions with_method(Method m, std::int32_t depth = 2, std::int32_t width =
 /// The exact distribution of the first three tokens of a chain method (depth L) whose per-token
 /// target is pi(row): position j < L of a step emits x with probability pi(x), accepting it
 /// (the step goes on) with probability accept(x); position L emits the bonus token from the
-/// warped target. `accept_mass(prev)` returns the joint rows P(x, accepted) and P(x, rejected).
+/// warped target. `joint(prev)` returns the joint rows P(x, accepted) and P(x, rejected).
 using JointRows = std::function<std::pair<std::vector<double>, std::vector<double>>(Token)>;
 
 std::vector<double> chain_sequence_distribution(std::int32_t depth, const JointRows& joint,

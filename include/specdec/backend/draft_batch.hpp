@@ -72,7 +72,7 @@ void check_gumbel_top_k_batch(MatrixView<const T> rows, std::int64_t k, std::siz
   check_batch_matrix("tokens", tokens.rows, tokens.cols, tokens.stride, rows.rows, k);
   if (values.rows != 0)
     check_batch_matrix("values", values.rows, values.cols, values.stride, rows.rows, k);
-  check_size("counts", counts, static_cast<std::size_t>(rows.rows));
+  detail::check_size("counts", counts, static_cast<std::size_t>(rows.rows));
 }
 
 /// The shape checks of stochastic_beam_level_batch every backend makes (beam counts, nodes and
@@ -91,7 +91,7 @@ inline void check_beam_level_batch(MatrixView<const float> draft_rows, std::size
     fail("draft_rows", "has {} columns, expected at least 1", draft_rows.cols);
   check_batch_matrix("draft_rows", draft_rows.rows, draft_rows.cols, draft_rows.stride,
                      batch * width, draft_rows.cols);
-  check_size("beam_counts", beam_counts, static_cast<std::size_t>(batch));
+  detail::check_size("beam_counts", beam_counts, static_cast<std::size_t>(batch));
   check_batch_matrix("nodes", nodes.rows, nodes.cols, nodes.stride, batch, width);
   check_batch_matrix("log_probs", log_probs.rows, log_probs.cols, log_probs.stride, batch, width);
   check_batch_matrix("scores", scores.rows, scores.cols, scores.stride, batch, width);
@@ -105,7 +105,7 @@ inline void check_beam_level_batch(MatrixView<const float> draft_rows, std::size
                      next_log_probs.stride, batch, width);
   check_batch_matrix("next_scores", next_scores.rows, next_scores.cols, next_scores.stride, batch,
                      width);
-  check_size("next_counts", next_counts, static_cast<std::size_t>(batch));
+  detail::check_size("next_counts", next_counts, static_cast<std::size_t>(batch));
   if (width > draft_rows.cols)
     fail("nodes", "beam width {} exceeds the vocabulary ({})", width, draft_rows.cols);
 }

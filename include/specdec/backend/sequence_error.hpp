@@ -14,8 +14,7 @@ namespace specdec::detail {
 /// "target_rows[2]" of sequence 5 becomes "target_rows[5][2]", "vocab" becomes "vocab (sequence 5)".
 [[noreturn]] inline void rethrow_for_sequence(const Error& e, std::int64_t sequence) {
   const std::string& argument = e.argument();
-  const std::string what = e.what();
-  const std::string problem = what.substr(std::min(what.size(), argument.size() + 2));
+  const std::string& problem = e.problem();
   const auto bracket = argument.find('[');
   if (bracket == std::string::npos) {
     throw Error(fmt::format("{} (sequence {})", argument, sequence), problem);

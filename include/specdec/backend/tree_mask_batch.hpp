@@ -51,7 +51,7 @@ inline std::int32_t check_tree_offsets(std::span<const std::int32_t> node_offset
 inline std::int32_t check_tree_csr(std::span<const std::int32_t> node_offsets,
                                    std::span<const std::int32_t> parents) {
   const auto largest = check_tree_offsets(node_offsets);
-  check_size("parents", parents.size(), static_cast<std::size_t>(node_offsets.back()));
+  detail::check_size("parents", parents.size(), static_cast<std::size_t>(node_offsets.back()));
   for (std::size_t b = 0; b + 1 < node_offsets.size(); ++b) {
     const auto begin = static_cast<std::size_t>(node_offsets[b]);
     const auto n = static_cast<std::int32_t>(node_offsets[b + 1] - node_offsets[b]);
@@ -87,8 +87,8 @@ inline void check_positions_batch(std::span<const std::int32_t> node_offsets,
                                   std::span<const std::int32_t> context_lengths,
                                   std::size_t positions) {
   const auto batch = node_offsets.size() - 1;
-  check_size("context_lengths", context_lengths.size(), batch);
-  check_size("positions", positions, static_cast<std::size_t>(node_offsets.back()));
+  detail::check_size("context_lengths", context_lengths.size(), batch);
+  detail::check_size("positions", positions, static_cast<std::size_t>(node_offsets.back()));
   for (std::size_t b = 0; b < batch; ++b) {
     const auto c = context_lengths[b];
     const auto n = node_offsets[b + 1] - node_offsets[b];

@@ -22,11 +22,11 @@
 
 namespace specdec {
 
-/// The shape a batched chain verification is sized for: `batch` sequences of `gamma` draft tokens
-/// over `vocab` tokens. `from_logits` = rows arrive as logits and are warped first.
+/// The shape a batched chain verification is sized for: `batch` sequences of at most `max_gamma`
+/// draft tokens each over `vocab` tokens. `from_logits`: sized for verify_chain_batch_logits.
 struct ChainBatchShape {
   std::int64_t batch = 0;
-  std::int64_t gamma = 0;
+  std::int64_t max_gamma = 0;
   std::int64_t vocab = 0;
   bool from_logits = false;
 };
@@ -38,6 +38,87 @@ struct TreeBatchShape {
   std::int64_t max_nodes = 0;
   std::int64_t vocab = 0;
 };
+
+/// The views of a ragged chain batch of B sequences (verify_chain_batch). Sequence b drafted
+/// gamma_b = draft_offsets[b + 1] - draft_offsets[b] tokens (0 allowed: it only samples its bonus
+/// token); G = draft_offsets[B] tokens in all. Every per-token array is CSR in draft_offsets, and
+/// the arrays with one more entry per sequence are shifted by b:
+///   draft_offsets: B + 1 entries, draft_offsets[0] = 0, non-decreasing (host memory);
+///   target_rows:   G + B warped rows; sequence b's gamma_b + 1 rows start at row
+///                  draft_offsets[b] + b (row i = the target after its first i draft tokens;
+///                  its last row gives the bonus token);
+///   draft_rows:    G warped rows; sequence b's start at row draft_offsets[b] (row i = the row
+///                  its draft token i was drawn from);
+///   draft_tokens:  G tokens; sequence b's at draft_offsets[b] .. draft_offsets[b + 1];
+///   streams:       B RandomStreams (host memory);
+///   emitted:       G + B tokens; sequence b's gamma_b + 1 at draft_offsets[b] + b: the accepted
+///                  tokens, then the correction or bonus token, then -1 (kNoToken) padding;
+///   accepted:      B counts (0..gamma_b); sequence b emitted accepted[b] + 1 tokens.
+/// With the same gamma for every sequence (uniform_draft_offsets) the arrays are the familiar
+/// B * (gamma + 1) target rows, B x gamma draft tokens and B x (gamma + 1) emitted tokens.
+struct ChainBatchArgs {
+  std::span<const std::int32_t> draft_offsets{};
+  MatrixView<const float> target_rows{};
+  MatrixView<const float> draft_rows{};
+  std::span<const Token> draft_tokens{};
+  std::span<const RandomStream> streams{};
+  std::span<Token> emitted{};
+  std::span<std::int32_t> accepted{};
+};
+
+/// ChainBatchArgs with logits in place of warped rows (verify_chain_batch_logits): the same
+/// layout, and `warps` holds one Warp per sequence or one for all (host memory).
+template <class T>
+struct ChainBatchLogitsArgs {
+  std::span<const std::int32_t> draft_offsets{};
+  MatrixView<const T> target_logits{};
+  MatrixView<const T> draft_logits{};
+  std::span<const Warp> warps{};
+  std::span<const Token> draft_tokens{};
+  std::span<const RandomStream> streams{};
+  std::span<Token> emitted{};
+  std::span<std::int32_t> accepted{};
+};
+
+/// The views of a batch of B ragged trees in CSR layout (verify_tree_batch). N = node_offsets[B]
+/// nodes in all, N_b = node_offsets[b + 1] - node_offsets[b] in tree b (0 allowed: the root's
+/// row gives a bonus token).
+///   node_offsets:  B + 1 entries, node_offsets[0] = 0, non-decreasing (host memory);
+///   tokens, parents: N entries; tree b's nodes at node_offsets[b] .. node_offsets[b + 1], parents
+///                  local to the tree (-1 = root, else an earlier node of the same tree);
+///   target_rows, draft_rows: N + B warped rows; tree b owns the N_b + 1 rows from
+///                  node_offsets[b] + b, laid out as verify_tree's (root row first);
+///   streams:       B RandomStreams (host memory);
+///   accepted_nodes: N entries, CSR with node_offsets: tree b's accepted (local) node ids at
+///                  node_offsets[b] .. node_offsets[b] + accepted[b] (the rest untouched);
+///   accepted:      B counts; final_tokens: B correction or bonus tokens;
+///   bonus:         B flags (1 = the walk ended at a leaf), or empty.
+struct TreeBatchArgs {
+  std::span<const std::int32_t> node_offsets{};
+  std::span<const Token> tokens{};
+  std::span<const std::int32_t> parents{};
+  MatrixView<const float> target_rows{};
+  MatrixView<const float> draft_rows{};
+  std::span<const RandomStream> streams{};
+  std::span<std::int32_t> accepted_nodes{};
+  std::span<std::int32_t> accepted{};
+  std::span<Token> final_tokens{};
+  std::span<std::uint8_t> bonus{};
+};
+
+/// Fills `offsets` (B + 1 entries) with the draft offsets of B sequences of `gamma` draft tokens
+/// each (offsets[b] = b * gamma) and returns them, for a uniform ChainBatchArgs::draft_offsets.
+inline std::span<const std::int32_t> uniform_draft_offsets(std::int64_t gamma,
+                                                           std::span<std::int32_t> offsets) {
+  if (offsets.empty()) detail::fail("offsets", "is empty, expected B + 1 >= 2 entries");
+  if (gamma < 0 || gamma * static_cast<std::int64_t>(offsets.size() - 1) > INT32_MAX) {
+    detail::fail("gamma", "{} is negative or too large for {} sequences", gamma,
+                 offsets.size() - 1);
+  }
+  for (std::size_t b = 0; b < offsets.size(); ++b)
+    offsets[b] = static_cast<std::int32_t>(static_cast<std::int64_t>(b) * gamma);
+  return offsets;
+}
 
 namespace detail {
 
@@ -55,44 +136,51 @@ struct TreeBatchImpl {
                 "specdec/backend/cpu/verify_batch.hpp or specdec/backend/cuda/verify_batch.hpp");
 };
 
-/// The shape checks every backend makes on the host for a chain batch.
-inline void check_chain_batch(std::int64_t target_rows, std::int64_t target_cols,
-                              std::int64_t target_stride, std::int64_t draft_rows,
-                              std::int64_t draft_cols, std::int64_t draft_stride,
-                              std::int64_t token_rows, std::int64_t token_cols,
-                              std::int64_t token_stride, std::size_t streams,
-                              std::int64_t emitted_rows, std::int64_t emitted_cols,
-                              std::int64_t emitted_stride, std::size_t accepted,
-                              std::string_view target_name, std::string_view draft_name) {
-  const std::int64_t batch = token_rows;
-  const std::int64_t gamma = token_cols;
-  if (batch < 1) fail("draft_tokens", "has {} rows (sequences), expected at least 1", batch);
-  if (gamma < 1) fail("draft_tokens", "has {} columns (gamma), expected at least 1", gamma);
-  if (token_stride < gamma)
-    fail("draft_tokens", "stride {} is smaller than its {} columns", token_stride, gamma);
-  if (target_cols < 1) fail(target_name, "has {} columns, expected at least 1", target_cols);
-  if (target_rows != batch * (gamma + 1)) {
-    fail(target_name, "has {} rows, expected B * (gamma + 1) = {} * {} = {}", target_rows, batch,
-         gamma + 1, batch * (gamma + 1));
+/// Host checks of CSR offsets (B + 1 entries, starting at 0, non-decreasing); returns the largest
+/// count of one sequence.
+inline std::int64_t check_offsets(std::string_view name, std::span<const std::int32_t> offsets) {
+  if (offsets.size() < 2) fail(name, "has {} entries, expected B + 1 >= 2", offsets.size());
+  if (offsets[0] != 0) fail(ArgName(name, 0), "is {}, expected 0", offsets[0]);
+  std::int64_t largest = 0;
+  for (std::size_t b = 1; b < offsets.size(); ++b) {
+    if (offsets[b] < offsets[b - 1]) {
+      fail(ArgName(name, static_cast<std::int64_t>(b)), "{} is smaller than {}[{}] = {}",
+           offsets[b], name, b - 1, offsets[b - 1]);
+    }
+    largest = std::max<std::int64_t>(largest, offsets[b] - offsets[b - 1]);
   }
-  if (target_stride < target_cols)
-    fail(target_name, "stride {} is smaller than its {} columns", target_stride, target_cols);
-  if (draft_rows != batch * gamma || draft_cols != target_cols) {
-    fail(draft_name, "is {} x {}, expected B * gamma x V = {} x {}", draft_rows, draft_cols,
-         batch * gamma, target_cols);
+  return largest;
+}
+
+/// Host checks of a row matrix: `expected_rows` rows of at least one column, stride >= columns.
+inline void check_rows(std::string_view name, std::int64_t rows, std::int64_t cols,
+                       std::int64_t stride, std::int64_t expected_rows, std::string_view formula) {
+  if (cols < 1) fail(name, "has {} columns, expected at least 1", cols);
+  if (rows != expected_rows)
+    fail(name, "has {} rows, expected {} = {}", rows, formula, expected_rows);
+  if (stride < cols) fail(name, "stride {} is smaller than its {} columns", stride, cols);
+}
+
+/// The shape checks every backend makes on the host for a chain batch; returns the largest gamma.
+template <class T>
+std::int64_t check_chain_batch(std::span<const std::int32_t> draft_offsets,
+                               MatrixView<const T> target, MatrixView<const T> draft,
+                               std::size_t draft_tokens, std::size_t streams, std::size_t emitted,
+                               std::size_t accepted, std::string_view target_name,
+                               std::string_view draft_name) {
+  const std::int64_t largest = check_offsets("draft_offsets", draft_offsets);
+  const auto batch = static_cast<std::int64_t>(draft_offsets.size() - 1);
+  const std::int64_t drafts = draft_offsets.back();
+  check_rows(target_name, target.rows, target.cols, target.stride, drafts + batch, "G + B");
+  check_rows(draft_name, draft.rows, draft.cols, draft.stride, drafts, "G");
+  if (draft.cols != target.cols) {
+    fail(draft_name, "has {} columns, expected {} like {}", draft.cols, target.cols, target_name);
   }
-  if (draft_stride < draft_cols)
-    fail(draft_name, "stride {} is smaller than its {} columns", draft_stride, draft_cols);
-  if (streams != static_cast<std::size_t>(batch))
-    fail("streams", "has {} entries, expected one per sequence ({})", streams, batch);
-  if (emitted_rows != batch || emitted_cols != gamma + 1) {
-    fail("emitted", "is {} x {}, expected B x (gamma + 1) = {} x {}", emitted_rows, emitted_cols,
-         batch, gamma + 1);
-  }
-  if (emitted_stride < emitted_cols)
-    fail("emitted", "stride {} is smaller than its {} columns", emitted_stride, emitted_cols);
-  if (accepted != static_cast<std::size_t>(batch))
-    fail("accepted", "has {} entries, expected one per sequence ({})", accepted, batch);
+  detail::check_size("draft_tokens", draft_tokens, static_cast<std::size_t>(drafts));
+  detail::check_size("streams", streams, static_cast<std::size_t>(batch));
+  detail::check_size("emitted", emitted, static_cast<std::size_t>(drafts + batch));
+  detail::check_size("accepted", accepted, static_cast<std::size_t>(batch));
+  return largest;
 }
 
 /// The checks every backend makes on warps given per sequence (one shared, or one per sequence).
@@ -102,41 +190,25 @@ inline void check_sequence_warps(std::span<const Warp> warps, std::int64_t batch
 }
 
 /// Host checks of a tree batch's CSR offsets and shapes; returns the largest tree.
-inline std::int64_t check_tree_batch(std::span<const std::int32_t> node_offsets, std::size_t tokens,
-                                     std::size_t parents, std::int64_t target_rows,
-                                     std::int64_t target_cols, std::int64_t draft_rows,
-                                     std::int64_t draft_cols, std::size_t streams,
-                                     std::size_t accepted_nodes, std::size_t accepted,
-                                     std::size_t final_tokens, std::size_t bonus) {
-  if (node_offsets.size() < 2)
-    fail("node_offsets", "has {} entries, expected B + 1 >= 2", node_offsets.size());
-  const auto batch = static_cast<std::int64_t>(node_offsets.size() - 1);
-  if (node_offsets[0] != 0) fail("node_offsets[0]", "is {}, expected 0", node_offsets[0]);
-  std::int64_t largest = 0;
-  for (std::size_t b = 1; b < node_offsets.size(); ++b) {
-    if (node_offsets[b] < node_offsets[b - 1]) {
-      fail(fmt::format("node_offsets[{}]", b), "{} is smaller than node_offsets[{}] = {}",
-           node_offsets[b], b - 1, node_offsets[b - 1]);
-    }
-    largest = std::max<std::int64_t>(largest, node_offsets[b] - node_offsets[b - 1]);
-  }
-  const auto total = static_cast<std::size_t>(node_offsets.back());
-  check_size("tokens", tokens, total);
-  check_size("parents", parents, total);
-  if (target_cols < 1) fail("target_rows", "has {} columns, expected at least 1", target_cols);
-  if (target_rows != static_cast<std::int64_t>(total) + batch) {
-    fail("target_rows", "has {} rows, expected N + B = {} + {}", target_rows, total, batch);
-  }
-  if (draft_rows != target_rows || draft_cols != target_cols) {
-    fail("draft_rows", "is {} x {}, expected {} x {} like target_rows", draft_rows, draft_cols,
-         target_rows, target_cols);
-  }
-  if (streams != static_cast<std::size_t>(batch))
-    fail("streams", "has {} entries, expected one per sequence ({})", streams, batch);
-  check_size("accepted_nodes", accepted_nodes, total);
-  check_size("accepted", accepted, static_cast<std::size_t>(batch));
-  check_size("final_tokens", final_tokens, static_cast<std::size_t>(batch));
-  if (bonus != 0) check_size("bonus", bonus, static_cast<std::size_t>(batch));
+inline std::int64_t check_tree_batch(const TreeBatchArgs& args) {
+  const std::int64_t largest = check_offsets("node_offsets", args.node_offsets);
+  const auto batch = static_cast<std::int64_t>(args.node_offsets.size() - 1);
+  const auto total = static_cast<std::size_t>(args.node_offsets.back());
+  detail::check_size("tokens", args.tokens.size(), total);
+  detail::check_size("parents", args.parents.size(), total);
+  const auto& target = args.target_rows;
+  check_rows("target_rows", target.rows, target.cols, target.stride,
+             static_cast<std::int64_t>(total) + batch, "N + B");
+  const auto& draft = args.draft_rows;
+  check_rows("draft_rows", draft.rows, draft.cols, draft.stride, target.rows, "N + B");
+  if (draft.cols != target.cols)
+    fail("draft_rows", "has {} columns, expected {} like target_rows", draft.cols, target.cols);
+  detail::check_size("streams", args.streams.size(), static_cast<std::size_t>(batch));
+  detail::check_size("accepted_nodes", args.accepted_nodes.size(), total);
+  detail::check_size("accepted", args.accepted.size(), static_cast<std::size_t>(batch));
+  detail::check_size("final_tokens", args.final_tokens.size(), static_cast<std::size_t>(batch));
+  if (!args.bonus.empty())
+    detail::check_size("bonus", args.bonus.size(), static_cast<std::size_t>(batch));
   return largest;
 }
 
@@ -154,83 +226,46 @@ std::size_t workspace_size(const Backend& backend, const TreeBatchShape& shape) 
   return detail::TreeBatchImpl<Backend>::workspace_size(backend, shape);
 }
 
-/// Chain verification with standard rejection sampling for B sequences of gamma draft tokens:
-/// sequence b is verify_chain(Rejection{}, ...) of its rows, bit for bit on the CPU backend.
-/// Layout (all rows warped fp32 probabilities, V = vocab columns, row-major):
-///   target_rows:  B * (gamma + 1) rows; row b * (gamma + 1) + i = the target of sequence b at
-///                 position i (after its first i draft tokens; row gamma gives the bonus token);
-///   draft_rows:   B * gamma rows; row b * gamma + i = the row draft token i of b was drawn from;
-///   draft_tokens: B x gamma;
-///   streams:      one RandomStream per sequence (host memory);
-///   emitted:      B x (gamma + 1): the accepted tokens, then the correction or bonus token, then
-///                 -1 (kNoToken) padding;
-///   accepted:     B accepted counts (0..gamma); sequence b emitted accepted[b] + 1 tokens.
+/// Chain verification with standard rejection sampling for a ragged batch of B sequences (layout:
+/// ChainBatchArgs): sequence b is verify_chain(Rejection{}, ...) of its rows, bit for bit on the
+/// CPU backend.
 /// Randomness: that of verify_chain per sequence (position i: draw 0 of
 /// `streams[b].at_position(streams[b].position + i)` tests, draw 1 corrects; the bonus token is
-/// draw 0 at position + gamma), so results depend neither on B nor on the backend.
-/// Rows, tokens and outputs live where the backend computes; `streams` is host memory.
+/// draw 0 at position + gamma_b), so results depend neither on B nor on the backend.
+/// Rows, tokens and outputs live where the backend computes; offsets and streams are host memory.
 /// `workspace`: a specdec::Workspace (CPU) or a backend::DeviceWorkspace of at least
-/// workspace_size(backend, ChainBatchShape{B, gamma, V}) bytes (CUDA).
+/// workspace_size(backend, ChainBatchShape{.batch = B, .max_gamma = largest gamma_b,
+/// .vocab = V}) bytes (CUDA).
 /// Throws specdec::Error naming the bad argument ("draft_tokens[3][1]" = sequence 3, token 1;
 /// the CPU backend checks every row and token, the CUDA backend shapes and parameters only).
 /// The CPU backend needs contiguous rows (stride == V); CUDA takes any stride >= V.
 template <backend::BackendPolicy Backend, class Scratch>
-void verify_chain_batch(const Backend& backend, MatrixView<const float> target_rows,
-                        MatrixView<const float> draft_rows, MatrixView<const Token> draft_tokens,
-                        std::span<const RandomStream> streams, MatrixView<Token> emitted,
-                        std::span<std::int32_t> accepted, Scratch&& workspace) {
-  detail::ChainBatchImpl<Backend>::run(backend, target_rows, draft_rows, draft_tokens, streams,
-                                       emitted, accepted, std::forward<Scratch>(workspace));
+void verify_chain_batch(const Backend& backend, const ChainBatchArgs& args, Scratch&& workspace) {
+  detail::ChainBatchImpl<Backend>::run(backend, args, std::forward<Scratch>(workspace));
 }
 
 /// As verify_chain_batch, from raw logits (T = float, Eigen::half, Eigen::bfloat16; on CUDA the
-/// same bits as __half / __nv_bfloat16) in the same layouts: each row is first warped as
+/// same bits as __half / __nv_bfloat16) in the same layout: each row is first warped as
 /// warp_logits_batch warps it, with warps[b] (or warps[0] for every sequence) applied to both the
 /// target and the draft rows of sequence b, then verified. The warped rows are never written back.
-/// Size the workspace with ChainBatchShape{B, gamma, V, .from_logits = true}. Same draws.
+/// Size the workspace with ChainBatchShape{..., .from_logits = true}. Same draws.
 template <backend::BackendPolicy Backend, class T, class Scratch>
-void verify_chain_batch_logits(const Backend& backend, MatrixView<T> target_logits,
-                               MatrixView<T> draft_logits, std::span<const Warp> warps,
-                               MatrixView<const Token> draft_tokens,
-                               std::span<const RandomStream> streams, MatrixView<Token> emitted,
-                               std::span<std::int32_t> accepted, Scratch&& workspace) {
-  using Value = std::remove_const_t<T>;
-  detail::ChainBatchImpl<Backend>::template run_logits<Value>(
-      backend,
-      MatrixView<const Value>(target_logits.data, target_logits.rows, target_logits.cols,
-                              target_logits.stride),
-      MatrixView<const Value>(draft_logits.data, draft_logits.rows, draft_logits.cols,
-                              draft_logits.stride),
-      warps, draft_tokens, streams, emitted, accepted, std::forward<Scratch>(workspace));
+void verify_chain_batch_logits(const Backend& backend, const ChainBatchLogitsArgs<T>& args,
+                               Scratch&& workspace) {
+  detail::ChainBatchImpl<Backend>::template run_logits<T>(backend, args,
+                                                          std::forward<Scratch>(workspace));
 }
 
-/// Tree verification for B ragged trees in a CSR layout: sequence b is verify_tree(rule, ...) of
-/// its tree, bit for bit on the CPU backend. `rule` is Recursive (RRS, trees drawn without
+/// Tree verification for B ragged trees (layout: TreeBatchArgs): tree b is verify_tree(rule, ...)
+/// of its rows, bit for bit on the CPU backend. `rule` is Recursive (RRS, trees drawn without
 /// replacement), MultiRound (i.i.d. children), Rejection (one child per node) or any other Rule.
 /// The CUDA backend takes Recursive, MultiRound and Rejection (one block per tree).
-/// Layout (N = total nodes, N_b = node_offsets[b + 1] - node_offsets[b]):
-///   node_offsets: B + 1 entries, node_offsets[0] = 0 (host memory);
-///   tokens, parents: N entries; sequence b's nodes at node_offsets[b] .. node_offsets[b + 1],
-///                 parents local to the tree (-1 = root, else an earlier node of the same tree);
-///   target_rows, draft_rows: N + B warped rows; sequence b owns the N_b + 1 rows from
-///                 node_offsets[b] + b, laid out as verify_tree's (root row first);
-///   streams:      one RandomStream per sequence (host memory);
-///   accepted_nodes: N entries, CSR with node_offsets: sequence b's accepted (local) node ids at
-///                 node_offsets[b] .. node_offsets[b] + accepted[b] (the rest untouched);
-///   accepted:     B counts; final_tokens: B correction or bonus tokens; bonus: B flags
-///                 (1 = the walk ended at a leaf), or empty.
 /// Randomness: verify_tree's per sequence (node n's children use streams[b].at_node(n + 1)).
+/// Size the workspace with TreeBatchShape{.batch = B, .max_nodes = largest N_b, .vocab = V}.
 template <backend::BackendPolicy Backend, class Scratch>
-void verify_tree_batch(const Backend& backend, const Rule& rule,
-                       std::span<const std::int32_t> node_offsets, std::span<const Token> tokens,
-                       std::span<const std::int32_t> parents, MatrixView<const float> target_rows,
-                       MatrixView<const float> draft_rows, std::span<const RandomStream> streams,
-                       std::span<std::int32_t> accepted_nodes, std::span<std::int32_t> accepted,
-                       std::span<Token> final_tokens, std::span<std::uint8_t> bonus,
+void verify_tree_batch(const Backend& backend, const Rule& rule, const TreeBatchArgs& args,
                        Scratch&& workspace) {
-  detail::TreeBatchImpl<Backend>::run(backend, rule, node_offsets, tokens, parents, target_rows,
-                                      draft_rows, streams, accepted_nodes, accepted, final_tokens,
-                                      bonus, std::forward<Scratch>(workspace));
+  detail::TreeBatchImpl<Backend>::run(backend, rule, args, std::forward<Scratch>(workspace));
 }
 
 }  // namespace specdec

@@ -14,17 +14,23 @@
 namespace specdec {
 
 /// Thrown by every public entry point that is handed invalid input.
-/// `what()` reads "<argument>: <problem>", e.g. "target[3]: nan is not a probability".
+/// `what()` reads "<argument>: <problem>", e.g. "target[3]: nan is not a probability"; the two
+/// parts are also kept apart, so a caller can rename the argument without parsing the message.
 class Error : public std::invalid_argument {
  public:
-  Error(std::string argument, const std::string& problem)
-      : std::invalid_argument(argument + ": " + problem), argument_(std::move(argument)) {}
+  Error(std::string argument, std::string problem)
+      : std::invalid_argument(argument + ": " + problem),
+        argument_(std::move(argument)),
+        problem_(std::move(problem)) {}
 
-  /// The name of the argument (or field) that was rejected.
+  /// The name of the argument (or field) that was rejected, e.g. "target[3]".
   [[nodiscard]] const std::string& argument() const noexcept { return argument_; }
+  /// What is wrong with it, e.g. "nan is not a probability".
+  [[nodiscard]] const std::string& problem() const noexcept { return problem_; }
 
  private:
   std::string argument_;
+  std::string problem_;
 };
 
 /// The name of a checked argument with up to two indices ("rows", "rows[3]", "rows[3][7]"),

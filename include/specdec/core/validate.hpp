@@ -54,13 +54,17 @@ void check_logits_row(const ArgName& name, std::type_identity_t<std::span<const 
   if (!any_finite) detail::fail(name, "every logit is -inf");
 }
 
+namespace detail {
+
+// Argument checks of the library's entry points (a user validates rows with the two checks above).
+
 inline void check_size(const ArgName& name, std::size_t got, std::size_t expected) {
-  if (got != expected) detail::fail(name, "has {} elements, expected {}", got, expected);
+  if (got != expected) fail(name, "has {} elements, expected {}", got, expected);
 }
 
 inline void check_token(const ArgName& name, std::int64_t token, std::int64_t vocab) {
   if (token < 0 || token >= vocab) {
-    detail::fail(name, "token {} is outside the vocabulary [0, {})", token, vocab);
+    fail(name, "token {} is outside the vocabulary [0, {})", token, vocab);
   }
 }
 
@@ -75,19 +79,20 @@ void check_tokens(const ArgName& name, std::type_identity_t<std::span<const T>> 
 /// lo <= value <= hi (use the open/closed variants below where the bounds are excluded).
 template <class T>
 void check_in_closed(std::string_view name, T value, T lo, T hi) {
-  if (!(value >= lo && value <= hi)) detail::fail(name, "{} is outside [{}, {}]", value, lo, hi);
+  if (!(value >= lo && value <= hi)) fail(name, "{} is outside [{}, {}]", value, lo, hi);
 }
 template <class T>
 void check_in_half_open(std::string_view name, T value, T lo, T hi) {
-  if (!(value >= lo && value < hi)) detail::fail(name, "{} is outside [{}, {})", value, lo, hi);
+  if (!(value >= lo && value < hi)) fail(name, "{} is outside [{}, {})", value, lo, hi);
 }
 template <class T>
 void check_positive(std::string_view name, T value) {
-  if (!(value > T(0))) detail::fail(name, "{} must be > 0", value);
+  if (!(value > T(0))) fail(name, "{} must be > 0", value);
 }
 template <class T>
 void check_finite(std::string_view name, T value) {
-  if (!std::isfinite(static_cast<double>(value))) detail::fail(name, "{} must be finite", value);
+  if (!std::isfinite(static_cast<double>(value))) fail(name, "{} must be finite", value);
 }
 
+}  // namespace detail
 }  // namespace specdec

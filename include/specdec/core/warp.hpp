@@ -233,9 +233,7 @@ inline void check_warp_list(std::span<const Warp> warps, std::int64_t count, std
     try {
       warps[i].validate(vocab);
     } catch (const Error& e) {
-      const std::string what = e.what();
-      throw Error(fmt::format("warps[{}].{}", i, e.argument()),
-                  what.substr(std::min(what.size(), e.argument().size() + 2)));
+      throw Error(fmt::format("warps[{}].{}", i, e.argument()), e.problem());
     }
   }
 }
@@ -248,7 +246,7 @@ template <class T = float>
 void warp_logits(const Warp& w, std::type_identity_t<std::span<const T>> logits,
                  std::span<float> warped, Workspace& ws) {
   if (logits.empty()) detail::fail("logits", "the row is empty");
-  check_size("warped", warped.size(), logits.size());
+  detail::check_size("warped", warped.size(), logits.size());
   w.validate(static_cast<std::int64_t>(logits.size()));
   auto scope = ws.scope();
   const auto n = static_cast<std::int64_t>(logits.size());
@@ -264,7 +262,7 @@ template <class T = float>
 void warp_probabilities(const Warp& w, std::type_identity_t<std::span<const T>> probabilities,
                         std::span<float> warped, Workspace& ws) {
   check_probability_row<T>("probabilities", probabilities);
-  check_size("warped", warped.size(), probabilities.size());
+  detail::check_size("warped", warped.size(), probabilities.size());
   w.validate(static_cast<std::int64_t>(probabilities.size()));
   auto scope = ws.scope();
   auto idx = ws.take<std::int32_t>(probabilities.size());

@@ -44,7 +44,7 @@ struct SequenceState {
     if (prompt.empty()) {
       detail::fail("prompt", "is empty: the root of every step is the last committed token");
     }
-    check_tokens<Token>("prompt", prompt, vocab);
+    detail::check_tokens<Token>("prompt", prompt, vocab);
     check_position(static_cast<std::int64_t>(prompt.size()) - 1);
     tokens.assign(prompt.begin(), prompt.end());
     prompt_length = static_cast<std::int64_t>(prompt.size());

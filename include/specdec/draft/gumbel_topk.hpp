@@ -47,9 +47,9 @@ inline std::int64_t select_top_k(const float* perturbed, std::int32_t* index, st
 /// Largest k up to which top-k selection scans with a bounded heap instead of nth_element.
 inline constexpr std::int64_t kHeapSelectMax = 256;
 
-/// Host function: the ids of the `k` largest values of `perturbed[0..n)` that are > -inf, written to
-/// index[0..) sorted decreasing (ties to the lower id); returns how many (<= k). Small k: one scan
-/// with a bounded heap (one comparison per entry); large k: compaction then nth_element.
+/// Host function: the ids of the `k` largest values of `perturbed[0..n)` that are > -inf, written
+/// to index[0..) sorted decreasing (ties to the lower id); returns how many (<= k). Small k: one
+/// scan with a bounded heap (one comparison per entry); large k: compaction then nth_element.
 /// `index` holds n entries of scratch.
 inline std::int64_t select_top_k_of_row(const float* perturbed, std::int64_t n, std::int64_t k,
                                         std::int32_t* index) {

@@ -84,8 +84,9 @@ struct ReDrafterHead {
       shape("input_proj", input_proj, c.exit_dim, 2 * c.hidden);
       length("input_proj_bias", input_proj_bias, c.exit_dim);
     }
-    check_size("block_weights", block_weights.size(), static_cast<std::size_t>(c.num_layers));
-    check_size("block_biases", block_biases.size(), static_cast<std::size_t>(c.num_layers));
+    detail::check_size("block_weights", block_weights.size(),
+                       static_cast<std::size_t>(c.num_layers));
+    detail::check_size("block_biases", block_biases.size(), static_cast<std::size_t>(c.num_layers));
     for (std::size_t i = 0; i < block_weights.size(); ++i) {
       shape(fmt::format("block_weights[{}]", i), block_weights[i], c.exit_dim, c.exit_dim);
       length(fmt::format("block_biases[{}]", i), block_biases[i], c.exit_dim);
@@ -202,7 +203,7 @@ inline Eigen::VectorXf copy_vector(std::span<const float> x) {
 }
 
 inline void check_hidden(const ReDrafterHead& head, std::span<const float> hidden) {
-  check_size("hidden", hidden.size(), static_cast<std::size_t>(head.config.hidden));
+  detail::check_size("hidden", hidden.size(), static_cast<std::size_t>(head.config.hidden));
   for (std::size_t i = 0; i < hidden.size(); ++i) {
     if (!std::isfinite(hidden[i]))
       detail::fail(fmt::format("hidden[{}]", i), "{} is not finite", hidden[i]);
@@ -218,9 +219,9 @@ inline void check_hidden(const ReDrafterHead& head, std::span<const float> hidde
 inline void redrafter_step(const ReDrafterHead& head, std::span<const float> hidden,
                            std::span<float> state, Token token, std::span<float> log_probs) {
   detail::check_hidden(head, hidden);
-  check_size("state", state.size(), static_cast<std::size_t>(head.config.hidden));
-  check_token("token", token, head.config.vocab);
-  check_size("log_probs", log_probs.size(), static_cast<std::size_t>(head.config.vocab));
+  detail::check_size("state", state.size(), static_cast<std::size_t>(head.config.hidden));
+  detail::check_token("token", token, head.config.vocab);
+  detail::check_size("log_probs", log_probs.size(), static_cast<std::size_t>(head.config.vocab));
   Eigen::Map<Eigen::MatrixXf> s(state.data(), head.config.hidden, 1);
   detail::redrafter_update_states(head, &token, 1, s);
   std::vector<float> scratch;
@@ -261,7 +262,7 @@ inline void redrafter_beam_search(const ReDrafterHead& head, std::span<const flo
                                   Token init_token, std::int32_t width, std::int32_t length,
                                   ReDrafterBeams& out) {
   detail::check_hidden(head, hidden);
-  check_token("init_token", init_token, head.config.vocab);
+  detail::check_token("init_token", init_token, head.config.vocab);
   if (width < 1) detail::fail("width", "{} must be >= 1", width);
   if (length < 2) detail::fail("length", "{} must be >= 2 (the init token plus drafts)", length);
   const auto v = head.config.vocab;
@@ -324,7 +325,7 @@ class ReDrafterTreeRows {
   ReDrafterTreeRows(const ReDrafterHead& head, std::span<const float> hidden, Token init_token)
       : head_(&head), init_token_(init_token) {
     detail::check_hidden(head, hidden);
-    check_token("init_token", init_token, head.config.vocab);
+    detail::check_token("init_token", init_token, head.config.vocab);
     hidden_ = detail::copy_vector(hidden);
   }
 

@@ -133,7 +133,7 @@ inline void check_prompt(std::span<const Token> prompt, std::int64_t vocab) {
   if (prompt.empty()) {
     detail::fail("prompt", "is empty: the root of every step is the last committed token");
   }
-  check_tokens<Token>("prompt", prompt, vocab);
+  detail::check_tokens<Token>("prompt", prompt, vocab);
 }
 
 /// The checks every provider's `evaluate` applies to its arguments: the batch is well formed for
@@ -167,7 +167,7 @@ inline void check_commit_arguments(const TreeBatch& batch, std::int64_t committe
                  batch.committed_length, committed_length);
   }
   detail::check_kept_path(batch, kept_nodes);
-  check_token("next", next, vocab);
+  detail::check_token("next", next, vocab);
 }
 
 /// A LogitsProvider of any type, chosen at run time. Owns the provider (moved or copied in), or

@@ -24,12 +24,12 @@ namespace specdec {
 /// distribution after the committed context, row i + 1 the distribution after node i's path.
 ///
 /// `attention_mask` is optional: engines that want a packed mask point it at memory they or a mask
-/// builder filled (tree/tree_mask.hpp's packed_tree_mask), `mask_words_per_row` 32-bit words per
-/// node. Bit j % 32 (least significant first) of word j / 32 in row i is set when node i attends to
-/// node j, i.e. when j is i or one of its ancestors; every node also attends to the whole committed
-/// context, root included, which the mask does not spell out. It is derived from `parents`, travels
-/// with the batch for the engine's benefit, and is never consulted by the library's own providers.
-/// The batch does not own that memory.
+/// builder filled (build_packed_mask in tree/tree_mask.hpp, packed_tree_masks_batch for a batch),
+/// `mask_words_per_row` 32-bit words per node. Bit j % 32 (least significant first) of word j / 32
+/// in row i is set when node i attends to node j, i.e. j is i or one of its ancestors; every node
+/// also attends to the whole committed context, root included (not in the mask). It is derived from
+/// `parents`, travels with the batch for the engine's benefit, and is never consulted by the
+/// library's own providers. The batch does not own that memory.
 ///
 /// The vectors keep their capacity across `assign` calls, so rebuilding a batch each step does not
 /// allocate after warm-up.
@@ -61,8 +61,8 @@ struct TreeBatch {
       detail::fail("committed_length", "{} must be >= 1 (the root is the last committed token)",
                    committed_length_);
     }
-    check_size("tree.parents", tree.parents.size(), tree.tokens.size());
-    check_size("tree.depths", tree.depths.size(), tree.tokens.size());
+    detail::check_size("tree.parents", tree.parents.size(), tree.tokens.size());
+    detail::check_size("tree.depths", tree.depths.size(), tree.tokens.size());
     committed_length = committed_length_;
     attention_mask = {};
     mask_words_per_row = 0;
@@ -100,10 +100,10 @@ struct TreeBatch {
       detail::fail("committed_length", "{} must be >= 1 (the root is the last committed token)",
                    committed_length);
     }
-    check_size("parents", parents.size(), tokens.size());
-    check_size("positions", positions.size(), tokens.size());
+    detail::check_size("parents", parents.size(), tokens.size());
+    detail::check_size("positions", positions.size(), tokens.size());
     for (std::size_t i = 0; i < tokens.size(); ++i) {
-      check_token(ArgName("tokens", i), tokens[i], vocab);
+      detail::check_token(ArgName("tokens", i), tokens[i], vocab);
       const auto parent = parents[i];
       if (parent < -1 || parent >= static_cast<std::int32_t>(i)) {
         detail::fail(fmt::format("parents[{}]", i),
@@ -122,8 +122,8 @@ struct TreeBatch {
         detail::fail("mask_words_per_row", "{} words cannot hold {} nodes (need >= {})",
                      mask_words_per_row, tokens.size(), needed);
       }
-      check_size("attention_mask", attention_mask.size(),
-                 tokens.size() * static_cast<std::size_t>(mask_words_per_row));
+      detail::check_size("attention_mask", attention_mask.size(),
+                         tokens.size() * static_cast<std::size_t>(mask_words_per_row));
     }
   }
 };

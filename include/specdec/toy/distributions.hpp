@@ -23,7 +23,7 @@ struct CategoricalPair {
 /// normalise(row^(1/temperature)): the same distribution sharpened (T < 1) or flattened (T > 1).
 inline std::vector<float> at_temperature(std::span<const float> row, float temperature) {
   check_probability_row("row", row);
-  check_positive("temperature", temperature);
+  specdec::detail::check_positive("temperature", temperature);
   std::vector<float> out(row.size());
   double sum = 0.0;
   for (std::size_t i = 0; i < row.size(); ++i) {
@@ -38,7 +38,7 @@ inline std::vector<float> at_temperature(std::span<const float> row, float tempe
 inline std::vector<float> mixed_with_noise(std::span<const float> row, float weight,
                                            ToyRandom& rng) {
   check_probability_row("row", row);
-  check_in_closed("weight", weight, 0.0f, 1.0f);
+  specdec::detail::check_in_closed("weight", weight, 0.0f, 1.0f);
   const auto noise = dirichlet(static_cast<std::int64_t>(row.size()), 1.0, rng);
   std::vector<float> out(row.size());
   double sum = 0.0;
@@ -66,8 +66,8 @@ inline CategoricalPair make_categorical_pair(std::int64_t vocab, std::uint64_t s
 
 /// Two-token pair: target = (1 - p_target, p_target), draft = (1 - p_draft, p_draft).
 inline CategoricalPair bernoulli_pair(float p_target, float p_draft) {
-  check_in_closed("p_target", p_target, 0.0f, 1.0f);
-  check_in_closed("p_draft", p_draft, 0.0f, 1.0f);
+  specdec::detail::check_in_closed("p_target", p_target, 0.0f, 1.0f);
+  specdec::detail::check_in_closed("p_draft", p_draft, 0.0f, 1.0f);
   return {{1.0f - p_target, p_target}, {1.0f - p_draft, p_draft}};
 }
 

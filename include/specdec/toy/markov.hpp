@@ -29,7 +29,9 @@ class MarkovModel {
   MarkovModel(std::int64_t vocab, std::vector<float> transition)
       : vocab_(vocab), table_(std::move(transition)) {
     if (vocab <= 0) detail::fail("vocab", "{} must be > 0", vocab);
-    check_size("transition", table_.size(), detail::checked_mul<std::size_t>("vocab", static_cast<std::size_t>(vocab),
+    specdec::detail::check_size(
+        "transition", table_.size(),
+        specdec::detail::checked_mul<std::size_t>("vocab", static_cast<std::size_t>(vocab),
                                                      static_cast<std::size_t>(vocab)));
     for (std::int64_t v = 0; v < vocab; ++v) {
       check_probability_row(ArgName("transition", v), row(static_cast<Token>(v)));
@@ -41,7 +43,7 @@ class MarkovModel {
     const auto vocab = static_cast<std::int64_t>(rows.size());
     std::vector<float> flat;
     for (std::size_t v = 0; v < rows.size(); ++v) {
-      check_size(fmt::format("transition[{}]", v), rows[v].size(), rows.size());
+      specdec::detail::check_size(fmt::format("transition[{}]", v), rows[v].size(), rows.size());
       flat.insert(flat.end(), rows[v].begin(), rows[v].end());
     }
     return MarkovModel(vocab, std::move(flat));
@@ -57,8 +59,8 @@ class MarkovModel {
   /// The distribution after `context` (its last token; the context must not be empty).
   void next_probabilities(std::span<const Token> context, std::span<float> out) const {
     if (context.empty()) detail::fail("context", "a Markov model needs at least one token");
-    check_token("context.back()", context.back(), vocab_);
-    check_size("out", out.size(), static_cast<std::size_t>(vocab_));
+    specdec::detail::check_token("context.back()", context.back(), vocab_);
+    specdec::detail::check_size("out", out.size(), static_cast<std::size_t>(vocab_));
     const auto r = row(context.back());
     std::copy(r.begin(), r.end(), out.begin());
   }
@@ -91,8 +93,8 @@ class NGramModel {
   /// + noise * an independent model's row.
   static NGramModel draft_of(const NGramModel& target, float noise, float temperature = 1.0f,
                              std::uint64_t noise_seed = 0x5eed) {
-    check_in_closed("noise", noise, 0.0f, 1.0f);
-    check_positive("temperature", temperature);
+    specdec::detail::check_in_closed("noise", noise, 0.0f, 1.0f);
+    specdec::detail::check_positive("temperature", temperature);
     NGramModel draft(target.config_);
     draft.noise_ = noise;
     draft.temperature_ = temperature;
@@ -104,9 +106,9 @@ class NGramModel {
   int order() const { return config_.order; }
 
   void next_probabilities(std::span<const Token> context, std::span<float> out) const {
-    check_size("out", out.size(), static_cast<std::size_t>(config_.vocab));
+    specdec::detail::check_size("out", out.size(), static_cast<std::size_t>(config_.vocab));
     for (std::size_t i = 0; i < context.size(); ++i) {
-      check_token(ArgName("context", i), context[i], config_.vocab);
+      specdec::detail::check_token(ArgName("context", i), context[i], config_.vocab);
     }
     base_row(config_.seed, context, out);
     if (temperature_ == 1.0f && noise_ == 0.0f) return;

@@ -58,12 +58,12 @@ struct DraftTree {
   /// Throws specdec::Error unless: sizes agree, every parent precedes its child (so no cycles),
   /// depth = parent depth + 1, levels are in order, and every token is in [0, vocab).
   void validate(std::int64_t vocab) const {
-    check_size("parents", parents.size(), tokens.size());
-    check_size("depths", depths.size(), tokens.size());
+    detail::check_size("parents", parents.size(), tokens.size());
+    detail::check_size("depths", depths.size(), tokens.size());
     for (std::size_t i = 0; i < tokens.size(); ++i) {
       // Format the argument name only on failure: validation runs on every step.
       if (tokens[i] < 0 || tokens[i] >= vocab) {
-        check_token(ArgName("tokens", i), tokens[i], vocab);
+        detail::check_token(ArgName("tokens", i), tokens[i], vocab);
       }
       const auto parent = parents[i];
       if (parent < -1 || parent >= static_cast<std::int32_t>(i)) {

@@ -92,11 +92,12 @@ namespace detail {
 /// in range.
 inline void check_compressed(const CompressedBeams& beams) {
   const auto n = beams.tokens.size();
-  check_size("beams.source", beams.source.size(), n);
-  check_size("beams.offsets", beams.offsets.size(), n);
-  check_size("beams.parents", beams.parents.size(), n);
-  check_size("beams.unpacker", beams.unpacker.size(),
-             static_cast<std::size_t>(beams.width) * static_cast<std::size_t>(beams.length));
+  detail::check_size("beams.source", beams.source.size(), n);
+  detail::check_size("beams.offsets", beams.offsets.size(), n);
+  detail::check_size("beams.parents", beams.parents.size(), n);
+  detail::check_size(
+      "beams.unpacker", beams.unpacker.size(),
+      static_cast<std::size_t>(beams.width) * static_cast<std::size_t>(beams.length));
   for (std::size_t r = 0; r < n; ++r) {
     const auto parent = beams.parents[r];
     const auto offset = beams.offsets[r];

@@ -216,7 +216,7 @@ inline void export_flashinfer_mask(const DraftTree& tree, std::int32_t context_l
 inline std::size_t flashinfer_batch_mask_bytes(std::span<const DraftTree> trees,
                                                std::span<const std::int32_t> context_lengths,
                                                bool include_root) {
-  check_size("context_lengths", context_lengths.size(), trees.size());
+  detail::check_size("context_lengths", context_lengths.size(), trees.size());
   std::size_t total = 0;
   for (std::size_t b = 0; b < trees.size(); ++b) {
     total += flashinfer_mask_bytes(trees[b], context_lengths[b], include_root);
@@ -232,7 +232,7 @@ inline void export_flashinfer_masks(std::span<const DraftTree> trees,
                                     std::span<const std::int32_t> context_lengths,
                                     bool include_root, std::span<std::uint8_t> out,
                                     std::span<std::int32_t> mask_indptr) {
-  check_size("context_lengths", context_lengths.size(), trees.size());
+  detail::check_size("context_lengths", context_lengths.size(), trees.size());
   detail::check_buffer("mask_indptr", mask_indptr, trees.size() + 1);
   for (std::size_t b = 0; b < trees.size(); ++b) {
     try {

@@ -81,8 +81,8 @@ inline void pack_accepted_paths(std::span<const DraftTree> trees,
                                 std::span<const std::int32_t> context_lengths,
                                 std::span<const std::span<const std::int32_t>> accepted,
                                 AcceptedPaths& out) {
-  check_size("context_lengths", context_lengths.size(), trees.size());
-  check_size("accepted", accepted.size(), trees.size());
+  detail::check_size("context_lengths", context_lengths.size(), trees.size());
+  detail::check_size("accepted", accepted.size(), trees.size());
   out.offsets.assign(1, 0);
   out.slots.clear();
   for (std::size_t b = 0; b < trees.size(); ++b) {

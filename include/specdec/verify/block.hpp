@@ -10,7 +10,7 @@ namespace specdec {
 
 namespace detail {
 
-/// The kernel. target rows i = 0..L (row i = p_(i+1), the target after i draft tokens), draft
+/// The row function. target rows i = 0..L (row i = p_(i+1), the target after i draft tokens), draft
 /// rows i = 0..L-1, all warped and `vocab` wide, contiguous. w_0 = 1,
 /// w_i = min(1, w_(i-1) p_i(x_i) / q_i(x_i)); h_i = m_i / (m_i + 1 - w_i) with
 /// m_i = sum [w_i p_(i+1) - q_(i+1)]+ (i < L), h_L = w_L; tau = the largest i >= 1 with
@@ -78,9 +78,9 @@ ChainVerdict verify_block(std::type_identity_t<std::span<const T>> target_rows,
   if (vocab < 1) detail::fail("vocab", "{} must be >= 1", vocab);
   const auto length = draft_tokens.size();
   const auto v = static_cast<std::size_t>(vocab);
-  check_size("target_rows", target_rows.size(),
+  detail::check_size("target_rows", target_rows.size(),
              detail::checked_mul<std::size_t>("vocab", length + 1, v));
-  check_size("draft_rows", draft_rows.size(), length * v);
+  detail::check_size("draft_rows", draft_rows.size(), length * v);
   if (out.size() < length + 1) {
     detail::fail("out", "has {} entries, needs L + 1 = {}", out.size(), length + 1);
   }
@@ -91,7 +91,7 @@ ChainVerdict verify_block(std::type_identity_t<std::span<const T>> target_rows,
     const auto draft = draft_rows.subspan(i * v, v);
     check_probability_row<T>(ArgName("draft_rows", i), draft);
     const ArgName name("draft_tokens", static_cast<std::int64_t>(i));
-    check_token(name, draft_tokens[i], vocab);
+    detail::check_token(name, draft_tokens[i], vocab);
     if (!(static_cast<float>(draft[static_cast<std::size_t>(draft_tokens[i])]) > 0.0f)) {
       detail::fail(name, "token {} has draft probability 0", draft_tokens[i]);
     }

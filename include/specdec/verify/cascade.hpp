@@ -36,16 +36,16 @@ inline void check_deferral(Deferral d, float alpha) {
   if (static_cast<int>(d) < 0 || static_cast<int>(d) > static_cast<int>(Deferral::kTokenV3)) {
     detail::fail("rule", "{} is not a deferral rule", static_cast<int>(d));
   }
-  check_finite("alpha", alpha);
+  detail::check_finite("alpha", alpha);
   switch (d) {
     case Deferral::kChow:
     case Deferral::kTokenV3:
-      check_in_closed("alpha", alpha, 0.0f, 1.0f);
+      detail::check_in_closed("alpha", alpha, 0.0f, 1.0f);
       break;
     case Deferral::kDiff:
     case Deferral::kTokenV1:
     case Deferral::kTokenV2:
-      check_in_closed("alpha", alpha, -1.0f, 1.0f);
+      detail::check_in_closed("alpha", alpha, -1.0f, 1.0f);
       break;
     case Deferral::kBild:
       if (!(alpha >= 0.0f)) detail::fail("alpha", "{} must be >= 0 for bild", alpha);
@@ -133,12 +133,12 @@ void cascade_target(std::type_identity_t<std::span<const T>> raw_target,
                     std::span<float> pi) {
   check_probability_row<T>("target", target);
   check_probability_row<T>("draft", draft);
-  check_size("draft", draft.size(), target.size());
+  detail::check_size("draft", draft.size(), target.size());
   check_probability_row<T>("raw_target", raw_target);
   check_probability_row<T>("raw_draft", raw_draft);
-  check_size("raw_target", raw_target.size(), target.size());
-  check_size("raw_draft", raw_draft.size(), target.size());
-  check_size("pi", pi.size(), target.size());
+  detail::check_size("raw_target", raw_target.size(), target.size());
+  detail::check_size("raw_draft", raw_draft.size(), target.size());
+  detail::check_size("pi", pi.size(), target.size());
   check_deferral(rule, alpha);
   detail::cascade_pi_row(raw_target.data(), raw_draft.data(), target.data(), draft.data(),
                          static_cast<std::int64_t>(target.size()), rule, alpha, pi.data());
@@ -156,8 +156,8 @@ NodeVerdict verify_cascade(std::type_identity_t<std::span<const T>> raw_target,
   detail::check_node_inputs<T>(target, draft, std::span<const Token>(c, 1), true, "candidate");
   check_probability_row<T>("raw_target", raw_target);
   check_probability_row<T>("raw_draft", raw_draft);
-  check_size("raw_target", raw_target.size(), target.size());
-  check_size("raw_draft", raw_draft.size(), target.size());
+  detail::check_size("raw_target", raw_target.size(), target.size());
+  detail::check_size("raw_draft", raw_draft.size(), target.size());
   check_deferral(rule, alpha);
   auto scope = ws.scope();
   auto scratch = ws.take<float>(target.size());

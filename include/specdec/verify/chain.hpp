@@ -25,10 +25,10 @@ void check_chain_inputs(const Rule& rule, std::span<const T> target_rows,
   const auto length = draft_tokens.size();
   const auto v = static_cast<std::size_t>(vocab);
   const auto target_size = detail::checked_mul<std::size_t>("vocab", length + 1, v);
-  check_size("target_rows", target_rows.size(), target_size);
-  check_size("draft_rows", draft_rows.size(), length * v);
-  if (!raw_target_rows.empty()) check_size("raw_target_rows", raw_target_rows.size(), target_size);
-  if (!raw_draft_rows.empty()) check_size("raw_draft_rows", raw_draft_rows.size(), length * v);
+  detail::check_size("target_rows", target_rows.size(), target_size);
+  detail::check_size("draft_rows", draft_rows.size(), length * v);
+  if (!raw_target_rows.empty()) detail::check_size("raw_target_rows", raw_target_rows.size(), target_size);
+  if (!raw_draft_rows.empty()) detail::check_size("raw_draft_rows", raw_draft_rows.size(), length * v);
   if (out_size < length + 1) {
     detail::fail("out", "has {} entries, needs L + 1 = {}", out_size, length + 1);
   }
@@ -48,7 +48,7 @@ void check_chain_inputs(const Rule& rule, std::span<const T> target_rows,
       check_probability_row<T>(ArgName("raw_draft_rows", i), raw_draft_rows.subspan(i * v, v));
     }
     const ArgName name("draft_tokens", static_cast<std::int64_t>(i));
-    check_token(name, draft_tokens[i], vocab);
+    detail::check_token(name, draft_tokens[i], vocab);
     if (needs_support &&
         !(static_cast<float>(draft[static_cast<std::size_t>(draft_tokens[i])]) > 0.0f)) {
       detail::fail(name, "token {} has draft probability 0", draft_tokens[i]);
@@ -97,8 +97,8 @@ ChainVerdict verify_chain_unchecked(const Rule& rule, const T* target_rows, cons
 /// (same shapes, or empty = the warped rows) feed the cascade deferral and lossy greedy.
 /// Writes the accepted tokens then the correction or bonus token into `out` (>= L + 1 entries).
 /// Randomness: position i is verified with `stream.at_position(stream.position + i)` and the
-/// draws of the rule's kernel (test = draw 0, correction = draw 1 for one candidate); the bonus
-/// token is draw 0 of `stream.at_position(stream.position + L)`. The bonus token always comes
+/// draws of the rule's row function (test = draw 0, correction = draw 1 for one candidate); the
+/// bonus token is draw 0 of `stream.at_position(stream.position + L)`. The bonus token always comes
 /// from the warped target row L, also for lossy and cascade rules (whose pi at position L would
 /// need one more draft row).
 /// Throws specdec::Error naming the bad argument.

@@ -35,14 +35,14 @@ void check_node_inputs(std::span<const T> target, std::span<const T> draft,
                        std::string_view candidates_name = "candidates") {
   check_probability_row<T>("target", target);
   check_probability_row<T>("draft", draft);
-  check_size("draft", draft.size(), target.size());
+  detail::check_size("draft", draft.size(), target.size());
   const auto vocab = static_cast<std::int64_t>(target.size());
   for (std::size_t k = 0; k < candidates.size(); ++k) {
     // A lone candidate is reported under its own name ("candidate"), a list by index.
     const ArgName name = candidates_name == "candidate"
                              ? ArgName(candidates_name)
                              : ArgName(candidates_name, static_cast<std::int64_t>(k));
-    check_token(name, candidates[k], vocab);
+    detail::check_token(name, candidates[k], vocab);
     if (need_draft_support &&
         !(static_cast<float>(draft[static_cast<std::size_t>(candidates[k])]) > 0.0f)) {
       detail::fail(name, "token {} has draft probability 0, so it cannot have been drawn",

@@ -156,7 +156,7 @@ inline double exact_outcome(const Rule& rule, const ExactRows& rows,
     const double threshold =
         std::min<double>(ty->epsilon, static_cast<double>(ty->delta) * std::exp(-h));
     for (auto x : tuple) {
-      // The kernel compares in float: mirror it so ties resolve the same way.
+      // The row function compares in float: mirror it so ties resolve the same way.
       if (static_cast<float>(t[x]) > static_cast<float>(threshold)) {
         point(static_cast<std::size_t>(x));
         return 1.0;
@@ -177,14 +177,14 @@ inline void check_exact_inputs(const Rule& rule, std::span<const float> target,
                                std::span<const float> raw_draft, std::int32_t count) {
   check_probability_row("target", target);
   check_probability_row("draft", draft);
-  check_size("draft", draft.size(), target.size());
+  detail::check_size("draft", draft.size(), target.size());
   if (!raw_target.empty()) {
     check_probability_row("raw_target", raw_target);
-    check_size("raw_target", raw_target.size(), target.size());
+    detail::check_size("raw_target", raw_target.size(), target.size());
   }
   if (!raw_draft.empty()) {
     check_probability_row("raw_draft", raw_draft);
-    check_size("raw_draft", raw_draft.size(), target.size());
+    detail::check_size("raw_draft", raw_draft.size(), target.size());
   }
   const auto vocab = static_cast<std::int64_t>(target.size());
   // Recursive takes min(count, non-zero draft tokens) candidates, so any count >= 1 is fine.
@@ -209,7 +209,7 @@ inline double exact_node_distribution(const Rule& rule, std::span<const float> t
                                       std::span<double> out, std::span<const float> raw_target = {},
                                       std::span<const float> raw_draft = {}) {
   detail::check_exact_inputs(rule, target, draft, raw_target, raw_draft, count);
-  check_size("out", out.size(), target.size());
+  detail::check_size("out", out.size(), target.size());
   const auto vocab = static_cast<std::int64_t>(target.size());
   if (std::pow(static_cast<double>(vocab), count) > kMaxExactTuples) {
     detail::fail("count", "{} candidates over {} tokens is too many tuples to enumerate", count,
@@ -257,7 +257,7 @@ inline bool claimed_distribution(const Rule& rule, std::span<const float> target
                                  std::span<double> out, std::span<const float> raw_target = {},
                                  std::span<const float> raw_draft = {}) {
   detail::check_exact_inputs(rule, target, draft, raw_target, raw_draft, count);
-  check_size("out", out.size(), target.size());
+  detail::check_size("out", out.size(), target.size());
   if (std::holds_alternative<Typical>(rule)) return false;
   const auto rows = detail::exact_rows(rule, target, draft, raw_target, raw_draft, count);
   const auto& t = rows.target;

@@ -28,7 +28,7 @@ NodeVerdict verify_greedy(std::type_identity_t<std::span<const T>> target,
                           std::span<const Token> candidates) {
   check_probability_row<T>("target", target);
   detail::check_count("candidates", candidates.size(), 1, std::size_t{1} << 20);
-  check_tokens("candidates", candidates, static_cast<std::int64_t>(target.size()));
+  detail::check_tokens("candidates", candidates, static_cast<std::int64_t>(target.size()));
   return detail::greedy_row(target.data(), static_cast<std::int64_t>(target.size()),
                             candidates.data(), static_cast<std::int32_t>(candidates.size()));
 }

@@ -92,8 +92,8 @@ double lossy_tuned_beta(std::type_identity_t<std::span<const T>> target,
                         std::type_identity_t<std::span<const T>> draft, double alpha) {
   check_probability_row<T>("target", target);
   check_probability_row<T>("draft", draft);
-  check_size("draft", draft.size(), target.size());
-  check_in_half_open("alpha", alpha, 0.0, 1.0);
+  detail::check_size("draft", draft.size(), target.size());
+  detail::check_in_half_open("alpha", alpha, 0.0, 1.0);
   return detail::lossy_tuned_beta_row(target.data(), draft.data(),
                                       static_cast<std::int64_t>(target.size()), alpha);
 }
@@ -102,7 +102,7 @@ namespace detail {
 /// alpha in [0, 1), beta finite >= 1 - alpha, and a residual with mass when rejection can happen.
 template <class T>
 void check_lossy(std::span<const T> target, std::span<const T> draft, double alpha, double beta) {
-  check_in_half_open("alpha", alpha, 0.0, 1.0);
+  detail::check_in_half_open("alpha", alpha, 0.0, 1.0);
   if (!std::isfinite(beta) || !(beta >= 1.0 - alpha - 1e-12)) {
     detail::fail("beta", "{} must be finite and >= 1 - alpha = {}", beta, 1.0 - alpha);
   }
@@ -135,8 +135,8 @@ template <class T = float>
 NodeVerdict verify_lossy_greedy(std::type_identity_t<std::span<const T>> target, Token candidate,
                                 float alpha) {
   check_probability_row<T>("target", target);
-  check_token("candidate", candidate, static_cast<std::int64_t>(target.size()));
-  check_in_half_open("alpha", alpha, 0.0f, 1.0f);
+  detail::check_token("candidate", candidate, static_cast<std::int64_t>(target.size()));
+  detail::check_in_half_open("alpha", alpha, 0.0f, 1.0f);
   return detail::lossy_greedy_row(target.data(), static_cast<std::int64_t>(target.size()),
                                   candidate, alpha);
 }

@@ -62,13 +62,13 @@ SPECDEC_HOST_DEVICE MtadVerdict verify_mtad_row(const Token* draft_tokens,
 template <UniformSource U>
 MtadVerdict verify_mtad(std::span<const Token> draft_tokens, std::span<const float> draft_log_probs,
                         MatrixView<const float> target_rows, float tau, const U& uniforms) {
-  check_size("draft_log_probs", draft_log_probs.size(), draft_tokens.size());
+  detail::check_size("draft_log_probs", draft_log_probs.size(), draft_tokens.size());
   if (target_rows.rows != static_cast<std::int64_t>(draft_tokens.size()) + 1) {
     detail::fail("target_rows", "has {} rows, expected L + 1 = {}", target_rows.rows,
                  draft_tokens.size() + 1);
   }
-  check_in_closed("tau", tau, 0.0f, 1.0f);
-  check_tokens("draft_tokens", draft_tokens, target_rows.cols);
+  detail::check_in_closed("tau", tau, 0.0f, 1.0f);
+  detail::check_tokens("draft_tokens", draft_tokens, target_rows.cols);
   for (std::size_t i = 0; i < draft_log_probs.size(); ++i) {
     if (std::isnan(draft_log_probs[i]) || draft_log_probs[i] > 0.0f) {
       detail::fail(fmt::format("draft_log_probs[{}]", i), "{} is not a log-probability",

@@ -85,7 +85,7 @@ namespace detail {
 
 /// The rule's verification without validation. SpecTr with automatic gamma and Lossy with a tuned
 /// beta solve for their parameter here (O(V) per bisection step). Draws: those of the rule's
-/// kernel (each documents them: test of candidate k = draw k, correction = draw `count`).
+/// row function (each documents them: test of candidate k = draw k, correction = draw `count`).
 template <class T, UniformSource U>
 NodeVerdict verify_node_unchecked(const Rule& rule, const NodeRows<T>& rows,
                                   const Token* candidates, std::int32_t count, const U& uniforms,
@@ -135,7 +135,7 @@ void check_rule(const Rule& rule, std::span<const T> target, std::span<const T> 
           if (r.gamma > 0.0) resolve_spectr_gamma<T>(target, draft, count, r.gamma);
           if (std::isnan(r.gamma)) detail::fail("gamma", "nan is not a valid gamma");
         } else if constexpr (std::is_same_v<R, Lossy>) {
-          check_in_half_open("alpha", r.alpha, 0.0f, 1.0f);
+          detail::check_in_half_open("alpha", r.alpha, 0.0f, 1.0f);
           if (!r.greedy && !r.tune_beta) check_lossy<T>(target, draft, r.alpha, r.beta);
         } else if constexpr (std::is_same_v<R, Cascade>) {
           check_deferral(r.deferral, r.alpha);
@@ -178,11 +178,11 @@ NodeVerdict verify_node(const Rule& rule, std::type_identity_t<std::span<const T
   }
   if (!raw_target.empty()) {
     check_probability_row<T>("raw_target", raw_target);
-    check_size("raw_target", raw_target.size(), target.size());
+    detail::check_size("raw_target", raw_target.size(), target.size());
   }
   if (!raw_draft.empty()) {
     check_probability_row<T>("raw_draft", raw_draft);
-    check_size("raw_draft", raw_draft.size(), target.size());
+    detail::check_size("raw_draft", raw_draft.size(), target.size());
   }
   const auto count = static_cast<std::int32_t>(candidates.size());
   detail::check_rule<T>(rule, target, draft, count);

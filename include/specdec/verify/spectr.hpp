@@ -86,7 +86,7 @@ double spectr_gamma(std::type_identity_t<std::span<const T>> target,
                     std::type_identity_t<std::span<const T>> draft, std::int32_t count) {
   check_probability_row<T>("target", target);
   check_probability_row<T>("draft", draft);
-  check_size("draft", draft.size(), target.size());
+  detail::check_size("draft", draft.size(), target.size());
   if (count < 1) detail::fail("count", "{} must be >= 1", count);
   return detail::spectr_gamma_row(target.data(), draft.data(),
                                   static_cast<std::int64_t>(target.size()), count);

@@ -26,17 +26,17 @@ void check_tree_inputs(const Rule& rule, std::span<const Token> tokens,
   if (vocab < 1) detail::fail("vocab", "{} must be >= 1", vocab);
   const auto n = tokens.size();
   const auto v = static_cast<std::size_t>(vocab);
-  check_size("parents", parents.size(), n);
+  detail::check_size("parents", parents.size(), n);
   const auto rows_size = detail::checked_mul<std::size_t>("vocab", n + 1, v);
-  check_size("target_rows", target_rows.size(), rows_size);
-  check_size("draft_rows", draft_rows.size(), rows_size);
-  if (!raw_target_rows.empty()) check_size("raw_target_rows", raw_target_rows.size(), rows_size);
-  if (!raw_draft_rows.empty()) check_size("raw_draft_rows", raw_draft_rows.size(), rows_size);
+  detail::check_size("target_rows", target_rows.size(), rows_size);
+  detail::check_size("draft_rows", draft_rows.size(), rows_size);
+  if (!raw_target_rows.empty()) detail::check_size("raw_target_rows", raw_target_rows.size(), rows_size);
+  if (!raw_draft_rows.empty()) detail::check_size("raw_draft_rows", raw_draft_rows.size(), rows_size);
   depth[0] = 0;  // depth[i + 1] of node i; depth[0] = 0 (root)
   std::fill(children, children + n + 1, 0);
   std::int32_t max_depth = 0;
   for (std::size_t i = 0; i < n; ++i) {
-    check_token(ArgName("tokens", i), tokens[i], vocab);
+    detail::check_token(ArgName("tokens", i), tokens[i], vocab);
     const auto parent = parents[i];
     if (parent < -1 || parent >= static_cast<std::int32_t>(i)) {
       detail::fail(fmt::format("parents[{}]", i), "{} must be -1 (root) or an earlier node (< {})",

@@ -27,7 +27,7 @@ SPECDEC_HOST_DEVICE NodeVerdict typical_row(const T* target, std::int64_t vocab,
 }  // namespace detail
 
 inline void check_typical_parameters(float epsilon, float delta) {
-  check_in_closed("epsilon", epsilon, 0.0f, 1.0f);
+  detail::check_in_closed("epsilon", epsilon, 0.0f, 1.0f);
   if (!(delta >= 0.0f) || !std::isfinite(delta)) {
     detail::fail("delta", "{} must be finite and >= 0", delta);
   }
@@ -40,7 +40,7 @@ NodeVerdict verify_typical(std::type_identity_t<std::span<const T>> target,
                            const U& uniforms) {
   check_probability_row<T>("target", target);
   detail::check_count("candidates", candidates.size(), 1, 1u << 20);
-  check_tokens("candidates", candidates, static_cast<std::int64_t>(target.size()));
+  detail::check_tokens("candidates", candidates, static_cast<std::int64_t>(target.size()));
   check_typical_parameters(epsilon, delta);
   return detail::typical_row(target.data(), static_cast<std::int64_t>(target.size()),
                              candidates.data(), static_cast<std::int32_t>(candidates.size()),

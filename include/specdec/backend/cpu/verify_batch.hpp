@@ -24,80 +24,100 @@ struct ChainBatchImpl<backend::Cpu> {
   /// Per thread taking part: one float row of scratch; from logits three rows (the residual and
   /// the two rows written at a rejection) and the warp's scratch.
   static std::size_t per_thread_bytes(const ChainBatchShape& shape) {
-    const auto v = static_cast<std::size_t>(std::max<std::int64_t>(shape.vocab, 0));
-    if (shape.from_logits) return chain_logits_scratch_size(std::max<std::int64_t>(shape.vocab, 0));
-    return Workspace::round_up(v * sizeof(float));
+    const auto vocab = std::max<std::int64_t>(shape.vocab, 0);
+    if (shape.from_logits) return chain_logits_scratch_size(vocab);
+    return Workspace::round_up(static_cast<std::size_t>(vocab) * sizeof(float));
   }
   static std::size_t workspace_size(const backend::Cpu& cpu, const ChainBatchShape& shape) {
     const int threads = backend::default_thread_pool().resolve(shape.batch, cpu.threads);
     return static_cast<std::size_t>(threads) * per_thread_bytes(shape);
   }
 
-  static void pad(MatrixView<Token> emitted, std::int64_t b, std::int32_t from) {
-    for (std::int64_t i = from; i < emitted.cols; ++i) emitted(b, i) = kNoToken;
+  /// Where sequence b's rows and tokens lie in a ragged batch (ChainBatchArgs).
+  struct Sequence {
+    std::int64_t first_draft;  // draft_offsets[b]: its first draft row and token
+    std::int64_t gamma;        // its draft tokens
+    std::int64_t index;        // b
+    /// Its first target row and first emitted token: one more per earlier sequence.
+    std::int64_t first_target() const { return first_draft + index; }
+  };
+  static Sequence sequence(std::span<const std::int32_t> draft_offsets, std::int64_t b) {
+    const auto i = static_cast<std::size_t>(b);
+    return {draft_offsets[i], draft_offsets[i + 1] - draft_offsets[i], b};
   }
 
-  static void run(const backend::Cpu& cpu, MatrixView<const float> target_rows,
-                  MatrixView<const float> draft_rows, MatrixView<const Token> draft_tokens,
-                  std::span<const RandomStream> streams, MatrixView<Token> emitted,
-                  std::span<std::int32_t> accepted, Workspace& ws) {
-    check_chain_batch(target_rows.rows, target_rows.cols, target_rows.stride, draft_rows.rows,
-                      draft_rows.cols, draft_rows.stride, draft_tokens.rows, draft_tokens.cols,
-                      draft_tokens.stride, streams.size(), emitted.rows, emitted.cols,
-                      emitted.stride, accepted.size(), "target_rows", "draft_rows");
-    if (target_rows.stride != target_rows.cols || draft_rows.stride != draft_rows.cols) {
+  /// Checks and verifies one sequence of warped rows (`target`: gamma + 1 rows, `draft`: gamma
+  /// rows), writes its gamma + 1 emitted tokens (padded with -1) and returns its accepted count.
+  static std::int32_t verify_sequence(std::span<const float> target, std::span<const float> draft,
+                                      std::span<const Token> tokens, std::int64_t vocab,
+                                      const RandomStream& stream, std::span<Token> emitted,
+                                      float* scratch, std::int64_t b) {
+    try {
+      check_chain_inputs<float>(Rejection{}, target, draft, tokens, vocab, emitted.size(), {}, {});
+    } catch (const Error& e) {
+      rethrow_for_sequence(e, b);
+    }
+    const auto verdict =
+        verify_chain_unchecked<float>(Rejection{}, target.data(), draft.data(), tokens.data(),
+                                      tokens.size(), vocab, stream, emitted.data(), scratch);
+    std::fill(emitted.begin() + verdict.emitted, emitted.end(), kNoToken);
+    return verdict.accepted;
+  }
+
+  static void check_contiguous(MatrixView<const float> target, MatrixView<const float> draft) {
+    if (target.stride != target.cols || draft.stride != draft.cols) {
       // verify_chain reads a sequence's rows back to back.
-      fail(target_rows.stride != target_rows.cols ? "target_rows" : "draft_rows",
+      fail(target.stride != target.cols ? "target_rows" : "draft_rows",
            "must be contiguous (stride == vocab) on the CPU backend");
     }
-    const std::int64_t batch = draft_tokens.rows, gamma = draft_tokens.cols;
-    const std::int64_t vocab = target_rows.cols;
+  }
+
+  static void run(const backend::Cpu& cpu, const ChainBatchArgs& args, Workspace& ws) {
+    check_chain_batch<float>(args.draft_offsets, args.target_rows, args.draft_rows,
+                             args.draft_tokens.size(), args.streams.size(), args.emitted.size(),
+                             args.accepted.size(), "target_rows", "draft_rows");
+    check_contiguous(args.target_rows, args.draft_rows);
+    const auto batch = static_cast<std::int64_t>(args.draft_offsets.size() - 1);
+    const std::int64_t vocab = args.target_rows.cols;
     const auto v = static_cast<std::size_t>(vocab);
-    const auto g = static_cast<std::size_t>(gamma);
     auto& pool = backend::default_thread_pool();
     const int threads = pool.resolve(batch, cpu.threads);
     auto scope = ws.scope();
     auto scratch = ws.take<float>(v * static_cast<std::size_t>(threads));
     pool.run(batch, threads, [&](std::int64_t b, int slot) {
-      const std::span<const float> target(target_rows.row_data(b * (gamma + 1)), (g + 1) * v);
-      const std::span<const float> draft(draft_rows.row_data(b * gamma), g * v);
-      const std::span<const Token> tokens(draft_tokens.row_data(b), g);
-      try {
-        check_chain_inputs<float>(Rejection{}, target, draft, tokens, vocab, g + 1, {}, {});
-      } catch (const Error& e) {
-        rethrow_for_sequence(e, b);
-      }
-      const auto verdict = verify_chain_unchecked<float>(
-          Rejection{}, target.data(), draft.data(), tokens.data(), g, vocab,
-          streams[static_cast<std::size_t>(b)], emitted.row_data(b),
-          scratch.data() + static_cast<std::size_t>(slot) * v);
-      accepted[static_cast<std::size_t>(b)] = verdict.accepted;
-      pad(emitted, b, verdict.emitted);
+      const Sequence seq = sequence(args.draft_offsets, b);
+      const auto g = static_cast<std::size_t>(seq.gamma);
+      args.accepted[static_cast<std::size_t>(b)] = verify_sequence(
+          std::span<const float>(args.target_rows.row_data(seq.first_target()), (g + 1) * v),
+          std::span<const float>(args.draft_rows.row_data(seq.first_draft), g * v),
+          args.draft_tokens.subspan(static_cast<std::size_t>(seq.first_draft), g), vocab,
+          args.streams[static_cast<std::size_t>(b)],
+          args.emitted.subspan(static_cast<std::size_t>(seq.first_target()), g + 1),
+          scratch.data() + static_cast<std::size_t>(slot) * v, b);
     });
   }
 
+  /// Warps `count` logits rows of `logits` from row `first` into `out` (count rows of V).
   template <class T>
-  static void run_logits(const backend::Cpu& cpu, MatrixView<const T> target_logits,
-                         MatrixView<const T> draft_logits, std::span<const Warp> warps,
-                         MatrixView<const Token> draft_tokens,
-                         std::span<const RandomStream> streams, MatrixView<Token> emitted,
-                         std::span<std::int32_t> accepted, Workspace& ws) {
-    check_chain_batch(target_logits.rows, target_logits.cols, target_logits.stride,
-                      draft_logits.rows, draft_logits.cols, draft_logits.stride, draft_tokens.rows,
-                      draft_tokens.cols, draft_tokens.stride, streams.size(), emitted.rows,
-                      emitted.cols, emitted.stride, accepted.size(), "target_logits",
-                      "draft_logits");
-    const std::int64_t batch = draft_tokens.rows, gamma = draft_tokens.cols;
-    const std::int64_t vocab = target_logits.cols;
-    check_sequence_warps(warps, batch, vocab);
-    auto& pool = backend::default_thread_pool();
-    const int threads = pool.resolve(batch, cpu.threads);
+  template <class T>
+  static void run_logits(const backend::Cpu& cpu, const ChainBatchLogitsArgs<T>& args,
+                         Workspace& ws) {
+    check_chain_batch<T>(args.draft_offsets, args.target_logits, args.draft_logits,
+                         args.draft_tokens.size(), args.streams.size(), args.emitted.size(),
+                         args.accepted.size(), "target_logits", "draft_logits");
+    const auto batch = static_cast<std::int64_t>(args.draft_offsets.size() - 1);
+    const std::int64_t vocab = args.target_logits.cols;
+    check_sequence_warps(args.warps, batch, vocab);
     for (std::int64_t b = 0; b < batch; ++b) {
-      for (std::int64_t i = 0; i < gamma; ++i) {
+      const Sequence seq = sequence(args.draft_offsets, b);
+      for (std::int64_t i = 0; i < seq.gamma; ++i) {
         // Tokens are checked up front; rows only as the walk reaches them.
-        check_token(ArgName("draft_tokens", b)[i], draft_tokens(b, i), vocab);
+        check_token(ArgName("draft_tokens", b)[i],
+                    args.draft_tokens[static_cast<std::size_t>(seq.first_draft + i)], vocab);
       }
     }
+    auto& pool = backend::default_thread_pool();
+    const int threads = pool.resolve(batch, cpu.threads);
     const std::size_t per_thread = chain_logits_scratch_size(vocab);
     const auto row_bytes = Workspace::round_up(static_cast<std::size_t>(vocab) * sizeof(float));
     auto scope = ws.scope();
@@ -108,17 +128,20 @@ struct ChainBatchImpl<backend::Cpu> {
                                        reinterpret_cast<float*>(base + row_bytes),
                                        reinterpret_cast<float*>(base + 2 * row_bytes),
                                        reinterpret_cast<std::int32_t*>(base + 3 * row_bytes)};
-      const Warp& w = warps[warps.size() == 1 ? 0 : static_cast<std::size_t>(b)];
-      const LogitRows<T> target{target_logits.row_data(b * (gamma + 1)), target_logits.stride,
-                                "target_logits", b * (gamma + 1)};
-      const LogitRows<T> draft{draft_logits.row_data(b * gamma), draft_logits.stride,
-                               "draft_logits", b * gamma};
+      const Sequence seq = sequence(args.draft_offsets, b);
+      const Warp& w = args.warps[args.warps.size() == 1 ? 0 : static_cast<std::size_t>(b)];
+      const LogitRows<T> target{args.target_logits.row_data(seq.first_target()),
+                                args.target_logits.stride, "target_logits", seq.first_target()};
+      const LogitRows<T> draft{args.draft_logits.row_data(seq.first_draft),
+                               args.draft_logits.stride, "draft_logits", seq.first_draft};
+      const auto emitted = args.emitted.subspan(static_cast<std::size_t>(seq.first_target()),
+                                                static_cast<std::size_t>(seq.gamma) + 1);
       const auto verdict = verify_chain_logits_unchecked<T>(
-          w, target, draft, draft_tokens.row_data(b), gamma, vocab,
-          streams[static_cast<std::size_t>(b)], emitted.row_data(b), ArgName("draft_tokens", b),
+          w, target, draft, args.draft_tokens.data() + seq.first_draft, seq.gamma, vocab,
+          args.streams[static_cast<std::size_t>(b)], emitted.data(), ArgName("draft_tokens", b),
           scratch);
-      accepted[static_cast<std::size_t>(b)] = verdict.accepted;
-      pad(emitted, b, verdict.emitted);
+      args.accepted[static_cast<std::size_t>(b)] = verdict.accepted;
+      std::fill(emitted.begin() + verdict.emitted, emitted.end(), kNoToken);
     });
   }
 };
@@ -137,23 +160,47 @@ struct TreeBatchImpl<backend::Cpu> {
     return static_cast<std::size_t>(threads) * per_thread_bytes(shape);
   }
 
-  static void run(const backend::Cpu& cpu, const Rule& rule,
-                  std::span<const std::int32_t> node_offsets, std::span<const Token> tokens,
-                  std::span<const std::int32_t> parents, MatrixView<const float> target_rows,
-                  MatrixView<const float> draft_rows, std::span<const RandomStream> streams,
-                  std::span<std::int32_t> accepted_nodes, std::span<std::int32_t> accepted,
-                  std::span<Token> final_tokens, std::span<std::uint8_t> bonus, Workspace& ws) {
-    const std::int64_t largest =
-        check_tree_batch(node_offsets, tokens.size(), parents.size(), target_rows.rows,
-                         target_rows.cols, draft_rows.rows, draft_rows.cols, streams.size(),
-                         accepted_nodes.size(), accepted.size(), final_tokens.size(), bonus.size());
+  /// Checks and verifies tree b of the batch with `ints` (4 n_max ints) and `scratch` (V floats).
+  static void verify_sequence(const Rule& rule, const TreeBatchArgs& args, std::int64_t b,
+                              std::size_t n_max, std::int32_t* ints, float* scratch) {
+    const auto i = static_cast<std::size_t>(b);
+    const auto begin = static_cast<std::size_t>(args.node_offsets[i]);
+    const auto n = static_cast<std::size_t>(args.node_offsets[i + 1]) - begin;
+    const std::int64_t vocab = args.target_rows.cols;
+    const auto v = static_cast<std::size_t>(vocab);
+    const auto first_row = static_cast<std::int64_t>(begin) + b;
+    const std::span<const float> target(args.target_rows.row_data(first_row), (n + 1) * v);
+    const std::span<const float> draft(args.draft_rows.row_data(first_row), (n + 1) * v);
+    std::int32_t* depth = ints;
+    std::int32_t* children = depth + n_max;
+    std::int32_t* ids = children + n_max;
+    auto* candidates = reinterpret_cast<Token*>(ids + n_max);
+    try {
+      check_tree_inputs<float>(rule, args.tokens.subspan(begin, n), args.parents.subspan(begin, n),
+                               target, draft, vocab, n, {}, {}, depth, children);
+    } catch (const Error& e) {
+      rethrow_for_sequence(e, b);
+    }
+    const auto verdict = verify_tree_unchecked<float>(
+        rule, args.tokens.data() + begin, args.parents.data() + begin, n, target.data(),
+        draft.data(), vocab, args.streams[i], args.accepted_nodes.data() + begin, candidates, ids,
+        scratch);
+    args.accepted[i] = verdict.accepted;
+    args.final_tokens[i] = verdict.token;
+    if (!args.bonus.empty()) args.bonus[i] = verdict.bonus ? 1 : 0;
+  }
+
+  static void run(const backend::Cpu& cpu, const Rule& rule, const TreeBatchArgs& args,
+                  Workspace& ws) {
+    const std::int64_t largest = check_tree_batch(args);
+    const auto& target_rows = args.target_rows;
+    const auto& draft_rows = args.draft_rows;
     if (target_rows.stride != target_rows.cols || draft_rows.stride != draft_rows.cols) {
       fail(target_rows.stride != target_rows.cols ? "target_rows" : "draft_rows",
            "must be contiguous (stride == vocab) on the CPU backend");
     }
-    const auto batch = static_cast<std::int64_t>(node_offsets.size() - 1);
-    const std::int64_t vocab = target_rows.cols;
-    const auto v = static_cast<std::size_t>(vocab);
+    const auto batch = static_cast<std::int64_t>(args.node_offsets.size() - 1);
+    const auto v = static_cast<std::size_t>(target_rows.cols);
     const auto n_max = static_cast<std::size_t>(largest) + 1;
     auto& pool = backend::default_thread_pool();
     const int threads = pool.resolve(batch, cpu.threads);
@@ -163,29 +210,7 @@ struct TreeBatchImpl<backend::Cpu> {
     auto scratch = ws.take<float>(v * t);
     pool.run(batch, threads, [&](std::int64_t b, int slot) {
       const auto s = static_cast<std::size_t>(slot);
-      const auto begin = static_cast<std::size_t>(node_offsets[static_cast<std::size_t>(b)]);
-      const auto n =
-          static_cast<std::size_t>(node_offsets[static_cast<std::size_t>(b) + 1]) - begin;
-      const auto first_row = static_cast<std::int64_t>(begin) + b;
-      const std::span<const float> target(target_rows.row_data(first_row), (n + 1) * v);
-      const std::span<const float> draft(draft_rows.row_data(first_row), (n + 1) * v);
-      std::int32_t* depth = ints.data() + s * 4 * n_max;
-      std::int32_t* children = depth + n_max;
-      std::int32_t* ids = children + n_max;
-      auto* candidates = reinterpret_cast<Token*>(ids + n_max);
-      try {
-        check_tree_inputs<float>(rule, tokens.subspan(begin, n), parents.subspan(begin, n), target,
-                                 draft, vocab, n, {}, {}, depth, children);
-      } catch (const Error& e) {
-        rethrow_for_sequence(e, b);
-      }
-      const auto verdict = verify_tree_unchecked<float>(
-          rule, tokens.data() + begin, parents.data() + begin, n, target.data(), draft.data(),
-          vocab, streams[static_cast<std::size_t>(b)], accepted_nodes.data() + begin, candidates,
-          ids, scratch.data() + s * v);
-      accepted[static_cast<std::size_t>(b)] = verdict.accepted;
-      final_tokens[static_cast<std::size_t>(b)] = verdict.token;
-      if (!bonus.empty()) bonus[static_cast<std::size_t>(b)] = verdict.bonus ? 1 : 0;
+      verify_sequence(rule, args, b, n_max, ints.data() + s * 4 * n_max, scratch.data() + s * v);
     });
   }
 };

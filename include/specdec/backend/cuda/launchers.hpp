@@ -48,28 +48,49 @@ cudaError_t fill_random(const RandomStream* host_streams, std::int64_t stream_co
                         std::uint32_t first, std::int64_t count, float* out,
                         std::int64_t out_stride, bool gumbel, void* workspace, cudaStream_t stream);
 
-/// Device bytes verify_chain_batch needs: the staged streams and per-sequence warps, and from
-/// logits two warped rows per sequence.
-constexpr std::size_t chain_workspace_size(std::int64_t batch, std::int64_t vocab,
-                                           bool from_logits) {
+/// Device bytes verify_chain_batch needs: the staged B + 1 offsets and B streams.
+constexpr std::size_t chain_workspace_size(std::int64_t batch) {
   const auto b = static_cast<std::size_t>(batch < 0 ? 0 : batch);
-  const auto v = static_cast<std::size_t>(vocab < 0 ? 0 : vocab);
-  return device_round_up(b * sizeof(RandomStream)) + device_round_up(b * sizeof(DeviceWarp)) +
-         (from_logits ? device_round_up(b * 2 * v * sizeof(float)) : 0);
+  return device_round_up((b + 1) * sizeof(std::int32_t)) +
+         device_round_up(b * sizeof(RandomStream));
 }
 
-/// Copies the `batch` host streams (and `warp_count` host warps when > 1) into the workspace, then
-/// launches one block per sequence. from_logits = false: `target` / `draft` are fp32 warped rows
-/// (dtype kF32); true: logits of `dtype`, warped on the fly with host_warps[0] (warp_count 1) or
-/// host_warps[b].
-cudaError_t verify_chain_batch(const void* target, std::int64_t target_stride, const void* draft,
-                               std::int64_t draft_stride, DType dtype, bool from_logits,
-                               std::int64_t batch, std::int64_t gamma, std::int64_t vocab,
-                               const std::int32_t* tokens, std::int64_t token_stride,
-                               const RandomStream* host_streams, const DeviceWarp* host_warps,
-                               std::int64_t warp_count, std::int32_t* emitted,
-                               std::int64_t emitted_stride, std::int32_t* accepted, void* workspace,
+/// Device bytes verify_chain_batch_logits needs: chain_workspace_size's, the staged per-sequence
+/// warps and two warped rows per sequence.
+constexpr std::size_t chain_logits_workspace_size(std::int64_t batch, std::int64_t vocab) {
+  const auto b = static_cast<std::size_t>(batch < 0 ? 0 : batch);
+  const auto v = static_cast<std::size_t>(vocab < 0 ? 0 : vocab);
+  return chain_workspace_size(batch) + device_round_up(b * sizeof(DeviceWarp)) +
+         device_round_up(b * 2 * v * sizeof(float));
+}
+
+/// The views of one ragged chain batch (the layout of specdec::ChainBatchArgs, strides in
+/// elements): device rows, tokens and outputs; host offsets and streams.
+struct ChainVerifyParams {
+  const void* target;  // G + B rows: fp32 probabilities, or logits of `dtype`
+  std::int64_t target_stride;
+  const void* draft;  // G rows
+  std::int64_t draft_stride;
+  DType dtype;
+  std::int64_t batch;
+  std::int64_t vocab;
+  const std::int32_t* host_draft_offsets;  // B + 1
+  const std::int32_t* draft_tokens;        // G
+  const RandomStream* host_streams;        // B
+  std::int32_t* emitted;                   // G + B
+  std::int32_t* accepted;                  // B
+};
+
+/// Copies the B + 1 host offsets and B host streams into the workspace, then launches one block
+/// per sequence over fp32 warped rows (dtype kF32).
+cudaError_t verify_chain_batch(const ChainVerifyParams& params, void* workspace,
                                cudaStream_t stream);
+
+/// As verify_chain_batch over logits of `dtype`, warped on the fly with host_warps[0]
+/// (warp_count 1) or host_warps[b] (warp_count B, also copied into the workspace).
+cudaError_t verify_chain_batch_logits(const ChainVerifyParams& params,
+                                      const DeviceWarp* host_warps, std::int64_t warp_count,
+                                      void* workspace, cudaStream_t stream);
 
 /// Device bytes verify_tree_batch needs: the staged offsets and streams, per tree 2 * max_nodes
 /// ints (candidate tokens and node ids) and one float row of residual scratch.
@@ -83,17 +104,34 @@ constexpr std::size_t tree_workspace_size(std::int64_t batch, std::int64_t max_n
          device_round_up(b * 2 * m * sizeof(std::int32_t)) + device_round_up(b * v * sizeof(float));
 }
 
+/// The node rule of the tree kernel: Recursive (RRS) or MultiRound (also Rejection's, identical
+/// for one child per node).
+enum class TreeRule : int { kRecursive = 0, kMultiRound = 1 };
+
+/// The views of one tree batch (the layout of specdec::TreeBatchArgs, strides in elements):
+/// device nodes, rows and outputs; host offsets and streams.
+struct TreeVerifyParams {
+  const std::int32_t* host_node_offsets;  // B + 1
+  std::int64_t batch;
+  std::int64_t max_nodes;  // the largest tree
+  const std::int32_t* tokens;   // N
+  const std::int32_t* parents;  // N
+  const float* target;          // N + B rows
+  std::int64_t target_stride;
+  const float* draft;  // N + B rows
+  std::int64_t draft_stride;
+  std::int64_t vocab;
+  const RandomStream* host_streams;  // B
+  std::int32_t* accepted_nodes;      // N
+  std::int32_t* accepted;            // B
+  std::int32_t* final_tokens;        // B
+  std::uint8_t* bonus;               // B, or null
+};
+
 /// Copies the B + 1 host offsets and B host streams into the workspace, then launches one block
-/// per tree with the recursive (RRS) or the multi-round node rule over fp32 warped rows.
-/// `max_nodes` is the largest tree; `bonus` may be null.
-cudaError_t verify_tree_batch(bool recursive, const std::int32_t* host_offsets, std::int64_t batch,
-                              std::int64_t max_nodes, const std::int32_t* tokens,
-                              const std::int32_t* parents, const float* target,
-                              std::int64_t target_stride, const float* draft,
-                              std::int64_t draft_stride, std::int64_t vocab,
-                              const RandomStream* host_streams, std::int32_t* accepted_nodes,
-                              std::int32_t* accepted, std::int32_t* final_tokens,
-                              std::uint8_t* bonus, void* workspace, cudaStream_t stream);
+/// per tree with `rule` over fp32 warped rows.
+cudaError_t verify_tree_batch(TreeRule rule, const TreeVerifyParams& params, void* workspace,
+                              cudaStream_t stream);
 
 /// Largest k of gumbel_top_k_batch and largest beam width of stochastic_beam_level_batch on the
 /// CUDA backend: a row's winners are ordered in shared memory.

@@ -29,7 +29,7 @@ struct TreeMaskBatchImpl<backend::Cuda> {
                     std::span<const std::int32_t> parents, MatrixView<std::uint32_t> masks,
                     const backend::DeviceWorkspace& ws) {
     const auto largest = check_tree_offsets(node_offsets);
-    check_size("parents", parents.size(), static_cast<std::size_t>(node_offsets.back()));
+    detail::check_size("parents", parents.size(), static_cast<std::size_t>(node_offsets.back()));
     check_mask_rows(masks, node_offsets.back(), largest);
     const auto batch = static_cast<std::int64_t>(node_offsets.size() - 1);
     if (node_offsets.back() > 0) {
@@ -49,7 +49,7 @@ struct TreeMaskBatchImpl<backend::Cuda> {
                         std::span<const std::int32_t> context_lengths,
                         std::span<std::int32_t> positions, const backend::DeviceWorkspace& ws) {
     check_tree_offsets(node_offsets);
-    check_size("parents", parents.size(), static_cast<std::size_t>(node_offsets.back()));
+    detail::check_size("parents", parents.size(), static_cast<std::size_t>(node_offsets.back()));
     check_positions_batch(node_offsets, context_lengths, positions.size());
     const auto batch = static_cast<std::int64_t>(node_offsets.size() - 1);
     if (node_offsets.back() > 0) {

@@ -95,32 +95,37 @@ struct ResidualValue {
   }
 };
 
-/// One block per sequence b (blockIdx.x). kLogits = false: `target` / `draft` are warped fp32
-/// rows (T = float) read in place; kLogits = true: they are logits of type T, warped on the fly
-/// (target row i and draft row i just before position i is tested, so rows after a rejection are
-/// never warped) into rows_ws[b * 2n ..], with warps[b] (or shared_warp when warps is null).
-/// Layout and draws: those of specdec::verify_chain_batch (position i uses
-/// streams[b].at_position(position + i): draw 0 tests, draw 1 corrects; the bonus token is draw
-/// 0 at position + gamma). emitted gets the tokens then -1 padding; accepted[b] the count.
+/// One block per sequence b (blockIdx.x) of a ragged batch: its gamma = offsets[b + 1] -
+/// offsets[b] draft tokens start at offsets[b], its target rows and emitted tokens at
+/// offsets[b] + b (the layout of specdec::ChainBatchArgs; `offsets` in device memory).
+/// kLogits = false: `target` / `draft` are warped fp32 rows (T = float) read in place;
+/// kLogits = true: they are logits of type T, warped on the fly (target row i and draft row i just
+/// before position i is tested, so rows after a rejection are never warped) into
+/// rows_ws[b * 2n ..], with warps[b] (or shared_warp when warps is null).
+/// Draws: those of specdec::verify_chain_batch (position i uses streams[b].at_position(position +
+/// i): draw 0 tests, draw 1 corrects; the bonus token is draw 0 at position + gamma). emitted gets
+/// the tokens then -1 padding; accepted[b] the count.
 template <bool kLogits, class T>
 __global__ void __launch_bounds__(kWarpThreads)
     verify_chain_kernel(const T* target, std::int64_t target_stride, const T* draft,
-                        std::int64_t draft_stride, const std::int32_t* tokens,
-                        std::int64_t token_stride, int gamma, int n, const RandomStream* streams,
+                        std::int64_t draft_stride, const std::int32_t* offsets,
+                        const std::int32_t* tokens, int n, const RandomStream* streams,
                         DeviceWarp shared_warp, const DeviceWarp* warps, float* rows_ws,
-                        std::int32_t* emitted, std::int64_t emitted_stride,
-                        std::int32_t* accepted) {
+                        std::int32_t* emitted, std::int32_t* accepted) {
   __shared__ ChainShared sh;
   const std::int64_t b = blockIdx.x;
+  const std::int64_t first_draft = offsets[b];
+  const int gamma = static_cast<int>(offsets[b + 1] - first_draft);
+  const std::int64_t first_target = first_draft + b;
   const RandomStream stream = streams[b];
   const DeviceWarp w = warps == nullptr ? shared_warp : warps[b];
   float* warped_target = kLogits ? rows_ws + b * 2 * static_cast<std::int64_t>(n) : nullptr;
   float* warped_draft = kLogits ? warped_target + n : nullptr;
-  std::int32_t* out = emitted + b * emitted_stride;
+  std::int32_t* out = emitted + first_target;
   int i = 0;
   for (; i < gamma; ++i) {
-    const T* t_row = target + (b * (gamma + 1) + i) * target_stride;
-    const T* d_row = draft + (b * gamma + i) * draft_stride;
+    const T* t_row = target + (first_target + i) * target_stride;
+    const T* d_row = draft + (first_draft + i) * draft_stride;
     const float* tp;
     const float* dp;
     if constexpr (kLogits) {
@@ -134,7 +139,7 @@ __global__ void __launch_bounds__(kWarpThreads)
       tp = reinterpret_cast<const float*>(t_row);
       dp = reinterpret_cast<const float*>(d_row);
     }
-    const std::int32_t x = tokens[b * token_stride + i];
+    const std::int32_t x = tokens[first_draft + i];
     const RandomStream s = stream.at_position(stream.position + static_cast<std::uint32_t>(i));
     // The CPU's test: u * draft(x) * mass < target(x), mass = 1 before any residual.
     if (s.uniform(0) * dp[x] * 1.0f < tp[x]) {
@@ -155,7 +160,7 @@ __global__ void __launch_bounds__(kWarpThreads)
     break;
   }
   if (i == gamma) {
-    const T* t_row = target + (b * (gamma + 1) + gamma) * target_stride;
+    const T* t_row = target + (first_target + gamma) * target_stride;
     const float* tp;
     if constexpr (kLogits) {
       __syncthreads();

@@ -269,7 +269,8 @@ void top_k_cut(const T* logits, std::int64_t n, std::int64_t k, WarpStats& s, st
     const float za = z(a), zb = z(b);
     return za > zb || (za == zb && a < b);
   };
-  const std::int64_t cap = std::min(n, std::max<std::int64_t>(8 * k, 4096));
+  // A small buffer: each narrowing raises the threshold, so few entries are gathered after it.
+  const std::int64_t cap = std::min(n, std::max<std::int64_t>(4 * k, 256));
   float threshold = kNegInf;
   std::int64_t m = 0;
   const auto visit = [&](std::int64_t i) {

@@ -343,7 +343,7 @@ class MethodStrategy {
         auto scope = context.workspace.scope();
         auto idx = context.workspace.take<std::int32_t>(warp_workspace_size(context.vocab) /
                                                         sizeof(std::int32_t));
-        detail::warp_logits_unchecked(Warp{}, scores.logits.row(static_cast<std::int64_t>(r)),
+        unchecked::warp_logits<float>(Warp{}, scores.logits.row(static_cast<std::int64_t>(r)),
                                       std::span<float>(raw_target_rows_.data() + r * v, v),
                                       idx.data());
       }

@@ -16,6 +16,7 @@
 #include "specdec/decode/sequence.hpp"
 #include "specdec/provider/tree_batch.hpp"
 #include "specdec/tree/draft_tree.hpp"
+#include "specdec/unchecked.hpp"
 
 namespace specdec {
 
@@ -103,9 +104,9 @@ inline void warp_row(const Warp& warp, std::span<const float> logits, std::span<
   auto scope = workspace.scope();
   const auto vocab = static_cast<std::int64_t>(logits.size());
   auto idx = workspace.take<std::int32_t>(warp_workspace_size(vocab) / sizeof(std::int32_t));
-  warp_logits_unchecked(warp, logits, out, idx.data());
+  unchecked::warp_logits<float>(warp, logits, out, idx.data());
   if (raw != nullptr) {
-    warp_logits_unchecked(Warp{}, logits, std::span<float>(raw, out.size()), idx.data());
+    unchecked::warp_logits<float>(Warp{}, logits, std::span<float>(raw, out.size()), idx.data());
   }
 }
 

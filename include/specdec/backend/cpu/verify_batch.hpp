@@ -97,8 +97,7 @@ struct ChainBatchImpl<backend::Cpu> {
     });
   }
 
-  /// Warps `count` logits rows of `logits` from row `first` into `out` (count rows of V).
-  template <class T>
+  /// Verifies each sequence from its logits' statistics (verify/chain_logits.hpp).
   template <class T>
   static void run_logits(const backend::Cpu& cpu, const ChainBatchLogitsArgs<T>& args,
                          Workspace& ws) {

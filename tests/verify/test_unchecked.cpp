@@ -41,9 +41,9 @@ TEST_CASE("unchecked::verify_chain and verify_tree equal the checked calls",
     CHECK(fast.accepted == checked.accepted);
     CHECK(got == want);
   }
-  // A chain of depth 2 and a sibling, as a tree.
+  // Two children of the root, the first with a child of its own (level order).
   const std::vector<Token> tree_tokens = {tokens[0], tokens[1], tokens[2]};
-  const std::vector<std::int32_t> parents = {-1, 0, -1};
+  const std::vector<std::int32_t> parents = {-1, -1, 0};
   for (std::uint32_t seed = 0; seed < 20; ++seed) {
     const RandomStream stream{seed};
     std::vector<std::int32_t> want(3, -1), got(4, -1);

@@ -112,16 +112,31 @@ void BM_ChainStep(benchmark::State& state) {
   std::vector<std::int32_t> accepted(static_cast<std::size_t>(batch));
   specdec::Workspace ws(specdec::workspace_size(
       cpu, specdec::ChainBatchShape{batch, kGamma, vocab, from_logits}));
+  std::vector<std::int32_t> offsets(static_cast<std::size_t>(batch + 1));
+  const auto draft_offsets = specdec::uniform_draft_offsets(kGamma, offsets);
   const specdec::MatrixView<const float> t(in.target.data(), batch * (kGamma + 1), vocab);
   const specdec::MatrixView<const float> d(in.draft.data(), batch * kGamma, vocab);
-  const specdec::MatrixView<const specdec::Token> tok(in.tokens.data(), batch, kGamma);
-  const specdec::MatrixView<specdec::Token> out(emitted.data(), batch, kGamma + 1);
+  const specdec::ChainBatchLogitsArgs<float> logits_args{
+      .draft_offsets = draft_offsets,
+      .target_logits = t,
+      .draft_logits = d,
+      .warps = std::span<const specdec::Warp>(&warp, 1),
+      .draft_tokens = in.tokens,
+      .streams = in.streams,
+      .emitted = emitted,
+      .accepted = accepted};
+  const specdec::ChainBatchArgs rows_args{.draft_offsets = draft_offsets,
+                                          .target_rows = t,
+                                          .draft_rows = d,
+                                          .draft_tokens = in.tokens,
+                                          .streams = in.streams,
+                                          .emitted = emitted,
+                                          .accepted = accepted};
   for (auto _ : state) {
     if (from_logits) {
-      specdec::verify_chain_batch_logits(cpu, t, d, std::span<const specdec::Warp>(&warp, 1), tok,
-                                         in.streams, out, accepted, ws);
+      specdec::verify_chain_batch_logits(cpu, logits_args, ws);
     } else {
-      specdec::verify_chain_batch(cpu, t, d, tok, in.streams, out, accepted, ws);
+      specdec::verify_chain_batch(cpu, rows_args, ws);
     }
     benchmark::DoNotOptimize(emitted.data());
   }

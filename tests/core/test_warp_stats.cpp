@@ -180,12 +180,18 @@ void check_chain(const Warp& w, std::int64_t vocab, std::uint64_t seed, int mode
                                         expected, ws);
   std::vector<Token> got(static_cast<std::size_t>(gamma + 1), kNoToken);
   std::vector<std::int32_t> accepted(1, -1);
-  verify_chain_batch_logits(backend::cpu, MatrixView<const T>(target.data(), gamma + 1, vocab),
-                            MatrixView<const T>(draft.data(), gamma, vocab),
-                            std::span<const Warp>(&w, 1),
-                            MatrixView<const Token>(tokens.data(), 1, gamma),
-                            std::span<const RandomStream>(&stream, 1),
-                            MatrixView<Token>(got.data(), 1, gamma + 1), accepted, ws);
+  const std::int32_t offsets[2] = {0, gamma};
+  verify_chain_batch_logits(backend::cpu,
+                            ChainBatchLogitsArgs<T>{
+                                .draft_offsets = offsets,
+                                .target_logits = MatrixView<const T>(target.data(), gamma + 1, vocab),
+                                .draft_logits = MatrixView<const T>(draft.data(), gamma, vocab),
+                                .warps = std::span<const Warp>(&w, 1),
+                                .draft_tokens = tokens,
+                                .streams = std::span<const RandomStream>(&stream, 1),
+                                .emitted = got,
+                                .accepted = accepted},
+                            ws);
   CAPTURE(w.temperature, w.top_k, w.top_p, w.min_p, vocab, seed, mode);
   REQUIRE(accepted[0] == want.accepted);
   for (std::int32_t i = want.emitted; i <= gamma; ++i) expected[static_cast<std::size_t>(i)] = kNoToken;

@@ -20,6 +20,7 @@ namespace specdec {
 namespace detail {
 
 /// Validates W beams given as one row-major array and returns their common length L.
+/// Complexity: O(W x L).
 inline std::int32_t check_beams(std::span<const Token> beams, std::int32_t width,
                                 std::int64_t vocab) {
   if (width <= 0) fail("width", "{} must be > 0 (at least one beam)", width);
@@ -61,6 +62,8 @@ inline void flatten_beams(std::span<const std::vector<Token>> beams, std::vector
 /// ReDrafter's prefix match (seed 001 Listing 1) of `width` beams stored row-major in `beams`
 /// (W x L): `out[i * L + k]` = the smallest beam index sharing beam i's first k + 1 tokens. Tokens
 /// must lie in [0, vocab). `out` holds W * L entries.
+/// Complexity: O(W^2 x L) in the worst case (beams sharing long prefixes), O(W x L) when they
+/// differ early.
 inline void prefix_match(std::span<const Token> beams, std::int32_t width, std::int64_t vocab,
                          std::span<std::int32_t> out) {
   const auto length = detail::check_beams(beams, width, vocab);
@@ -90,6 +93,7 @@ namespace detail {
 /// Checks that a CompressedBeams is consistent (as compress_beams leaves it): n entries in every
 /// per-node vector, W * L in unpacker, parents earlier and one position shallower, unpacker ids
 /// in range.
+/// Complexity: O(n + W x L).
 inline void check_compressed(const CompressedBeams& beams) {
   const auto n = beams.tokens.size();
   detail::check_size("beams.source", beams.source.size(), n);
@@ -127,6 +131,7 @@ inline void check_compressed(const CompressedBeams& beams) {
 /// Compresses `width` row-major beams (tokens in [0, vocab)) into `out`. Afterwards
 /// `out.tokens[out.unpacker[j * L + k]] == beams[j * L + k]` for every j, k, and
 /// `out.parents[r] < r`.
+/// Complexity: O(W^2 x L): one prefix match.
 inline void compress_beams(std::span<const Token> beams, std::int32_t width, std::int64_t vocab,
                            CompressedBeams& out) {
   const auto length = detail::check_beams(beams, width, vocab);
@@ -178,6 +183,7 @@ struct PackedBeamBatch {
 
 /// Compresses B batch rows of W beams of L tokens (`beams` holds B * W * L tokens, row-major
 /// [B, W, L]) into `out`; `scratch` is reused for each row.
+/// Complexity: O(B x W^2 x L).
 inline void pack_beam_batch(std::span<const Token> beams, std::int32_t batch, std::int32_t width,
                             std::int64_t vocab, PackedBeamBatch& out, CompressedBeams& scratch) {
   if (batch <= 0) detail::fail("batch", "{} must be > 0", batch);
@@ -230,6 +236,7 @@ inline void pack_beam_batch(std::span<const Token> beams, std::int32_t batch, st
 /// Dense mask of the compressed nodes: `out[r * n + c]` = 1 when compressed node c is r or an
 /// ancestor of r (so the row of beam j's node at k covers exactly beams[j][0..k]). The committed
 /// context is visible to every row and not part of the matrix. `out` holds n * n bytes.
+/// Complexity: O(n^2).
 inline void compressed_dense_mask(const CompressedBeams& beams, std::span<std::uint8_t> out) {
   detail::check_compressed(beams);
   const auto n = static_cast<std::size_t>(beams.size());
@@ -244,6 +251,7 @@ inline void compressed_dense_mask(const CompressedBeams& beams, std::span<std::u
 
 /// Packed form of compressed_dense_mask: n rows of packed_mask_words(n) words, column c is bit
 /// c % 32 of word c / 32 (least significant bit first).
+/// Complexity: O(n x ceil(n / 32)).
 inline void compressed_packed_mask(const CompressedBeams& beams, std::span<std::uint32_t> out) {
   detail::check_compressed(beams);
   const auto n = beams.size();
@@ -261,6 +269,7 @@ inline void compressed_packed_mask(const CompressedBeams& beams, std::span<std::
 /// `context_length` counts the tokens already in the cache. The beams' first tokens (in ReDrafter
 /// the shared init token, which has not been evaluated yet) sit at position context_length; in
 /// DraftTree terms a beam token at offset k has depth k + 1. `out` holds n entries.
+/// Complexity: O(n).
 inline void compressed_positions(const CompressedBeams& beams, std::int32_t context_length,
                                  std::span<std::int32_t> out) {
   detail::check_compressed(beams);
@@ -275,6 +284,7 @@ inline void compressed_positions(const CompressedBeams& beams, std::int32_t cont
 
 /// Maps per-compressed-node values back to the beams: `out[j * L + k] = packed[unpacker[j * L +
 /// k]]` (ReDrafter's unpack of logits, hidden states or KV rows, one element per node here).
+/// Complexity: O(W x L).
 template <class T>
 void unpack_beams(const CompressedBeams& beams, std::span<const T> packed, std::span<T> out) {
   detail::check_compressed(beams);

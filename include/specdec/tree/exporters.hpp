@@ -22,6 +22,7 @@ inline std::int32_t engine_tree_size(const DraftTree& tree) { return tree.size()
 
 /// Position ids of the T = N + 1 engine slots: the root at `context_length - 1`, node i at
 /// `context_length + depths[i] - 1` (the same ids as tree_positions). `out` holds N + 1 entries.
+/// Complexity: O(N).
 inline void engine_positions(const DraftTree& tree, std::int32_t context_length,
                              std::span<std::int32_t> out) {
   detail::check_tree(tree);
@@ -68,6 +69,8 @@ inline std::int32_t trtllm_path_rows(const DraftTree& tree) {
 /// - `paths`: `path_rows` x `path_width` slot indices, row r the root-to-leaf path of the r-th leaf
 ///   (as leaves() orders them) starting with 0 (the root), padded with -1; rows past the last leaf
 ///   are all -1. Needs path_rows >= trtllm_path_rows(tree), path_width >= trtllm_path_width(tree).
+/// Complexity: O(N x ceil((N + 1) / 32) + path_rows x path_width): a mask row is its parent's row
+/// plus one bit.
 inline void export_trtllm(const DraftTree& tree, std::span<std::int32_t> packed_mask,
                           std::span<std::int32_t> position_offsets, std::int32_t path_rows,
                           std::int32_t path_width, std::span<std::int32_t> paths) {
@@ -228,6 +231,7 @@ inline std::size_t flashinfer_batch_mask_bytes(std::span<const DraftTree> trees,
 /// occupies bytes [mask_indptr[b], mask_indptr[b + 1]) of `out` (each segment is packed on its
 /// own, like segment_packbits). `mask_indptr` holds B + 1 entries; `out` holds
 /// flashinfer_batch_mask_bytes(...) bytes.
+/// Complexity: O(the sum of the sequences' export_flashinfer_mask costs).
 inline void export_flashinfer_masks(std::span<const DraftTree> trees,
                                     std::span<const std::int32_t> context_lengths,
                                     bool include_root, std::span<std::uint8_t> out,
@@ -266,6 +270,7 @@ inline void export_flashinfer_masks(std::span<const DraftTree> trees,
 /// - `retrieve_next_token[t]`: the slot of t's first child in sampling order, -1 for a leaf;
 /// - `retrieve_next_sibling[t]`: the slot of t's next sibling, -1 for the last child and the root.
 /// All three hold N + 1 entries; unlike SGLang's bit-packed mode there is no 32-node limit.
+/// Complexity: O(N).
 inline void export_sglang(const DraftTree& tree, std::int64_t index_base,
                           std::span<std::int64_t> retrieve_index,
                           std::span<std::int64_t> retrieve_next_token,

@@ -17,6 +17,7 @@ namespace detail {
 
 /// Checks that `accepted` is a path from the root: accepted[0] is a child of the root and every
 /// later id is a child of the previous one. An empty path (nothing accepted) is valid.
+/// Complexity: O(accepted.size()).
 inline void check_accepted_path(const ArgName& name, const DraftTree& tree,
                                 std::span<const std::int32_t> accepted) {
   std::int32_t previous = -1;
@@ -46,6 +47,7 @@ inline void check_accepted_path(const ArgName& name, const DraftTree& tree,
 /// never overwrites a slot still to be read). Returns the number of entries with source !=
 /// destination (0 when the accepted nodes already sit in place). The cache length afterwards is
 /// `context_length + accepted.size()`; slots past it are free.
+/// Complexity: O(N + accepted.size()) (the tree is validated once).
 inline std::int32_t kv_compaction(const DraftTree& tree, std::int32_t context_length,
                                   std::span<const std::int32_t> accepted,
                                   std::span<std::int32_t> source,
@@ -77,6 +79,7 @@ struct AcceptedPaths {
 
 /// Packs the accepted paths of a batch: for row b, `slots` gains `context_lengths[b] + id` for each
 /// id of `accepted[b]` (a root path of `trees[b]`). Vectors of `out` keep their capacity.
+/// Complexity: O(the trees' total size + the paths' total length).
 inline void pack_accepted_paths(std::span<const DraftTree> trees,
                                 std::span<const std::int32_t> context_lengths,
                                 std::span<const std::span<const std::int32_t>> accepted,

@@ -36,6 +36,7 @@ inline std::size_t dense_mask_size(const DraftTree& tree) {
 /// visible to every node and is not part of this matrix: an engine prepends C all-ones columns.
 /// Built as seed 000 Alg. 5 does: the row of a child is the row of its parent plus the diagonal.
 /// `out` holds dense_mask_size(tree) bytes.
+/// Complexity: O(N^2): each row is its parent's row plus the diagonal (N = tree.size()).
 inline void build_dense_mask(const DraftTree& tree, std::span<std::uint8_t> out) {
   detail::check_tree(tree);
   detail::check_buffer("out", out, dense_mask_size(tree));
@@ -57,6 +58,7 @@ inline std::size_t packed_mask_size(const DraftTree& tree) {
 /// Packed ancestor mask: row i occupies words [i * W, (i + 1) * W) with W = packed_mask_words(N);
 /// column j of the dense mask is bit (j % 32) of word j / 32 (least significant bit first). Bits
 /// past column N - 1 are 0. `out` holds packed_mask_size(tree) words.
+/// Complexity: O(N x ceil(N / 32)): each row is its parent's row plus one bit.
 inline void build_packed_mask(const DraftTree& tree, std::span<std::uint32_t> out) {
   detail::check_tree(tree);
   detail::check_buffer("out", out, packed_mask_size(tree));
@@ -73,6 +75,7 @@ inline void build_packed_mask(const DraftTree& tree, std::span<std::uint32_t> ou
 /// Position ids of the nodes: `out[i] = context_length + depths[i] - 1`. `context_length` C counts
 /// the committed tokens including the root (the last committed token, at position C - 1), so the
 /// first drafted level sits at position C. Needs C >= 1; `out` holds N entries.
+/// Complexity: O(N).
 inline void tree_positions(const DraftTree& tree, std::int32_t context_length,
                            std::span<std::int32_t> out) {
   detail::check_tree(tree);

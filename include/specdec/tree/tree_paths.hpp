@@ -19,6 +19,7 @@ namespace detail {
 
 /// Checks the structure of a tree (sizes, parents before children, depths, level order) without
 /// a vocabulary: every non-negative token is accepted.
+/// Complexity: O(N).
 inline void check_tree(const DraftTree& tree) {
   tree.validate(std::numeric_limits<std::int64_t>::max());
 }
@@ -51,6 +52,7 @@ SPECDEC_HOST_DEVICE void path_to_node_row(const std::int32_t* parents, std::int3
 /// Child links of a tree in sampling order: `first_child[i]` is the first child of node i and
 /// `next_sibling[i]` the next child of i's parent (both -1 when there is none). Returns the first
 /// child of the root (-1 for an empty tree). Both buffers hold `tree.size()` entries.
+/// Complexity: O(N).
 inline std::int32_t build_child_links(const DraftTree& tree, std::span<std::int32_t> first_child,
                                       std::span<std::int32_t> next_sibling) {
   detail::check_tree(tree);
@@ -70,6 +72,7 @@ inline std::int32_t build_child_links(const DraftTree& tree, std::span<std::int3
 }
 
 /// The children of `node` (-1 = the root) in sampling order. Allocates; for setup code and tests.
+/// Complexity: O(N).
 inline std::vector<std::int32_t> children_of(const DraftTree& tree, std::int32_t node) {
   detail::check_tree(tree);
   if (node != -1) detail::check_node("node", node, tree);
@@ -83,6 +86,7 @@ inline std::vector<std::int32_t> children_of(const DraftTree& tree, std::int32_t
 /// Root-to-node path of `node`: `depths[node]` node ids, the first a child of the root, the last
 /// `node` itself (the root, i.e. the last committed token, is not a node). `out` must hold exactly
 /// `tree.depths[node]` entries.
+/// Complexity: O(N) for the tree's validation, then O(depth).
 inline void path_to_node(const DraftTree& tree, std::int32_t node, std::span<std::int32_t> out) {
   detail::check_tree(tree);
   detail::check_node("node", node, tree);
@@ -115,6 +119,7 @@ SPECDEC_HOST_DEVICE void leaf_flags_row(const std::int32_t* parents, std::int32_
 }  // namespace detail
 
 /// Number of leaves (nodes without children). An empty tree has none.
+/// Complexity: O(N).
 inline std::int32_t count_leaves(const DraftTree& tree) {
   detail::check_tree(tree);
   std::vector<std::int32_t> flags(static_cast<std::size_t>(tree.size()));
@@ -126,6 +131,7 @@ inline std::int32_t count_leaves(const DraftTree& tree) {
 
 /// Writes the leaves in increasing node id (level order, so shallower leaves first) into `out`,
 /// which must hold exactly count_leaves(tree) entries.
+/// Complexity: O(N).
 inline void leaves(const DraftTree& tree, std::span<std::int32_t> out) {
   const auto count = count_leaves(tree);
   detail::check_buffer("out", out, static_cast<std::size_t>(count));
@@ -148,6 +154,7 @@ inline std::vector<std::int32_t> leaves(const DraftTree& tree) {
 /// r-th leaf (in the order of leaves()), padded with -1 on the right; rows past the last leaf are
 /// all -1. Needs rows >= count_leaves(tree) and width >= tree.max_depth(); `out` holds
 /// rows * width entries.
+/// Complexity: O(N + rows x width): the tree is validated once and each path is walked once.
 inline void root_to_leaf_paths(const DraftTree& tree, std::int32_t rows, std::int32_t width,
                                std::span<std::int32_t> out) {
   const auto count = count_leaves(tree);

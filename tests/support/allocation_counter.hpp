@@ -69,7 +69,7 @@ namespace specdec::test {
 
 /// Heap allocations made by `steps` calls of `step` after `warm_up` calls.
 template <class F>
-long allocations_after_warm_up(F&& step, int steps, int warm_up = 1) {
+long allocations_after_warm_up(F&& step, int steps = 3, int warm_up = 1) {
   for (int i = 0; i < warm_up; ++i) step();
   const long before = heap_allocations.load();
   for (int i = 0; i < steps; ++i) step();

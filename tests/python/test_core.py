@@ -70,3 +70,13 @@ def test_tensors_that_require_grad_are_read():
     logits = torch.zeros(4, requires_grad=True)
     out = specdec.warp_logits(specdec.Warp(), logits)
     np.testing.assert_allclose(out.numpy(), 0.25)
+
+
+def test_draft_tree_from_tokens_and_parents():
+    tree = specdec.DraftTree([5, 6, 7], np.array([-1, -1, 0], np.int64))
+    assert len(tree) == 3 and tree.max_depth() == 2
+    assert tree.depths.tolist() == [1, 1, 2]
+    assert tree.add(9, 2) == 3
+    with pytest.raises(specdec.Error) as caught:
+        specdec.DraftTree([5, 6], [-1, 1])
+    assert caught.value.argument == "parents[1]"

@@ -131,9 +131,8 @@ std::string rule_repr(const R& r) {
     return fmt::format("Lossy(alpha={}, beta={}, tune_beta={}, greedy={})", r.alpha, r.beta,
                        r.tune_beta ? "True" : "False", r.greedy ? "True" : "False");
   } else if constexpr (std::is_same_v<R, Cascade>) {
-    std::string name(deferral_name(r.deferral));
-    for (auto& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    return fmt::format("Cascade(deferral=Deferral.{}, alpha={})", name, r.alpha);
+    const auto deferral = py::str(py::cast(r.deferral)).cast<std::string>();  // "Deferral.CHOW"
+    return fmt::format("Cascade(deferral={}, alpha={})", deferral, r.alpha);
   } else if constexpr (std::is_same_v<R, Typical>) {
     return fmt::format("Typical(epsilon={}, delta={})", r.epsilon, r.delta);
   } else if constexpr (std::is_same_v<R, Rejection>) {

@@ -1,0 +1,9 @@
+// SPDX-License-Identifier: MIT
+#include "arrays.hpp"
+#include "bindings.hpp"
+
+namespace specdec::python {
+
+void bind_draft(py::module_& m) { (void)m; }
+
+}  // namespace specdec::python

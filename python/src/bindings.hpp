@@ -1,0 +1,23 @@
+// SPDX-License-Identifier: MIT
+// The parts of the extension module, one per area of the C++ headers. Python names are the C++
+// names (functions snake_case, classes CamelCase); keyword arguments are the C++ parameter names.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include "specdec/core/workspace.hpp"
+
+namespace specdec::python {
+
+namespace py = pybind11;
+
+/// A workspace per thread, grown on first use and reused by every later call on that thread.
+Workspace& thread_workspace();
+
+void bind_core(py::module_& m);    // Error, RandomStream, Warp, warps, sampling
+void bind_verify(py::module_& m);  // rules, node/chain/block/tree verification, MTAD, exact laws
+void bind_draft(py::module_& m);   // drafters and the ReDrafter head
+void bind_tree(py::module_& m);    // trees, masks, positions, KV compaction, exporters
+void bind_decode(py::module_& m);  // LogitsProvider, decode, toy models
+
+}  // namespace specdec::python

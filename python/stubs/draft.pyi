@@ -1,0 +1,1 @@
+# (src/bind_draft.cpp)

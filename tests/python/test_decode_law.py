@@ -57,7 +57,7 @@ def run(method, count, tokens, target_table=TARGET, **extra):
 @pytest.mark.parametrize("method", [Method.SD, Method.SD_BLOCK, Method.SPECTR, Method.RSD_C,
                                     Method.RSD_S], ids=lambda m: specdec.method_name(m))
 def test_first_token_law_is_the_targets(method):
-    samples = run(method, 8000, 1)
+    samples = run(method, 5000, 1)
     counts = np.bincount(samples[:, 0], minlength=VOCAB)
     statistic, dof = chi_square(counts, warped(TARGET)[PROMPT[-1]])
     assert statistic < chi_square_threshold(dof), (statistic, dof, counts)
@@ -66,7 +66,7 @@ def test_first_token_law_is_the_targets(method):
 @pytest.mark.parametrize("method", [Method.SPECTR, Method.RSD_S],
                          ids=lambda m: specdec.method_name(m))
 def test_joint_two_token_law_is_the_targets(method):
-    samples = run(method, 16000, 2)
+    samples = run(method, 12000, 2)
     counts = np.bincount(samples[:, 0] * VOCAB + samples[:, 1], minlength=VOCAB * VOCAB)
     law = warped(TARGET)
     joint = (law[PROMPT[-1]][:, None] * law).ravel()
@@ -76,7 +76,7 @@ def test_joint_two_token_law_is_the_targets(method):
 
 def test_the_check_rejects_the_draft_law():
     # The same samples judged against the draft's law: the test has the power to fail.
-    samples = run(Method.SD, 8000, 1)
+    samples = run(Method.SD, 5000, 1)
     counts = np.bincount(samples[:, 0], minlength=VOCAB)
     statistic, dof = chi_square(counts, warped(DRAFT)[PROMPT[-1]])
     assert statistic > chi_square_threshold(dof)

@@ -18,7 +18,8 @@ pytestmark = [requires_torch, pytest.mark.skipif(bool(_missing), reason=f"specde
 
 
 def run_example(name, *arguments, cwd):
-    environment = dict(os.environ, MPLBACKEND="Agg")
+    package_root = str(pathlib.Path(specdec.__file__).resolve().parents[1])
+    environment = dict(os.environ, MPLBACKEND="Agg", PYTHONPATH=package_root)
     done = subprocess.run([sys.executable, str(EXAMPLES / name), "--quick", *arguments], cwd=cwd,
                           env=environment, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr

@@ -12,5 +12,6 @@ inputs. See docs/python.md for the tour and the name mapping.
 
 from ._specdec import *  # noqa: F401,F403
 from ._specdec import Error, RandomStream, Warp  # noqa: F401  (named for readers and linters)
+from .providers import LogitsProvider  # noqa: F401
 
 __version__ = "0.1.0"

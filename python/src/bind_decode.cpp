@@ -1,9 +1,686 @@
 // SPDX-License-Identifier: MIT
+// The decoding loop from Python: TreeBatch, providers written in Python (any object with the
+// LogitsProvider methods), decoding options, results and metrics, decode / Decoder, and the toy
+// models and providers so that decoding runs with NumPy alone.
+//
+// A Python provider is called through PyProvider, which satisfies the C++ LogitsProvider and
+// HiddenStateProvider concepts: the loop runs with the GIL released and each provider call takes
+// it back. The logits (and hidden states) a provider fills are NumPy views of the decoder's own
+// buffer, so nothing is copied; a Python exception raised by a provider leaves `decode` unchanged.
+#include <pybind11/functional.h>
+#include <pybind11/stl.h>
+
+#include <fmt/format.h>
+
+#include <optional>
+
 #include "arrays.hpp"
 #include "bindings.hpp"
+#include "rows.hpp"
+#include "specdec/decode/decoder.hpp"
+#include "specdec/decode/redrafter_strategy.hpp"
+#include "specdec/provider/logits_provider.hpp"
+#include "specdec/toy/toy.hpp"
+#include "specdec/tree/tree_mask.hpp"
 
 namespace specdec::python {
 
-void bind_decode(py::module_& m) { (void)m; }
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// TreeBatch
+
+/// The tree of a batch (depths from the positions), for the mask builders.
+DraftTree tree_of(const TreeBatch& batch) {
+  DraftTree tree;
+  tree.reserve(batch.tokens.size());
+  for (std::size_t i = 0; i < batch.tokens.size(); ++i) tree.add(batch.tokens[i], batch.parents[i]);
+  return tree;
+}
+
+/// A copy of `batch` owned by Python (a provider may keep it past the call).
+py::object batch_copy(const TreeBatch& batch) {
+  TreeBatch copy;
+  copy.tokens = batch.tokens;
+  copy.parents = batch.parents;
+  copy.positions = batch.positions;
+  copy.committed_length = batch.committed_length;
+  return py::cast(std::move(copy));
+}
+
+void bind_tree_batch(py::module_& m) {
+  py::class_<TreeBatch>(
+      m, "TreeBatch",
+      "The draft-tree nodes a provider evaluates after its committed context (read-only).\n"
+      "Node i holds tokens[i], parents[i] (-1 = the root, the last committed token) and its\n"
+      "absolute position positions[i]; the root sits at committed_length - 1. A provider answers\n"
+      "with rows() = size() + 1 rows: row 0 after the committed context, row i + 1 after node i's\n"
+      "root-to-node path.")
+      .def_static(
+          "from_tree",
+          [](const DraftTree& tree, std::int64_t committed_length) {
+            return TreeBatch::from_tree(tree, committed_length);
+          },
+          py::arg("tree"), py::arg("committed_length"),
+          "The batch of `tree` after a context of `committed_length` (>= 1) tokens.")
+      .def_property_readonly(
+          "tokens", [](const TreeBatch& b) { return output_from<Token>(b.tokens, ArrayKind::numpy); },
+          "The node tokens (a copy, int32).")
+      .def_property_readonly(
+          "parents",
+          [](const TreeBatch& b) { return output_from<std::int32_t>(b.parents, ArrayKind::numpy); },
+          "The node parents (a copy, int32; -1 for children of the root).")
+      .def_property_readonly(
+          "positions",
+          [](const TreeBatch& b) {
+            Output<std::int32_t> out({b.size()}, ArrayKind::numpy);
+            for (std::size_t i = 0; i < b.positions.size(); ++i) {
+              out.values()[i] = detail::checked_narrow<std::int32_t>(ArgName("positions", i),
+                                                                      b.positions[i]);
+            }
+            return out.result();
+          },
+          "The absolute position ids of the nodes (a copy, int32).")
+      .def_readonly("committed_length", &TreeBatch::committed_length,
+                    "The committed tokens before the tree (the root included).")
+      .def("root_position", &TreeBatch::root_position,
+           "The root's position, committed_length - 1.")
+      .def("rows", &TreeBatch::rows, "Rows a provider returns: size() + 1.")
+      .def("size", &TreeBatch::size, "The number of nodes.")
+      .def("__len__", &TreeBatch::size)
+      .def(
+          "depth",
+          [](const TreeBatch& b, std::int32_t node) {
+            if (node < 0 || node >= b.size()) {
+              throw Error("node", fmt::format("{} is not a node of the batch ({} nodes)", node, b.size()));
+            }
+            return b.depth(node);
+          },
+          py::arg("node"), "The depth of `node` (1 for children of the root).")
+      .def("tree", &tree_of, "The nodes as a DraftTree (for the mask and position builders).")
+      .def(
+          "dense_mask",
+          [](const TreeBatch& b) {
+            const DraftTree tree = tree_of(b);
+            const auto n = static_cast<std::int64_t>(tree.size());
+            Output<std::uint8_t> out({n, n}, ArrayKind::numpy);
+            {
+              py::gil_scoped_release unlocked;
+              build_dense_mask(tree, out.values());
+            }
+            return out.result();
+          },
+          "The ancestor mask of the nodes, uint8 [N, N] (as build_dense_mask builds it).")
+      .def("__repr__", [](const TreeBatch& b) {
+        return fmt::format("TreeBatch(tokens=[{}], parents=[{}], committed_length={})",
+                           fmt::join(b.tokens, ", "), fmt::join(b.parents, ", "),
+                           b.committed_length);
+      });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Providers
+
+/// A provider written in Python: an object with vocab_size(), context(), committed_length(),
+/// reset(prompt), evaluate(batch, logits), commit(batch, kept_nodes, next) and optionally
+/// hidden_size() / evaluate_with_hidden(batch, logits, hidden). Holds the object borrowed (the
+/// caller keeps it alive) and takes the GIL for each call.
+class PyProvider {
+ public:
+  PyProvider(py::handle self, std::string name) : self_(self), name_(std::move(name)) {}
+
+  std::int64_t vocab_size() const { return integer("vocab_size"); }
+  std::int64_t hidden_size() const {
+    {
+      py::gil_scoped_acquire locked;
+      if (!py::hasattr(self_, "hidden_size")) return 0;
+    }
+    return integer("hidden_size");
+  }
+  std::int64_t committed_length() const { return integer("committed_length"); }
+
+  std::span<const Token> context() const {
+    py::gil_scoped_acquire locked;
+    const py::object tokens = self_.attr("context")();
+    const Array array = token_arg(tokens, name_ + ".context()", 1);
+    const auto values = array.span<Token>(name_ + ".context()");
+    context_.assign(values.begin(), values.end());
+    return context_;
+  }
+
+  void reset(std::span<const Token> prompt) {
+    py::gil_scoped_acquire locked;
+    self_.attr("reset")(output_from<Token>(prompt, ArrayKind::numpy));
+  }
+
+  void evaluate(const TreeBatch& batch, MatrixView<float> logits) {
+    py::gil_scoped_acquire locked;
+    self_.attr("evaluate")(batch_copy(batch), rows_view(logits));
+  }
+
+  void evaluate_with_hidden(const TreeBatch& batch, MatrixView<float> logits,
+                            MatrixView<float> hidden) {
+    py::gil_scoped_acquire locked;
+    if (!py::hasattr(self_, "evaluate_with_hidden")) {
+      throw Error(name_, "has no evaluate_with_hidden(batch, logits, hidden) method");
+    }
+    self_.attr("evaluate_with_hidden")(batch_copy(batch), rows_view(logits), rows_view(hidden));
+  }
+
+  void commit(const TreeBatch& batch, std::span<const std::int32_t> kept_nodes, Token next) {
+    py::gil_scoped_acquire locked;
+    self_.attr("commit")(batch_copy(batch), output_from<std::int32_t>(kept_nodes, ArrayKind::numpy),
+                         next);
+  }
+
+ private:
+  std::int64_t integer(const char* method) const {
+    py::gil_scoped_acquire locked;
+    const py::object value = self_.attr(method)();
+    try {
+      return value.cast<std::int64_t>();
+    } catch (const py::cast_error&) {
+      throw Error(fmt::format("{}.{}()", name_, method),
+                  fmt::format("returned {}; expected an int", py::repr(value).cast<std::string>()));
+    }
+  }
+
+  py::handle self_;
+  std::string name_;
+  mutable std::vector<Token> context_;
+};
+
+static_assert(HiddenStateProvider<PyProvider>);
+
+/// A provider argument as the loop sees it: a toy provider is used in place (no GIL taken in
+/// the loop); any other object is called as a Python provider.
+AnyLogitsProvider provider_arg(py::handle obj, const std::string& name) {
+  if (obj.is_none()) throw Error(name, "is None; expected a provider");
+  if (py::isinstance<toy::MarkovProvider>(obj)) return std::ref(obj.cast<toy::MarkovProvider&>());
+  if (py::isinstance<toy::NGramProvider>(obj)) return std::ref(obj.cast<toy::NGramProvider&>());
+  for (const char* method : {"vocab_size", "committed_length", "reset", "evaluate", "commit"}) {
+    if (!py::hasattr(obj, method)) {
+      throw Error(name, fmt::format("{} has no {}() method: not a LogitsProvider",
+                                    py::repr(py::type::handle_of(obj)).cast<std::string>(), method));
+    }
+  }
+  return PyProvider(obj, name);
+}
+
+/// A writable float32 matrix of `rows` x `cols` from a NumPy array or a CPU torch tensor.
+MatrixView<float> writable_rows(py::handle obj, std::string_view name, std::int64_t rows,
+                                std::int64_t cols, Array& keep) {
+  if (py::isinstance<py::array>(obj) && !py::array(py::reinterpret_borrow<py::array>(obj)).writeable()) {
+    throw Error(std::string(name), "is read-only; pass a writable array");
+  }
+  if (py::hasattr(obj, "is_contiguous") && !obj.attr("is_contiguous")().cast<bool>()) {
+    throw Error(std::string(name), "is not contiguous (a copy would not be written back)");
+  }
+  if (py::isinstance<py::array>(obj) &&
+      !(py::reinterpret_borrow<py::array>(obj).flags() & py::array::c_style)) {
+    throw Error(std::string(name), "is not C-contiguous (a copy would not be written back)");
+  }
+  keep = array_arg(obj, name);
+  require_host(keep, name);
+  require_ndim(keep, name, 2);
+  const auto values = keep.mutable_span<float>(name);
+  if (keep.dim(0) != rows || keep.dim(1) != cols) {
+    throw Error(std::string(name), fmt::format("has shape [{}, {}]; expected [{}, {}]", keep.dim(0),
+                                               keep.dim(1), rows, cols));
+  }
+  return {values.data(), rows, cols};
+}
+
+std::vector<Token> prompt_arg(py::handle prompt) {
+  const Array array = token_arg(prompt, "prompt", 1);
+  const auto values = array.span<Token>("prompt");
+  return {values.begin(), values.end()};
+}
+
+template <class Provider>
+void bind_toy_provider(py::module_& m, const char* name, const char* model_name) {
+  using Model = std::remove_cvref_t<decltype(std::declval<Provider>().model())>;
+  py::class_<Provider>(
+      m, name,
+      fmt::format("A LogitsProvider over a {} (runs in C++, no GIL taken by the loop): row r of\n"
+                  "evaluate holds log(next_probabilities(context of row r)), -inf where 0.",
+                  model_name)
+          .c_str())
+      .def(py::init<Model, toy::ProviderOptions>(), py::arg("model"),
+           py::arg("options") = toy::ProviderOptions{})
+      .def("vocab_size", &Provider::vocab_size)
+      .def("hidden_size", &Provider::hidden_size)
+      .def(
+          "context",
+          [](const Provider& p) { return output_from<Token>(p.context(), ArrayKind::numpy); },
+          "The committed tokens (a copy, int32).")
+      .def("committed_length", &Provider::committed_length)
+      .def("calls", &Provider::calls, "Evaluations since construction or reset_counters().")
+      .def("evaluated_tokens", &Provider::evaluated_tokens, "Tree nodes scored by those calls.")
+      .def("reset_counters", &Provider::reset_counters)
+      .def_property_readonly("model", &Provider::model, "The model (a copy).")
+      .def(
+          "reset", [](Provider& p, py::handle prompt) { p.reset(prompt_arg(prompt)); },
+          py::arg("prompt"), "The committed context becomes `prompt` (non-empty).")
+      .def(
+          "evaluate",
+          [](Provider& p, const TreeBatch& batch, py::handle logits) {
+            Array keep;
+            const auto view = writable_rows(logits, "logits", batch.rows(), p.vocab_size(), keep);
+            py::gil_scoped_release unlocked;
+            p.evaluate(batch, view);
+          },
+          py::arg("batch"), py::arg("logits"),
+          "Fills the writable float32 [batch.rows(), V] array `logits` in place.")
+      .def(
+          "evaluate_with_hidden",
+          [](Provider& p, const TreeBatch& batch, py::handle logits, py::handle hidden) {
+            Array keep_logits, keep_hidden;
+            const auto logit_view =
+                writable_rows(logits, "logits", batch.rows(), p.vocab_size(), keep_logits);
+            const auto hidden_view =
+                writable_rows(hidden, "hidden", batch.rows(), p.hidden_size(), keep_hidden);
+            py::gil_scoped_release unlocked;
+            p.evaluate_with_hidden(batch, logit_view, hidden_view);
+          },
+          py::arg("batch"), py::arg("logits"), py::arg("hidden"),
+          "As evaluate, and fills `hidden` (float32 [batch.rows(), hidden_size()]).")
+      .def(
+          "commit",
+          [](Provider& p, const TreeBatch& batch, py::handle kept_nodes, Token next) {
+            const Array kept = int32_arg(kept_nodes, "kept_nodes", 1);
+            p.commit(batch, kept.span<std::int32_t>("kept_nodes"), next);
+          },
+          py::arg("batch"), py::arg("kept_nodes"), py::arg("next"),
+          "Appends the kept path's tokens, then `next`, to the committed context.");
+}
+
+void bind_toys(py::module_& m) {
+  py::class_<toy::MarkovModel>(m, "MarkovModel",
+                               "An order-1 Markov model: row v of the [V, V] table is the\n"
+                               "distribution of the token after v.")
+      .def(py::init([](py::handle transition) {
+             const Array table = float32_arg(transition, "transition", 2);
+             if (table.dim(0) != table.dim(1)) {
+               throw Error("transition", fmt::format("has shape [{}, {}]; expected a square [V, V]",
+                                                     table.dim(0), table.dim(1)));
+             }
+             const auto values = table.span<float>("transition");
+             return toy::MarkovModel(table.dim(0), {values.begin(), values.end()});
+           }),
+           py::arg("transition"), "A model from its [V, V] transition table (rows sum to 1).")
+      .def("vocab_size", &toy::MarkovModel::vocab_size)
+      .def(
+          "row",
+          [](const toy::MarkovModel& model, Token previous) {
+            detail::check_token("previous", previous, model.vocab_size());
+            return output_from<float>(model.row(previous), ArrayKind::numpy);
+          },
+          py::arg("previous"), "The distribution after `previous` (float32 [V]).")
+      .def(
+          "next_probabilities",
+          [](const toy::MarkovModel& model, py::handle context) {
+            const Array tokens = token_arg(context, "context", 1);
+            Output<float> out({model.vocab_size()}, ArrayKind::numpy);
+            model.next_probabilities(tokens.span<Token>("context"), out.values());
+            return out.result();
+          },
+          py::arg("context"), "The distribution after `context` (its last token).");
+
+  py::class_<toy::NGramModel>(
+      m, "NGramModel",
+      "A seeded random order-k model: the row after a context is Dirichlet(concentration),\n"
+      "seeded by its last `order` tokens. draft_of makes a draft model that diverges from it\n"
+      "by `noise` and `temperature`.")
+      .def(py::init([](std::int64_t vocab, int order, double concentration, std::uint64_t seed) {
+             return toy::NGramModel({vocab, order, concentration, seed});
+           }),
+           py::kw_only(), py::arg("vocab") = 16, py::arg("order") = 2,
+           py::arg("concentration") = 0.5, py::arg("seed") = 1)
+      .def_static("draft_of", &toy::NGramModel::draft_of, py::arg("target"), py::arg("noise"),
+                  py::arg("temperature") = 1.0f, py::arg("noise_seed") = 0x5eed,
+                  "A draft model for `target`: (1 - noise) * target rows at `temperature`\n"
+                  "+ noise * an independent model's rows.")
+      .def("vocab_size", &toy::NGramModel::vocab_size)
+      .def("order", &toy::NGramModel::order)
+      .def(
+          "next_probabilities",
+          [](const toy::NGramModel& model, py::handle context) {
+            const Array tokens = token_arg(context, "context", 1);
+            Output<float> out({model.vocab_size()}, ArrayKind::numpy);
+            model.next_probabilities(tokens.span<Token>("context"), out.values());
+            return out.result();
+          },
+          py::arg("context"), "The distribution after `context`.");
+
+  py::class_<toy::ProviderOptions>(
+      m, "ProviderOptions",
+      "Options of a toy provider: hidden_size > 0 gives hidden states (a deterministic context\n"
+      "embedding over the last hidden_window tokens, then the row's probabilities when\n"
+      "hidden_probabilities is set).")
+      .def(py::init([](std::int64_t hidden_size, int hidden_window, std::uint64_t hidden_seed,
+                       bool hidden_probabilities) {
+             return toy::ProviderOptions{hidden_size, hidden_window, hidden_seed,
+                                         hidden_probabilities};
+           }),
+           py::kw_only(), py::arg("hidden_size") = 0, py::arg("hidden_window") = 4,
+           py::arg("hidden_seed") = 0x41dde7, py::arg("hidden_probabilities") = false)
+      .def_readwrite("hidden_size", &toy::ProviderOptions::hidden_size)
+      .def_readwrite("hidden_window", &toy::ProviderOptions::hidden_window)
+      .def_readwrite("hidden_seed", &toy::ProviderOptions::hidden_seed)
+      .def_readwrite("hidden_probabilities", &toy::ProviderOptions::hidden_probabilities);
+
+  bind_toy_provider<toy::MarkovProvider>(m, "MarkovProvider", "MarkovModel");
+  bind_toy_provider<toy::NGramProvider>(m, "NGramProvider", "NGramModel");
+
+  m.def(
+      "markov_head",
+      [](const toy::MarkovModel& draft, std::int64_t hidden) { return toy::markov_head(draft, hidden); },
+      py::arg("draft"), py::arg("hidden"),
+      "A ReDrafterHead whose row after token t is draft.row(t) whatever the hidden state\n"
+      "(`hidden` >= V is the target's hidden size).");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Options, results, decode
+
+std::string metrics_repr(const DecodeMetrics& m) {
+  return fmt::format(
+      "DecodeMetrics(sequences={}, tokens_generated={}, target_calls={}, draft_calls={}, "
+      "target_tree_tokens={}, block_efficiency={:.4f})",
+      m.sequences, m.tokens_generated, m.target_calls, m.draft_calls, m.target_tree_tokens,
+      m.block_efficiency());
+}
+
+void bind_options(py::module_& m) {
+  py::enum_<Method>(m, "Method", "The built-in decoding methods.")
+      .value("AUTOREGRESSIVE", Method::kAutoregressive, "plain sampling from the target")
+      .value("SD", Method::kSd, "a chain of depth draft tokens, standard rejection")
+      .value("SD_BLOCK", Method::kSdBlock, "a chain, block verification")
+      .value("SPECINFER", Method::kSpecInfer, "width i.i.d. chains, multi-round rejection")
+      .value("SPECTR", Method::kSpecTr, "width i.i.d. chains, K-SEQ (spectr_gamma, 0 = automatic)")
+      .value("RSD_C", Method::kRsdC, "a tree of fixed branching, recursive rejection")
+      .value("RSD_S", Method::kRsdS, "stochastic beam search (width, depth), recursive rejection")
+      .value("MTAD", Method::kMtad, "beam sampling / search, joint-ratio acceptance (tau)")
+      .value("CASCADE", Method::kCascade, "a chain, speculative cascade rule (cascade)")
+      .value("LOSSY", Method::kLossy, "a chain, lossy speculative sampling (lossy)");
+  m.def("method_name", &method_name, py::arg("method"),
+        "The method's name as parse_method reads it ('sd', 'rsd_s', ...).");
+  m.def("parse_method", &parse_method, py::arg("name"), "The Method named `name`.");
+
+  py::class_<DecodeOptions>(m, "DecodeOptions",
+                            "Options of one decoding run (the C++ DecodeOptions; validated by the\n"
+                            "decoder against the target's vocabulary).")
+      .def(py::init([](Method method, const Warp& warp, std::int32_t depth, std::int32_t width,
+                       std::vector<std::int32_t> branching, float tau, bool mtad_beam_search,
+                       float spectr_gamma, py::object cascade, py::object lossy,
+                       std::int32_t max_new_tokens, Token end_token, std::uint64_t seed) {
+             DecodeOptions o;
+             o.method = method;
+             o.warp = warp;
+             o.depth = depth;
+             o.width = width;
+             o.branching = std::move(branching);
+             o.tau = tau;
+             o.mtad_beam_search = mtad_beam_search;
+             o.spectr_gamma = spectr_gamma;
+             if (!cascade.is_none()) o.cascade = cascade.cast<Cascade>();
+             if (!lossy.is_none()) o.lossy = lossy.cast<Lossy>();
+             o.max_new_tokens = max_new_tokens;
+             o.end_token = end_token;
+             o.seed = seed;
+             return o;
+           }),
+           py::kw_only(), py::arg("method") = Method::kSd, py::arg("warp") = Warp{},
+           py::arg("depth") = 4, py::arg("width") = 2,
+           py::arg("branching") = std::vector<std::int32_t>{}, py::arg("tau") = 0.5f,
+           py::arg("mtad_beam_search") = false, py::arg("spectr_gamma") = 0.0f,
+           py::arg("cascade") = py::none(), py::arg("lossy") = py::none(),
+           py::arg("max_new_tokens") = 32, py::arg("end_token") = kNoToken, py::arg("seed") = 0,
+           "cascade / lossy: a Cascade / Lossy rule (None = its defaults, Cascade() / Lossy()).")
+      .def_readwrite("method", &DecodeOptions::method)
+      .def_readwrite("warp", &DecodeOptions::warp)
+      .def_readwrite("depth", &DecodeOptions::depth)
+      .def_readwrite("width", &DecodeOptions::width)
+      .def_readwrite("branching", &DecodeOptions::branching)
+      .def_readwrite("tau", &DecodeOptions::tau)
+      .def_readwrite("mtad_beam_search", &DecodeOptions::mtad_beam_search)
+      .def_readwrite("spectr_gamma", &DecodeOptions::spectr_gamma)
+      .def_readwrite("cascade", &DecodeOptions::cascade)
+      .def_readwrite("lossy", &DecodeOptions::lossy)
+      .def_readwrite("max_new_tokens", &DecodeOptions::max_new_tokens)
+      .def_readwrite("end_token", &DecodeOptions::end_token)
+      .def_readwrite("seed", &DecodeOptions::seed)
+      .def("validate", &DecodeOptions::validate, py::arg("vocab"),
+           "Raises specdec.Error naming the first field that is bad for `vocab`.")
+      .def("__repr__", [](const DecodeOptions& o) {
+        return fmt::format(
+            "DecodeOptions(method=Method.{}, depth={}, width={}, branching=[{}], tau={}, "
+            "mtad_beam_search={}, spectr_gamma={}, max_new_tokens={}, end_token={}, seed={})",
+            method_name(o.method), o.depth, o.width, fmt::join(o.branching, ", "), o.tau,
+            o.mtad_beam_search ? "True" : "False", o.spectr_gamma, o.max_new_tokens, o.end_token,
+            o.seed);
+      });
+
+  py::class_<DecodeMetrics>(
+      m, "DecodeMetrics",
+      "Counters of a run: block efficiency = tokens_generated / target_calls, target budget =\n"
+      "tree tokens per target call, acceptance per draft depth.")
+      .def(py::init<>())
+      .def_readonly("sequences", &DecodeMetrics::sequences)
+      .def_readonly("tokens_generated", &DecodeMetrics::tokens_generated)
+      .def_readonly("target_calls", &DecodeMetrics::target_calls)
+      .def_readonly("draft_calls", &DecodeMetrics::draft_calls)
+      .def_readonly("target_tree_tokens", &DecodeMetrics::target_tree_tokens)
+      .def_property_readonly(
+          "attempted_per_level",
+          [](const DecodeMetrics& d) {
+            return output_from<std::int64_t>(d.attempted_per_level, ArrayKind::numpy);
+          },
+          "Steps that attempted depth d + 1 (int64).")
+      .def_property_readonly(
+          "accepted_per_level",
+          [](const DecodeMetrics& d) {
+            return output_from<std::int64_t>(d.accepted_per_level, ArrayKind::numpy);
+          },
+          "Steps whose kept path reached depth d + 1 (int64).")
+      .def_readonly("wall_seconds", &DecodeMetrics::wall_seconds)
+      .def("block_efficiency", &DecodeMetrics::block_efficiency)
+      .def("mean_target_budget", &DecodeMetrics::mean_target_budget)
+      .def("mean_draft_calls", &DecodeMetrics::mean_draft_calls)
+      .def("mbsu", &DecodeMetrics::mbsu, py::arg("depth"), py::arg("cost_ratio"),
+           "Memory-bound speed-up: block_efficiency / (depth * cost_ratio + 1).")
+      .def("acceptance_rate", &DecodeMetrics::acceptance_rate, py::arg("depth"))
+      .def(
+          "acceptance_rates",
+          [](const DecodeMetrics& d) {
+            const auto rates = d.acceptance_rates();
+            return output_from<double>(rates, ArrayKind::numpy);
+          },
+          "Acceptance rates for depths 1 .. levels() (float64).")
+      .def("levels", &DecodeMetrics::levels)
+      .def("merge", &DecodeMetrics::merge, py::arg("other"), "Adds another run's counters.")
+      .def("__repr__", &metrics_repr);
+  m.def("format_metrics_header", &format_metrics_header);
+  m.def("format_metrics_row", &format_metrics_row, py::arg("method"), py::arg("metrics"),
+        py::arg("depth"), py::arg("cost_ratio"),
+        "One row of a results table (method, depth, budget, tokens, calls, eta, MBSU, wall time,\n"
+        "acceptance per level).");
+
+  py::class_<DecodeResult>(m, "DecodeResult", "The generated tokens (prompt excluded) and metrics.")
+      .def_property_readonly(
+          "tokens", [](const DecodeResult& r) { return output_from<Token>(r.tokens, ArrayKind::numpy); },
+          "The generated tokens (int32).")
+      .def_readonly("metrics", &DecodeResult::metrics)
+      .def("__repr__", [](const DecodeResult& r) {
+        return fmt::format("DecodeResult(tokens=[{}], metrics={})", fmt::join(r.tokens, ", "),
+                           metrics_repr(r.metrics));
+      });
+}
+
+/// The providers of one run: a draft of None is allowed for Method.AUTOREGRESSIVE (the target
+/// then stands in for it and is never asked for draft rows).
+struct Providers {
+  AnyLogitsProvider target;
+  AnyLogitsProvider draft;
+  bool draft_is_target = false;
+
+  Providers(py::handle target_obj, py::handle draft_obj, Method method)
+      : target(provider_arg(target_obj, "target")) {
+    if (draft_obj.is_none()) {
+      if (uses_draft(method)) {
+        throw Error("draft", fmt::format("is None; Method.{} needs a draft provider",
+                                         method_name(method)));
+      }
+      draft_is_target = true;
+    } else {
+      draft = provider_arg(draft_obj, "draft");
+    }
+  }
+  AnyLogitsProvider& draft_provider() { return draft_is_target ? target : draft; }
+};
+
+/// Decoder for Python: the providers (kept alive through their Python objects) and the C++
+/// Decoder of a built-in method over them.
+class PyDecoder {
+ public:
+  PyDecoder(py::object target, py::object draft, const DecodeOptions& options)
+      : target_obj_(std::move(target)),
+        draft_obj_(std::move(draft)),
+        providers_(target_obj_, draft_obj_, options.method),
+        decoder_(providers_.target, providers_.draft_provider(), options) {}
+
+  void reset(py::handle prompt, std::uint32_t sequence) {
+    const auto tokens = prompt_arg(prompt);
+    py::gil_scoped_release unlocked;
+    decoder_.reset(tokens, sequence);
+  }
+  py::object step() {
+    std::vector<Token> emitted;
+    {
+      py::gil_scoped_release unlocked;
+      const auto span = decoder_.step();
+      emitted.assign(span.begin(), span.end());
+    }
+    return output_from<Token>(emitted, ArrayKind::numpy);
+  }
+  DecodeResult run() {
+    py::gil_scoped_release unlocked;
+    return decoder_.run();
+  }
+  bool finished() const { return decoder_.finished(); }
+  py::object generated() const { return output_from<Token>(decoder_.generated(), ArrayKind::numpy); }
+  const DecodeMetrics& metrics() const { return decoder_.metrics(); }
+  std::int64_t vocab_size() const { return decoder_.vocab_size(); }
+
+ private:
+  py::object target_obj_, draft_obj_;
+  Providers providers_;
+  MethodDecoder<AnyLogitsProvider, AnyLogitsProvider> decoder_;
+};
+
+void bind_decoding(py::module_& m) {
+  m.def(
+      "decode",
+      [](py::object target, py::object draft, py::handle prompt, const DecodeOptions& options,
+         std::uint32_t sequence) {
+        const auto tokens = prompt_arg(prompt);
+        Providers providers(target, draft, options.method);
+        py::gil_scoped_release unlocked;
+        return decode(providers.target, providers.draft_provider(), std::span<const Token>(tokens),
+                      options, sequence);
+      },
+      py::arg("target"), py::arg("draft"), py::arg("prompt"), py::arg("options"),
+      py::arg("sequence") = 0,
+      "Generates from `prompt` with a built-in method. `target` and `draft` are providers: a\n"
+      "toy provider (MarkovProvider, NGramProvider: runs without the GIL) or any object with the\n"
+      "LogitsProvider methods (see specdec.LogitsProvider); `draft` may be None for\n"
+      "Method.AUTOREGRESSIVE. The same options.seed and `sequence` give the same tokens. The GIL\n"
+      "is released while the loop runs and taken back for each Python provider call; an\n"
+      "exception raised by a provider propagates unchanged. Bad provider rows raise\n"
+      "specdec.Error naming target.logits / draft.logits.");
+
+  py::class_<PyDecoder>(m, "Decoder",
+                        "One sequence's decoding loop, step by step: reset(prompt), then step()\n"
+                        "until finished() (or run()). Holds its providers for its lifetime.")
+      .def(py::init<py::object, py::object, const DecodeOptions&>(), py::arg("target"),
+           py::arg("draft"), py::arg("options"))
+      .def("reset", &PyDecoder::reset, py::arg("prompt"), py::arg("sequence") = 0,
+           "Starts sequence `sequence` from `prompt` (resets the providers and the metrics).")
+      .def("step", &PyDecoder::step,
+           "One draft -> evaluate -> verify -> commit step; returns the tokens it emitted (int32,\n"
+           "empty once finished).")
+      .def("run", &PyDecoder::run, "Steps until finished; returns the DecodeResult.")
+      .def("finished", &PyDecoder::finished)
+      .def("generated", &PyDecoder::generated, "The tokens generated since reset (int32).")
+      .def("metrics", &PyDecoder::metrics, py::return_value_policy::copy)
+      .def("vocab_size", &PyDecoder::vocab_size);
+}
+
+void bind_redrafter_decoding(py::module_& m) {
+  py::enum_<ReDrafterVerification>(m, "ReDrafterVerification",
+                                   "How a ReDrafter step is drafted and verified.")
+      .value("EXACT", ReDrafterVerification::kExact,
+             "stochastic beam search + recursive rejection (lossless)")
+      .value("GREEDY", ReDrafterVerification::kGreedy, "beam search + greedy matching")
+      .value("TYPICAL", ReDrafterVerification::kTypical, "beam search + typical acceptance")
+      .value("PARITY", ReDrafterVerification::kParity,
+             "the reference's per-beam rule (not lossless)");
+
+  py::class_<ReDrafterOptions>(m, "ReDrafterOptions", "Options of decode_redrafter.")
+      .def(py::init([](ReDrafterVerification verification, const Warp& warp, std::int32_t width,
+                       std::int32_t depth, py::object typical, std::int32_t max_new_tokens,
+                       Token end_token, std::uint64_t seed) {
+             ReDrafterOptions o;
+             o.verification = verification;
+             o.warp = warp;
+             o.width = width;
+             o.depth = depth;
+             if (!typical.is_none()) o.typical = typical.cast<Typical>();
+             o.max_new_tokens = max_new_tokens;
+             o.end_token = end_token;
+             o.seed = seed;
+             return o;
+           }),
+           py::kw_only(), py::arg("verification") = ReDrafterVerification::kExact,
+           py::arg("warp") = Warp{}, py::arg("width") = 4, py::arg("depth") = 4,
+           py::arg("typical") = py::none(), py::arg("max_new_tokens") = 32,
+           py::arg("end_token") = kNoToken, py::arg("seed") = 0,
+           "typical: a Typical rule for ReDrafterVerification.TYPICAL (None = Typical()).")
+      .def_readwrite("verification", &ReDrafterOptions::verification)
+      .def_readwrite("warp", &ReDrafterOptions::warp)
+      .def_readwrite("width", &ReDrafterOptions::width)
+      .def_readwrite("depth", &ReDrafterOptions::depth)
+      .def_readwrite("typical", &ReDrafterOptions::typical)
+      .def_readwrite("max_new_tokens", &ReDrafterOptions::max_new_tokens)
+      .def_readwrite("end_token", &ReDrafterOptions::end_token)
+      .def_readwrite("seed", &ReDrafterOptions::seed)
+      .def("validate", &ReDrafterOptions::validate, py::arg("vocab"));
+
+  m.def(
+      "decode_redrafter",
+      [](py::object target, const ReDrafterHead& head, py::handle prompt,
+         const ReDrafterOptions& options, std::uint32_t sequence) {
+        const auto tokens = prompt_arg(prompt);
+        AnyLogitsProvider provider = provider_arg(target, "target");
+        py::gil_scoped_release unlocked;
+        return decode_redrafter(provider, head, std::span<const Token>(tokens), options, sequence);
+      },
+      py::arg("target"), py::arg("head"), py::arg("prompt"), py::arg("options"),
+      py::arg("sequence") = 0,
+      "Generates from `prompt` with ReDrafter: the head drafts from the target's hidden states,\n"
+      "so `target` needs hidden_size() and evaluate_with_hidden(batch, logits, hidden) (a toy\n"
+      "provider with ProviderOptions(hidden_size=...), or a Python provider).");
+}
+
+}  // namespace
+
+void bind_decode(py::module_& m) {
+  bind_tree_batch(m);
+  bind_options(m);
+  bind_toys(m);
+  bind_decoding(m);
+  bind_redrafter_decoding(m);
+}
 
 }  // namespace specdec::python

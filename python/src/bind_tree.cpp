@@ -1,8 +1,13 @@
 // SPDX-License-Identifier: MIT
-// Draft trees, masks, positions, KV compaction and the engine exporters.
+// Draft trees, masks, positions, KV compaction, ReDrafter's beam compression and the engine
+// exporters. Trees are DraftTree objects; every function returns fresh NumPy arrays (int32 ids and
+// positions, uint8 dense masks, uint32 packed masks), except where an input array is a torch
+// tensor: then the outputs are torch tensors too.
 #include <pybind11/stl.h>
 
 #include <fmt/format.h>
+
+#include <optional>
 
 #include "arrays.hpp"
 #include "bindings.hpp"
@@ -34,9 +39,32 @@ DraftTree make_tree(py::handle tokens, py::handle parents) {
   return tree;
 }
 
-}  // namespace
+std::int64_t as_size(std::size_t n) { return static_cast<std::int64_t>(n); }
 
-void bind_tree(py::module_& m) {
+/// W row-major beams of equal length from a 2-D [W, L] token array; returns the flat tokens and W.
+std::pair<Array, std::int32_t> beams_arg(py::handle beams) {
+  Array array = token_arg(beams, "beams", 2);
+  if (array.dim(0) > INT32_MAX) {
+    throw Error("beams", fmt::format("has {} beams; at most {}", array.dim(0), INT32_MAX));
+  }
+  return {std::move(array), static_cast<std::int32_t>(array.dim(0))};
+}
+
+/// The trees of a batch (copies: the batch functions take a span of trees).
+std::vector<DraftTree> trees_arg(const py::sequence& trees) {
+  std::vector<DraftTree> out;
+  out.reserve(trees.size());
+  for (std::size_t b = 0; b < trees.size(); ++b) {
+    try {
+      out.push_back(trees[b].cast<DraftTree>());
+    } catch (const py::cast_error&) {
+      throw Error(fmt::format("trees[{}]", b), "is not a DraftTree");
+    }
+  }
+  return out;
+}
+
+void bind_draft_tree(py::module_& m) {
   py::class_<DraftTree>(m, "DraftTree",
                         "A draft tree in level order: node i holds tokens[i], its parent parents[i]\n"
                         "(-1 for a child of the root, the last committed token) and its depth\n"
@@ -63,10 +91,366 @@ void bind_tree(py::module_& m) {
           "depths",
           [](const DraftTree& t) { return output_from<std::int32_t>(t.depths, ArrayKind::numpy); },
           "The depths (a copy, int32; 1 for children of the root).")
+      .def("__eq__", [](const DraftTree& a, const DraftTree& b) {
+        return a.tokens == b.tokens && a.parents == b.parents && a.depths == b.depths;
+      })
       .def("__repr__", [](const DraftTree& t) {
         return fmt::format("DraftTree(tokens=[{}], parents=[{}])", fmt::join(t.tokens, ", "),
                            fmt::join(t.parents, ", "));
       });
+}
+
+void bind_masks_and_paths(py::module_& m) {
+  m.def(
+      "build_dense_mask",
+      [](const DraftTree& tree) {
+        const auto n = static_cast<std::int64_t>(tree.size());
+        Output<std::uint8_t> out({n, n}, ArrayKind::numpy);
+        {
+          py::gil_scoped_release unlocked;
+          build_dense_mask(tree, out.values());
+        }
+        return out.result();
+      },
+      py::arg("tree"),
+      "The dense ancestor mask, uint8 [N, N]: mask[i, j] = 1 when node j is node i or one of its\n"
+      "ancestors. The committed context (root included) is visible to every node and is not part\n"
+      "of the matrix: an engine prepends its context columns.");
+  m.def(
+      "build_packed_mask",
+      [](const DraftTree& tree) {
+        const auto n = static_cast<std::int64_t>(tree.size());
+        Output<std::uint32_t> out({n, packed_mask_words(tree.size())}, ArrayKind::numpy);
+        {
+          py::gil_scoped_release unlocked;
+          build_packed_mask(tree, out.values());
+        }
+        return out.result();
+      },
+      py::arg("tree"),
+      "The packed ancestor mask, uint32 [N, ceil(N / 32)]: column j of the dense mask is bit\n"
+      "j % 32 (least significant first) of word j // 32.");
+  m.def(
+      "tree_positions",
+      [](const DraftTree& tree, std::int32_t context_length) {
+        Output<std::int32_t> out({tree.size()}, ArrayKind::numpy);
+        tree_positions(tree, context_length, out.values());
+        return out.result();
+      },
+      py::arg("tree"), py::arg("context_length"),
+      "Position ids of the nodes, int32 [N]: context_length + depth - 1. context_length counts\n"
+      "the committed tokens, the root (at context_length - 1) included.");
+  m.def(
+      "engine_positions",
+      [](const DraftTree& tree, std::int32_t context_length) {
+        Output<std::int32_t> out({engine_tree_size(tree)}, ArrayKind::numpy);
+        engine_positions(tree, context_length, out.values());
+        return out.result();
+      },
+      py::arg("tree"), py::arg("context_length"),
+      "Position ids of the N + 1 engine slots, int32: the root (slot 0) at context_length - 1,\n"
+      "node i (slot i + 1) as tree_positions gives it.");
+  m.def(
+      "kv_compaction",
+      [](const DraftTree& tree, std::int32_t context_length, py::handle accepted) {
+        const Array path = int32_arg(accepted, "accepted", 1);
+        const auto ids = path.span<std::int32_t>("accepted");
+        Output<std::int32_t> source({as_size(ids.size())}, kind_of(path));
+        Output<std::int32_t> destination({as_size(ids.size())}, kind_of(path));
+        const auto moves =
+            kv_compaction(tree, context_length, ids, source.values(), destination.values());
+        return py::make_tuple(source.result(), destination.result(), moves);
+      },
+      py::arg("tree"), py::arg("context_length"), py::arg("accepted"),
+      "The KV-cache moves that keep an accepted root path: returns (source, destination, moves).\n"
+      "The tree's N nodes were appended to the cache in node order (node i at slot\n"
+      "context_length + i); accepted node accepted[t] must end at slot context_length + t. Copy\n"
+      "slot source[t] to destination[t] in increasing t (never overwrites a slot still to be\n"
+      "read); `moves` counts the entries with source != destination.");
+  m.def(
+      "pack_accepted_paths",
+      [](const py::sequence& trees, py::handle context_lengths, const py::sequence& accepted) {
+        const auto tree_list = trees_arg(trees);
+        const Array lengths = int32_arg(context_lengths, "context_lengths", 1);
+        std::vector<Array> paths;
+        std::vector<std::span<const std::int32_t>> spans;
+        for (std::size_t b = 0; b < accepted.size(); ++b) {
+          const auto name = fmt::format("accepted[{}]", b);
+          paths.push_back(int32_arg(accepted[b], name, 1));
+          spans.push_back(paths.back().span<std::int32_t>(name));
+        }
+        AcceptedPaths out;
+        pack_accepted_paths(tree_list, lengths.span<std::int32_t>("context_lengths"), spans, out);
+        return py::make_tuple(output_from<std::int32_t>(out.offsets, kind_of(lengths)),
+                              output_from<std::int32_t>(out.slots, kind_of(lengths)));
+      },
+      py::arg("trees"), py::arg("context_lengths"), py::arg("accepted"),
+      "The accepted paths of a batch in CSR form (TensorRT-LLM's layout): returns (offsets,\n"
+      "slots), the slots of row b being slots[offsets[b]:offsets[b + 1]], each\n"
+      "context_lengths[b] + node id, in path order.");
+  m.def(
+      "leaves",
+      [](const DraftTree& tree) {
+        return output_from<std::int32_t>(leaves(tree), ArrayKind::numpy);
+      },
+      py::arg("tree"), "The nodes without children, in increasing id (int32).");
+  m.def(
+      "children_of",
+      [](const DraftTree& tree, std::int32_t node) {
+        return output_from<std::int32_t>(children_of(tree, node), ArrayKind::numpy);
+      },
+      py::arg("tree"), py::arg("node"),
+      "The children of `node` (-1 for the root) in sampling order (int32).");
+  m.def(
+      "path_to_node",
+      [](const DraftTree& tree, std::int32_t node) {
+        return output_from<std::int32_t>(path_to_node(tree, node), ArrayKind::numpy);
+      },
+      py::arg("tree"), py::arg("node"),
+      "The root-to-node path of `node` (int32, depths[node] ids, the last `node` itself; the\n"
+      "root is not a node).");
+  m.def(
+      "root_to_leaf_paths",
+      [](const DraftTree& tree, std::optional<std::int32_t> rows, std::optional<std::int32_t> width) {
+        const auto r = rows.value_or(count_leaves(tree));
+        const auto w = width.value_or(tree.max_depth());
+        if (r < 0) throw Error("rows", fmt::format("{} must be >= 0", r));
+        if (w < 0) throw Error("width", fmt::format("{} must be >= 0", w));
+        Output<std::int32_t> out({r, w}, ArrayKind::numpy);
+        root_to_leaf_paths(tree, r, w, out.values());
+        return out.result();
+      },
+      py::arg("tree"), py::arg("rows") = py::none(), py::arg("width") = py::none(),
+      "Root-to-leaf paths, int32 [rows, width]: row r is the path of the r-th leaf (as `leaves`\n"
+      "orders them) padded with -1; rows past the last leaf are all -1. By default one row per\n"
+      "leaf and the deepest path's width.");
+}
+
+void bind_beams(py::module_& m) {
+  py::class_<CompressedBeams>(
+      m, "CompressedBeams",
+      "W equal-length beams with their shared prefixes stored once (ReDrafter's dynamic tree\n"
+      "attention), as compress_beams builds them. Compressed nodes are in (beam, position)\n"
+      "order; tokens[unpacker[j, k]] == beams[j, k].")
+      .def_readonly("width", &CompressedBeams::width, "W, the number of beams.")
+      .def_readonly("length", &CompressedBeams::length, "L, tokens per beam.")
+      .def("size", &CompressedBeams::size, "n, the number of compressed nodes.")
+      .def("__len__", &CompressedBeams::size)
+      .def_property_readonly(
+          "prefix_match",
+          [](const CompressedBeams& b) {
+            Output<std::int32_t> out({b.width, b.length}, ArrayKind::numpy);
+            std::copy(b.prefix_match.begin(), b.prefix_match.end(), out.values().begin());
+            return out.result();
+          },
+          "int32 [W, L], as prefix_match returns it.")
+      .def_property_readonly(
+          "tokens", [](const CompressedBeams& b) { return output_from<Token>(b.tokens, ArrayKind::numpy); },
+          "The n compressed tokens (int32).")
+      .def_property_readonly(
+          "source",
+          [](const CompressedBeams& b) { return output_from<std::int32_t>(b.source, ArrayKind::numpy); },
+          "The flat beam index j * L + k of each compressed node (ReDrafter's\n"
+          "packed_token_indices, int32).")
+      .def_property_readonly(
+          "offsets",
+          [](const CompressedBeams& b) { return output_from<std::int32_t>(b.offsets, ArrayKind::numpy); },
+          "The position k of each compressed node in its beam (int32).")
+      .def_property_readonly(
+          "parents",
+          [](const CompressedBeams& b) { return output_from<std::int32_t>(b.parents, ArrayKind::numpy); },
+          "The compressed id of each node's parent, -1 at k = 0 (int32).")
+      .def_property_readonly(
+          "unpacker",
+          [](const CompressedBeams& b) {
+            Output<std::int32_t> out({b.width, b.length}, ArrayKind::numpy);
+            std::copy(b.unpacker.begin(), b.unpacker.end(), out.values().begin());
+            return out.result();
+          },
+          "int32 [W, L]: the compressed node holding beams[j, k] (so packed_rows[unpacker] maps\n"
+          "per-node rows back to the beams).")
+      .def("__repr__", [](const CompressedBeams& b) {
+        return fmt::format("CompressedBeams(width={}, length={}, size={})", b.width, b.length, b.size());
+      });
+
+  m.def(
+      "prefix_match",
+      [](py::handle beams, std::int64_t vocab) {
+        const auto [array, width] = beams_arg(beams);
+        Output<std::int32_t> out(array.shape, ArrayKind::numpy);
+        prefix_match(array.span<Token>("beams"), width, vocab, out.values());
+        return out.result();
+      },
+      py::arg("beams"), py::arg("vocab"),
+      "ReDrafter's prefix match of W beams (int tokens [W, L] in [0, vocab)): int32 [W, L] whose\n"
+      "entry [i, k] is the smallest beam index sharing beam i's first k + 1 tokens.");
+  m.def(
+      "compress_beams",
+      [](py::handle beams, std::int64_t vocab) {
+        const auto [array, width] = beams_arg(beams);
+        CompressedBeams out;
+        compress_beams(array.span<Token>("beams"), width, vocab, out);
+        return out;
+      },
+      py::arg("beams"), py::arg("vocab"),
+      "Compresses W beams (int tokens [W, L] in [0, vocab)): shared prefixes stored once.");
+  m.def(
+      "compressed_dense_mask",
+      [](const CompressedBeams& beams) {
+        const auto n = static_cast<std::int64_t>(beams.size());
+        Output<std::uint8_t> out({n, n}, ArrayKind::numpy);
+        {
+          py::gil_scoped_release unlocked;
+          compressed_dense_mask(beams, out.values());
+        }
+        return out.result();
+      },
+      py::arg("beams"),
+      "uint8 [n, n]: row r has 1 at compressed node c when c is r or an ancestor of r.");
+  m.def(
+      "compressed_packed_mask",
+      [](const CompressedBeams& beams) {
+        Output<std::uint32_t> out({beams.size(), packed_mask_words(beams.size())}, ArrayKind::numpy);
+        {
+          py::gil_scoped_release unlocked;
+          compressed_packed_mask(beams, out.values());
+        }
+        return out.result();
+      },
+      py::arg("beams"), "The packed form of compressed_dense_mask, uint32 [n, ceil(n / 32)].");
+  m.def(
+      "compressed_positions",
+      [](const CompressedBeams& beams, std::int32_t context_length) {
+        Output<std::int32_t> out({beams.size()}, ArrayKind::numpy);
+        compressed_positions(beams, context_length, out.values());
+        return out.result();
+      },
+      py::arg("beams"), py::arg("context_length"),
+      "Position ids of the compressed nodes, int32 [n]: context_length + offsets (the beams'\n"
+      "first tokens sit at context_length).");
+  m.def(
+      "unpack_beams",
+      [](const CompressedBeams& beams, py::handle packed) -> py::object {
+        const Array values = array_arg(packed, "packed");
+        require_host(values, "packed");
+        require_ndim(values, "packed", 1);
+        const std::vector<std::int64_t> shape{beams.width, beams.length};
+        if (values.dtype == DType::float32) {
+          Output<float> out(shape, kind_of(values));
+          unpack_beams<float>(beams, values.span<float>("packed"), out.values());
+          return out.result();
+        }
+        const Array ints = int32_arg(packed, "packed", 1);
+        Output<std::int32_t> out(shape, kind_of(ints));
+        unpack_beams<std::int32_t>(beams, ints.span<std::int32_t>("packed"), out.values());
+        return out.result();
+      },
+      py::arg("beams"), py::arg("packed"),
+      "Maps one value per compressed node (float32, or integers as int32) back to the beams:\n"
+      "[W, L] with out[j, k] = packed[unpacker[j, k]]. For rows per node (logits, hidden\n"
+      "states) index them with `beams.unpacker` instead.");
+  m.def(
+      "compressed_to_draft_tree",
+      [](const CompressedBeams& beams) {
+        DraftTree tree;
+        std::vector<std::int32_t> node_of(static_cast<std::size_t>(beams.size()));
+        compressed_to_draft_tree(beams, tree, node_of);
+        return py::make_tuple(tree, output_from<std::int32_t>(node_of, ArrayKind::numpy));
+      },
+      py::arg("beams"),
+      "The compressed beams as a level-order DraftTree: returns (tree, node_of), node_of[r] the\n"
+      "tree node of compressed node r. Beam position k becomes depth k + 1.");
+}
+
+void bind_exporters(py::module_& m) {
+  m.def(
+      "export_trtllm",
+      [](const DraftTree& tree, std::optional<std::int32_t> path_rows,
+         std::optional<std::int32_t> path_width) {
+        const auto rows = path_rows.value_or(trtllm_path_rows(tree));
+        const auto width = path_width.value_or(trtllm_path_width(tree));
+        if (rows < 0) throw Error("path_rows", fmt::format("{} must be >= 0", rows));
+        if (width < 0) throw Error("path_width", fmt::format("{} must be >= 0", width));
+        const auto slots = static_cast<std::int64_t>(engine_tree_size(tree));
+        Output<std::int32_t> mask({slots, trtllm_mask_words(tree)}, ArrayKind::numpy);
+        Output<std::int32_t> offsets({slots}, ArrayKind::numpy);
+        Output<std::int32_t> paths({rows, width}, ArrayKind::numpy);
+        {
+          py::gil_scoped_release unlocked;
+          export_trtllm(tree, mask.values(), offsets.values(), rows, width, paths.values());
+        }
+        return py::make_tuple(mask.result(), offsets.result(), paths.result());
+      },
+      py::arg("tree"), py::arg("path_rows") = py::none(), py::arg("path_width") = py::none(),
+      "TensorRT-LLM's tree layout over the N + 1 slots (slot 0 the root): returns (packed_mask\n"
+      "int32 [N + 1, ceil((N + 1) / 32)], position_offsets int32 [N + 1] (depths, 0 for the\n"
+      "root), paths int32 [path_rows, path_width] (slot paths from 0, padded with -1)). By\n"
+      "default one path row per leaf and the deepest path's width (max_depth + 1).");
+  m.def(
+      "export_flashinfer_mask",
+      [](const DraftTree& tree, std::int32_t context_length, bool include_root) {
+        if (context_length < 1) {
+          throw Error("context_length",
+                      fmt::format("{} must be >= 1 (the root is a committed token)", context_length));
+        }
+        Output<std::uint8_t> out(
+            {static_cast<std::int64_t>(flashinfer_mask_bytes(tree, context_length, include_root))},
+            ArrayKind::numpy);
+        {
+          py::gil_scoped_release unlocked;
+          export_flashinfer_mask(tree, context_length, include_root, out.values());
+        }
+        return out.result();
+      },
+      py::arg("tree"), py::arg("context_length"), py::arg("include_root") = false,
+      "FlashInfer's custom mask of one sequence, bit-packed as segment_packbits(...,\n"
+      "bitorder='little') makes it (uint8): the boolean [qo_len, kv_len] matrix with kv_len =\n"
+      "context_length + N (context columns, then node i at context_length + i) and qo_len =\n"
+      "N (+ 1 with include_root: row 0 is then the root).");
+  m.def(
+      "export_flashinfer_masks",
+      [](const py::sequence& trees, py::handle context_lengths, bool include_root) {
+        const auto tree_list = trees_arg(trees);
+        const Array lengths = int32_arg(context_lengths, "context_lengths", 1);
+        const auto length_values = lengths.span<std::int32_t>("context_lengths");
+        const auto bytes = flashinfer_batch_mask_bytes(tree_list, length_values, include_root);
+        Output<std::uint8_t> out({static_cast<std::int64_t>(bytes)}, ArrayKind::numpy);
+        Output<std::int32_t> indptr({as_size(tree_list.size()) + 1}, kind_of(lengths));
+        {
+          py::gil_scoped_release unlocked;
+          export_flashinfer_masks(tree_list, length_values, include_root, out.values(),
+                                  indptr.values());
+        }
+        return py::make_tuple(out.result(), indptr.result());
+      },
+      py::arg("trees"), py::arg("context_lengths"), py::arg("include_root") = false,
+      "The FlashInfer masks of a batch: returns (mask uint8, mask_indptr int32 [B + 1]),\n"
+      "sequence b's packed mask (as export_flashinfer_mask) in mask[mask_indptr[b]:\n"
+      "mask_indptr[b + 1]].");
+  m.def(
+      "export_sglang",
+      [](const DraftTree& tree, std::int64_t index_base) {
+        const auto slots = static_cast<std::int64_t>(engine_tree_size(tree));
+        Output<std::int64_t> index({slots}, ArrayKind::numpy);
+        Output<std::int64_t> next_token({slots}, ArrayKind::numpy);
+        Output<std::int64_t> next_sibling({slots}, ArrayKind::numpy);
+        export_sglang(tree, index_base, index.values(), next_token.values(), next_sibling.values());
+        return py::make_tuple(index.result(), next_token.result(), next_sibling.result());
+      },
+      py::arg("tree"), py::arg("index_base") = 0,
+      "SGLang's retrieve arrays over the N + 1 slots (slot 0 the root): returns\n"
+      "(retrieve_index, retrieve_next_token, retrieve_next_sibling), int64 [N + 1] each: the\n"
+      "slot's flattened index index_base + t, its first child's slot and its next sibling's\n"
+      "slot (-1 for none).");
+}
+
+}  // namespace
+
+void bind_tree(py::module_& m) {
+  bind_draft_tree(m);
+  bind_masks_and_paths(m);
+  bind_beams(m);
+  bind_exporters(m);
 }
 
 }  // namespace specdec::python

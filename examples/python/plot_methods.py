@@ -55,7 +55,7 @@ def run(target, draft, method, depth, width, sequences, tokens):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output", default="python_methods.png")
-    parser.add_argument("--sequences", type=int, default=24)
+    parser.add_argument("--sequences", type=int, default=48)
     parser.add_argument("--tokens", type=int, default=48)
     parser.add_argument("--quick", action="store_true", help="two budgets, two short sequences")
     args = parser.parse_args()
@@ -77,13 +77,14 @@ def main():
             efficiencies.append(totals["tokens"] / totals["calls"])
             print(f"{method:7s} depth {depth} width {width}: budget {budgets[-1]:5.2f}, "
                   f"block efficiency {efficiencies[-1]:.2f}")
-        budget_axes.plot(budgets, efficiencies, marker="o", label=method.lower())
+        label = method.lower() + (" (lossy, tau 0.5)" if method == "MTAD" else "")
+        budget_axes.plot(budgets, efficiencies, marker="o", label=label)
 
         depth, width = ACCEPTANCE_SHAPE if not args.quick else (2, 2)
         totals = run(target, draft, method, depth, width, args.sequences, args.tokens)
         rates = [kept / tried if tried else float("nan")
                  for kept, tried in zip(totals["accepted"], totals["attempted"])]
-        position_axes.plot(range(1, len(rates) + 1), rates, marker="o", label=method.lower())
+        position_axes.plot(range(1, len(rates) + 1), rates, marker="o", label=label)
 
     budget_axes.set(xlabel="target budget (tree tokens per target call)",
                     ylabel="block efficiency (tokens per target call)",

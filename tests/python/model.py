@@ -185,7 +185,7 @@ class GPT(torch.nn.Module):
         return torch.stack(rows)
 
 
-class ModelProvider(getattr(specdec, "LogitsProvider", object)):  # until the binding lands
+class ModelProvider(specdec.LogitsProvider):
     """specdec's view of a model (its LogitsProvider): the committed context, and the logits of
     a draft tree appended to it, scored in one forward pass with the tree's mask and positions.
 

@@ -12,9 +12,7 @@ from conftest import requires_torch
 
 EXAMPLES = pathlib.Path(__file__).resolve().parents[2] / "examples" / "python"
 
-# Until the decode bindings land on this branch (remove once merged).
-_missing = [name for name in ("LogitsProvider", "decode") if not hasattr(specdec, name)]
-pytestmark = [requires_torch, pytest.mark.skipif(bool(_missing), reason=f"specdec lacks {_missing}")]
+pytestmark = requires_torch
 
 
 def run_example(name, *arguments, cwd):

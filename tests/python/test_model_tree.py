@@ -11,9 +11,7 @@ from conftest import requires_torch, torch
 if torch is not None:
     from model import GPT, Config, causal_mask
 
-# Until the tree and decode bindings land on this branch (remove once merged).
-_missing = [name for name in ("build_dense_mask", "tree_positions", "kv_compaction", "verify_tree") if not hasattr(specdec, name)]
-pytestmark = [requires_torch, pytest.mark.skipif(bool(_missing), reason=f"specdec lacks {_missing}")]
+pytestmark = requires_torch
 
 CONTEXT = [5, 17, 250, 3, 99, 42]  # the root is the last token, 42
 

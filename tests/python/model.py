@@ -13,6 +13,9 @@ The weights are random (seeded): there is nothing to download. A real model plug
     draft = target.early_exit(1)        # a smaller draft: its first layer, sharing embeddings
     cache = KVCache(target.config, capacity=64)
     logits = target.forward(tokens, positions, causal_mask(cache.length, len(tokens)), cache)
+
+`ModelProvider` (at the end) is specdec's view of such a model, a `specdec.LogitsProvider` that
+`specdec.decode` drives: it is the part an engine writes around its own model.
 """
 
 from __future__ import annotations

@@ -67,17 +67,25 @@ def main():
                                       seed=args.seed)
 
     prompt = [1, 42, 7, 99]
+
+    # An engine that owns its loop steps a Decoder: each step drafts, scores the tree with one
+    # target pass, verifies and commits, and returns the tokens to stream out.
+    decoder = specdec.Decoder(target, draft, options)
+    decoder.reset(prompt, 0)
+    steps = []
+    while not decoder.finished():
+        steps.append([int(t) for t in decoder.step()])
+    print(f"{args.method}: sequence 0 in {len(steps)} steps: {steps[:6]} ...")
+
     for name, opts in (("autoregressive", reference), (args.method, options)):
         tokens = calls = 0
         start = time.perf_counter()
         for sequence in range(args.sequences):
-            # 4. Decode: each step drafts a tree with the draft model, scores it with ONE target
+            # 4. Or decode whole sequences: each step drafts a tree with the draft model, scores it with ONE target
             # forward pass, verifies it and commits the accepted path plus one token.
             result = specdec.decode(target, draft, prompt, opts, sequence)
             tokens += result.metrics.tokens_generated
             calls += result.metrics.target_calls
-            if sequence == 0:
-                print(f"{name}: sequence 0 -> {[int(t) for t in result.tokens[:16]]} ...")
         seconds = time.perf_counter() - start
         print(f"{name}: {tokens / calls:.2f} tokens per target call (block efficiency), "
               f"{tokens / seconds:.0f} tokens/s over {args.sequences} sequences")

@@ -60,6 +60,64 @@ bool is_torch(py::handle obj) {
   return module.rfind("torch", 0) == 0;
 }
 
+/// What reading a torch.Tensor needs from the torch module, looked up once (torch is imported by
+/// then: the caller passed a tensor). Never destroyed: it would outlive the interpreter.
+struct TorchNames {
+  py::object tensor, from_numpy;
+  std::vector<std::pair<py::object, DType>> dtypes;
+};
+const TorchNames& torch_names() {
+  static const TorchNames* names = [] {
+    py::module_ torch = py::module_::import("torch");
+    auto* n = new TorchNames{torch.attr("Tensor"), torch.attr("from_numpy"), {}};
+    const std::pair<const char*, DType> known[] = {
+        {"float32", DType::float32}, {"float16", DType::float16}, {"bfloat16", DType::bfloat16},
+        {"float64", DType::float64}, {"int32", DType::int32},     {"int64", DType::int64},
+        {"uint8", DType::uint8},     {"bool", DType::boolean}};
+    for (const auto& [name, dtype] : known) n->dtypes.emplace_back(torch.attr(name), dtype);
+    return n;
+  }();
+  return *names;
+}
+
+/// True for a torch.Tensor (or subclass); torch is never imported for other objects.
+bool is_torch_tensor(py::handle obj) {
+  static bool torch_seen = false;
+  if (!torch_seen) {
+    if (!is_torch(obj)) return false;
+    torch_seen = true;
+  }
+  return PyObject_IsInstance(obj.ptr(), torch_names().tensor.ptr()) == 1;
+}
+
+/// A torch.Tensor read through its attributes (data_ptr, shape, dtype, device): a fraction of
+/// the cost of exporting a DLPack capsule, and no detach needed for tensors that require grad.
+Array from_torch(py::object tensor, std::string_view name) {
+  if (!tensor.attr("is_contiguous")().cast<bool>()) tensor = tensor.attr("contiguous")();
+  Array a;
+  a.kind = ArrayKind::torch;
+  const py::object dtype = tensor.attr("dtype");
+  for (const auto& [object, value] : torch_names().dtypes) {
+    if (dtype.is(object)) a.dtype = value;
+  }
+  for (auto d : py::reinterpret_borrow<py::tuple>(tensor.attr("shape"))) {
+    a.shape.push_back(d.cast<std::int64_t>());
+  }
+  if (tensor.attr("is_cuda").cast<bool>()) {
+    a.on_cuda = true;
+    a.device = tensor.attr("get_device")().cast<int>();
+  } else if (!tensor.attr("is_cpu").cast<bool>()) {
+    bad(name, fmt::format("lives on device {}, which specdec cannot read",
+                          py::str(tensor.attr("device")).cast<std::string>()));
+  }
+  a.data = reinterpret_cast<void*>(tensor.attr("data_ptr")().cast<std::uintptr_t>());
+  // The tensor keeps its memory alive; it is released with the GIL held (arrays die after the
+  // C++ work, once the GIL is back).
+  a.owner = std::shared_ptr<void>(new py::object(std::move(tensor)),
+                                  [](void* p) { delete static_cast<py::object*>(p); });
+  return a;
+}
+
 Array from_dlpack(py::object obj, std::string_view name, ArrayKind kind) {
   if (kind == ArrayKind::torch) {
     obj = obj.attr("detach")();  // a tensor that requires grad cannot be exported
@@ -94,9 +152,9 @@ Array from_dlpack(py::object obj, std::string_view name, ArrayKind kind) {
 }
 
 Array from_buffer(py::object obj, std::string_view name) {
-  py::module_ numpy = py::module_::import("numpy");
   if (py::isinstance<py::array>(obj) && !(py::array(obj).flags() & py::array::c_style)) {
-    obj = numpy.attr("ascontiguousarray")(obj);  // the one copy a strided view needs
+    // The one copy a strided view needs.
+    obj = py::module_::import("numpy").attr("ascontiguousarray")(obj);
   }
   auto info = std::make_shared<py::buffer_info>(py::reinterpret_borrow<py::buffer>(obj).request());
   Array a;
@@ -160,6 +218,9 @@ void Array::require(DType want, std::string_view name) const {
 Array array_arg(py::handle obj, std::string_view name) {
   if (obj.is_none()) bad(name, "is None; expected an array");
   if (py::isinstance<py::array>(obj)) return from_buffer(py::reinterpret_borrow<py::object>(obj), name);
+  if (is_torch_tensor(obj)) {
+    return from_torch(py::reinterpret_borrow<py::object>(obj), name);
+  }
   if (py::hasattr(obj, "__dlpack__")) {
     return from_dlpack(py::reinterpret_borrow<py::object>(obj), name,
                        is_torch(obj) ? ArrayKind::torch : ArrayKind::numpy);
@@ -246,7 +307,7 @@ Array float32_arg(py::handle obj, std::string_view name, int ndim) {
 }
 
 py::object numpy_to_torch(const py::array& array) {
-  return py::module_::import("torch").attr("from_numpy")(array);
+  return torch_names().from_numpy(array);
 }
 
 }  // namespace specdec::python

@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <limits>
 #include <optional>
 #include <vector>
@@ -86,19 +87,22 @@ std::vector<RandomStream> streams_arg(py::handle obj) {
   if (py::isinstance<RandomStream>(obj)) {
     throw Error("streams", "is one RandomStream; expected a sequence of them, one per sequence");
   }
-  if (!py::isinstance<py::sequence>(obj)) {
+  if (!PySequence_Check(obj.ptr())) {
     throw Error("streams", fmt::format("is a {}; expected a sequence of RandomStream", type_name(obj)));
   }
-  const auto list = py::reinterpret_borrow<py::sequence>(obj);
-  std::vector<RandomStream> streams;
-  streams.reserve(list.size());
-  for (std::size_t b = 0; b < list.size(); ++b) {
-    py::object item = list[b];
-    if (!py::isinstance<RandomStream>(item)) {
+  // A list or tuple is read in place; any other sequence through one copy into a list.
+  const auto items = py::reinterpret_steal<py::object>(PySequence_Fast(obj.ptr(), "streams"));
+  if (!items) throw py::error_already_set();
+  const auto count = static_cast<std::size_t>(PySequence_Fast_GET_SIZE(items.ptr()));
+  PyObject** item = PySequence_Fast_ITEMS(items.ptr());
+  std::vector<RandomStream> streams(count);
+  py::detail::make_caster<RandomStream> caster;
+  for (std::size_t b = 0; b < count; ++b) {
+    if (!caster.load(item[b], false)) {
       throw Error(fmt::format("streams[{}]", b),
-                  fmt::format("is a {}; expected a RandomStream", type_name(item)));
+                  fmt::format("is a {}; expected a RandomStream", type_name(item[b])));
     }
-    streams.push_back(item.cast<RandomStream>());
+    streams[b] = py::detail::cast_op<const RandomStream&>(caster);
   }
   return streams;
 }
@@ -131,9 +135,8 @@ std::string rule_repr(const R& r) {
     return fmt::format("Lossy(alpha={}, beta={}, tune_beta={}, greedy={})", r.alpha, r.beta,
                        r.tune_beta ? "True" : "False", r.greedy ? "True" : "False");
   } else if constexpr (std::is_same_v<R, Cascade>) {
-    std::string name(deferral_name(r.deferral));
-    for (auto& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    return fmt::format("Cascade(deferral=Deferral.{}, alpha={})", name, r.alpha);
+    const auto deferral = py::str(py::cast(r.deferral)).cast<std::string>();  // "Deferral.CHOW"
+    return fmt::format("Cascade(deferral={}, alpha={})", deferral, r.alpha);
   } else if constexpr (std::is_same_v<R, Typical>) {
     return fmt::format("Typical(epsilon={}, delta={})", r.epsilon, r.delta);
   } else if constexpr (std::is_same_v<R, Rejection>) {
@@ -867,32 +870,50 @@ ChainBatchLayout chain_batch_layout(const Array& tokens, py::handle offsets_obje
   return layout;
 }
 
+/// verify_chain_batch on the CPU with its inputs read and outputs allocated (GIL held); run()
+/// needs no GIL.
+struct HostChainBatch {
+  backend::Cpu cpu;
+  Array target, draft, tokens;
+  std::vector<RandomStream> streams;
+  ChainBatchLayout layout;
+  Output<Token> emitted;
+  Output<std::int32_t> accepted;
+  ChainBatchArgs args;
+
+  HostChainBatch(py::handle target_object, py::handle draft_object, py::handle tokens_object,
+                 py::handle streams_object, py::handle offsets_object, int threads)
+      : cpu(cpu_with(threads)),
+        target(float32_arg(target_object, "target_rows")),
+        draft(float32_arg(draft_object, "draft_rows")),
+        tokens(token_arg(tokens_object, "draft_tokens")),
+        streams(streams_arg(streams_object)),
+        layout(chain_batch_layout(tokens, offsets_object)),
+        emitted(layout.emitted_shape, kind_of(target, draft, tokens)),
+        accepted({layout.batch}, kind_of(target, draft, tokens)) {
+    args.draft_offsets = layout.offsets();
+    args.target_rows = batch_rows<float>(target, "target_rows");
+    args.draft_rows = batch_rows<float>(draft, "draft_rows");
+    args.draft_tokens = tokens.span<Token>("draft_tokens");
+    args.streams = streams;
+    args.emitted = emitted.values();
+    args.accepted = accepted.values();
+  }
+  void run() { verify_chain_batch(cpu, args, thread_workspace()); }
+};
+
 void bind_batches(py::module_& m) {
   m.def(
       "verify_chain_batch",
       [](py::handle target_object, py::handle draft_object, py::handle tokens_object,
          py::handle streams_object, py::handle offsets_object, int threads) {
-        const backend::Cpu cpu = cpu_with(threads);
-        const Array target = float32_arg(target_object, "target_rows");
-        const Array draft = float32_arg(draft_object, "draft_rows");
-        const Array tokens = token_arg(tokens_object, "draft_tokens");
-        const std::vector<RandomStream> streams = streams_arg(streams_object);
-        const ChainBatchLayout layout = chain_batch_layout(tokens, offsets_object);
-        Output<Token> emitted(layout.emitted_shape, kind_of(target, draft, tokens));
-        Output<std::int32_t> accepted({layout.batch}, kind_of(target, draft, tokens));
-        ChainBatchArgs args;
-        args.draft_offsets = layout.offsets();
-        args.target_rows = batch_rows<float>(target, "target_rows");
-        args.draft_rows = batch_rows<float>(draft, "draft_rows");
-        args.draft_tokens = tokens.span<Token>("draft_tokens");
-        args.streams = streams;
-        args.emitted = emitted.values();
-        args.accepted = accepted.values();
+        HostChainBatch call(target_object, draft_object, tokens_object, streams_object,
+                            offsets_object, threads);
         {
           py::gil_scoped_release unlocked;
-          verify_chain_batch(cpu, args, thread_workspace());
+          call.run();
         }
-        return py::make_tuple(emitted.result(), accepted.result());
+        return py::make_tuple(call.emitted.result(), call.accepted.result());
       },
       py::kw_only(), py::arg("target_rows"), py::arg("draft_rows"), py::arg("draft_tokens"),
       py::arg("streams"), py::arg("draft_offsets") = py::none(), py::arg("threads") = 0,
@@ -907,6 +928,28 @@ void bind_batches(py::module_& m) {
       "row draft_offsets[b] + b), draft_rows [G, V]; returns (emitted [G + B], accepted [B]).\n"
       "Emitted tokens: the accepted ones, the correction or bonus token, then -1 padding.\n"
       "Rows are float32 (float16 / bfloat16 rows are converted; see verify_chain_batch_logits).");
+
+  m.def(
+      "_time_verify_chain_batch",
+      [](std::int64_t repeats, py::handle target_object, py::handle draft_object,
+         py::handle tokens_object, py::handle streams_object, py::handle offsets_object,
+         int threads) {
+        if (repeats < 1) throw Error("repeats", fmt::format("{} must be >= 1", repeats));
+        HostChainBatch call(target_object, draft_object, tokens_object, streams_object,
+                            offsets_object, threads);
+        py::gil_scoped_release unlocked;
+        call.run();  // warm-up: the workspace grows here
+        const auto start = std::chrono::steady_clock::now();
+        for (std::int64_t i = 0; i < repeats; ++i) call.run();
+        const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
+        return elapsed.count() / static_cast<double>(repeats);
+      },
+      py::arg("repeats"), py::kw_only(), py::arg("target_rows"), py::arg("draft_rows"),
+      py::arg("draft_tokens"), py::arg("streams"), py::arg("draft_offsets") = py::none(),
+      py::arg("threads") = 0,
+      "Seconds per call of the C++ verify_chain_batch alone on these arguments (mean of\n"
+      "`repeats` calls after one warm-up), for measuring the Python call's overhead\n"
+      "(bench/python/bench_call_overhead.py).");
 
   m.def(
       "verify_chain_batch_logits",

@@ -1,0 +1,346 @@
+"""The decoding loop from Python: providers written in Python give the same tokens as the toy
+providers run in C++, exceptions and bad rows surface as they should, Decoder steps equal decode,
+and ReDrafter decodes from hidden states."""
+
+import threading
+
+import numpy as np
+import pytest
+
+import specdec
+from conftest import requires_torch, torch
+
+VOCAB = 7
+Method = specdec.Method
+
+
+def markov_tables(seed=3):
+    rng = np.random.default_rng(seed)
+    target = rng.dirichlet(np.full(VOCAB, 0.7), size=VOCAB).astype(np.float32)
+    draft = (0.6 * target + 0.4 * rng.dirichlet(np.ones(VOCAB), size=VOCAB)).astype(np.float32)
+    draft /= draft.sum(axis=1, keepdims=True)
+    return target, draft
+
+
+TARGET, DRAFT = markov_tables()
+
+
+class Delegating(specdec.LogitsProvider):
+    """A Python provider that forwards every call to a C++ toy provider: decode through the Python
+    adapter must give exactly the tokens decode gives with the toy provider itself."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.calls = []
+
+    def vocab_size(self):
+        return self.inner.vocab_size()
+
+    def hidden_size(self):
+        return self.inner.hidden_size()
+
+    def context(self):
+        return self.inner.context()
+
+    def committed_length(self):
+        return self.inner.committed_length()
+
+    def reset(self, prompt):
+        self.calls.append("reset")
+        self.inner.reset(prompt)
+
+    def evaluate(self, batch, logits):
+        self.calls.append("evaluate")
+        assert logits.dtype == np.float32 and logits.shape == (batch.rows(), VOCAB)
+        assert logits.flags.writeable and not logits.flags.owndata  # a view, not a copy
+        self.inner.evaluate(batch, logits)
+
+    def evaluate_with_hidden(self, batch, logits, hidden):
+        self.inner.evaluate_with_hidden(batch, logits, hidden)
+
+    def commit(self, batch, kept_nodes, next):
+        self.calls.append("commit")
+        assert kept_nodes.dtype == np.int32
+        self.inner.commit(batch, kept_nodes, next)
+
+
+class NumpyMarkov(specdec.LogitsProvider):
+    """An order-1 Markov model written with NumPy alone: row i + 1 depends on node i's token only."""
+
+    def __init__(self, table):
+        self.log_table = np.log(table)
+
+    def vocab_size(self):
+        return self.log_table.shape[0]
+
+    def evaluate(self, batch, logits):
+        last = np.concatenate([[self._context[-1]], batch.tokens])
+        logits[:] = self.log_table[last]
+
+
+def options(method, **extra):
+    fields = dict(method=method, depth=3, width=3, branching=[2, 2, 1], max_new_tokens=24,
+                  seed=11, warp=specdec.Warp(temperature=0.9))
+    fields.update(extra)
+    return specdec.DecodeOptions(**fields)
+
+
+def toy_pair():
+    return (specdec.MarkovProvider(specdec.MarkovModel(TARGET)),
+            specdec.MarkovProvider(specdec.MarkovModel(DRAFT)))
+
+
+ALL_METHODS = [Method.AUTOREGRESSIVE, Method.SD, Method.SD_BLOCK, Method.SPECINFER, Method.SPECTR,
+               Method.RSD_C, Method.RSD_S, Method.MTAD, Method.CASCADE, Method.LOSSY]
+
+
+@pytest.mark.parametrize("method", ALL_METHODS, ids=lambda m: specdec.method_name(m))
+def test_python_providers_give_the_toy_providers_tokens(method):
+    target, draft = toy_pair()
+    expected = specdec.decode(target, draft, [1, 4], options(method), sequence=2)
+    assert len(expected.tokens) == 24 and expected.tokens.dtype == np.int32
+    wrapped_target, wrapped_draft = Delegating(toy_pair()[0]), Delegating(toy_pair()[1])
+    got = specdec.decode(wrapped_target, wrapped_draft, [1, 4], options(method), sequence=2)
+    np.testing.assert_array_equal(got.tokens, expected.tokens)
+    assert got.metrics.target_calls == expected.metrics.target_calls
+    assert wrapped_target.calls[0] == "reset" and "evaluate" in wrapped_target.calls
+    assert ("evaluate" in wrapped_draft.calls) == (method != Method.AUTOREGRESSIVE)
+    # A model written with NumPy alone computes the same rows (to float rounding): a different
+    # token would need a uniform within ~1e-7 of a CDF boundary.
+    numpy_run = specdec.decode(NumpyMarkov(TARGET), NumpyMarkov(DRAFT), [1, 4], options(method),
+                               sequence=2)
+    np.testing.assert_array_equal(numpy_run.tokens, expected.tokens)
+
+
+def test_seed_and_sequence_select_the_stream():
+    target, draft = toy_pair()
+    a = specdec.decode(target, draft, [1], options(Method.RSD_S), sequence=0).tokens
+    b = specdec.decode(target, draft, [1], options(Method.RSD_S), sequence=0).tokens
+    c = specdec.decode(target, draft, [1], options(Method.RSD_S), sequence=1).tokens
+    d = specdec.decode(target, draft, [1], options(Method.RSD_S, seed=12), sequence=0).tokens
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a, c) and not np.array_equal(a, d)
+
+
+def test_decoder_steps_equal_decode():
+    opts = options(Method.SPECTR)
+    expected = specdec.decode(NumpyMarkov(TARGET), NumpyMarkov(DRAFT), [2, 3], opts, sequence=5)
+    decoder = specdec.Decoder(NumpyMarkov(TARGET), NumpyMarkov(DRAFT), opts)
+    decoder.reset([2, 3], sequence=5)
+    pieces = []
+    while not decoder.finished():
+        pieces.append(decoder.step())
+    assert all(1 <= len(p) <= opts.depth + 1 for p in pieces)
+    np.testing.assert_array_equal(np.concatenate(pieces), expected.tokens)
+    np.testing.assert_array_equal(decoder.generated(), expected.tokens)
+    assert decoder.metrics().target_calls == len(pieces) == expected.metrics.target_calls
+    assert len(decoder.step()) == 0
+    decoder.reset([2, 3], sequence=5)
+    np.testing.assert_array_equal(decoder.run().tokens, expected.tokens)
+
+
+def test_end_token_and_max_new_tokens():
+    target, draft = toy_pair()
+    full = specdec.decode(target, draft, [1], options(Method.SD, max_new_tokens=40)).tokens
+    end = int(full[5])
+    cut = specdec.decode(target, draft, [1], options(Method.SD, max_new_tokens=40, end_token=end))
+    first = int(np.flatnonzero(full == end)[0])
+    np.testing.assert_array_equal(cut.tokens, full[:first + 1])
+    assert len(specdec.decode(target, draft, [1], options(Method.SD, max_new_tokens=0)).tokens) == 0
+
+
+def test_metrics_are_the_counters_of_the_run():
+    target, draft = toy_pair()
+    result = specdec.decode(target, draft, [1], options(Method.SD, max_new_tokens=60))
+    metrics = result.metrics
+    assert metrics.sequences == 1 and metrics.tokens_generated == 60
+    assert metrics.block_efficiency() == pytest.approx(60 / metrics.target_calls)
+    assert metrics.levels() == 3 and metrics.draft_calls == 3 * metrics.target_calls
+    rates = metrics.acceptance_rates()
+    np.testing.assert_allclose(rates, metrics.accepted_per_level / metrics.attempted_per_level)
+    assert metrics.mbsu(3, 0.0) == pytest.approx(metrics.block_efficiency())
+    assert "sd" in specdec.format_metrics_row("sd", metrics, 3, 0.1)
+    assert "eta" in specdec.format_metrics_header()
+    merged = specdec.DecodeMetrics()
+    merged.merge(metrics)
+    merged.merge(metrics)
+    assert merged.tokens_generated == 120 and merged.sequences == 2
+
+
+class NanRows(NumpyMarkov):
+    def evaluate(self, batch, logits):
+        super().evaluate(batch, logits)
+        logits[-1, 2] = np.nan
+
+
+def test_nan_rows_raise_an_error_naming_the_provider():
+    with pytest.raises(specdec.Error) as caught:
+        specdec.decode(NanRows(TARGET), NumpyMarkov(DRAFT), [1], options(Method.SD))
+    assert caught.value.argument.startswith("target.logits")
+    assert "nan" in caught.value.problem
+    with pytest.raises(specdec.Error) as caught:
+        specdec.decode(NumpyMarkov(TARGET), NanRows(DRAFT), [1], options(Method.SD))
+    assert caught.value.argument.startswith("draft.logits")
+
+
+class Raising(NumpyMarkov):
+    def __init__(self, table, error, where):
+        super().__init__(table)
+        self.error, self.where = error, where
+
+    def evaluate(self, batch, logits):
+        if self.where == "evaluate":
+            raise self.error
+        super().evaluate(batch, logits)
+
+    def commit(self, batch, kept_nodes, next):
+        if self.where == "commit":
+            raise self.error
+        super().commit(batch, kept_nodes, next)
+
+
+@pytest.mark.parametrize("where", ["evaluate", "commit"])
+@pytest.mark.parametrize("side", ["target", "draft"])
+def test_provider_exceptions_leave_decode_unchanged(side, where):
+    error = KeyError("no such layer")
+    raising = Raising(TARGET if side == "target" else DRAFT, error, where)
+    providers = {"target": NumpyMarkov(TARGET), "draft": NumpyMarkov(DRAFT), side: raising}
+    with pytest.raises(KeyError) as caught:
+        specdec.decode(providers["target"], providers["draft"], [1], options(Method.RSD_S))
+    assert caught.value is error
+
+
+def test_bad_providers_are_named():
+    class WrongLength(NumpyMarkov):
+        def committed_length(self):
+            return 99
+
+    class TextVocab(NumpyMarkov):
+        def vocab_size(self):
+            return "seven"
+
+    with pytest.raises(specdec.Error) as caught:
+        specdec.decode(WrongLength(TARGET), NumpyMarkov(DRAFT), [1], options(Method.SD))
+    assert caught.value.argument == "target"
+    with pytest.raises(specdec.Error) as caught:
+        specdec.decode(NumpyMarkov(TARGET), TextVocab(DRAFT), [1], options(Method.SD))
+    assert caught.value.argument == "draft.vocab_size()"
+    with pytest.raises(specdec.Error) as caught:
+        specdec.decode(NumpyMarkov(TARGET), None, [1], options(Method.SD))
+    assert caught.value.argument == "draft"
+    with pytest.raises(specdec.Error) as caught:
+        specdec.decode(NumpyMarkov(TARGET), object(), [1], options(Method.SD))
+    assert caught.value.argument == "draft"
+    with pytest.raises(specdec.Error) as caught:
+        specdec.decode(NumpyMarkov(TARGET), NumpyMarkov(DRAFT), [], options(Method.SD))
+    assert caught.value.argument == "prompt"
+    with pytest.raises(specdec.Error) as caught:
+        specdec.decode(NumpyMarkov(TARGET), NumpyMarkov(DRAFT), [1], options(Method.SD, depth=0))
+    assert caught.value.argument == "depth"
+    small = np.full((3, 3), 1 / 3, np.float32)
+    with pytest.raises(specdec.Error) as caught:
+        specdec.decode(NumpyMarkov(TARGET), NumpyMarkov(small), [1], options(Method.SD))
+    assert caught.value.argument == "draft"
+
+
+def test_autoregressive_runs_without_a_draft():
+    target, draft = toy_pair()
+    opts = options(Method.AUTOREGRESSIVE)
+    np.testing.assert_array_equal(specdec.decode(target, None, [3], opts).tokens,
+                                  specdec.decode(target, draft, [3], opts).tokens)
+
+
+def test_python_providers_work_from_other_threads():
+    opts = options(Method.RSD_C)
+    expected = [specdec.decode(NumpyMarkov(TARGET), NumpyMarkov(DRAFT), [1], opts, sequence=s).tokens
+                for s in range(4)]
+    results = [None] * 4
+
+    def run(s):
+        results[s] = specdec.decode(NumpyMarkov(TARGET), NumpyMarkov(DRAFT), [1], opts,
+                                    sequence=s).tokens
+
+    threads = [threading.Thread(target=run, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for got, want in zip(results, expected):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_toy_providers_score_a_batch():
+    tree = specdec.DraftTree([2, 5, 3], [-1, -1, 0])
+    provider = specdec.MarkovProvider(specdec.MarkovModel(TARGET))
+    provider.reset([4, 1])
+    batch = specdec.TreeBatch.from_tree(tree, provider.committed_length())
+    logits = np.zeros((batch.rows(), VOCAB), np.float32)
+    provider.evaluate(batch, logits)
+    np.testing.assert_allclose(np.exp(logits), TARGET[[1, 2, 5, 3]], rtol=1e-6)
+    provider.commit(batch, [0, 2], 6)
+    assert provider.context().tolist() == [4, 1, 2, 3, 6] and provider.calls() == 1
+    with pytest.raises(specdec.Error) as caught:
+        provider.evaluate(batch, np.zeros((2, VOCAB), np.float32))
+    assert caught.value.argument == "logits"
+    with pytest.raises(specdec.Error) as caught:
+        provider.evaluate(batch, np.zeros((batch.rows(), VOCAB), np.float32)[:, ::-1])
+    assert caught.value.argument == "logits"
+    ngram = specdec.NGramModel(vocab=9, order=2, seed=4)
+    row = ngram.next_probabilities([1, 2])
+    assert row.shape == (9,) and abs(row.sum() - 1) < 1e-5
+    draft = specdec.NGramModel.draft_of(ngram, 0.3)
+    assert not np.allclose(draft.next_probabilities([1, 2]), row)
+    result = specdec.decode(specdec.NGramProvider(ngram), specdec.NGramProvider(draft), [1, 2],
+                            options(Method.RSD_S))
+    assert len(result.tokens) == 24
+
+
+@requires_torch
+def test_a_provider_can_fill_the_rows_through_torch():
+    class TorchMarkov(NumpyMarkov):
+        def evaluate(self, batch, logits):
+            rows = torch.from_numpy(logits)  # shares the decoder's buffer
+            last = torch.from_numpy(np.concatenate([[self._context[-1]], batch.tokens]).astype(np.int64))
+            rows.copy_(torch.from_numpy(self.log_table)[last])
+
+    opts = options(Method.SPECINFER)
+    np.testing.assert_array_equal(
+        specdec.decode(TorchMarkov(TARGET), NumpyMarkov(DRAFT), [1], opts).tokens,
+        specdec.decode(NumpyMarkov(TARGET), NumpyMarkov(DRAFT), [1], opts).tokens)
+    provider = specdec.MarkovProvider(specdec.MarkovModel(TARGET))
+    provider.reset([1])
+    batch = specdec.TreeBatch.from_tree(specdec.DraftTree([3], [-1]), 1)
+    logits = torch.zeros(2, VOCAB)
+    provider.evaluate(batch, logits)
+    np.testing.assert_allclose(logits.exp().numpy(), TARGET[[1, 3]], rtol=1e-6)
+
+
+@pytest.mark.parametrize("verification", [specdec.ReDrafterVerification.EXACT,
+                                          specdec.ReDrafterVerification.GREEDY,
+                                          specdec.ReDrafterVerification.PARITY])
+def test_redrafter_decodes_from_hidden_states(verification):
+    hidden = VOCAB + 3
+    head = specdec.markov_head(specdec.MarkovModel(DRAFT), hidden)
+    assert head.config.vocab == VOCAB and head.config.hidden == hidden
+    greedy_mode = verification == specdec.ReDrafterVerification.GREEDY
+    # GREEDY verifies with a greedy target (temperature 0): its output is then greedy decoding.
+    warp = specdec.Warp(temperature=0.0 if greedy_mode else 1.0)
+    opts = specdec.ReDrafterOptions(verification=verification, warp=warp, width=3, depth=3,
+                                    max_new_tokens=20, seed=2)
+
+    def target():
+        return specdec.MarkovProvider(specdec.MarkovModel(TARGET),
+                                      specdec.ProviderOptions(hidden_size=hidden))
+
+    expected = specdec.decode_redrafter(target(), head, [1, 2], opts)
+    assert len(expected.tokens) == 20
+    got = specdec.decode_redrafter(Delegating(target()), head, [1, 2], opts)
+    np.testing.assert_array_equal(got.tokens, expected.tokens)
+    if greedy_mode:
+        greedy = [2]
+        for _ in range(20):
+            greedy.append(int(np.argmax(TARGET[greedy[-1]])))
+        assert expected.tokens.tolist() == greedy[1:]
+    with pytest.raises(specdec.Error) as caught:
+        specdec.decode_redrafter(NumpyMarkov(TARGET), head, [1, 2], opts)
+    assert caught.value.argument == "head"

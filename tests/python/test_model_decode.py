@@ -102,6 +102,7 @@ class CheckedProvider(ModelProvider):
     difference: the cache it keeps across commits must not change a logit."""
 
     largest_difference = 0.0
+    moved = 0  # accepted nodes whose keys had to move
 
     def evaluate(self, batch, logits):
         super().evaluate(batch, logits)
@@ -117,12 +118,17 @@ class CheckedProvider(ModelProvider):
         difference = float(np.abs(reference - logits).max())
         CheckedProvider.largest_difference = max(CheckedProvider.largest_difference, difference)
 
+    def commit(self, batch, kept_nodes, next):
+        # Node kept_nodes[t] moves from cache slot committed + node to committed + t.
+        CheckedProvider.moved += sum(int(node) != t for t, node in enumerate(kept_nodes))
+        super().commit(batch, kept_nodes, next)
+
 
 @pytest.mark.parametrize("method", ["SD", "RSD_S"])
 def test_the_kept_cache_gives_the_rows_of_recomputation(models, method):
     target, draft = models
     method = getattr(specdec.Method, method)
-    CheckedProvider.largest_difference = 0.0
+    CheckedProvider.largest_difference, CheckedProvider.moved = 0.0, 0
     target_provider, draft_provider = CheckedProvider(target), CheckedProvider(draft)
     options = specdec.DecodeOptions(method=method, depth=3, width=2, max_new_tokens=16, seed=4)
     emitted = 0
@@ -134,6 +140,7 @@ def test_the_kept_cache_gives_the_rows_of_recomputation(models, method):
         emitted += len(result.tokens)
     assert target_provider.forward_passes < emitted  # drafts were accepted: fewer target calls
     assert CheckedProvider.largest_difference <= 1e-5
+    assert CheckedProvider.moved > 0 or method == specdec.Method.SD  # a chain never moves keys
 
 
 def decode_counts(models, options):

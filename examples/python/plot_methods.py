@@ -65,8 +65,8 @@ def main():
         sweeps = [(method, shapes[:2]) for method, shapes in SWEEPS]
     torch.set_num_threads(1)
     target_model = GPT(Config(layers=4, seed=0))
-    target = ModelProvider(target_model, capacity=1024)
-    draft = ModelProvider(target_model.early_exit(1), capacity=1024)
+    target = ModelProvider(target_model)
+    draft = ModelProvider(target_model.early_exit(1))
 
     figure, (budget_axes, position_axes) = plt.subplots(1, 2, figsize=(11, 4.2))
     for method, shapes in sweeps:

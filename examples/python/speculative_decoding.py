@@ -54,8 +54,8 @@ def main():
     draft_model = target_model.early_exit(1)
 
     # 2. specdec's view of them. One provider per sequence in flight (each owns a KV cache).
-    target = ModelProvider(target_model, capacity=1024)
-    draft = ModelProvider(draft_model, capacity=1024)
+    target = ModelProvider(target_model)
+    draft = ModelProvider(draft_model)
 
     # 3. The method and its shape; the same warp maps every draft and target row.
     method = getattr(specdec.Method, args.method.upper())
@@ -81,8 +81,9 @@ def main():
         tokens = calls = 0
         start = time.perf_counter()
         for sequence in range(args.sequences):
-            # 4. Or decode whole sequences: each step drafts a tree with the draft model, scores it with ONE target
-            # forward pass, verifies it and commits the accepted path plus one token.
+            # 4. Or decode whole sequences: each step drafts a tree with the draft model, scores
+            # it with ONE target forward pass, verifies it and commits the accepted path plus one
+            # token.
             result = specdec.decode(target, draft, prompt, opts, sequence)
             tokens += result.metrics.tokens_generated
             calls += result.metrics.target_calls

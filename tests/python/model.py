@@ -167,6 +167,9 @@ class GPT(torch.nn.Module):
         if positions.shape != (n,) or mask.shape != (n, cache.length + n):
             raise ValueError(f"positions {tuple(positions.shape)} and mask {tuple(mask.shape)} do "
                              f"not fit {n} new tokens after {cache.length} cached ones")
+        if n and int(positions.max()) >= self.config.max_positions:
+            raise ValueError(f"position {int(positions.max())} is past the model's "
+                             f"{self.config.max_positions} positions")
         x = self.token_embedding(tokens) + self.position_embedding(positions)
         for layer, block in enumerate(self.blocks):
             x = block(x, mask, cache, layer)
@@ -193,14 +196,14 @@ class ModelProvider(specdec.LogitsProvider):
     a draft tree appended to it, scored in one forward pass with the tree's mask and positions.
 
     The KV cache holds the keys of context[:cached]; the rest of the context (at least the root,
-    the last committed token, whose output is row 0) is fed in front of the next tree. After a commit, the
-    keys of the accepted tree nodes are kept (moved into place with `kv_compaction`), so only the
-    correction or bonus token is recomputed."""
+    the last committed token, whose output is row 0) is fed in front of the next tree. After a
+    commit, the keys of the accepted tree nodes are kept (moved into place with `kv_compaction`),
+    so only the correction or bonus token is recomputed."""
 
-    def __init__(self, model: GPT, capacity: int = 512):
+    def __init__(self, model: GPT, capacity: int | None = None):
         super().__init__()
         self.model = model
-        self.cache = model.new_cache(capacity)
+        self.cache = model.new_cache(capacity or model.config.max_positions)
         self.tokens: list[int] = []  # the committed context
         self.cached = 0  # context tokens whose keys sit in cache slots [0, cached)
         self.scored: specdec.DraftTree | None = None  # the tree whose keys follow the context

@@ -306,6 +306,35 @@ Array float32_arg(py::handle obj, std::string_view name, int ndim) {
   return a;
 }
 
+bool is_cuda_array(py::handle obj) {
+  if (py::isinstance<py::array>(obj)) return false;
+  if (is_torch_tensor(obj)) return obj.attr("is_cuda").cast<bool>();
+  if (!py::hasattr(obj, "__dlpack_device__")) return false;
+  const auto device_type = py::reinterpret_borrow<py::tuple>(obj.attr("__dlpack_device__")())[0].cast<int>();
+  return device_type == kDLCUDA || device_type == kDLCUDAManaged;
+}
+
+py::object cuda_empty(const std::vector<std::int64_t>& shape, DType dtype, int device) {
+  const char* name = nullptr;
+  for (const auto& [object, value] : torch_names().dtypes) {
+    if (value == dtype) name = dtype_name(value).data();
+  }
+  if (name == nullptr) throw std::logic_error("cuda_empty: a dtype torch does not have");
+  py::module_ torch = py::module_::import("torch");
+  py::tuple size(shape.size());
+  for (std::size_t i = 0; i < shape.size(); ++i) size[i] = py::int_(shape[i]);
+  return torch.attr("empty")(size, py::arg("dtype") = torch.attr(name),
+                             py::arg("device") = fmt::format("cuda:{}", device));
+}
+
+std::uintptr_t torch_current_stream(int device) {
+  return py::module_::import("torch")
+      .attr("cuda")
+      .attr("current_stream")(device)
+      .attr("cuda_stream")
+      .cast<std::uintptr_t>();
+}
+
 py::object numpy_to_torch(const py::array& array) {
   return torch_names().from_numpy(array);
 }

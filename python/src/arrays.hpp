@@ -140,6 +140,17 @@ class Output {
   ArrayKind kind_;
 };
 
+/// True when `obj` is an array on a CUDA device: a torch CUDA tensor, or anything whose
+/// __dlpack_device__ says CUDA. Cheap for NumPy arrays and lists (never imports torch).
+bool is_cuda_array(py::handle obj);
+
+/// A fresh, uninitialised torch tensor of `dtype` on CUDA device `device` (PyTorch's caching
+/// allocator, ordered on PyTorch's current stream like any tensor of that device).
+py::object cuda_empty(const std::vector<std::int64_t>& shape, DType dtype, int device);
+
+/// PyTorch's current CUDA stream on `device`, as its integer handle (a cudaStream_t).
+std::uintptr_t torch_current_stream(int device);
+
 /// A NumPy array as a torch tensor sharing its memory (torch.from_numpy).
 py::object numpy_to_torch(const py::array& array);
 

@@ -2,7 +2,7 @@
 matplotlib into a PNG: block efficiency (tokens per target call) against the target budget (tree
 tokens the target scores per call), and the acceptance rate at each draft position.
 
-The models are the stand-ins of tests/python/model.py (random weights, a 4-layer target and its
+The models are the stand-ins of examples/python/model.py (random weights, a 4-layer target and its
 first layer as the draft): the curves show how the methods trade budget for tokens, not what a
 trained pair would reach. Swap in real providers to draw your own.
 
@@ -10,8 +10,6 @@ trained pair would reach. Swap in real providers to draw your own.
 """
 
 import argparse
-import pathlib
-import sys
 
 import matplotlib
 
@@ -21,8 +19,7 @@ import torch  # noqa: E402
 
 import specdec  # noqa: E402
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "tests" / "python"))
-from model import GPT, Config, ModelProvider  # noqa: E402
+from model import GPT, Config, ModelProvider  # beside this script; the tests use it too
 
 # (method, [(depth, width), ...] from the smallest budget to the largest)
 SWEEPS = [

@@ -1,8 +1,8 @@
 """Speculative decoding of a PyTorch model pair with specdec: the loop an engine copies.
 
-The models are stand-ins: small GPT-style decoders with seeded random weights (tests/python/
-model.py), because no weights can be downloaded here. Everything specdec needs from a model is in
-`ModelProvider` (same file), a `specdec.LogitsProvider` subclass:
+The models are stand-ins: small GPT-style decoders with seeded random weights (model.py, beside
+this script), so that it runs anywhere with nothing to download. Everything specdec needs from a
+model is in `ModelProvider` (same file), a `specdec.LogitsProvider` subclass:
 
     evaluate(batch, logits)   score a draft tree in ONE forward pass: the tree's tokens, their
                               position ids (batch.positions) and an attention mask over [cached
@@ -20,17 +20,13 @@ a KV cache it can compact. The draft must share the target's vocabulary.
 """
 
 import argparse
-import pathlib
-import sys
 import time
 
 import torch
 
 import specdec
 
-# The stand-in model lives with the tests that check it (tree pass, cache compaction, laws).
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "tests" / "python"))
-from model import GPT, Config, ModelProvider  # noqa: E402
+from model import GPT, Config, ModelProvider  # beside this script; the tests use it too
 
 
 def main():

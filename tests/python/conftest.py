@@ -1,6 +1,12 @@
 """Shared fixtures of the Python tests: optional torch, and a marker for tests that need CUDA."""
 
+import pathlib
+import sys
+
 import pytest
+
+# examples/python/model.py, the PyTorch stand-in model, is shared by the examples and the tests.
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "examples" / "python"))
 
 try:
     import torch

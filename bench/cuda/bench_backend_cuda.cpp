@@ -322,6 +322,8 @@ void run_tree_mask_case(cudaStream_t stream, std::int64_t batch, std::int32_t no
   void* scratch = nullptr;
   const auto backend = specdec::backend::cuda.on(stream);
   const std::size_t bytes = specdec::workspace_size(backend, specdec::TreeMaskBatchShape{batch});
+  std::int32_t* tokens = nullptr;  // sized for the trees; the mask and position kernels skip them
+  check(cudaMalloc(reinterpret_cast<void**>(&tokens), n * 4), "cudaMalloc");
   check(cudaMalloc(reinterpret_cast<void**>(&parents), n * 4), "cudaMalloc");
   check(cudaMalloc(reinterpret_cast<void**>(&positions), n * 4), "cudaMalloc");
   check(cudaMalloc(reinterpret_cast<void**>(&masks), cells * 4), "cudaMalloc");
@@ -329,14 +331,14 @@ void run_tree_mask_case(cudaStream_t stream, std::int64_t batch, std::int32_t no
   check(cudaMalloc(&scratch, bytes), "cudaMalloc");
   check(cudaMemcpy(parents, host_parents.data(), n * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
   const specdec::backend::DeviceWorkspace ws{scratch, bytes};
-  const std::span<const std::int32_t> device_parents(parents, n);
+  const specdec::TreeView device_trees{{tokens, n}, {parents, n}};
   const float masks_ms = time_ms(stream, 100, [&] {
     specdec::packed_tree_masks_batch(
-        backend, offsets, device_parents,
+        backend, offsets, device_trees,
         specdec::MatrixView<std::uint32_t>(masks, static_cast<std::int64_t>(n), words), ws);
   });
   const float positions_ms = time_ms(stream, 100, [&] {
-    specdec::tree_positions_batch(backend, offsets, device_parents, contexts,
+    specdec::tree_positions_batch(backend, offsets, device_trees, contexts,
                                   std::span<std::int32_t>(positions, n), ws);
   });
   const float copy_ms = time_ms(stream, 100, [&] {
@@ -347,7 +349,7 @@ void run_tree_mask_case(cudaStream_t stream, std::int64_t batch, std::int32_t no
   std::printf("%-10s %5lld %7d %12.1f %12.1f %12.1f %10.2f\n", "masks",
               static_cast<long long>(batch), nodes, masks_ms * 1e3, positions_ms * 1e3,
               copy_ms * 1e3, masks_ms / copy_ms);
-  for (void* p : {static_cast<void*>(parents), static_cast<void*>(positions),
+  for (void* p : {static_cast<void*>(tokens), static_cast<void*>(parents), static_cast<void*>(positions),
                   static_cast<void*>(masks), static_cast<void*>(copied), scratch}) {
     cudaFree(p);
   }

@@ -87,8 +87,7 @@ TEST_CASE("verify_tree_batch allocates nothing after warm-up", "[backend][alloca
   const auto cpu = backend::cpu.with_threads(2);
   Workspace ws(workspace_size(cpu, TreeBatchShape{batch, largest, c.vocab}));
   const TreeBatchArgs args{.node_offsets = c.offsets,
-                           .tokens = c.tokens,
-                           .parents = c.parents,
+                           .trees = c.view(),
                            .target_rows = MatrixView<const float>(c.target.data(), rows, c.vocab),
                            .draft_rows = MatrixView<const float>(c.draft.data(), rows, c.vocab),
                            .streams = c.streams,

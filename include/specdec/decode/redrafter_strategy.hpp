@@ -297,17 +297,17 @@ class ReDrafterStrategy {
             std::copy_n(row, v, draft_rows_.begin() + static_cast<std::ptrdiff_t>(r * v));
           }
           verdict =
-              verify_tree<float>(Recursive{}, tree.tokens, tree.parents, target_rows, draft_rows_,
+              verify_tree<float>(Recursive{}, tree.view(), target_rows, draft_rows_,
                                  context.vocab, stream, accepted_, context.workspace);
           break;
         case ReDrafterVerification::kGreedy:
           verdict =
-              verify_tree<float>(Greedy{}, tree.tokens, tree.parents, target_rows, target_rows,
+              verify_tree<float>(Greedy{}, tree.view(), target_rows, target_rows,
                                  context.vocab, stream, accepted_, context.workspace);
           break;
         case ReDrafterVerification::kTypical:
           verdict =
-              verify_tree<float>(options_.typical, tree.tokens, tree.parents, target_rows,
+              verify_tree<float>(options_.typical, tree.view(), target_rows,
                                  target_rows, context.vocab, stream, accepted_, context.workspace);
           break;
         case ReDrafterVerification::kParity:

@@ -24,6 +24,28 @@ inline void check_tree(const DraftTree& tree) {
   tree.validate(std::numeric_limits<std::int64_t>::max());
 }
 
+/// Checks the structure of a TreeView: as many parents as tokens, every token >= 0, every parent
+/// -1 (root) or an earlier node. Level order is checked where it matters (verify_tree).
+/// Complexity: O(N).
+inline void check_tree(TreeView tree) {
+  detail::check_size("parents", tree.parents.size(), tree.tokens.size());
+  if (tree.tokens.size() > static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max())) {
+    fail("tokens", "has {} nodes, at most {}", tree.tokens.size(),
+         std::numeric_limits<std::int32_t>::max());
+  }
+  for (std::size_t i = 0; i < tree.tokens.size(); ++i) {
+    if (tree.tokens[i] < 0) {
+      detail::check_token(ArgName("tokens", i), tree.tokens[i],
+                          std::numeric_limits<std::int64_t>::max());
+    }
+    const auto parent = tree.parents[i];
+    if (parent < -1 || parent >= static_cast<std::int32_t>(i)) {
+      fail(fmt::format("parents[{}]", i), "{} must be -1 (root) or an earlier node (< {})", parent,
+           i);
+    }
+  }
+}
+
 inline void check_node(std::string_view name, std::int32_t node, const DraftTree& tree) {
   if (node < 0 || node >= tree.size()) {
     fail(name, "{} is not a node of the tree (it has {} nodes)", node, tree.size());

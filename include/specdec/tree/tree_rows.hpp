@@ -97,6 +97,26 @@ SPECDEC_HOST_DEVICE std::int32_t node_position(std::int32_t context_length, std:
   return context_length + (depth - 1);  // in this order: context + depth may pass INT32_MAX
 }
 
+/// Row function: depths of the `n` nodes of one tree in node order, each its parent's plus one
+/// (parents come first; a parent breaking `parents[i] < i` counts as the root). O(n).
+SPECDEC_HOST_DEVICE void tree_depths_row(const std::int32_t* parents, std::int32_t n,
+                                         std::int32_t* depths) {
+  for (std::int32_t i = 0; i < n; ++i) {
+    const std::int32_t parent = parent_of(parents, i);
+    depths[i] = parent < 0 ? 1 : depths[parent] + 1;
+  }
+}
+
+/// Row function: position ids of the `n` nodes of one tree after `context_length` committed
+/// tokens: node_position of each node's depth. The single definition of tree position ids: the
+/// host functions, the CPU batch and the CUDA kernel all call it. The caller checks that
+/// context_length + depth - 1 fits in int32. O(n).
+SPECDEC_HOST_DEVICE void tree_positions_row(const std::int32_t* parents, std::int32_t n,
+                                            std::int32_t context_length, std::int32_t* positions) {
+  tree_depths_row(parents, n, positions);
+  for (std::int32_t i = 0; i < n; ++i) positions[i] = node_position(context_length, positions[i]);
+}
+
 /// Row function: prefix match of `width` beams of `length` tokens (row-major, beam j at
 /// beams[j * length, (j + 1) * length)). out[i * length + k] = the smallest beam index j whose
 /// first k + 1 tokens equal those of beam i (so j <= i). Uses that beams j and i share k + 1 tokens

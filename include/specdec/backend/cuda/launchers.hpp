@@ -204,19 +204,35 @@ constexpr std::size_t tree_mask_workspace_size(std::int64_t batch) {
          device_round_up(b * sizeof(std::int32_t));
 }
 
-/// Copies the B + 1 host offsets into the workspace, then launches one block per tree writing
-/// `words` words per mask row.
-cudaError_t packed_tree_masks_batch(const std::int32_t* host_offsets, std::int64_t batch,
-                                    const std::int32_t* parents, std::uint32_t* masks,
-                                    std::int64_t words, std::int64_t mask_stride, void* workspace,
+/// The views of a batch of tree masks (the layout of specdec::packed_tree_masks_batch): host
+/// offsets, device parents and masks (`words` words per row, rows `mask_stride` words apart).
+struct TreeMaskParams {
+  const std::int32_t* host_node_offsets;  // B + 1
+  std::int64_t batch;
+  const std::int32_t* parents;  // N
+  std::uint32_t* masks;         // N rows
+  std::int64_t words;
+  std::int64_t mask_stride;
+};
+
+/// Copies the B + 1 host offsets into the workspace, then launches one block per tree.
+cudaError_t packed_tree_masks_batch(const TreeMaskParams& params, void* workspace,
                                     cudaStream_t stream);
 
+/// The views of a batch of tree position ids (the layout of specdec::tree_positions_batch): host
+/// offsets and context lengths, device parents and positions.
+struct TreePositionsParams {
+  const std::int32_t* host_node_offsets;  // B + 1
+  std::int64_t batch;
+  const std::int32_t* parents;               // N
+  const std::int32_t* host_context_lengths;  // B
+  std::int32_t* positions;                   // N
+};
+
 /// Copies the B + 1 host offsets and B host context lengths into the workspace, then launches one
-/// block per tree.
-cudaError_t tree_positions_batch(const std::int32_t* host_offsets, std::int64_t batch,
-                                 const std::int32_t* parents,
-                                 const std::int32_t* host_context_lengths, std::int32_t* positions,
-                                 void* workspace, cudaStream_t stream);
+/// thread per tree.
+cudaError_t tree_positions_batch(const TreePositionsParams& params, void* workspace,
+                                 cudaStream_t stream);
 
 /// One thread per row of `width` beams of `length` tokens; no workspace.
 cudaError_t prefix_match_batch(const std::int32_t* beams, std::int64_t rows,

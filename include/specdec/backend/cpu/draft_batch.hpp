@@ -26,10 +26,15 @@ struct GumbelTopKBatchImpl<backend::Cpu> {
   }
 
   template <class T>
-  static void run(const backend::Cpu& cpu, RowKind kind, MatrixView<const T> rows, std::int64_t k,
-                  std::span<const RandomStream> streams, MatrixView<Token> tokens,
-                  MatrixView<float> values, std::span<std::int32_t> counts, Workspace& ws) {
-    check_gumbel_top_k_batch(rows, k, streams.size(), tokens, values, counts.size());
+  static void run(const backend::Cpu& cpu, const GumbelTopKBatchArgs<T>& args, Workspace& ws) {
+    check_gumbel_top_k_batch(args);
+    const auto& kind = args.kind;
+    const auto& rows = args.rows;
+    const auto& k = args.k;
+    const auto& streams = args.streams;
+    const auto& tokens = args.tokens;
+    const auto& values = args.values;
+    const auto& counts = args.counts;
     const auto n = static_cast<std::size_t>(rows.cols);
     auto& pool = backend::default_thread_pool();
     const int threads = pool.resolve(rows.rows, cpu.threads);
@@ -75,16 +80,19 @@ struct BeamLevelBatchImpl<backend::Cpu> {
     return static_cast<std::size_t>(threads) * per_thread_bytes(shape);
   }
 
-  static void run(const backend::Cpu& cpu, MatrixView<const float> draft_rows,
-                  std::span<const std::int32_t> beam_counts, MatrixView<const std::int32_t> nodes,
-                  MatrixView<const float> log_probs, MatrixView<const float> scores,
-                  std::span<const RandomStream> streams, MatrixView<std::int32_t> next_parents,
-                  MatrixView<Token> next_tokens, MatrixView<float> next_log_probs,
-                  MatrixView<float> next_scores, std::span<std::int32_t> next_counts,
-                  Workspace& ws) {
-    check_beam_level_batch(draft_rows, beam_counts.size(), nodes, log_probs, scores, streams.size(),
-                           next_parents, next_tokens, next_log_probs, next_scores,
-                           next_counts.size());
+  static void run(const backend::Cpu& cpu, const BeamLevelBatchArgs& args, Workspace& ws) {
+    check_beam_level_batch(args);
+    const auto& draft_rows = args.draft_rows;
+    const auto& beam_counts = args.beam_counts;
+    const auto& nodes = args.nodes;
+    const auto& log_probs = args.log_probs;
+    const auto& scores = args.scores;
+    const auto& streams = args.streams;
+    const auto& next_parents = args.next_parents;
+    const auto& next_tokens = args.next_tokens;
+    const auto& next_log_probs = args.next_log_probs;
+    const auto& next_scores = args.next_scores;
+    const auto& next_counts = args.next_counts;
     const std::int64_t batch = nodes.rows, width = nodes.cols;
     for (std::int64_t b = 0; b < batch; ++b) {
       const auto count = beam_counts[static_cast<std::size_t>(b)];

@@ -28,11 +28,14 @@ struct GumbelTopKBatchImpl<backend::Cuda> {
   /// probability rows must be non-negative and log-weight rows free of NaN and +inf (what the CPU
   /// backend checks); an entry that is NaN after perturbation is never drawn.
   template <class T>
-  static void run(const backend::Cuda& cuda, RowKind kind, MatrixView<const T> rows, std::int64_t k,
-                  std::span<const RandomStream> streams, MatrixView<Token> tokens,
-                  MatrixView<float> values, std::span<std::int32_t> counts,
+  static void run(const backend::Cuda& cuda, const GumbelTopKBatchArgs<T>& args,
                   const backend::DeviceWorkspace& ws) {
-    check_gumbel_top_k_batch(rows, k, streams.size(), tokens, values, counts.size());
+    check_gumbel_top_k_batch(args);
+    const auto& rows = args.rows;
+    const auto k = args.k;
+    const auto& tokens = args.tokens;
+    const auto& values = args.values;
+    const auto& counts = args.counts;
     if (k > backend::cuda_impl::kMaxDeviceTopK) {
       fail("k", "{} exceeds the CUDA backend's limit of {} samples per row", k,
            backend::cuda_impl::kMaxDeviceTopK);
@@ -46,12 +49,22 @@ struct GumbelTopKBatchImpl<backend::Cuda> {
     if (values.rows != 0 && values.data == nullptr) fail("values", "is a null device pointer");
     if (counts.data() == nullptr) fail("counts", "is a null device pointer");
     check_device_workspace(ws, workspace_size(cuda, {rows.rows, rows.cols, k}));
-    check_cuda(backend::cuda_impl::gumbel_top_k_batch(
-                   rows.data, device_dtype<T>(), kind == RowKind::kProbabilities, rows.rows,
-                   rows.cols, rows.stride, k, streams.data(), tokens.data, tokens.stride,
-                   values.rows != 0 ? values.data : nullptr, values.stride, counts.data(), ws.data,
-                   cuda.stream),
-               "gumbel_top_k_batch");
+    check_cuda(
+        backend::cuda_impl::gumbel_top_k_batch({.rows = rows.data,
+                                                .dtype = device_dtype<T>(),
+                                                .kind = args.kind,
+                                                .row_count = rows.rows,
+                                                .vocab = rows.cols,
+                                                .row_stride = rows.stride,
+                                                .k = k,
+                                                .host_streams = args.streams.data(),
+                                                .tokens = tokens.data,
+                                                .token_stride = tokens.stride,
+                                                .values = values.rows != 0 ? values.data : nullptr,
+                                                .value_stride = values.stride,
+                                                .counts = counts.data()},
+                                               ws.data, cuda.stream),
+        "gumbel_top_k_batch");
   }
 };
 
@@ -68,16 +81,19 @@ struct BeamLevelBatchImpl<backend::Cuda> {
   /// [0, W] (0 live beams give 0 extensions), nodes only select streams, and the draft rows of
   /// live beams must be probability rows (what the CPU backend checks). W is at most
   /// backend::cuda_impl::kMaxDeviceTopK (1024).
-  static void run(const backend::Cuda& cuda, MatrixView<const float> draft_rows,
-                  std::span<const std::int32_t> beam_counts, MatrixView<const std::int32_t> nodes,
-                  MatrixView<const float> log_probs, MatrixView<const float> scores,
-                  std::span<const RandomStream> streams, MatrixView<std::int32_t> next_parents,
-                  MatrixView<Token> next_tokens, MatrixView<float> next_log_probs,
-                  MatrixView<float> next_scores, std::span<std::int32_t> next_counts,
+  static void run(const backend::Cuda& cuda, const BeamLevelBatchArgs& args,
                   const backend::DeviceWorkspace& ws) {
-    check_beam_level_batch(draft_rows, beam_counts.size(), nodes, log_probs, scores, streams.size(),
-                           next_parents, next_tokens, next_log_probs, next_scores,
-                           next_counts.size());
+    check_beam_level_batch(args);
+    const auto& draft_rows = args.draft_rows;
+    const auto& beam_counts = args.beam_counts;
+    const auto& nodes = args.nodes;
+    const auto& log_probs = args.log_probs;
+    const auto& scores = args.scores;
+    const auto& next_parents = args.next_parents;
+    const auto& next_tokens = args.next_tokens;
+    const auto& next_log_probs = args.next_log_probs;
+    const auto& next_scores = args.next_scores;
+    const auto& next_counts = args.next_counts;
     const std::int64_t batch = nodes.rows, width = nodes.cols;
     if (width > backend::cuda_impl::kMaxDeviceTopK) {
       fail("nodes", "beam width {} exceeds the CUDA backend's limit of {}", width,
@@ -101,15 +117,20 @@ struct BeamLevelBatchImpl<backend::Cuda> {
     null("next_scores", next_scores.data);
     null("next_counts", next_counts.data());
     check_device_workspace(ws, workspace_size(cuda, {batch, width, draft_rows.cols}));
-    const backend::cuda_impl::BeamLevelArgs args{
+    const backend::cuda_impl::BeamLevelArgs matrices{
         draft_rows.data,    draft_rows.stride,   beam_counts.data(),    nodes.data,
         nodes.stride,       log_probs.data,      log_probs.stride,      scores.data,
         scores.stride,      next_parents.data,   next_parents.stride,   next_tokens.data,
         next_tokens.stride, next_log_probs.data, next_log_probs.stride, next_scores.data,
         next_scores.stride, next_counts.data()};
-    check_cuda(backend::cuda_impl::stochastic_beam_level_batch(
-                   args, batch, width, draft_rows.cols, streams.data(), ws.data, cuda.stream),
-               "stochastic_beam_level_batch");
+    check_cuda(
+        backend::cuda_impl::stochastic_beam_level_batch({.matrices = matrices,
+                                                         .batch = batch,
+                                                         .width = width,
+                                                         .vocab = draft_rows.cols,
+                                                         .host_streams = args.streams.data()},
+                                                        ws.data, cuda.stream),
+        "stochastic_beam_level_batch");
   }
 };
 

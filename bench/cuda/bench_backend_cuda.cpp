@@ -204,7 +204,7 @@ void run_top_k_case(cudaStream_t stream, std::int64_t rows, std::int64_t vocab, 
   const float top_k_ms = time_ms(stream, iterations, [&] {
     specdec::gumbel_top_k_batch(
         backend,
-        GumbelTopKBatchArgs<T>{
+        specdec::GumbelTopKBatchArgs<T>{
             .kind = specdec::RowKind::kLogWeights,
             .rows = specdec::MatrixView<const T>(logits, rows, vocab),
             .k = k,
@@ -282,7 +282,7 @@ void run_beam_case(cudaStream_t stream, std::int64_t batch, std::int64_t vocab) 
   const float beam_ms = time_ms(stream, iterations, [&] {
     specdec::stochastic_beam_level_batch(
         backend,
-        BeamLevelBatchArgs{
+        specdec::BeamLevelBatchArgs{
             .draft_rows = MatrixView<const float>(draft, rows, vocab),
             .beam_counts = std::span<const std::int32_t>(counts, static_cast<std::size_t>(batch)),
             .nodes = MatrixView<const std::int32_t>(nodes, batch, width),

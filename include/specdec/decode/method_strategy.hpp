@@ -152,7 +152,7 @@ struct DecodeOptions {
       try {
         check_deferral(cascade.deferral, cascade.alpha);
       } catch (const Error& e) {
-        detail::fail("cascade", "{}", e.what());
+        throw Error(fmt::format("cascade.{}", e.argument()), e.problem());
       }
     }
     if (method == Method::kLossy) {

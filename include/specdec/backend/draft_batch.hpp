@@ -105,63 +105,56 @@ inline void check_batch_matrix(std::string_view name, std::int64_t rows, std::in
 /// The shape checks of gumbel_top_k_batch every backend makes (the rows' contents aside).
 template <class T>
 void check_gumbel_top_k_batch(const GumbelTopKBatchArgs<T>& args) {
-  const auto& rows = args.rows;
   const auto k = args.k;
   const auto streams = args.streams.size();
-  const auto& tokens = args.tokens;
-  const auto& values = args.values;
   const auto counts = args.counts.size();
-  if (rows.rows < 1) fail("rows", "has {} rows, expected at least 1", rows.rows);
-  if (rows.cols < 1) fail("rows", "has {} columns, expected at least 1", rows.cols);
-  if (rows.stride < rows.cols)
-    fail("rows", "stride {} is smaller than its {} columns", rows.stride, rows.cols);
-  check_sample_count("k", k, rows.cols);
-  if (streams != static_cast<std::size_t>(rows.rows))
-    fail("streams", "has {} entries, expected one per row ({})", streams, rows.rows);
-  check_batch_matrix("tokens", tokens.rows, tokens.cols, tokens.stride, rows.rows, k);
-  if (values.rows != 0)
-    check_batch_matrix("values", values.rows, values.cols, values.stride, rows.rows, k);
-  detail::check_size("counts", counts, static_cast<std::size_t>(rows.rows));
+  if (args.rows.rows < 1) fail("rows", "has {} rows, expected at least 1", args.rows.rows);
+  if (args.rows.cols < 1) fail("rows", "has {} columns, expected at least 1", args.rows.cols);
+  if (args.rows.stride < args.rows.cols)
+    fail("rows", "stride {} is smaller than its {} columns", args.rows.stride, args.rows.cols);
+  check_sample_count("k", args.k, args.rows.cols);
+  if (streams != static_cast<std::size_t>(args.rows.rows))
+    fail("streams", "has {} entries, expected one per row ({})", streams, args.rows.rows);
+  check_batch_matrix("tokens", args.tokens.rows, args.tokens.cols, args.tokens.stride,
+                     args.rows.rows, args.k);
+  if (args.values.rows != 0)
+    check_batch_matrix("values", args.values.rows, args.values.cols, args.values.stride,
+                       args.rows.rows, args.k);
+  detail::check_size("counts", counts, static_cast<std::size_t>(args.rows.rows));
 }
 
 /// The shape checks of stochastic_beam_level_batch every backend makes (beam counts, nodes and
 /// rows aside).
 inline void check_beam_level_batch(const BeamLevelBatchArgs& args) {
-  const auto& draft_rows = args.draft_rows;
-  const auto& nodes = args.nodes;
-  const auto& log_probs = args.log_probs;
-  const auto& scores = args.scores;
-  const auto& next_parents = args.next_parents;
-  const auto& next_tokens = args.next_tokens;
-  const auto& next_log_probs = args.next_log_probs;
-  const auto& next_scores = args.next_scores;
   const auto beam_counts = args.beam_counts.size();
   const auto streams = args.streams.size();
   const auto next_counts = args.next_counts.size();
-  const std::int64_t batch = nodes.rows, width = nodes.cols;
+  const std::int64_t batch = args.nodes.rows, width = args.nodes.cols;
   if (batch < 1) fail("nodes", "has {} rows (sequences), expected at least 1", batch);
   if (width < 1) fail("nodes", "has {} columns (beam width), expected at least 1", width);
-  if (draft_rows.cols < 1)
-    fail("draft_rows", "has {} columns, expected at least 1", draft_rows.cols);
-  check_batch_matrix("draft_rows", draft_rows.rows, draft_rows.cols, draft_rows.stride,
-                     batch * width, draft_rows.cols);
+  if (args.draft_rows.cols < 1)
+    fail("draft_rows", "has {} columns, expected at least 1", args.draft_rows.cols);
+  check_batch_matrix("draft_rows", args.draft_rows.rows, args.draft_rows.cols,
+                     args.draft_rows.stride, batch * width, args.draft_rows.cols);
   detail::check_size("beam_counts", beam_counts, static_cast<std::size_t>(batch));
-  check_batch_matrix("nodes", nodes.rows, nodes.cols, nodes.stride, batch, width);
-  check_batch_matrix("log_probs", log_probs.rows, log_probs.cols, log_probs.stride, batch, width);
-  check_batch_matrix("scores", scores.rows, scores.cols, scores.stride, batch, width);
+  check_batch_matrix("nodes", args.nodes.rows, args.nodes.cols, args.nodes.stride, batch, width);
+  check_batch_matrix("log_probs", args.log_probs.rows, args.log_probs.cols, args.log_probs.stride,
+                     batch, width);
+  check_batch_matrix("scores", args.scores.rows, args.scores.cols, args.scores.stride, batch,
+                     width);
   if (streams != static_cast<std::size_t>(batch))
     fail("streams", "has {} entries, expected one per sequence ({})", streams, batch);
-  check_batch_matrix("next_parents", next_parents.rows, next_parents.cols, next_parents.stride,
-                     batch, width);
-  check_batch_matrix("next_tokens", next_tokens.rows, next_tokens.cols, next_tokens.stride, batch,
-                     width);
-  check_batch_matrix("next_log_probs", next_log_probs.rows, next_log_probs.cols,
-                     next_log_probs.stride, batch, width);
-  check_batch_matrix("next_scores", next_scores.rows, next_scores.cols, next_scores.stride, batch,
-                     width);
+  check_batch_matrix("next_parents", args.next_parents.rows, args.next_parents.cols,
+                     args.next_parents.stride, batch, width);
+  check_batch_matrix("next_tokens", args.next_tokens.rows, args.next_tokens.cols,
+                     args.next_tokens.stride, batch, width);
+  check_batch_matrix("next_log_probs", args.next_log_probs.rows, args.next_log_probs.cols,
+                     args.next_log_probs.stride, batch, width);
+  check_batch_matrix("next_scores", args.next_scores.rows, args.next_scores.cols,
+                     args.next_scores.stride, batch, width);
   detail::check_size("next_counts", next_counts, static_cast<std::size_t>(batch));
-  if (width > draft_rows.cols)
-    fail("nodes", "beam width {} exceeds the vocabulary ({})", width, draft_rows.cols);
+  if (width > args.draft_rows.cols)
+    fail("nodes", "beam width {} exceeds the vocabulary ({})", width, args.draft_rows.cols);
 }
 
 }  // namespace detail

@@ -67,11 +67,8 @@ inline std::int32_t check_tree_csr(std::span<const std::int32_t> node_offsets, T
     const auto begin = static_cast<std::size_t>(node_offsets[b]);
     const auto n = static_cast<std::int32_t>(node_offsets[b + 1] - node_offsets[b]);
     for (std::int32_t i = 0; i < n; ++i) {
-      const auto p = parents[begin + static_cast<std::size_t>(i)];
-      if (p < -1 || p >= i) {
-        fail(fmt::format("trees.parents[{}][{}]", b, i), "{} must be -1 (root) or an earlier node (< {})",
-             p, i);
-      }
+      check_parent(ArgName("trees.parents", static_cast<std::int64_t>(b))[i],
+                   parents[begin + static_cast<std::size_t>(i)], i);
     }
   }
   return largest;

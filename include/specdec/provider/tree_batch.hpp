@@ -71,7 +71,8 @@ struct TreeBatch {
     }
     detail::check_size("tree.parents", tree.parents.size(), tree.tokens.size());
     detail::check_size("tree.depths", tree.depths.size(), tree.tokens.size());
-    const auto context = detail::checked_narrow<std::int32_t>("committed_length", committed_length_);
+    const auto context =
+        detail::checked_narrow<std::int32_t>("committed_length", committed_length_);
     committed_length = committed_length_;
     attention_mask = {};
     mask_words_per_row = 0;
@@ -81,10 +82,7 @@ struct TreeBatch {
     std::int32_t max_depth = 0;
     for (std::size_t i = 0; i < tokens.size(); ++i) {
       const auto parent = parents[i];
-      if (parent < -1 || parent >= static_cast<std::int32_t>(i)) {
-        detail::fail(fmt::format("tree.parents[{}]", i),
-                     "{} must be -1 (root) or an earlier node (< {})", parent, i);
-      }
+      detail::check_parent(ArgName("tree.parents", i), parent, static_cast<std::int64_t>(i));
       const std::int32_t expected =
           parent < 0 ? 1 : tree.depths[static_cast<std::size_t>(parent)] + 1;
       if (tree.depths[i] != expected) {
@@ -121,10 +119,7 @@ struct TreeBatch {
     for (std::size_t i = 0; i < tokens.size(); ++i) {
       detail::check_token(ArgName("tokens", i), tokens[i], vocab);
       const auto parent = parents[i];
-      if (parent < -1 || parent >= static_cast<std::int32_t>(i)) {
-        detail::fail(fmt::format("parents[{}]", i),
-                     "{} must be -1 (root) or an earlier node (< {})", parent, i);
-      }
+      detail::check_parent(ArgName("parents", i), parent, static_cast<std::int64_t>(i));
       const std::int64_t expected =
           (parent < 0 ? root_position() : positions[static_cast<std::size_t>(parent)]) + 1;
       if (static_cast<std::int64_t>(positions[i]) != expected) {

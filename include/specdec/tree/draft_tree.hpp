@@ -73,10 +73,7 @@ struct DraftTree {
         detail::check_token(ArgName("tokens", i), tokens[i], vocab);
       }
       const auto parent = parents[i];
-      if (parent < -1 || parent >= static_cast<std::int32_t>(i)) {
-        detail::fail(fmt::format("parents[{}]", i),
-                     "{} must be -1 (root) or an earlier node (< {})", parent, i);
-      }
+      detail::check_parent(ArgName("parents", i), parent, static_cast<std::int64_t>(i));
       const std::int32_t expected = parent < 0 ? 1 : depths[static_cast<std::size_t>(parent)] + 1;
       if (depths[i] != expected) {
         detail::fail(fmt::format("depths[{}]", i), "{} should be {} (parent's depth + 1)",

@@ -84,13 +84,6 @@ SPECDEC_HOST_DEVICE void dense_mask_row_from_parent(const std::uint8_t* parent_r
   row[node] = 1;
 }
 
-/// Row function: depth of `node` (a child of the root has depth 1). O(depth).
-SPECDEC_HOST_DEVICE std::int32_t node_depth(const std::int32_t* parents, std::int32_t node) {
-  std::int32_t depth = 0;
-  for (std::int32_t a = node; a >= 0; a = parent_of(parents, a)) ++depth;
-  return depth;
-}
-
 /// Row function: position id of a node at `depth` after a committed context of `context_length`
 /// tokens (the root, the last committed token, sits at context_length - 1).
 SPECDEC_HOST_DEVICE std::int32_t node_position(std::int32_t context_length, std::int32_t depth) {
@@ -123,7 +116,7 @@ SPECDEC_HOST_DEVICE void tree_positions_row(const std::int32_t* parents, std::in
 /// iff they share k tokens (equal match at k - 1) and agree at k. O(W^2 L) worst case, O(W L) when
 /// beams agree.
 SPECDEC_HOST_DEVICE void beam_prefix_match(const Token* beams, std::int32_t width,
-                                             std::int32_t length, std::int32_t* out) {
+                                           std::int32_t length, std::int32_t* out) {
   for (std::int32_t i = 0; i < width; ++i) {
     for (std::int32_t k = 0; k < length; ++k) {
       const std::int32_t previous = k > 0 ? out[i * length + k - 1] : -1;

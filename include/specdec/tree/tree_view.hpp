@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <span>
 
+#include "specdec/core/error.hpp"
 #include "specdec/core/token.hpp"
 
 namespace specdec {
@@ -27,4 +28,15 @@ struct TreeView {
   }
 };
 
+namespace detail {
+
+/// Throws specdec::Error naming `name` unless `parent` is -1 (the root) or a node before `node`:
+/// the rule every tree of the library keeps, so that walks end and never leave the tree.
+inline void check_parent(const ArgName& name, std::int32_t parent, std::int64_t node) {
+  if (parent < -1 || parent >= node) {
+    fail(name, "{} must be -1 (root) or an earlier node (< {})", parent, node);
+  }
+}
+
+}  // namespace detail
 }  // namespace specdec

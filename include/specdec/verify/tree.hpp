@@ -32,18 +32,17 @@ void check_tree_inputs(const Rule& rule, TreeView tree, std::span<const T> targe
   const auto rows_size = detail::checked_mul<std::size_t>("vocab", n + 1, v);
   detail::check_size("target_rows", target_rows.size(), rows_size);
   detail::check_size("draft_rows", draft_rows.size(), rows_size);
-  if (!raw_target_rows.empty()) detail::check_size("raw_target_rows", raw_target_rows.size(), rows_size);
-  if (!raw_draft_rows.empty()) detail::check_size("raw_draft_rows", raw_draft_rows.size(), rows_size);
+  if (!raw_target_rows.empty())
+    detail::check_size("raw_target_rows", raw_target_rows.size(), rows_size);
+  if (!raw_draft_rows.empty())
+    detail::check_size("raw_draft_rows", raw_draft_rows.size(), rows_size);
   depth[0] = 0;  // depth[i + 1] of node i; depth[0] = 0 (root)
   std::fill(children, children + n + 1, 0);
   std::int32_t max_depth = 0;
   for (std::size_t i = 0; i < n; ++i) {
     detail::check_token(ArgName("tokens", i), tokens[i], vocab);
     const auto parent = parents[i];
-    if (parent < -1 || parent >= static_cast<std::int32_t>(i)) {
-      detail::fail(fmt::format("parents[{}]", i), "{} must be -1 (root) or an earlier node (< {})",
-                   parent, i);
-    }
+    detail::check_parent(ArgName("parents", i), parent, static_cast<std::int64_t>(i));
     depth[i + 1] = depth[static_cast<std::size_t>(parent + 1)] + 1;
     if (i > 0 && depth[i + 1] < depth[i]) {
       detail::fail(fmt::format("parents[{}]", i), "node {} is not in level order", i);
@@ -141,9 +140,9 @@ TreeVerdict verify_tree_unchecked(const Rule& rule, TreeView tree, const T* targ
 
 }  // namespace detail
 
-/// Walks the tree `tree` (tokens and parents in level order; parents[i] = -1 for children of the root,
-/// else an earlier node; children keep their sampling order) with `rule` at every node.
-/// Row layout (warped rows, `vocab` wide, N = number of nodes):
+/// Walks the tree `tree` (tokens and parents in level order; parents[i] = -1 for children of the
+/// root, else an earlier node; children keep their sampling order) with `rule` at every node. Row
+/// layout (warped rows, `vocab` wide, N = number of nodes):
 ///   target_rows: N + 1 rows; row 0 = the target at the root, row i + 1 = the target after node i;
 ///   draft_rows:  N + 1 rows; row 0 = the draft row the root's children were drawn from,
 ///                row i + 1 = the draft row node i's children were drawn from (rows of leaves
@@ -171,15 +170,14 @@ TreeVerdict verify_tree(const Rule& rule, TreeView tree,
   auto scope = ws.scope();
   auto depth = ws.take<std::int32_t>(n + 1);
   auto children = ws.take<std::int32_t>(n + 1);
-  detail::check_tree_inputs<T>(rule, tree, target_rows, draft_rows, vocab,
-                               accepted_nodes.size(), raw_target_rows, raw_draft_rows, depth.data(),
-                               children.data());
+  detail::check_tree_inputs<T>(rule, tree, target_rows, draft_rows, vocab, accepted_nodes.size(),
+                               raw_target_rows, raw_draft_rows, depth.data(), children.data());
   auto candidates = ws.take<Token>(n + 1);
   auto ids = ws.take<std::int32_t>(n + 1);
   auto scratch = ws.take<float>(static_cast<std::size_t>(vocab));
   return detail::verify_tree_unchecked<T>(
-      rule, tree, target_rows.data(), draft_rows.data(), vocab, stream,
-      accepted_nodes.data(), candidates.data(), ids.data(), scratch.data(),
+      rule, tree, target_rows.data(), draft_rows.data(), vocab, stream, accepted_nodes.data(),
+      candidates.data(), ids.data(), scratch.data(),
       raw_target_rows.empty() ? nullptr : raw_target_rows.data(),
       raw_draft_rows.empty() ? nullptr : raw_draft_rows.data());
 }

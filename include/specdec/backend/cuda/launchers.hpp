@@ -35,12 +35,23 @@ constexpr std::size_t device_round_up(std::size_t bytes) {
   return (bytes + kDeviceAlignment - 1) / kDeviceAlignment * kDeviceAlignment;
 }
 
+/// The views of one batched warp (the layout of specdec::warp_logits_batch, strides in elements):
+/// device logits and warped rows, host warps.
+struct WarpBatchParams {
+  const void* logits;  // rows x cols of `dtype`
+  DType dtype;
+  std::int64_t rows;
+  std::int64_t cols;
+  std::int64_t logits_stride;
+  float* warped;  // rows x cols
+  std::int64_t warped_stride;
+  const DeviceWarp* host_warps;  // warp_count: 1 (every row) or rows
+  std::int64_t warp_count;
+};
+
 /// Launches one block per row. One warp (warp_count == 1) is passed as a kernel argument;
 /// `rows` warps are first copied into the workspace with cudaMemcpyAsync on `stream`.
-cudaError_t warp_logits_batch(const void* logits, DType dtype, std::int64_t rows, std::int64_t cols,
-                              std::int64_t logits_stride, float* warped, std::int64_t warped_stride,
-                              const DeviceWarp* host_warps, std::int64_t warp_count,
-                              void* workspace, cudaStream_t stream);
+cudaError_t warp_logits_batch(const WarpBatchParams& params, void* workspace, cudaStream_t stream);
 
 /// The views of one fill_random call: host streams, a device output of `stream_count` rows.
 struct FillRandomParams {

@@ -15,23 +15,17 @@
 #include "specdec/toy/random.hpp"
 #include "support/backends.hpp"
 #include "support/stats.hpp"
+#include "tree_cases.hpp"
 
 #if defined(SPECDEC_HAS_CUDA) && SPECDEC_HAS_CUDA
 #include "specdec/backend/cuda/draft_batch.hpp"
 #endif
 
 using namespace specdec;
+using specdec::test::draft_stream;
 using Catch::Detail::Approx;
 
 namespace {
-
-RandomStream draft_stream(std::uint64_t seed, std::uint32_t sequence) {
-  RandomStream s;
-  s.seed = seed;
-  s.sequence = sequence;
-  s.domain = Domain::kDraft;
-  return s;
-}
 
 /// Values computed on `Backend` against the host's: equal on the CPU; on a GPU, whose libm
 /// differs from the host's in the last bits, equal to float rounding.

@@ -17,19 +17,13 @@
 #include "specdec/draft/gumbel_topk.hpp"
 #include "specdec/draft/stochastic_beam.hpp"
 #include "specdec/toy/random.hpp"
+#include "tree_cases.hpp"
 
 using namespace specdec;
+using specdec::test::draft_stream;
 namespace kernels = specdec::backend::cuda_impl::detail;
 
 namespace {
-
-RandomStream draft_stream(std::uint64_t seed, std::uint32_t sequence) {
-  RandomStream s;
-  s.seed = seed;
-  s.sequence = sequence;
-  s.domain = Domain::kDraft;
-  return s;
-}
 
 struct TopK {
   std::vector<Token> tokens;

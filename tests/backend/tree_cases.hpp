@@ -38,6 +38,15 @@ inline std::vector<float> near(const std::vector<float>& draft, toy::ToyRandom& 
   return out;
 }
 
+/// The drafting stream of sequence `sequence` (position 0, the root).
+inline RandomStream draft_stream(std::uint64_t seed, std::uint32_t sequence) {
+  RandomStream s;
+  s.seed = seed;
+  s.sequence = sequence;
+  s.domain = Domain::kDraft;
+  return s;
+}
+
 struct TreeCase {
   std::int64_t vocab = 0;
   std::vector<std::int32_t> offsets{0};

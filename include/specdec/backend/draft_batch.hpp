@@ -105,7 +105,6 @@ inline void check_batch_matrix(std::string_view name, std::int64_t rows, std::in
 /// The shape checks of gumbel_top_k_batch every backend makes (the rows' contents aside).
 template <class T>
 void check_gumbel_top_k_batch(const GumbelTopKBatchArgs<T>& args) {
-  const auto k = args.k;
   const auto streams = args.streams.size();
   const auto counts = args.counts.size();
   if (args.rows.rows < 1) fail("rows", "has {} rows, expected at least 1", args.rows.rows);

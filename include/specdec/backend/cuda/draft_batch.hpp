@@ -31,7 +31,6 @@ struct GumbelTopKBatchImpl<backend::Cuda> {
   static void run(const backend::Cuda& cuda, const GumbelTopKBatchArgs<T>& args,
                   const backend::DeviceWorkspace& ws) {
     check_gumbel_top_k_batch(args);
-    const auto k = args.k;
     if (args.k > backend::cuda_impl::kMaxDeviceTopK) {
       fail("k", "{} exceeds the CUDA backend's limit of {} samples per row", args.k,
            backend::cuda_impl::kMaxDeviceTopK);

@@ -158,7 +158,9 @@ static void BM_TreeMasksBatchCpu(benchmark::State& state) {
   const auto cpu = specdec::backend::cpu.with_threads(static_cast<int>(state.range(2)));
   const auto tree = bench_tree(n);
   std::vector<std::int32_t> offsets{0}, parents;
+  std::vector<specdec::Token> tokens;
   for (std::int64_t b = 0; b < batch; ++b) {
+    tokens.insert(tokens.end(), tree.tokens.begin(), tree.tokens.end());
     parents.insert(parents.end(), tree.parents.begin(), tree.parents.end());
     offsets.push_back(offsets.back() + n);
   }
@@ -168,7 +170,8 @@ static void BM_TreeMasksBatchCpu(benchmark::State& state) {
   specdec::Workspace ws;
   for (auto _ : state) {
     specdec::packed_tree_masks_batch(
-        cpu, offsets, parents, specdec::MatrixView<std::uint32_t>(masks.data(), rows, words), ws);
+        cpu, offsets, specdec::TreeView{tokens, parents},
+        specdec::MatrixView<std::uint32_t>(masks.data(), rows, words), ws);
     benchmark::DoNotOptimize(masks.data());
   }
   set_node_counters(state, static_cast<double>(rows), static_cast<double>(masks.size()));

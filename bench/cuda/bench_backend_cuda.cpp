@@ -105,11 +105,9 @@ void run_chain_case(cudaStream_t stream, std::int64_t batch, std::int64_t vocab,
   float* copied = nullptr;
   void* scratch = nullptr;
   const auto backend = specdec::backend::cuda.on(stream);
-  const std::size_t bytes =
-      specdec::workspace_size(backend, specdec::ChainBatchShape{.batch = batch,
-                                                                .max_gamma = gamma,
-                                                                .vocab = vocab,
-                                                                .from_logits = true});
+  const std::size_t bytes = specdec::workspace_size(
+      backend, specdec::ChainBatchShape{
+                   .batch = batch, .max_gamma = gamma, .vocab = vocab, .from_logits = true});
   const std::size_t elements = host_target.size() + host_draft.size();
   check(cudaMalloc(reinterpret_cast<void**>(&target), host_target.size() * sizeof(T)),
         "cudaMalloc");
@@ -141,13 +139,13 @@ void run_chain_case(cudaStream_t stream, std::int64_t batch, std::int64_t vocab,
       .target_logits = specdec::MatrixView<const T>(target, batch * (gamma + 1), vocab),
       .draft_logits = specdec::MatrixView<const T>(draft, batch * gamma, vocab),
       .warps = warps,
-      .draft_tokens = std::span<const specdec::Token>(tokens, static_cast<std::size_t>(batch * gamma)),
+      .draft_tokens =
+          std::span<const specdec::Token>(tokens, static_cast<std::size_t>(batch * gamma)),
       .streams = streams,
       .emitted = std::span<specdec::Token>(emitted, static_cast<std::size_t>(batch * (gamma + 1))),
       .accepted = std::span<std::int32_t>(accepted, static_cast<std::size_t>(batch))};
-  const float chain_ms = time_ms(stream, iterations, [&] {
-    specdec::verify_chain_batch_logits(backend, args, ws);
-  });
+  const float chain_ms =
+      time_ms(stream, iterations, [&] { specdec::verify_chain_batch_logits(backend, args, ws); });
   // The copy reads the target logits and then the draft logits once (same element count).
   const float copy_ms = time_ms(stream, iterations, [&] {
     check(specdec::bench::copy_to_float(target, sizeof(T) == 2, copied,
@@ -205,10 +203,16 @@ void run_top_k_case(cudaStream_t stream, std::int64_t rows, std::int64_t vocab, 
   const int iterations = rows * vocab > 4'000'000 ? 20 : 100;
   const float top_k_ms = time_ms(stream, iterations, [&] {
     specdec::gumbel_top_k_batch(
-        backend, specdec::RowKind::kLogWeights, specdec::MatrixView<const T>(logits, rows, vocab),
-        k, streams, specdec::MatrixView<specdec::Token>(tokens, rows, k),
-        specdec::MatrixView<float>(values, rows, k),
-        std::span<std::int32_t>(counts, static_cast<std::size_t>(rows)), ws);
+        backend,
+        specdec::GumbelTopKBatchArgs<T>{
+            .kind = specdec::RowKind::kLogWeights,
+            .rows = specdec::MatrixView<const T>(logits, rows, vocab),
+            .k = k,
+            .streams = streams,
+            .tokens = specdec::MatrixView<specdec::Token>(tokens, rows, k),
+            .values = specdec::MatrixView<float>(values, rows, k),
+            .counts = std::span<std::int32_t>(counts, static_cast<std::size_t>(rows))},
+        ws);
   });
   const float copy_ms = time_ms(stream, iterations, [&] {
     check(specdec::bench::copy_to_float(logits, sizeof(T) == 2, copied, rows * vocab, stream),
@@ -277,14 +281,20 @@ void run_beam_case(cudaStream_t stream, std::int64_t batch, std::int64_t vocab) 
   using specdec::MatrixView;
   const float beam_ms = time_ms(stream, iterations, [&] {
     specdec::stochastic_beam_level_batch(
-        backend, MatrixView<const float>(draft, rows, vocab),
-        std::span<const std::int32_t>(counts, static_cast<std::size_t>(batch)),
-        MatrixView<const std::int32_t>(nodes, batch, width),
-        MatrixView<const float>(phis, batch, width), MatrixView<const float>(psis, batch, width),
-        streams, MatrixView<std::int32_t>(parents, batch, width),
-        MatrixView<specdec::Token>(tokens, batch, width), MatrixView<float>(next_lp, batch, width),
-        MatrixView<float>(next_sc, batch, width),
-        std::span<std::int32_t>(next_counts, static_cast<std::size_t>(batch)), ws);
+        backend,
+        specdec::BeamLevelBatchArgs{
+            .draft_rows = MatrixView<const float>(draft, rows, vocab),
+            .beam_counts = std::span<const std::int32_t>(counts, static_cast<std::size_t>(batch)),
+            .nodes = MatrixView<const std::int32_t>(nodes, batch, width),
+            .log_probs = MatrixView<const float>(phis, batch, width),
+            .scores = MatrixView<const float>(psis, batch, width),
+            .streams = streams,
+            .next_parents = MatrixView<std::int32_t>(parents, batch, width),
+            .next_tokens = MatrixView<specdec::Token>(tokens, batch, width),
+            .next_log_probs = MatrixView<float>(next_lp, batch, width),
+            .next_scores = MatrixView<float>(next_sc, batch, width),
+            .next_counts = std::span<std::int32_t>(next_counts, static_cast<std::size_t>(batch))},
+        ws);
   });
   const float copy_ms = time_ms(stream, iterations, [&] {
     check(specdec::bench::copy_to_float(draft, false, copied, rows * vocab, stream),
@@ -322,6 +332,8 @@ void run_tree_mask_case(cudaStream_t stream, std::int64_t batch, std::int32_t no
   void* scratch = nullptr;
   const auto backend = specdec::backend::cuda.on(stream);
   const std::size_t bytes = specdec::workspace_size(backend, specdec::TreeMaskBatchShape{batch});
+  std::int32_t* tokens = nullptr;  // sized for the trees; the mask and position kernels skip them
+  check(cudaMalloc(reinterpret_cast<void**>(&tokens), n * 4), "cudaMalloc");
   check(cudaMalloc(reinterpret_cast<void**>(&parents), n * 4), "cudaMalloc");
   check(cudaMalloc(reinterpret_cast<void**>(&positions), n * 4), "cudaMalloc");
   check(cudaMalloc(reinterpret_cast<void**>(&masks), cells * 4), "cudaMalloc");
@@ -329,14 +341,14 @@ void run_tree_mask_case(cudaStream_t stream, std::int64_t batch, std::int32_t no
   check(cudaMalloc(&scratch, bytes), "cudaMalloc");
   check(cudaMemcpy(parents, host_parents.data(), n * 4, cudaMemcpyHostToDevice), "cudaMemcpy");
   const specdec::backend::DeviceWorkspace ws{scratch, bytes};
-  const std::span<const std::int32_t> device_parents(parents, n);
+  const specdec::TreeView device_trees{{tokens, n}, {parents, n}};
   const float masks_ms = time_ms(stream, 100, [&] {
     specdec::packed_tree_masks_batch(
-        backend, offsets, device_parents,
+        backend, offsets, device_trees,
         specdec::MatrixView<std::uint32_t>(masks, static_cast<std::int64_t>(n), words), ws);
   });
   const float positions_ms = time_ms(stream, 100, [&] {
-    specdec::tree_positions_batch(backend, offsets, device_parents, contexts,
+    specdec::tree_positions_batch(backend, offsets, device_trees, contexts,
                                   std::span<std::int32_t>(positions, n), ws);
   });
   const float copy_ms = time_ms(stream, 100, [&] {
@@ -347,8 +359,9 @@ void run_tree_mask_case(cudaStream_t stream, std::int64_t batch, std::int32_t no
   std::printf("%-10s %5lld %7d %12.1f %12.1f %12.1f %10.2f\n", "masks",
               static_cast<long long>(batch), nodes, masks_ms * 1e3, positions_ms * 1e3,
               copy_ms * 1e3, masks_ms / copy_ms);
-  for (void* p : {static_cast<void*>(parents), static_cast<void*>(positions),
-                  static_cast<void*>(masks), static_cast<void*>(copied), scratch}) {
+  for (void* p :
+       {static_cast<void*>(tokens), static_cast<void*>(parents), static_cast<void*>(positions),
+        static_cast<void*>(masks), static_cast<void*>(copied), scratch}) {
     cudaFree(p);
   }
 }

@@ -23,5 +23,6 @@
 #include "specdec/provider/logits_provider.hpp"
 #include "specdec/provider/tree_batch.hpp"
 #include "specdec/tree/tree.hpp"
+#include "specdec/tree/tree_view.hpp"
 #include "specdec/unchecked.hpp"
 #include "specdec/verify/verify.hpp"

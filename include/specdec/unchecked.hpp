@@ -60,17 +60,16 @@ ChainVerdict verify_chain(const Rule& rule, const T* target_rows, const T* draft
                                            raw_draft_rows);
 }
 
-/// verify_tree without validation: `n` nodes in level order, (n + 1) * vocab target and draft
-/// entries (raw rows the same, or nullptr), `accepted_nodes`, `candidates` and `ids` n + 1
-/// entries each, `scratch` vocab floats.
+/// verify_tree without validation: a tree of n = tree.size() nodes in level order (parents as
+/// many as tokens), (n + 1) * vocab target and draft entries (raw rows the same, or nullptr),
+/// `accepted_nodes`, `candidates` and `ids` n + 1 entries each, `scratch` vocab floats.
 template <class T>
-TreeVerdict verify_tree(const Rule& rule, const Token* tokens, const std::int32_t* parents,
-                        std::size_t n, const T* target_rows, const T* draft_rows,
+TreeVerdict verify_tree(const Rule& rule, TreeView tree, const T* target_rows, const T* draft_rows,
                         std::int64_t vocab, const RandomStream& stream,
                         std::int32_t* accepted_nodes, Token* candidates, std::int32_t* ids,
                         float* scratch, const T* raw_target_rows = nullptr,
                         const T* raw_draft_rows = nullptr) {
-  return detail::verify_tree_unchecked<T>(rule, tokens, parents, n, target_rows, draft_rows, vocab,
+  return detail::verify_tree_unchecked<T>(rule, tree, target_rows, draft_rows, vocab,
                                           stream, accepted_nodes, candidates, ids, scratch,
                                           raw_target_rows, raw_draft_rows);
 }

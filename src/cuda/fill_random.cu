@@ -9,22 +9,21 @@
 
 namespace specdec::backend::cuda_impl {
 
-cudaError_t fill_random(const RandomStream* host_streams, std::int64_t stream_count,
-                        std::uint32_t first, std::int64_t count, float* out,
-                        std::int64_t out_stride, bool gumbel, void* workspace,
-                        cudaStream_t stream) {
+cudaError_t fill_random(const FillRandomParams& params, void* workspace, cudaStream_t stream) {
   auto* streams = static_cast<RandomStream*>(workspace);
-  cudaError_t status = cudaMemcpyAsync(
-      streams, host_streams, static_cast<std::size_t>(stream_count) * sizeof(RandomStream),
-      cudaMemcpyHostToDevice, stream);
+  cudaError_t status =
+      cudaMemcpyAsync(streams, params.host_streams,
+                      static_cast<std::size_t>(params.stream_count) * sizeof(RandomStream),
+                      cudaMemcpyHostToDevice, stream);
   if (status != cudaSuccess) return status;
   constexpr int kThreads = 256;
   constexpr std::int64_t kMaxGridY = 65535;
-  const auto blocks_x = static_cast<unsigned int>((count + kThreads - 1) / kThreads);
-  for (std::int64_t s = 0; s < stream_count; s += kMaxGridY) {
-    const auto rows = static_cast<unsigned int>(std::min(kMaxGridY, stream_count - s));
+  const auto blocks_x = static_cast<unsigned int>((params.count + kThreads - 1) / kThreads);
+  for (std::int64_t s = 0; s < params.stream_count; s += kMaxGridY) {
+    const auto rows = static_cast<unsigned int>(std::min(kMaxGridY, params.stream_count - s));
     detail::fill_random_kernel<<<dim3(blocks_x, rows), kThreads, 0, stream>>>(
-        streams + s, first, count, out + s * out_stride, out_stride, gumbel);
+        streams + s, params.first, params.count, params.out + s * params.out_stride,
+        params.out_stride, params.kind);
   }
   return cudaGetLastError();
 }

@@ -7,37 +7,38 @@
 
 namespace specdec::backend::cuda_impl {
 
-cudaError_t packed_tree_masks_batch(const std::int32_t* host_offsets, std::int64_t batch,
-                                    const std::int32_t* parents, std::uint32_t* masks,
-                                    std::int64_t words, std::int64_t mask_stride, void* workspace,
+cudaError_t packed_tree_masks_batch(const TreeMaskParams& params, void* workspace,
                                     cudaStream_t stream) {
   auto* offsets = static_cast<std::int32_t*>(workspace);
-  const cudaError_t status = cudaMemcpyAsync(
-      offsets, host_offsets, static_cast<std::size_t>(batch + 1) * sizeof(std::int32_t),
-      cudaMemcpyHostToDevice, stream);
+  const cudaError_t status =
+      cudaMemcpyAsync(offsets, params.host_node_offsets,
+                      static_cast<std::size_t>(params.batch + 1) * sizeof(std::int32_t),
+                      cudaMemcpyHostToDevice, stream);
   if (status != cudaSuccess) return status;
-  detail::packed_tree_masks_kernel<<<static_cast<unsigned int>(batch), detail::kTreeMaskThreads, 0,
-                                     stream>>>(offsets, parents, masks, static_cast<int>(words),
-                                               mask_stride);
+  detail::packed_tree_masks_kernel<<<static_cast<unsigned int>(params.batch),
+                                     detail::kTreeMaskThreads, 0, stream>>>(
+      offsets, params.parents, params.masks, static_cast<int>(params.words), params.mask_stride);
   return cudaGetLastError();
 }
 
-cudaError_t tree_positions_batch(const std::int32_t* host_offsets, std::int64_t batch,
-                                 const std::int32_t* parents,
-                                 const std::int32_t* host_context_lengths, std::int32_t* positions,
-                                 void* workspace, cudaStream_t stream) {
-  const auto b = static_cast<std::size_t>(batch);
+cudaError_t tree_positions_batch(const TreePositionsParams& params, void* workspace,
+                                 cudaStream_t stream) {
+  const auto b = static_cast<std::size_t>(params.batch);
   auto* offsets = static_cast<std::int32_t*>(workspace);
   auto* contexts = reinterpret_cast<std::int32_t*>(static_cast<unsigned char*>(workspace) +
                                                    device_round_up((b + 1) * sizeof(std::int32_t)));
-  cudaError_t status = cudaMemcpyAsync(offsets, host_offsets, (b + 1) * sizeof(std::int32_t),
-                                       cudaMemcpyHostToDevice, stream);
+  cudaError_t status = cudaMemcpyAsync(offsets, params.host_node_offsets,
+                                       (b + 1) * sizeof(std::int32_t), cudaMemcpyHostToDevice,
+                                       stream);
   if (status != cudaSuccess) return status;
-  status = cudaMemcpyAsync(contexts, host_context_lengths, b * sizeof(std::int32_t),
+  status = cudaMemcpyAsync(contexts, params.host_context_lengths, b * sizeof(std::int32_t),
                            cudaMemcpyHostToDevice, stream);
   if (status != cudaSuccess) return status;
-  detail::tree_positions_kernel<<<static_cast<unsigned int>(batch), detail::kTreeMaskThreads, 0,
-                                  stream>>>(offsets, parents, contexts, positions);
+  constexpr unsigned int kThreads = detail::kTreeMaskThreads;
+  detail::tree_positions_kernel<<<static_cast<unsigned int>((b + kThreads - 1) / kThreads),
+                                  kThreads, 0, stream>>>(offsets, static_cast<int>(params.batch),
+                                                         params.parents, contexts,
+                                                         params.positions);
   return cudaGetLastError();
 }
 

@@ -15,23 +15,17 @@
 #include "specdec/toy/random.hpp"
 #include "support/backends.hpp"
 #include "support/stats.hpp"
+#include "tree_cases.hpp"
 
 #if defined(SPECDEC_HAS_CUDA) && SPECDEC_HAS_CUDA
 #include "specdec/backend/cuda/draft_batch.hpp"
 #endif
 
 using namespace specdec;
+using specdec::test::draft_stream;
 using Catch::Detail::Approx;
 
 namespace {
-
-RandomStream draft_stream(std::uint64_t seed, std::uint32_t sequence) {
-  RandomStream s;
-  s.seed = seed;
-  s.sequence = sequence;
-  s.domain = Domain::kDraft;
-  return s;
-}
 
 /// Values computed on `Backend` against the host's: equal on the CPU; on a GPU, whose libm
 /// differs from the host's in the last bits, equal to float rounding.
@@ -63,10 +57,17 @@ TopK run_top_k(const Backend& backend, RowKind kind, const std::vector<T>& rows,
   test::Buffer<Backend, std::int32_t> d_counts(static_cast<std::size_t>(n_rows));
   test::Scratch<Backend> scratch(workspace_size(backend, GumbelTopKBatchShape{n_rows, vocab, k}));
   gumbel_top_k_batch(
-      backend, kind, MatrixView<const T>(d_rows.data(), n_rows, vocab), k, streams,
-      MatrixView<Token>(d_tokens.data(), n_rows, k),
-      with_values ? MatrixView<float>(d_values.data(), n_rows, k) : MatrixView<float>(),
-      std::span<std::int32_t>(d_counts.data(), static_cast<std::size_t>(n_rows)), scratch.get());
+      backend,
+      GumbelTopKBatchArgs<T>{
+          .kind = kind,
+          .rows = MatrixView<const T>(d_rows.data(), n_rows, vocab),
+          .k = k,
+          .streams = streams,
+          .tokens = MatrixView<Token>(d_tokens.data(), n_rows, k),
+          .values =
+              with_values ? MatrixView<float>(d_values.data(), n_rows, k) : MatrixView<float>(),
+          .counts = std::span<std::int32_t>(d_counts.data(), static_cast<std::size_t>(n_rows))},
+      scratch.get());
   return {d_tokens.to_host(), with_values ? d_values.to_host() : std::vector<float>(),
           d_counts.to_host()};
 }
@@ -279,16 +280,20 @@ std::vector<DraftedTree> beams_by_levels(const Backend& backend, std::int32_t wi
     test::Buffer<Backend, float> d_draft(draft), d_log_probs(log_probs), d_scores(scores);
     test::Buffer<Backend, std::int32_t> d_counts(counts), d_nodes(nodes);
     stochastic_beam_level_batch(
-        backend, MatrixView<const float>(d_draft.data(), batch * bw, vocab),
-        std::span<const std::int32_t>(d_counts.data(), static_cast<std::size_t>(batch)),
-        MatrixView<const std::int32_t>(d_nodes.data(), batch, bw),
-        MatrixView<const float>(d_log_probs.data(), batch, bw),
-        MatrixView<const float>(d_scores.data(), batch, bw), streams,
-        MatrixView<std::int32_t>(next_parents.data(), batch, bw),
-        MatrixView<Token>(next_tokens.data(), batch, bw),
-        MatrixView<float>(next_log_probs.data(), batch, bw),
-        MatrixView<float>(next_scores.data(), batch, bw),
-        std::span<std::int32_t>(next_counts.data(), static_cast<std::size_t>(batch)),
+        backend,
+        BeamLevelBatchArgs{.draft_rows = MatrixView<const float>(d_draft.data(), batch * bw, vocab),
+                           .beam_counts = std::span<const std::int32_t>(
+                               d_counts.data(), static_cast<std::size_t>(batch)),
+                           .nodes = MatrixView<const std::int32_t>(d_nodes.data(), batch, bw),
+                           .log_probs = MatrixView<const float>(d_log_probs.data(), batch, bw),
+                           .scores = MatrixView<const float>(d_scores.data(), batch, bw),
+                           .streams = streams,
+                           .next_parents = MatrixView<std::int32_t>(next_parents.data(), batch, bw),
+                           .next_tokens = MatrixView<Token>(next_tokens.data(), batch, bw),
+                           .next_log_probs = MatrixView<float>(next_log_probs.data(), batch, bw),
+                           .next_scores = MatrixView<float>(next_scores.data(), batch, bw),
+                           .next_counts = std::span<std::int32_t>(next_counts.data(),
+                                                                  static_cast<std::size_t>(batch))},
         scratch.get());
     const auto parents = next_parents.to_host(), got_counts = next_counts.to_host();
     const auto tokens = next_tokens.to_host();
@@ -395,11 +400,19 @@ TEST_CASE("stochastic_beam_level_batch rejects bad input naming the argument",
   Workspace ws;
   const auto call = [&] {
     stochastic_beam_level_batch(
-        backend::cpu, MatrixView<const float>(draft.data(), 4, 4), counts,
-        MatrixView<const std::int32_t>(nodes.data(), 2, 2),
-        MatrixView<const float>(lp.data(), 2, 2), MatrixView<const float>(sc.data(), 2, 2), streams,
-        MatrixView<std::int32_t>(parents.data(), 2, 2), MatrixView<Token>(tokens.data(), 2, 2),
-        MatrixView<float>(nlp.data(), 2, 2), MatrixView<float>(nsc.data(), 2, 2), next_counts, ws);
+        backend::cpu,
+        BeamLevelBatchArgs{.draft_rows = MatrixView<const float>(draft.data(), 4, 4),
+                           .beam_counts = counts,
+                           .nodes = MatrixView<const std::int32_t>(nodes.data(), 2, 2),
+                           .log_probs = MatrixView<const float>(lp.data(), 2, 2),
+                           .scores = MatrixView<const float>(sc.data(), 2, 2),
+                           .streams = streams,
+                           .next_parents = MatrixView<std::int32_t>(parents.data(), 2, 2),
+                           .next_tokens = MatrixView<Token>(tokens.data(), 2, 2),
+                           .next_log_probs = MatrixView<float>(nlp.data(), 2, 2),
+                           .next_scores = MatrixView<float>(nsc.data(), 2, 2),
+                           .next_counts = next_counts},
+        ws);
   };
   CHECK_THROWS_WITH(call(), Catch::Contains("beam_counts[1]: 3 is outside [1, 2]"));
   counts[1] = 2;
@@ -422,9 +435,15 @@ TEST_CASE("gumbel_top_k_batch on CUDA rejects bad input naming the argument",
   test::Scratch<backend::Cuda> scratch(bytes);
   const auto call = [&](std::int64_t k, const float* row_data, backend::DeviceWorkspace ws) {
     gumbel_top_k_batch(
-        cuda, RowKind::kProbabilities, MatrixView<const float>(row_data, n_rows, vocab), k, streams,
-        MatrixView<Token>(tokens.data(), n_rows, k), MatrixView<float>(values.data(), n_rows, k),
-        std::span<std::int32_t>(counts.data(), 2), ws);
+        cuda,
+        GumbelTopKBatchArgs<float>{.kind = RowKind::kProbabilities,
+                                   .rows = MatrixView<const float>(row_data, n_rows, vocab),
+                                   .k = k,
+                                   .streams = streams,
+                                   .tokens = MatrixView<Token>(tokens.data(), n_rows, k),
+                                   .values = MatrixView<float>(values.data(), n_rows, k),
+                                   .counts = std::span<std::int32_t>(counts.data(), 2)},
+        ws);
   };
   CHECK_THROWS_WITH(call(1025, rows.data(), scratch.get()),
                     Catch::Contains("k: 1025 exceeds the CUDA backend's limit of 1024"));
@@ -449,13 +468,19 @@ TEST_CASE("stochastic_beam_level_batch on CUDA rejects bad input naming the argu
   test::Scratch<backend::Cuda> scratch(bytes);
   const auto call = [&](const std::int32_t* nodes_data, backend::DeviceWorkspace ws) {
     stochastic_beam_level_batch(
-        cuda, MatrixView<const float>(draft.data(), 4, vocab),
-        std::span<const std::int32_t>(counts.data(), 2),
-        MatrixView<const std::int32_t>(nodes_data, 2, 2), MatrixView<const float>(lp.data(), 2, 2),
-        MatrixView<const float>(sc.data(), 2, 2), streams,
-        MatrixView<std::int32_t>(parents.data(), 2, 2), MatrixView<Token>(tokens.data(), 2, 2),
-        MatrixView<float>(nlp.data(), 2, 2), MatrixView<float>(nsc.data(), 2, 2),
-        std::span<std::int32_t>(next_counts.data(), 2), ws);
+        cuda,
+        BeamLevelBatchArgs{.draft_rows = MatrixView<const float>(draft.data(), 4, vocab),
+                           .beam_counts = std::span<const std::int32_t>(counts.data(), 2),
+                           .nodes = MatrixView<const std::int32_t>(nodes_data, 2, 2),
+                           .log_probs = MatrixView<const float>(lp.data(), 2, 2),
+                           .scores = MatrixView<const float>(sc.data(), 2, 2),
+                           .streams = streams,
+                           .next_parents = MatrixView<std::int32_t>(parents.data(), 2, 2),
+                           .next_tokens = MatrixView<Token>(tokens.data(), 2, 2),
+                           .next_log_probs = MatrixView<float>(nlp.data(), 2, 2),
+                           .next_scores = MatrixView<float>(nsc.data(), 2, 2),
+                           .next_counts = std::span<std::int32_t>(next_counts.data(), 2)},
+        ws);
   };
   CHECK_THROWS_WITH(call(nullptr, scratch.get()),
                     Catch::Contains("nodes: is a null device pointer"));

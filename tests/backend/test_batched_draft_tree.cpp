@@ -26,13 +26,14 @@ namespace {
 template <class Backend>
 std::vector<std::uint32_t> run_masks(const Backend& backend, const Forest& f, std::int64_t words) {
   const auto total = static_cast<std::int64_t>(f.parents.size());
+  test::Buffer<Backend, Token> tokens(f.tokens);
   test::Buffer<Backend, std::int32_t> parents(f.parents);
   test::Buffer<Backend, std::uint32_t> masks(
       std::vector<std::uint32_t>(static_cast<std::size_t>(total * words), 0xdeadbeefu));
   test::Scratch<Backend> scratch(
       workspace_size(backend, TreeMaskBatchShape{static_cast<std::int64_t>(f.trees.size())}));
   packed_tree_masks_batch(backend, f.offsets,
-                          std::span<const std::int32_t>(parents.data(), f.parents.size()),
+                          TreeView{{tokens.data(), f.tokens.size()}, {parents.data(), f.parents.size()}},
                           MatrixView<std::uint32_t>(masks.data(), total, words), scratch.get());
   return masks.to_host();
 }
@@ -71,12 +72,14 @@ TEMPLATE_LIST_TEST_CASE("tree_positions_batch equals tree_positions per tree", "
   for (std::size_t b = 0; b < f.trees.size(); ++b)
     contexts.push_back(1 + static_cast<std::int32_t>(b) * 13);
   const TestType backend{};
+  test::Buffer<TestType, Token> tokens(f.tokens);
   test::Buffer<TestType, std::int32_t> parents(f.parents);
   test::Buffer<TestType, std::int32_t> positions(std::vector<std::int32_t>(f.parents.size(), -1));
   test::Scratch<TestType> scratch(
       workspace_size(backend, TreeMaskBatchShape{static_cast<std::int64_t>(f.trees.size())}));
   tree_positions_batch(backend, f.offsets,
-                       std::span<const std::int32_t>(parents.data(), f.parents.size()), contexts,
+                       TreeView{{tokens.data(), f.tokens.size()}, {parents.data(), f.parents.size()}},
+                       contexts,
                        std::span<std::int32_t>(positions.data(), f.parents.size()), scratch.get());
   const auto got = positions.to_host();
   for (std::size_t b = 0; b < f.trees.size(); ++b) {
@@ -124,25 +127,26 @@ TEMPLATE_LIST_TEST_CASE("tree batch entries reject bad shapes naming the argumen
   const TestType backend{};
   const auto f = random_forest(3, 1);
   const auto total = static_cast<std::int64_t>(f.parents.size());
+  test::Buffer<TestType, Token> tokens(f.tokens);
   test::Buffer<TestType, std::int32_t> parents(f.parents);
-  const std::span<const std::int32_t> device_parents(parents.data(), f.parents.size());
+  const TreeView device_trees{{tokens.data(), f.tokens.size()}, {parents.data(), f.parents.size()}};
   test::Buffer<TestType, std::uint32_t> masks(static_cast<std::size_t>(total * 3));
   test::Scratch<TestType> scratch(workspace_size(backend, TreeMaskBatchShape{3}));
   std::vector<std::int32_t> offsets = f.offsets;
   offsets[2] = offsets[1] - 1;
   CHECK_THROWS_WITH(
-      packed_tree_masks_batch(backend, offsets, device_parents,
+      packed_tree_masks_batch(backend, offsets, device_trees,
                               MatrixView<std::uint32_t>(masks.data(), total, 3), scratch.get()),
       Catch::Contains("node_offsets[2]"));
   CHECK_THROWS_WITH(
-      packed_tree_masks_batch(backend, f.offsets, device_parents,
+      packed_tree_masks_batch(backend, f.offsets, device_trees,
                               MatrixView<std::uint32_t>(masks.data(), total, 1), scratch.get()),
       Catch::Contains("masks: has 1 words per row"));
 
   const std::vector<std::int32_t> contexts = {4, 0, 2};
   test::Buffer<TestType, std::int32_t> positions(f.parents.size());
   CHECK_THROWS_WITH(tree_positions_batch(
-                        backend, f.offsets, device_parents, contexts,
+                        backend, f.offsets, device_trees, contexts,
                         std::span<std::int32_t>(positions.data(), f.parents.size()), scratch.get()),
                     Catch::Contains("context_lengths[1]"));
 
@@ -163,7 +167,7 @@ TEST_CASE("tree batch entries check host trees and tokens on the CPU", "[backend
   f.parents[static_cast<std::size_t>(f.offsets[2])] = 0;  // the first node of tree 2
   CHECK_THROWS_WITH(
       packed_tree_masks_batch(
-          backend::cpu, f.offsets, f.parents,
+          backend::cpu, f.offsets, f.view(),
           MatrixView<std::uint32_t>(masks.data(), static_cast<std::int64_t>(f.parents.size()), 3),
           ws),
       Catch::Contains("parents[2][0]"));

@@ -476,8 +476,7 @@ TreeResult run_tree(const Backend& backend, const Rule& rule, const TreeCase& c)
   verify_tree_batch(
       backend, rule,
       TreeBatchArgs{.node_offsets = c.offsets,
-                    .tokens = std::span<const Token>(tokens.data(), c.tokens.size()),
-                    .parents = std::span<const std::int32_t>(parents.data(), c.parents.size()),
+                    .trees = {{tokens.data(), c.tokens.size()}, {parents.data(), c.parents.size()}},
                     .target_rows = MatrixView<const float>(target.data(), rows, c.vocab),
                     .draft_rows = MatrixView<const float>(draft.data(), rows, c.vocab),
                     .streams = c.streams,
@@ -632,8 +631,7 @@ TEST_CASE("CUDA verify_tree_batch rejects a rule it does not implement and a sma
       verify_tree_batch(
           backend::cuda, Recursive{},
           TreeBatchArgs{.node_offsets = c.offsets,
-                        .tokens = std::span<const Token>(tokens.data(), c.tokens.size()),
-                        .parents = std::span<const std::int32_t>(parents.data(), c.parents.size()),
+                        .trees = {{tokens.data(), c.tokens.size()}, {parents.data(), c.parents.size()}},
                         .target_rows = MatrixView<const float>(target.data(), rows, c.vocab),
                         .draft_rows = MatrixView<const float>(draft.data(), rows, c.vocab),
                         .streams = c.streams,

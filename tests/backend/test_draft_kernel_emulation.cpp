@@ -17,19 +17,13 @@
 #include "specdec/draft/gumbel_topk.hpp"
 #include "specdec/draft/stochastic_beam.hpp"
 #include "specdec/toy/random.hpp"
+#include "tree_cases.hpp"
 
 using namespace specdec;
+using specdec::test::draft_stream;
 namespace kernels = specdec::backend::cuda_impl::detail;
 
 namespace {
-
-RandomStream draft_stream(std::uint64_t seed, std::uint32_t sequence) {
-  RandomStream s;
-  s.seed = seed;
-  s.sequence = sequence;
-  s.domain = Domain::kDraft;
-  return s;
-}
 
 struct TopK {
   std::vector<Token> tokens;
@@ -79,10 +73,16 @@ TopK run_gumbel_cpu(RowKind kind, const std::vector<T>& rows, std::int64_t n_row
   TopK want{std::vector<Token>(cells), std::vector<float>(cells),
             std::vector<std::int32_t>(static_cast<std::size_t>(n_rows))};
   Workspace ws(workspace_size(backend::cpu, GumbelTopKBatchShape{n_rows, vocab, k}));
-  gumbel_top_k_batch(backend::cpu.with_threads(2), kind,
-                     MatrixView<const T>(rows.data(), n_rows, vocab, stride), k, streams,
-                     MatrixView<Token>(want.tokens.data(), n_rows, k),
-                     MatrixView<float>(want.values.data(), n_rows, k), want.counts, ws);
+  gumbel_top_k_batch(
+      backend::cpu.with_threads(2),
+      GumbelTopKBatchArgs<T>{.kind = kind,
+                             .rows = MatrixView<const T>(rows.data(), n_rows, vocab, stride),
+                             .k = k,
+                             .streams = streams,
+                             .tokens = MatrixView<Token>(want.tokens.data(), n_rows, k),
+                             .values = MatrixView<float>(want.values.data(), n_rows, k),
+                             .counts = want.counts},
+      ws);
   return want;
 }
 
@@ -314,15 +314,20 @@ void run_level_cpu(Level& l, const std::vector<RandomStream>& streams) {
   l.clear_outputs();
   const auto b = l.batch, w = l.width;
   Workspace ws(workspace_size(backend::cpu, BeamLevelBatchShape{b, w, l.vocab}));
-  stochastic_beam_level_batch(backend::cpu.with_threads(2),
-                              MatrixView<const float>(l.draft.data(), b * w, l.vocab), l.counts,
-                              MatrixView<const std::int32_t>(l.nodes.data(), b, w),
-                              MatrixView<const float>(l.log_probs.data(), b, w),
-                              MatrixView<const float>(l.scores.data(), b, w), streams,
-                              MatrixView<std::int32_t>(l.next_parents.data(), b, w),
-                              MatrixView<Token>(l.next_tokens.data(), b, w),
-                              MatrixView<float>(l.next_log_probs.data(), b, w),
-                              MatrixView<float>(l.next_scores.data(), b, w), l.next_counts, ws);
+  stochastic_beam_level_batch(
+      backend::cpu.with_threads(2),
+      BeamLevelBatchArgs{.draft_rows = MatrixView<const float>(l.draft.data(), b * w, l.vocab),
+                         .beam_counts = l.counts,
+                         .nodes = MatrixView<const std::int32_t>(l.nodes.data(), b, w),
+                         .log_probs = MatrixView<const float>(l.log_probs.data(), b, w),
+                         .scores = MatrixView<const float>(l.scores.data(), b, w),
+                         .streams = streams,
+                         .next_parents = MatrixView<std::int32_t>(l.next_parents.data(), b, w),
+                         .next_tokens = MatrixView<Token>(l.next_tokens.data(), b, w),
+                         .next_log_probs = MatrixView<float>(l.next_log_probs.data(), b, w),
+                         .next_scores = MatrixView<float>(l.next_scores.data(), b, w),
+                         .next_counts = l.next_counts},
+      ws);
 }
 
 void run_level_kernels(Level& l, const std::vector<RandomStream>& streams, unsigned int threads) {

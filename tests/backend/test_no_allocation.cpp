@@ -87,8 +87,7 @@ TEST_CASE("verify_tree_batch allocates nothing after warm-up", "[backend][alloca
   const auto cpu = backend::cpu.with_threads(2);
   Workspace ws(workspace_size(cpu, TreeBatchShape{batch, largest, c.vocab}));
   const TreeBatchArgs args{.node_offsets = c.offsets,
-                           .tokens = c.tokens,
-                           .parents = c.parents,
+                           .trees = c.view(),
                            .target_rows = MatrixView<const float>(c.target.data(), rows, c.vocab),
                            .draft_rows = MatrixView<const float>(c.draft.data(), rows, c.vocab),
                            .streams = c.streams,
@@ -108,9 +107,15 @@ TEST_CASE("gumbel_top_k_batch allocates nothing after warm-up", "[backend][alloc
   const auto cpu = backend::cpu.with_threads(2);
   Workspace ws(workspace_size(cpu, GumbelTopKBatchShape{rows, vocab, k}));
   CHECK(allocations_after_warm_up([&] {
-          gumbel_top_k_batch(cpu, RowKind::kLogWeights,
-                             MatrixView<const float>(logits.data(), rows, vocab), k, streams,
-                             MatrixView<Token>(tokens.data(), rows, k),
-                             MatrixView<float>(values.data(), rows, k), counts, ws);
+          gumbel_top_k_batch(cpu,
+                             GumbelTopKBatchArgs<float>{
+                                 .kind = RowKind::kLogWeights,
+                                 .rows = MatrixView<const float>(logits.data(), rows, vocab),
+                                 .k = k,
+                                 .streams = streams,
+                                 .tokens = MatrixView<Token>(tokens.data(), rows, k),
+                                 .values = MatrixView<float>(values.data(), rows, k),
+                                 .counts = counts},
+                             ws);
         }) == 0);
 }

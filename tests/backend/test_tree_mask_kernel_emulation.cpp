@@ -35,9 +35,11 @@ std::vector<std::int32_t> emulated_positions(const std::vector<std::int32_t>& of
                                              const std::vector<std::int32_t>& parents,
                                              const std::vector<std::int32_t>& contexts) {
   std::vector<std::int32_t> positions(parents.size(), -1);
-  for (std::size_t b = 0; b + 1 < offsets.size(); ++b) {
-    run_emulated_block(kThreads, static_cast<unsigned int>(b), [&] {
-      kernels::tree_positions_kernel(offsets.data(), parents.data(), contexts.data(),
+  const auto batch = static_cast<int>(offsets.size() - 1);
+  // One thread per tree: the blocks that cover the batch (kThreads per block).
+  for (unsigned int block = 0; block * kThreads < static_cast<unsigned int>(batch); ++block) {
+    run_emulated_block(kThreads, block, [&] {
+      kernels::tree_positions_kernel(offsets.data(), batch, parents.data(), contexts.data(),
                                      positions.data());
     });
   }
@@ -51,7 +53,7 @@ TEST_CASE("the emulated tree mask kernel equals the CPU backend", "[backend][emu
   const auto total = static_cast<std::int64_t>(f.parents.size());
   std::vector<std::uint32_t> want(static_cast<std::size_t>(total * 3));
   Workspace ws;
-  packed_tree_masks_batch(backend::cpu, f.offsets, f.parents,
+  packed_tree_masks_batch(backend::cpu, f.offsets, f.view(),
                           MatrixView<std::uint32_t>(want.data(), total, 3), ws);
   CHECK(emulated_masks(f.offsets, f.parents, 3) == want);
 }
@@ -63,7 +65,7 @@ TEST_CASE("the emulated tree position kernel equals the CPU backend", "[backend]
     contexts.push_back(1 + static_cast<std::int32_t>(b) * 13);
   std::vector<std::int32_t> want(f.parents.size());
   Workspace ws;
-  tree_positions_batch(backend::cpu, f.offsets, f.parents, contexts, want, ws);
+  tree_positions_batch(backend::cpu, f.offsets, f.view(), contexts, want, ws);
   CHECK(emulated_positions(f.offsets, f.parents, contexts) == want);
 }
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Random batches of draft trees with their rows, and verify_tree per tree as the oracle: shared by
 // the batched tree verification tests of every backend and of the emulated CUDA kernel; random
-// forests (parents only) for the batched masks and positions.
+// forests for the batched masks and positions.
 #pragma once
 
 #include <cstdint>
@@ -38,6 +38,15 @@ inline std::vector<float> near(const std::vector<float>& draft, toy::ToyRandom& 
   return out;
 }
 
+/// The drafting stream of sequence `sequence` (position 0, the root).
+inline RandomStream draft_stream(std::uint64_t seed, std::uint32_t sequence) {
+  RandomStream s;
+  s.seed = seed;
+  s.sequence = sequence;
+  s.domain = Domain::kDraft;
+  return s;
+}
+
 struct TreeCase {
   std::int64_t vocab = 0;
   std::vector<std::int32_t> offsets{0};
@@ -45,6 +54,7 @@ struct TreeCase {
   std::vector<std::int32_t> parents;
   std::vector<float> target, draft;  // N + B rows
   std::vector<RandomStream> streams;
+  TreeView view() const { return {tokens, parents}; }
 };
 
 /// Appends one tree (children drawn without replacement from their parent's draft row by
@@ -105,8 +115,7 @@ inline TreeResult tree_oracle(const Rule& rule, const TreeCase& c) {
     const auto begin = static_cast<std::size_t>(c.offsets[b]);
     const auto n = static_cast<std::size_t>(c.offsets[b + 1]) - begin;
     const auto verdict = verify_tree<float>(
-        rule, std::span<const Token>(c.tokens).subspan(begin, n),
-        std::span<const std::int32_t>(c.parents).subspan(begin, n),
+        rule, c.view().subtree(begin, n),
         std::span<const float>(c.target).subspan((begin + b) * v, (n + 1) * v),
         std::span<const float>(c.draft).subspan((begin + b) * v, (n + 1) * v), c.vocab,
         c.streams[b], std::span<std::int32_t>(r.accepted_nodes).subspan(begin, n), ws);
@@ -128,10 +137,13 @@ inline TreeCase make_trees(std::int64_t batch, std::int64_t vocab, std::uint64_t
   return c;
 }
 
-/// A CSR batch of draft trees (parents only) and the same trees as DraftTree.
+/// A CSR batch of draft trees and the same trees as DraftTree.
 struct Forest {
-  std::vector<std::int32_t> offsets{0}, parents;
+  std::vector<std::int32_t> offsets{0};
+  std::vector<Token> tokens;
+  std::vector<std::int32_t> parents;
   std::vector<DraftTree> trees;
+  TreeView view() const { return {tokens, parents}; }
 };
 
 /// `batch` level-ordered trees of 1 to 70 nodes (tree 1 is empty), more than 32 nodes in most,
@@ -150,6 +162,7 @@ inline Forest random_forest(std::int64_t batch, std::uint64_t seed) {
       if (parent >= i) parent = i - 1;
       t.add(static_cast<Token>(i % 7), parent);
     }
+    f.tokens.insert(f.tokens.end(), t.tokens.begin(), t.tokens.end());
     f.parents.insert(f.parents.end(), t.parents.begin(), t.parents.end());
     f.offsets.push_back(f.offsets.back() + t.size());
     f.trees.push_back(t);

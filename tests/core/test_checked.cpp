@@ -59,7 +59,7 @@ TEST_CASE("verify_tree rejects a vocabulary whose rows would wrap (N + 1) x V", 
   std::vector<std::int32_t> accepted(3);
   Workspace ws;
   CHECK_THROWS_WITH(
-      verify_tree(Rejection{}, tokens, parents, std::span<const float>{}, std::span<const float>{},
+      verify_tree(Rejection{}, {tokens, parents}, std::span<const float>{}, std::span<const float>{},
                   std::int64_t{1} << 62, RandomStream{}, accepted, ws),
       Catch::StartsWith("vocab: 4 x 4611686018427387904 overflows"));
   // The same for chains and blocks: (L + 1) x V.

@@ -280,6 +280,14 @@ TEST_CASE("redrafter rejects bad input", "[redrafter][decode][errors]") {
   options = {};
   options.depth = 0;
   CHECK_THROWS_WITH(decode_redrafter(provider, head, prompt, options), Catch::Contains("depth"));
+  // The argument names the field, kept apart from the problem (no text cut out of what()).
+  try {
+    decode_redrafter(provider, head, prompt, options);
+    FAIL("depth 0 was accepted");
+  } catch (const Error& e) {
+    CHECK(e.argument() == "options.depth");
+    CHECK(e.problem() == "0 must be >= 1");
+  }
   options = {};
   options.warp.top_p = 0.0f;
   CHECK_THROWS_WITH(decode_redrafter(provider, head, prompt, options), Catch::Contains("top_p"));

@@ -151,7 +151,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const auto tree_draft = read_rows(in, count + 1, vocab, raw);
   std::vector<std::int32_t> accepted(count);
   try {
-    const auto verdict = verify_tree(rule, candidates, parents, tree_target, tree_draft,
+    const auto verdict = verify_tree(rule, {candidates, parents}, tree_target, tree_draft,
                                      static_cast<std::int64_t>(vocab), stream, accepted, ws);
     check_token(verdict.token, vocab);
     if (verdict.accepted < 0 || verdict.accepted > static_cast<std::int32_t>(count))

@@ -7,6 +7,7 @@
 
 #include "specdec/provider/logits_provider.hpp"
 #include "specdec/provider/tree_batch.hpp"
+#include "specdec/tree/tree_mask.hpp"
 #include "specdec/toy/providers.hpp"
 
 using namespace specdec;
@@ -107,11 +108,26 @@ TEST_CASE("TreeBatch from a tree gets absolute positions from depths", "[provide
   CHECK(batch.size() == 6);
   CHECK(batch.rows() == 7);
   CHECK(batch.root_position() == 4);
-  CHECK(batch.positions == std::vector<std::int64_t>{5, 5, 6, 6, 6, 7});
+  CHECK(batch.positions == std::vector<std::int32_t>{5, 5, 6, 6, 6, 7});
   CHECK(batch.tokens == tree.tokens);
   CHECK(batch.parents == tree.parents);
   for (std::int32_t i = 0; i < tree.size(); ++i) CHECK(batch.depth(i) == tree.depths[i]);
   CHECK_NOTHROW(batch.validate(4));
+  // The same ids as tree_positions: one definition of a position.
+  std::vector<std::int32_t> positions(tree.tokens.size());
+  tree_positions(tree, 5, positions);
+  CHECK(batch.positions == positions);
+}
+
+TEST_CASE("TreeBatch positions are int32 and stop at INT32_MAX", "[provider][batch][errors]") {
+  const auto tree = sample_tree();  // three levels: the deepest node sits at committed_length + 2
+  const std::int64_t last = std::numeric_limits<std::int32_t>::max() - 2;
+  const auto batch = TreeBatch::from_tree(tree, last);
+  CHECK(batch.positions.back() == std::numeric_limits<std::int32_t>::max());
+  CHECK_THROWS_WITH(TreeBatch::from_tree(tree, last + 1),
+                    Contains("committed_length") && Contains("overflows int32"));
+  CHECK_THROWS_WITH(TreeBatch::from_tree(tree, std::int64_t{1} << 40),
+                    Contains("committed_length") && Contains("outside"));
 }
 
 TEST_CASE("TreeBatch of an empty tree has only the root row", "[provider][batch]") {

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include <catch2/catch.hpp>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "specdec/tree/tree.hpp"
@@ -222,4 +223,60 @@ TEST_CASE("wrong buffer sizes and bad arguments name the argument", "[tree][erro
   CHECK_THROWS_WITH(root_to_leaf_paths(tree, 2, 3, paths), Catch::Contains("rows"));
   CHECK_THROWS_WITH(root_to_leaf_paths(tree, 5, 2, paths), Catch::Contains("width"));
   CHECK_THROWS_WITH(root_to_leaf_paths(tree, 5, 4, paths), Catch::Contains("out"));
+}
+
+TEST_CASE("a TreeView of spans gives the DraftTree's masks and positions", "[tree][view]") {
+  const auto tree = test::rsdc_tree();
+  static_assert(std::is_convertible_v<const DraftTree&, TreeView>);
+  static_assert(!std::is_convertible_v<DraftTree&&, TreeView>);  // its view would dangle
+  // Copies in plain vectors: the view does not point into the DraftTree.
+  const std::vector<Token> tokens = tree.tokens;
+  const std::vector<std::int32_t> parents = tree.parents;
+  const TreeView view{tokens, parents};
+  CHECK(view.size() == tree.size());
+
+  std::vector<std::uint8_t> dense_tree(dense_mask_size(tree)), dense_view(dense_mask_size(view));
+  build_dense_mask(tree, dense_tree);
+  build_dense_mask(view, dense_view);
+  CHECK(dense_view == dense_tree);
+  std::vector<std::uint32_t> packed_tree(packed_mask_size(tree)), packed_view(packed_mask_size(view));
+  build_packed_mask(tree, packed_tree);
+  build_packed_mask(view, packed_view);
+  CHECK(packed_view == packed_tree);
+  std::vector<std::int32_t> positions_view(tokens.size());
+  tree_positions(view, 9, positions_view);
+  for (std::size_t i = 0; i < tokens.size(); ++i) CHECK(positions_view[i] == 9 + tree.depths[i] - 1);
+  std::vector<std::uint8_t> flash_tree(flashinfer_mask_bytes(tree, 5, true)),
+      flash_view(flashinfer_mask_bytes(view, 5, true));
+  export_flashinfer_mask(tree, 5, true, flash_tree);
+  export_flashinfer_mask(view, 5, true, flash_view);
+  CHECK(flash_view == flash_tree);
+
+  // A subtree of a CSR batch: nodes [3, 3 + n) of a concatenation.
+  std::vector<Token> batch_tokens = {7, 7, 7};
+  std::vector<std::int32_t> batch_parents = {-1, 0, 1};
+  batch_tokens.insert(batch_tokens.end(), tokens.begin(), tokens.end());
+  batch_parents.insert(batch_parents.end(), parents.begin(), parents.end());
+  const TreeView batch{batch_tokens, batch_parents};
+  std::vector<std::uint32_t> packed_sub(packed_mask_size(tree));
+  build_packed_mask(batch.subtree(3, tokens.size()), packed_sub);
+  CHECK(packed_sub == packed_tree);
+}
+
+TEST_CASE("a malformed TreeView names the argument", "[tree][view][errors]") {
+  const std::vector<Token> tokens = {1, 2, 3};
+  const std::vector<std::int32_t> short_parents = {-1, 0};
+  const std::vector<std::int32_t> forward = {-1, 2, 0};
+  std::vector<std::uint32_t> packed(3);
+  std::vector<std::int32_t> positions(3);
+  CHECK_THROWS_WITH(build_packed_mask(TreeView{tokens, short_parents}, packed),
+                    Catch::StartsWith("parents: "));
+  CHECK_THROWS_WITH(tree_positions(TreeView{tokens, forward}, 4, positions),
+                    Catch::StartsWith("parents[1]: "));
+  // Depths come from the parents, so the overflow check needs no depths array.
+  const std::vector<std::int32_t> chain = {-1, 0, 1};
+  CHECK_THROWS_WITH(tree_positions(TreeView{tokens, chain}, INT32_MAX - 1, positions),
+                    Catch::StartsWith("context_length: "));
+  tree_positions(TreeView{tokens, chain}, INT32_MAX - 2, positions);
+  CHECK(positions.back() == INT32_MAX);
 }

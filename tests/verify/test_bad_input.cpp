@@ -136,18 +136,18 @@ TEST_CASE("tree verification rejects malformed trees", "[verify][bad][tree]") {
   const std::vector<std::int32_t> siblings = {-1, -1};
   const std::vector<Token> twins = {1, 1};
   CHECK_THROWS_WITH(
-      verify_tree<float>(MultiRound{}, tokens, forward, rows, rows, 3, kStream, accepted, ws),
+      verify_tree<float>(MultiRound{}, {tokens, forward}, rows, rows, 3, kStream, accepted, ws),
       Contains("parents[1]"));
   CHECK_THROWS_WITH(
-      verify_tree<float>(Recursive{}, twins, siblings, rows, rows, 3, kStream, accepted, ws),
+      verify_tree<float>(Recursive{}, {twins, siblings}, rows, rows, 3, kStream, accepted, ws),
       Contains("tokens[1]"));
   CHECK_THROWS_WITH(
-      verify_tree<float>(Rejection{}, tokens, siblings, rows, rows, 3, kStream, accepted, ws),
+      verify_tree<float>(Rejection{}, {tokens, siblings}, rows, rows, 3, kStream, accepted, ws),
       Contains("children"));
   std::vector<std::int32_t> no_room;
   const std::vector<std::int32_t> chain = {-1, 0};
   CHECK_THROWS_WITH(
-      verify_tree<float>(MultiRound{}, tokens, chain, rows, rows, 3, kStream, no_room, ws),
+      verify_tree<float>(MultiRound{}, {tokens, chain}, rows, rows, 3, kStream, no_room, ws),
       Contains("accepted_nodes"));
 }
 

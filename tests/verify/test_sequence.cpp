@@ -337,7 +337,7 @@ TEST_CASE("the tree walker follows accepted children and draws the bonus at the 
     // Root: child 0 (token 0) has target 0 and is rejected; child 1 then is certain. Node 1:
     // child 3 (token 2) is rejected, child 4 (token 0) accepted; node 4 is a leaf: the bonus
     // comes from its own target row, one-hot on token 1.
-    const auto v = verify_tree<float>(Recursive{}, tokens, parents, target_rows, draft_rows, 3,
+    const auto v = verify_tree<float>(Recursive{}, {tokens, parents}, target_rows, draft_rows, 3,
                                       RandomStream{s}, accepted, ws);
     CHECK(v.accepted == 2);
     CHECK(accepted[0] == 1);
@@ -384,7 +384,7 @@ std::vector<std::int64_t> simulate_tree(const Rule& rule, bool distinct, const T
       target_rows.insert(target_rows.end(), pair.target.begin(), pair.target.end());
       draft_rows.insert(draft_rows.end(), pair.draft.begin(), pair.draft.end());
     }
-    const auto v = verify_tree<float>(rule, tokens, parents, target_rows, draft_rows, m.vocab,
+    const auto v = verify_tree<float>(rule, {tokens, parents}, target_rows, draft_rows, m.vocab,
                                       RandomStream{8, s, 0, 0, Domain::kVerify}, accepted, ws);
     std::vector<Token> emitted;
     for (std::int32_t i = 0; i < v.accepted; ++i) emitted.push_back(tokens[accepted[i]]);

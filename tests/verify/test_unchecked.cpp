@@ -49,12 +49,12 @@ TEST_CASE("unchecked::verify_chain and verify_tree equal the checked calls",
     std::vector<std::int32_t> want(3, -1), got(4, -1);
     const auto rows = std::span<const float>(target).subspan(0, 4 * 50);
     const auto drows = std::span<const float>(target).subspan(50, 4 * 50);  // positive everywhere
-    const auto checked = verify_tree<float>(MultiRound{}, tree_tokens, parents, rows, drows, vocab,
+    const auto checked = verify_tree<float>(MultiRound{}, {tree_tokens, parents}, rows, drows, vocab,
                                             stream, want, ws);
     std::vector<Token> candidates(4);
     std::vector<std::int32_t> ids(4);
     const auto fast = unchecked::verify_tree<float>(
-        MultiRound{}, tree_tokens.data(), parents.data(), 3, rows.data(), drows.data(), vocab,
+        MultiRound{}, {tree_tokens, parents}, rows.data(), drows.data(), vocab,
         stream, got.data(), candidates.data(), ids.data(), scratch.data());
     CHECK(fast.accepted == checked.accepted);
     CHECK(fast.token == checked.token);

@@ -34,6 +34,51 @@ struct BeamLevelBatchShape {
   std::int64_t vocab = 0;
 };
 
+/// The views of a batched Gumbel-top-k (gumbel_top_k_batch) over `rows.rows` rows:
+///   kind:    kLogWeights (raw or warped log-probabilities or logits, -inf = banned) or
+///            kProbabilities (a raw or warped probability row, 0 = banned);
+///   rows:    the rows, T = float, Eigen::half or Eigen::bfloat16;
+///   k:       samples per row;
+///   streams: one RandomStream per row (host memory);
+///   tokens:  rows x k samples in sampling order, -1 past counts[r];
+///   values:  rows x k perturbed values, -inf past counts[r], or a view with no rows;
+///   counts:  one count per row.
+template <class T>
+struct GumbelTopKBatchArgs {
+  RowKind kind = RowKind::kLogWeights;
+  MatrixView<const T> rows{};
+  std::int64_t k = 0;
+  std::span<const RandomStream> streams{};
+  MatrixView<Token> tokens{};
+  MatrixView<float> values{};
+  std::span<std::int32_t> counts{};
+};
+
+/// The views of one stochastic-beam-search level for B sequences of up to W live beams
+/// (stochastic_beam_level_batch); B x W matrices unless said otherwise:
+///   draft_rows:  B W warped draft rows, beam i of sequence b at row b * W + i;
+///   beam_counts: B live-beam counts (1 at the root level);
+///   nodes:       the tree node of each beam (kRootNode = -1 for the root);
+///   log_probs, scores: each beam's path log probability and truncated perturbed value (0 and 0
+///                at the root);
+///   streams:     B RandomStreams (host memory);
+///   next_parents, next_tokens, next_log_probs, next_scores: the W best extensions, best first,
+///                padded with -1 / -inf;
+///   next_counts: B extension counts.
+struct BeamLevelBatchArgs {
+  MatrixView<const float> draft_rows{};
+  std::span<const std::int32_t> beam_counts{};
+  MatrixView<const std::int32_t> nodes{};
+  MatrixView<const float> log_probs{};
+  MatrixView<const float> scores{};
+  std::span<const RandomStream> streams{};
+  MatrixView<std::int32_t> next_parents{};
+  MatrixView<Token> next_tokens{};
+  MatrixView<float> next_log_probs{};
+  MatrixView<float> next_scores{};
+  std::span<std::int32_t> next_counts{};
+};
+
 namespace detail {
 
 template <class Backend>
@@ -59,55 +104,56 @@ inline void check_batch_matrix(std::string_view name, std::int64_t rows, std::in
 
 /// The shape checks of gumbel_top_k_batch every backend makes (the rows' contents aside).
 template <class T>
-void check_gumbel_top_k_batch(MatrixView<const T> rows, std::int64_t k, std::size_t streams,
-                              MatrixView<Token> tokens, MatrixView<float> values,
-                              std::size_t counts) {
-  if (rows.rows < 1) fail("rows", "has {} rows, expected at least 1", rows.rows);
-  if (rows.cols < 1) fail("rows", "has {} columns, expected at least 1", rows.cols);
-  if (rows.stride < rows.cols)
-    fail("rows", "stride {} is smaller than its {} columns", rows.stride, rows.cols);
-  check_sample_count("k", k, rows.cols);
-  if (streams != static_cast<std::size_t>(rows.rows))
-    fail("streams", "has {} entries, expected one per row ({})", streams, rows.rows);
-  check_batch_matrix("tokens", tokens.rows, tokens.cols, tokens.stride, rows.rows, k);
-  if (values.rows != 0)
-    check_batch_matrix("values", values.rows, values.cols, values.stride, rows.rows, k);
-  detail::check_size("counts", counts, static_cast<std::size_t>(rows.rows));
+void check_gumbel_top_k_batch(const GumbelTopKBatchArgs<T>& args) {
+  const auto streams = args.streams.size();
+  const auto counts = args.counts.size();
+  if (args.rows.rows < 1) fail("rows", "has {} rows, expected at least 1", args.rows.rows);
+  if (args.rows.cols < 1) fail("rows", "has {} columns, expected at least 1", args.rows.cols);
+  if (args.rows.stride < args.rows.cols)
+    fail("rows", "stride {} is smaller than its {} columns", args.rows.stride, args.rows.cols);
+  check_sample_count("k", args.k, args.rows.cols);
+  if (streams != static_cast<std::size_t>(args.rows.rows))
+    fail("streams", "has {} entries, expected one per row ({})", streams, args.rows.rows);
+  check_batch_matrix("tokens", args.tokens.rows, args.tokens.cols, args.tokens.stride,
+                     args.rows.rows, args.k);
+  if (args.values.rows != 0)
+    check_batch_matrix("values", args.values.rows, args.values.cols, args.values.stride,
+                       args.rows.rows, args.k);
+  detail::check_size("counts", counts, static_cast<std::size_t>(args.rows.rows));
 }
 
 /// The shape checks of stochastic_beam_level_batch every backend makes (beam counts, nodes and
 /// rows aside).
-inline void check_beam_level_batch(MatrixView<const float> draft_rows, std::size_t beam_counts,
-                                   MatrixView<const std::int32_t> nodes,
-                                   MatrixView<const float> log_probs,
-                                   MatrixView<const float> scores, std::size_t streams,
-                                   MatrixView<std::int32_t> next_parents,
-                                   MatrixView<Token> next_tokens, MatrixView<float> next_log_probs,
-                                   MatrixView<float> next_scores, std::size_t next_counts) {
-  const std::int64_t batch = nodes.rows, width = nodes.cols;
+inline void check_beam_level_batch(const BeamLevelBatchArgs& args) {
+  const auto beam_counts = args.beam_counts.size();
+  const auto streams = args.streams.size();
+  const auto next_counts = args.next_counts.size();
+  const std::int64_t batch = args.nodes.rows, width = args.nodes.cols;
   if (batch < 1) fail("nodes", "has {} rows (sequences), expected at least 1", batch);
   if (width < 1) fail("nodes", "has {} columns (beam width), expected at least 1", width);
-  if (draft_rows.cols < 1)
-    fail("draft_rows", "has {} columns, expected at least 1", draft_rows.cols);
-  check_batch_matrix("draft_rows", draft_rows.rows, draft_rows.cols, draft_rows.stride,
-                     batch * width, draft_rows.cols);
+  if (args.draft_rows.cols < 1)
+    fail("draft_rows", "has {} columns, expected at least 1", args.draft_rows.cols);
+  check_batch_matrix("draft_rows", args.draft_rows.rows, args.draft_rows.cols,
+                     args.draft_rows.stride, batch * width, args.draft_rows.cols);
   detail::check_size("beam_counts", beam_counts, static_cast<std::size_t>(batch));
-  check_batch_matrix("nodes", nodes.rows, nodes.cols, nodes.stride, batch, width);
-  check_batch_matrix("log_probs", log_probs.rows, log_probs.cols, log_probs.stride, batch, width);
-  check_batch_matrix("scores", scores.rows, scores.cols, scores.stride, batch, width);
+  check_batch_matrix("nodes", args.nodes.rows, args.nodes.cols, args.nodes.stride, batch, width);
+  check_batch_matrix("log_probs", args.log_probs.rows, args.log_probs.cols, args.log_probs.stride,
+                     batch, width);
+  check_batch_matrix("scores", args.scores.rows, args.scores.cols, args.scores.stride, batch,
+                     width);
   if (streams != static_cast<std::size_t>(batch))
     fail("streams", "has {} entries, expected one per sequence ({})", streams, batch);
-  check_batch_matrix("next_parents", next_parents.rows, next_parents.cols, next_parents.stride,
-                     batch, width);
-  check_batch_matrix("next_tokens", next_tokens.rows, next_tokens.cols, next_tokens.stride, batch,
-                     width);
-  check_batch_matrix("next_log_probs", next_log_probs.rows, next_log_probs.cols,
-                     next_log_probs.stride, batch, width);
-  check_batch_matrix("next_scores", next_scores.rows, next_scores.cols, next_scores.stride, batch,
-                     width);
+  check_batch_matrix("next_parents", args.next_parents.rows, args.next_parents.cols,
+                     args.next_parents.stride, batch, width);
+  check_batch_matrix("next_tokens", args.next_tokens.rows, args.next_tokens.cols,
+                     args.next_tokens.stride, batch, width);
+  check_batch_matrix("next_log_probs", args.next_log_probs.rows, args.next_log_probs.cols,
+                     args.next_log_probs.stride, batch, width);
+  check_batch_matrix("next_scores", args.next_scores.rows, args.next_scores.cols,
+                     args.next_scores.stride, batch, width);
   detail::check_size("next_counts", next_counts, static_cast<std::size_t>(batch));
-  if (width > draft_rows.cols)
-    fail("nodes", "beam width {} exceeds the vocabulary ({})", width, draft_rows.cols);
+  if (width > args.draft_rows.cols)
+    fail("nodes", "beam width {} exceeds the vocabulary ({})", width, args.draft_rows.cols);
 }
 
 }  // namespace detail
@@ -124,47 +170,33 @@ std::size_t workspace_size(const Backend& backend, const BeamLevelBatchShape& sh
   return detail::BeamLevelBatchImpl<Backend>::workspace_size(backend, shape);
 }
 
-/// Gumbel-top-k on every row: row r is gumbel_top_k (kind kLogWeights: raw or warped
-/// log-probabilities or logits, -inf = banned) or gumbel_top_k_probabilities (kProbabilities: a
-/// raw or warped probability row, 0 = banned) with `streams[r]` and first draw 0, so uniform x of
-/// streams[r] perturbs token x. tokens (rows x k) receives the samples in sampling order, values
-/// (rows x k, or a view with no rows) their perturbed values, counts (rows) how many were drawn;
-/// entries past counts[r] are -1 / -inf. T = float, Eigen::half or Eigen::bfloat16.
+/// Gumbel-top-k on every row (layout: GumbelTopKBatchArgs): row r is gumbel_top_k (kLogWeights)
+/// or gumbel_top_k_probabilities (kProbabilities) with `streams[r]` and first draw 0, so uniform x
+/// of streams[r] perturbs token x. tokens receives the samples in sampling order, values their
+/// perturbed values, counts how many were drawn; entries past counts[r] are -1 / -inf.
+/// Rows and outputs live where the backend computes; streams are host memory.
 /// Throws specdec::Error naming the bad argument ("rows[3]" for a bad row).
 template <backend::BackendPolicy Backend, class T, class Scratch>
-void gumbel_top_k_batch(const Backend& backend, RowKind kind, MatrixView<T> rows, std::int64_t k,
-                        std::span<const RandomStream> streams, MatrixView<Token> tokens,
-                        MatrixView<float> values, std::span<std::int32_t> counts,
+void gumbel_top_k_batch(const Backend& backend, const GumbelTopKBatchArgs<T>& args,
                         Scratch&& workspace) {
-  using Value = std::remove_const_t<T>;
-  detail::GumbelTopKBatchImpl<Backend>::template run<Value>(
-      backend, kind, MatrixView<const Value>(rows.data, rows.rows, rows.cols, rows.stride), k,
-      streams, tokens, values, counts, std::forward<Scratch>(workspace));
+  detail::GumbelTopKBatchImpl<Backend>::template run<T>(backend, args,
+                                                        std::forward<Scratch>(workspace));
 }
 
 /// One level of stochastic beam search (the level draft_rsd_s takes) for B sequences of up to W
-/// live beams. Sequence b has beam_counts[b] live beams (1 for the root level); its beam i is
-/// tree node nodes(b, i) (kRootNode = -1 for the root) with path log probability log_probs(b, i)
-/// and truncated perturbed value scores(b, i) (0 and 0 at the root); its warped draft row is row
-/// b * W + i of draft_rows. Each beam draws its top-W children by Gumbel-top-k with
-/// `streams[b].at_node(nodes(b, i) + 1)` (uniform x perturbs token x); the W extensions with the
-/// largest truncated value are written, best first, to next_parents (the beam index i),
-/// next_tokens, next_log_probs and next_scores (B x W each, padded with -1 / -inf past
+/// live beams (layout: BeamLevelBatchArgs). Sequence b has beam_counts[b] live beams (1 for the
+/// root level); its beam i is tree node nodes(b, i) (kRootNode = -1 for the root) with path log
+/// probability log_probs(b, i) and truncated perturbed value scores(b, i) (0 and 0 at the root);
+/// its warped draft row is row b * W + i of draft_rows. Each beam draws its top-W children by
+/// Gumbel-top-k with `streams[b].at_node(nodes(b, i) + 1)` (uniform x perturbs token x); the W
+/// extensions with the largest truncated value are written, best first, to next_parents (the beam
+/// index i), next_tokens, next_log_probs and next_scores (B x W each, padded with -1 / -inf past
 /// next_counts[b]). Equal to draft_rsd_s level by level. Throws specdec::Error naming the bad
 /// argument.
 template <backend::BackendPolicy Backend, class Scratch>
-void stochastic_beam_level_batch(const Backend& backend, MatrixView<const float> draft_rows,
-                                 std::span<const std::int32_t> beam_counts,
-                                 MatrixView<const std::int32_t> nodes,
-                                 MatrixView<const float> log_probs, MatrixView<const float> scores,
-                                 std::span<const RandomStream> streams,
-                                 MatrixView<std::int32_t> next_parents,
-                                 MatrixView<Token> next_tokens, MatrixView<float> next_log_probs,
-                                 MatrixView<float> next_scores, std::span<std::int32_t> next_counts,
+void stochastic_beam_level_batch(const Backend& backend, const BeamLevelBatchArgs& args,
                                  Scratch&& workspace) {
-  detail::BeamLevelBatchImpl<Backend>::run(
-      backend, draft_rows, beam_counts, nodes, log_probs, scores, streams, next_parents,
-      next_tokens, next_log_probs, next_scores, next_counts, std::forward<Scratch>(workspace));
+  detail::BeamLevelBatchImpl<Backend>::run(backend, args, std::forward<Scratch>(workspace));
 }
 
 }  // namespace specdec

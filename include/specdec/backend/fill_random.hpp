@@ -13,9 +13,6 @@
 
 namespace specdec {
 
-/// What fill_random writes: RandomStream::uniform or RandomStream::gumbel of each draw.
-enum class RandomKind { kUniform, kGumbel };
-
 /// The shape fill_random is sized for: `streams` rows of `count` draws.
 struct FillRandomShape {
   std::int64_t streams = 0;

@@ -16,6 +16,7 @@
 #include "specdec/core/validate.hpp"
 #include "specdec/core/views.hpp"
 #include "specdec/tree/tree_rows.hpp"
+#include "specdec/tree/tree_view.hpp"
 
 namespace specdec {
 namespace detail {
@@ -46,21 +47,28 @@ inline std::int32_t check_tree_offsets(std::span<const std::int32_t> node_offset
   return largest;
 }
 
-/// Host checks of a CSR batch of trees: the offsets, `parents` N entries, each parent -1 or an
-/// earlier node of its own tree. Returns the largest tree.
-inline std::int32_t check_tree_csr(std::span<const std::int32_t> node_offsets,
-                                   std::span<const std::int32_t> parents) {
+/// Host checks of the sizes of a CSR batch of trees: the offsets, N tokens and N parents. Returns
+/// the largest tree.
+inline std::int32_t check_tree_csr_sizes(std::span<const std::int32_t> node_offsets,
+                                         TreeView trees) {
   const auto largest = check_tree_offsets(node_offsets);
-  detail::check_size("parents", parents.size(), static_cast<std::size_t>(node_offsets.back()));
+  const auto total = static_cast<std::size_t>(node_offsets.back());
+  detail::check_size("trees.tokens", trees.tokens.size(), total);
+  detail::check_size("trees.parents", trees.parents.size(), total);
+  return largest;
+}
+
+/// Host checks of a CSR batch of trees: the sizes and each parent -1 or an earlier node of its own
+/// tree. Returns the largest tree.
+inline std::int32_t check_tree_csr(std::span<const std::int32_t> node_offsets, TreeView trees) {
+  const auto largest = check_tree_csr_sizes(node_offsets, trees);
+  const auto parents = trees.parents;
   for (std::size_t b = 0; b + 1 < node_offsets.size(); ++b) {
     const auto begin = static_cast<std::size_t>(node_offsets[b]);
     const auto n = static_cast<std::int32_t>(node_offsets[b + 1] - node_offsets[b]);
     for (std::int32_t i = 0; i < n; ++i) {
-      const auto p = parents[begin + static_cast<std::size_t>(i)];
-      if (p < -1 || p >= i) {
-        fail(fmt::format("parents[{}][{}]", b, i), "{} must be -1 (root) or an earlier node (< {})",
-             p, i);
-      }
+      check_parent(ArgName("trees.parents", static_cast<std::int64_t>(b))[i],
+                   parents[begin + static_cast<std::size_t>(i)], i);
     }
   }
   return largest;
@@ -134,7 +142,8 @@ std::size_t workspace_size(const Backend& backend, const TreeMaskBatchShape& sha
 }
 
 /// Packed ancestor masks of B ragged trees (CSR: `node_offsets` B + 1 entries, host memory;
-/// `parents` N entries local to each tree, -1 = root, in the backend's memory): row
+/// `trees` N nodes, parents local to each tree, -1 = root, in the backend's memory; only the
+/// parents are read): row
 /// node_offsets[b] + i of `masks` is packed_mask_row of node i of tree b, column j = bit j % 32 of
 /// word j / 32, over the tree's own nodes; `masks` has N rows of at least packed_mask_words(largest
 /// tree) words, bits past a tree's size 0. Equal to build_packed_mask per tree (padded with zero
@@ -142,22 +151,21 @@ std::size_t workspace_size(const Backend& backend, const TreeMaskBatchShape& sha
 /// workspace_size(backend, TreeMaskBatchShape{B}) bytes. Takes no random draws.
 template <backend::BackendPolicy Backend, class Scratch>
 void packed_tree_masks_batch(const Backend& backend, std::span<const std::int32_t> node_offsets,
-                             std::span<const std::int32_t> parents, MatrixView<std::uint32_t> masks,
-                             Scratch&& workspace) {
-  detail::TreeMaskBatchImpl<Backend>::masks(backend, node_offsets, parents, masks,
+                             TreeView trees, MatrixView<std::uint32_t> masks, Scratch&& workspace) {
+  detail::TreeMaskBatchImpl<Backend>::masks(backend, node_offsets, trees, masks,
                                             std::forward<Scratch>(workspace));
 }
 
 /// Position ids of B ragged trees (CSR as packed_tree_masks_batch): positions[node_offsets[b] + i]
-/// = context_lengths[b] + depth(i) - 1, as tree_positions gives per tree (context_lengths[b] >= 1,
-/// host memory, counts tree b's committed tokens, its root included). `positions` lives in the
+/// = context_lengths[b] + depth(i) - 1, detail::tree_positions_row per tree as tree_positions
+/// (context_lengths[b] >= 1, host memory, counts tree b's committed tokens, its root included;
+/// context_lengths[b] + N_b - 1 must fit in int32). `positions` lives in the
 /// backend's memory; the workspace is as for packed_tree_masks_batch.
 template <backend::BackendPolicy Backend, class Scratch>
 void tree_positions_batch(const Backend& backend, std::span<const std::int32_t> node_offsets,
-                          std::span<const std::int32_t> parents,
-                          std::span<const std::int32_t> context_lengths,
+                          TreeView trees, std::span<const std::int32_t> context_lengths,
                           std::span<std::int32_t> positions, Scratch&& workspace) {
-  detail::TreeMaskBatchImpl<Backend>::positions(backend, node_offsets, parents, context_lengths,
+  detail::TreeMaskBatchImpl<Backend>::positions(backend, node_offsets, trees, context_lengths,
                                                 positions, std::forward<Scratch>(workspace));
 }
 

@@ -18,6 +18,7 @@
 #include "specdec/core/validate.hpp"
 #include "specdec/core/views.hpp"
 #include "specdec/core/warp.hpp"
+#include "specdec/tree/tree_view.hpp"
 #include "specdec/verify/rule.hpp"
 
 namespace specdec {
@@ -84,8 +85,9 @@ struct ChainBatchLogitsArgs {
 /// nodes in all, N_b = node_offsets[b + 1] - node_offsets[b] in tree b (0 allowed: the root's
 /// row gives a bonus token).
 ///   node_offsets:  B + 1 entries, node_offsets[0] = 0, non-decreasing (host memory);
-///   tokens, parents: N entries; tree b's nodes at node_offsets[b] .. node_offsets[b + 1], parents
-///                  local to the tree (-1 = root, else an earlier node of the same tree);
+///   trees:         N tokens and parents; tree b's nodes at node_offsets[b] .. node_offsets[b + 1]
+///                  (trees.subtree(node_offsets[b], N_b)), parents local to the tree (-1 = root,
+///                  else an earlier node of the same tree);
 ///   target_rows, draft_rows: N + B warped rows; tree b owns the N_b + 1 rows from
 ///                  node_offsets[b] + b, laid out as verify_tree's (root row first);
 ///   streams:       B RandomStreams (host memory);
@@ -95,8 +97,7 @@ struct ChainBatchLogitsArgs {
 ///   bonus:         B flags (1 = the walk ended at a leaf), or empty.
 struct TreeBatchArgs {
   std::span<const std::int32_t> node_offsets{};
-  std::span<const Token> tokens{};
-  std::span<const std::int32_t> parents{};
+  TreeView trees{};
   MatrixView<const float> target_rows{};
   MatrixView<const float> draft_rows{};
   std::span<const RandomStream> streams{};
@@ -194,8 +195,8 @@ inline std::int64_t check_tree_batch(const TreeBatchArgs& args) {
   const std::int64_t largest = check_offsets("node_offsets", args.node_offsets);
   const auto batch = static_cast<std::int64_t>(args.node_offsets.size() - 1);
   const auto total = static_cast<std::size_t>(args.node_offsets.back());
-  detail::check_size("tokens", args.tokens.size(), total);
-  detail::check_size("parents", args.parents.size(), total);
+  detail::check_size("trees.tokens", args.trees.tokens.size(), total);
+  detail::check_size("trees.parents", args.trees.parents.size(), total);
   const auto& target = args.target_rows;
   check_rows("target_rows", target.rows, target.cols, target.stride,
              static_cast<std::int64_t>(total) + batch, "N + B");

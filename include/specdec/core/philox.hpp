@@ -21,6 +21,9 @@
 
 namespace specdec {
 
+/// Which value of a draw a bulk fill writes: RandomStream::uniform or RandomStream::gumbel.
+enum class RandomKind { kUniform, kGumbel };
+
 struct Uint4 {
   std::uint32_t x, y, z, w;
   SPECDEC_HOST_DEVICE std::uint32_t operator[](int i) const {

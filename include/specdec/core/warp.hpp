@@ -22,6 +22,7 @@
 #include "specdec/core/numerics.hpp"
 #include "specdec/core/order_key.hpp"
 #include "specdec/core/validate.hpp"
+#include "specdec/core/warp_rows.hpp"
 #include "specdec/core/workspace.hpp"
 
 namespace specdec {
@@ -163,10 +164,10 @@ inline void keep_top_p(float* p, std::int64_t n, float top_p, std::int32_t* idx)
 }
 
 inline void keep_min_p(float* p, std::int64_t n, float min_p) {
-  const float threshold = min_p * row_max(p, n);
+  const float threshold = min_p_threshold(min_p, row_max(p, n));
   float kept = 0.0f;
   for (std::int64_t i = 0; i < n; ++i) {
-    if (p[i] < threshold) p[i] = 0.0f;
+    p[i] = min_p_cut(p[i], threshold);
     kept += p[i];
   }
   const float inv = 1.0f / kept;

@@ -152,7 +152,7 @@ struct DecodeOptions {
       try {
         check_deferral(cascade.deferral, cascade.alpha);
       } catch (const Error& e) {
-        detail::fail("cascade", "{}", e.what());
+        throw Error(fmt::format("cascade.{}", e.argument()), e.problem());
       }
     }
     if (method == Method::kLossy) {
@@ -368,7 +368,7 @@ class MethodStrategy {
       std::copy(src, src + v, tree_draft_rows_.data() + r * v);
     }
     kept_.resize(static_cast<std::size_t>(drafted_.tree.max_depth()));
-    const auto verdict = specdec::verify_tree(rule_, drafted_.tree.tokens, drafted_.tree.parents,
+    const auto verdict = specdec::verify_tree(rule_, drafted_.tree.view(),
                                               std::span<const float>(scores.rows.data, (n + 1) * v),
                                               std::span<const float>(tree_draft_rows_),
                                               context.vocab, context.sequence.verify_stream(),

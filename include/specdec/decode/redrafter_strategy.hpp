@@ -151,7 +151,7 @@ inline TreeVerdict redrafter_parity_verdict(const ReDrafterBeams& beams,
       const float target = target_rows[row_of(w, n) * v + static_cast<std::size_t>(x)];
       const float lq = beams.row(w, n, vocab)[static_cast<std::size_t>(x)];
       const float draft = lq < -80.0f ? 0.0f : std::exp(lq);
-      if (!(s.uniform(static_cast<std::uint32_t>(n)) * draft < target)) break;
+      if (!detail::accepts(s.uniform(static_cast<std::uint32_t>(n)), draft, 1.0f, target)) break;
       ++n;
     }
     if (n > best_length) best_length = n, best = w;
@@ -218,13 +218,13 @@ class ReDrafterStrategy {
 
   const ReDrafterOptions& options() const { return options_; }
 
-  /// Throws specdec::Error: "options" with the bad field, the head's tensor names (shape), or
+  /// Throws specdec::Error: "options.<field>" for a bad option, the head's tensor names (shape), or
   /// "head" for a vocabulary that differs from the target's.
   void prepare(std::int64_t vocab, Workspace& /*workspace*/) {
     try {
       options_.validate(vocab);
     } catch (const Error& e) {
-      detail::fail("options", "{}", e.what());
+      throw Error(fmt::format("options.{}", e.argument()), e.problem());
     }
     head_->validate();
     if (head_->config.vocab != vocab) {
@@ -297,17 +297,17 @@ class ReDrafterStrategy {
             std::copy_n(row, v, draft_rows_.begin() + static_cast<std::ptrdiff_t>(r * v));
           }
           verdict =
-              verify_tree<float>(Recursive{}, tree.tokens, tree.parents, target_rows, draft_rows_,
+              verify_tree<float>(Recursive{}, tree.view(), target_rows, draft_rows_,
                                  context.vocab, stream, accepted_, context.workspace);
           break;
         case ReDrafterVerification::kGreedy:
           verdict =
-              verify_tree<float>(Greedy{}, tree.tokens, tree.parents, target_rows, target_rows,
+              verify_tree<float>(Greedy{}, tree.view(), target_rows, target_rows,
                                  context.vocab, stream, accepted_, context.workspace);
           break;
         case ReDrafterVerification::kTypical:
           verdict =
-              verify_tree<float>(options_.typical, tree.tokens, tree.parents, target_rows,
+              verify_tree<float>(options_.typical, tree.view(), target_rows,
                                  target_rows, context.vocab, stream, accepted_, context.workspace);
           break;
         case ReDrafterVerification::kParity:

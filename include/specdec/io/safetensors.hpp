@@ -45,7 +45,7 @@ struct Tensor {
 
 using TensorMap = std::map<std::string, Tensor>;
 
-/// Storage type of the tensors save_safetensors writes.
+/// Storage type of the tensors write_safetensors writes.
 enum class TensorDType { kF32, kF16, kBF16 };
 
 namespace detail {

@@ -6,10 +6,13 @@
 #include <span>
 #include <vector>
 
+#include "specdec/core/checked.hpp"
 #include "specdec/core/error.hpp"
 #include "specdec/core/token.hpp"
 #include "specdec/core/validate.hpp"
 #include "specdec/tree/draft_tree.hpp"
+#include "specdec/tree/tree_rows.hpp"
+#include "specdec/tree/tree_view.hpp"
 
 namespace specdec {
 
@@ -24,7 +27,8 @@ namespace specdec {
 /// distribution after the committed context, row i + 1 the distribution after node i's path.
 ///
 /// `attention_mask` is optional: engines that want a packed mask point it at memory they or a mask
-/// builder filled (build_packed_mask in tree/tree_mask.hpp, packed_tree_masks_batch for a batch),
+/// builder filled (build_packed_mask in tree/tree_mask.hpp, packed_tree_masks_batch in
+/// backend/tree_mask_batch.hpp for a batch),
 /// `mask_words_per_row` 32-bit words per node. Bit j % 32 (least significant first) of word j / 32
 /// in row i is set when node i attends to node j, i.e. j is i or one of its ancestors; every node
 /// also attends to the whole committed context, root included (not in the mask). It is derived from
@@ -36,7 +40,7 @@ namespace specdec {
 struct TreeBatch {
   std::vector<Token> tokens;
   std::vector<std::int32_t> parents;
-  std::vector<std::int64_t> positions;
+  std::vector<std::int32_t> positions;
   std::int64_t committed_length = 0;
   std::span<const std::uint32_t> attention_mask = {};
   std::int64_t mask_words_per_row = 0;
@@ -47,15 +51,19 @@ struct TreeBatch {
   std::int64_t rows() const { return static_cast<std::int64_t>(tokens.size()) + 1; }
   /// Absolute position of the root (the last committed token).
   std::int64_t root_position() const { return committed_length - 1; }
+  /// The tokens and parents as a TreeView (valid while this batch is alive and unchanged).
+  TreeView view() const { return {tokens, parents}; }
   /// Depth of node i (1 for children of the root).
   std::int32_t depth(std::int32_t node) const {
     return static_cast<std::int32_t>(positions[static_cast<std::size_t>(node)] - root_position());
   }
 
   /// Rebuilds this batch from `tree` after a context of `committed_length` tokens (>= 1, since
-  /// the root is the last committed token). Throws specdec::Error if `committed_length` < 1 or the
-  /// tree is malformed (sizes, parent order, depths; token ranges are checked by `validate`).
-  /// Clears `attention_mask`. After a throw the batch's contents are unspecified.
+  /// the root is the last committed token). Throws specdec::Error if `committed_length` < 1, a
+  /// position would pass INT32_MAX, or the tree is malformed (sizes, parent order, depths; token
+  /// ranges are checked by `validate`). Positions are detail::tree_positions_row's, as
+  /// tree_positions gives them. Clears `attention_mask`. After a throw the batch's contents are
+  /// unspecified.
   void assign(const DraftTree& tree, std::int64_t committed_length_) {
     if (committed_length_ < 1) {
       detail::fail("committed_length", "{} must be >= 1 (the root is the last committed token)",
@@ -63,25 +71,31 @@ struct TreeBatch {
     }
     detail::check_size("tree.parents", tree.parents.size(), tree.tokens.size());
     detail::check_size("tree.depths", tree.depths.size(), tree.tokens.size());
+    const auto context =
+        detail::checked_narrow<std::int32_t>("committed_length", committed_length_);
     committed_length = committed_length_;
     attention_mask = {};
     mask_words_per_row = 0;
     tokens.assign(tree.tokens.begin(), tree.tokens.end());
     parents.assign(tree.parents.begin(), tree.parents.end());
     positions.resize(tokens.size());
+    std::int32_t max_depth = 0;
     for (std::size_t i = 0; i < tokens.size(); ++i) {
       const auto parent = parents[i];
-      if (parent < -1 || parent >= static_cast<std::int32_t>(i)) {
-        detail::fail(fmt::format("tree.parents[{}]", i),
-                     "{} must be -1 (root) or an earlier node (< {})", parent, i);
-      }
-      positions[i] =
-          (parent < 0 ? root_position() : positions[static_cast<std::size_t>(parent)]) + 1;
-      if (tree.depths[i] != depth(static_cast<std::int32_t>(i))) {
+      detail::check_parent(ArgName("tree.parents", i), parent, static_cast<std::int64_t>(i));
+      const std::int32_t expected =
+          parent < 0 ? 1 : tree.depths[static_cast<std::size_t>(parent)] + 1;
+      if (tree.depths[i] != expected) {
         detail::fail(fmt::format("tree.depths[{}]", i), "{} should be {} (parent's depth + 1)",
-                     tree.depths[i], depth(static_cast<std::int32_t>(i)));
+                     tree.depths[i], expected);
       }
+      max_depth = expected > max_depth ? expected : max_depth;
     }
+    if (static_cast<std::int64_t>(context) + max_depth - 1 > INT32_MAX) {
+      detail::fail("committed_length", "{} plus the tree depth {} overflows int32 position ids",
+                   context, max_depth);
+    }
+    detail::tree_positions_row(parents.data(), size(), context, positions.data());
   }
 
   /// A batch for `tree` after `committed_length` committed tokens (see `assign`).
@@ -105,13 +119,10 @@ struct TreeBatch {
     for (std::size_t i = 0; i < tokens.size(); ++i) {
       detail::check_token(ArgName("tokens", i), tokens[i], vocab);
       const auto parent = parents[i];
-      if (parent < -1 || parent >= static_cast<std::int32_t>(i)) {
-        detail::fail(fmt::format("parents[{}]", i),
-                     "{} must be -1 (root) or an earlier node (< {})", parent, i);
-      }
+      detail::check_parent(ArgName("parents", i), parent, static_cast<std::int64_t>(i));
       const std::int64_t expected =
           (parent < 0 ? root_position() : positions[static_cast<std::size_t>(parent)]) + 1;
-      if (positions[i] != expected) {
+      if (static_cast<std::int64_t>(positions[i]) != expected) {
         detail::fail(fmt::format("positions[{}]", i), "{} should be {} (parent's position + 1)",
                      positions[i], expected);
       }

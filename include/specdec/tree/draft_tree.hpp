@@ -10,6 +10,7 @@
 #include "specdec/core/error.hpp"
 #include "specdec/core/token.hpp"
 #include "specdec/core/validate.hpp"
+#include "specdec/tree/tree_view.hpp"
 
 namespace specdec {
 
@@ -24,6 +25,12 @@ struct DraftTree {
 
   std::int32_t size() const { return static_cast<std::int32_t>(tokens.size()); }
   bool empty() const { return tokens.empty(); }
+  /// The tokens and parents as a TreeView (valid while this tree is alive and unchanged).
+  TreeView view() const { return {tokens, parents}; }
+  /// A DraftTree passes wherever a TreeView is taken; not from a temporary, whose view would
+  /// dangle.
+  operator TreeView() const& { return view(); }  // NOLINT(google-explicit-constructor)
+  operator TreeView() const&& = delete;
 
   void clear() {
     tokens.clear();
@@ -66,10 +73,7 @@ struct DraftTree {
         detail::check_token(ArgName("tokens", i), tokens[i], vocab);
       }
       const auto parent = parents[i];
-      if (parent < -1 || parent >= static_cast<std::int32_t>(i)) {
-        detail::fail(fmt::format("parents[{}]", i),
-                     "{} must be -1 (root) or an earlier node (< {})", parent, i);
-      }
+      detail::check_parent(ArgName("parents", i), parent, static_cast<std::int64_t>(i));
       const std::int32_t expected = parent < 0 ? 1 : depths[static_cast<std::size_t>(parent)] + 1;
       if (depths[i] != expected) {
         detail::fail(fmt::format("depths[{}]", i), "{} should be {} (parent's depth + 1)",

@@ -12,8 +12,8 @@
 #include "specdec/core/token.hpp"
 #include "specdec/core/validate.hpp"
 #include "specdec/tree/draft_tree.hpp"
-#include "specdec/tree/tree_rows.hpp"
 #include "specdec/tree/tree_mask.hpp"
+#include "specdec/tree/tree_rows.hpp"
 
 namespace specdec {
 
@@ -108,10 +108,7 @@ inline void check_compressed(const CompressedBeams& beams) {
     if (offset < 0 || offset >= beams.length) {
       fail(fmt::format("beams.offsets[{}]", r), "{} is outside [0, {})", offset, beams.length);
     }
-    if (parent < -1 || parent >= static_cast<std::int32_t>(r)) {
-      fail(fmt::format("beams.parents[{}]", r), "{} must be -1 or an earlier node (< {})", parent,
-           r);
-    }
+    check_parent(ArgName("beams.parents", r), parent, static_cast<std::int64_t>(r));
     const auto expected = parent < 0 ? 0 : beams.offsets[static_cast<std::size_t>(parent)] + 1;
     if (offset != expected) {
       fail(fmt::format("beams.offsets[{}]", r), "{} should be {} (parent's offset + 1)", offset,
@@ -207,7 +204,7 @@ inline void pack_beam_batch(std::span<const Token> beams, std::int32_t batch, st
       compress_beams(beams.subspan(static_cast<std::size_t>(b) * per_row, per_row), width, vocab,
                      scratch);
     } catch (const Error& e) {
-      detail::fail(fmt::format("beams (batch row {})", b), "{}", e.what());
+      throw Error(fmt::format("{} (batch row {})", e.argument(), b), e.problem());
     }
     out.total_lengths.push_back(scratch.size());
     out.max_selected = scratch.size() > out.max_selected ? scratch.size() : out.max_selected;

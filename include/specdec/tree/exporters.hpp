@@ -21,21 +21,14 @@ namespace specdec {
 inline std::int32_t engine_tree_size(const DraftTree& tree) { return tree.size() + 1; }
 
 /// Position ids of the T = N + 1 engine slots: the root at `context_length - 1`, node i at
-/// `context_length + depths[i] - 1` (the same ids as tree_positions). `out` holds N + 1 entries.
+/// `context_length + depths[i] - 1` (tree_positions' ids). `out` holds N + 1 entries.
 /// Complexity: O(N).
 inline void engine_positions(const DraftTree& tree, std::int32_t context_length,
                              std::span<std::int32_t> out) {
   detail::check_tree(tree);
-  if (context_length < 1) {
-    detail::fail("context_length", "{} must be >= 1 (the root is a committed token)",
-                 context_length);
-  }
-  detail::check_position_range(context_length, tree);
   detail::check_buffer("out", out, static_cast<std::size_t>(engine_tree_size(tree)));
+  tree_positions(tree.view(), context_length, out.subspan(1));
   out[0] = context_length - 1;
-  for (std::size_t i = 0; i < tree.depths.size(); ++i) {
-    out[i + 1] = detail::node_position(context_length, tree.depths[i]);
-  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -95,17 +88,14 @@ inline void export_trtllm(const DraftTree& tree, std::span<std::int32_t> packed_
   detail::check_buffer("paths", paths,
                        static_cast<std::size_t>(path_rows) * static_cast<std::size_t>(path_width));
 
-  // Mask: the row of slot i + 1 is the row of its parent's slot plus bit i + 1 (Alg. 5 on slots).
+  // Mask: the row of slot i + 1 is the row of its parent's slot plus bit i + 1 (Alg. 5 on slots);
+  // int32 and uint32 words may alias, so the unsigned row function writes the int32 rows.
+  auto* mask_words = reinterpret_cast<std::uint32_t*>(packed_mask.data());
   for (std::size_t t = 0; t < slots; ++t) {
-    std::int32_t* row = packed_mask.data() + t * words;
-    if (t == 0) {
-      for (std::size_t w = 0; w < words; ++w) row[w] = 0;
-    } else {
-      const auto parent_slot = static_cast<std::size_t>(tree.parents[t - 1] + 1);
-      for (std::size_t w = 0; w < words; ++w) row[w] = packed_mask[parent_slot * words + w];
-    }
-    row[t / 32] = static_cast<std::int32_t>(static_cast<std::uint32_t>(row[t / 32]) |
-                                            (1u << static_cast<std::uint32_t>(t % 32)));
+    const std::uint32_t* parent_row =
+        t == 0 ? nullptr : mask_words + static_cast<std::size_t>(tree.parents[t - 1] + 1) * words;
+    detail::packed_mask_row_from_parent(parent_row, static_cast<std::int32_t>(t),
+                                        mask_words + t * words, static_cast<std::int32_t>(words));
   }
 
   for (auto& x : paths) x = -1;
@@ -130,13 +120,13 @@ inline void export_trtllm(const DraftTree& tree, std::span<std::int32_t> packed_
 
 /// Bits of one sequence's FlashInfer custom mask: qo_len * kv_len with qo_len = N + include_root
 /// and kv_len = context_length + N.
-inline std::int64_t flashinfer_mask_bits(const DraftTree& tree, std::int32_t context_length,
+inline std::int64_t flashinfer_mask_bits(TreeView tree, std::int32_t context_length,
                                          bool include_root) {
   return static_cast<std::int64_t>(tree.size() + (include_root ? 1 : 0)) *
          (static_cast<std::int64_t>(context_length) + tree.size());
 }
 /// Bytes of one sequence's packed FlashInfer mask: ceil(bits / 8).
-inline std::size_t flashinfer_mask_bytes(const DraftTree& tree, std::int32_t context_length,
+inline std::size_t flashinfer_mask_bytes(TreeView tree, std::int32_t context_length,
                                          bool include_root) {
   return static_cast<std::size_t>((flashinfer_mask_bits(tree, context_length, include_root) + 7) /
                                   8);
@@ -154,7 +144,7 @@ inline std::size_t flashinfer_mask_bytes(const DraftTree& tree, std::int32_t con
 /// whole context plus itself and its ancestors. `out` holds flashinfer_mask_bytes(...) bytes.
 /// O(N x (C + N) / 8): a row is its context bytes plus its parent's row copied eight bits at a
 /// time (a 100k-node chain no longer walks 5 x 10^9 ancestors one bit each).
-inline void export_flashinfer_mask(const DraftTree& tree, std::int32_t context_length,
+inline void export_flashinfer_mask(TreeView tree, std::int32_t context_length,
                                    bool include_root, std::span<std::uint8_t> out) {
   detail::check_tree(tree);
   if (context_length < 1) {
@@ -215,6 +205,13 @@ inline void export_flashinfer_mask(const DraftTree& tree, std::int32_t context_l
   }
 }
 
+/// The same mask of a DraftTree, after checking its depths too.
+inline void export_flashinfer_mask(const DraftTree& tree, std::int32_t context_length,
+                                   bool include_root, std::span<std::uint8_t> out) {
+  detail::check_tree(tree);
+  export_flashinfer_mask(tree.view(), context_length, include_root, out);
+}
+
 /// Bytes of a batch's packed masks: the sum of flashinfer_mask_bytes over the sequences.
 inline std::size_t flashinfer_batch_mask_bytes(std::span<const DraftTree> trees,
                                                std::span<const std::int32_t> context_lengths,
@@ -242,7 +239,7 @@ inline void export_flashinfer_masks(std::span<const DraftTree> trees,
     try {
       detail::check_tree(trees[b]);
     } catch (const Error& e) {
-      detail::fail(fmt::format("trees[{}]", b), "{}", e.what());
+      throw Error(fmt::format("trees[{}].{}", b, e.argument()), e.problem());
     }
     if (context_lengths[b] < 1) {
       detail::fail(fmt::format("context_lengths[{}]", b), "{} must be >= 1", context_lengths[b]);

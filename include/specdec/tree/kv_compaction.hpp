@@ -92,7 +92,7 @@ inline void pack_accepted_paths(std::span<const DraftTree> trees,
     try {
       detail::check_tree(trees[b]);
     } catch (const Error& e) {
-      detail::fail(fmt::format("trees[{}]", b), "{}", e.what());
+      throw Error(fmt::format("trees[{}].{}", b, e.argument()), e.problem());
     }
     if (context_lengths[b] < 1) {
       detail::fail(fmt::format("context_lengths[{}]", b), "{} must be >= 1", context_lengths[b]);

@@ -9,3 +9,4 @@
 #include "specdec/tree/kv_compaction.hpp"
 #include "specdec/tree/tree_mask.hpp"
 #include "specdec/tree/tree_paths.hpp"
+#include "specdec/tree/tree_view.hpp"

@@ -17,17 +17,17 @@ namespace specdec {
 namespace detail {
 
 /// Position ids must fit in int32: context_length + max_depth - 1 <= INT32_MAX.
-inline void check_position_range(std::int32_t context_length, const DraftTree& tree) {
-  if (static_cast<std::int64_t>(context_length) + tree.max_depth() - 1 > INT32_MAX) {
+inline void check_position_range(std::int32_t context_length, std::int32_t max_depth) {
+  if (static_cast<std::int64_t>(context_length) + max_depth - 1 > INT32_MAX) {
     fail("context_length", "{} plus the tree depth {} overflows int32 position ids", context_length,
-         tree.max_depth());
+         max_depth);
   }
 }
 
 }  // namespace detail
 
 /// Entries of the dense N x N mask of `tree` (N = tree.size()).
-inline std::size_t dense_mask_size(const DraftTree& tree) {
+inline std::size_t dense_mask_size(TreeView tree) {
   return static_cast<std::size_t>(tree.size()) * static_cast<std::size_t>(tree.size());
 }
 
@@ -37,7 +37,7 @@ inline std::size_t dense_mask_size(const DraftTree& tree) {
 /// Built as seed 000 Alg. 5 does: the row of a child is the row of its parent plus the diagonal.
 /// `out` holds dense_mask_size(tree) bytes.
 /// Complexity: O(N^2): each row is its parent's row plus the diagonal (N = tree.size()).
-inline void build_dense_mask(const DraftTree& tree, std::span<std::uint8_t> out) {
+inline void build_dense_mask(TreeView tree, std::span<std::uint8_t> out) {
   detail::check_tree(tree);
   detail::check_buffer("out", out, dense_mask_size(tree));
   const auto n = static_cast<std::size_t>(tree.size());
@@ -49,8 +49,14 @@ inline void build_dense_mask(const DraftTree& tree, std::span<std::uint8_t> out)
   }
 }
 
+/// The same mask of a DraftTree, after checking its depths too.
+inline void build_dense_mask(const DraftTree& tree, std::span<std::uint8_t> out) {
+  detail::check_tree(tree);
+  build_dense_mask(tree.view(), out);
+}
+
 /// Entries of the packed mask of `tree`: N rows of packed_mask_words(N) words.
-inline std::size_t packed_mask_size(const DraftTree& tree) {
+inline std::size_t packed_mask_size(TreeView tree) {
   return static_cast<std::size_t>(tree.size()) *
          static_cast<std::size_t>(packed_mask_words(tree.size()));
 }
@@ -59,7 +65,7 @@ inline std::size_t packed_mask_size(const DraftTree& tree) {
 /// column j of the dense mask is bit (j % 32) of word j / 32 (least significant bit first). Bits
 /// past column N - 1 are 0. `out` holds packed_mask_size(tree) words.
 /// Complexity: O(N x ceil(N / 32)): each row is its parent's row plus one bit.
-inline void build_packed_mask(const DraftTree& tree, std::span<std::uint32_t> out) {
+inline void build_packed_mask(TreeView tree, std::span<std::uint32_t> out) {
   detail::check_tree(tree);
   detail::check_buffer("out", out, packed_mask_size(tree));
   const auto n = static_cast<std::size_t>(tree.size());
@@ -72,22 +78,38 @@ inline void build_packed_mask(const DraftTree& tree, std::span<std::uint32_t> ou
   }
 }
 
-/// Position ids of the nodes: `out[i] = context_length + depths[i] - 1`. `context_length` C counts
-/// the committed tokens including the root (the last committed token, at position C - 1), so the
-/// first drafted level sits at position C. Needs C >= 1; `out` holds N entries.
+/// The same mask of a DraftTree, after checking its depths too.
+inline void build_packed_mask(const DraftTree& tree, std::span<std::uint32_t> out) {
+  detail::check_tree(tree);
+  build_packed_mask(tree.view(), out);
+}
+
+/// Position ids of the nodes: `out[i] = context_length + depth(i) - 1` (detail::tree_positions_row).
+/// `context_length` C counts the committed tokens including the root (the last committed token, at
+/// position C - 1), so the first drafted level sits at position C. Needs C >= 1 and C + depth - 1
+/// <= INT32_MAX; `out` holds N entries.
 /// Complexity: O(N).
-inline void tree_positions(const DraftTree& tree, std::int32_t context_length,
+inline void tree_positions(TreeView tree, std::int32_t context_length,
                            std::span<std::int32_t> out) {
   detail::check_tree(tree);
   if (context_length < 1) {
     detail::fail("context_length", "{} must be >= 1 (the root is a committed token)",
                  context_length);
   }
-  detail::check_position_range(context_length, tree);
   detail::check_buffer("out", out, static_cast<std::size_t>(tree.size()));
-  for (std::size_t i = 0; i < out.size(); ++i) {
-    out[i] = detail::node_position(context_length, tree.depths[i]);
-  }
+  // The depths first (they fit: depth <= N), to check the deepest position before writing any.
+  detail::tree_depths_row(tree.parents.data(), tree.size(), out.data());
+  std::int32_t max_depth = 0;
+  for (const auto depth : out) max_depth = depth > max_depth ? depth : max_depth;
+  detail::check_position_range(context_length, max_depth);
+  detail::tree_positions_row(tree.parents.data(), tree.size(), context_length, out.data());
+}
+
+/// The same position ids of a DraftTree, after checking its depths too.
+inline void tree_positions(const DraftTree& tree, std::int32_t context_length,
+                           std::span<std::int32_t> out) {
+  detail::check_tree(tree);
+  tree_positions(tree.view(), context_length, out);
 }
 
 }  // namespace specdec

@@ -24,6 +24,24 @@ inline void check_tree(const DraftTree& tree) {
   tree.validate(std::numeric_limits<std::int64_t>::max());
 }
 
+/// Checks the structure of a TreeView: as many parents as tokens, every token >= 0, every parent
+/// -1 (root) or an earlier node. Level order is checked where it matters (verify_tree).
+/// Complexity: O(N).
+inline void check_tree(TreeView tree) {
+  detail::check_size("parents", tree.parents.size(), tree.tokens.size());
+  if (tree.tokens.size() > static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max())) {
+    fail("tokens", "has {} nodes, at most {}", tree.tokens.size(),
+         std::numeric_limits<std::int32_t>::max());
+  }
+  for (std::size_t i = 0; i < tree.tokens.size(); ++i) {
+    if (tree.tokens[i] < 0) {
+      detail::check_token(ArgName("tokens", i), tree.tokens[i],
+                          std::numeric_limits<std::int64_t>::max());
+    }
+    check_parent(ArgName("parents", i), tree.parents[i], static_cast<std::int64_t>(i));
+  }
+}
+
 inline void check_node(std::string_view name, std::int32_t node, const DraftTree& tree) {
   if (node < 0 || node >= tree.size()) {
     fail(name, "{} is not a node of the tree (it has {} nodes)", node, tree.size());
@@ -40,7 +58,7 @@ void check_buffer(std::string_view name, std::span<T> buffer, std::size_t expect
 /// Row function: writes the root-to-node path of `node` (node ids, the root excluded, so
 /// `depth` entries ending with `node`) into `out[0, depth)`. `parents[i] < i`, -1 = root.
 SPECDEC_HOST_DEVICE void path_to_node_row(const std::int32_t* parents, std::int32_t node,
-                                             std::int32_t depth, std::int32_t* out) {
+                                          std::int32_t depth, std::int32_t* out) {
   for (std::int32_t k = depth - 1; k >= 0; --k) {
     out[k] = node;
     node = parents[node];
@@ -109,7 +127,7 @@ namespace detail {
 
 /// Row function: `is_leaf[i]` = 1 when node i has no child, else 0 (n nodes, `parents[i] < i`).
 SPECDEC_HOST_DEVICE void leaf_flags_row(const std::int32_t* parents, std::int32_t n,
-                                           std::int32_t* is_leaf) {
+                                        std::int32_t* is_leaf) {
   for (std::int32_t i = 0; i < n; ++i) is_leaf[i] = 1;
   for (std::int32_t i = 0; i < n; ++i) {
     if (parents[i] >= 0) is_leaf[parents[i]] = 0;
@@ -169,9 +187,8 @@ inline void root_to_leaf_paths(const DraftTree& tree, std::int32_t rows, std::in
   leaves(tree, leaf_ids);
   for (std::size_t r = 0; r < leaf_ids.size(); ++r) {
     const auto leaf = leaf_ids[r];
-    detail::path_to_node_row(tree.parents.data(), leaf,
-                                tree.depths[static_cast<std::size_t>(leaf)],
-                                out.data() + r * static_cast<std::size_t>(width));
+    detail::path_to_node_row(tree.parents.data(), leaf, tree.depths[static_cast<std::size_t>(leaf)],
+                             out.data() + r * static_cast<std::size_t>(width));
   }
 }
 

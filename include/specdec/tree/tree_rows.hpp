@@ -84,17 +84,30 @@ SPECDEC_HOST_DEVICE void dense_mask_row_from_parent(const std::uint8_t* parent_r
   row[node] = 1;
 }
 
-/// Row function: depth of `node` (a child of the root has depth 1). O(depth).
-SPECDEC_HOST_DEVICE std::int32_t node_depth(const std::int32_t* parents, std::int32_t node) {
-  std::int32_t depth = 0;
-  for (std::int32_t a = node; a >= 0; a = parent_of(parents, a)) ++depth;
-  return depth;
-}
-
 /// Row function: position id of a node at `depth` after a committed context of `context_length`
 /// tokens (the root, the last committed token, sits at context_length - 1).
 SPECDEC_HOST_DEVICE std::int32_t node_position(std::int32_t context_length, std::int32_t depth) {
   return context_length + (depth - 1);  // in this order: context + depth may pass INT32_MAX
+}
+
+/// Row function: depths of the `n` nodes of one tree in node order, each its parent's plus one
+/// (parents come first; a parent breaking `parents[i] < i` counts as the root). O(n).
+SPECDEC_HOST_DEVICE void tree_depths_row(const std::int32_t* parents, std::int32_t n,
+                                         std::int32_t* depths) {
+  for (std::int32_t i = 0; i < n; ++i) {
+    const std::int32_t parent = parent_of(parents, i);
+    depths[i] = parent < 0 ? 1 : depths[parent] + 1;
+  }
+}
+
+/// Row function: position ids of the `n` nodes of one tree after `context_length` committed
+/// tokens: node_position of each node's depth. The single definition of tree position ids: the
+/// host functions, the CPU batch and the CUDA kernel all call it. The caller checks that
+/// context_length + depth - 1 fits in int32. O(n).
+SPECDEC_HOST_DEVICE void tree_positions_row(const std::int32_t* parents, std::int32_t n,
+                                            std::int32_t context_length, std::int32_t* positions) {
+  tree_depths_row(parents, n, positions);
+  for (std::int32_t i = 0; i < n; ++i) positions[i] = node_position(context_length, positions[i]);
 }
 
 /// Row function: prefix match of `width` beams of `length` tokens (row-major, beam j at
@@ -103,7 +116,7 @@ SPECDEC_HOST_DEVICE std::int32_t node_position(std::int32_t context_length, std:
 /// iff they share k tokens (equal match at k - 1) and agree at k. O(W^2 L) worst case, O(W L) when
 /// beams agree.
 SPECDEC_HOST_DEVICE void beam_prefix_match(const Token* beams, std::int32_t width,
-                                             std::int32_t length, std::int32_t* out) {
+                                           std::int32_t length, std::int32_t* out) {
   for (std::int32_t i = 0; i < width; ++i) {
     for (std::int32_t k = 0; k < length; ++k) {
       const std::int32_t previous = k > 0 ? out[i * length + k - 1] : -1;

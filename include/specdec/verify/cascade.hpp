@@ -115,7 +115,7 @@ SPECDEC_HOST_DEVICE NodeVerdict cascade_row(const T* raw_target, const T* raw_dr
                                             Token candidate, Deferral rule, float alpha,
                                             const U& uniforms, float* scratch) {
   cascade_pi_row(raw_target, raw_draft, target, draft, vocab, rule, alpha, scratch);
-  if (uniforms.uniform(0u) * to_float(draft[candidate]) < scratch[candidate]) {
+  if (accepts(uniforms.uniform(0u), to_float(draft[candidate]), 1.0f, scratch[candidate])) {
     return {0, candidate};
   }
   residual_update(scratch, draft, 1.0f, vocab, scratch, kResidualFloor);  // keeps pi if empty

@@ -33,6 +33,13 @@ namespace detail {
 /// max(x, 0) without a libm call (fmaxf is an out-of-line call unless NaNs are ruled out).
 SPECDEC_HOST_DEVICE float positive_part(float x) { return x > 0.0f ? x : 0.0f; }
 
+/// The accept test of a candidate x, never a division: u * draft(x) * scale < target(x), with
+/// `scale` the mass of a scaled residual row (1 for the first candidate) and `target` read on the
+/// same scale. Every verifier's test on both backends.
+SPECDEC_HOST_DEVICE bool accepts(float u, float draft, float scale, float target) {
+  return u * draft * scale < target;
+}
+
 /// One residual entry [source - scale * draft]+, the product rounded on its own (nvcc would
 /// otherwise fuse it into the subtraction), so every backend computes the same entries.
 SPECDEC_HOST_DEVICE float scaled_residual(float source, float scale, float draft) {
@@ -159,9 +166,11 @@ SPECDEC_HOST_DEVICE NodeVerdict residual_walk(const Rows& rows, const T* target,
     const Token x = candidates[k];
     const float px = materialised ? scratch[x] : to_float(target[x]);
     const float qx = to_float(draft[x]);
-    const float lhs = uniforms.uniform(static_cast<std::uint32_t>(k)) * qx * static_cast<float>(mass);
     // Recursive: u * q_k(x) < p_k(x)  <=>  u * draft(x) * mass < scratch(x) * remaining.
-    if (kRecursive ? lhs < px * static_cast<float>(remaining) : lhs < px) return {k, x};
+    if (accepts(uniforms.uniform(static_cast<std::uint32_t>(k)), qx, static_cast<float>(mass),
+                kRecursive ? px * static_cast<float>(remaining) : px)) {
+      return {k, x};
+    }
     // [p_k - q_k]+ scaled by mass: [scratch - (mass / remaining) * draft]+ (remaining = 1 for
     // multi-round).
     const float scale = static_cast<float>(kRecursive ? mass / remaining : mass);

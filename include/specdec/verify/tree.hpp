@@ -4,6 +4,7 @@
 #pragma once
 
 #include "specdec/tree/draft_tree.hpp"
+#include "specdec/tree/tree_view.hpp"
 #include "specdec/verify/rule.hpp"
 
 namespace specdec {
@@ -18,30 +19,30 @@ namespace detail {
 
 /// The checks verify_tree makes. `depth` and `children` are scratch of N + 1 entries each.
 template <class T>
-void check_tree_inputs(const Rule& rule, std::span<const Token> tokens,
-                       std::span<const std::int32_t> parents, std::span<const T> target_rows,
+void check_tree_inputs(const Rule& rule, TreeView tree, std::span<const T> target_rows,
                        std::span<const T> draft_rows, std::int64_t vocab, std::size_t accepted_size,
                        std::span<const T> raw_target_rows, std::span<const T> raw_draft_rows,
                        std::int32_t* depth, std::int32_t* children) {
   if (vocab < 1) detail::fail("vocab", "{} must be >= 1", vocab);
+  const auto& tokens = tree.tokens;
+  const auto& parents = tree.parents;
   const auto n = tokens.size();
   const auto v = static_cast<std::size_t>(vocab);
   detail::check_size("parents", parents.size(), n);
   const auto rows_size = detail::checked_mul<std::size_t>("vocab", n + 1, v);
   detail::check_size("target_rows", target_rows.size(), rows_size);
   detail::check_size("draft_rows", draft_rows.size(), rows_size);
-  if (!raw_target_rows.empty()) detail::check_size("raw_target_rows", raw_target_rows.size(), rows_size);
-  if (!raw_draft_rows.empty()) detail::check_size("raw_draft_rows", raw_draft_rows.size(), rows_size);
+  if (!raw_target_rows.empty())
+    detail::check_size("raw_target_rows", raw_target_rows.size(), rows_size);
+  if (!raw_draft_rows.empty())
+    detail::check_size("raw_draft_rows", raw_draft_rows.size(), rows_size);
   depth[0] = 0;  // depth[i + 1] of node i; depth[0] = 0 (root)
   std::fill(children, children + n + 1, 0);
   std::int32_t max_depth = 0;
   for (std::size_t i = 0; i < n; ++i) {
     detail::check_token(ArgName("tokens", i), tokens[i], vocab);
     const auto parent = parents[i];
-    if (parent < -1 || parent >= static_cast<std::int32_t>(i)) {
-      detail::fail(fmt::format("parents[{}]", i), "{} must be -1 (root) or an earlier node (< {})",
-                   parent, i);
-    }
+    detail::check_parent(ArgName("parents", i), parent, static_cast<std::int64_t>(i));
     depth[i + 1] = depth[static_cast<std::size_t>(parent + 1)] + 1;
     if (i > 0 && depth[i + 1] < depth[i]) {
       detail::fail(fmt::format("parents[{}]", i), "node {} is not in level order", i);
@@ -95,14 +96,16 @@ void check_tree_inputs(const Rule& rule, std::span<const Token> tokens,
 /// verify_tree's walk without validation (same draws). `candidates` and `ids` hold N + 1
 /// entries, `scratch` `vocab` floats; raw rows may be nullptr.
 template <class T>
-TreeVerdict verify_tree_unchecked(const Rule& rule, const Token* tokens,
-                                  const std::int32_t* parents, std::size_t n, const T* target_rows,
+TreeVerdict verify_tree_unchecked(const Rule& rule, TreeView tree, const T* target_rows,
                                   const T* draft_rows, std::int64_t vocab,
                                   const RandomStream& stream, std::int32_t* accepted_nodes,
                                   Token* candidates, std::int32_t* ids, float* scratch,
                                   const T* raw_target_rows = nullptr,
                                   const T* raw_draft_rows = nullptr) {
   const auto v = static_cast<std::size_t>(vocab);
+  const Token* tokens = tree.tokens.data();
+  const std::int32_t* parents = tree.parents.data();
+  const auto n = tree.tokens.size();
   TreeVerdict verdict;
   std::int32_t current = -1;
   for (;;) {
@@ -137,9 +140,9 @@ TreeVerdict verify_tree_unchecked(const Rule& rule, const Token* tokens,
 
 }  // namespace detail
 
-/// Walks the tree `tokens` / `parents` (level order; parents[i] = -1 for children of the root,
-/// else an earlier node; children keep their sampling order) with `rule` at every node.
-/// Row layout (warped rows, `vocab` wide, N = number of nodes):
+/// Walks the tree `tree` (tokens and parents in level order; parents[i] = -1 for children of the
+/// root, else an earlier node; children keep their sampling order) with `rule` at every node. Row
+/// layout (warped rows, `vocab` wide, N = number of nodes):
 ///   target_rows: N + 1 rows; row 0 = the target at the root, row i + 1 = the target after node i;
 ///   draft_rows:  N + 1 rows; row 0 = the draft row the root's children were drawn from,
 ///                row i + 1 = the draft row node i's children were drawn from (rows of leaves
@@ -156,40 +159,27 @@ TreeVerdict verify_tree_unchecked(const Rule& rule, const Token* tokens,
 /// k = draw k, correction = draw K); the bonus token is draw 0 of `stream.at_node(leaf id + 1)`.
 /// `accepted_nodes` needs room for the tree's depth. Throws specdec::Error naming the bad argument.
 template <class T = float>
-TreeVerdict verify_tree(const Rule& rule, std::span<const Token> tokens,
-                        std::span<const std::int32_t> parents,
+TreeVerdict verify_tree(const Rule& rule, TreeView tree,
                         std::type_identity_t<std::span<const T>> target_rows,
                         std::type_identity_t<std::span<const T>> draft_rows, std::int64_t vocab,
                         const RandomStream& stream, std::span<std::int32_t> accepted_nodes,
                         Workspace& ws,
                         std::type_identity_t<std::span<const T>> raw_target_rows = {},
                         std::type_identity_t<std::span<const T>> raw_draft_rows = {}) {
-  const auto n = tokens.size();
+  const auto n = tree.tokens.size();
   auto scope = ws.scope();
   auto depth = ws.take<std::int32_t>(n + 1);
   auto children = ws.take<std::int32_t>(n + 1);
-  detail::check_tree_inputs<T>(rule, tokens, parents, target_rows, draft_rows, vocab,
-                               accepted_nodes.size(), raw_target_rows, raw_draft_rows, depth.data(),
-                               children.data());
+  detail::check_tree_inputs<T>(rule, tree, target_rows, draft_rows, vocab, accepted_nodes.size(),
+                               raw_target_rows, raw_draft_rows, depth.data(), children.data());
   auto candidates = ws.take<Token>(n + 1);
   auto ids = ws.take<std::int32_t>(n + 1);
   auto scratch = ws.take<float>(static_cast<std::size_t>(vocab));
   return detail::verify_tree_unchecked<T>(
-      rule, tokens.data(), parents.data(), n, target_rows.data(), draft_rows.data(), vocab, stream,
-      accepted_nodes.data(), candidates.data(), ids.data(), scratch.data(),
+      rule, tree, target_rows.data(), draft_rows.data(), vocab, stream, accepted_nodes.data(),
+      candidates.data(), ids.data(), scratch.data(),
       raw_target_rows.empty() ? nullptr : raw_target_rows.data(),
       raw_draft_rows.empty() ? nullptr : raw_draft_rows.data());
-}
-
-/// The same walk over a DraftTree.
-template <class T = float>
-TreeVerdict verify_tree(const Rule& rule, const DraftTree& tree,
-                        std::type_identity_t<std::span<const T>> target_rows,
-                        std::type_identity_t<std::span<const T>> draft_rows, std::int64_t vocab,
-                        const RandomStream& stream, std::span<std::int32_t> accepted_nodes,
-                        Workspace& ws) {
-  return verify_tree<T>(rule, tree.tokens, tree.parents, target_rows, draft_rows, vocab, stream,
-                        accepted_nodes, ws);
 }
 
 }  // namespace specdec

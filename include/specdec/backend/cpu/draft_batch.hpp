@@ -26,36 +26,34 @@ struct GumbelTopKBatchImpl<backend::Cpu> {
   }
 
   template <class T>
-  static void run(const backend::Cpu& cpu, RowKind kind, MatrixView<const T> rows, std::int64_t k,
-                  std::span<const RandomStream> streams, MatrixView<Token> tokens,
-                  MatrixView<float> values, std::span<std::int32_t> counts, Workspace& ws) {
-    check_gumbel_top_k_batch(rows, k, streams.size(), tokens, values, counts.size());
-    const auto n = static_cast<std::size_t>(rows.cols);
+  static void run(const backend::Cpu& cpu, const GumbelTopKBatchArgs<T>& args, Workspace& ws) {
+    check_gumbel_top_k_batch(args);
+    const auto n = static_cast<std::size_t>(args.rows.cols);
     auto& pool = backend::default_thread_pool();
-    const int threads = pool.resolve(rows.rows, cpu.threads);
+    const int threads = pool.resolve(args.rows.rows, cpu.threads);
     auto scope = ws.scope();
     auto perturbed = ws.take<float>(n * static_cast<std::size_t>(threads));
     auto index = ws.take<std::int32_t>(n * static_cast<std::size_t>(threads));
-    pool.run(rows.rows, threads, [&](std::int64_t r, int slot) {
+    pool.run(args.rows.rows, threads, [&](std::int64_t r, int slot) {
       const auto s = static_cast<std::size_t>(slot);
       const ArgName name("rows", r);
-      const auto& stream = streams[static_cast<std::size_t>(r)];
-      float* vals = values.rows != 0 ? values.row_data(r) : nullptr;
+      const auto& stream = args.streams[static_cast<std::size_t>(r)];
+      float* vals = args.values.rows != 0 ? args.values.row_data(r) : nullptr;
       std::int64_t got;
-      if (kind == RowKind::kProbabilities) {
-        check_probability_row<T>(name, rows.row(r));
+      if (args.kind == RowKind::kProbabilities) {
+        check_probability_row<T>(name, args.rows.row(r));
         got = gumbel_top_k_row<RowKind::kProbabilities>(
-            rows.row_data(r), rows.cols, k, stream, 0, perturbed.data() + s * n,
-            index.data() + s * n, tokens.row_data(r), vals);
+            args.rows.row_data(r), args.rows.cols, args.k, stream, 0, perturbed.data() + s * n,
+            index.data() + s * n, args.tokens.row_data(r), vals);
       } else {
-        check_logits_row<T>(name, rows.row(r));
-        got = gumbel_top_k_row<RowKind::kLogWeights>(rows.row_data(r), rows.cols, k, stream, 0,
-                                                     perturbed.data() + s * n, index.data() + s * n,
-                                                     tokens.row_data(r), vals);
+        check_logits_row<T>(name, args.rows.row(r));
+        got = gumbel_top_k_row<RowKind::kLogWeights>(
+            args.rows.row_data(r), args.rows.cols, args.k, stream, 0, perturbed.data() + s * n,
+            index.data() + s * n, args.tokens.row_data(r), vals);
       }
-      counts[static_cast<std::size_t>(r)] = static_cast<std::int32_t>(got);
-      for (std::int64_t j = got; j < k; ++j) {
-        tokens(r, j) = kNoToken;
+      args.counts[static_cast<std::size_t>(r)] = static_cast<std::int32_t>(got);
+      for (std::int64_t j = got; j < args.k; ++j) {
+        args.tokens(r, j) = kNoToken;
         if (vals != nullptr) vals[j] = -std::numeric_limits<float>::infinity();
       }
     });
@@ -75,31 +73,23 @@ struct BeamLevelBatchImpl<backend::Cpu> {
     return static_cast<std::size_t>(threads) * per_thread_bytes(shape);
   }
 
-  static void run(const backend::Cpu& cpu, MatrixView<const float> draft_rows,
-                  std::span<const std::int32_t> beam_counts, MatrixView<const std::int32_t> nodes,
-                  MatrixView<const float> log_probs, MatrixView<const float> scores,
-                  std::span<const RandomStream> streams, MatrixView<std::int32_t> next_parents,
-                  MatrixView<Token> next_tokens, MatrixView<float> next_log_probs,
-                  MatrixView<float> next_scores, std::span<std::int32_t> next_counts,
-                  Workspace& ws) {
-    check_beam_level_batch(draft_rows, beam_counts.size(), nodes, log_probs, scores, streams.size(),
-                           next_parents, next_tokens, next_log_probs, next_scores,
-                           next_counts.size());
-    const std::int64_t batch = nodes.rows, width = nodes.cols;
+  static void run(const backend::Cpu& cpu, const BeamLevelBatchArgs& args, Workspace& ws) {
+    check_beam_level_batch(args);
+    const std::int64_t batch = args.nodes.rows, width = args.nodes.cols;
     for (std::int64_t b = 0; b < batch; ++b) {
-      const auto count = beam_counts[static_cast<std::size_t>(b)];
+      const auto count = args.beam_counts[static_cast<std::size_t>(b)];
       if (count < 1 || count > width) {
         fail(fmt::format("beam_counts[{}]", b), "{} is outside [1, {}] (the beam width)", count,
              width);
       }
       for (std::int32_t i = 0; i < count; ++i) {
-        if (nodes(b, i) < kRootNode) {
+        if (args.nodes(b, i) < kRootNode) {
           fail(fmt::format("nodes[{}][{}]", b, i), "{} is not a node id (or -1 for the root)",
-               nodes(b, i));
+               args.nodes(b, i));
         }
       }
     }
-    const auto v = static_cast<std::size_t>(draft_rows.cols);
+    const auto v = static_cast<std::size_t>(args.draft_rows.cols);
     const auto w = static_cast<std::size_t>(width);
     auto& pool = backend::default_thread_pool();
     const int threads = pool.resolve(batch, cpu.threads);
@@ -112,36 +102,36 @@ struct BeamLevelBatchImpl<backend::Cpu> {
     auto candidates = ws.take<BeamCandidate>(w * w * t);
     pool.run(batch, threads, [&](std::int64_t b, int slot) {
       const auto s = static_cast<std::size_t>(slot);
-      const auto count = static_cast<std::size_t>(beam_counts[static_cast<std::size_t>(b)]);
+      const auto count = static_cast<std::size_t>(args.beam_counts[static_cast<std::size_t>(b)]);
       for (std::size_t i = 0; i < count; ++i) {
         check_probability_row<float>(
             ArgName("draft_rows", b * width + static_cast<std::int64_t>(i)),
-            draft_rows.row(b * width + static_cast<std::int64_t>(i)));
+            args.draft_rows.row(b * width + static_cast<std::int64_t>(i)));
       }
       BeamCandidate* c = candidates.data() + s * w * w;
       const auto kept = stochastic_beam_level(
-          count, nodes.row_data(b), log_probs.row_data(b), scores.row_data(b),
+          count, args.nodes.row_data(b), args.log_probs.row_data(b), args.scores.row_data(b),
           [&](std::size_t i) {
-            return draft_rows.row_data(b * width + static_cast<std::int64_t>(i));
+            return args.draft_rows.row_data(b * width + static_cast<std::int64_t>(i));
           },
-          static_cast<std::int32_t>(width), draft_rows.cols, streams[static_cast<std::size_t>(b)],
-          perturbed.data() + s * v, index.data() + s * v, tokens.data() + s * w,
-          values.data() + s * w, c);
+          static_cast<std::int32_t>(width), args.draft_rows.cols,
+          args.streams[static_cast<std::size_t>(b)], perturbed.data() + s * v, index.data() + s * v,
+          tokens.data() + s * w, values.data() + s * w, c);
       for (std::size_t j = 0; j < w; ++j) {
         const auto jj = static_cast<std::int64_t>(j);
         if (j < kept) {
-          next_parents(b, jj) = c[j].parent;
-          next_tokens(b, jj) = c[j].token;
-          next_log_probs(b, jj) = c[j].log_prob;
-          next_scores(b, jj) = static_cast<float>(c[j].score);
+          args.next_parents(b, jj) = c[j].parent;
+          args.next_tokens(b, jj) = c[j].token;
+          args.next_log_probs(b, jj) = c[j].log_prob;
+          args.next_scores(b, jj) = static_cast<float>(c[j].score);
         } else {
-          next_parents(b, jj) = -1;
-          next_tokens(b, jj) = kNoToken;
-          next_log_probs(b, jj) = -std::numeric_limits<float>::infinity();
-          next_scores(b, jj) = -std::numeric_limits<float>::infinity();
+          args.next_parents(b, jj) = -1;
+          args.next_tokens(b, jj) = kNoToken;
+          args.next_log_probs(b, jj) = -std::numeric_limits<float>::infinity();
+          args.next_scores(b, jj) = -std::numeric_limits<float>::infinity();
         }
       }
-      next_counts[static_cast<std::size_t>(b)] = static_cast<std::int32_t>(kept);
+      args.next_counts[static_cast<std::size_t>(b)] = static_cast<std::int32_t>(kept);
     });
   }
 };

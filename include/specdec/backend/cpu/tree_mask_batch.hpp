@@ -23,16 +23,15 @@ struct TreeMaskBatchImpl<backend::Cpu> {
   static std::size_t workspace_size(const backend::Cpu&, const TreeMaskBatchShape&) { return 0; }
 
   static void masks(const backend::Cpu& cpu, std::span<const std::int32_t> node_offsets,
-                    std::span<const std::int32_t> parents, MatrixView<std::uint32_t> masks,
-                    const Workspace&) {
-    const auto largest = check_tree_csr(node_offsets, parents);
+                    TreeView trees, MatrixView<std::uint32_t> masks, const Workspace&) {
+    const auto largest = check_tree_csr(node_offsets, trees);
     check_mask_rows(masks, node_offsets.back(), largest);
     const auto batch = static_cast<std::int64_t>(node_offsets.size() - 1);
     auto& pool = backend::default_thread_pool();
     pool.run(batch, pool.resolve(batch, cpu.threads), [&](std::int64_t b, int) {
       const auto begin = node_offsets[static_cast<std::size_t>(b)];
       const auto n = node_offsets[static_cast<std::size_t>(b) + 1] - begin;
-      const std::int32_t* p = parents.data() + begin;
+      const std::int32_t* p = trees.parents.data() + begin;
       for (std::int32_t i = 0; i < n; ++i) {
         packed_mask_row_from_parent(p[i] < 0 ? nullptr : masks.row_data(begin + p[i]), i,
                                     masks.row_data(begin + i),
@@ -42,24 +41,17 @@ struct TreeMaskBatchImpl<backend::Cpu> {
   }
 
   static void positions(const backend::Cpu& cpu, std::span<const std::int32_t> node_offsets,
-                        std::span<const std::int32_t> parents,
-                        std::span<const std::int32_t> context_lengths,
+                        TreeView trees, std::span<const std::int32_t> context_lengths,
                         std::span<std::int32_t> positions, const Workspace&) {
-    check_tree_csr(node_offsets, parents);
+    check_tree_csr(node_offsets, trees);
     check_positions_batch(node_offsets, context_lengths, positions.size());
     const auto batch = static_cast<std::int64_t>(node_offsets.size() - 1);
     auto& pool = backend::default_thread_pool();
     pool.run(batch, pool.resolve(batch, cpu.threads), [&](std::int64_t b, int) {
-      const auto begin = static_cast<std::size_t>(node_offsets[static_cast<std::size_t>(b)]);
-      const auto n =
-          static_cast<std::size_t>(node_offsets[static_cast<std::size_t>(b) + 1]) - begin;
-      const std::int32_t* p = parents.data() + begin;
-      std::int32_t* out = positions.data() + begin;
-      for (std::size_t i = 0; i < n; ++i) {
-        // Parents come first, so a node's position is its parent's plus one.
-        out[i] = p[i] < 0 ? node_position(context_lengths[static_cast<std::size_t>(b)], 1)
-                          : out[static_cast<std::size_t>(p[i])] + 1;
-      }
+      const auto begin = node_offsets[static_cast<std::size_t>(b)];
+      const auto n = node_offsets[static_cast<std::size_t>(b) + 1] - begin;
+      tree_positions_row(trees.parents.data() + begin, n,
+                         context_lengths[static_cast<std::size_t>(b)], positions.data() + begin);
     });
   }
 

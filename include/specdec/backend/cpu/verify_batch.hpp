@@ -174,15 +174,14 @@ struct TreeBatchImpl<backend::Cpu> {
     std::int32_t* children = depth + n_max;
     std::int32_t* ids = children + n_max;
     auto* candidates = reinterpret_cast<Token*>(ids + n_max);
+    const TreeView tree = args.trees.subtree(begin, n);
     try {
-      check_tree_inputs<float>(rule, args.tokens.subspan(begin, n), args.parents.subspan(begin, n),
-                               target, draft, vocab, n, {}, {}, depth, children);
+      check_tree_inputs<float>(rule, tree, target, draft, vocab, n, {}, {}, depth, children);
     } catch (const Error& e) {
       rethrow_for_sequence(e, b);
     }
     const auto verdict = verify_tree_unchecked<float>(
-        rule, args.tokens.data() + begin, args.parents.data() + begin, n, target.data(),
-        draft.data(), vocab, args.streams[i], args.accepted_nodes.data() + begin, candidates, ids,
+        rule, tree, target.data(), draft.data(), vocab, args.streams[i], args.accepted_nodes.data() + begin, candidates, ids,
         scratch);
     args.accepted[i] = verdict.accepted;
     args.final_tokens[i] = verdict.token;

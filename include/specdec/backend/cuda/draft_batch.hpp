@@ -28,29 +28,38 @@ struct GumbelTopKBatchImpl<backend::Cuda> {
   /// probability rows must be non-negative and log-weight rows free of NaN and +inf (what the CPU
   /// backend checks); an entry that is NaN after perturbation is never drawn.
   template <class T>
-  static void run(const backend::Cuda& cuda, RowKind kind, MatrixView<const T> rows, std::int64_t k,
-                  std::span<const RandomStream> streams, MatrixView<Token> tokens,
-                  MatrixView<float> values, std::span<std::int32_t> counts,
+  static void run(const backend::Cuda& cuda, const GumbelTopKBatchArgs<T>& args,
                   const backend::DeviceWorkspace& ws) {
-    check_gumbel_top_k_batch(rows, k, streams.size(), tokens, values, counts.size());
-    if (k > backend::cuda_impl::kMaxDeviceTopK) {
-      fail("k", "{} exceeds the CUDA backend's limit of {} samples per row", k,
+    check_gumbel_top_k_batch(args);
+    if (args.k > backend::cuda_impl::kMaxDeviceTopK) {
+      fail("k", "{} exceeds the CUDA backend's limit of {} samples per row", args.k,
            backend::cuda_impl::kMaxDeviceTopK);
     }
-    if (rows.cols > INT_MAX)
-      fail("rows", "has {} columns, at most {} are supported", rows.cols, INT_MAX);
-    if (rows.rows > INT_MAX)
-      fail("rows", "has {} rows, at most {} are supported", rows.rows, INT_MAX);
-    if (rows.data == nullptr) fail("rows", "is a null device pointer");
-    if (tokens.data == nullptr) fail("tokens", "is a null device pointer");
-    if (values.rows != 0 && values.data == nullptr) fail("values", "is a null device pointer");
-    if (counts.data() == nullptr) fail("counts", "is a null device pointer");
-    check_device_workspace(ws, workspace_size(cuda, {rows.rows, rows.cols, k}));
+    if (args.rows.cols > INT_MAX)
+      fail("rows", "has {} columns, at most {} are supported", args.rows.cols, INT_MAX);
+    if (args.rows.rows > INT_MAX)
+      fail("rows", "has {} rows, at most {} are supported", args.rows.rows, INT_MAX);
+    if (args.rows.data == nullptr) fail("rows", "is a null device pointer");
+    if (args.tokens.data == nullptr) fail("tokens", "is a null device pointer");
+    if (args.values.rows != 0 && args.values.data == nullptr)
+      fail("values", "is a null device pointer");
+    if (args.counts.data() == nullptr) fail("counts", "is a null device pointer");
+    check_device_workspace(ws, workspace_size(cuda, {args.rows.rows, args.rows.cols, args.k}));
     check_cuda(backend::cuda_impl::gumbel_top_k_batch(
-                   rows.data, device_dtype<T>(), kind == RowKind::kProbabilities, rows.rows,
-                   rows.cols, rows.stride, k, streams.data(), tokens.data, tokens.stride,
-                   values.rows != 0 ? values.data : nullptr, values.stride, counts.data(), ws.data,
-                   cuda.stream),
+                   {.rows = args.rows.data,
+                    .dtype = device_dtype<T>(),
+                    .kind = args.kind,
+                    .row_count = args.rows.rows,
+                    .vocab = args.rows.cols,
+                    .row_stride = args.rows.stride,
+                    .k = args.k,
+                    .host_streams = args.streams.data(),
+                    .tokens = args.tokens.data,
+                    .token_stride = args.tokens.stride,
+                    .values = args.values.rows != 0 ? args.values.data : nullptr,
+                    .value_stride = args.values.stride,
+                    .counts = args.counts.data()},
+                   ws.data, cuda.stream),
                "gumbel_top_k_batch");
   }
 };
@@ -68,48 +77,47 @@ struct BeamLevelBatchImpl<backend::Cuda> {
   /// [0, W] (0 live beams give 0 extensions), nodes only select streams, and the draft rows of
   /// live beams must be probability rows (what the CPU backend checks). W is at most
   /// backend::cuda_impl::kMaxDeviceTopK (1024).
-  static void run(const backend::Cuda& cuda, MatrixView<const float> draft_rows,
-                  std::span<const std::int32_t> beam_counts, MatrixView<const std::int32_t> nodes,
-                  MatrixView<const float> log_probs, MatrixView<const float> scores,
-                  std::span<const RandomStream> streams, MatrixView<std::int32_t> next_parents,
-                  MatrixView<Token> next_tokens, MatrixView<float> next_log_probs,
-                  MatrixView<float> next_scores, std::span<std::int32_t> next_counts,
+  static void run(const backend::Cuda& cuda, const BeamLevelBatchArgs& args,
                   const backend::DeviceWorkspace& ws) {
-    check_beam_level_batch(draft_rows, beam_counts.size(), nodes, log_probs, scores, streams.size(),
-                           next_parents, next_tokens, next_log_probs, next_scores,
-                           next_counts.size());
-    const std::int64_t batch = nodes.rows, width = nodes.cols;
+    check_beam_level_batch(args);
+    const std::int64_t batch = args.nodes.rows, width = args.nodes.cols;
     if (width > backend::cuda_impl::kMaxDeviceTopK) {
       fail("nodes", "beam width {} exceeds the CUDA backend's limit of {}", width,
            backend::cuda_impl::kMaxDeviceTopK);
     }
-    if (draft_rows.cols > INT_MAX)
-      fail("draft_rows", "has {} columns, at most {} are supported", draft_rows.cols, INT_MAX);
+    if (args.draft_rows.cols > INT_MAX)
+      fail("draft_rows", "has {} columns, at most {} are supported", args.draft_rows.cols, INT_MAX);
     if (batch * width > INT_MAX)
       fail("nodes", "has {} beams in all, at most {} are supported", batch * width, INT_MAX);
     const auto null = [](std::string_view name, const void* p) {
       if (p == nullptr) fail(name, "is a null device pointer");
     };
-    null("draft_rows", draft_rows.data);
-    null("beam_counts", beam_counts.data());
-    null("nodes", nodes.data);
-    null("log_probs", log_probs.data);
-    null("scores", scores.data);
-    null("next_parents", next_parents.data);
-    null("next_tokens", next_tokens.data);
-    null("next_log_probs", next_log_probs.data);
-    null("next_scores", next_scores.data);
-    null("next_counts", next_counts.data());
-    check_device_workspace(ws, workspace_size(cuda, {batch, width, draft_rows.cols}));
-    const backend::cuda_impl::BeamLevelArgs args{
-        draft_rows.data,    draft_rows.stride,   beam_counts.data(),    nodes.data,
-        nodes.stride,       log_probs.data,      log_probs.stride,      scores.data,
-        scores.stride,      next_parents.data,   next_parents.stride,   next_tokens.data,
-        next_tokens.stride, next_log_probs.data, next_log_probs.stride, next_scores.data,
-        next_scores.stride, next_counts.data()};
-    check_cuda(backend::cuda_impl::stochastic_beam_level_batch(
-                   args, batch, width, draft_rows.cols, streams.data(), ws.data, cuda.stream),
-               "stochastic_beam_level_batch");
+    null("draft_rows", args.draft_rows.data);
+    null("beam_counts", args.beam_counts.data());
+    null("nodes", args.nodes.data);
+    null("log_probs", args.log_probs.data);
+    null("scores", args.scores.data);
+    null("next_parents", args.next_parents.data);
+    null("next_tokens", args.next_tokens.data);
+    null("next_log_probs", args.next_log_probs.data);
+    null("next_scores", args.next_scores.data);
+    null("next_counts", args.next_counts.data());
+    check_device_workspace(ws, workspace_size(cuda, {batch, width, args.draft_rows.cols}));
+    const backend::cuda_impl::BeamLevelArgs matrices{
+        args.draft_rows.data,    args.draft_rows.stride,   args.beam_counts.data(),
+        args.nodes.data,         args.nodes.stride,        args.log_probs.data,
+        args.log_probs.stride,   args.scores.data,         args.scores.stride,
+        args.next_parents.data,  args.next_parents.stride, args.next_tokens.data,
+        args.next_tokens.stride, args.next_log_probs.data, args.next_log_probs.stride,
+        args.next_scores.data,   args.next_scores.stride,  args.next_counts.data()};
+    check_cuda(
+        backend::cuda_impl::stochastic_beam_level_batch({.matrices = matrices,
+                                                         .batch = batch,
+                                                         .width = width,
+                                                         .vocab = args.draft_rows.cols,
+                                                         .host_streams = args.streams.data()},
+                                                        ws.data, cuda.stream),
+        "stochastic_beam_level_batch");
   }
 };
 

@@ -27,9 +27,14 @@ struct FillRandomImpl<backend::Cuda> {
     if (out.cols == 0) return;
     if (out.data == nullptr) fail("out", "is a null device pointer");
     check_device_workspace(ws, workspace_size(cuda, {out.rows, out.cols}));
-    check_cuda(backend::cuda_impl::fill_random(streams.data(), out.rows, first, out.cols, out.data,
-                                               out.stride, kind == RandomKind::kGumbel, ws.data,
-                                               cuda.stream),
+    check_cuda(backend::cuda_impl::fill_random({.host_streams = streams.data(),
+                                                .stream_count = out.rows,
+                                                .first = first,
+                                                .count = out.cols,
+                                                .out = out.data,
+                                                .out_stride = out.stride,
+                                                .kind = kind},
+                                               ws.data, cuda.stream),
                "fill_random");
   }
 };

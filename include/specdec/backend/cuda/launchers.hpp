@@ -35,18 +35,38 @@ constexpr std::size_t device_round_up(std::size_t bytes) {
   return (bytes + kDeviceAlignment - 1) / kDeviceAlignment * kDeviceAlignment;
 }
 
+/// The views of one batched warp (the layout of specdec::warp_logits_batch, strides in elements):
+/// device logits and warped rows, host warps.
+struct WarpBatchParams {
+  const void* logits;  // rows x cols of `dtype`
+  DType dtype;
+  std::int64_t rows;
+  std::int64_t cols;
+  std::int64_t logits_stride;
+  float* warped;  // rows x cols
+  std::int64_t warped_stride;
+  const DeviceWarp* host_warps;  // warp_count: 1 (every row) or rows
+  std::int64_t warp_count;
+};
+
 /// Launches one block per row. One warp (warp_count == 1) is passed as a kernel argument;
 /// `rows` warps are first copied into the workspace with cudaMemcpyAsync on `stream`.
-cudaError_t warp_logits_batch(const void* logits, DType dtype, std::int64_t rows, std::int64_t cols,
-                              std::int64_t logits_stride, float* warped, std::int64_t warped_stride,
-                              const DeviceWarp* host_warps, std::int64_t warp_count,
-                              void* workspace, cudaStream_t stream);
+cudaError_t warp_logits_batch(const WarpBatchParams& params, void* workspace, cudaStream_t stream);
 
-/// Copies `stream_count` host streams into the workspace, then fills
-/// out[s * out_stride + i] = streams[s].uniform(first + i) (or .gumbel) for i < count.
-cudaError_t fill_random(const RandomStream* host_streams, std::int64_t stream_count,
-                        std::uint32_t first, std::int64_t count, float* out,
-                        std::int64_t out_stride, bool gumbel, void* workspace, cudaStream_t stream);
+/// The views of one fill_random call: host streams, a device output of `stream_count` rows.
+struct FillRandomParams {
+  const RandomStream* host_streams;  // stream_count
+  std::int64_t stream_count;
+  std::uint32_t first;  // the first draw of every stream
+  std::int64_t count;   // draws per stream
+  float* out;           // stream_count rows, out_stride floats apart
+  std::int64_t out_stride;
+  RandomKind kind;
+};
+
+/// Copies the host streams into the workspace, then fills out[s * out_stride + i] =
+/// streams[s].uniform(first + i) (kUniform) or .gumbel(first + i) (kGumbel) for i < count.
+cudaError_t fill_random(const FillRandomParams& params, void* workspace, cudaStream_t stream);
 
 /// Device bytes verify_chain_batch needs: the staged B + 1 offsets and B streams.
 constexpr std::size_t chain_workspace_size(std::int64_t batch) {
@@ -88,9 +108,9 @@ cudaError_t verify_chain_batch(const ChainVerifyParams& params, void* workspace,
 
 /// As verify_chain_batch over logits of `dtype`, warped on the fly with host_warps[0]
 /// (warp_count 1) or host_warps[b] (warp_count B, also copied into the workspace).
-cudaError_t verify_chain_batch_logits(const ChainVerifyParams& params,
-                                      const DeviceWarp* host_warps, std::int64_t warp_count,
-                                      void* workspace, cudaStream_t stream);
+cudaError_t verify_chain_batch_logits(const ChainVerifyParams& params, const DeviceWarp* host_warps,
+                                      std::int64_t warp_count, void* workspace,
+                                      cudaStream_t stream);
 
 /// Device bytes verify_tree_batch needs: the staged offsets and streams, per tree 2 * max_nodes
 /// ints (candidate tokens and node ids) and one float row of residual scratch.
@@ -113,7 +133,7 @@ enum class TreeRule : int { kRecursive = 0, kMultiRound = 1 };
 struct TreeVerifyParams {
   const std::int32_t* host_node_offsets;  // B + 1
   std::int64_t batch;
-  std::int64_t max_nodes;  // the largest tree
+  std::int64_t max_nodes;       // the largest tree
   const std::int32_t* tokens;   // N
   const std::int32_t* parents;  // N
   const float* target;          // N + B rows
@@ -144,14 +164,27 @@ constexpr std::size_t gumbel_batch_workspace_size(std::int64_t rows, std::int64_
   return device_round_up(r * sizeof(RandomStream)) + device_round_up(r * v * sizeof(float));
 }
 
-/// Copies the `row_count` host streams into the workspace, then launches one block per row:
-/// Gumbel-top-k of row r (`probabilities`: a probability row, else log-weights) with streams[r].
-/// `values` may be null.
-cudaError_t gumbel_top_k_batch(const void* rows, DType dtype, bool probabilities,
-                               std::int64_t row_count, std::int64_t vocab, std::int64_t row_stride,
-                               std::int64_t k, const RandomStream* host_streams,
-                               std::int32_t* tokens, std::int64_t token_stride, float* values,
-                               std::int64_t value_stride, std::int32_t* counts, void* workspace,
+/// The views of one batched Gumbel-top-k (the layout of specdec::GumbelTopKBatchArgs, strides in
+/// elements): device rows and outputs, host streams.
+struct GumbelTopKParams {
+  const void* rows;  // row_count rows of `vocab` entries of `dtype`
+  DType dtype;
+  RowKind kind;
+  std::int64_t row_count;
+  std::int64_t vocab;
+  std::int64_t row_stride;
+  std::int64_t k;
+  const RandomStream* host_streams;  // row_count
+  std::int32_t* tokens;              // row_count x k
+  std::int64_t token_stride;
+  float* values;  // row_count x k, or null
+  std::int64_t value_stride;
+  std::int32_t* counts;  // row_count
+};
+
+/// Copies the host streams into the workspace, then launches one block per row: Gumbel-top-k of
+/// row r, read as `kind` says, with streams[r].
+cudaError_t gumbel_top_k_batch(const GumbelTopKParams& params, void* workspace,
                                cudaStream_t stream);
 
 /// The device matrices of one stochastic beam level (B sequences, beam width W), with their row
@@ -189,11 +222,18 @@ constexpr std::size_t beam_level_workspace_size(std::int64_t batch, std::int64_t
          device_round_up(b * w * sizeof(std::int32_t));
 }
 
+/// The views of one stochastic beam level: the device matrices, the sizes and the host streams.
+struct BeamLevelParams {
+  BeamLevelArgs matrices;
+  std::int64_t batch;
+  std::int64_t width;
+  std::int64_t vocab;
+  const RandomStream* host_streams;  // batch
+};
+
 /// Copies the `batch` host streams into the workspace, then launches one block per beam (its
 /// top-W children and their candidates) and one block per sequence (the W best candidates).
-cudaError_t stochastic_beam_level_batch(const BeamLevelArgs& args, std::int64_t batch,
-                                        std::int64_t width, std::int64_t vocab,
-                                        const RandomStream* host_streams, void* workspace,
+cudaError_t stochastic_beam_level_batch(const BeamLevelParams& params, void* workspace,
                                         cudaStream_t stream);
 
 /// Device bytes packed_tree_masks_batch and tree_positions_batch need: the staged B + 1 offsets
@@ -204,19 +244,35 @@ constexpr std::size_t tree_mask_workspace_size(std::int64_t batch) {
          device_round_up(b * sizeof(std::int32_t));
 }
 
-/// Copies the B + 1 host offsets into the workspace, then launches one block per tree writing
-/// `words` words per mask row.
-cudaError_t packed_tree_masks_batch(const std::int32_t* host_offsets, std::int64_t batch,
-                                    const std::int32_t* parents, std::uint32_t* masks,
-                                    std::int64_t words, std::int64_t mask_stride, void* workspace,
+/// The views of a batch of tree masks (the layout of specdec::packed_tree_masks_batch): host
+/// offsets, device parents and masks (`words` words per row, rows `mask_stride` words apart).
+struct TreeMaskParams {
+  const std::int32_t* host_node_offsets;  // B + 1
+  std::int64_t batch;
+  const std::int32_t* parents;  // N
+  std::uint32_t* masks;         // N rows
+  std::int64_t words;
+  std::int64_t mask_stride;
+};
+
+/// Copies the B + 1 host offsets into the workspace, then launches one block per tree.
+cudaError_t packed_tree_masks_batch(const TreeMaskParams& params, void* workspace,
                                     cudaStream_t stream);
 
+/// The views of a batch of tree position ids (the layout of specdec::tree_positions_batch): host
+/// offsets and context lengths, device parents and positions.
+struct TreePositionsParams {
+  const std::int32_t* host_node_offsets;  // B + 1
+  std::int64_t batch;
+  const std::int32_t* parents;               // N
+  const std::int32_t* host_context_lengths;  // B
+  std::int32_t* positions;                   // N
+};
+
 /// Copies the B + 1 host offsets and B host context lengths into the workspace, then launches one
-/// block per tree.
-cudaError_t tree_positions_batch(const std::int32_t* host_offsets, std::int64_t batch,
-                                 const std::int32_t* parents,
-                                 const std::int32_t* host_context_lengths, std::int32_t* positions,
-                                 void* workspace, cudaStream_t stream);
+/// thread per tree.
+cudaError_t tree_positions_batch(const TreePositionsParams& params, void* workspace,
+                                 cudaStream_t stream);
 
 /// One thread per row of `width` beams of `length` tokens; no workspace.
 cudaError_t prefix_match_batch(const std::int32_t* beams, std::int64_t rows,

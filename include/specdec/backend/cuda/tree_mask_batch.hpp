@@ -22,44 +22,50 @@ struct TreeMaskBatchImpl<backend::Cuda> {
     return backend::cuda_impl::tree_mask_workspace_size(shape.batch);
   }
 
-  /// node_offsets are host memory and checked; the device parents are not scanned (they must be
+  /// node_offsets are host memory and checked; the device trees are not scanned (they must be
   /// what the CPU backend accepts): a parent that is not an earlier node of its tree ends the
   /// ancestor walk there, so bad data gives wrong rows, never a fault or a hang.
   static void masks(const backend::Cuda& cuda, std::span<const std::int32_t> node_offsets,
-                    std::span<const std::int32_t> parents, MatrixView<std::uint32_t> masks,
+                    TreeView trees, MatrixView<std::uint32_t> masks,
                     const backend::DeviceWorkspace& ws) {
-    const auto largest = check_tree_offsets(node_offsets);
-    detail::check_size("parents", parents.size(), static_cast<std::size_t>(node_offsets.back()));
+    const auto largest = check_tree_csr_sizes(node_offsets, trees);
     check_mask_rows(masks, node_offsets.back(), largest);
     const auto batch = static_cast<std::int64_t>(node_offsets.size() - 1);
     if (node_offsets.back() > 0) {
-      if (parents.data() == nullptr) fail("parents", "is a null device pointer");
+      if (trees.parents.data() == nullptr) fail("trees.parents", "is a null device pointer");
       if (masks.data == nullptr) fail("masks", "is a null device pointer");
     }
     check_device_workspace(ws, workspace_size(cuda, {batch}));
-    check_cuda(backend::cuda_impl::packed_tree_masks_batch(node_offsets.data(), batch,
-                                                           parents.data(), masks.data, masks.cols,
-                                                           masks.stride, ws.data, cuda.stream),
+    check_cuda(backend::cuda_impl::packed_tree_masks_batch(
+                   {.host_node_offsets = node_offsets.data(),
+                    .batch = batch,
+                    .parents = trees.parents.data(),
+                    .masks = masks.data,
+                    .words = masks.cols,
+                    .mask_stride = masks.stride},
+                   ws.data, cuda.stream),
                "packed_tree_masks_batch");
   }
 
-  /// node_offsets and context_lengths are host memory and checked; parents as for masks().
+  /// node_offsets and context_lengths are host memory and checked; trees as for masks().
   static void positions(const backend::Cuda& cuda, std::span<const std::int32_t> node_offsets,
-                        std::span<const std::int32_t> parents,
-                        std::span<const std::int32_t> context_lengths,
+                        TreeView trees, std::span<const std::int32_t> context_lengths,
                         std::span<std::int32_t> positions, const backend::DeviceWorkspace& ws) {
-    check_tree_offsets(node_offsets);
-    detail::check_size("parents", parents.size(), static_cast<std::size_t>(node_offsets.back()));
+    check_tree_csr_sizes(node_offsets, trees);
     check_positions_batch(node_offsets, context_lengths, positions.size());
     const auto batch = static_cast<std::int64_t>(node_offsets.size() - 1);
     if (node_offsets.back() > 0) {
-      if (parents.data() == nullptr) fail("parents", "is a null device pointer");
+      if (trees.parents.data() == nullptr) fail("trees.parents", "is a null device pointer");
       if (positions.data() == nullptr) fail("positions", "is a null device pointer");
     }
     check_device_workspace(ws, workspace_size(cuda, {batch}));
-    check_cuda(backend::cuda_impl::tree_positions_batch(node_offsets.data(), batch, parents.data(),
-                                                        context_lengths.data(), positions.data(),
-                                                        ws.data, cuda.stream),
+    check_cuda(backend::cuda_impl::tree_positions_batch(
+                   {.host_node_offsets = node_offsets.data(),
+                    .batch = batch,
+                    .parents = trees.parents.data(),
+                    .host_context_lengths = context_lengths.data(),
+                    .positions = positions.data()},
+                   ws.data, cuda.stream),
                "tree_positions_batch");
   }
 

@@ -27,14 +27,22 @@ struct ChainBatchImpl<backend::Cuda> {
                              : backend::cuda_impl::chain_workspace_size(shape.batch);
   }
 
-  /// The checks of device pointers and sizes the kernel needs; returns the launcher's views.
-  template <class T>
-  static backend::cuda_impl::ChainVerifyParams params(
-      std::span<const std::int32_t> draft_offsets, MatrixView<const T> target,
-      MatrixView<const T> draft, std::span<const Token> draft_tokens,
-      std::span<const RandomStream> streams, std::span<Token> emitted,
-      std::span<std::int32_t> accepted, std::string_view target_name,
-      std::string_view draft_name) {
+  /// The host checks of a chain batch (ChainBatchArgs or ChainBatchLogitsArgs<T>, whose rows are
+  /// `target` and `draft`) and of the device pointers the kernel needs; returns the launcher's
+  /// views.
+  template <class T, class Args>
+  static backend::cuda_impl::ChainVerifyParams params(const Args& args, MatrixView<const T> target,
+                                                      MatrixView<const T> draft,
+                                                      std::string_view target_name,
+                                                      std::string_view draft_name) {
+    check_chain_batch<T>(args.draft_offsets, target, draft, args.draft_tokens.size(),
+                         args.streams.size(), args.emitted.size(), args.accepted.size(),
+                         target_name, draft_name);
+    const auto& draft_offsets = args.draft_offsets;
+    const auto& draft_tokens = args.draft_tokens;
+    const auto& streams = args.streams;
+    const auto& emitted = args.emitted;
+    const auto& accepted = args.accepted;
     if (target.cols > INT_MAX)
       fail(target_name, "has {} columns, at most {} are supported", target.cols, INT_MAX);
     if (target.data == nullptr) fail(target_name, "is a null device pointer");
@@ -62,12 +70,8 @@ struct ChainBatchImpl<backend::Cuda> {
   /// in the vocabulary with positive draft probability (what the CPU backend checks).
   static void run(const backend::Cuda& cuda, const ChainBatchArgs& args,
                   const backend::DeviceWorkspace& ws) {
-    check_chain_batch<float>(args.draft_offsets, args.target_rows, args.draft_rows,
-                             args.draft_tokens.size(), args.streams.size(), args.emitted.size(),
-                             args.accepted.size(), "target_rows", "draft_rows");
-    const auto p = params<float>(args.draft_offsets, args.target_rows, args.draft_rows,
-                                 args.draft_tokens, args.streams, args.emitted, args.accepted,
-                                 "target_rows", "draft_rows");
+    const auto p =
+        params<float>(args, args.target_rows, args.draft_rows, "target_rows", "draft_rows");
     check_device_workspace(ws, workspace_size(cuda, {.batch = p.batch, .vocab = p.vocab}));
     check_cuda(backend::cuda_impl::verify_chain_batch(p, ws.data, cuda.stream),
                "verify_chain_batch");
@@ -77,12 +81,8 @@ struct ChainBatchImpl<backend::Cuda> {
   template <class T>
   static void run_logits(const backend::Cuda& cuda, const ChainBatchLogitsArgs<T>& args,
                          const backend::DeviceWorkspace& ws) {
-    check_chain_batch<T>(args.draft_offsets, args.target_logits, args.draft_logits,
-                         args.draft_tokens.size(), args.streams.size(), args.emitted.size(),
-                         args.accepted.size(), "target_logits", "draft_logits");
-    const auto p = params<T>(args.draft_offsets, args.target_logits, args.draft_logits,
-                             args.draft_tokens, args.streams, args.emitted, args.accepted,
-                             "target_logits", "draft_logits");
+    const auto p =
+        params<T>(args, args.target_logits, args.draft_logits, "target_logits", "draft_logits");
     check_sequence_warps(args.warps, p.batch, p.vocab);
     check_device_workspace(
         ws, workspace_size(cuda, {.batch = p.batch, .vocab = p.vocab, .from_logits = true}));
@@ -123,8 +123,8 @@ struct TreeBatchImpl<backend::Cuda> {
     if (target.cols > INT_MAX)
       fail("target_rows", "has {} columns, at most {} are supported", target.cols, INT_MAX);
     if (args.node_offsets.back() > 0) {
-      if (args.tokens.data() == nullptr) fail("tokens", "is a null device pointer");
-      if (args.parents.data() == nullptr) fail("parents", "is a null device pointer");
+      if (args.trees.tokens.data() == nullptr) fail("trees.tokens", "is a null device pointer");
+      if (args.trees.parents.data() == nullptr) fail("trees.parents", "is a null device pointer");
       if (args.accepted_nodes.data() == nullptr)
         fail("accepted_nodes", "is a null device pointer");
     }
@@ -137,8 +137,8 @@ struct TreeBatchImpl<backend::Cuda> {
         args.node_offsets.data(),
         batch,
         largest,
-        args.tokens.data(),
-        args.parents.data(),
+        args.trees.tokens.data(),
+        args.trees.parents.data(),
         target.data,
         target.stride,
         draft.data,

@@ -72,9 +72,16 @@ struct WarpBatchImpl<backend::Cuda> {
     check_device_workspace(ws, workspace_size(cuda, {logits.rows, logits.cols}));
     check_cuda(
         backend::cuda_impl::warp_logits_batch(
-            logits.data, device_dtype<T>(), logits.rows, logits.cols, logits.stride, warped.data,
-            warped.stride, reinterpret_cast<const backend::cuda_impl::DeviceWarp*>(warps.data()),
-            static_cast<std::int64_t>(warps.size()), ws.data, cuda.stream),
+            {.logits = logits.data,
+             .dtype = device_dtype<T>(),
+             .rows = logits.rows,
+             .cols = logits.cols,
+             .logits_stride = logits.stride,
+             .warped = warped.data,
+             .warped_stride = warped.stride,
+             .host_warps = reinterpret_cast<const backend::cuda_impl::DeviceWarp*>(warps.data()),
+             .warp_count = static_cast<std::int64_t>(warps.size())},
+            ws.data, cuda.stream),
         "warp_logits_batch");
   }
 };

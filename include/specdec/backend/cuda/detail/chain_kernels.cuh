@@ -34,9 +34,9 @@ struct ChainShared {
   int ints[32];
 };
 
-/// A residual entry [target - draft]+ (the CPU's positive_part of the difference).
+/// A residual entry [target - draft]+: the CPU's scaled_residual at scale 1.
 __device__ __forceinline__ float positive_residual(float target, float draft) {
-  return specdec::detail::positive_part(target - draft);
+  return specdec::detail::scaled_residual(target, 1.0f, draft);
 }
 
 /// The inverse-CDF rule of verify/residual_walk.hpp (detail::sample_row) on the non-negative row
@@ -141,8 +141,8 @@ __global__ void __launch_bounds__(kWarpThreads)
     }
     const std::int32_t x = tokens[first_draft + i];
     const RandomStream s = stream.at_position(stream.position + static_cast<std::uint32_t>(i));
-    // The CPU's test: u * draft(x) * mass < target(x), mass = 1 before any residual.
-    if (s.uniform(0) * dp[x] * 1.0f < tp[x]) {
+    // The CPU's test, mass = 1 before any residual.
+    if (specdec::detail::accepts(s.uniform(0), dp[x], 1.0f, tp[x])) {
       if (threadIdx.x == 0) out[i] = x;
       continue;
     }

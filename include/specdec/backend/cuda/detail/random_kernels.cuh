@@ -12,13 +12,13 @@ namespace specdec::backend::cuda_impl::detail {
 /// Thread (x, y = stream) writes draw first + x of stream y.
 __global__ void fill_random_kernel(const RandomStream* streams, std::uint32_t first,
                                    std::int64_t count, float* out, std::int64_t out_stride,
-                                   bool gumbel) {
+                                   RandomKind kind) {
   const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= count) return;
   const RandomStream stream = streams[blockIdx.y];
   const std::uint32_t draw = first + static_cast<std::uint32_t>(i);
   out[static_cast<std::int64_t>(blockIdx.y) * out_stride + i] =
-      gumbel ? stream.gumbel(draw) : stream.uniform(draw);
+      kind == RandomKind::kGumbel ? stream.gumbel(draw) : stream.uniform(draw);
 }
 
 }  // namespace specdec::backend::cuda_impl::detail

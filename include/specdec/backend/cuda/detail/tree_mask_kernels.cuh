@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // Batched tree attention inputs on the device: packed masks (one block per tree, one thread per
-// mask word), positions (one block per tree, one thread per node) and ReDrafter's prefix match
+// mask word), positions (one thread per tree) and ReDrafter's prefix match
 // (one thread per row of beams), each through the row functions of tree/tree_rows.hpp that the
 // CPU backend runs. Device parents are not scanned: a parent that breaks `parents[i] < i` ends
 // the walk as a root would.
@@ -36,18 +36,18 @@ __global__ void packed_tree_masks_kernel(const std::int32_t* offsets, const std:
   }
 }
 
-/// Block b writes the position ids of tree b's nodes after context_lengths[b] committed tokens.
-__global__ void tree_positions_kernel(const std::int32_t* offsets, const std::int32_t* parents,
+/// Thread b (over the whole grid) writes the position ids of tree b's nodes after
+/// context_lengths[b] committed tokens: each node's depth is its parent's plus one, so one thread
+/// walks a tree in node order.
+__global__ void tree_positions_kernel(const std::int32_t* offsets, int batch,
+                                      const std::int32_t* parents,
                                       const std::int32_t* context_lengths,
                                       std::int32_t* positions) {
-  const std::int32_t begin = offsets[blockIdx.x];
-  const std::int32_t n = offsets[blockIdx.x + 1] - begin;
-  const std::int32_t context = context_lengths[blockIdx.x];
-  for (std::int32_t i = static_cast<std::int32_t>(threadIdx.x); i < n;
-       i += static_cast<std::int32_t>(blockDim.x)) {
-    positions[begin + i] =
-        specdec::detail::node_position(context, specdec::detail::node_depth(parents + begin, i));
-  }
+  const int b = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (b >= batch) return;
+  const std::int32_t begin = offsets[b];
+  specdec::detail::tree_positions_row(parents + begin, offsets[b + 1] - begin, context_lengths[b],
+                                      positions + begin);
 }
 
 /// Thread b (over the whole grid) matches the `width` beams of `length` tokens of row b.

@@ -17,6 +17,7 @@
 #include "specdec/backend/cuda/detail/block_reduce.cuh"
 #include "specdec/backend/cuda/launchers.hpp"
 #include "specdec/core/order_key.hpp"
+#include "specdec/core/warp_rows.hpp"
 
 namespace specdec::backend::cuda_impl::detail {
 
@@ -29,6 +30,9 @@ __device__ __forceinline__ float load(const __nv_bfloat16* p, std::int64_t i) {
 }
 
 using specdec::detail::order_key;  // core/order_key.hpp: -0 and +0 share one key
+using specdec::detail::min_p_cut;  // core/warp_rows.hpp: the warp's row functions
+using specdec::detail::min_p_threshold;
+using specdec::detail::probability_key;
 
 struct Shared {
   float f[32];
@@ -50,7 +54,7 @@ __device__ __forceinline__ double mass_at_least(const float* row, int n, std::ui
   double m = 0.0;
   for (int i = threadIdx.x; i < n; i += blockDim.x) {
     const float p = row[i];
-    if (p > 0.0f && __float_as_uint(p) >= t) m += p;
+    if (probability_key(p) >= t) m += p;  // t >= 1: positive entries only
   }
   return block_all_reduce(m, Plus{}, sh.d);
 }
@@ -74,9 +78,7 @@ struct OrderKey {
   __device__ __forceinline__ std::uint32_t operator()(float x) const { return order_key(x); }
 };
 struct ProbabilityKey {
-  __device__ __forceinline__ std::uint32_t operator()(float p) const {
-    return p > 0.0f ? __float_as_uint(p) : 0u;
-  }
+  __device__ __forceinline__ std::uint32_t operator()(float p) const { return probability_key(p); }
 };
 
 /// out holds scaled logits z; keeps the k largest (ties to the lowest id), the rest become -inf.
@@ -161,10 +163,8 @@ __device__ inline void keep_top_p(float* p, int n, float top_p, Shared& sh) {
 __device__ inline void keep_min_p(float* p, int n, float min_p, Shared& sh) {
   float m = 0.0f;
   for (int i = threadIdx.x; i < n; i += blockDim.x) m = fmaxf(m, p[i]);
-  const float threshold = min_p * block_all_reduce(m, Max{}, sh.f);
-  for (int i = threadIdx.x; i < n; i += blockDim.x) {
-    if (p[i] < threshold) p[i] = 0.0f;
-  }
+  const float threshold = min_p_threshold(min_p, block_all_reduce(m, Max{}, sh.f));
+  for (int i = threadIdx.x; i < n; i += blockDim.x) p[i] = min_p_cut(p[i], threshold);
   __syncthreads();
   renormalise(p, n, sh);
 }

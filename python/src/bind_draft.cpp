@@ -151,8 +151,11 @@ void bind_sampling(py::module_& m) {
           const MatrixView<float> value_view(values.data(), count, k);
           const auto counts_span = counts.values();
           py::gil_scoped_release unlocked;
-          gumbel_top_k_batch(backend::cpu, kind, view, k, streams, token_view, value_view,
-                             counts_span, thread_workspace());
+          gumbel_top_k_batch(backend::cpu,
+                             GumbelTopKBatchArgs<T>{.kind = kind, .rows = view, .k = k,
+                                                    .streams = streams, .tokens = token_view,
+                                                    .values = value_view, .counts = counts_span},
+                             thread_workspace());
         });
         return py::make_tuple(tokens.result(), values.result(), counts.result());
       },
@@ -204,10 +207,16 @@ void bind_sampling(py::module_& m) {
         const auto counts_out = next_counts.values();
         {
           py::gil_scoped_release unlocked;
-          stochastic_beam_level_batch(backend::cpu, row_view, counts.span<std::int32_t>("beam_counts"),
-                                      node_view, log_prob_view, score_view, streams, parents_out,
-                                      tokens_out, log_probs_out, scores_out, counts_out,
-                                      thread_workspace());
+          stochastic_beam_level_batch(
+              backend::cpu,
+              BeamLevelBatchArgs{.draft_rows = row_view,
+                                 .beam_counts = counts.span<std::int32_t>("beam_counts"),
+                                 .nodes = node_view, .log_probs = log_prob_view,
+                                 .scores = score_view, .streams = streams,
+                                 .next_parents = parents_out, .next_tokens = tokens_out,
+                                 .next_log_probs = log_probs_out, .next_scores = scores_out,
+                                 .next_counts = counts_out},
+              thread_workspace());
         }
         return py::make_tuple(next_parents.result(), next_tokens.result(), next_log_probs.result(),
                               next_scores.result(), next_counts.result());

@@ -640,7 +640,7 @@ void bind_sequences(py::module_& m) {
               const auto raw_target_rows = span_or_empty<T>(raw_target, "raw_target_rows");
               const auto raw_draft_rows = span_or_empty<T>(raw_draft, "raw_draft_rows");
               py::gil_scoped_release unlocked;
-              return verify_tree<T>(rule, tree.tokens, tree.parents, target_rows, draft_rows,
+              return verify_tree<T>(rule, tree.view(), target_rows, draft_rows,
                                     vocab, stream, accepted, thread_workspace(), raw_target_rows,
                                     raw_draft_rows);
             });
@@ -1265,8 +1265,7 @@ void bind_batches(py::module_& m) {
         std::fill(accepted_nodes.values().begin(), accepted_nodes.values().end(), -1);
         TreeBatchArgs args;
         args.node_offsets = offsets.span<std::int32_t>("node_offsets");
-        args.tokens = tokens.span<Token>("tokens");
-        args.parents = parents.span<std::int32_t>("parents");
+        args.trees = {tokens.span<Token>("tokens"), parents.span<std::int32_t>("parents")};
         args.target_rows = batch_rows<float>(target, "target_rows");
         args.draft_rows = batch_rows<float>(draft, "draft_rows");
         args.streams = streams;

@@ -638,10 +638,14 @@ void bind_sequences(py::module_& m) {
 
   m.def(
       "verify_tree",
-      [](py::handle rule_object, const DraftTree& tree, py::handle target_object,
+      [](py::handle rule_object, py::handle tree_object, py::handle target_object,
          py::handle draft_object, const RandomStream& stream, py::handle raw_target_object,
          py::handle raw_draft_object) {
         const Rule rule = rule_arg(rule_object);
+        if (!py::isinstance<DraftTree>(tree_object)) {
+          throw Error("tree", fmt::format("is a {}; expected a DraftTree", type_name(tree_object)));
+        }
+        const auto& tree = tree_object.cast<const DraftTree&>();
         const Array target = float_arg(target_object, "target_rows", 2);
         const Array draft = float_arg(draft_object, "draft_rows", 2);
         const auto raw_target = optional_rows(raw_target_object, "raw_target_rows", 2);

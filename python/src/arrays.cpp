@@ -310,7 +310,8 @@ bool is_cuda_array(py::handle obj) {
   if (py::isinstance<py::array>(obj)) return false;
   if (is_torch_tensor(obj)) return obj.attr("is_cuda").cast<bool>();
   if (!py::hasattr(obj, "__dlpack_device__")) return false;
-  const auto device_type = py::reinterpret_borrow<py::tuple>(obj.attr("__dlpack_device__")())[0].cast<int>();
+  const auto device = py::reinterpret_borrow<py::tuple>(obj.attr("__dlpack_device__")());
+  const auto device_type = device[0].cast<int>();
   return device_type == kDLCUDA || device_type == kDLCUDAManaged;
 }
 

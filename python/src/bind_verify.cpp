@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 // Verification: the node rules, node / chain / block / tree verification, MTAD, the exact output
-// distribution of a rule and the batched chain and tree entry points of the CPU backend.
-#include <pybind11/stl.h>
-
+// distribution of a rule and the batched chain and tree entry points (CPU backend; CUDA backend
+// for CUDA tensors when built with SPECDEC_PYTHON_WITH_CUDA).
 #include <fmt/format.h>
+#include <pybind11/stl.h>
 
 #include <chrono>
 #include <limits>
@@ -94,7 +94,8 @@ std::vector<RandomStream> streams_arg(py::handle obj) {
     throw Error("streams", "is one RandomStream; expected a sequence of them, one per sequence");
   }
   if (!PySequence_Check(obj.ptr())) {
-    throw Error("streams", fmt::format("is a {}; expected a sequence of RandomStream", type_name(obj)));
+    throw Error("streams",
+                fmt::format("is a {}; expected a sequence of RandomStream", type_name(obj)));
   }
   // A list or tuple is read in place; any other sequence through one copy into a list.
   const auto items = py::reinterpret_steal<py::object>(PySequence_Fast(obj.ptr(), "streams"));
@@ -117,14 +118,16 @@ std::vector<RandomStream> streams_arg(py::handle obj) {
 std::vector<Warp> warps_arg(py::handle obj) {
   if (py::isinstance<Warp>(obj)) return {obj.cast<Warp>()};
   if (!py::isinstance<py::sequence>(obj)) {
-    throw Error("warps", fmt::format("is a {}; expected a Warp or a sequence of them", type_name(obj)));
+    throw Error("warps",
+                fmt::format("is a {}; expected a Warp or a sequence of them", type_name(obj)));
   }
   const auto list = py::reinterpret_borrow<py::sequence>(obj);
   std::vector<Warp> warps;
   for (std::size_t b = 0; b < list.size(); ++b) {
     py::object item = list[b];
     if (!py::isinstance<Warp>(item)) {
-      throw Error(fmt::format("warps[{}]", b), fmt::format("is a {}; expected a Warp", type_name(item)));
+      throw Error(fmt::format("warps[{}]", b),
+                  fmt::format("is a {}; expected a Warp", type_name(item)));
     }
     warps.push_back(item.cast<Warp>());
   }
@@ -176,11 +179,13 @@ bool rule_equal(const R& a, const R& b) {
 template <class R>
 py::class_<R>& rule_methods(py::class_<R>& cls) {
   cls.def("__repr__", &rule_repr<R>)
-      .def("__eq__", [](const R& a, const py::object& b) {
-        return py::isinstance<R>(b) && rule_equal(a, b.cast<R>());
-      })
-      .def("is_lossless", [](const R& r) { return is_lossless(Rule(r)); },
-           "True when the rule's output is the warped target whatever the rows.");
+      .def("__eq__",
+           [](const R& a, const py::object& b) {
+             return py::isinstance<R>(b) && rule_equal(a, b.cast<R>());
+           })
+      .def(
+          "is_lossless", [](const R& r) { return is_lossless(Rule(r)); },
+          "True when the rule's output is the warped target whatever the rows.");
   return cls;
 }
 
@@ -207,7 +212,8 @@ void bind_rules(py::module_& m) {
   rejection.def(py::init<>());
   rule_methods(rejection);
   py::class_<MultiRound> multi_round(
-      m, "MultiRound", "Multi-round rejection sampling of i.i.d. candidates (SpecInfer). Lossless.");
+      m, "MultiRound",
+      "Multi-round rejection sampling of i.i.d. candidates (SpecInfer). Lossless.");
   multi_round.def(py::init<>());
   rule_methods(multi_round);
   py::class_<Recursive> recursive(
@@ -220,17 +226,19 @@ void bind_rules(py::module_& m) {
                             "SpecTr K-SEQ over K i.i.d. candidates. gamma <= 0 picks the root of\n"
                             "1 - (1 - beta)^K = gamma * beta automatically (see spectr_gamma).\n"
                             "Lossless.");
-  spectr.def(py::init([](double gamma) { return SpecTr{gamma}; }), py::kw_only(),
-             py::arg("gamma") = 0.0)
+  spectr
+      .def(py::init([](double gamma) { return SpecTr{gamma}; }), py::kw_only(),
+           py::arg("gamma") = 0.0)
       .def_readwrite("gamma", &SpecTr::gamma);
   rule_methods(spectr);
 
-  py::class_<Lossy> lossy(m, "Lossy",
-                          "Lossy speculative sampling of one candidate: accepts x with probability\n"
-                          "min(1, target(x) / ((1 - alpha) draft(x))) and corrects from\n"
-                          "norm([target / beta - draft]+). tune_beta replaces beta by the tuned\n"
-                          "value (lossy_tuned_beta); greedy is the T = 0 variant (accept iff\n"
-                          "target(x) >= (1 - alpha) max target). Not lossless.");
+  py::class_<Lossy> lossy(
+      m, "Lossy",
+      "Lossy speculative sampling of one candidate: accepts x with probability\n"
+      "min(1, target(x) / ((1 - alpha) draft(x))) and corrects from\n"
+      "norm([target / beta - draft]+). tune_beta replaces beta by the tuned\n"
+      "value (lossy_tuned_beta); greedy is the T = 0 variant (accept iff\n"
+      "target(x) >= (1 - alpha) max target). Not lossless.");
   lossy
       .def(py::init([](float alpha, float beta, bool tune_beta, bool greedy) {
              return Lossy{alpha, beta, tune_beta, greedy};
@@ -243,12 +251,15 @@ void bind_rules(py::module_& m) {
       .def_readwrite("greedy", &Lossy::greedy);
   rule_methods(lossy);
 
-  py::class_<Cascade> cascade(m, "Cascade",
-                              "Speculative sampling of one candidate towards the cascade target pi\n"
-                              "formed by `deferral` with threshold `alpha` (see cascade_target).\n"
-                              "Not lossless: its output is pi.");
+  py::class_<Cascade> cascade(
+      m, "Cascade",
+      "Speculative sampling of one candidate towards the cascade target pi\n"
+      "formed by `deferral` with threshold `alpha` (see cascade_target).\n"
+      "Not lossless: its output is pi.");
   cascade
-      .def(py::init([](Deferral deferral, float alpha) { return Cascade{deferral, alpha}; }),
+      .def(py::init([](Deferral deferral, float alpha) {
+             return Cascade{deferral, alpha};
+           }),
            py::kw_only(), py::arg("deferral") = Deferral::kChow, py::arg("alpha") = 0.0f)
       .def_readwrite("deferral", &Cascade::deferral)
       .def_readwrite("alpha", &Cascade::alpha);
@@ -258,7 +269,9 @@ void bind_rules(py::module_& m) {
                               "Typical acceptance (Medusa): accepts the first candidate x with\n"
                               "target(x) > min(epsilon, delta * exp(-H(target))). Not lossless.");
   typical
-      .def(py::init([](float epsilon, float delta) { return Typical{epsilon, delta}; }),
+      .def(py::init([](float epsilon, float delta) {
+             return Typical{epsilon, delta};
+           }),
            py::kw_only(), py::arg("epsilon") = 0.3f, py::arg("delta") = 0.09f)
       .def_readwrite("epsilon", &Typical::epsilon)
       .def_readwrite("delta", &Typical::delta);
@@ -286,8 +299,7 @@ void bind_rules(py::module_& m) {
       py::arg("deferral"), "The rule's name in configuration files ('chow', 'token_v1', ...).");
   m.def("check_deferral", &check_deferral, py::arg("deferral"), py::arg("alpha"),
         "Raises specdec.Error unless alpha lies in the deferral rule's range.");
-  m.def("check_typical_parameters", &check_typical_parameters, py::arg("epsilon"),
-        py::arg("delta"),
+  m.def("check_typical_parameters", &check_typical_parameters, py::arg("epsilon"), py::arg("delta"),
         "Raises specdec.Error unless epsilon is in [0, 1] and delta finite and >= 0.");
 }
 
@@ -296,13 +308,16 @@ void bind_verdicts(py::module_& m) {
                           "The outcome at one node: `accepted` is the index of the accepted\n"
                           "candidate (-1 when every one was rejected), `token` the accepted\n"
                           "candidate or the correction token.")
-      .def(py::init([](std::int32_t accepted, Token token) { return NodeVerdict{accepted, token}; }),
+      .def(py::init([](std::int32_t accepted, Token token) {
+             return NodeVerdict{accepted, token};
+           }),
            py::arg("accepted"), py::arg("token"))
       .def_readonly("accepted", &NodeVerdict::accepted)
       .def_readonly("token", &NodeVerdict::token)
-      .def("__eq__", [](const NodeVerdict& a, const py::object& b) {
-        return py::isinstance<NodeVerdict>(b) && a == b.cast<NodeVerdict>();
-      })
+      .def("__eq__",
+           [](const NodeVerdict& a, const py::object& b) {
+             return py::isinstance<NodeVerdict>(b) && a == b.cast<NodeVerdict>();
+           })
       .def("__repr__", [](const NodeVerdict& v) {
         return fmt::format("NodeVerdict(accepted={}, token={})", v.accepted, v.token);
       });
@@ -352,7 +367,9 @@ void bind_verdicts(py::module_& m) {
   py::class_<MtadVerdict>(m, "MtadVerdict",
                           "The outcome of MTAD: `accepted` draft tokens kept (0..L), then `token`\n"
                           "drawn from the target row after them.")
-      .def(py::init([](std::int32_t accepted, Token token) { return MtadVerdict{accepted, token}; }),
+      .def(py::init([](std::int32_t accepted, Token token) {
+             return MtadVerdict{accepted, token};
+           }),
            py::arg("accepted"), py::arg("token"))
       .def_readonly("accepted", &MtadVerdict::accepted)
       .def_readonly("token", &MtadVerdict::token)
@@ -475,13 +492,11 @@ void bind_node(py::module_& m) {
         return visit_floats(target, "target", [&]<class T>(std::span<const T> target_row) {
           const auto draft_row = draft.span<T>("draft");
           py::gil_scoped_release unlocked;
-          return verify_lossy<T>(target_row, draft_row, c, alpha, beta, stream,
-                                 thread_workspace());
+          return verify_lossy<T>(target_row, draft_row, c, alpha, beta, stream, thread_workspace());
         });
       },
-      py::arg("target"), py::arg("draft"), py::arg("candidate"), py::arg("alpha"),
-      py::arg("beta"), py::arg("stream"),
-      "Lossy speculative sampling of one candidate (see Lossy).");
+      py::arg("target"), py::arg("draft"), py::arg("candidate"), py::arg("alpha"), py::arg("beta"),
+      py::arg("stream"), "Lossy speculative sampling of one candidate (see Lossy).");
 
   m.def(
       "verify_lossy_greedy",
@@ -529,8 +544,8 @@ void bind_node(py::module_& m) {
         const Array candidates = candidates_arg(candidates_object, "candidates");
         return visit_floats(target, "target", [&]<class T>(std::span<const T> target_row) {
           py::gil_scoped_release unlocked;
-          return verify_typical<T>(target_row, candidates.span<Token>("candidates"), epsilon,
-                                   delta, stream);
+          return verify_typical<T>(target_row, candidates.span<Token>("candidates"), epsilon, delta,
+                                   stream);
         });
       },
       py::arg("target"), py::arg("candidates"), py::arg("epsilon"), py::arg("delta"),
@@ -580,7 +595,8 @@ void bind_sequences(py::module_& m) {
               return verify_chain<T>(rule, target_rows, draft_rows, draft_tokens, vocab, stream,
                                      out, thread_workspace(), raw_target_rows, raw_draft_rows);
             });
-        const auto emitted = std::span<const Token>(out).first(static_cast<std::size_t>(verdict.emitted));
+        const auto emitted =
+            std::span<const Token>(out).first(static_cast<std::size_t>(verdict.emitted));
         return py::make_tuple(verdict, output_from(emitted, kind_of(target, draft, tokens)));
       },
       py::arg("rule"), py::arg("target_rows"), py::arg("draft_rows"), py::arg("draft_tokens"),
@@ -610,7 +626,8 @@ void bind_sequences(py::module_& m) {
               return verify_block<T>(target_rows, draft_rows, draft_tokens, vocab, stream, out,
                                      thread_workspace());
             });
-        const auto emitted = std::span<const Token>(out).first(static_cast<std::size_t>(verdict.emitted));
+        const auto emitted =
+            std::span<const Token>(out).first(static_cast<std::size_t>(verdict.emitted));
         return py::make_tuple(verdict, output_from(emitted, kind_of(target, draft, tokens)));
       },
       py::arg("target_rows"), py::arg("draft_rows"), py::arg("draft_tokens"), py::arg("stream"),
@@ -621,10 +638,14 @@ void bind_sequences(py::module_& m) {
 
   m.def(
       "verify_tree",
-      [](py::handle rule_object, const DraftTree& tree, py::handle target_object,
+      [](py::handle rule_object, py::handle tree_object, py::handle target_object,
          py::handle draft_object, const RandomStream& stream, py::handle raw_target_object,
          py::handle raw_draft_object) {
         const Rule rule = rule_arg(rule_object);
+        if (!py::isinstance<DraftTree>(tree_object)) {
+          throw Error("tree", fmt::format("is a {}; expected a DraftTree", type_name(tree_object)));
+        }
+        const auto& tree = tree_object.cast<const DraftTree&>();
         const Array target = float_arg(target_object, "target_rows", 2);
         const Array draft = float_arg(draft_object, "draft_rows", 2);
         const auto raw_target = optional_rows(raw_target_object, "raw_target_rows", 2);
@@ -644,8 +665,8 @@ void bind_sequences(py::module_& m) {
                                     vocab, stream, accepted, thread_workspace(), raw_target_rows,
                                     raw_draft_rows);
             });
-        const auto nodes =
-            std::span<const std::int32_t>(accepted).first(static_cast<std::size_t>(verdict.accepted));
+        const auto nodes = std::span<const std::int32_t>(accepted).first(
+            static_cast<std::size_t>(verdict.accepted));
         return py::make_tuple(verdict, output_from(nodes, kind_of(target, draft)));
       },
       py::arg("rule"), py::arg("tree"), py::arg("target_rows"), py::arg("draft_rows"),
@@ -660,8 +681,8 @@ void bind_sequences(py::module_& m) {
 
   m.def(
       "verify_mtad",
-      [](py::handle tokens_object, py::handle log_probs_object, py::handle target_object,
-         float tau, const RandomStream& stream) {
+      [](py::handle tokens_object, py::handle log_probs_object, py::handle target_object, float tau,
+         const RandomStream& stream) {
         const Array tokens = token_arg(tokens_object, "draft_tokens", 1);
         const Array log_probs = float32_arg(log_probs_object, "draft_log_probs", 1);
         const Array target = float32_arg(target_object, "target_rows", 2);
@@ -713,7 +734,8 @@ void bind_exact(py::module_& m) {
   m.def(
       "claimed_distribution",
       [](py::handle rule_object, py::handle target_object, py::handle draft_object,
-         std::int32_t count, py::handle raw_target_object, py::handle raw_draft_object) -> py::object {
+         std::int32_t count, py::handle raw_target_object,
+         py::handle raw_draft_object) -> py::object {
         const Rule rule = rule_arg(rule_object);
         const Array target = float32_arg(target_object, "target", 1);
         const Array draft = float32_arg(draft_object, "draft", 1);
@@ -823,7 +845,8 @@ void bind_exact(py::module_& m) {
 // ---- batches ------------------------------------------------------------------------------
 
 backend::Cpu cpu_with(int threads) {
-  if (threads < 0) throw Error("threads", fmt::format("{} is negative (0 = every hardware thread)", threads));
+  if (threads < 0)
+    throw Error("threads", fmt::format("{} is negative (0 = every hardware thread)", threads));
   return backend::cpu.with_threads(threads);
 }
 
@@ -847,7 +870,8 @@ struct ChainBatchLayout {
   std::vector<std::int32_t> uniform;  // the offsets of a uniform batch
   std::optional<Array> ragged;        // the caller's offsets
   [[nodiscard]] std::span<const std::int32_t> offsets() const {
-    return ragged ? ragged->span<std::int32_t>("draft_offsets") : std::span<const std::int32_t>(uniform);
+    return ragged ? ragged->span<std::int32_t>("draft_offsets")
+                  : std::span<const std::int32_t>(uniform);
   }
 };
 
@@ -964,7 +988,8 @@ Array device_arg(py::handle obj, std::string_view name, int device) {
 /// Device tokens as int32 (an int64 tensor is narrowed on the device, unchecked like the rows).
 Array device_tokens(py::handle obj, std::string_view name, int device) {
   Array a = device_arg(obj, name, device);
-  if (a.dtype == DType::int64) a = device_arg(py::reinterpret_borrow<py::object>(obj).attr("int")(), name, device);
+  if (a.dtype == DType::int64)
+    a = device_arg(py::reinterpret_borrow<py::object>(obj).attr("int")(), name, device);
   if (a.dtype != DType::int32) {
     throw Error(std::string(name),
                 fmt::format("has dtype {}; expected int32 or int64", dtype_name(a.dtype)));
@@ -976,7 +1001,8 @@ Array device_tokens(py::handle obj, std::string_view name, int device) {
 struct DeviceOutput {
   py::object tensor;
   Array array;
-  DeviceOutput(const std::vector<std::int64_t>& shape, DType dtype, int device, std::string_view name)
+  DeviceOutput(const std::vector<std::int64_t>& shape, DType dtype, int device,
+               std::string_view name)
       : tensor(cuda_empty(shape, dtype, device)), array(array_arg(tensor, name)) {}
   template <class T>
   std::span<T> values(std::string_view name) const {
@@ -1199,8 +1225,8 @@ void bind_batches(py::module_& m) {
                                      {draft_object, "draft_logits"},
                                      {tokens_object, "draft_tokens"}}))) {
 #if defined(SPECDEC_PYTHON_WITH_CUDA)
-          return cuda_chain_batch_logits(target_object, draft_object, warps_object,
-                                         tokens_object, streams_object, offsets_object);
+          return cuda_chain_batch_logits(target_object, draft_object, warps_object, tokens_object,
+                                         streams_object, offsets_object);
 #endif
         }
         const backend::Cpu cpu = cpu_with(threads);
@@ -1245,8 +1271,8 @@ void bind_batches(py::module_& m) {
                                      {tokens_object, "tokens"},
                                      {parents_object, "parents"}}))) {
 #if defined(SPECDEC_PYTHON_WITH_CUDA)
-          return cuda_tree_batch(rule, offsets_object, tokens_object, parents_object,
-                                 target_object, draft_object, streams_object);
+          return cuda_tree_batch(rule, offsets_object, tokens_object, parents_object, target_object,
+                                 draft_object, streams_object);
 #endif
         }
         const backend::Cpu cpu = cpu_with(threads);

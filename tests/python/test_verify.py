@@ -516,6 +516,8 @@ def test_bad_input_raises_errors_naming_the_argument():
     assert argument_of(lambda: specdec.verify_spectr(target_rows[0], draft_rows[0], [1, 2], 3.0,
                                                      stream())) == "gamma"
     tree = specdec.DraftTree([1, 2], [-1, 0])
+    assert argument_of(lambda: specdec.verify_tree(specdec.Recursive(), [1, 2], target_rows,
+                                                   target_rows, stream())) == "tree"
     assert argument_of(lambda: specdec.verify_tree(specdec.Recursive(), tree, target_rows,
                                                    random_rows(rng, 2), stream())) == "draft_rows"
     assert argument_of(lambda: specdec.exact_node_distribution(

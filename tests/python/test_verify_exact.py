@@ -16,6 +16,7 @@ import specdec
 
 FALSE_FAILURE = 1e-6
 TRIALS = 20000
+TREES = 8000
 
 TARGET = np.array([0.30, 0.22, 0.18, 0.15, 0.10, 0.05, 0.0], np.float32)
 DRAFT = np.array([0.10, 0.30, 0.05, 0.20, 0.15, 0.10, 0.10], np.float32)
@@ -47,18 +48,18 @@ def assert_law(counts, law):
     assert statistic < chi_square_threshold(degrees), (statistic, degrees, counts, law)
 
 
-def draw_candidates(rng, draft, count, distinct):
-    """`count` candidates from `draft`: i.i.d., or one after another without replacement."""
+def draw_candidates(rng, draft, count, distinct, trials):
+    """[trials, k] candidates from `draft`: i.i.d. (k = count), or one after another without
+    replacement (k = min(count, support)), which is the order of the Gumbel-perturbed
+    log-probabilities (Plackett-Luce)."""
     row = draft.astype(np.float64)
+    row /= row.sum()
     if not distinct:
-        return [int(x) for x in rng.choice(len(row), size=count, p=row / row.sum())]
-    row = row.copy()
-    picks = []
-    for _ in range(min(count, int((row > 0).sum()))):
-        x = int(rng.choice(len(row), p=row / row.sum()))
-        picks.append(x)
-        row[x] = 0.0
-    return picks
+        return rng.choice(len(row), size=(trials, count), p=row)
+    with np.errstate(divide="ignore"):
+        keys = np.log(row) + rng.gumbel(size=(trials, len(row)))
+    keys[:, row == 0] = -np.inf
+    return np.argsort(-keys, axis=1)[:, :min(count, int((row > 0).sum()))]
 
 
 RULES = [
@@ -78,8 +79,8 @@ def test_emitted_token_follows_the_exact_law(rule, count):
     rng = np.random.default_rng(1234)
     distinct = specdec.draws_without_replacement(rule)
     counts = np.zeros(len(TARGET), np.int64)
-    for trial in range(TRIALS):
-        candidates = draw_candidates(rng, DRAFT, count, distinct)
+    all_candidates = draw_candidates(rng, DRAFT, count, distinct, TRIALS)
+    for trial, candidates in enumerate(all_candidates):
         stream = specdec.RandomStream(seed=77, sequence=trial)
         verdict = specdec.verify_node(rule, TARGET, DRAFT, candidates, stream,
                                       raw_target=RAW_TARGET, raw_draft=RAW_DRAFT)
@@ -111,8 +112,11 @@ def test_first_token_of_chains_blocks_and_trees_follows_the_target():
     block_counts = np.zeros(len(TARGET), np.int64)
     tree_counts = np.zeros(len(TARGET), np.int64)
     batch_tokens, batch_streams = [], []
-    for trial in range(TRIALS):
-        tokens = [draw_candidates(rng, row, 1, False)[0] for row in draft_rows]
+    all_tokens = np.stack([draw_candidates(rng, row, 1, False, TRIALS)[:, 0] for row in draft_rows],
+                          axis=1)
+    roots = draw_candidates(rng, DRAFT, 2, True, TREES)
+    grandchildren = draw_candidates(rng, RAW_DRAFT, 2, True, 2 * TREES).reshape(TREES, 2, 2)
+    for trial, tokens in enumerate(all_tokens):
         stream = specdec.RandomStream(seed=5, sequence=trial)
         _, out = specdec.verify_chain(specdec.Rejection(), target_rows, draft_rows, tokens, stream)
         chain_counts[out[0]] += 1
@@ -120,19 +124,10 @@ def test_first_token_of_chains_blocks_and_trees_follows_the_target():
         block_counts[out[0]] += 1
         batch_tokens.append(tokens)
         batch_streams.append(stream)
-        if trial < TRIALS // 2:
-            tree = specdec.DraftTree()
-            for x in draw_candidates(rng, DRAFT, 2, True):
-                node = tree.add(x, -1)
-                for y in draw_candidates(rng, RAW_DRAFT, 2, True):
-                    tree.add(y, node)
-            # Level order: children of the root first.
-            order = sorted(range(len(tree)), key=lambda i: tree.depths[i])
-            remap = {old: new for new, old in enumerate(order)}
-            tokens_in_order = [int(tree.tokens[i]) for i in order]
-            parents_in_order = [-1 if tree.parents[i] < 0 else remap[int(tree.parents[i])]
-                                for i in order]
-            tree = specdec.DraftTree(tokens_in_order, parents_in_order)
+        if trial < TREES:
+            # Level order: the root's two children (nodes 0, 1), then two children of each.
+            tree = specdec.DraftTree(np.concatenate([roots[trial], grandchildren[trial].ravel()]),
+                                     [-1, -1, 0, 0, 1, 1])
             depths = tree.depths
             rows_t = np.stack([TARGET] + [RAW_TARGET if d == 1 else DRAFT for d in depths])
             rows_d = np.stack([DRAFT] + [RAW_DRAFT if d == 1 else DRAFT for d in depths])

@@ -208,6 +208,11 @@ def test_provider_exceptions_leave_decode_unchanged(side, where):
     with pytest.raises(KeyError) as caught:
         specdec.decode(providers["target"], providers["draft"], [1], options(Method.RSD_S))
     assert caught.value is error
+    decoder = specdec.Decoder(providers["target"], providers["draft"], options(Method.RSD_S))
+    decoder.reset([1])
+    with pytest.raises(KeyError) as caught:
+        decoder.step()
+    assert caught.value is error
 
 
 def test_bad_providers_are_named():
@@ -267,6 +272,30 @@ def test_python_providers_work_from_other_threads():
         t.join()
     for got, want in zip(results, expected):
         np.testing.assert_array_equal(got, want)
+
+
+def test_decode_batch_equals_decode_per_sequence():
+    opts = options(Method.RSD_S)
+    prompts = [[1], [2, 3], [4, 4, 0], [6]]
+    pairs = [toy_pair() for _ in prompts]
+    pairs[1] = (Delegating(pairs[1][0]), NumpyMarkov(DRAFT))  # Python providers mix in
+    results = specdec.decode_batch([p[0] for p in pairs], [p[1] for p in pairs], prompts, opts,
+                                   threads=2)
+    assert len(results) == 4
+    for s, prompt in enumerate(prompts):
+        expected = specdec.decode(*toy_pair(), prompt, opts, sequence=s)
+        np.testing.assert_array_equal(results[s].tokens, expected.tokens)
+    with pytest.raises(specdec.Error) as caught:
+        specdec.decode_batch([p[0] for p in pairs], [p[1] for p in pairs], [[1], [2], [], [3]], opts)
+    assert caught.value.argument == "prompts[2]"
+    with pytest.raises(specdec.Error) as caught:
+        specdec.decode_batch([p[0] for p in pairs], [p[1] for p in pairs][:3], prompts, opts)
+    assert caught.value.argument == "drafts"
+    error = KeyError("gone")
+    raising = [Raising(TARGET, error, "evaluate") for _ in prompts]
+    with pytest.raises(KeyError) as caught:
+        specdec.decode_batch(raising, [NumpyMarkov(DRAFT) for _ in prompts], prompts, opts)
+    assert caught.value is error
 
 
 def test_toy_providers_score_a_batch():

@@ -7,11 +7,11 @@
 // HiddenStateProvider concepts: the loop runs with the GIL released and each provider call takes
 // it back. The logits (and hidden states) a provider fills are NumPy views of the decoder's own
 // buffer, so nothing is copied; a Python exception raised by a provider leaves `decode` unchanged.
-#include <pybind11/functional.h>
 #include <pybind11/stl.h>
 
 #include <fmt/format.h>
 
+#include <cctype>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -444,6 +444,13 @@ void bind_toys(py::module_& m) {
 // ---------------------------------------------------------------------------------------------
 // Options, results, decode
 
+/// The Python name of a method's enum value ("SD_BLOCK").
+std::string python_method_name(Method method) {
+  std::string name(method_name(method));
+  for (auto& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return name;
+}
+
 std::string metrics_repr(const DecodeMetrics& m) {
   return fmt::format(
       "DecodeMetrics(sequences={}, tokens_generated={}, target_calls={}, draft_calls={}, "
@@ -517,7 +524,7 @@ void bind_options(py::module_& m) {
         return fmt::format(
             "DecodeOptions(method=Method.{}, depth={}, width={}, branching=[{}], tau={}, "
             "mtad_beam_search={}, spectr_gamma={}, max_new_tokens={}, end_token={}, seed={})",
-            method_name(o.method), o.depth, o.width, fmt::join(o.branching, ", "), o.tau,
+            python_method_name(o.method), o.depth, o.width, fmt::join(o.branching, ", "), o.tau,
             o.mtad_beam_search ? "True" : "False", o.spectr_gamma, o.max_new_tokens, o.end_token,
             o.seed);
       });
@@ -590,7 +597,7 @@ struct Providers {
     if (draft_obj.is_none()) {
       if (uses_draft(method)) {
         throw Error("draft", fmt::format("is None; Method.{} needs a draft provider",
-                                         method_name(method)));
+                                         python_method_name(method)));
       }
       draft_is_target = true;
     } else {

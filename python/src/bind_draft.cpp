@@ -12,7 +12,6 @@
 
 #include <fmt/format.h>
 
-#include <optional>
 
 #include "arrays.hpp"
 #include "bindings.hpp"

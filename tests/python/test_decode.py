@@ -112,6 +112,25 @@ def test_python_providers_give_the_toy_providers_tokens(method):
     np.testing.assert_array_equal(numpy_run.tokens, expected.tokens)
 
 
+def test_method_names_and_option_checks():
+    for method in ALL_METHODS:
+        assert specdec.parse_method(specdec.method_name(method)) == method
+    with pytest.raises(specdec.Error) as caught:
+        specdec.parse_method("medusa")
+    assert caught.value.argument == "method"
+    with pytest.raises(specdec.Error) as caught:
+        options(Method.MTAD, tau=1.5).validate(VOCAB)
+    assert caught.value.argument == "tau"
+    with pytest.raises(specdec.Error) as caught:
+        options(Method.RSD_C, branching=[2, VOCAB + 1]).validate(VOCAB)
+    assert caught.value.argument == "branching[1]"
+    redrafter = specdec.ReDrafterOptions(width=0)
+    with pytest.raises(specdec.Error) as caught:
+        redrafter.validate(VOCAB)
+    assert caught.value.argument == "width"
+    assert "method=Method.SD_BLOCK," in repr(options(Method.SD_BLOCK))
+
+
 def test_seed_and_sequence_select_the_stream():
     target, draft = toy_pair()
     a = specdec.decode(target, draft, [1], options(Method.RSD_S), sequence=0).tokens
@@ -161,6 +180,11 @@ def test_metrics_are_the_counters_of_the_run():
     assert metrics.mbsu(3, 0.0) == pytest.approx(metrics.block_efficiency())
     assert "sd" in specdec.format_metrics_row("sd", metrics, 3, 0.1)
     assert "eta" in specdec.format_metrics_header()
+    assert metrics.mean_target_budget() == pytest.approx(
+        metrics.target_tree_tokens / metrics.target_calls)
+    assert metrics.mean_draft_calls() == pytest.approx(3.0)
+    assert metrics.acceptance_rate(1) == rates[0] and metrics.wall_seconds >= 0
+    assert isinstance(result, specdec.DecodeResult)
     merged = specdec.DecodeMetrics()
     merged.merge(metrics)
     merged.merge(metrics)
@@ -308,6 +332,9 @@ def test_toy_providers_score_a_batch():
     np.testing.assert_allclose(np.exp(logits), TARGET[[1, 2, 5, 3]], rtol=1e-6)
     provider.commit(batch, [0, 2], 6)
     assert provider.context().tolist() == [4, 1, 2, 3, 6] and provider.calls() == 1
+    assert provider.evaluated_tokens() == 3
+    provider.reset_counters()
+    assert provider.calls() == 0 and provider.evaluated_tokens() == 0
     with pytest.raises(specdec.Error) as caught:
         provider.evaluate(batch, np.zeros((2, VOCAB), np.float32))
     assert caught.value.argument == "logits"
@@ -373,3 +400,24 @@ def test_redrafter_decodes_from_hidden_states(verification):
     with pytest.raises(specdec.Error) as caught:
         specdec.decode_redrafter(NumpyMarkov(TARGET), head, [1, 2], opts)
     assert caught.value.argument == "head"
+
+
+def test_every_binding_of_this_area_is_exercised():
+    """Each public name of the draft, tree and decode stubs (methods included) appears in these
+    tests, so a new binding comes with a test."""
+    import ast
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    names = set()
+    for part in ("draft", "tree", "decode"):
+        for node in ast.parse((root / "python" / "stubs" / f"{part}.pyi").read_text()).body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            if isinstance(node, ast.ClassDef):
+                names.update(b.name for b in node.body
+                             if isinstance(b, ast.FunctionDef) and not b.name.startswith("_"))
+    text = "".join(p.read_text() for p in Path(__file__).parent.glob("test_*.py"))
+    missing = sorted(n for n in names if not re.search(rf"\b{re.escape(n)}\b", text))
+    assert missing == []

@@ -7,9 +7,8 @@
 // HiddenStateProvider concepts: the loop runs with the GIL released and each provider call takes
 // it back. The logits (and hidden states) a provider fills are NumPy views of the decoder's own
 // buffer, so nothing is copied; a Python exception raised by a provider leaves `decode` unchanged.
-#include <pybind11/stl.h>
-
 #include <fmt/format.h>
+#include <pybind11/stl.h>
 
 #include <cctype>
 #include <mutex>
@@ -67,7 +66,8 @@ void bind_tree_batch(py::module_& m) {
           py::arg("tree"), py::arg("committed_length"),
           "The batch of `tree` after a context of `committed_length` (>= 1) tokens.")
       .def_property_readonly(
-          "tokens", [](const TreeBatch& b) { return output_from<Token>(b.tokens, ArrayKind::numpy); },
+          "tokens",
+          [](const TreeBatch& b) { return output_from<Token>(b.tokens, ArrayKind::numpy); },
           "The node tokens (a copy, int32).")
       .def_property_readonly(
           "parents",
@@ -78,16 +78,15 @@ void bind_tree_batch(py::module_& m) {
           [](const TreeBatch& b) {
             Output<std::int32_t> out({b.size()}, ArrayKind::numpy);
             for (std::size_t i = 0; i < b.positions.size(); ++i) {
-              out.values()[i] = detail::checked_narrow<std::int32_t>(ArgName("positions", i),
-                                                                      b.positions[i]);
+              out.values()[i] =
+                  detail::checked_narrow<std::int32_t>(ArgName("positions", i), b.positions[i]);
             }
             return out.result();
           },
           "The absolute position ids of the nodes (a copy, int32).")
       .def_readonly("committed_length", &TreeBatch::committed_length,
                     "The committed tokens before the tree (the root included).")
-      .def("root_position", &TreeBatch::root_position,
-           "The root's position, committed_length - 1.")
+      .def("root_position", &TreeBatch::root_position, "The root's position, committed_length - 1.")
       .def("rows", &TreeBatch::rows, "Rows a provider returns: size() + 1.")
       .def("size", &TreeBatch::size, "The number of nodes.")
       .def("__len__", &TreeBatch::size)
@@ -95,7 +94,8 @@ void bind_tree_batch(py::module_& m) {
           "depth",
           [](const TreeBatch& b, std::int32_t node) {
             if (node < 0 || node >= b.size()) {
-              throw Error("node", fmt::format("{} is not a node of the batch ({} nodes)", node, b.size()));
+              throw Error("node",
+                          fmt::format("{} is not a node of the batch ({} nodes)", node, b.size()));
             }
             return b.depth(node);
           },
@@ -238,8 +238,9 @@ class PyProvider {
       try {
         return value.cast<std::int64_t>();
       } catch (const py::cast_error&) {
-        throw Error(fmt::format("{}.{}()", name_, method),
-                    fmt::format("returned {}; expected an int", py::repr(value).cast<std::string>()));
+        throw Error(
+            fmt::format("{}.{}()", name_, method),
+            fmt::format("returned {}; expected an int", py::repr(value).cast<std::string>()));
       }
     });
   }
@@ -260,8 +261,9 @@ AnyLogitsProvider provider_arg(py::handle obj, const std::string& name, Provider
   if (py::isinstance<toy::NGramProvider>(obj)) return std::ref(obj.cast<toy::NGramProvider&>());
   for (const char* method : {"vocab_size", "committed_length", "reset", "evaluate", "commit"}) {
     if (!py::hasattr(obj, method)) {
-      throw Error(name, fmt::format("{} has no {}() method: not a LogitsProvider",
-                                    py::repr(py::type::handle_of(obj)).cast<std::string>(), method));
+      throw Error(name,
+                  fmt::format("{} has no {}() method: not a LogitsProvider",
+                              py::repr(py::type::handle_of(obj)).cast<std::string>(), method));
     }
   }
   return PyProvider(obj, name, errors);
@@ -270,7 +272,8 @@ AnyLogitsProvider provider_arg(py::handle obj, const std::string& name, Provider
 /// A writable float32 matrix of `rows` x `cols` from a NumPy array or a CPU torch tensor.
 MatrixView<float> writable_rows(py::handle obj, std::string_view name, std::int64_t rows,
                                 std::int64_t cols, Array& keep) {
-  if (py::isinstance<py::array>(obj) && !py::array(py::reinterpret_borrow<py::array>(obj)).writeable()) {
+  if (py::isinstance<py::array>(obj) &&
+      !py::array(py::reinterpret_borrow<py::array>(obj)).writeable()) {
     throw Error(std::string(name), "is read-only; pass a writable array");
   }
   if (py::hasattr(obj, "is_contiguous") && !obj.attr("is_contiguous")().cast<bool>()) {
@@ -435,7 +438,9 @@ void bind_toys(py::module_& m) {
 
   m.def(
       "markov_head",
-      [](const toy::MarkovModel& draft, std::int64_t hidden) { return toy::markov_head(draft, hidden); },
+      [](const toy::MarkovModel& draft, std::int64_t hidden) {
+        return toy::markov_head(draft, hidden);
+      },
       py::arg("draft"), py::arg("hidden"),
       "A ReDrafterHead whose row after token t is draft.row(t) whatever the hidden state\n"
       "(`hidden` >= V is the target's hidden size).");
@@ -576,7 +581,8 @@ void bind_options(py::module_& m) {
 
   py::class_<DecodeResult>(m, "DecodeResult", "The generated tokens (prompt excluded) and metrics.")
       .def_property_readonly(
-          "tokens", [](const DecodeResult& r) { return output_from<Token>(r.tokens, ArrayKind::numpy); },
+          "tokens",
+          [](const DecodeResult& r) { return output_from<Token>(r.tokens, ArrayKind::numpy); },
           "The generated tokens (int32).")
       .def_readonly("metrics", &DecodeResult::metrics)
       .def("__repr__", [](const DecodeResult& r) {
@@ -678,10 +684,12 @@ void bind_decoding(py::module_& m) {
          const DecodeOptions& options, int threads) {
         const auto count = prompts.size();
         if (targets.size() != count) {
-          throw Error("targets", fmt::format("has {} providers; prompts has {}", targets.size(), count));
+          throw Error("targets",
+                      fmt::format("has {} providers; prompts has {}", targets.size(), count));
         }
         if (drafts.size() != count) {
-          throw Error("drafts", fmt::format("has {} providers; prompts has {}", drafts.size(), count));
+          throw Error("drafts",
+                      fmt::format("has {} providers; prompts has {}", drafts.size(), count));
         }
         ProviderErrors errors;
         std::vector<std::vector<Token>> prompt_list;
@@ -784,7 +792,8 @@ void bind_redrafter_decoding(py::module_& m) {
         ProviderErrors errors;
         AnyLogitsProvider provider = provider_arg(target, "target", errors);
         return run_unlocked(errors, [&] {
-          return decode_redrafter(provider, head, std::span<const Token>(tokens), options, sequence);
+          return decode_redrafter(provider, head, std::span<const Token>(tokens), options,
+                                  sequence);
         });
       },
       py::arg("target"), py::arg("head"), py::arg("prompt"), py::arg("options"),

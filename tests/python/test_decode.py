@@ -65,7 +65,7 @@ class Delegating(specdec.LogitsProvider):
 
 
 class NumpyMarkov(specdec.LogitsProvider):
-    """An order-1 Markov model written with NumPy alone: row i + 1 depends on node i's token only."""
+    """An order-1 Markov model written with NumPy alone: row i + 1 depends on node i's token."""
 
     def __init__(self, table):
         self.log_table = np.log(table)
@@ -281,8 +281,8 @@ def test_autoregressive_runs_without_a_draft():
 
 def test_python_providers_work_from_other_threads():
     opts = options(Method.RSD_C)
-    expected = [specdec.decode(NumpyMarkov(TARGET), NumpyMarkov(DRAFT), [1], opts, sequence=s).tokens
-                for s in range(4)]
+    expected = [specdec.decode(NumpyMarkov(TARGET), NumpyMarkov(DRAFT), [1], opts,
+                               sequence=s).tokens for s in range(4)]
     results = [None] * 4
 
     def run(s):

@@ -7,12 +7,14 @@
 // HiddenStateProvider concepts: the loop runs with the GIL released and each provider call takes
 // it back. The logits (and hidden states) a provider fills are NumPy views of the decoder's own
 // buffer, so nothing is copied; a Python exception raised by a provider leaves `decode` unchanged.
-#include <pybind11/functional.h>
+#include <fmt/format.h>
 #include <pybind11/stl.h>
 
-#include <fmt/format.h>
-
+#include <cctype>
+#include <mutex>
 #include <optional>
+#include <stdexcept>
+#include <type_traits>
 
 #include "arrays.hpp"
 #include "bindings.hpp"
@@ -64,7 +66,8 @@ void bind_tree_batch(py::module_& m) {
           py::arg("tree"), py::arg("committed_length"),
           "The batch of `tree` after a context of `committed_length` (>= 1) tokens.")
       .def_property_readonly(
-          "tokens", [](const TreeBatch& b) { return output_from<Token>(b.tokens, ArrayKind::numpy); },
+          "tokens",
+          [](const TreeBatch& b) { return output_from<Token>(b.tokens, ArrayKind::numpy); },
           "The node tokens (a copy, int32).")
       .def_property_readonly(
           "parents",
@@ -75,16 +78,15 @@ void bind_tree_batch(py::module_& m) {
           [](const TreeBatch& b) {
             Output<std::int32_t> out({b.size()}, ArrayKind::numpy);
             for (std::size_t i = 0; i < b.positions.size(); ++i) {
-              out.values()[i] = detail::checked_narrow<std::int32_t>(ArgName("positions", i),
-                                                                      b.positions[i]);
+              out.values()[i] =
+                  detail::checked_narrow<std::int32_t>(ArgName("positions", i), b.positions[i]);
             }
             return out.result();
           },
           "The absolute position ids of the nodes (a copy, int32).")
       .def_readonly("committed_length", &TreeBatch::committed_length,
                     "The committed tokens before the tree (the root included).")
-      .def("root_position", &TreeBatch::root_position,
-           "The root's position, committed_length - 1.")
+      .def("root_position", &TreeBatch::root_position, "The root's position, committed_length - 1.")
       .def("rows", &TreeBatch::rows, "Rows a provider returns: size() + 1.")
       .def("size", &TreeBatch::size, "The number of nodes.")
       .def("__len__", &TreeBatch::size)
@@ -92,7 +94,8 @@ void bind_tree_batch(py::module_& m) {
           "depth",
           [](const TreeBatch& b, std::int32_t node) {
             if (node < 0 || node >= b.size()) {
-              throw Error("node", fmt::format("{} is not a node of the batch ({} nodes)", node, b.size()));
+              throw Error("node",
+                          fmt::format("{} is not a node of the batch ({} nodes)", node, b.size()));
             }
             return b.depth(node);
           },
@@ -121,72 +124,130 @@ void bind_tree_batch(py::module_& m) {
 // ---------------------------------------------------------------------------------------------
 // Providers
 
+/// What the loop unwinds with when a Python provider raised: a plain C++ exception, so that no
+/// Python object crosses the C++ loop or its thread pool (which may keep the last exception past
+/// the call, when no GIL can be taken to release a Python one).
+struct ProviderRaised : std::exception {
+  const char* what() const noexcept override { return "a Python provider raised an exception"; }
+};
+
+/// The Python exception raised by a provider during one call into the loop (the first one when
+/// several sequences run at once). Lives in the binding's frame, so it is destroyed with the GIL
+/// held; `rethrow` raises the original exception object unchanged.
+class ProviderErrors {
+ public:
+  /// Keeps `error` (GIL held) unless one is kept already, and throws ProviderRaised.
+  [[noreturn]] void raise(py::error_already_set&& error) {
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      if (!first_) first_.emplace(std::move(error));
+    }
+    throw ProviderRaised();
+  }
+  /// Raises the kept Python exception (GIL held).
+  [[noreturn]] void rethrow() {
+    if (!first_) throw std::logic_error("a provider raised, but no Python exception was kept");
+    py::error_already_set error = std::move(*first_);
+    first_.reset();
+    throw error;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::optional<py::error_already_set> first_;
+};
+
+/// Runs `loop` with the GIL released; a Python exception a provider raised comes out unchanged.
+template <class F>
+decltype(auto) run_unlocked(ProviderErrors& errors, F&& loop) {
+  try {
+    py::gil_scoped_release unlocked;
+    return loop();
+  } catch (const ProviderRaised&) {
+    errors.rethrow();  // the GIL is back: `unlocked` ended before this handler
+  }
+}
+
 /// A provider written in Python: an object with vocab_size(), context(), committed_length(),
 /// reset(prompt), evaluate(batch, logits), commit(batch, kept_nodes, next) and optionally
 /// hidden_size() / evaluate_with_hidden(batch, logits, hidden). Holds the object borrowed (the
-/// caller keeps it alive) and takes the GIL for each call.
+/// caller keeps it alive) and takes the GIL for each call; an exception the object raises is
+/// handed to `errors` and the loop unwinds with ProviderRaised.
 class PyProvider {
  public:
-  PyProvider(py::handle self, std::string name) : self_(self), name_(std::move(name)) {}
+  PyProvider(py::handle self, std::string name, ProviderErrors& errors)
+      : self_(self), name_(std::move(name)), errors_(&errors) {}
 
   std::int64_t vocab_size() const { return integer("vocab_size"); }
   std::int64_t hidden_size() const {
-    {
-      py::gil_scoped_acquire locked;
-      if (!py::hasattr(self_, "hidden_size")) return 0;
-    }
-    return integer("hidden_size");
+    const bool has = call([&] { return py::hasattr(self_, "hidden_size"); });
+    return has ? integer("hidden_size") : 0;
   }
   std::int64_t committed_length() const { return integer("committed_length"); }
 
   std::span<const Token> context() const {
-    py::gil_scoped_acquire locked;
-    const py::object tokens = self_.attr("context")();
-    const Array array = token_arg(tokens, name_ + ".context()", 1);
-    const auto values = array.span<Token>(name_ + ".context()");
-    context_.assign(values.begin(), values.end());
+    call([&] {
+      const py::object tokens = self_.attr("context")();
+      const Array array = token_arg(tokens, name_ + ".context()", 1);
+      const auto values = array.span<Token>(name_ + ".context()");
+      context_.assign(values.begin(), values.end());
+    });
     return context_;
   }
 
   void reset(std::span<const Token> prompt) {
-    py::gil_scoped_acquire locked;
-    self_.attr("reset")(output_from<Token>(prompt, ArrayKind::numpy));
+    call([&] { self_.attr("reset")(output_from<Token>(prompt, ArrayKind::numpy)); });
   }
 
   void evaluate(const TreeBatch& batch, MatrixView<float> logits) {
-    py::gil_scoped_acquire locked;
-    self_.attr("evaluate")(batch_copy(batch), rows_view(logits));
+    call([&] { self_.attr("evaluate")(batch_copy(batch), rows_view(logits)); });
   }
 
   void evaluate_with_hidden(const TreeBatch& batch, MatrixView<float> logits,
                             MatrixView<float> hidden) {
-    py::gil_scoped_acquire locked;
-    if (!py::hasattr(self_, "evaluate_with_hidden")) {
-      throw Error(name_, "has no evaluate_with_hidden(batch, logits, hidden) method");
-    }
-    self_.attr("evaluate_with_hidden")(batch_copy(batch), rows_view(logits), rows_view(hidden));
+    call([&] {
+      if (!py::hasattr(self_, "evaluate_with_hidden")) {
+        throw Error(name_, "has no evaluate_with_hidden(batch, logits, hidden) method");
+      }
+      self_.attr("evaluate_with_hidden")(batch_copy(batch), rows_view(logits), rows_view(hidden));
+    });
   }
 
   void commit(const TreeBatch& batch, std::span<const std::int32_t> kept_nodes, Token next) {
-    py::gil_scoped_acquire locked;
-    self_.attr("commit")(batch_copy(batch), output_from<std::int32_t>(kept_nodes, ArrayKind::numpy),
-                         next);
+    call([&] {
+      self_.attr("commit")(batch_copy(batch),
+                           output_from<std::int32_t>(kept_nodes, ArrayKind::numpy), next);
+    });
   }
 
  private:
-  std::int64_t integer(const char* method) const {
+  /// Runs `f` with the GIL held (every Python object it makes ends inside).
+  template <class F>
+  std::invoke_result_t<F&> call(F&& f) const {
     py::gil_scoped_acquire locked;
-    const py::object value = self_.attr(method)();
     try {
-      return value.cast<std::int64_t>();
-    } catch (const py::cast_error&) {
-      throw Error(fmt::format("{}.{}()", name_, method),
-                  fmt::format("returned {}; expected an int", py::repr(value).cast<std::string>()));
+      return f();
+    } catch (py::error_already_set& error) {
+      errors_->raise(std::move(error));
     }
+  }
+
+  std::int64_t integer(const char* method) const {
+    return call([&]() -> std::int64_t {
+      const py::object value = self_.attr(method)();
+      try {
+        return value.cast<std::int64_t>();
+      } catch (const py::cast_error&) {
+        throw Error(
+            fmt::format("{}.{}()", name_, method),
+            fmt::format("returned {}; expected an int", py::repr(value).cast<std::string>()));
+      }
+    });
   }
 
   py::handle self_;
   std::string name_;
+  ProviderErrors* errors_;
   mutable std::vector<Token> context_;
 };
 
@@ -194,23 +255,25 @@ static_assert(HiddenStateProvider<PyProvider>);
 
 /// A provider argument as the loop sees it: a toy provider is used in place (no GIL taken in
 /// the loop); any other object is called as a Python provider.
-AnyLogitsProvider provider_arg(py::handle obj, const std::string& name) {
+AnyLogitsProvider provider_arg(py::handle obj, const std::string& name, ProviderErrors& errors) {
   if (obj.is_none()) throw Error(name, "is None; expected a provider");
   if (py::isinstance<toy::MarkovProvider>(obj)) return std::ref(obj.cast<toy::MarkovProvider&>());
   if (py::isinstance<toy::NGramProvider>(obj)) return std::ref(obj.cast<toy::NGramProvider&>());
   for (const char* method : {"vocab_size", "committed_length", "reset", "evaluate", "commit"}) {
     if (!py::hasattr(obj, method)) {
-      throw Error(name, fmt::format("{} has no {}() method: not a LogitsProvider",
-                                    py::repr(py::type::handle_of(obj)).cast<std::string>(), method));
+      throw Error(name,
+                  fmt::format("{} has no {}() method: not a LogitsProvider",
+                              py::repr(py::type::handle_of(obj)).cast<std::string>(), method));
     }
   }
-  return PyProvider(obj, name);
+  return PyProvider(obj, name, errors);
 }
 
 /// A writable float32 matrix of `rows` x `cols` from a NumPy array or a CPU torch tensor.
 MatrixView<float> writable_rows(py::handle obj, std::string_view name, std::int64_t rows,
                                 std::int64_t cols, Array& keep) {
-  if (py::isinstance<py::array>(obj) && !py::array(py::reinterpret_borrow<py::array>(obj)).writeable()) {
+  if (py::isinstance<py::array>(obj) &&
+      !py::array(py::reinterpret_borrow<py::array>(obj)).writeable()) {
     throw Error(std::string(name), "is read-only; pass a writable array");
   }
   if (py::hasattr(obj, "is_contiguous") && !obj.attr("is_contiguous")().cast<bool>()) {
@@ -375,7 +438,9 @@ void bind_toys(py::module_& m) {
 
   m.def(
       "markov_head",
-      [](const toy::MarkovModel& draft, std::int64_t hidden) { return toy::markov_head(draft, hidden); },
+      [](const toy::MarkovModel& draft, std::int64_t hidden) {
+        return toy::markov_head(draft, hidden);
+      },
       py::arg("draft"), py::arg("hidden"),
       "A ReDrafterHead whose row after token t is draft.row(t) whatever the hidden state\n"
       "(`hidden` >= V is the target's hidden size).");
@@ -383,6 +448,13 @@ void bind_toys(py::module_& m) {
 
 // ---------------------------------------------------------------------------------------------
 // Options, results, decode
+
+/// The Python name of a method's enum value ("SD_BLOCK").
+std::string python_method_name(Method method) {
+  std::string name(method_name(method));
+  for (auto& c : name) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return name;
+}
 
 std::string metrics_repr(const DecodeMetrics& m) {
   return fmt::format(
@@ -457,7 +529,7 @@ void bind_options(py::module_& m) {
         return fmt::format(
             "DecodeOptions(method=Method.{}, depth={}, width={}, branching=[{}], tau={}, "
             "mtad_beam_search={}, spectr_gamma={}, max_new_tokens={}, end_token={}, seed={})",
-            method_name(o.method), o.depth, o.width, fmt::join(o.branching, ", "), o.tau,
+            python_method_name(o.method), o.depth, o.width, fmt::join(o.branching, ", "), o.tau,
             o.mtad_beam_search ? "True" : "False", o.spectr_gamma, o.max_new_tokens, o.end_token,
             o.seed);
       });
@@ -509,7 +581,8 @@ void bind_options(py::module_& m) {
 
   py::class_<DecodeResult>(m, "DecodeResult", "The generated tokens (prompt excluded) and metrics.")
       .def_property_readonly(
-          "tokens", [](const DecodeResult& r) { return output_from<Token>(r.tokens, ArrayKind::numpy); },
+          "tokens",
+          [](const DecodeResult& r) { return output_from<Token>(r.tokens, ArrayKind::numpy); },
           "The generated tokens (int32).")
       .def_readonly("metrics", &DecodeResult::metrics)
       .def("__repr__", [](const DecodeResult& r) {
@@ -525,16 +598,16 @@ struct Providers {
   AnyLogitsProvider draft;
   bool draft_is_target = false;
 
-  Providers(py::handle target_obj, py::handle draft_obj, Method method)
-      : target(provider_arg(target_obj, "target")) {
+  Providers(py::handle target_obj, py::handle draft_obj, Method method, ProviderErrors& errors)
+      : target(provider_arg(target_obj, "target", errors)) {
     if (draft_obj.is_none()) {
       if (uses_draft(method)) {
         throw Error("draft", fmt::format("is None; Method.{} needs a draft provider",
-                                         method_name(method)));
+                                         python_method_name(method)));
       }
       draft_is_target = true;
     } else {
-      draft = provider_arg(draft_obj, "draft");
+      draft = provider_arg(draft_obj, "draft", errors);
     }
   }
   AnyLogitsProvider& draft_provider() { return draft_is_target ? target : draft; }
@@ -547,36 +620,39 @@ class PyDecoder {
   PyDecoder(py::object target, py::object draft, const DecodeOptions& options)
       : target_obj_(std::move(target)),
         draft_obj_(std::move(draft)),
-        providers_(target_obj_, draft_obj_, options.method),
-        decoder_(providers_.target, providers_.draft_provider(), options) {}
+        providers_(target_obj_, draft_obj_, options.method, errors_) {
+    run_unlocked(errors_, [&] {
+      decoder_.emplace(providers_.target, providers_.draft_provider(), options);
+    });
+  }
 
   void reset(py::handle prompt, std::uint32_t sequence) {
     const auto tokens = prompt_arg(prompt);
-    py::gil_scoped_release unlocked;
-    decoder_.reset(tokens, sequence);
+    run_unlocked(errors_, [&] { decoder_->reset(tokens, sequence); });
   }
   py::object step() {
     std::vector<Token> emitted;
-    {
-      py::gil_scoped_release unlocked;
-      const auto span = decoder_.step();
+    run_unlocked(errors_, [&] {
+      const auto span = decoder_->step();
       emitted.assign(span.begin(), span.end());
-    }
+    });
     return output_from<Token>(emitted, ArrayKind::numpy);
   }
   DecodeResult run() {
-    py::gil_scoped_release unlocked;
-    return decoder_.run();
+    return run_unlocked(errors_, [&] { return decoder_->run(); });
   }
-  bool finished() const { return decoder_.finished(); }
-  py::object generated() const { return output_from<Token>(decoder_.generated(), ArrayKind::numpy); }
-  const DecodeMetrics& metrics() const { return decoder_.metrics(); }
-  std::int64_t vocab_size() const { return decoder_.vocab_size(); }
+  bool finished() const { return decoder_->finished(); }
+  py::object generated() const {
+    return output_from<Token>(decoder_->generated(), ArrayKind::numpy);
+  }
+  const DecodeMetrics& metrics() const { return decoder_->metrics(); }
+  std::int64_t vocab_size() const { return decoder_->vocab_size(); }
 
  private:
+  ProviderErrors errors_;
   py::object target_obj_, draft_obj_;
   Providers providers_;
-  MethodDecoder<AnyLogitsProvider, AnyLogitsProvider> decoder_;
+  std::optional<MethodDecoder<AnyLogitsProvider, AnyLogitsProvider>> decoder_;
 };
 
 void bind_decoding(py::module_& m) {
@@ -585,10 +661,12 @@ void bind_decoding(py::module_& m) {
       [](py::object target, py::object draft, py::handle prompt, const DecodeOptions& options,
          std::uint32_t sequence) {
         const auto tokens = prompt_arg(prompt);
-        Providers providers(target, draft, options.method);
-        py::gil_scoped_release unlocked;
-        return decode(providers.target, providers.draft_provider(), std::span<const Token>(tokens),
-                      options, sequence);
+        ProviderErrors errors;
+        Providers providers(target, draft, options.method, errors);
+        return run_unlocked(errors, [&] {
+          return decode(providers.target, providers.draft_provider(),
+                        std::span<const Token>(tokens), options, sequence);
+        });
       },
       py::arg("target"), py::arg("draft"), py::arg("prompt"), py::arg("options"),
       py::arg("sequence") = 0,
@@ -599,6 +677,55 @@ void bind_decoding(py::module_& m) {
       "is released while the loop runs and taken back for each Python provider call; an\n"
       "exception raised by a provider propagates unchanged. Bad provider rows raise\n"
       "specdec.Error naming target.logits / draft.logits.");
+
+  m.def(
+      "decode_batch",
+      [](const py::sequence& targets, const py::sequence& drafts, const py::sequence& prompts,
+         const DecodeOptions& options, int threads) {
+        const auto count = prompts.size();
+        if (targets.size() != count) {
+          throw Error("targets",
+                      fmt::format("has {} providers; prompts has {}", targets.size(), count));
+        }
+        if (drafts.size() != count) {
+          throw Error("drafts",
+                      fmt::format("has {} providers; prompts has {}", drafts.size(), count));
+        }
+        ProviderErrors errors;
+        std::vector<std::vector<Token>> prompt_list;
+        std::vector<Providers> providers;
+        prompt_list.reserve(count);
+        providers.reserve(count);
+        for (std::size_t i = 0; i < count; ++i) {
+          try {
+            prompt_list.push_back(prompt_arg(prompts[i]));
+            if (prompt_list.back().empty()) {
+              throw Error("prompt", "is empty: the root of every step is the last committed token");
+            }
+            providers.emplace_back(targets[i], drafts[i], options.method, errors);
+          } catch (const Error& e) {
+            // "prompt[3]" -> "prompts[i][3]": the argument as this function names it.
+            const auto& name = e.argument();
+            const auto end = std::min(name.find_first_of("[."), name.size());
+            throw Error(fmt::format("{}s[{}]{}", name.substr(0, end), i, name.substr(end)),
+                        e.problem());
+          }
+        }
+        return run_unlocked(errors, [&] {
+          return decode_batch(
+              [&](std::size_t i) { return AnyLogitsProvider(std::ref(providers[i].target)); },
+              [&](std::size_t i) {
+                return AnyLogitsProvider(std::ref(providers[i].draft_provider()));
+              },
+              std::span<const std::vector<Token>>(prompt_list), options, backend::Cpu{threads});
+        });
+      },
+      py::arg("targets"), py::arg("drafts"), py::arg("prompts"), py::arg("options"),
+      py::arg("threads") = 0,
+      "Decodes prompts[i] with targets[i] and drafts[i] as sequence i, on the CPU thread pool\n"
+      "(`threads`, 0 = every hardware thread); result i equals decode(targets[i], drafts[i],\n"
+      "prompts[i], options, sequence=i). Toy providers run in parallel; Python providers take\n"
+      "the GIL for each call. Each provider belongs to one sequence.");
 
   py::class_<PyDecoder>(m, "Decoder",
                         "One sequence's decoding loop, step by step: reset(prompt), then step()\n"
@@ -662,9 +789,12 @@ void bind_redrafter_decoding(py::module_& m) {
       [](py::object target, const ReDrafterHead& head, py::handle prompt,
          const ReDrafterOptions& options, std::uint32_t sequence) {
         const auto tokens = prompt_arg(prompt);
-        AnyLogitsProvider provider = provider_arg(target, "target");
-        py::gil_scoped_release unlocked;
-        return decode_redrafter(provider, head, std::span<const Token>(tokens), options, sequence);
+        ProviderErrors errors;
+        AnyLogitsProvider provider = provider_arg(target, "target", errors);
+        return run_unlocked(errors, [&] {
+          return decode_redrafter(provider, head, std::span<const Token>(tokens), options,
+                                  sequence);
+        });
       },
       py::arg("target"), py::arg("head"), py::arg("prompt"), py::arg("options"),
       py::arg("sequence") = 0,

@@ -7,12 +7,9 @@
 // `tree` is the DraftTree so far, `nodes` the int32 ids whose rows are wanted (-1 = the root)
 // and `rows` a writable float32 [len(nodes), V] view to fill with (warped) probabilities. The
 // drafter runs with the GIL released and takes it back for each call.
+#include <fmt/format.h>
 #include <pybind11/stl.h>
 #include <pybind11/stl/filesystem.h>
-
-#include <fmt/format.h>
-
-#include <optional>
 
 #include "arrays.hpp"
 #include "bindings.hpp"
@@ -251,7 +248,9 @@ void bind_drafted_tree(py::module_& m) {
           py::arg("node"), "The draft row `node`'s children were drawn from (float32 [V]).")
       .def_property_readonly(
           "row_index",
-          [](const DraftedTree& d) { return output_from<std::int32_t>(d.row_index, ArrayKind::numpy); },
+          [](const DraftedTree& d) {
+            return output_from<std::int32_t>(d.row_index, ArrayKind::numpy);
+          },
           "int32 [N + 1]: row_index[0] the root's row, row_index[i + 1] node i's (-1 = none).")
       .def_property_readonly(
           "rows",
@@ -266,10 +265,12 @@ void bind_drafted_tree(py::module_& m) {
           [](const DraftedTree& d) { return output_from<float>(d.log_probs, ArrayKind::numpy); },
           "Draft log probability of each node's root path (float32).")
       .def_property_readonly(
-          "scores", [](const DraftedTree& d) { return output_from<float>(d.scores, ArrayKind::numpy); },
+          "scores",
+          [](const DraftedTree& d) { return output_from<float>(d.scores, ArrayKind::numpy); },
           "The drafter's ranking value of each node (float32).")
       .def("__repr__", [](const DraftedTree& d) {
-        return fmt::format("DraftedTree(size={}, rows={}, vocab={})", d.size(), d.row_count(), d.vocab);
+        return fmt::format("DraftedTree(size={}, rows={}, vocab={})", d.size(), d.row_count(),
+                           d.vocab);
       });
 }
 
@@ -311,7 +312,8 @@ void bind_tree_drafters(py::module_& m) {
         draft_rsd_s(width, depth, vocab, rows, stream, out, thread_workspace());
         return out;
       },
-      py::arg("width"), py::arg("depth"), py::arg("vocab"), py::arg("draft_rows"), py::arg("stream"),
+      py::arg("width"), py::arg("depth"), py::arg("vocab"), py::arg("draft_rows"),
+      py::arg("stream"),
       "An RSD-S tree by stochastic beam search (beam width `width`, `depth` levels); sibling\n"
       "sets are samples without replacement from their parent's draft row.");
 
@@ -332,7 +334,9 @@ void bind_tree_drafters(py::module_& m) {
           "Draft log probability of tokens[0..i] (float32).")
       .def_property_readonly(
           "nodes",
-          [](const BeamSearchResult& r) { return output_from<std::int32_t>(r.nodes, ArrayKind::numpy); },
+          [](const BeamSearchResult& r) {
+            return output_from<std::int32_t>(r.nodes, ArrayKind::numpy);
+          },
           "The search-tree node of each token (int32).");
 
   m.def(
@@ -348,8 +352,8 @@ void bind_tree_drafters(py::module_& m) {
         }
         return py::make_tuple(std::move(search), std::move(best));
       },
-      py::arg("width"), py::arg("length"), py::arg("vocab"), py::arg("draft_rows"),
-      py::arg("mode"), py::arg("stream"),
+      py::arg("width"), py::arg("length"), py::arg("vocab"), py::arg("draft_rows"), py::arg("mode"),
+      py::arg("stream"),
       "Beam search (BeamMode.DETERMINISTIC) or beam sampling (BeamMode.SAMPLING) of `length`\n"
       "tokens: returns (search, best), the DraftedTree of every beam node and the\n"
       "BeamSearchResult of the most probable final beam.");
@@ -371,10 +375,10 @@ void bind_redrafter(py::module_& m) {
       .def_readwrite("rnn", &ReDrafterConfig::rnn)
       .def_readwrite("top_k", &ReDrafterConfig::top_k, "0 keeps every logit.")
       .def("__repr__", [](const ReDrafterConfig& c) {
-        return fmt::format("ReDrafterConfig(hidden={}, exit_dim={}, vocab={}, num_layers={}, "
-                           "rnn={}, top_k={})",
-                           c.hidden, c.exit_dim, c.vocab, c.num_layers, c.rnn ? "True" : "False",
-                           c.top_k);
+        return fmt::format(
+            "ReDrafterConfig(hidden={}, exit_dim={}, vocab={}, num_layers={}, "
+            "rnn={}, top_k={})",
+            c.hidden, c.exit_dim, c.vocab, c.num_layers, c.rnn ? "True" : "False", c.top_k);
       });
 
   py::enum_<TensorDType>(m, "TensorDType", "The element type of tensors written to safetensors.")
@@ -495,7 +499,9 @@ void bind_redrafter(py::module_& m) {
           "float32 [W, L - 1, V]: [k, j] is the row that produced tokens[k, j + 1].")
       .def_property_readonly(
           "beam_log_probs",
-          [](const ReDrafterBeams& b) { return output_from<float>(b.beam_log_probs, ArrayKind::numpy); },
+          [](const ReDrafterBeams& b) {
+            return output_from<float>(b.beam_log_probs, ArrayKind::numpy);
+          },
           "The beams' joint log-probabilities, decreasing (float32 [W]).");
 
   m.def(

@@ -3,9 +3,8 @@
 // exporters. Trees are DraftTree objects; every function returns fresh NumPy arrays (int32 ids and
 // positions, uint8 dense masks, uint32 packed masks), except where an input array is a torch
 // tensor: then the outputs are torch tensors too.
-#include <pybind11/stl.h>
-
 #include <fmt/format.h>
+#include <pybind11/stl.h>
 
 #include <optional>
 
@@ -31,8 +30,9 @@ DraftTree make_tree(py::handle tokens, py::handle parents) {
   tree.reserve(token_values.size());
   for (std::size_t i = 0; i < token_values.size(); ++i) {
     if (parent_values[i] < -1 || parent_values[i] >= static_cast<std::int32_t>(i)) {
-      throw Error(fmt::format("parents[{}]", i),
-                  fmt::format("{} must be -1 (root) or an earlier node (< {})", parent_values[i], i));
+      throw Error(
+          fmt::format("parents[{}]", i),
+          fmt::format("{} must be -1 (root) or an earlier node (< {})", parent_values[i], i));
     }
     tree.add(token_values[i], parent_values[i]);
   }
@@ -65,10 +65,11 @@ std::vector<DraftTree> trees_arg(const py::sequence& trees) {
 }
 
 void bind_draft_tree(py::module_& m) {
-  py::class_<DraftTree>(m, "DraftTree",
-                        "A draft tree in level order: node i holds tokens[i], its parent parents[i]\n"
-                        "(-1 for a child of the root, the last committed token) and its depth\n"
-                        "(1 for children of the root).")
+  py::class_<DraftTree>(
+      m, "DraftTree",
+      "A draft tree in level order: node i holds tokens[i], its parent parents[i]\n"
+      "(-1 for a child of the root, the last committed token) and its depth\n"
+      "(1 for children of the root).")
       .def(py::init(&make_tree), py::arg("tokens") = py::none(), py::arg("parents") = py::none(),
            "A tree from tokens and parents (each parent an earlier node or -1); depths are\n"
            "computed. With no arguments, an empty tree to `add` to.")
@@ -81,7 +82,8 @@ void bind_draft_tree(py::module_& m) {
            "Raises specdec.Error unless the tree is well formed, in level order, with every\n"
            "token in [0, vocab).")
       .def_property_readonly(
-          "tokens", [](const DraftTree& t) { return output_from<Token>(t.tokens, ArrayKind::numpy); },
+          "tokens",
+          [](const DraftTree& t) { return output_from<Token>(t.tokens, ArrayKind::numpy); },
           "The tokens (a copy, int32).")
       .def_property_readonly(
           "parents",
@@ -91,9 +93,10 @@ void bind_draft_tree(py::module_& m) {
           "depths",
           [](const DraftTree& t) { return output_from<std::int32_t>(t.depths, ArrayKind::numpy); },
           "The depths (a copy, int32; 1 for children of the root).")
-      .def("__eq__", [](const DraftTree& a, const DraftTree& b) {
-        return a.tokens == b.tokens && a.parents == b.parents && a.depths == b.depths;
-      })
+      .def("__eq__",
+           [](const DraftTree& a, const DraftTree& b) {
+             return a.tokens == b.tokens && a.parents == b.parents && a.depths == b.depths;
+           })
       .def("__repr__", [](const DraftTree& t) {
         return fmt::format("DraftTree(tokens=[{}], parents=[{}])", fmt::join(t.tokens, ", "),
                            fmt::join(t.parents, ", "));
@@ -211,7 +214,8 @@ void bind_masks_and_paths(py::module_& m) {
       "root is not a node).");
   m.def(
       "root_to_leaf_paths",
-      [](const DraftTree& tree, std::optional<std::int32_t> rows, std::optional<std::int32_t> width) {
+      [](const DraftTree& tree, std::optional<std::int32_t> rows,
+         std::optional<std::int32_t> width) {
         const auto r = rows.value_or(count_leaves(tree));
         const auto w = width.value_or(tree.max_depth());
         if (r < 0) throw Error("rows", fmt::format("{} must be >= 0", r));
@@ -245,20 +249,27 @@ void bind_beams(py::module_& m) {
           },
           "int32 [W, L], as prefix_match returns it.")
       .def_property_readonly(
-          "tokens", [](const CompressedBeams& b) { return output_from<Token>(b.tokens, ArrayKind::numpy); },
+          "tokens",
+          [](const CompressedBeams& b) { return output_from<Token>(b.tokens, ArrayKind::numpy); },
           "The n compressed tokens (int32).")
       .def_property_readonly(
           "source",
-          [](const CompressedBeams& b) { return output_from<std::int32_t>(b.source, ArrayKind::numpy); },
+          [](const CompressedBeams& b) {
+            return output_from<std::int32_t>(b.source, ArrayKind::numpy);
+          },
           "The flat beam index j * L + k of each compressed node (ReDrafter's\n"
           "packed_token_indices, int32).")
       .def_property_readonly(
           "offsets",
-          [](const CompressedBeams& b) { return output_from<std::int32_t>(b.offsets, ArrayKind::numpy); },
+          [](const CompressedBeams& b) {
+            return output_from<std::int32_t>(b.offsets, ArrayKind::numpy);
+          },
           "The position k of each compressed node in its beam (int32).")
       .def_property_readonly(
           "parents",
-          [](const CompressedBeams& b) { return output_from<std::int32_t>(b.parents, ArrayKind::numpy); },
+          [](const CompressedBeams& b) {
+            return output_from<std::int32_t>(b.parents, ArrayKind::numpy);
+          },
           "The compressed id of each node's parent, -1 at k = 0 (int32).")
       .def_property_readonly(
           "unpacker",
@@ -270,7 +281,8 @@ void bind_beams(py::module_& m) {
           "int32 [W, L]: the compressed node holding beams[j, k] (so packed_rows[unpacker] maps\n"
           "per-node rows back to the beams).")
       .def("__repr__", [](const CompressedBeams& b) {
-        return fmt::format("CompressedBeams(width={}, length={}, size={})", b.width, b.length, b.size());
+        return fmt::format("CompressedBeams(width={}, length={}, size={})", b.width, b.length,
+                           b.size());
       });
 
   m.def(
@@ -310,7 +322,8 @@ void bind_beams(py::module_& m) {
   m.def(
       "compressed_packed_mask",
       [](const CompressedBeams& beams) {
-        Output<std::uint32_t> out({beams.size(), packed_mask_words(beams.size())}, ArrayKind::numpy);
+        Output<std::uint32_t> out({beams.size(), packed_mask_words(beams.size())},
+                                  ArrayKind::numpy);
         {
           py::gil_scoped_release unlocked;
           compressed_packed_mask(beams, out.values());
@@ -390,8 +403,9 @@ void bind_exporters(py::module_& m) {
       "export_flashinfer_mask",
       [](const DraftTree& tree, std::int32_t context_length, bool include_root) {
         if (context_length < 1) {
-          throw Error("context_length",
-                      fmt::format("{} must be >= 1 (the root is a committed token)", context_length));
+          throw Error(
+              "context_length",
+              fmt::format("{} must be >= 1 (the root is a committed token)", context_length));
         }
         Output<std::uint8_t> out(
             {static_cast<std::int64_t>(flashinfer_mask_bytes(tree, context_length, include_root))},

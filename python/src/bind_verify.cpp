@@ -1115,8 +1115,7 @@ py::tuple cuda_tree_batch(const Rule& rule, py::handle offsets_object, py::handl
   const DeviceOutput bonus({batch}, DType::uint8, device, "bonus");
   TreeBatchArgs args;
   args.node_offsets = offsets.span<std::int32_t>("node_offsets");
-  args.tokens = tokens.span<Token>("tokens");
-  args.parents = parents.span<std::int32_t>("parents");
+  args.trees = {tokens.span<Token>("tokens"), parents.span<std::int32_t>("parents")};
   args.target_rows = batch_rows<float>(target, "target_rows");
   args.draft_rows = batch_rows<float>(draft, "draft_rows");
   args.streams = streams;

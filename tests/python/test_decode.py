@@ -65,7 +65,7 @@ class Delegating(specdec.LogitsProvider):
 
 
 class NumpyMarkov(specdec.LogitsProvider):
-    """An order-1 Markov model written with NumPy alone: row i + 1 depends on node i's token only."""
+    """An order-1 Markov model written with NumPy alone: row i + 1 depends on node i's token."""
 
     def __init__(self, table):
         self.log_table = np.log(table)
@@ -110,6 +110,25 @@ def test_python_providers_give_the_toy_providers_tokens(method):
     numpy_run = specdec.decode(NumpyMarkov(TARGET), NumpyMarkov(DRAFT), [1, 4], options(method),
                                sequence=2)
     np.testing.assert_array_equal(numpy_run.tokens, expected.tokens)
+
+
+def test_method_names_and_option_checks():
+    for method in ALL_METHODS:
+        assert specdec.parse_method(specdec.method_name(method)) == method
+    with pytest.raises(specdec.Error) as caught:
+        specdec.parse_method("medusa")
+    assert caught.value.argument == "method"
+    with pytest.raises(specdec.Error) as caught:
+        options(Method.MTAD, tau=1.5).validate(VOCAB)
+    assert caught.value.argument == "tau"
+    with pytest.raises(specdec.Error) as caught:
+        options(Method.RSD_C, branching=[2, VOCAB + 1]).validate(VOCAB)
+    assert caught.value.argument == "branching[1]"
+    redrafter = specdec.ReDrafterOptions(width=0)
+    with pytest.raises(specdec.Error) as caught:
+        redrafter.validate(VOCAB)
+    assert caught.value.argument == "width"
+    assert "method=Method.SD_BLOCK," in repr(options(Method.SD_BLOCK))
 
 
 def test_seed_and_sequence_select_the_stream():
@@ -161,6 +180,11 @@ def test_metrics_are_the_counters_of_the_run():
     assert metrics.mbsu(3, 0.0) == pytest.approx(metrics.block_efficiency())
     assert "sd" in specdec.format_metrics_row("sd", metrics, 3, 0.1)
     assert "eta" in specdec.format_metrics_header()
+    assert metrics.mean_target_budget() == pytest.approx(
+        metrics.target_tree_tokens / metrics.target_calls)
+    assert metrics.mean_draft_calls() == pytest.approx(3.0)
+    assert metrics.acceptance_rate(1) == rates[0] and metrics.wall_seconds >= 0
+    assert isinstance(result, specdec.DecodeResult)
     merged = specdec.DecodeMetrics()
     merged.merge(metrics)
     merged.merge(metrics)
@@ -208,6 +232,11 @@ def test_provider_exceptions_leave_decode_unchanged(side, where):
     with pytest.raises(KeyError) as caught:
         specdec.decode(providers["target"], providers["draft"], [1], options(Method.RSD_S))
     assert caught.value is error
+    decoder = specdec.Decoder(providers["target"], providers["draft"], options(Method.RSD_S))
+    decoder.reset([1])
+    with pytest.raises(KeyError) as caught:
+        decoder.step()
+    assert caught.value is error
 
 
 def test_bad_providers_are_named():
@@ -252,8 +281,8 @@ def test_autoregressive_runs_without_a_draft():
 
 def test_python_providers_work_from_other_threads():
     opts = options(Method.RSD_C)
-    expected = [specdec.decode(NumpyMarkov(TARGET), NumpyMarkov(DRAFT), [1], opts, sequence=s).tokens
-                for s in range(4)]
+    expected = [specdec.decode(NumpyMarkov(TARGET), NumpyMarkov(DRAFT), [1], opts,
+                               sequence=s).tokens for s in range(4)]
     results = [None] * 4
 
     def run(s):
@@ -269,6 +298,30 @@ def test_python_providers_work_from_other_threads():
         np.testing.assert_array_equal(got, want)
 
 
+def test_decode_batch_equals_decode_per_sequence():
+    opts = options(Method.RSD_S)
+    prompts = [[1], [2, 3], [4, 4, 0], [6]]
+    pairs = [toy_pair() for _ in prompts]
+    pairs[1] = (Delegating(pairs[1][0]), NumpyMarkov(DRAFT))  # Python providers mix in
+    results = specdec.decode_batch([p[0] for p in pairs], [p[1] for p in pairs], prompts, opts,
+                                   threads=2)
+    assert len(results) == 4
+    for s, prompt in enumerate(prompts):
+        expected = specdec.decode(*toy_pair(), prompt, opts, sequence=s)
+        np.testing.assert_array_equal(results[s].tokens, expected.tokens)
+    with pytest.raises(specdec.Error) as caught:
+        specdec.decode_batch([p[0] for p in pairs], [p[1] for p in pairs], [[1], [2], [], [3]], opts)
+    assert caught.value.argument == "prompts[2]"
+    with pytest.raises(specdec.Error) as caught:
+        specdec.decode_batch([p[0] for p in pairs], [p[1] for p in pairs][:3], prompts, opts)
+    assert caught.value.argument == "drafts"
+    error = KeyError("gone")
+    raising = [Raising(TARGET, error, "evaluate") for _ in prompts]
+    with pytest.raises(KeyError) as caught:
+        specdec.decode_batch(raising, [NumpyMarkov(DRAFT) for _ in prompts], prompts, opts)
+    assert caught.value is error
+
+
 def test_toy_providers_score_a_batch():
     tree = specdec.DraftTree([2, 5, 3], [-1, -1, 0])
     provider = specdec.MarkovProvider(specdec.MarkovModel(TARGET))
@@ -279,6 +332,9 @@ def test_toy_providers_score_a_batch():
     np.testing.assert_allclose(np.exp(logits), TARGET[[1, 2, 5, 3]], rtol=1e-6)
     provider.commit(batch, [0, 2], 6)
     assert provider.context().tolist() == [4, 1, 2, 3, 6] and provider.calls() == 1
+    assert provider.evaluated_tokens() == 3
+    provider.reset_counters()
+    assert provider.calls() == 0 and provider.evaluated_tokens() == 0
     with pytest.raises(specdec.Error) as caught:
         provider.evaluate(batch, np.zeros((2, VOCAB), np.float32))
     assert caught.value.argument == "logits"
@@ -344,3 +400,24 @@ def test_redrafter_decodes_from_hidden_states(verification):
     with pytest.raises(specdec.Error) as caught:
         specdec.decode_redrafter(NumpyMarkov(TARGET), head, [1, 2], opts)
     assert caught.value.argument == "head"
+
+
+def test_every_binding_of_this_area_is_exercised():
+    """Each public name of the draft, tree and decode stubs (methods included) appears in these
+    tests, so a new binding comes with a test."""
+    import ast
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    names = set()
+    for part in ("draft", "tree", "decode"):
+        for node in ast.parse((root / "python" / "stubs" / f"{part}.pyi").read_text()).body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            if isinstance(node, ast.ClassDef):
+                names.update(b.name for b in node.body
+                             if isinstance(b, ast.FunctionDef) and not b.name.startswith("_"))
+    text = "".join(p.read_text() for p in Path(__file__).parent.glob("test_*.py"))
+    missing = sorted(n for n in names if not re.search(rf"\b{re.escape(n)}\b", text))
+    assert missing == []

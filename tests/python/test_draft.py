@@ -93,6 +93,7 @@ def test_iid_chains_draw_each_child_from_its_parents_row():
     stream = specdec.RandomStream(seed=4, domain=specdec.Domain.DRAFT)
     calls = []
     drafted = specdec.draft_iid_chains(3, 4, VOCAB, markov_rows(calls), stream)
+    assert isinstance(drafted, specdec.DraftedTree)
     tree = drafted.tree
     assert len(drafted) == 12 and tree.max_depth() == 4 and len(calls) == 4
     assert calls[0].tolist() == [-1] and calls[1].tolist() == [0, 1, 2]
@@ -105,6 +106,8 @@ def test_iid_chains_draw_each_child_from_its_parents_row():
         assert tree.tokens[node] == expected
     np.testing.assert_array_equal(drafted.row(-1), TABLE[ROOT_TOKEN])
     assert not drafted.has_row(11) and drafted.row_count() == 10
+    assert drafted.row_index.tolist() == list(range(10)) + [-1] * 3
+    np.testing.assert_array_equal(drafted.rows[drafted.row_index[1]], drafted.row(0))
     path_log = np.log(TABLE[ROOT_TOKEN][tree.tokens[0]]) + np.log(TABLE[tree.tokens[0]][tree.tokens[3]])
     assert drafted.log_probs[3] == pytest.approx(path_log, rel=1e-5)
 
@@ -164,6 +167,7 @@ def test_beam_search_finds_the_most_probable_sequence():
             previous = token
         return total
     brute = max(itertools.product(range(8), repeat=3), key=log_prob)
+    assert isinstance(best, specdec.BeamSearchResult)
     assert tuple(best.tokens.tolist()) == brute
     assert best.prefix_log_probs[-1] == pytest.approx(log_prob(brute), rel=1e-5)
     np.testing.assert_array_equal(search.tree.tokens[best.nodes], best.tokens)
@@ -228,6 +232,11 @@ def test_redrafter_head_round_trips_through_safetensors(tmp_path):
         assert other.config.num_layers == 2 and other.config.exit_dim == 10
         np.testing.assert_array_equal(specdec.redrafter_step(other, hidden, state, 4)[1], expected)
     np.testing.assert_array_equal(loaded.embedding, head.embedding)
+    np.testing.assert_array_equal(loaded.vocab_proj, head.vocab_proj)
+    specdec.save_redrafter_head(path, head, specdec.TensorDType.BF16)
+    rounded = specdec.load_redrafter_head(path, top_k=5)
+    np.testing.assert_allclose(rounded.vocab_proj, head.vocab_proj, rtol=1 / 128)
+    assert not np.array_equal(rounded.vocab_proj, head.vocab_proj)
     del tensors["lm_head.1.linear.bias"]
     with pytest.raises(specdec.Error) as caught:
         specdec.redrafter_head_from_tensors(tensors)
@@ -238,6 +247,7 @@ def test_redrafter_beam_searches():
     head = random_head()
     hidden = np.full(6, -0.2, np.float32)
     beams = specdec.redrafter_beam_search(head, hidden, 1, 3, 4)
+    assert isinstance(beams, specdec.ReDrafterBeams)
     assert beams.tokens.shape == (3, 4) and (beams.tokens[:, 0] == 1).all()
     assert beams.log_probs.shape == (3, 3, VOCAB)
     assert (np.diff(beams.beam_log_probs) <= 0).all()

@@ -131,6 +131,8 @@ def test_compress_beams_hand_example():
     np.testing.assert_array_equal(specdec.prefix_match(beams, 8),
                                   [[0, 0, 0], [0, 0, 1], [2, 2, 2]])
     compressed = specdec.compress_beams(beams, 8)
+    assert isinstance(compressed, specdec.CompressedBeams)
+    np.testing.assert_array_equal(compressed.prefix_match, specdec.prefix_match(beams, 8))
     assert (compressed.width, compressed.length, len(compressed)) == (3, 3, 7)
     assert compressed.tokens.tolist() == [1, 2, 3, 4, 5, 2, 3]
     assert compressed.parents.tolist() == [-1, 0, 1, 1, -1, 4, 5]

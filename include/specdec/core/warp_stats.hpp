@@ -356,7 +356,7 @@ SPECDEC_ROW_LOOP inline Masses masses_around(const float* values, std::int64_t n
   double total = 0.0;
   Masses m;
   std::int64_t i = 0;
-#if defined(__GNUC__)
+#if defined(__GNUC__) && !defined(__CUDACC__)
   // Vector extensions: the compiler does not vectorise a float-to-double reduction by itself.
   using Bits4 = std::int32_t __attribute__((vector_size(16)));
   using Floats4 = float __attribute__((vector_size(16)));

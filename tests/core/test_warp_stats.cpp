@@ -111,6 +111,60 @@ TEMPLATE_TEST_CASE("an entry recomputed from the statistics has the bits of the 
   }
 }
 
+namespace {
+
+// The nucleus of the statistics against the row algorithm's keep_top_p run on the softmax row
+// the same statistics give: the support and every kept value agree bit for bit.
+void check_nucleus(const Warp& w, const std::vector<float>& logits) {
+  const auto n = static_cast<std::int64_t>(logits.size());
+  Workspace ws;
+  std::vector<float> row(logits.size());
+  warp_logits<float>(w, logits, row, ws);
+  std::vector<std::int32_t> scratch(detail::warp_stats_scratch_size(n) / sizeof(std::int32_t));
+  bool invalid = true;
+  const auto stats =
+      detail::warp_stats(w, logits.data(), n, detail::warp_scratch(scratch.data(), n), invalid);
+  REQUIRE_FALSE(invalid);
+  std::vector<float> expected(logits.size());
+  for (std::int64_t i = 0; i < n; ++i) {
+    expected[static_cast<std::size_t>(i)] =
+        detail::softmax_probability(stats, logits[static_cast<std::size_t>(i)], i);
+  }
+  detail::keep_top_p(expected.data(), n, w.top_p, scratch.data());
+  int differ = 0, kept = 0;
+  for (std::size_t i = 0; i < row.size(); ++i) {
+    differ += bits(row[i]) != bits(expected[i]) ? 1 : 0;
+    kept += row[i] > 0.0f ? 1 : 0;
+  }
+  CAPTURE(w.temperature, w.top_p, n, kept);
+  CHECK(differ == 0);
+  CHECK(kept > 0);
+}
+
+}  // namespace
+
+TEST_CASE("the nucleus of a large row is selected by mass as keep_top_p cuts it",
+          "[core][warp][stats]") {
+  // Rows long enough for the pruned candidates to be selected by sampled brackets (no ordering):
+  // the cut, its ties and the kept mass match keep_top_p at every top-p.
+  const float top_ps[] = {0.05f, 0.3f, 0.9f, 0.95f, 0.999f};
+  for (const std::int64_t n : {2000, 40000, 128256}) {
+    for (const bool ties : {false, true}) {
+      for (const float top_p : top_ps) {
+        for (const float temperature : {0.5f, 0.8f, 1.5f}) {
+          check_nucleus({.temperature = temperature, .top_p = top_p},
+                        make_logits<float>(n, static_cast<std::uint64_t>(n + 7 * ties), ties));
+        }
+      }
+    }
+  }
+  // One leader and a flat rest: the nucleus is the leader or the leader plus the lowest ids.
+  std::vector<float> flat(50000, 0.0f);
+  flat[777] = 6.0f;
+  check_nucleus({.top_p = 0.5f}, flat);
+  check_nucleus({.top_p = 0.9f}, flat);
+}
+
 TEST_CASE("the statistics keep ties at the top-p and top-k cuts to the lowest id",
           "[core][warp][stats]") {
   // 200 equal leaders: top-p 0.5 keeps exactly the first 100, top-k 30 the first 30.

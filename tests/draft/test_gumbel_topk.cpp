@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: MIT
 // Gumbel-top-k, i.i.d. sampling and the truncated-Gumbel update.
+#include <bit>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>
 #include <map>
+#include <random>
 #include <vector>
 
 #include "specdec/draft/gumbel_topk.hpp"
@@ -79,6 +81,63 @@ TEST_CASE("gumbel_top_k ordered triples follow sampling without replacement", "[
   }
   // False-failure probability 1e-6; tuples with repeated tokens have expected probability 0.
   CHECK(test::chi_square_test(counts, expected).p_value > test::kFalseFailureProbability);
+}
+
+namespace {
+
+// The bounded selection (variates computed only for entries that can reach the k-th value) against
+// perturbing the whole row and selecting from it: the same tokens and value bits.
+template <RowKind kind>
+void check_bounded_selection(const std::vector<float>& row, std::int64_t k) {
+  const auto n = static_cast<std::int64_t>(row.size());
+  std::vector<float> perturbed(row.size()), values(static_cast<std::size_t>(k));
+  std::vector<float> whole(row.size());
+  std::vector<std::int32_t> index(row.size()), whole_index(row.size());
+  std::vector<Token> tokens(static_cast<std::size_t>(k));
+  int differ = 0;
+  for (std::uint32_t draw = 0; draw < 40; ++draw) {
+    const RandomStream s = stream_for(draw);
+    const auto got = detail::gumbel_top_k_row<kind>(row.data(), n, k, s, 3 * draw, perturbed.data(),
+                                                    index.data(), tokens.data(), values.data());
+    detail::perturb_row_host<kind>(row.data(), n, s, 3 * draw, whole.data());
+    const auto want = detail::select_top_k_of_row(whole.data(), n, k, whole_index.data());
+    REQUIRE(got == want);
+    for (std::int64_t j = 0; j < got; ++j) {
+      const auto id = whole_index[static_cast<std::size_t>(j)];
+      differ += tokens[static_cast<std::size_t>(j)] != id ? 1 : 0;
+      differ += std::bit_cast<std::uint32_t>(values[static_cast<std::size_t>(j)]) !=
+                        std::bit_cast<std::uint32_t>(whole[static_cast<std::size_t>(id)])
+                    ? 1
+                    : 0;
+    }
+  }
+  CAPTURE(n, k);
+  CHECK(differ == 0);
+}
+
+}  // namespace
+
+TEST_CASE("gumbel_top_k skips entries that cannot reach the k-th value without changing a token",
+          "[draft][gumbel]") {
+  for (const std::int64_t n : {37, 5000, 60000}) {
+    std::vector<float> logits(static_cast<std::size_t>(n));
+    std::mt19937 gen(static_cast<std::uint32_t>(n));
+    std::normal_distribution<float> normal(0.0f, 3.0f);
+    for (auto& x : logits) x = normal(gen);
+    for (std::size_t i = 0; i < logits.size(); i += 7) logits[i] = -INFINITY;  // banned
+    std::vector<float> probs(logits.size());
+    double sum = 0.0;
+    for (std::size_t i = 0; i < probs.size(); ++i) sum += std::exp(static_cast<double>(logits[i]));
+    for (std::size_t i = 0; i < probs.size(); ++i) {
+      probs[i] = static_cast<float>(std::exp(static_cast<double>(logits[i])) / sum);
+    }
+    for (const std::int64_t k : {1, 8, 64}) {
+      check_bounded_selection<RowKind::kLogWeights>(logits, k);
+      check_bounded_selection<RowKind::kProbabilities>(probs, k);
+    }
+  }
+  // Ties: equal log-weights everywhere, the order comes from the noise and the ids alone.
+  check_bounded_selection<RowKind::kLogWeights>(std::vector<float>(3000, 0.25f), 8);
 }
 
 TEST_CASE("gumbel_top_k never returns zero-probability tokens", "[draft][gumbel]") {

@@ -16,11 +16,20 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <span>
+#include <type_traits>
 
 #include "specdec/core/numerics.hpp"
 #include "specdec/core/warp.hpp"
+
+// Compactions (keep the entries inside a range, in order) use x86 permutes: a compiler does not
+// vectorise a loop whose store position depends on the data.
+#if defined(__GNUC__) && !defined(__CUDACC__) && defined(__x86_64__)
+#include <immintrin.h>
+#define SPECDEC_X86_COMPACT 1
+#endif
 
 // The row loops are compiled twice when the including code targets less than AVX2 (the
 // distributions' default): once as is and once for AVX2, picked at load time by the CPU. AVX2
@@ -235,18 +244,151 @@ SPECDEC_ROW_LOOP float scan_max(const T* logits, std::int64_t n, bool& invalid) 
   return from_signed_order_key(best);
 }
 
-/// The ids (ascending) and logits of the entries whose logit is at least `gate`; returns their
-/// count. Branch-free: every entry is written, the count advances for the ones kept.
-template <class T>
-SPECDEC_ROW_LOOP std::int64_t gather_at_least(const T* logits, std::int64_t n, float gate,
-                                              std::int32_t* ids, float* values) {
-  std::int64_t m = 0;
-  for (std::int64_t i = 0; i < n; ++i) {
-    const float logit = to_float(logits[i]);
-    ids[m] = static_cast<std::int32_t>(i);
-    values[m] = logit;
-    m += logit >= gate ? 1 : 0;
+/// Compaction: the entries of `values` inside [lo, hi] with their ids (their positions when
+/// kPositions), in order, into out_ids / out_values; returns their count. The outputs may be the inputs
+/// (the write position never passes the read position). Writes stay within the first n entries.
+template <bool kPositions>
+std::int64_t compact_between_scalar(const float* values, const std::int32_t* ids, std::int64_t begin,
+                                    std::int64_t n, float lo, float hi, std::int32_t* out_ids,
+                                    float* out_values, std::int64_t m) {
+  const float* v = values + begin;
+  const std::int32_t* id = kPositions ? nullptr : ids + begin;
+  for (std::int64_t k = 0; k < n - begin; ++k) {
+    out_ids[m] = kPositions ? static_cast<std::int32_t>(begin + k) : id[k];
+    out_values[m] = v[k];
+    m += v[k] >= lo && v[k] <= hi ? 1 : 0;
   }
+  return m;
+}
+
+#ifdef SPECDEC_X86_COMPACT
+/// For each 8-bit keep mask, the lanes kept, packed to the front.
+struct CompactTable {
+  alignas(32) std::int32_t lanes[256][8];
+};
+constexpr CompactTable make_compact_table() {
+  CompactTable t{};
+  for (int mask = 0; mask < 256; ++mask) {
+    int k = 0;
+    for (int lane = 0; lane < 8; ++lane) {
+      if ((mask >> lane) & 1) t.lanes[mask][k++] = lane;
+    }
+  }
+  return t;
+}
+inline constexpr CompactTable kCompactTable = make_compact_table();
+
+template <bool kPositions>
+[[gnu::target("avx2,popcnt")]] inline std::int64_t compact_between_avx2(
+    const float* values, const std::int32_t* ids, std::int64_t n, float lo, float hi,
+    std::int32_t* out_ids, float* out_values) {
+  const __m256 low = _mm256_set1_ps(lo), high = _mm256_set1_ps(hi);
+  __m256i position = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  std::int64_t m = 0, i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(values + i);
+    const __m256i id =
+        kPositions ? position : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ids + i));
+    const int mask = _mm256_movemask_ps(
+        _mm256_and_ps(_mm256_cmp_ps(v, low, _CMP_GE_OQ), _mm256_cmp_ps(v, high, _CMP_LE_OQ)));
+    const __m256i lanes =
+        _mm256_load_si256(reinterpret_cast<const __m256i*>(kCompactTable.lanes[mask]));
+    _mm256_storeu_ps(out_values + m, _mm256_permutevar8x32_ps(v, lanes));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out_ids + m),
+                        _mm256_permutevar8x32_epi32(id, lanes));
+    m += __builtin_popcount(static_cast<unsigned>(mask));
+    position = _mm256_add_epi32(position, _mm256_set1_epi32(8));
+  }
+  return compact_between_scalar<kPositions>(values, ids, i, n, lo, hi, out_ids,
+                                out_values, m);
+}
+#endif
+
+/// compact_between_* for this CPU: AVX2 when the build targets it, otherwise AVX2 picked at run
+/// time (as the row-loop clones are), else the scalar loop. (AVX-512's compress measured slower
+/// than the permute table on the machine of docs/backends.md.)
+template <bool kPositions>
+inline std::int64_t compact_between(const float* values, const std::int32_t* ids, std::int64_t n,
+                                    float lo, float hi, std::int32_t* out_ids, float* out_values) {
+#if defined(SPECDEC_X86_COMPACT) && defined(__AVX2__)
+  return compact_between_avx2<kPositions>(values, ids, n, lo, hi, out_ids, out_values);
+#else
+#if defined(SPECDEC_X86_COMPACT) && !defined(SPECDEC_NO_CPU_CLONES)
+  if (__builtin_cpu_supports("avx2")) {
+    return compact_between_avx2<kPositions>(values, ids, n, lo, hi, out_ids, out_values);
+  }
+#endif
+  return compact_between_scalar<kPositions>(values, ids, 0, n, lo, hi, out_ids,
+                                out_values, 0);
+#endif
+}
+
+/// The ids (ascending) and logits of the entries whose logit is at least `gate`; returns their
+/// count. Every entry below m + 16 may be written.
+template <class T>
+std::int64_t gather_at_least(const T* logits, std::int64_t n, float gate, std::int32_t* ids,
+                             float* values) {
+  if constexpr (std::is_same_v<T, float>) {
+    return compact_between<true>(logits, nullptr, n, gate, std::numeric_limits<float>::infinity(), ids,
+                                 values);
+  } else {
+    std::int64_t m = 0;
+    for (std::int64_t i = 0; i < n; ++i) {
+      const float logit = to_float(logits[i]);
+      ids[m] = static_cast<std::int32_t>(i);
+      values[m] = logit;
+      m += logit >= gate ? 1 : 0;
+    }
+    return m;
+  }
+}
+
+/// Masses in double of the entries below `lo`, inside [lo, hi] and above `hi` (lo, hi >= 0).
+/// Probabilities of at least 2^-30 (the prune bound is 2e-7 for top-p 0.9 at V = 256000) are
+/// multiples of 2^-53 and sum to at most 1, so every sum is exact and the order is free: lanes
+/// let it vectorise. Non-negative floats order as their bits, and integer selects vectorise.
+struct Masses {
+  double below = 0.0, within = 0.0, above = 0.0;
+};
+SPECDEC_ROW_LOOP inline Masses masses_around(const float* values, std::int64_t n, float lo,
+                                             float hi) {
+  const auto lo_bits = std::bit_cast<std::int32_t>(lo), hi_bits = std::bit_cast<std::int32_t>(hi);
+  double total = 0.0;
+  Masses m;
+  std::int64_t i = 0;
+#if defined(__GNUC__) && !defined(__CUDACC__)
+  // Vector extensions: the compiler does not vectorise a float-to-double reduction by itself.
+  using Bits4 = std::int32_t __attribute__((vector_size(16)));
+  using Floats4 = float __attribute__((vector_size(16)));
+  using Doubles4 = double __attribute__((vector_size(32)));
+  Doubles4 lanes_total[2] = {}, lanes_below[2] = {}, lanes_above[2] = {};
+  for (; i + 8 <= n; i += 8) {
+    for (int h = 0; h < 2; ++h) {
+      Bits4 bits;
+      std::memcpy(&bits, values + i + 4 * h, sizeof bits);
+      lanes_total[h] += __builtin_convertvector(reinterpret_cast<Floats4>(bits), Doubles4);
+      lanes_below[h] +=
+          __builtin_convertvector(reinterpret_cast<Floats4>(bits & (bits < lo_bits)), Doubles4);
+      lanes_above[h] +=
+          __builtin_convertvector(reinterpret_cast<Floats4>(bits & (bits > hi_bits)), Doubles4);
+    }
+  }
+  for (int h = 0; h < 2; ++h) {
+    for (int j = 0; j < 4; ++j) {
+      total += lanes_total[h][j];
+      m.below += lanes_below[h][j];
+      m.above += lanes_above[h][j];
+    }
+  }
+#endif
+  for (; i < n; ++i) {
+    const float v = values[i];
+    const auto bits = std::bit_cast<std::int32_t>(v);
+    total += static_cast<double>(v);
+    m.below += static_cast<double>(keep_if(bits < lo_bits, v));
+    m.above += static_cast<double>(keep_if(bits > hi_bits, v));
+  }
+  m.within = total - m.below - m.above;
   return m;
 }
 
@@ -356,11 +498,106 @@ inline bool top_p_cut(const std::int32_t* ids, const float* values, std::int64_t
   }
   s.top_p_value = values[cut_at];
   s.top_p_last = ids[cut_at];
-  float kept = 0.0f;
+  double kept = 0.0;  // in double, as keep_top_p (and nucleus_cut) sums the nucleus
   for (std::int64_t j = 0; j < m; ++j) {
     if (!below_cut(values[j], ids[j], s.top_p_value, s.top_p_last)) kept += values[j];
   }
-  s.inv_top_p_kept = 1.0f / kept;
+  s.inv_top_p_kept = static_cast<float>(1.0 / kept);
+  return true;
+}
+
+/// The nucleus cut over pruned candidates (ids ascending with their positive probabilities, at
+/// least the prune bound), the same cut as top_p_cut without ordering them: a sample of 64 picks
+/// a bracket around the estimated cut, one pass sums the mass above it and inside it (exactly,
+/// masses_around), and the part holding the cut is compacted into `work` (room for
+/// `capacity` ids and as many values); the last <= 96 entries are ordered by (value, -id). Returns
+/// false when the candidates hold less than top_p (the caller widens them).
+inline bool nucleus_cut(const std::int32_t* ids, const float* values, std::int64_t m, float top_p,
+                        std::int32_t* work, std::int64_t capacity, std::int32_t* bucket,
+                        WarpStats& s) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  constexpr int kSample = 64, kMargin = 3;
+  constexpr std::int64_t kOrderAll = 96;
+  const double target = static_cast<double>(top_p);
+  // Invariant once the set's mass is known: above (the mass ranked before the set) < target <=
+  // above + set_mass. Before that the set is every candidate and its mass about 1.
+  double above = 0.0, set_mass = 1.0;
+  bool mass_known = false;
+  const float* set_values = values;
+  const std::int32_t* set_ids = ids;
+  std::int64_t count = m;
+  std::int32_t* work_ids = work;
+  float* work_values = reinterpret_cast<float*>(work + capacity);
+  if (count <= kOrderAll) {
+    const Masses all = masses_around(values, m, 0.0f, kInf);
+    if (all.within < target) return false;
+  }
+  while (count > kOrderAll) {
+    float sample[kSample];
+    const std::int64_t stride = count / kSample;
+    for (int k = 0; k < kSample; ++k) sample[k] = set_values[k * stride + stride / 2];
+    std::sort(sample, sample + kSample, [](float a, float b) { return a > b; });
+    double sample_mass = 0.0;
+    for (const float v : sample) sample_mass += v;
+    int at = kSample - 1;  // the sample entry where the estimated running mass reaches the target
+    double prefix = 0.0;
+    for (int k = 0; k < kSample; ++k) {
+      prefix += sample[k];
+      if (above + set_mass * (prefix / sample_mass) >= target) {
+        at = k;
+        break;
+      }
+    }
+    const float hi = at >= kMargin ? sample[at - kMargin] : kInf;
+    const float lo = at + kMargin < kSample ? sample[at + kMargin] : 0.0f;
+    const Masses part = masses_around(set_values, count, lo, hi);
+    if (!mass_known) {
+      set_mass = part.below + part.within + part.above;
+      if (set_mass < target) return false;
+      mass_known = true;
+    }
+    float keep_lo = lo, keep_hi = hi;
+    if (above + part.above >= target) {  // the cut is above the bracket
+      keep_lo = std::nextafter(hi, kInf);
+      keep_hi = kInf;
+      set_mass = part.above;
+    } else if (above + part.above + part.within < target) {  // below it
+      keep_lo = 0.0f;
+      keep_hi = std::nextafter(lo, 0.0f);
+      above += part.above + part.within;
+      set_mass = part.below;
+    } else {
+      above += part.above;
+      set_mass = part.within;
+    }
+    const std::int64_t kept = compact_between<false>(set_values, set_ids, count, keep_lo, keep_hi,
+                                                     work_ids, work_values);
+    if (kept == count) break;  // ties everywhere: no progress, order what is left
+    set_values = work_values;
+    set_ids = work_ids;
+    count = kept;
+  }
+  if (count > kOrderAll) return top_p_cut(ids, values, m, top_p, false, false, bucket, s);
+  // (value bits, complement of the id): descending keys are the ranking, ties to the lowest id.
+  std::uint64_t keys[kOrderAll];
+  for (std::int64_t j = 0; j < count; ++j) {
+    keys[j] = (static_cast<std::uint64_t>(std::bit_cast<std::uint32_t>(set_values[j])) << 32) |
+              (0xffffffffu - static_cast<std::uint32_t>(set_ids[j]));
+  }
+  std::sort(keys, keys + count, [](std::uint64_t a, std::uint64_t b) { return a > b; });
+  std::int64_t cut = count - 1;
+  double running = above;
+  for (std::int64_t j = 0; j < count; ++j) {
+    running += static_cast<double>(std::bit_cast<float>(static_cast<std::uint32_t>(keys[j] >> 32)));
+    if (running >= target) {
+      cut = j;
+      break;
+    }
+  }
+  s.top_p_value = std::bit_cast<float>(static_cast<std::uint32_t>(keys[cut] >> 32));
+  s.top_p_last = static_cast<std::int64_t>(0xffffffffu - static_cast<std::uint32_t>(keys[cut]));
+  // The nucleus mass is the running sum at the cut (exact, as keep_top_p sums it in double).
+  s.inv_top_p_kept = static_cast<float>(1.0 / running);
   return true;
 }
 
@@ -433,17 +670,26 @@ WarpStats warp_stats(const Warp& w, const T* logits, std::int64_t n, WarpScratch
     for (std::int64_t j = 0; j < m; ++j) {
       values[j] = exp_flush(scaled_exponent(values[j], max, inv_t)) * inv_sum;
     }
-    std::int64_t kept = 0;
-    for (std::int64_t j = 0; j < m; ++j) {
-      ids[kept] = ids[j];
-      values[kept] = values[j];
-      kept += values[j] > 0.0f ? 1 : 0;
+    // Behind the top-p gate every probability is at least about the bound (> 1e-17): positive.
+    if (!(top_p && bound > 0.0)) {
+      std::int64_t kept = 0;
+      for (std::int64_t j = 0; j < m; ++j) {
+        ids[kept] = ids[j];
+        values[kept] = values[j];
+        kept += values[j] > 0.0f ? 1 : 0;
+      }
+      m = kept;
     }
-    m = kept;
   }
   if (top_p) {
     const bool complete = top_k || small;
-    if (!top_p_cut(ids, values, m, w.top_p, small, complete, scratch.bucket, s)) {
+    // Gated candidates: select the cut by mass; a work area of half the bucket list's ids holds
+    // them and their values.
+    const bool found =
+        !complete && m <= n / 2
+            ? nucleus_cut(ids, values, m, w.top_p, scratch.bucket, n / 2, scratch.bucket, s)
+            : top_p_cut(ids, values, m, w.top_p, small, complete, scratch.bucket, s);
+    if (!found) {
       // Rounding left the candidates short of the mass: take every positive entry.
       m = 0;
       for (std::int64_t i = 0; i < n; ++i) {
@@ -454,7 +700,7 @@ WarpStats warp_stats(const Warp& w, const T* logits, std::int64_t n, WarpScratch
       }
       top_p_cut(ids, values, m, w.top_p, small, true, scratch.bucket, s);
     }
-    if (s.top_p_last >= 0) {
+    if (min_p && s.top_p_last >= 0) {
       for (std::int64_t j = 0; j < m; ++j) {
         values[j] = below_cut(values[j], ids[j], s.top_p_value, s.top_p_last)
                         ? 0.0f

@@ -711,7 +711,7 @@ WarpStats warp_stats(const Warp& w, const T* logits, std::int64_t n, WarpScratch
   if (min_p) {
     float top = 0.0f;
     for (std::int64_t j = 0; j < m; ++j) top = std::max(top, values[j]);
-    const float threshold = w.min_p * top;
+    const float threshold = min_p_threshold(w.min_p, top);
     float kept = 0.0f;
     for (std::int64_t j = 0; j < m; ++j) {
       if (!(values[j] < threshold)) kept += values[j];

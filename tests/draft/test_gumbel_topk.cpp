@@ -85,8 +85,8 @@ TEST_CASE("gumbel_top_k ordered triples follow sampling without replacement", "[
 
 namespace {
 
-// The bounded selection (variates computed only for entries that can reach the k-th value) against
-// perturbing the whole row and selecting from it: the same tokens and value bits.
+// gumbel_top_k (whatever shortcut its selection takes) against perturbing the whole row and
+// selecting from it: the same tokens and value bits.
 template <RowKind kind>
 void check_bounded_selection(const std::vector<float>& row, std::int64_t k) {
   const auto n = static_cast<std::int64_t>(row.size());
@@ -117,7 +117,7 @@ void check_bounded_selection(const std::vector<float>& row, std::int64_t k) {
 
 }  // namespace
 
-TEST_CASE("gumbel_top_k skips entries that cannot reach the k-th value without changing a token",
+TEST_CASE("gumbel_top_k gives the tokens and values of perturbing every entry of the row",
           "[draft][gumbel]") {
   for (const std::int64_t n : {37, 5000, 60000}) {
     std::vector<float> logits(static_cast<std::size_t>(n));

@@ -4,10 +4,8 @@
 
 #include <Eigen/Core>
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstdint>
-#include <limits>
 #include <span>
 #include <type_traits>
 
@@ -17,7 +15,6 @@
 #include "specdec/core/numerics.hpp"
 #include "specdec/core/philox.hpp"
 #include "specdec/core/token.hpp"
-#include "specdec/core/warp_stats.hpp"
 #include "specdec/core/validate.hpp"
 #include "specdec/core/workspace.hpp"
 #include "specdec/draft/drafting_rows.hpp"
@@ -110,79 +107,6 @@ void perturb_row_host(const T* row, std::int64_t n, const Source& source, std::u
   }
 }
 
-/// An upper bound on the Gumbel variate of uniform u, without a log: -log(-log u) <= -log(1 - u)
-/// (as -log u >= 1 - u), and -log(1 - u) <= -e ln 2 for 1 - u = m 2^e, m in [1, 2). 1 - u is
-/// exact (u lies on a 2^-24 grid). The slack covers the rounding of the logs that give the
-/// variate's bits.
-inline float gumbel_upper_bound(float u) {
-  const auto exponent = static_cast<std::int32_t>((std::bit_cast<std::uint32_t>(1.0f - u) >> 23) & 0xffu);
-  return static_cast<float>(127 - exponent) * 0.693147181f + 0.01f;
-}
-
-/// An upper bound on the log-weight of a row entry (exact for log-weights; for a probability
-/// p = m 2^e, log p < (e + 1) ln 2, and -inf for p = 0).
-template <RowKind kind, class T>
-inline float log_weight_upper_bound(T x) {
-  const float v = to_float(x);
-  if constexpr (kind == RowKind::kProbabilities) {
-    const auto bits = std::bit_cast<std::int32_t>(v);
-    const float bound = static_cast<float>(((bits >> 23) & 0xff) - 126) * 0.693147181f + 0.01f;
-    return bits > 0 ? bound : kNegInf;
-  } else {
-    return v;
-  }
-}
-
-/// select_top_k_of_row over the perturbed row without perturbing it all: `uniforms` holds the
-/// row's uniforms; an entry's variate (two logs) is computed only when its bound (log-weight
-/// bound + gumbel_upper_bound) beats the running k-th value, and written over its uniform. The
-/// entries never computed are below the k-th value, so the selection (ties to the lower id) and
-/// every value returned are those of the whole perturbed row. Requires k <= kHeapSelectMax.
-template <RowKind kind, class T>
-std::int64_t select_top_k_bounded(const T* row, std::int64_t n, std::int64_t k, float* uniforms,
-                                  std::int32_t* index) {
-  const RanksBefore before{uniforms};
-  std::int64_t size = 0;
-  float threshold = kNegInf;  // the worst value in a full heap
-  const auto visit = [&](std::int64_t i, float bound) {
-    if (!(bound > threshold)) return;
-    const float v = gumbel_perturbed<kind>(to_float(row[i]), uniforms[i]);
-    uniforms[i] = v;  // from here on the entry's perturbed value
-    if (!(v > threshold)) return;
-    if (size < k) {
-      index[size++] = static_cast<std::int32_t>(i);
-      std::push_heap(index, index + size, before);
-      if (size == k) threshold = uniforms[index[0]];
-    } else {
-      std::pop_heap(index, index + size, before);
-      index[size - 1] = static_cast<std::int32_t>(i);
-      std::push_heap(index, index + size, before);
-      threshold = uniforms[index[0]];
-    }
-  };
-  // Blocks whose largest bound is at most the threshold are skipped whole (a vectorised max).
-  constexpr std::int64_t kBlock = 16;
-  float bounds[kBlock];
-  std::int64_t b = 0;
-  for (; b + kBlock <= n; b += kBlock) {
-    // The block's max on integer keys with the floats' order: a float max does not vectorise.
-    std::int32_t best = std::numeric_limits<std::int32_t>::min();
-    for (std::int64_t j = 0; j < kBlock; ++j) {
-      bounds[j] = log_weight_upper_bound<kind>(row[b + j]) + gumbel_upper_bound(uniforms[b + j]);
-      best = std::max(best, signed_order_key(bounds[j]));
-    }
-    if (!(from_signed_order_key(best) > threshold)) continue;
-    for (std::int64_t j = 0; j < kBlock; ++j) visit(b + j, bounds[j]);
-  }
-  const T* rest = row + b;
-  const float* rest_uniforms = uniforms + b;
-  for (std::int64_t j = 0; j < n - b; ++j) {
-    visit(b + j, log_weight_upper_bound<kind>(rest[j]) + gumbel_upper_bound(rest_uniforms[j]));
-  }
-  std::sort_heap(index, index + size, before);
-  return size;
-}
-
 /// Gumbel-top-k over one row without validation: writes up to k tokens (sampling order) and
 /// their perturbed values (log-weight + Gumbel, decreasing) and returns how many.
 /// `perturbed` and `index` are scratch of n entries each.
@@ -190,18 +114,8 @@ template <RowKind kind, class T, class Source>
 std::int64_t gumbel_top_k_row(const T* row, std::int64_t n, std::int64_t k, const Source& source,
                               std::uint32_t first_draw, float* perturbed, std::int32_t* index,
                               Token* tokens, float* values) {
-  std::int64_t kk = 0;
-  if constexpr (std::is_same_v<Source, RandomStream>) {
-    if (k <= kHeapSelectMax) {
-      // Most entries cannot reach the k-th value: bound them before paying for the logs.
-      fill_uniforms(source, first_draw, std::span<float>(perturbed, static_cast<std::size_t>(n)));
-      kk = select_top_k_bounded<kind>(row, n, k, perturbed, index);
-    }
-  }
-  if (kk == 0) {
-    perturb_row_host<kind>(row, n, source, first_draw, perturbed);
-    kk = select_top_k_of_row(perturbed, n, k, index);
-  }
+  perturb_row_host<kind>(row, n, source, first_draw, perturbed);
+  const auto kk = select_top_k_of_row(perturbed, n, k, index);
   for (std::int64_t j = 0; j < kk; ++j) {
     tokens[j] = static_cast<Token>(index[j]);
     if (values != nullptr) values[j] = perturbed[index[j]];

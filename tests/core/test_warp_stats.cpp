@@ -273,3 +273,54 @@ TEMPLATE_TEST_CASE("a chain step from logits decides as the materialised rows do
   }
   CHECK(total > 500);
 }
+
+TEST_CASE("a chain step from logits over a large vocabulary decides as the materialised rows do",
+          "[core][warp][stats][chain]") {
+  // Rows of 8192 entries or more take the sampled nucleus gate; the bonus token of a cut row is
+  // drawn from the warp's candidates.
+  int total = 0;
+  for (const Warp& w : kWarps) {
+    if (w.is_greedy()) continue;
+    for (const std::int64_t vocab : {10000, 128256}) {
+      for (std::uint64_t seed = 1; seed <= 2; ++seed) {
+        for (int mode = 0; mode < 3; ++mode) {
+          check_chain<float>(w, vocab, seed, mode);
+          ++total;
+        }
+      }
+    }
+  }
+  CHECK(total == 120);
+}
+
+TEST_CASE("a token drawn from a cut row's candidates is the one sample_row draws from the row",
+          "[core][warp][stats][sampling]") {
+  toy::ToyRandom rng(5);
+  int compared = 0;
+  for (const std::int64_t n : {1, 5, 8, 1000, 1024, 1031, 4096, 20000}) {
+    for (const double density : {0.0, 0.01, 0.3, 1.0}) {
+      std::vector<float> row(static_cast<std::size_t>(n), 0.0f);
+      std::vector<std::int32_t> ids;
+      std::vector<float> values;
+      for (std::int64_t i = 0; i < n; ++i) {
+        if (!(rng.uniform() < density)) continue;
+        // Unnormalised weights over a wide range, with ties, and some kept zeros.
+        float v = static_cast<float>(std::exp(6.0 * rng.uniform()) - 1.0);
+        if (rng.uniform() < 0.2) v = 2.0f;
+        if (rng.uniform() < 0.05) v = 0.0f;
+        row[static_cast<std::size_t>(i)] = v;
+        ids.push_back(static_cast<std::int32_t>(i));
+        values.push_back(v);
+      }
+      const auto m = static_cast<std::int64_t>(ids.size());
+      std::vector<float> us = {1e-7f, 0.5f, 1.0f - 0x1p-24f};
+      for (int k = 0; k < 200; ++k) us.push_back(static_cast<float>(rng.uniform()));
+      for (const float u : us) {
+        CHECK(detail::SparseRow{ids.data(), values.data(), m, n}.sample(u) ==
+              detail::sample_row(row.data(), n, u));
+        ++compared;
+      }
+    }
+  }
+  CHECK(compared == 8 * 4 * 203);
+}

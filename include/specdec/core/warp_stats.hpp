@@ -640,10 +640,11 @@ float nucleus_gate_estimate(const T* logits, std::int64_t n, float top_p, float 
 
 /// The statistics of warp `w` applied to a row of logits (valid: finite or -inf, one finite).
 /// `invalid` is set (and nothing else computed) when the row holds a NaN or +inf or no finite
-/// entry, for the caller to report.
+/// entry, for the caller to report. When the warp cuts (top-k, top-p or min-p) and `support` is
+/// given, *support = m: every entry the warp keeps is among scratch.ids[0, m), ascending.
 template <class T>
 WarpStats warp_stats(const Warp& w, const T* logits, std::int64_t n, WarpScratch scratch,
-                     bool& invalid) {
+                     bool& invalid, std::int64_t* support = nullptr) {
   WarpStats s;
   bool bad = false;
   const float raw_max = scan_max(logits, n, bad);
@@ -676,7 +677,10 @@ WarpStats warp_stats(const Warp& w, const T* logits, std::int64_t n, WarpScratch
   }
   const bool top_p = w.top_p < 1.0f;
   const bool min_p = w.min_p > 0.0f;
-  if (!top_p && !min_p) return s;
+  if (!top_p && !min_p) {
+    if (support != nullptr && top_k) *support = m;
+    return s;
+  }
 
   // Candidates with their softmax probabilities: without top-k, those that can matter. A token
   // below (1 - top_p) / n can never be in the nucleus (all of them hold less than 1 - top_p); one
@@ -775,6 +779,7 @@ WarpStats warp_stats(const Warp& w, const T* logits, std::int64_t n, WarpScratch
     s.min_p_threshold = threshold;
     s.inv_min_p_kept = 1.0f / kept;
   }
+  if (support != nullptr && (top_k || top_p || min_p)) *support = m;
   return s;
 }
 

@@ -3,8 +3,10 @@
 // same verdict and tokens as warping every row (warp_logits) and calling verify_chain, but each
 // row is reduced to its statistics (core/warp_stats.hpp) and p(x), q(x) are recomputed at the
 // drafted tokens only. Whole rows are written only where the rule reads them: the target and draft
-// rows at the first rejection (the residual) or the target row after full acceptance (the bonus).
-// Rows after the first rejection are never read.
+// rows at the first rejection (the residual) or the target row after full acceptance (the bonus),
+// and not even those when the warp cuts (top-k, top-p, min-p): the residual and the bonus row are
+// then positive only at the target's candidates, and are summed and drawn from there as the
+// written rows would be. Rows after the first rejection are never read.
 #pragma once
 
 #include <cstdint>
@@ -44,10 +46,11 @@ struct LogitRows {
 
 template <class T>
 WarpStats checked_warp_stats(const Warp& w, const LogitRows<T>& rows, std::int64_t i,
-                             std::int64_t vocab, std::int32_t* scratch) {
+                             std::int64_t vocab, std::int32_t* scratch,
+                             std::int64_t* support = nullptr) {
   bool invalid = false;
   const T* row = rows.row(i);
-  const WarpStats s = warp_stats(w, row, vocab, warp_scratch(scratch, vocab), invalid);
+  const WarpStats s = warp_stats(w, row, vocab, warp_scratch(scratch, vocab), invalid, support);
   if (invalid) {
     check_logits_row<T>(ArgName(rows.name, rows.first + i),
                         std::span<const T>(row, static_cast<std::size_t>(vocab)));
@@ -68,8 +71,14 @@ ChainVerdict verify_chain_logits_unchecked(const Warp& w, const LogitRows<T>& ta
                                            const ChainLogitsScratch& scratch) {
   ChainVerdict verdict;
   for (std::int64_t i = 0; i < gamma; ++i) {
-    const WarpStats target_stats = checked_warp_stats(w, target, i, vocab, scratch.warp);
-    const WarpStats draft_stats = checked_warp_stats(w, draft, i, vocab, scratch.warp);
+    // The draft row first, so the target's candidates stay in the scratch for a rejection; a bad
+    // target row is still reported before a bad draft row.
+    bool draft_invalid = false;
+    const WarpStats draft_stats =
+        warp_stats(w, draft.row(i), vocab, warp_scratch(scratch.warp, vocab), draft_invalid);
+    std::int64_t support = -1;
+    const WarpStats target_stats = checked_warp_stats(w, target, i, vocab, scratch.warp, &support);
+    if (draft_invalid) checked_warp_stats(w, draft, i, vocab, scratch.warp);
     const Token x = tokens[i];
     const float qx = warped_probability(draft_stats, to_float(draft.row(i)[x]), x);
     if (!(qx > 0.0f)) fail(token_name[i], "token {} has draft probability 0", x);
@@ -79,6 +88,19 @@ ChainVerdict verify_chain_logits_unchecked(const Warp& w, const LogitRows<T>& ta
     if (detail::accepts(s.uniform(0), qx, 1.0f, px)) {
       out[i] = x;
       continue;
+    }
+    if (support >= 0) {
+      // A cut target row: the residual is positive only at its candidates.
+      const std::int32_t* ids = warp_scratch(scratch.warp, vocab).ids;
+      for (std::int64_t j = 0; j < support; ++j) {
+        scratch.target_row[j] = warped_probability(target_stats, to_float(target.row(i)[ids[j]]), ids[j]);
+        scratch.draft_row[j] = warped_probability(draft_stats, to_float(draft.row(i)[ids[j]]), ids[j]);
+      }
+      out[i] = rejection_correction_sparse(ids, scratch.target_row, scratch.draft_row, support,
+                                           vocab, s, scratch.residual);
+      verdict.accepted = static_cast<std::int32_t>(i);
+      verdict.emitted = verdict.accepted + 1;
+      return verdict;
     }
     // The residual needs both rows: write them and let the rule's kernel decide on them.
     write_warped_row(target_stats, target.row(i), vocab, scratch.target_row);
@@ -91,10 +113,21 @@ ChainVerdict verify_chain_logits_unchecked(const Warp& w, const LogitRows<T>& ta
     verdict.emitted = verdict.accepted + 1;
     return verdict;
   }
-  const WarpStats bonus = checked_warp_stats(w, target, gamma, vocab, scratch.warp);
-  write_warped_row(bonus, target.row(gamma), vocab, scratch.target_row);
+  std::int64_t support = -1;
+  const WarpStats bonus = checked_warp_stats(w, target, gamma, vocab, scratch.warp, &support);
   const auto s = stream.at_position(stream.position + static_cast<std::uint32_t>(gamma));
-  out[gamma] = sample_row(scratch.target_row, vocab, s.uniform(0));
+  if (support >= 0) {
+    // A cut row: its entries that can be positive are the warp's candidates, so the bonus token
+    // is drawn from them alone, as sample_row would draw it from the written row.
+    const std::int32_t* ids = warp_scratch(scratch.warp, vocab).ids;
+    for (std::int64_t j = 0; j < support; ++j) {
+      scratch.target_row[j] = warped_probability(bonus, to_float(target.row(gamma)[ids[j]]), ids[j]);
+    }
+    out[gamma] = SparseRow{ids, scratch.target_row, support, vocab}.sample(s.uniform(0));
+  } else {
+    write_warped_row(bonus, target.row(gamma), vocab, scratch.target_row);
+    out[gamma] = sample_row(scratch.target_row, vocab, s.uniform(0));
+  }
   verdict.accepted = static_cast<std::int32_t>(gamma);
   verdict.emitted = verdict.accepted + 1;
   return verdict;

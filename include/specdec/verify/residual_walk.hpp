@@ -117,6 +117,100 @@ SPECDEC_HOST_DEVICE Token sample_row(const S* row, std::int64_t n, float u) {
   return static_cast<Token>(last_positive(value, 0, n, 0));
 }
 
+/// A row held as its positive entries: values[j] at ids[j] (ascending, j < m), +0 elsewhere in
+/// [0, n). Its sums and draws are blocked_sum's and sample_row's on the written row bit for bit
+/// (the +0 entries left out change no sum), without writing it.
+struct SparseRow {
+  const std::int32_t* ids;
+  const float* values;
+  std::int64_t m;
+  std::int64_t n;
+
+  static constexpr int kLanes = 8;  // blocked_sum's lanes and block
+  static constexpr std::int64_t kBlock = 1024;
+
+  /// blocked_sum's float sum of block [b, b + kBlock), whose entries are [first, last): the tail
+  /// entries first, then the lanes in order.
+  float block_sum(std::int64_t b, std::int64_t first, std::int64_t last) const {
+    const std::int64_t e = b + kBlock < n ? b + kBlock : n;
+    const std::int64_t tail = b + (e - b) / kLanes * kLanes;
+    float lanes[kLanes] = {};
+    float block = 0.0f;
+    for (std::int64_t j = first; j < last; ++j) {
+      if (ids[j] >= tail) {
+        block += values[j];
+      } else {
+        lanes[(ids[j] - b) % kLanes] += values[j];
+      }
+    }
+    for (float lane : lanes) block += lane;
+    return block;
+  }
+  /// Calls visit(b, first, last) for each block in order until it returns true.
+  template <class Visit>
+  void blocks(const Visit& visit) const {
+    std::int64_t first = 0;
+    for (std::int64_t b = 0; b < n; b += kBlock) {
+      std::int64_t last = first;
+      while (last < m && ids[last] < b + kBlock) ++last;
+      if (visit(b, first, last)) return;
+      first = last;
+    }
+  }
+  /// blocked_sum over the row.
+  double sum() const {
+    double total = 0.0;
+    blocks([&](std::int64_t b, std::int64_t first, std::int64_t last) {
+      total += block_sum(b, first, last);
+      return false;
+    });
+    return total;
+  }
+  /// sample_row(row, n, u).
+  Token sample(float u) const {
+    const double threshold = u * sum();
+    double running = 0.0;
+    Token found = -1;
+    blocks([&](std::int64_t b, std::int64_t first, std::int64_t last) {
+      const double block = block_sum(b, first, last);
+      if (running + block <= threshold && b + kBlock < n) {
+        running += block;
+        return false;
+      }
+      for (std::int64_t j = first; j < last; ++j) {  // inverse_cdf_scan over the block
+        if (values[j] > 0.0f) {
+          running += values[j];
+          if (running > threshold) {
+            found = static_cast<Token>(ids[j]);
+            return true;
+          }
+        }
+      }
+      return false;
+    });
+    if (found >= 0) return found;
+    for (std::int64_t j = m - 1; j >= 0; --j) {  // last_positive
+      if (values[j] > 0.0f) return static_cast<Token>(ids[j]);
+    }
+    return 0;
+  }
+};
+
+/// rejection_row's correction after a rejection (draw 1 of `uniforms`) when the target row is
+/// positive only at ids[0, m): residual[j] = [target[j] - draft[j]]+ over those entries, drawn
+/// from when its mass reaches the floor, else the target row itself. `residual` holds m floats.
+template <UniformSource U>
+Token rejection_correction_sparse(const std::int32_t* ids, const float* target, const float* draft,
+                                  std::int64_t m, std::int64_t n, const U& uniforms,
+                                  float* residual) {
+  for (std::int64_t j = 0; j < m; ++j) residual[j] = scaled_residual(target[j], 1.0f, draft[j]);
+  const SparseRow rest{ids, residual, m, n};
+  const double mass = rest.sum();
+  const float u = uniforms.uniform(1u);
+  if (!(mass >= kResidualFloor) || mass <= 0.0) return SparseRow{ids, target, m, n}.sample(u);
+  return rest.sample(u);
+}
+
 /// The residual walk's row operations on the host: plain loops over the row.
 struct HostRows {
   template <class S, class T>

@@ -324,3 +324,28 @@ TEST_CASE("a token drawn from a cut row's candidates is the one sample_row draws
   }
   CHECK(compared == 8 * 4 * 203);
 }
+
+TEST_CASE("the selective gather keeps the entries the plain gather keeps", "[core][warp][stats]") {
+  toy::ToyRandom rng(11);
+  int compared = 0;
+  for (const std::int64_t n : {0, 1, 63, 64, 65, 1000, 4099}) {
+    // Dense words take the loop past four entries in 64; sparse ones the branch-free part.
+    for (const double kept : {0.0, 0.005, 0.05, 0.5, 1.0}) {
+      std::vector<float> row(static_cast<std::size_t>(n));
+      for (auto& x : row) x = rng.uniform() < kept ? 1.0f + static_cast<float>(rng.uniform()) : -1.0f;
+      if (n > 3) row[2] = -INFINITY;
+      std::vector<std::int32_t> ids(static_cast<std::size_t>(n) + 16), want_ids = ids;
+      std::vector<float> values(static_cast<std::size_t>(n) + 16), want_values = values;
+      const auto m = detail::gather_at_least<true>(row.data(), n, 1.0f, ids.data(), values.data());
+      const auto want =
+          detail::gather_at_least<false>(row.data(), n, 1.0f, want_ids.data(), want_values.data());
+      REQUIRE(m == want);
+      for (std::int64_t j = 0; j < m; ++j) {
+        CHECK(ids[static_cast<std::size_t>(j)] == want_ids[static_cast<std::size_t>(j)]);
+        CHECK(values[static_cast<std::size_t>(j)] == want_values[static_cast<std::size_t>(j)]);
+      }
+      ++compared;
+    }
+  }
+  CHECK(compared == 35);
+}

@@ -278,8 +278,7 @@ constexpr CompactTable make_compact_table() {
 }
 inline constexpr CompactTable kCompactTable = make_compact_table();
 
-/// kSelective: few entries are kept, so groups of 8 without one are skipped by a branch.
-template <bool kPositions, bool kSelective = false>
+template <bool kPositions>
 [[gnu::target("avx2,popcnt")]] inline std::int64_t compact_between_avx2(
     const float* values, const std::int32_t* ids, std::int64_t n, float lo, float hi,
     std::int32_t* out_ids, float* out_values) {
@@ -290,7 +289,6 @@ template <bool kPositions, bool kSelective = false>
     const __m256 v = _mm256_loadu_ps(values + i);
     const int mask = _mm256_movemask_ps(
         _mm256_and_ps(_mm256_cmp_ps(v, low, _CMP_GE_OQ), _mm256_cmp_ps(v, high, _CMP_LE_OQ)));
-    if (kSelective && mask == 0) continue;
     const __m256i id =
         kPositions ? _mm256_add_epi32(lane_offsets, _mm256_set1_epi32(static_cast<int>(i)))
                    : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ids + i));
@@ -306,34 +304,85 @@ template <bool kPositions, bool kSelective = false>
 }
 #endif
 
-/// compact_between_* for this CPU: AVX2 when the build targets it, otherwise AVX2 picked at run
-/// time (as the row-loop clones are), else the scalar loop. (AVX-512's compress measured slower
-/// than the permute table on the machine of docs/backends.md.)
-template <bool kPositions, bool kSelective = false>
-inline std::int64_t compact_between(const float* values, const std::int32_t* ids, std::int64_t n,
-                                    float lo, float hi, std::int32_t* out_ids, float* out_values) {
+/// Whether the x86 AVX2 paths run: always when the build targets AVX2, otherwise when the CPU has
+/// it (as the row-loop clones pick), never with SPECDEC_NO_CPU_CLONES or off x86.
+inline bool use_x86_avx2() {
 #if defined(SPECDEC_X86_COMPACT) && defined(__AVX2__)
-  return compact_between_avx2<kPositions, kSelective>(values, ids, n, lo, hi, out_ids, out_values);
+  return true;
+#elif defined(SPECDEC_X86_COMPACT) && !defined(SPECDEC_NO_CPU_CLONES)
+  static const bool has = __builtin_cpu_supports("avx2");
+  return has;
 #else
-#if defined(SPECDEC_X86_COMPACT) && !defined(SPECDEC_NO_CPU_CLONES)
-  if (__builtin_cpu_supports("avx2")) {
-    return compact_between_avx2<kPositions, kSelective>(values, ids, n, lo, hi, out_ids,
-                                                        out_values);
-  }
-#endif
-  return compact_between_scalar<kPositions>(values, ids, 0, n, lo, hi, out_ids,
-                                out_values, 0);
+  return false;
 #endif
 }
+
+/// compact_between_* for this CPU: AVX2 (use_x86_avx2) else the scalar loop. (AVX-512's compress
+/// measured slower than the permute table on the machine of docs/backends.md.)
+template <bool kPositions>
+inline std::int64_t compact_between(const float* values, const std::int32_t* ids, std::int64_t n,
+                                    float lo, float hi, std::int32_t* out_ids, float* out_values) {
+#ifdef SPECDEC_X86_COMPACT
+  if (use_x86_avx2()) {
+    return compact_between_avx2<kPositions>(values, ids, n, lo, hi, out_ids, out_values);
+  }
+#endif
+  return compact_between_scalar<kPositions>(values, ids, 0, n, lo, hi, out_ids, out_values, 0);
+}
+
+#ifdef SPECDEC_X86_COMPACT
+/// The positions of the entries of `values` at least `lo`, ascending, when few are (a few in a
+/// hundred): a 64-bit mask per 64 entries, whose set bits are taken four at a time without a
+/// branch (a compaction of every 8 entries, or a branch on each, costs more when most are empty
+/// and the data is random). Returns their count; ids[count .. count + 3] may be written.
+[[gnu::target("avx2,popcnt")]] inline std::int64_t select_at_least_avx2(const float* values,
+                                                                        std::int64_t n, float lo,
+                                                                        std::int32_t* ids) {
+  const __m256 low = _mm256_set1_ps(lo);
+  std::int64_t m = 0, i = 0;
+  for (; i + 64 <= n; i += 64) {
+    std::uint64_t word = 0;
+    for (int k = 0; k < 8; ++k) {
+      const __m256 v = _mm256_loadu_ps(values + i + 8 * k);
+      word |= static_cast<std::uint64_t>(static_cast<unsigned>(
+                  _mm256_movemask_ps(_mm256_cmp_ps(v, low, _CMP_GE_OQ))))
+              << (8 * k);
+    }
+    for (int k = 0; k < 4; ++k) {
+      ids[m] = static_cast<std::int32_t>(i + __builtin_ctzll(word | (1ull << 63)));
+      m += word != 0 ? 1 : 0;
+      word &= word - 1;
+    }
+    while (word != 0) {  // more than four in 64: rare
+      ids[m++] = static_cast<std::int32_t>(i + __builtin_ctzll(word));
+      word &= word - 1;
+    }
+  }
+  for (; i < n; ++i) {
+    ids[m] = static_cast<std::int32_t>(i);
+    m += values[i] >= lo ? 1 : 0;
+  }
+  return m;
+}
+#endif
 
 /// The ids (ascending) and logits of the entries whose logit is at least `gate`; returns their
 /// count. Every entry below m + 16 may be written. kSelective: a gate that keeps few entries.
 template <bool kSelective = false, class T>
 std::int64_t gather_at_least(const T* logits, std::int64_t n, float gate, std::int32_t* ids,
                              float* values) {
+#ifdef SPECDEC_X86_COMPACT
+  if constexpr (kSelective && std::is_same_v<T, float>) {
+    if (use_x86_avx2()) {
+      const std::int64_t m = select_at_least_avx2(logits, n, gate, ids);
+      for (std::int64_t j = 0; j < m; ++j) values[j] = logits[ids[j]];
+      return m;
+    }
+  }
+#endif
   if constexpr (std::is_same_v<T, float>) {
-    return compact_between<true, kSelective>(logits, nullptr, n, gate,
-                                             std::numeric_limits<float>::infinity(), ids, values);
+    return compact_between<true>(logits, nullptr, n, gate, std::numeric_limits<float>::infinity(),
+                                 ids, values);
   } else {
     std::int64_t m = 0;
     for (std::int64_t i = 0; i < n; ++i) {

@@ -3,6 +3,8 @@
 // (with the offending index) and the bad value.
 #pragma once
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <span>
@@ -25,13 +27,36 @@ template <class T = float>
 void check_probability_row(const ArgName& name, std::type_identity_t<std::span<const T>> row,
                            double tolerance = kProbabilitySumTolerance) {
   if (row.empty()) detail::fail(name, "the row is empty");
+  // Vectorisable loops (a serial double sum costs 4 cycles an entry): bad entries flagged by their
+  // bits, the sum in 16 float lanes per block of 1024 and the blocks in double; a bad row is
+  // scanned again to name the entry.
+  constexpr std::size_t kLanes = 16, kBlock = 1024;
+  std::uint32_t bad = 0;
   double sum = 0.0;
-  for (std::size_t i = 0; i < row.size(); ++i) {
-    const float v = static_cast<float>(row[i]);
-    if (!std::isfinite(v) || v < 0.0f) {
-      detail::fail(name[static_cast<std::int64_t>(i)], "{} is not a probability (finite, >= 0)", v);
+  for (std::size_t b = 0; b < row.size(); b += kBlock) {
+    const std::size_t e = std::min(row.size(), b + kBlock);
+    for (std::size_t i = b; i < e; ++i) {
+      // Finite and >= 0: below +inf's bits, or -0.
+      const auto bits = std::bit_cast<std::uint32_t>(static_cast<float>(row[i]));
+      bad |= static_cast<std::uint32_t>(bits >= 0x7f800000u) &
+             static_cast<std::uint32_t>(bits != 0x80000000u);
     }
-    sum += v;
+    float lanes[kLanes] = {};
+    std::size_t i = b;
+    for (; i + kLanes <= e; i += kLanes) {
+      for (std::size_t j = 0; j < kLanes; ++j) lanes[j] += static_cast<float>(row[i + j]);
+    }
+    for (; i < e; ++i) lanes[0] += static_cast<float>(row[i]);
+    for (const float lane : lanes) sum += static_cast<double>(lane);
+  }
+  if (bad != 0) {
+    for (std::size_t k = 0; k < row.size(); ++k) {
+      const float v = static_cast<float>(row[k]);
+      if (!std::isfinite(v) || v < 0.0f) {
+        detail::fail(name[static_cast<std::int64_t>(k)], "{} is not a probability (finite, >= 0)",
+                     v);
+      }
+    }
   }
   if (!(std::abs(sum - 1.0) <= tolerance)) {
     detail::fail(name, "sums to {} instead of 1 (tolerance {})", sum, tolerance);
@@ -42,16 +67,26 @@ void check_probability_row(const ArgName& name, std::type_identity_t<std::span<c
 template <class T = float>
 void check_logits_row(const ArgName& name, std::type_identity_t<std::span<const T>> row) {
   if (row.empty()) detail::fail(name, "the row is empty");
-  bool any_finite = false;
+  // One vectorisable pass over the bits; a bad row is scanned again to name the entry.
+  std::uint32_t bad = 0, finite = 0;
   for (std::size_t i = 0; i < row.size(); ++i) {
-    const float v = static_cast<float>(row[i]);
-    if (std::isnan(v) || v == std::numeric_limits<float>::infinity()) {
-      detail::fail(name[static_cast<std::int64_t>(i)], "{} is not a valid logit (finite or -inf)",
-                   v);
-    }
-    any_finite = any_finite || std::isfinite(v);
+    const auto magnitude = std::bit_cast<std::uint32_t>(static_cast<float>(row[i])) & 0x7fffffffu;
+    const auto sign = std::bit_cast<std::uint32_t>(static_cast<float>(row[i])) >> 31;
+    // NaN, or +inf (-inf marks a banned token).
+    bad |= static_cast<std::uint32_t>(magnitude > 0x7f800000u) |
+           (static_cast<std::uint32_t>(magnitude == 0x7f800000u) & (sign ^ 1u));
+    finite |= static_cast<std::uint32_t>(magnitude < 0x7f800000u);
   }
-  if (!any_finite) detail::fail(name, "every logit is -inf");
+  if (bad != 0) {
+    for (std::size_t i = 0; i < row.size(); ++i) {
+      const float v = static_cast<float>(row[i]);
+      if (std::isnan(v) || v == std::numeric_limits<float>::infinity()) {
+        detail::fail(name[static_cast<std::int64_t>(i)], "{} is not a valid logit (finite or -inf)",
+                     v);
+      }
+    }
+  }
+  if (finite == 0) detail::fail(name, "every logit is -inf");
 }
 
 namespace detail {

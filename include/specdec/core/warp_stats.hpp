@@ -795,9 +795,10 @@ WarpStats warp_stats(const Warp& w, const T* logits, std::int64_t n, WarpScratch
     // Gated candidates: select the cut by mass; a work area of half the bucket list's ids holds
     // them and their values.
     const bool found =
-        cut_found || !complete && m <= n / 2
-            ? nucleus_cut(ids, values, m, w.top_p, scratch.bucket, n / 2, scratch.bucket, s)
-            : top_p_cut(ids, values, m, w.top_p, small, complete, scratch.bucket, s);
+        cut_found ||
+        (!complete && m <= n / 2
+             ? nucleus_cut(ids, values, m, w.top_p, scratch.bucket, n / 2, scratch.bucket, s)
+             : top_p_cut(ids, values, m, w.top_p, small, complete, scratch.bucket, s));
     if (!found) {
       // Rounding left the candidates short of the mass: take every positive entry.
       m = 0;

@@ -51,9 +51,28 @@ struct Warp {
   }
 };
 
+namespace detail {
+
+/// The softmax sum's tiles and lanes (core/warp_stats.hpp, the reduction rule).
+inline constexpr std::int64_t kSumTile = 1024;
+inline constexpr int kSumLanes = 16;
+
+/// Entries of room after each scratch array of a warp: vectorised compactions write past the
+/// count they return.
+inline constexpr std::int64_t kScratchSlack = 16;
+
+/// 32-bit words of a warp's scratch for a row of `vocab`: candidate ids, a bucket list and the
+/// candidates' values (each with slack), then the tiles of the sum (three words each).
+inline std::size_t warp_scratch_words(std::int64_t vocab) {
+  const std::int64_t n = std::max<std::int64_t>(vocab, 0);
+  return static_cast<std::size_t>(3 * (n + kScratchSlack) + 3 * ((n + kSumTile - 1) / kSumTile));
+}
+
+}  // namespace detail
+
 /// Bytes of workspace a warp of a row of `vocab` entries needs.
 inline std::size_t warp_workspace_size(std::int64_t vocab) {
-  return Workspace::round_up(3 * static_cast<std::size_t>(vocab) * sizeof(std::int32_t));
+  return Workspace::round_up(detail::warp_scratch_words(vocab) * sizeof(std::int32_t));
 }
 
 namespace detail {

@@ -34,9 +34,13 @@
 // The row loops are compiled twice when the including code targets less than AVX2 (the
 // distributions' default): once as is and once for AVX2, picked at load time by the CPU. AVX2
 // without FMA, so both clones round every operation alike and match the entries recomputed alone.
+// A build for AVX-512 gets its full width: GCC's tuning for those CPUs prefers 256-bit vectors,
+// and the row loops are bound by their arithmetic, not by memory.
 #if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__) && defined(__x86_64__) && \
     !defined(__AVX2__) && !defined(SPECDEC_NO_CPU_CLONES)
 #define SPECDEC_ROW_LOOP __attribute__((target_clones("avx2", "default")))
+#elif defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__) && defined(__AVX512F__)
+#define SPECDEC_ROW_LOOP __attribute__((target("prefer-vector-width=512")))
 #else
 #define SPECDEC_ROW_LOOP
 #endif
@@ -50,9 +54,6 @@
 
 namespace specdec::detail {
 
-inline constexpr std::int64_t kSumTile = 1024;
-inline constexpr int kSumLanes = 16;
-
 /// The float's bits as a signed integer with the floats' order (for vectorisable max and clamps).
 SPECDEC_ENTRY_INLINE constexpr std::int32_t signed_order_key(float x) {
   const auto u = std::bit_cast<std::int32_t>(x);
@@ -61,21 +62,22 @@ SPECDEC_ENTRY_INLINE constexpr std::int32_t signed_order_key(float x) {
 SPECDEC_ENTRY_INLINE constexpr float from_signed_order_key(std::int32_t key) {
   return std::bit_cast<float>(key ^ ((key >> 31) & 0x7fffffff));
 }
+/// signed_order_key(+inf); -inf's is -kInfKey - 1.
+inline constexpr std::int32_t kInfKey = 0x7f800000;
 
-/// e^x as a branch-free polynomial (Cephes' coefficients) that the compiler vectorises at any ISA
-/// level, so a row written in a vectorised loop and an entry recomputed alone give the same bits.
-/// Arguments at or below -88 (-inf included) give exactly 0: the clamp lands on 2^-127, whose
-/// exponent field is zero.
+/// e^x for x <= 0 (-inf included) as a branch-free polynomial (Cephes' coefficients) that the
+/// compiler vectorises at any ISA level, so a row written in a vectorised loop and an entry
+/// recomputed alone give the same bits. Arguments at or below -88 give exactly 0: the clamp lands
+/// on 2^-127, whose exponent field is zero. (Every caller passes (logit - max) / T, never above 0.)
 SPECDEC_ENTRY_INLINE float exp_flush(float x) {
-  // The clamp to [-88, 88] on integer keys with the floats' order: a float select here keeps GCC
-  // from vectorising the loop without SSE4.1.
-  constexpr std::int32_t lo = signed_order_key(-88.0f), hi = signed_order_key(88.0f);
-  std::int32_t key = signed_order_key(x);
-  key = key >= lo ? key : lo;
-  key = key <= hi ? key : hi;
-  x = from_signed_order_key(key);
+  // The clamp to -88 as an unsigned minimum on the bits (negative floats below -88 have larger
+  // bits; zero and positive floats smaller ones): a float select keeps GCC from vectorising the
+  // loop without SSE4.1.
+  const auto bits = std::bit_cast<std::uint32_t>(x);
+  x = std::bit_cast<float>(bits < 0xc2b00000u ? bits : 0xc2b00000u);
   constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
-  const float k = (x * 1.44269504088896341f + kRound) - kRound;
+  const float shifted = x * 1.44269504088896341f + kRound;
+  const float k = shifted - kRound;
   const float r = (x - k * 0.693359375f) - k * -2.12194440e-4f;
   float y = 1.9875691500e-4f;
   y = y * r + 1.3981999507e-3f;
@@ -84,7 +86,9 @@ SPECDEC_ENTRY_INLINE float exp_flush(float x) {
   y = y * r + 1.6666665459e-1f;
   y = y * r + 5.0000001201e-1f;
   y = (y * (r * r) + r) + 1.0f;
-  return y * std::bit_cast<float>((static_cast<std::int32_t>(k) + 127) << 23);
+  // 2^k: `shifted` holds 1.5 * 2^23 + k exactly, so its bits are those of 1.5 * 2^23 plus k, and
+  // adding 127 and shifting into the exponent field leaves (k + 127) << 23 (the rest shifts out).
+  return y * std::bit_cast<float>((std::bit_cast<std::uint32_t>(shifted) + 127u) << 23);
 }
 
 /// The statistics of one warped row. An entry's warped probability is warped_probability().
@@ -102,11 +106,8 @@ struct WarpStats {
   float inv_min_p_kept = 1.0f;
 };
 
-/// Bytes of scratch warp_stats needs for a row of `vocab`: candidate ids, a bucket list and the
-/// candidates' probabilities.
-inline std::size_t warp_stats_scratch_size(std::int64_t vocab) {
-  return Workspace::round_up(3 * static_cast<std::size_t>(vocab) * sizeof(std::int32_t));
-}
+/// Bytes of scratch warp_stats needs for a row of `vocab` (warp_workspace_size).
+inline std::size_t warp_stats_scratch_size(std::int64_t vocab) { return warp_workspace_size(vocab); }
 
 /// Whether (value, id) is cut by a cut at (cut_value, cut_last): ordering is value descending,
 /// ties to the lowest id.
@@ -175,55 +176,76 @@ SPECDEC_ROW_LOOP void write_warped_row(const WarpStats& s, const T* logits, std:
   for (std::int64_t i = 0; i < n; ++i) out[i] = warped_probability(s, to_float(logits[i]), i);
 }
 
-/// Adds exp(z - max) of entries given in increasing id order into the tile rule's sum.
-class TiledSum {
- public:
-  void add(std::int64_t id, float term) {
-    const std::int64_t tile = id / kSumTile;
-    if (tile != tile_) flush(tile);
-    lanes_[(id - tile * kSumTile) % kSumLanes] += term;
-  }
-  double total() {
-    flush(-1);
-    return total_;
-  }
-
- private:
-  void flush(std::int64_t next) {
-    float tile_sum = 0.0f;
-    for (float& lane : lanes_) {
-      tile_sum += lane;
-      lane = 0.0f;
-    }
-    total_ += tile_sum;
-    tile_ = next;
-  }
-  float lanes_[kSumLanes] = {};
-  std::int64_t tile_ = -1;
-  double total_ = 0.0;
+/// One tile of the reduction rule: its largest logit and the float sum of
+/// exp((logit - max) * inv_t) over its entries, with max the tile's own; `above` is the same sum
+/// over the entries at or above a threshold, when the pass was asked for one.
+struct TileSum {
+  float max;
+  float sum;
+  float above;
 };
 
-/// The tile rule over a dense row: sum of exp((logits[i] - max) * inv_t).
-template <class T>
-SPECDEC_ROW_LOOP double dense_exp_sum(const T* logits, std::int64_t n, float inv_t, float max) {
-  double total = 0.0;
-  float terms[kSumTile];  // a plain loop of exps vectorises at any ISA level; the lanes then add
-  for (std::int64_t b = 0; b < n; b += kSumTile) {
-    const std::int64_t e = std::min(n, b + kSumTile);
-    const std::int64_t count = e - b;
-    for (std::int64_t i = 0; i < count; ++i) {
-      terms[i] = exp_flush(scaled_exponent(to_float(logits[b + i]), max, inv_t));
-    }
-    for (std::int64_t i = count; i < kSumTile; ++i) terms[i] = 0.0f;
-    float lanes[kSumLanes] = {};
-    for (std::int64_t i = 0; i < kSumTile; i += kSumLanes) {
-      for (int j = 0; j < kSumLanes; ++j) lanes[j] += terms[i + j];
-    }
-    float tile_sum = 0.0f;
-    for (float lane : lanes) tile_sum += lane;
-    total += tile_sum;
+inline std::int64_t tile_count(std::int64_t n) { return (n + kSumTile - 1) / kSumTile; }
+
+/// The tile rule's float sum of one tile's terms (kSumTile of them, +0 past the tile's end): lane
+/// j adds the terms at offsets j mod kSumLanes in order, then the lanes are added in order.
+SPECDEC_ENTRY_INLINE float tile_lane_sum(const float* terms) {
+  float lanes[kSumLanes] = {};
+  for (std::int64_t i = 0; i < kSumTile; i += kSumLanes) {
+    for (int j = 0; j < kSumLanes; ++j) lanes[j] += terms[i + j];
   }
-  return total;
+  float sum = 0.0f;
+  for (const float lane : lanes) sum += lane;
+  return sum;
+}
+
+/// A row's largest logit and its softmax sum: sum of exp((logit - max) * inv_t) over the row
+/// (`above`: over the entries at or above the pass's threshold).
+struct RowSum {
+  float max = kNegInf;
+  double sum = 0.0;
+  double above = 0.0;
+};
+
+/// The row's sum from its tiles: each tile's sum times exp((tile max - max) * inv_t), the product
+/// exact in double, added in double in tile order. A tile without a finite entry adds nothing.
+inline RowSum combine_tiles(const TileSum* tiles, std::int64_t count, float inv_t) {
+  RowSum row;
+  for (std::int64_t t = 0; t < count; ++t) row.max = tiles[t].max > row.max ? tiles[t].max : row.max;
+  for (std::int64_t t = 0; t < count; ++t) {
+    if (!(tiles[t].max > kNegInf)) continue;
+    const auto scale = static_cast<double>(exp_flush(scaled_exponent(tiles[t].max, row.max, inv_t)));
+    row.sum += static_cast<double>(tiles[t].sum) * scale;
+    row.above += static_cast<double>(tiles[t].above) * scale;
+  }
+  return row;
+}
+
+/// The tile rule over the entries ids[0, m) (ascending) of a row, every other entry counting as
+/// -inf: the tiles, lanes and order of that dense row, whose -inf entries would add +0. `tiles`
+/// has room for tile_count(n) entries.
+template <class T>
+RowSum sparse_row_sum(const T* logits, const std::int32_t* ids, std::int64_t m, float inv_t,
+                      TileSum* tiles) {
+  std::int64_t count = 0;
+  for (std::int64_t j = 0; j < m;) {
+    const std::int64_t tile = ids[j] / kSumTile;
+    std::int64_t end = j;
+    float max = kNegInf;
+    for (; end < m && ids[end] / kSumTile == tile; ++end) {
+      const float x = to_float(logits[ids[end]]);
+      max = x > max ? x : max;
+    }
+    float lanes[kSumLanes] = {};
+    for (; j < end; ++j) {
+      lanes[(ids[j] - tile * kSumTile) % kSumLanes] +=
+          exp_flush(scaled_exponent(to_float(logits[ids[j]]), max, inv_t));
+    }
+    float sum = 0.0f;
+    for (const float lane : lanes) sum += lane;
+    tiles[count++] = {max, sum, 0.0f};
+  }
+  return combine_tiles(tiles, count, inv_t);
 }
 
 /// Largest logit and whether the row holds a NaN or +inf (then the caller's check names it).
@@ -337,7 +359,8 @@ inline std::int64_t compact_between(const float* values, const std::int32_t* ids
 /// and the data is random). Returns their count; ids[count .. count + 3] may be written.
 [[gnu::target("avx2,popcnt")]] inline std::int64_t select_at_least_avx2(const float* values,
                                                                         std::int64_t n, float lo,
-                                                                        std::int32_t* ids) {
+                                                                        std::int32_t* ids,
+                                                                        std::int32_t first = 0) {
   const __m256 low = _mm256_set1_ps(lo);
   std::int64_t m = 0, i = 0;
   for (; i + 64 <= n; i += 64) {
@@ -349,50 +372,108 @@ inline std::int64_t compact_between(const float* values, const std::int32_t* ids
               << (8 * k);
     }
     for (int k = 0; k < 4; ++k) {
-      ids[m] = static_cast<std::int32_t>(i + __builtin_ctzll(word | (1ull << 63)));
+      ids[m] = first + static_cast<std::int32_t>(i + __builtin_ctzll(word | (1ull << 63)));
       m += word != 0 ? 1 : 0;
       word &= word - 1;
     }
     while (word != 0) {  // more than four in 64: rare
-      ids[m++] = static_cast<std::int32_t>(i + __builtin_ctzll(word));
+      ids[m++] = first + static_cast<std::int32_t>(i + __builtin_ctzll(word));
       word &= word - 1;
     }
   }
   for (; i < n; ++i) {
-    ids[m] = static_cast<std::int32_t>(i);
+    ids[m] = first + static_cast<std::int32_t>(i);
     m += values[i] >= lo ? 1 : 0;
   }
   return m;
 }
 #endif
 
-/// The ids (ascending) and logits of the entries whose logit is at least `gate`; returns their
-/// count. Every entry below m + 16 may be written. kSelective: a gate that keeps few entries.
-template <bool kSelective = false, class T>
-std::int64_t gather_at_least(const T* logits, std::int64_t n, float gate, std::int32_t* ids,
-                             float* values) {
+/// The ids (ascending) and logits of the entries of a tile at least `gate`, the tile's first entry
+/// having id `first`; returns their count. Entries up to kScratchSlack past it may be written.
+/// kSelective: a gate that keeps few entries.
+template <bool kSelective, class T>
+std::int64_t gather_tile(const T* logits, std::int64_t count, std::int32_t first, float gate,
+                         std::int32_t* ids, float* values) {
+  std::int64_t m = 0;
+  if constexpr (std::is_same_v<T, float>) {
 #ifdef SPECDEC_X86_COMPACT
-  if constexpr (kSelective && std::is_same_v<T, float>) {
-    if (use_x86_avx2()) {
-      const std::int64_t m = select_at_least_avx2(logits, n, gate, ids);
-      for (std::int64_t j = 0; j < m; ++j) values[j] = logits[ids[j]];
+    if (kSelective && use_x86_avx2()) {
+      m = select_at_least_avx2(logits, count, gate, ids, first);
+      for (std::int64_t j = 0; j < m; ++j) values[j] = logits[ids[j] - first];
       return m;
     }
-  }
 #endif
-  if constexpr (std::is_same_v<T, float>) {
-    return compact_between<true>(logits, nullptr, n, gate, std::numeric_limits<float>::infinity(),
-                                 ids, values);
+    m = compact_between<true>(logits, nullptr, count, gate, std::numeric_limits<float>::infinity(),
+                              ids, values);
+    for (std::int64_t j = 0; j < m; ++j) ids[j] += first;
   } else {
-    std::int64_t m = 0;
-    for (std::int64_t i = 0; i < n; ++i) {
+    for (std::int64_t i = 0; i < count; ++i) {
       const float logit = to_float(logits[i]);
-      ids[m] = static_cast<std::int32_t>(i);
+      ids[m] = first + static_cast<std::int32_t>(i);
       values[m] = logit;
       m += logit >= gate ? 1 : 0;
     }
-    return m;
   }
+  return m;
+}
+
+/// The ids (ascending) and logits of the entries whose logit is at least `gate`; returns their
+/// count. With the row's `tiles` (tile_pass), tiles whose largest logit is below the gate are
+/// skipped unread. Every entry below m + kScratchSlack may be written.
+template <bool kSelective = false, class T>
+std::int64_t gather_at_least(const T* logits, std::int64_t n, float gate, std::int32_t* ids,
+                             float* values, const TileSum* tiles = nullptr) {
+  std::int64_t m = 0;
+  for (std::int64_t b = 0, t = 0; b < n; b += kSumTile, ++t) {
+    if (tiles != nullptr && !(tiles[t].max >= gate)) continue;
+    m += gather_tile<kSelective>(logits + b, std::min(n - b, kSumTile), static_cast<std::int32_t>(b),
+                                 gate, ids + m, values + m);
+  }
+  return m;
+}
+
+/// The statistics pass: one read of the row, a tile at a time while it is in the first-level
+/// cache. Per tile: the largest logit (and whether a NaN or +inf is there), then the tile rule's
+/// sum of exp((logit - tile max) * inv_t) into tiles[t] and, with kAbove, the same sum over the
+/// entries whose logit is at least `threshold`. Returns false when the row holds a NaN or +inf.
+template <bool kAbove = false, class T>
+SPECDEC_ROW_LOOP bool tile_pass(const T* logits, std::int64_t n, float inv_t, TileSum* tiles,
+                                float threshold = 0.0f) {
+  float terms[kSumTile];  // a plain loop of exps vectorises at any ISA level; the lanes then add
+  std::int32_t bad = 0;
+  for (std::int64_t b = 0, t = 0; b < n; b += kSumTile, ++t) {
+    const T* x = logits + b;
+    const std::int64_t count = std::min(n - b, kSumTile);
+    // Integer keys with the floats' order: the reductions vectorise at any ISA level. A NaN or
+    // +inf has a key above +inf's or, negative, below -inf's, so the smallest key finds the rest.
+    std::int32_t best = std::numeric_limits<std::int32_t>::min();
+    std::int32_t worst = std::numeric_limits<std::int32_t>::max();
+    for (std::int64_t i = 0; i < count; ++i) {
+      const std::int32_t key = signed_order_key(to_float(x[i]));
+      best = key > best ? key : best;
+      worst = key < worst ? key : worst;
+    }
+    bad |= static_cast<std::int32_t>(best >= kInfKey) | static_cast<std::int32_t>(worst < -kInfKey - 1);
+    const float max = from_signed_order_key(best);
+    if (!(max > kNegInf)) {
+      tiles[t] = {max, 0.0f, 0.0f};
+      continue;
+    }
+    for (std::int64_t i = 0; i < count; ++i) {
+      terms[i] = exp_flush(scaled_exponent(to_float(x[i]), max, inv_t));
+    }
+    for (std::int64_t i = count; i < kSumTile; ++i) terms[i] = 0.0f;
+    tiles[t] = {max, tile_lane_sum(terms), 0.0f};
+    if constexpr (kAbove) {
+      if (!(max >= threshold)) continue;
+      for (std::int64_t i = 0; i < count; ++i) {
+        terms[i] = keep_if(to_float(x[i]) >= threshold, terms[i]);
+      }
+      tiles[t].above = tile_lane_sum(terms);
+    }
+  }
+  return bad == 0;
 }
 
 /// Masses in double of the entries below `lo`, inside [lo, hi] and above `hi` (lo, hi >= 0).
@@ -444,14 +525,19 @@ SPECDEC_ROW_LOOP inline Masses masses_around(const float* values, std::int64_t n
   return m;
 }
 
+/// A warp's scratch (warp_scratch_words words at `base`), each array with kScratchSlack entries
+/// of room past n.
 struct WarpScratch {
-  std::int32_t* ids;     // n entries
-  std::int32_t* bucket;  // n entries
-  float* values;         // n entries
+  std::int32_t* ids;     // candidate ids
+  std::int32_t* bucket;  // a bucket list, or a work area for the cut
+  float* values;         // the candidates' logits or probabilities
+  TileSum* tiles;        // tile_count(n) entries
 };
 
 inline WarpScratch warp_scratch(std::int32_t* base, std::int64_t n) {
-  return {base, base + n, reinterpret_cast<float*>(base + 2 * n)};
+  const std::int64_t stride = n + kScratchSlack;
+  return {base, base + stride, reinterpret_cast<float*>(base + 2 * stride),
+          reinterpret_cast<TileSum*>(base + 3 * stride)};
 }
 
 /// Top-k of z (the k largest, ties to the lowest id): gathers ids above a running threshold and
@@ -654,10 +740,10 @@ inline bool nucleus_cut(const std::int32_t* ids, const float* values, std::int64
 }
 
 /// A guess at a gate for the nucleus from a strided sample of the row: the logit below which the
-/// sample puts (1 - top_p) / 2 of the mass, less a bin of margin; -inf for a short row. The mass
-/// below is the well-sampled part (many small entries; the few heavy ones a sample misses are all
-/// above), and the mass above is 1 minus it. Only a guess: the caller checks that what it gathers
-/// holds the nucleus.
+/// sample puts (1 - top_p) / 2 of the mass, less two bins of margin; -inf for a short row. The
+/// mass below is the well-sampled part (many small entries; the few heavy ones a sample misses
+/// are all above), measured against the row's own sum. Only a guess: the caller checks that what
+/// it gathers holds the nucleus.
 template <class T>
 float nucleus_gate_estimate(const T* logits, std::int64_t n, float top_p, float max, float inv_t,
                             float inv_sum) {
@@ -687,60 +773,37 @@ float nucleus_gate_estimate(const T* logits, std::int64_t n, float top_p, float 
   return max - kBinWidth / inv_t;
 }
 
-/// The statistics of warp `w` applied to a row of logits (valid: finite or -inf, one finite).
-/// `invalid` is set (and nothing else computed) when the row holds a NaN or +inf or no finite
-/// entry, for the caller to report. When the warp cuts (top-k, top-p or min-p) and `support` is
-/// given, *support = m: every entry the warp keeps is among scratch.ids[0, m), ascending.
+/// The top-p and min-p cuts of statistics `s` whose softmax part (inverse temperature, max,
+/// 1/sum) is known, for warp_stats: `top_k` with its m candidates in scratch.ids (ascending), or
+/// without top-k the row's tiles in scratch.tiles (tile_pass), which let the gathers skip tiles.
 template <class T>
-WarpStats warp_stats(const Warp& w, const T* logits, std::int64_t n, WarpScratch scratch,
-                     bool& invalid, std::int64_t* support = nullptr) {
-  WarpStats s;
-  bool bad = false;
-  const float raw_max = scan_max(logits, n, bad);
-  invalid = bad || raw_max == kNegInf;
-  if (invalid) return s;
-  if (w.is_greedy()) {
-    s.greedy = row_argmax(logits, n);
-    return s;
-  }
-  s.inv_temperature = 1.0f / w.temperature;
-  const float inv_t = s.inv_temperature;
+void cut_statistics(const Warp& w, const T* logits, std::int64_t n, WarpScratch scratch, bool top_k,
+                    std::int64_t m, WarpStats& s, std::int64_t* support) {
   std::int32_t* ids = scratch.ids;
   float* values = scratch.values;
-  const bool top_k = w.top_k > 0 && w.top_k < n;
-  std::int64_t m = 0;  // candidates in ids / values, ascending ids
-  if (top_k) {
-    top_k_cut(logits, n, w.top_k, s, ids);
-    m = w.top_k;
-    float max = kNegInf;
-    for (std::int64_t j = 0; j < m; ++j) max = std::max(max, to_float(logits[ids[j]]));
-    s.max = max;
-    TiledSum sum;
-    for (std::int64_t j = 0; j < m; ++j) {
-      sum.add(ids[j], exp_flush(scaled_exponent(to_float(logits[ids[j]]), max, inv_t)));
-    }
-    s.inv_sum = 1.0f / static_cast<float>(sum.total());
-  } else {
-    s.max = raw_max;
-    s.inv_sum = 1.0f / static_cast<float>(dense_exp_sum(logits, n, inv_t, s.max));
-  }
+  const float inv_t = s.inv_temperature;
   const bool top_p = w.top_p < 1.0f;
   const bool min_p = w.min_p > 0.0f;
+  const bool small = n <= kSmallRow;
   if (!top_p && !min_p) {
     if (support != nullptr && top_k) *support = m;
-    return s;
+    return;
   }
 
   // Candidates with their softmax probabilities: without top-k, those that can matter. A token
   // below (1 - top_p) / n can never be in the nucleus (all of them hold less than 1 - top_p); one
   // below min_p times the top probability is cut by min-p. Half the bound leaves room for rounding.
-  const bool small = n <= kSmallRow;
-  bool cut_found = false;  // the nucleus was cut on a sampled gate's candidates
+  bool cut_found = false;  // the nucleus was cut on an estimated gate's candidates
+  const float max = s.max, inv_sum = s.inv_sum;
+  const auto to_probabilities = [&] {
+    for (std::int64_t j = 0; j < m; ++j) {
+      values[j] = exp_flush(scaled_exponent(values[j], max, inv_t)) * inv_sum;
+    }
+  };
   if (top_k) {
     std::int64_t kept = 0;
     for (std::int64_t j = 0; j < m; ++j) {
-      const float p =
-          exp_flush(scaled_exponent(to_float(logits[ids[j]]), s.max, inv_t)) * s.inv_sum;
+      const float p = exp_flush(scaled_exponent(to_float(logits[ids[j]]), max, inv_t)) * inv_sum;
       ids[kept] = ids[j];
       values[kept] = p;
       kept += p > 0.0f ? 1 : 0;
@@ -749,34 +812,29 @@ WarpStats warp_stats(const Warp& w, const T* logits, std::int64_t n, WarpScratch
   } else {
     double bound = 0.0;  // in probability
     if (top_p && !small) bound = 0.5 * (1.0 - static_cast<double>(w.top_p)) / static_cast<double>(n);
-    if (!top_p && min_p) bound = 0.5 * static_cast<double>(w.min_p) * static_cast<double>(s.inv_sum);
+    if (!top_p && min_p) bound = 0.5 * static_cast<double>(w.min_p) * static_cast<double>(inv_sum);
     // p >= bound  <=>  logit >= max + temperature * log(bound * sum), less a margin for rounding.
     const float gate =
-        bound > 0.0 ? static_cast<float>(static_cast<double>(s.max) +
-                                         (std::log(bound / static_cast<double>(s.inv_sum)) - 0.01) /
+        bound > 0.0 ? static_cast<float>(static_cast<double>(max) +
+                                         (std::log(bound / static_cast<double>(inv_sum)) - 0.01) /
                                              static_cast<double>(inv_t))
                     : kNegInf;
-    const float max = s.max, inv_sum = s.inv_sum;
-    const auto to_probabilities = [&] {
-      for (std::int64_t j = 0; j < m; ++j) {
-        values[j] = exp_flush(scaled_exponent(values[j], max, inv_t)) * inv_sum;
-      }
-    };
     if (top_p && bound > 0.0) {
       // The nucleus is usually a small part of the bound's candidates (1% against 14% of V for
-      // logits ~ normal(0, 3)): try a sampled gate first. Its cut stands when the candidates hold
-      // top_p and every entry left out ranks after the cut.
-      const float sampled = nucleus_gate_estimate(logits, n, w.top_p, max, inv_t, inv_sum);
-      if (sampled > gate) {
-        m = gather_at_least<true>(logits, n, sampled, ids, values);
+      // logits ~ normal(0, 3)): try an estimated gate first. Its cut stands when the candidates
+      // hold top_p and every entry left out ranks after the cut.
+      const float estimate = nucleus_gate_estimate(logits, n, w.top_p, max, inv_t, inv_sum);
+      if (estimate > gate) {
+        m = gather_at_least<true>(logits, n, estimate, ids, values, scratch.tiles);
         to_probabilities();
-        cut_found = m <= n / 2 &&
-                    nucleus_cut(ids, values, m, w.top_p, scratch.bucket, n / 2, scratch.bucket, s) &&
-                    s.top_p_value > exp_flush(scaled_exponent(sampled, max, inv_t)) * inv_sum;
+        cut_found =
+            m <= n / 2 &&
+            nucleus_cut(ids, values, m, w.top_p, scratch.bucket, n / 2, scratch.bucket, s) &&
+            s.top_p_value > exp_flush(scaled_exponent(estimate, max, inv_t)) * inv_sum;
       }
     }
     if (!cut_found) {
-      m = gather_at_least(logits, n, gate, ids, values);
+      m = gather_at_least(logits, n, gate, ids, values, scratch.tiles);
       to_probabilities();
     }
     // Behind the top-p gate every probability is at least about the bound (> 1e-17): positive.
@@ -803,7 +861,7 @@ WarpStats warp_stats(const Warp& w, const T* logits, std::int64_t n, WarpScratch
       // Rounding left the candidates short of the mass: take every positive entry.
       m = 0;
       for (std::int64_t i = 0; i < n; ++i) {
-        const float p = exp_flush(scaled_exponent(to_float(logits[i]), s.max, inv_t)) * s.inv_sum;
+        const float p = exp_flush(scaled_exponent(to_float(logits[i]), max, inv_t)) * inv_sum;
         ids[m] = static_cast<std::int32_t>(i);
         values[m] = p;
         m += p > 0.0f ? 1 : 0;
@@ -830,7 +888,104 @@ WarpStats warp_stats(const Warp& w, const T* logits, std::int64_t n, WarpScratch
     s.inv_min_p_kept = 1.0f / kept;
   }
   if (support != nullptr && (top_k || top_p || min_p)) *support = m;
+}
+
+/// The statistics of warp `w` applied to a row of logits (valid: finite or -inf, one finite).
+/// `invalid` is set (and nothing else computed) when the row holds a NaN or +inf or no finite
+/// entry, for the caller to report. When the warp cuts (top-k, top-p or min-p) and `support` is
+/// given, *support = m: every entry the warp keeps is among scratch.ids[0, m), ascending.
+template <class T>
+WarpStats warp_stats(const Warp& w, const T* logits, std::int64_t n, WarpScratch scratch,
+                     bool& invalid, std::int64_t* support = nullptr) {
+  WarpStats s;
+  const bool top_k = !w.is_greedy() && w.top_k > 0 && w.top_k < n;
+  if (w.is_greedy() || top_k) {
+    // Neither needs the exponentials of the whole row: a read for the maximum and validity first.
+    bool bad = false;
+    invalid = scan_max(logits, n, bad) == kNegInf || bad;
+    if (invalid) return s;
+  }
+  if (w.is_greedy()) {
+    s.greedy = row_argmax(logits, n);
+    return s;
+  }
+  s.inv_temperature = 1.0f / w.temperature;
+  const float inv_t = s.inv_temperature;
+  std::int64_t m = 0;  // top-k's candidates in scratch.ids, ascending
+  if (top_k) {
+    top_k_cut(logits, n, w.top_k, s, scratch.ids);
+    m = w.top_k;
+    const RowSum row = sparse_row_sum(logits, scratch.ids, m, inv_t, scratch.tiles);
+    s.max = row.max;
+    s.inv_sum = 1.0f / static_cast<float>(row.sum);
+  } else {
+    const bool valid = tile_pass(logits, n, inv_t, scratch.tiles);
+    const RowSum row = combine_tiles(scratch.tiles, tile_count(n), inv_t);
+    invalid = !valid || !(row.max > kNegInf);
+    if (invalid) return s;
+    s.max = row.max;
+    s.inv_sum = 1.0f / static_cast<float>(row.sum);
+  }
+  cut_statistics(w, logits, n, scratch, top_k, m, s, support);
   return s;
+}
+
+/// A row's statistics from the pass alone, for a warp that cuts by top-p only: the softmax part
+/// is final, the nucleus is not cut yet (cut_statistics cuts it from the same tiles), and `above`
+/// bounds the nucleus rank of one entry (warped_probability_bounds).
+struct PassedRow {
+  WarpStats stats;
+  double above = 0.0;  // softmax mass of the entries at or above the pass's threshold
+  bool invalid = false;
+};
+
+/// Whether passed_row and warped_probability_bounds apply to warp `w` on rows of `n`: a cut by
+/// top-p (at most 0.999, so the row's mass always reaches it) and nothing else that cuts.
+inline bool top_p_only(const Warp& w, std::int64_t n) {
+  return !w.is_greedy() && (w.top_k == 0 || w.top_k >= n) && !(w.min_p > 0.0f) &&
+         w.top_p < 1.0f && w.top_p <= 0.999f && n > kSmallRow;
+}
+
+/// The pass of a row for an entry whose logit is `logit`: the softmax statistics and the mass at
+/// or above a threshold just below the logit. The margin (1e-3 in units of the exponent) covers
+/// the rounding by which an entry of a lower logit can reach the entry's probability.
+template <class T>
+PassedRow passed_row(const Warp& w, const T* logits, std::int64_t n, float logit, TileSum* tiles) {
+  PassedRow row;
+  const float inv_t = 1.0f / w.temperature;
+  row.stats.inv_temperature = inv_t;
+  const bool valid = tile_pass<true>(logits, n, inv_t, tiles, logit - 1e-3f / inv_t);
+  const RowSum sum = combine_tiles(tiles, tile_count(n), inv_t);
+  row.invalid = !valid || !(sum.max > kNegInf);
+  if (row.invalid) return row;
+  row.stats.max = sum.max;
+  row.stats.inv_sum = 1.0f / static_cast<float>(sum.sum);
+  row.above = sum.above / sum.sum;
+  return row;
+}
+
+/// Bounds on an entry's warped probability that need no cut: lo > 0 when the entry is certainly
+/// in the nucleus, and then lo <= warped_probability(cut statistics, logit, id) <= hi.
+struct ProbabilityBounds {
+  float lo = 0.0f;
+  float hi = 0.0f;
+};
+
+/// The entry of `logit` is in the nucleus when the mass ranked before it is below top_p; that
+/// mass is at most the row's mass at or above the threshold (passed_row), known to a relative
+/// error far below 1e-3 (float exponentials and sums against the exact double sum of the written
+/// probabilities). In the nucleus, the kept mass K lies in [top_p, top_p + p): the cut entry is the
+/// first where the running mass reaches top_p and ranks no higher than the entry, of softmax
+/// probability p. The warped probability p * float(1 / K) is monotone in K, so K's ends bound it.
+inline ProbabilityBounds warped_probability_bounds(const PassedRow& row, float top_p,
+                                                   float logit) {
+  const auto target = static_cast<double>(top_p);
+  if (!(row.above * (1.0 + 1e-3) < target)) return {};
+  const float p = softmax_probability(row.stats, logit, 0);
+  if (!(p > 0.0f)) return {};
+  // (The kept mass is a double sum: a relative 1e-9 covers its rounding many times over.)
+  const auto most = static_cast<float>(1.0 / ((target + static_cast<double>(p)) * (1.0 + 1e-9)));
+  return {p * most, p * static_cast<float>(1.0 / target)};
 }
 
 /// Warps a row of logits (a valid warp for its size) unless the row holds a NaN, +inf or no

@@ -20,18 +20,29 @@
 
 namespace specdec::detail {
 
-/// Scratch of one chain step from logits: three rows of `vocab` floats and the warp's scratch.
+/// Scratch of one chain step from logits: three rows of `vocab` floats, the warp's scratch and the
+/// draft row's tiles.
 inline std::size_t chain_logits_scratch_size(std::int64_t vocab) {
   return 3 * Workspace::round_up(static_cast<std::size_t>(vocab) * sizeof(float)) +
-         warp_workspace_size(vocab);
+         warp_workspace_size(vocab) +
+         Workspace::round_up(static_cast<std::size_t>(tile_count(vocab)) * sizeof(TileSum));
 }
 
 struct ChainLogitsScratch {
   float* target_row;  // vocab floats each
   float* draft_row;
   float* residual;
-  std::int32_t* warp;  // warp_workspace_size(vocab) bytes
+  std::int32_t* warp;     // warp_workspace_size(vocab) bytes
+  TileSum* draft_tiles;   // tile_count(vocab)
 };
+
+/// The chain scratch laid out in `base` (chain_logits_scratch_size(vocab) bytes).
+inline ChainLogitsScratch chain_logits_scratch(std::byte* base, std::int64_t vocab) {
+  const auto row = Workspace::round_up(static_cast<std::size_t>(vocab) * sizeof(float));
+  return {reinterpret_cast<float*>(base), reinterpret_cast<float*>(base + row),
+          reinterpret_cast<float*>(base + 2 * row), reinterpret_cast<std::int32_t*>(base + 3 * row),
+          reinterpret_cast<TileSum*>(base + 3 * row + warp_workspace_size(vocab))};
+}
 
 /// A row of logits in a matrix: `rows` points at row 0 of the sequence, `stride` elements apart;
 /// `first` is row 0's index in the matrix named `name` (for error messages).
@@ -70,16 +81,46 @@ ChainVerdict verify_chain_logits_unchecked(const Warp& w, const LogitRows<T>& ta
                                            const ArgName& token_name,
                                            const ChainLogitsScratch& scratch) {
   ChainVerdict verdict;
+  // A warp cutting by top-p alone: each row is first read once for its softmax statistics, and an
+  // acceptance that holds for every kept mass the rows allow needs no cut at all.
+  const bool bounded = top_p_only(w, vocab);
   for (std::int64_t i = 0; i < gamma; ++i) {
-    // The draft row first, so the target's candidates stay in the scratch for a rejection; a bad
-    // target row is still reported before a bad draft row.
-    bool draft_invalid = false;
-    const WarpStats draft_stats =
-        warp_stats(w, draft.row(i), vocab, warp_scratch(scratch.warp, vocab), draft_invalid);
-    std::int64_t support = -1;
-    const WarpStats target_stats = checked_warp_stats(w, target, i, vocab, scratch.warp, &support);
-    if (draft_invalid) checked_warp_stats(w, draft, i, vocab, scratch.warp);
     const Token x = tokens[i];
+    WarpStats draft_stats, target_stats;
+    std::int64_t support = -1;
+    bool cut = false;  // both statistics are complete
+    if (bounded) {
+      const float draft_logit = to_float(draft.row(i)[x]), target_logit = to_float(target.row(i)[x]);
+      const PassedRow d = passed_row(w, draft.row(i), vocab, draft_logit, scratch.draft_tiles);
+      const WarpScratch target_scratch = warp_scratch(scratch.warp, vocab);
+      const PassedRow t = passed_row(w, target.row(i), vocab, target_logit, target_scratch.tiles);
+      if (!d.invalid && !t.invalid) {
+        const ProbabilityBounds q = warped_probability_bounds(d, w.top_p, draft_logit);
+        const ProbabilityBounds p = warped_probability_bounds(t, w.top_p, target_logit);
+        const auto s = stream.at_position(stream.position + static_cast<std::uint32_t>(i));
+        if (q.lo > 0.0f && p.lo > 0.0f && detail::accepts(s.uniform(0), q.hi, 1.0f, p.lo)) {
+          out[i] = x;
+          continue;
+        }
+        // Cut both from their tiles: the draft row first, so the target's candidates stay.
+        draft_stats = d.stats;
+        WarpScratch draft_scratch = target_scratch;
+        draft_scratch.tiles = scratch.draft_tiles;
+        cut_statistics(w, draft.row(i), vocab, draft_scratch, false, 0, draft_stats, nullptr);
+        target_stats = t.stats;
+        cut_statistics(w, target.row(i), vocab, target_scratch, false, 0, target_stats, &support);
+        cut = true;
+      }
+    }
+    if (!cut) {
+      // The draft row first, so the target's candidates stay in the scratch for a rejection; a
+      // bad target row is still reported before a bad draft row.
+      bool draft_invalid = false;
+      draft_stats =
+          warp_stats(w, draft.row(i), vocab, warp_scratch(scratch.warp, vocab), draft_invalid);
+      target_stats = checked_warp_stats(w, target, i, vocab, scratch.warp, &support);
+      if (draft_invalid) checked_warp_stats(w, draft, i, vocab, scratch.warp);
+    }
     const float qx = warped_probability(draft_stats, to_float(draft.row(i)[x]), x);
     if (!(qx > 0.0f)) fail(token_name[i], "token {} has draft probability 0", x);
     const float px = warped_probability(target_stats, to_float(target.row(i)[x]), x);

@@ -118,15 +118,11 @@ struct ChainBatchImpl<backend::Cpu> {
     auto& pool = backend::default_thread_pool();
     const int threads = pool.resolve(batch, cpu.threads);
     const std::size_t per_thread = chain_logits_scratch_size(vocab);
-    const auto row_bytes = Workspace::round_up(static_cast<std::size_t>(vocab) * sizeof(float));
     auto scope = ws.scope();
     auto bytes = ws.take<std::byte>(per_thread * static_cast<std::size_t>(threads));
     pool.run(batch, threads, [&](std::int64_t b, int slot) {
-      std::byte* base = bytes.data() + static_cast<std::size_t>(slot) * per_thread;
-      const ChainLogitsScratch scratch{reinterpret_cast<float*>(base),
-                                       reinterpret_cast<float*>(base + row_bytes),
-                                       reinterpret_cast<float*>(base + 2 * row_bytes),
-                                       reinterpret_cast<std::int32_t*>(base + 3 * row_bytes)};
+      const ChainLogitsScratch scratch = chain_logits_scratch(
+          bytes.data() + static_cast<std::size_t>(slot) * per_thread, vocab);
       const Sequence seq = sequence(args.draft_offsets, b);
       const Warp& w = args.warps[args.warps.size() == 1 ? 0 : static_cast<std::size_t>(b)];
       const LogitRows<T> target{args.target_logits.row_data(seq.first_target()),

@@ -349,3 +349,79 @@ TEST_CASE("the selective gather keeps the entries the plain gather keeps", "[cor
   }
   CHECK(compared == 35);
 }
+
+namespace {
+
+// Entries to bound in a row: the largest few, some at random, and those around the nucleus cut.
+std::vector<std::int64_t> probe_entries(const std::vector<float>& row, const detail::WarpStats& s,
+                                        toy::ToyRandom& rng) {
+  const auto n = static_cast<std::int64_t>(row.size());
+  std::vector<std::int64_t> order(row.size());
+  for (std::int64_t i = 0; i < n; ++i) order[static_cast<std::size_t>(i)] = i;
+  std::sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) {
+    const float x = row[static_cast<std::size_t>(a)], y = row[static_cast<std::size_t>(b)];
+    return x > y || (x == y && a < b);
+  });
+  std::vector<std::int64_t> probes(order.begin(), order.begin() + std::min<std::int64_t>(n, 8));
+  const auto cut = std::find(order.begin(), order.end(), s.top_p_last) - order.begin();
+  for (std::int64_t k = std::max<std::int64_t>(0, cut - 6); k < std::min(n, cut + 6); ++k) {
+    probes.push_back(order[static_cast<std::size_t>(k)]);
+  }
+  for (int k = 0; k < 16; ++k) probes.push_back(static_cast<std::int64_t>(rng.uniform() * static_cast<double>(n)));
+  return probes;
+}
+
+}  // namespace
+
+TEST_CASE("bounds from one read of the row hold the warped probability of the cut row",
+          "[core][warp][stats]") {
+  // The chain step from logits accepts without cutting either row when the acceptance holds for
+  // every probability the bounds allow: each bound that claims an entry for the nucleus must hold
+  // the probability the cut statistics give it.
+  toy::ToyRandom rng(21);
+  int claimed = 0, checked = 0;
+  for (const std::int64_t n : {100, 3000, 40000}) {
+    for (const double scale : {1.0, 3.0, 8.0}) {
+      for (const bool ties : {false, true}) {
+        std::vector<float> logits(static_cast<std::size_t>(n));
+        for (auto& x : logits) {
+          x = static_cast<float>(scale * rng.normal());
+          if (ties) x = std::round(x * 4.0f) / 4.0f;
+        }
+        logits[1] = -INFINITY;
+        for (const float temperature : {0.5f, 1.0f, 1.7f}) {
+          for (const float top_p : {0.3f, 0.9f, 0.95f, 0.999f}) {
+            const Warp w{.temperature = temperature, .top_p = top_p};
+            REQUIRE(detail::top_p_only(w, n));
+            std::vector<std::int32_t> scratch(detail::warp_scratch_words(n));
+            const auto ws = detail::warp_scratch(scratch.data(), n);
+            bool invalid = true;
+            const auto stats = detail::warp_stats(w, logits.data(), n, ws, invalid);
+            REQUIRE_FALSE(invalid);
+            std::vector<detail::TileSum> tiles(static_cast<std::size_t>(detail::tile_count(n)));
+            for (const std::int64_t x : probe_entries(logits, stats, rng)) {
+              const float logit = logits[static_cast<std::size_t>(x)];
+              const auto row = detail::passed_row(w, logits.data(), n, logit, tiles.data());
+              REQUIRE_FALSE(row.invalid);
+              // The pass's softmax statistics are the cut statistics' own.
+              REQUIRE(row.stats.max == stats.max);
+              REQUIRE(row.stats.inv_sum == stats.inv_sum);
+              const auto bounds = detail::warped_probability_bounds(row, top_p, logit);
+              const float p = detail::warped_probability(stats, logit, x);
+              ++checked;
+              if (!(bounds.lo > 0.0f)) continue;
+              ++claimed;
+              CAPTURE(n, scale, ties, temperature, top_p, x, bounds.lo, p, bounds.hi);
+              CHECK(p > 0.0f);
+              CHECK(bounds.lo <= p);
+              CHECK(p <= bounds.hi);
+            }
+          }
+        }
+      }
+    }
+  }
+  // Most entries of the nucleus are claimed, so the bounds are put to the test.
+  CHECK(checked > 6000);
+  CHECK(claimed > checked / 4);
+}

@@ -138,6 +138,23 @@ TEST_CASE("gumbel_top_k gives the tokens and values of perturbing every entry of
   }
   // Ties: equal log-weights everywhere, the order comes from the noise and the ids alone.
   check_bounded_selection<RowKind::kLogWeights>(std::vector<float>(3000, 0.25f), 8);
+  // Large log-weights (the room left for rounding grows with them) and subnormal probabilities.
+  std::vector<float> shifted(5000), tiny(5000);
+  std::mt19937 gen(3);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  for (auto& x : shifted) x = 1e4f + normal(gen);
+  for (std::size_t i = 0; i < tiny.size(); ++i) {
+    tiny[i] = i % 3 == 0 ? std::ldexp(1.0f, -140 + static_cast<int>(i % 20)) : (i % 3 == 1 ? 0.0f : 1e-3f);
+  }
+  std::vector<float> subnormal(5000);
+  for (std::size_t i = 0; i < subnormal.size(); ++i) {
+    subnormal[i] = i % 2 == 0 ? std::ldexp(1.0f, -149 + static_cast<int>(i % 23)) : 0.0f;
+  }
+  for (const std::int64_t k : {1, 8}) {
+    check_bounded_selection<RowKind::kLogWeights>(shifted, k);
+    check_bounded_selection<RowKind::kProbabilities>(tiny, k);
+    check_bounded_selection<RowKind::kProbabilities>(subnormal, k);
+  }
 }
 
 TEST_CASE("gumbel_top_k never returns zero-probability tokens", "[draft][gumbel]") {

@@ -38,30 +38,36 @@ struct Uint2 {
 
 namespace detail {
 
-/// Philox4x32-10 on `Lanes` counters side by side: lane j's counter is (x[j], y[j], z[j], w[j])
-/// and is replaced by its output block. Structure of arrays, so a host compiler vectorises the
-/// lanes; philox4x32_10 is the one-lane case.
-template <int Lanes>
-SPECDEC_HOST_DEVICE void philox4x32_10_lanes(std::uint32_t (&x)[Lanes], std::uint32_t (&y)[Lanes],
-                                             std::uint32_t (&z)[Lanes], std::uint32_t (&w)[Lanes],
-                                             Uint2 key) {
-  constexpr std::uint32_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u;
-  constexpr std::uint32_t kWeyl0 = 0x9E3779B9u, kWeyl1 = 0xBB67AE85u;
+inline constexpr std::uint32_t kPhiloxMul0 = 0xD2511F53u, kPhiloxMul1 = 0xCD9E8D57u;
+inline constexpr std::uint32_t kPhiloxWeyl0 = 0x9E3779B9u, kPhiloxWeyl1 = 0xBB67AE85u;
+
+/// The high and low halves of the 64-bit product of two 32-bit words.
+struct ScalarMulHiLo {
+  SPECDEC_HOST_DEVICE void operator()(std::uint32_t a, std::uint32_t b, std::uint32_t& hi,
+                                      std::uint32_t& lo) const {
+    const std::uint64_t product = static_cast<std::uint64_t>(a) * b;
+    hi = static_cast<std::uint32_t>(product >> 32);
+    lo = static_cast<std::uint32_t>(product);
+  }
+};
+
+/// Philox4x32-10 on the counter (x, y, z, w), replaced by its output block. U is one 32-bit word,
+/// or a host vector of them (counters side by side, core/noise.hpp) with its own `mulhilo`.
+template <class U, class MulHiLo>
+SPECDEC_HOST_DEVICE void philox4x32_10_rounds(U& x, U& y, U& z, U& w, Uint2 key,
+                                              const MulHiLo& mulhilo) {
   for (int round = 0; round < 10; ++round) {
     if (round > 0) {
-      key.x += kWeyl0;
-      key.y += kWeyl1;
+      key.x += kPhiloxWeyl0;
+      key.y += kPhiloxWeyl1;
     }
-    for (int j = 0; j < Lanes; ++j) {
-      const std::uint64_t product0 = static_cast<std::uint64_t>(kMul0) * x[j];
-      const std::uint64_t product1 = static_cast<std::uint64_t>(kMul1) * z[j];
-      const auto next_x = static_cast<std::uint32_t>(product1 >> 32) ^ y[j] ^ key.x;
-      const auto next_z = static_cast<std::uint32_t>(product0 >> 32) ^ w[j] ^ key.y;
-      x[j] = next_x;
-      y[j] = static_cast<std::uint32_t>(product1);
-      z[j] = next_z;
-      w[j] = static_cast<std::uint32_t>(product0);
-    }
+    U hi0, lo0, hi1, lo1;
+    mulhilo(x, kPhiloxMul0, hi0, lo0);
+    mulhilo(z, kPhiloxMul1, hi1, lo1);
+    x = hi1 ^ y ^ key.x;
+    y = lo1;
+    z = hi0 ^ w ^ key.y;
+    w = lo0;
   }
 }
 
@@ -69,9 +75,9 @@ SPECDEC_HOST_DEVICE void philox4x32_10_lanes(std::uint32_t (&x)[Lanes], std::uin
 
 /// The Philox4x32 bijection with 10 rounds (Random123's philox4x32-10).
 SPECDEC_HOST_DEVICE Uint4 philox4x32_10(Uint4 counter, Uint2 key) {
-  std::uint32_t x[1] = {counter.x}, y[1] = {counter.y}, z[1] = {counter.z}, w[1] = {counter.w};
-  detail::philox4x32_10_lanes<1>(x, y, z, w, key);
-  return {x[0], y[0], z[0], w[0]};
+  detail::philox4x32_10_rounds(counter.x, counter.y, counter.z, counter.w, key,
+                               detail::ScalarMulHiLo{});
+  return counter;
 }
 
 /// Maps 32 random bits to a float strictly inside (0, 1): (k + 1/2) / 2^23 for the top 23 bits.

@@ -5,11 +5,13 @@
 // the pruned candidates, and any entry is then recomputed from its logit with exactly the float
 // operations that write_warped_row uses for the whole row (warp_logits writes rows that way).
 //
-// Deterministic reduction rule (shared with the CUDA backend, docs/backends.md): the softmax sum
-// is taken over tiles of kSumTile consecutive entries; inside a tile, lane j (of kSumLanes) adds
-// the entries whose offset in the tile is j mod kSumLanes in increasing order, the lanes are added
-// in order 0..kSumLanes-1, and the tile sums are added in double in tile order. Entries outside the
-// kept set add +0, so a sparse set (top-k) gives the same bits as the dense row.
+// Deterministic reduction rule (docs/backends.md): the softmax sum is taken over tiles of kSumTile
+// consecutive entries, each with its own largest logit m_t: lane j (of kSumLanes) adds
+// exp((logit - m_t) / T) of the entries whose offset in the tile is j mod kSumLanes in increasing
+// order, the lanes are added in order 0..kSumLanes-1 (the tile's sum s_t), and the row's sum is
+// s_t * exp((m_t - max) / T) added in double in tile order. So the row is read once, a tile at a
+// time while it is in the first-level cache. Entries outside the kept set add +0, so a sparse set
+// (top-k) gives the bits of a row holding -inf elsewhere.
 #pragma once
 
 #include <algorithm>
@@ -17,6 +19,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <span>
 #include <type_traits>
@@ -540,41 +543,57 @@ inline WarpScratch warp_scratch(std::int32_t* base, std::int64_t n) {
           reinterpret_cast<TileSum*>(base + 3 * stride)};
 }
 
-/// Top-k of z (the k largest, ties to the lowest id): gathers ids above a running threshold and
-/// narrows them with nth_element; leaves the k kept ids sorted by id in ids[0, k).
+/// Top-k of z (the k largest, ties to the lowest id); leaves the k kept ids sorted by id in
+/// ids[0, k). A long row is read once behind a gate from a strided sample (its 3k n / 2048-th
+/// largest value, so the gate keeps about three times k), the gathered entries narrowed with
+/// nth_element; a row too short for that, or a gate that kept fewer than k, gathers behind a
+/// running threshold instead. `values` is scratch of n + kScratchSlack floats.
 template <class T>
-void top_k_cut(const T* logits, std::int64_t n, std::int64_t k, WarpStats& s, std::int32_t* ids) {
+void top_k_cut(const T* logits, std::int64_t n, std::int64_t k, WarpStats& s, std::int32_t* ids,
+               float* values) {
   const auto z = [=](std::int32_t i) { return to_float(logits[i]); };
   const auto better = [&](std::int32_t a, std::int32_t b) {
     const float za = z(a), zb = z(b);
     return za > zb || (za == zb && a < b);
   };
-  // A small buffer: each narrowing raises the threshold, so few entries are gathered after it.
-  const std::int64_t cap = std::min(n, std::max<std::int64_t>(4 * k, 256));
-  float threshold = kNegInf;
   std::int64_t m = 0;
-  const auto visit = [&](std::int64_t i) {
-    if (!(z(static_cast<std::int32_t>(i)) >= threshold)) return;
-    ids[m++] = static_cast<std::int32_t>(i);
-    if (m == cap) {
-      std::nth_element(ids, ids + (k - 1), ids + m, better);
-      threshold = z(ids[k - 1]);
-      m = k;
-    }
-  };
-  // Blocks whose largest logit is below the running threshold are skipped whole (the block max
-  // is a vectorised integer reduction).
-  std::int64_t b = 0;
-  for (; b + kSumLanes <= n; b += kSumLanes) {
-    std::int32_t best = std::numeric_limits<std::int32_t>::min();
-    for (int j = 0; j < kSumLanes; ++j) {
-      const std::int32_t key = signed_order_key(to_float(logits[b + j]));
-      best = key > best ? key : best;
-    }
-    if (!(from_signed_order_key(best) >= threshold)) continue;
-    for (int j = 0; j < kSumLanes; ++j) visit(b + j);
+  constexpr std::int64_t kSample = 2048;
+  if (n >= 8 * kSample && k <= n / 256) {
+    float sample[kSample];
+    const std::int64_t stride = n / kSample;
+    for (std::int64_t j = 0; j < kSample; ++j) sample[j] = z(static_cast<std::int32_t>(j * stride + stride / 2));
+    const std::int64_t rank = std::min(kSample, 3 * k * kSample / n + 1);
+    std::nth_element(sample, sample + (rank - 1), sample + kSample, std::greater<>());
+    m = gather_at_least<true>(logits, n, sample[rank - 1], ids, values);
   }
-  for (; b < n; ++b) visit(b);
+  if (m < k) {
+    // A small buffer: each narrowing raises the threshold, so few entries are gathered after it.
+    const std::int64_t cap = std::min(n, std::max<std::int64_t>(4 * k, 256));
+    float threshold = kNegInf;
+    m = 0;
+    const auto visit = [&](std::int64_t i) {
+      if (!(z(static_cast<std::int32_t>(i)) >= threshold)) return;
+      ids[m++] = static_cast<std::int32_t>(i);
+      if (m == cap) {
+        std::nth_element(ids, ids + (k - 1), ids + m, better);
+        threshold = z(ids[k - 1]);
+        m = k;
+      }
+    };
+    // Blocks whose largest logit is below the running threshold are skipped whole (the block max
+    // is a vectorised integer reduction).
+    std::int64_t b = 0;
+    for (; b + kSumLanes <= n; b += kSumLanes) {
+      std::int32_t best = std::numeric_limits<std::int32_t>::min();
+      for (int j = 0; j < kSumLanes; ++j) {
+        const std::int32_t key = signed_order_key(to_float(logits[b + j]));
+        best = key > best ? key : best;
+      }
+      if (!(from_signed_order_key(best) >= threshold)) continue;
+      for (int j = 0; j < kSumLanes; ++j) visit(b + j);
+    }
+    for (; b < n; ++b) visit(b);
+  }
   std::nth_element(ids, ids + (k - 1), ids + m, better);
   s.top_k_last = ids[k - 1];
   s.top_k_value = z(ids[k - 1]);
@@ -913,7 +932,7 @@ WarpStats warp_stats(const Warp& w, const T* logits, std::int64_t n, WarpScratch
   const float inv_t = s.inv_temperature;
   std::int64_t m = 0;  // top-k's candidates in scratch.ids, ascending
   if (top_k) {
-    top_k_cut(logits, n, w.top_k, s, scratch.ids);
+    top_k_cut(logits, n, w.top_k, s, scratch.ids, scratch.values);
     m = w.top_k;
     const RowSum row = sparse_row_sum(logits, scratch.ids, m, inv_t, scratch.tiles);
     s.max = row.max;

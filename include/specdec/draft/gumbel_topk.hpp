@@ -4,6 +4,7 @@
 
 #include <Eigen/Core>
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <span>
@@ -16,6 +17,7 @@
 #include "specdec/core/philox.hpp"
 #include "specdec/core/token.hpp"
 #include "specdec/core/validate.hpp"
+#include "specdec/core/warp_stats.hpp"
 #include "specdec/core/workspace.hpp"
 #include "specdec/draft/drafting_rows.hpp"
 
@@ -47,32 +49,46 @@ inline std::int64_t select_top_k(const float* perturbed, std::int32_t* index, st
 /// Largest k up to which top-k selection scans with a bounded heap instead of nth_element.
 inline constexpr std::int64_t kHeapSelectMax = 256;
 
+/// The k best ids seen so far, by perturbed value (ties to the lower id), offered in increasing
+/// id order: a heap whose top is the worst kept, one comparison for an entry that does not enter.
+struct TopKHeap {
+  const float* perturbed;
+  std::int32_t* index;  // k entries
+  std::int64_t k;
+  std::int64_t size = 0;
+  float threshold = kNegInf;  // the worst kept value once k are kept
+
+  void offer(std::int32_t i) {
+    const RanksBefore before{perturbed};
+    if (!(perturbed[i] > threshold)) return;
+    if (size < k) {
+      index[size++] = i;
+      std::push_heap(index, index + size, before);
+      if (size == k) threshold = perturbed[index[0]];
+    } else {
+      std::pop_heap(index, index + size, before);
+      index[size - 1] = i;
+      std::push_heap(index, index + size, before);
+      threshold = perturbed[index[0]];
+    }
+  }
+  /// Sorts the kept ids decreasing and returns how many.
+  std::int64_t finish() {
+    std::sort_heap(index, index + size, RanksBefore{perturbed});
+    return size;
+  }
+};
+
 /// Host function: the ids of the `k` largest values of `perturbed[0..n)` that are > -inf, written
 /// to index[0..) sorted decreasing (ties to the lower id); returns how many (<= k). Small k: one
 /// scan with a bounded heap (one comparison per entry); large k: compaction then nth_element.
 /// `index` holds n entries of scratch.
 inline std::int64_t select_top_k_of_row(const float* perturbed, std::int64_t n, std::int64_t k,
                                         std::int32_t* index) {
-  const RanksBefore before{perturbed};
   if (k <= kHeapSelectMax) {
-    std::int64_t size = 0;
-    float threshold = kNegInf;  // the worst value in a full heap
-    for (std::int64_t i = 0; i < n; ++i) {
-      const float v = perturbed[i];
-      if (!(v > threshold)) continue;
-      if (size < k) {
-        index[size++] = static_cast<std::int32_t>(i);
-        std::push_heap(index, index + size, before);
-        if (size == k) threshold = perturbed[index[0]];
-      } else {
-        std::pop_heap(index, index + size, before);
-        index[size - 1] = static_cast<std::int32_t>(i);
-        std::push_heap(index, index + size, before);
-        threshold = perturbed[index[0]];
-      }
-    }
-    std::sort_heap(index, index + size, before);
-    return size;
+    TopKHeap heap{perturbed, index, k};
+    for (std::int64_t i = 0; i < n; ++i) heap.offer(static_cast<std::int32_t>(i));
+    return heap.finish();
   }
   std::int64_t m = 0;
   for (std::int64_t i = 0; i < n; ++i) {
@@ -107,6 +123,61 @@ void perturb_row_host(const T* row, std::int64_t n, const Source& source, std::u
   }
 }
 
+/// An upper bound of gumbel_perturbed<kind>(x, u) without a logarithm: -log(-log u) <= -log(1 - u)
+/// <= -e ln 2 for 1 - u = m 2^e, m in [1, 2) (1 - u is exact: u is a multiple of 2^-24); a
+/// probability's log is below (e + 1) ln 2 likewise. The caller leaves room for the rounding of
+/// the exact value.
+template <RowKind kind>
+SPECDEC_ENTRY_INLINE float gumbel_bound(float x, float u) {
+  constexpr float kLn2 = 0.693147180559945309f;
+  const auto gap_exponent = static_cast<std::int32_t>(std::bit_cast<std::uint32_t>(1.0f - u) >> 23);
+  const float noise = static_cast<float>(127 - gap_exponent) * kLn2;
+  if constexpr (kind == RowKind::kProbabilities) {
+    const auto exponent = static_cast<std::int32_t>(std::bit_cast<std::uint32_t>(x) >> 23);
+    return (x > 0.0f ? static_cast<float>(exponent - 126) * kLn2 : kNegInf) + noise;
+  } else {
+    return x + noise;
+  }
+}
+
+/// select_top_k_of_row(perturb_row_host(row)) for k <= kHeapSelectMax and draws from a stream,
+/// without most logarithms: the row is taken a chunk at a time, and once k entries are kept an
+/// entry's perturbed value (its two or three logarithms) is computed only when its bound
+/// (gumbel_bound, with room for rounding) reaches the k-th value so far. The same tokens, and the
+/// perturbed values of the kept entries bit for bit; perturbed[i] is written for those only.
+template <RowKind kind, class T>
+std::int64_t gumbel_top_k_bounded(const T* row, std::int64_t n, std::int64_t k,
+                                  const RandomStream& source, std::uint32_t first_draw,
+                                  float* perturbed, std::int32_t* index) {
+  constexpr std::int64_t kChunk = 1024;
+  float uniforms[kChunk], bounds[kChunk + kScratchSlack], unused[kChunk + kScratchSlack];
+  std::int32_t survivors[kChunk + kScratchSlack];
+  TopKHeap heap{perturbed, index, k};
+  for (std::int64_t b = 0; b < n; b += kChunk) {
+    const std::int64_t count = std::min(kChunk, n - b);
+    const auto first = first_draw + static_cast<std::uint32_t>(b);
+    if (heap.size < k) {
+      // Fewer than k kept: every entry of the chunk is a candidate.
+      perturb_row_host<kind>(row + b, count, source, first, perturbed + b);
+      for (std::int64_t i = b; i < b + count; ++i) heap.offer(static_cast<std::int32_t>(i));
+      continue;
+    }
+    fill_uniforms(source, first, std::span<float>(uniforms, static_cast<std::size_t>(count)));
+    for (std::int64_t i = 0; i < count; ++i) {
+      bounds[i] = gumbel_bound<kind>(to_float(row[b + i]), uniforms[i]);
+    }
+    // The exact value is within 1e-5 of the real one (logarithms and a float sum).
+    const float gate = heap.threshold - (1e-3f + 1e-5f * std::abs(heap.threshold));
+    const std::int64_t m = gather_at_least<true>(bounds, count, gate, survivors, unused);
+    for (std::int64_t j = 0; j < m; ++j) {
+      const std::int64_t i = b + survivors[j];
+      perturbed[i] = gumbel_perturbed<kind>(to_float(row[i]), uniforms[survivors[j]]);
+      heap.offer(static_cast<std::int32_t>(i));
+    }
+  }
+  return heap.finish();
+}
+
 /// Gumbel-top-k over one row without validation: writes up to k tokens (sampling order) and
 /// their perturbed values (log-weight + Gumbel, decreasing) and returns how many.
 /// `perturbed` and `index` are scratch of n entries each.
@@ -114,8 +185,16 @@ template <RowKind kind, class T, class Source>
 std::int64_t gumbel_top_k_row(const T* row, std::int64_t n, std::int64_t k, const Source& source,
                               std::uint32_t first_draw, float* perturbed, std::int32_t* index,
                               Token* tokens, float* values) {
-  perturb_row_host<kind>(row, n, source, first_draw, perturbed);
-  const auto kk = select_top_k_of_row(perturbed, n, k, index);
+  std::int64_t kk = 0;
+  if constexpr (std::is_same_v<Source, RandomStream>) {
+    if (k <= kHeapSelectMax) {
+      kk = gumbel_top_k_bounded<kind>(row, n, k, source, first_draw, perturbed, index);
+    }
+  }
+  if (!std::is_same_v<Source, RandomStream> || k > kHeapSelectMax) {
+    perturb_row_host<kind>(row, n, source, first_draw, perturbed);
+    kk = select_top_k_of_row(perturbed, n, k, index);
+  }
   for (std::int64_t j = 0; j < kk; ++j) {
     tokens[j] = static_cast<Token>(index[j]);
     if (values != nullptr) values[j] = perturbed[index[j]];

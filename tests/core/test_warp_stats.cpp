@@ -425,3 +425,47 @@ TEST_CASE("bounds from one read of the row hold the warped probability of the cu
   CHECK(checked > 6000);
   CHECK(claimed > checked / 4);
 }
+
+TEST_CASE("top-k of a long row keeps the k largest, ties to the lowest id", "[core][warp][stats]") {
+  // Long rows are gathered behind a gate from a sample of the row; the cut must be the one an
+  // ordering of the whole row gives, with ties at the k-th value (a coarse grid makes many).
+  toy::ToyRandom rng(17);
+  for (const std::int64_t n : {20000, 128256}) {
+    for (const bool ties : {false, true}) {
+      std::vector<float> logits(static_cast<std::size_t>(n));
+      for (auto& x : logits) {
+        x = static_cast<float>(3.0 * rng.normal());
+        if (ties) x = std::round(x);
+      }
+      std::vector<std::int32_t> order(logits.size());
+      for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<std::int32_t>(i);
+      std::sort(order.begin(), order.end(), [&](std::int32_t a, std::int32_t b) {
+        const float x = logits[static_cast<std::size_t>(a)], y = logits[static_cast<std::size_t>(b)];
+        return x > y || (x == y && a < b);
+      });
+      for (const std::int32_t k : {1, 7, 50, 78}) {
+        const Warp w{.temperature = 0.9f, .top_k = k};
+        std::vector<std::int32_t> scratch(detail::warp_scratch_words(n));
+        bool invalid = true;
+        const auto stats = detail::warp_stats(w, logits.data(), n,
+                                              detail::warp_scratch(scratch.data(), n), invalid);
+        REQUIRE_FALSE(invalid);
+        CAPTURE(n, ties, k);
+        CHECK(stats.top_k_last == order[static_cast<std::size_t>(k - 1)]);
+        CHECK(stats.top_k_value == logits[static_cast<std::size_t>(order[static_cast<std::size_t>(k - 1)])]);
+      }
+    }
+  }
+  // One read both gathers and checks: a NaN or +inf anywhere (here off the sample) is found.
+  for (const float bad : {NAN, INFINITY}) {
+    std::vector<float> logits(128256, 0.5f);
+    logits[77777] = bad;
+    for (const Warp& w : {Warp{.top_k = 5}, Warp{.temperature = 0.7f, .top_p = 0.9f}, Warp{}}) {
+      std::vector<std::int32_t> scratch(detail::warp_scratch_words(128256));
+      bool invalid = false;
+      detail::warp_stats(w, logits.data(), 128256, detail::warp_scratch(scratch.data(), 128256),
+                         invalid);
+      CHECK(invalid);
+    }
+  }
+}

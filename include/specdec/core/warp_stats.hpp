@@ -421,17 +421,44 @@ std::int64_t gather_tile(const T* logits, std::int64_t count, std::int32_t first
   return m;
 }
 
+/// The extreme keys of the entries read (signed_order_key): the row's largest logit, and whether
+/// it holds a NaN or +inf (a key above +inf's or, negative, below -inf's).
+struct KeyRange {
+  std::int32_t best = std::numeric_limits<std::int32_t>::min();
+  std::int32_t worst = std::numeric_limits<std::int32_t>::max();
+
+  template <class T>
+  void add(const T* logits, std::int64_t count) {
+    std::int32_t hi = best, lo = worst;
+    for (std::int64_t i = 0; i < count; ++i) {
+      const std::int32_t key = signed_order_key(to_float(logits[i]));
+      hi = key > hi ? key : hi;
+      lo = key < lo ? key : lo;
+    }
+    best = hi;
+    worst = lo;
+  }
+  /// A NaN or +inf was read, or no finite entry (the row's checks name the bad entry).
+  bool invalid() const {
+    return best >= kInfKey || worst < -kInfKey - 1 || !(from_signed_order_key(best) > kNegInf);
+  }
+};
+
 /// The ids (ascending) and logits of the entries whose logit is at least `gate`; returns their
 /// count. With the row's `tiles` (tile_pass), tiles whose largest logit is below the gate are
-/// skipped unread. Every entry below m + kScratchSlack may be written.
+/// skipped unread; with `range`, every tile's keys are added to it as the tile is read (one read
+/// of the row checks and gathers). Every entry below m + kScratchSlack may be written.
 template <bool kSelective = false, class T>
 std::int64_t gather_at_least(const T* logits, std::int64_t n, float gate, std::int32_t* ids,
-                             float* values, const TileSum* tiles = nullptr) {
+                             float* values, const TileSum* tiles = nullptr,
+                             KeyRange* range = nullptr) {
   std::int64_t m = 0;
   for (std::int64_t b = 0, t = 0; b < n; b += kSumTile, ++t) {
     if (tiles != nullptr && !(tiles[t].max >= gate)) continue;
-    m += gather_tile<kSelective>(logits + b, std::min(n - b, kSumTile), static_cast<std::int32_t>(b),
-                                 gate, ids + m, values + m);
+    const std::int64_t count = std::min(n - b, kSumTile);
+    if (range != nullptr) range->add(logits + b, count);
+    m += gather_tile<kSelective>(logits + b, count, static_cast<std::int32_t>(b), gate, ids + m,
+                                 values + m);
   }
   return m;
 }
@@ -543,13 +570,16 @@ inline WarpScratch warp_scratch(std::int32_t* base, std::int64_t n) {
           reinterpret_cast<TileSum*>(base + 3 * stride)};
 }
 
-/// Top-k of z (the k largest, ties to the lowest id); leaves the k kept ids sorted by id in
-/// ids[0, k). A long row is read once behind a gate from a strided sample (its 3k n / 2048-th
-/// largest value, so the gate keeps about three times k), the gathered entries narrowed with
-/// nth_element; a row too short for that, or a gate that kept fewer than k, gathers behind a
-/// running threshold instead. `values` is scratch of n + kScratchSlack floats.
+/// Top-k of z (the k largest, ties to the lowest id) in one read of the row that also checks it;
+/// returns false (and cuts nothing) when the row holds a NaN or +inf or no finite entry, else
+/// leaves the k kept ids sorted by id in ids[0, k). A long row is gathered behind a gate from a
+/// sample of 32 runs spread over it (its 3k n / 2048-th largest value, so the gate keeps about
+/// three times k) and
+/// the gathered entries narrowed with nth_element; a row too short for that, or a gate that kept
+/// fewer than k, is gathered behind a running threshold instead. `values` is scratch of
+/// n + kScratchSlack floats.
 template <class T>
-void top_k_cut(const T* logits, std::int64_t n, std::int64_t k, WarpStats& s, std::int32_t* ids,
+bool top_k_cut(const T* logits, std::int64_t n, std::int64_t k, WarpStats& s, std::int32_t* ids,
                float* values) {
   const auto z = [=](std::int32_t i) { return to_float(logits[i]); };
   const auto better = [&](std::int32_t a, std::int32_t b) {
@@ -557,14 +587,39 @@ void top_k_cut(const T* logits, std::int64_t n, std::int64_t k, WarpStats& s, st
     return za > zb || (za == zb && a < b);
   };
   std::int64_t m = 0;
+  KeyRange range;
   constexpr std::int64_t kSample = 2048;
   if (n >= 8 * kSample && k <= n / 256) {
+    // 32 runs of 64 consecutive entries spread over the row: 128 cache lines, not 2048.
+    constexpr std::int64_t kRun = 64;
     float sample[kSample];
-    const std::int64_t stride = n / kSample;
-    for (std::int64_t j = 0; j < kSample; ++j) sample[j] = z(static_cast<std::int32_t>(j * stride + stride / 2));
-    const std::int64_t rank = std::min(kSample, 3 * k * kSample / n + 1);
-    std::nth_element(sample, sample + (rank - 1), sample + kSample, std::greater<>());
-    m = gather_at_least<true>(logits, n, sample[rank - 1], ids, values);
+    const std::int64_t stride = n / (kSample / kRun);
+    KeyRange sampled;
+    for (std::int64_t j = 0; j < kSample; ++j) {
+      sample[j] = z(static_cast<std::int32_t>(j / kRun * stride + j % kRun));
+    }
+    sampled.add(sample, kSample);
+    if (!sampled.invalid()) {  // a NaN would break the ordering
+      const std::int64_t rank = std::min(kSample, 3 * k * kSample / n + 1);
+      float gate;
+      if (rank <= 16) {
+        // The rank-th largest by insertion into a short sorted list (most entries fail one test).
+        float best[16];
+        std::int64_t held = 0;
+        for (const float x : sample) {
+          if (held == rank && !(x > best[rank - 1])) continue;
+          std::int64_t at = held < rank ? held++ : rank - 1;
+          for (; at > 0 && best[at - 1] < x; --at) best[at] = best[at - 1];
+          best[at] = x;
+        }
+        gate = best[rank - 1];
+      } else {
+        std::nth_element(sample, sample + (rank - 1), sample + kSample, std::greater<>());
+        gate = sample[rank - 1];
+      }
+      m = gather_at_least<true>(logits, n, gate, ids, values, nullptr, &range);
+      if (range.invalid()) return false;
+    }
   }
   if (m < k) {
     // A small buffer: each narrowing raises the threshold, so few entries are gathered after it.
@@ -580,24 +635,27 @@ void top_k_cut(const T* logits, std::int64_t n, std::int64_t k, WarpStats& s, st
         m = k;
       }
     };
-    // Blocks whose largest logit is below the running threshold are skipped whole (the block max
-    // is a vectorised integer reduction).
+    // Blocks whose largest logit is below the running threshold are skipped whole (the block's
+    // keys are a vectorised integer reduction, which also checks the row).
+    range = KeyRange{};
     std::int64_t b = 0;
     for (; b + kSumLanes <= n; b += kSumLanes) {
-      std::int32_t best = std::numeric_limits<std::int32_t>::min();
-      for (int j = 0; j < kSumLanes; ++j) {
-        const std::int32_t key = signed_order_key(to_float(logits[b + j]));
-        best = key > best ? key : best;
-      }
-      if (!(from_signed_order_key(best) >= threshold)) continue;
+      KeyRange block;
+      block.add(logits + b, kSumLanes);
+      range.best = std::max(range.best, block.best);
+      range.worst = std::min(range.worst, block.worst);
+      if (block.invalid() || !(from_signed_order_key(block.best) >= threshold)) continue;
       for (int j = 0; j < kSumLanes; ++j) visit(b + j);
     }
+    range.add(logits + b, n - b);
+    if (range.invalid()) return false;
     for (; b < n; ++b) visit(b);
   }
   std::nth_element(ids, ids + (k - 1), ids + m, better);
   s.top_k_last = ids[k - 1];
   s.top_k_value = z(ids[k - 1]);
   std::sort(ids, ids + k);
+  return true;
 }
 
 /// The nucleus cut over candidates (ids ascending with their positive probabilities), ordered
@@ -918,21 +976,19 @@ WarpStats warp_stats(const Warp& w, const T* logits, std::int64_t n, WarpScratch
                      bool& invalid, std::int64_t* support = nullptr) {
   WarpStats s;
   const bool top_k = !w.is_greedy() && w.top_k > 0 && w.top_k < n;
-  if (w.is_greedy() || top_k) {
-    // Neither needs the exponentials of the whole row: a read for the maximum and validity first.
+  if (w.is_greedy()) {
+    // No exponentials: a read for the maximum and validity, then the argmax.
     bool bad = false;
     invalid = scan_max(logits, n, bad) == kNegInf || bad;
-    if (invalid) return s;
-  }
-  if (w.is_greedy()) {
-    s.greedy = row_argmax(logits, n);
+    if (!invalid) s.greedy = row_argmax(logits, n);
     return s;
   }
   s.inv_temperature = 1.0f / w.temperature;
   const float inv_t = s.inv_temperature;
   std::int64_t m = 0;  // top-k's candidates in scratch.ids, ascending
   if (top_k) {
-    top_k_cut(logits, n, w.top_k, s, scratch.ids, scratch.values);
+    invalid = !top_k_cut(logits, n, w.top_k, s, scratch.ids, scratch.values);
+    if (invalid) return s;
     m = w.top_k;
     const RowSum row = sparse_row_sum(logits, scratch.ids, m, inv_t, scratch.tiles);
     s.max = row.max;

@@ -504,8 +504,8 @@ def test_bad_input_raises_errors_naming_the_argument():
     assert argument_of(lambda: chain(draft_tokens=np.array([1, 2**40]))) == "draft_tokens[1]"
     assert argument_of(lambda: chain(draft_tokens=np.array([1.0, 2.0]))) == "draft_tokens"
     nan_rows = target_rows.copy()
-    nan_rows[1, 4] = np.nan
-    assert argument_of(lambda: chain(target_rows=nan_rows)) == "target_rows[1][4]"
+    nan_rows[0, 4] = np.nan  # row 0 is always read; rows after a rejection never are
+    assert argument_of(lambda: chain(target_rows=nan_rows)) == "target_rows[0][4]"
     assert argument_of(lambda: chain(rule="rejection")) == "rule"
     assert argument_of(lambda: chain(rule=specdec.Lossy(alpha=1.5))) == "alpha"
     assert argument_of(lambda: specdec.verify_rejection(target_rows[0], draft_rows[0], 2**40,
@@ -535,7 +535,7 @@ def test_bad_input_raises_errors_naming_the_argument():
     assert argument_of(lambda: bad(draft_offsets=[0, 3], draft_tokens=[1, 2])) == "target_rows"
     assert argument_of(lambda: bad(draft_offsets=[1, 2], draft_tokens=[1, 2])) == \
         "draft_offsets[0]"
-    assert argument_of(lambda: bad(target_rows=nan_rows[None])) == "target_rows[0][1][4]"
+    assert argument_of(lambda: bad(target_rows=nan_rows[None])) == "target_rows[0][0][4]"
     assert argument_of(lambda: bad(threads=-1)) == "threads"
     assert argument_of(lambda: specdec.verify_chain_batch_logits(
         target_logits=target_rows[None], draft_logits=draft_rows[None].astype(np.float16),

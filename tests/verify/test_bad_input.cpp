@@ -177,3 +177,32 @@ TEST_CASE("verify_greedy and verify_node(Greedy) agree on an empty candidate lis
   CHECK(direct.accepted == through_rule.accepted);
   CHECK(direct.token == through_rule.token);
 }
+
+TEST_CASE("chain verification checks the rows it reaches and never reads those after a rejection",
+          "[verify][bad]") {
+  // Position 0 rejects for sure: its target row puts no mass on the drafted token 0.
+  Workspace ws;
+  const std::vector<float> reject = {0.0f, 0.5f, 0.5f}, draft = {1.0f, 0.0f, 0.0f};
+  const std::vector<Token> tokens = {0, 0};
+  std::vector<float> target_rows = reject, draft_rows = draft;
+  const std::vector<float> bad = {NAN, 0.5f, 0.5f};
+  target_rows.insert(target_rows.end(), bad.begin(), bad.end());  // row 1: never read
+  target_rows.insert(target_rows.end(), bad.begin(), bad.end());  // row 2: never read
+  draft_rows.insert(draft_rows.end(), bad.begin(), bad.end());    // draft row 1: never read
+  std::vector<Token> out(3);
+  const auto verdict =
+      verify_chain<float>(Rejection{}, target_rows, draft_rows, tokens, 3, kStream, out, ws);
+  CHECK(verdict.accepted == 0);
+  CHECK(out[0] != 0);
+  // The same bad row where the walk reads it is reported, by name.
+  std::vector<float> first_bad = bad;
+  first_bad.insert(first_bad.end(), target_rows.begin() + 3, target_rows.end());
+  CHECK_THROWS_WITH(
+      verify_chain<float>(Rejection{}, first_bad, draft_rows, tokens, 3, kStream, out, ws),
+      Contains("target_rows[0]"));
+  // Token ids are checked up front, wherever they are.
+  const std::vector<Token> late_bad_token = {0, 7};
+  CHECK_THROWS_WITH(
+      verify_chain<float>(Rejection{}, target_rows, draft_rows, late_bad_token, 3, kStream, out, ws),
+      Contains("draft_tokens[1]"));
+}

@@ -15,12 +15,13 @@ struct ChainVerdict {
 
 namespace detail {
 
-/// The checks verify_chain makes (shapes, rows, tokens, the rule's parameters).
+/// The checks verify_chain makes before it walks: shapes and token ids. Rows are checked as the
+/// walk reaches them (ChainRowChecks): rows after the first rejection are never read.
 template <class T>
-void check_chain_inputs(const Rule& rule, std::span<const T> target_rows,
-                        std::span<const T> draft_rows, std::span<const Token> draft_tokens,
-                        std::int64_t vocab, std::size_t out_size,
-                        std::span<const T> raw_target_rows, std::span<const T> raw_draft_rows) {
+void check_chain_shapes(std::span<const T> target_rows, std::span<const T> draft_rows,
+                        std::span<const Token> draft_tokens, std::int64_t vocab,
+                        std::size_t out_size, std::span<const T> raw_target_rows,
+                        std::span<const T> raw_draft_rows) {
   if (vocab < 1) detail::fail("vocab", "{} must be >= 1", vocab);
   const auto length = draft_tokens.size();
   const auto v = static_cast<std::size_t>(vocab);
@@ -32,42 +33,63 @@ void check_chain_inputs(const Rule& rule, std::span<const T> target_rows,
   if (out_size < length + 1) {
     detail::fail("out", "has {} entries, needs L + 1 = {}", out_size, length + 1);
   }
-  const bool needs_support = !std::holds_alternative<Typical>(rule) &&
-                             !std::holds_alternative<Greedy>(rule) &&
-                             !(std::holds_alternative<Lossy>(rule) && std::get<Lossy>(rule).greedy);
-  for (std::size_t i = 0; i <= length; ++i) {
-    check_probability_row<T>(ArgName("target_rows", i), target_rows.subspan(i * v, v));
-    if (!raw_target_rows.empty()) {
-      check_probability_row<T>(ArgName("raw_target_rows", i), raw_target_rows.subspan(i * v, v));
-    }
-  }
   for (std::size_t i = 0; i < length; ++i) {
-    const auto draft = draft_rows.subspan(i * v, v);
-    check_probability_row<T>(ArgName("draft_rows", i), draft);
-    if (!raw_draft_rows.empty()) {
-      check_probability_row<T>(ArgName("raw_draft_rows", i), raw_draft_rows.subspan(i * v, v));
-    }
-    const ArgName name("draft_tokens", static_cast<std::int64_t>(i));
-    detail::check_token(name, draft_tokens[i], vocab);
-    if (needs_support &&
-        !(static_cast<float>(draft[static_cast<std::size_t>(draft_tokens[i])]) > 0.0f)) {
-      detail::fail(name, "token {} has draft probability 0", draft_tokens[i]);
-    }
-    detail::check_rule<T>(rule, target_rows.subspan(i * v, v), draft, 1);
+    detail::check_token(ArgName("draft_tokens", static_cast<std::int64_t>(i)), draft_tokens[i], vocab);
   }
 }
 
-/// verify_chain without validation: `length` draft tokens, rows as verify_chain's (raw rows may
-/// be nullptr), `scratch` holds `vocab` floats. Same draws as verify_chain.
+/// The row checks of a chain, position by position: check(i) for i < L checks the rows of
+/// position i (probability rows, the drafted token's support, the rule's parameters on them),
+/// check(L) the bonus row.
 template <class T>
+struct ChainRowChecks {
+  const Rule& rule;
+  std::span<const T> target_rows, draft_rows, raw_target_rows, raw_draft_rows;
+  std::span<const Token> draft_tokens;
+  std::size_t vocab;
+
+  void operator()(std::size_t i) const {
+    const auto row = [&](std::span<const T> rows) { return rows.subspan(i * vocab, vocab); };
+    check_probability_row<T>(ArgName("target_rows", i), row(target_rows));
+    if (!raw_target_rows.empty()) {
+      check_probability_row<T>(ArgName("raw_target_rows", i), row(raw_target_rows));
+    }
+    if (i == draft_tokens.size()) return;
+    const auto draft = row(draft_rows);
+    check_probability_row<T>(ArgName("draft_rows", i), draft);
+    if (!raw_draft_rows.empty()) {
+      check_probability_row<T>(ArgName("raw_draft_rows", i), row(raw_draft_rows));
+    }
+    const bool needs_support = !std::holds_alternative<Typical>(rule) &&
+                               !std::holds_alternative<Greedy>(rule) &&
+                               !(std::holds_alternative<Lossy>(rule) && std::get<Lossy>(rule).greedy);
+    if (needs_support &&
+        !(static_cast<float>(draft[static_cast<std::size_t>(draft_tokens[i])]) > 0.0f)) {
+      detail::fail(ArgName("draft_tokens", static_cast<std::int64_t>(i)),
+                   "token {} has draft probability 0", draft_tokens[i]);
+    }
+    detail::check_rule<T>(rule, row(target_rows), draft, 1);
+  }
+};
+
+/// No row checks (verify_chain_unchecked's default).
+struct NoRowChecks {
+  void operator()(std::size_t) const {}
+};
+
+/// verify_chain without validation: `length` draft tokens, rows as verify_chain's (raw rows may
+/// be nullptr), `scratch` holds `vocab` floats. Same draws as verify_chain. `check(i)` runs before
+/// position i is verified, and check(length) before the bonus token is drawn.
+template <class T, class Check = NoRowChecks>
 ChainVerdict verify_chain_unchecked(const Rule& rule, const T* target_rows, const T* draft_rows,
                                     const Token* draft_tokens, std::size_t length,
                                     std::int64_t vocab, const RandomStream& stream, Token* out,
                                     float* scratch, const T* raw_target_rows = nullptr,
-                                    const T* raw_draft_rows = nullptr) {
+                                    const T* raw_draft_rows = nullptr, const Check& check = {}) {
   const auto v = static_cast<std::size_t>(vocab);
   ChainVerdict verdict;
   for (std::size_t i = 0; i < length; ++i) {
+    check(i);
     const NodeRows<T> rows{target_rows + i * v, draft_rows + i * v, vocab,
                            raw_target_rows == nullptr ? nullptr : raw_target_rows + i * v,
                            raw_draft_rows == nullptr ? nullptr : raw_draft_rows + i * v};
@@ -81,6 +103,7 @@ ChainVerdict verify_chain_unchecked(const Rule& rule, const T* target_rows, cons
       return verdict;
     }
   }
+  check(length);
   const auto s = stream.at_position(stream.position + static_cast<std::uint32_t>(length));
   out[length] = detail::sample_row(target_rows + length * v, vocab, s.uniform(0));
   verdict.accepted = static_cast<std::int32_t>(length);
@@ -101,7 +124,8 @@ ChainVerdict verify_chain_unchecked(const Rule& rule, const T* target_rows, cons
 /// bonus token is draw 0 of `stream.at_position(stream.position + L)`. The bonus token always comes
 /// from the warped target row L, also for lossy and cascade rules (whose pi at position L would
 /// need one more draft row).
-/// Throws specdec::Error naming the bad argument.
+/// Throws specdec::Error naming the bad argument. Rows are checked as the walk reaches them: rows
+/// after the first rejection are never read.
 template <class T = float>
 ChainVerdict verify_chain(const Rule& rule, std::type_identity_t<std::span<const T>> target_rows,
                           std::type_identity_t<std::span<const T>> draft_rows,
@@ -109,15 +133,18 @@ ChainVerdict verify_chain(const Rule& rule, std::type_identity_t<std::span<const
                           const RandomStream& stream, std::span<Token> out, Workspace& ws,
                           std::type_identity_t<std::span<const T>> raw_target_rows = {},
                           std::type_identity_t<std::span<const T>> raw_draft_rows = {}) {
-  detail::check_chain_inputs<T>(rule, target_rows, draft_rows, draft_tokens, vocab, out.size(),
+  detail::check_chain_shapes<T>(target_rows, draft_rows, draft_tokens, vocab, out.size(),
                                 raw_target_rows, raw_draft_rows);
   auto scope = ws.scope();
   auto scratch = ws.take<float>(static_cast<std::size_t>(vocab));
+  const detail::ChainRowChecks<T> check{rule,           target_rows,    draft_rows,
+                                        raw_target_rows, raw_draft_rows, draft_tokens,
+                                        static_cast<std::size_t>(vocab)};
   return detail::verify_chain_unchecked<T>(
       rule, target_rows.data(), draft_rows.data(), draft_tokens.data(), draft_tokens.size(), vocab,
       stream, out.data(), scratch.data(),
       raw_target_rows.empty() ? nullptr : raw_target_rows.data(),
-      raw_draft_rows.empty() ? nullptr : raw_draft_rows.data());
+      raw_draft_rows.empty() ? nullptr : raw_draft_rows.data(), check);
 }
 
 }  // namespace specdec

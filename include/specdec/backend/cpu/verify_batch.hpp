@@ -52,14 +52,19 @@ struct ChainBatchImpl<backend::Cpu> {
                                       std::span<const Token> tokens, std::int64_t vocab,
                                       const RandomStream& stream, std::span<Token> emitted,
                                       float* scratch, std::int64_t b) {
+    // Rows are checked as the walk reaches them (rows after the first rejection are never read).
+    const Rule rule = Rejection{};
+    ChainVerdict verdict;
     try {
-      check_chain_inputs<float>(Rejection{}, target, draft, tokens, vocab, emitted.size(), {}, {});
+      check_chain_shapes<float>(target, draft, tokens, vocab, emitted.size(), {}, {});
+      const ChainRowChecks<float> check{rule, target, draft, {}, {}, tokens,
+                                        static_cast<std::size_t>(vocab)};
+      verdict = verify_chain_unchecked<float>(rule, target.data(), draft.data(), tokens.data(),
+                                              tokens.size(), vocab, stream, emitted.data(),
+                                              scratch, nullptr, nullptr, check);
     } catch (const Error& e) {
       rethrow_for_sequence(e, b);
     }
-    const auto verdict =
-        verify_chain_unchecked<float>(Rejection{}, target.data(), draft.data(), tokens.data(),
-                                      tokens.size(), vocab, stream, emitted.data(), scratch);
     std::fill(emitted.begin() + verdict.emitted, emitted.end(), kNoToken);
     return verdict.accepted;
   }

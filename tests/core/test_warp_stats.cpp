@@ -469,3 +469,37 @@ TEST_CASE("top-k of a long row keeps the k largest, ties to the lowest id", "[co
     }
   }
 }
+
+TEST_CASE("a token drawn from a row computed a block at a time is the one sample_row draws",
+          "[core][warp][stats][sampling]") {
+  toy::ToyRandom rng(8);
+  int compared = 0;
+  for (const std::int64_t n : {1, 1000, 1024, 1031, 4096, 20000}) {
+    for (const double density : {0.0, 0.001, 0.3, 1.0}) {
+      std::vector<float> row(static_cast<std::size_t>(n), 0.0f);
+      for (auto& v : row) {
+        if (rng.uniform() < density) v = static_cast<float>(std::exp(8.0 * rng.uniform()) - 1.0);
+      }
+      int fills = 0;
+      const auto fill = [&](std::int64_t b, std::int64_t e, float* out) {
+        ++fills;
+        std::copy(row.begin() + b, row.begin() + e, out);
+      };
+      std::vector<float> buffer(1024), sums(static_cast<std::size_t>(n / 1024 + 1));
+      const detail::FilledRow filled{fill, n, buffer.data(), sums.data()};
+      const double total = filled.sum();
+      CHECK(total == detail::blocked_sum([&](std::int64_t i) { return row[static_cast<std::size_t>(i)]; }, 0, n));
+      std::vector<float> us = {1e-7f, 0.5f, 1.0f - 0x1p-24f};
+      for (int k = 0; k < 100; ++k) us.push_back(static_cast<float>(rng.uniform()));
+      for (const float u : us) {
+        fills = 0;
+        CHECK(filled.sample(u, total) == detail::sample_row(row.data(), n, u));
+        // The block holding the threshold is computed again (and, when rounding leaves its scan
+        // short, the next one or the last positive one).
+        CHECK(fills <= 2);
+        ++compared;
+      }
+    }
+  }
+  CHECK(compared == 6 * 4 * 103);
+}

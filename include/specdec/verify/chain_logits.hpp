@@ -20,6 +20,11 @@
 
 namespace specdec::detail {
 
+/// Rows of at least this many entries are drawn from without being written (FilledRow): a row of
+/// scratch then holds the blocks being computed and the block sums.
+inline constexpr std::int64_t kFilledBlock = 1024;
+inline constexpr std::int64_t kFilledRowMin = 4 * kFilledBlock;
+
 /// Scratch of one chain step from logits: three rows of `vocab` floats, the warp's scratch and the
 /// draft row's tiles.
 inline std::size_t chain_logits_scratch_size(std::int64_t vocab) {
@@ -143,6 +148,28 @@ ChainVerdict verify_chain_logits_unchecked(const Warp& w, const LogitRows<T>& ta
       verdict.emitted = verdict.accepted + 1;
       return verdict;
     }
+    if (vocab >= kFilledRowMin && target_stats.greedy < 0 && draft_stats.greedy < 0) {
+      // Neither row is cut: the residual [p - q]+ is computed a block at a time, never written.
+      float* buffers = scratch.target_row;  // p, q and the residual block, then the block sums
+      const T* target_logits = target.row(i);
+      const T* draft_logits = draft.row(i);
+      const auto residual = [&](std::int64_t b, std::int64_t e, float* out_block) {
+        write_warped_row(target_stats, target_logits + b, e - b, buffers);
+        write_warped_row(draft_stats, draft_logits + b, e - b, buffers + kFilledBlock);
+        for (std::int64_t j = 0; j < e - b; ++j) {
+          out_block[j] = scaled_residual(buffers[j], 1.0f, buffers[kFilledBlock + j]);
+        }
+      };
+      const auto target_only = [&](std::int64_t b, std::int64_t e, float* out_block) {
+        write_warped_row(target_stats, target_logits + b, e - b, out_block);
+      };
+      out[i] = rejection_correction_filled(
+          FilledRow{residual, vocab, buffers + 2 * kFilledBlock, buffers + 3 * kFilledBlock},
+          FilledRow{target_only, vocab, buffers + 2 * kFilledBlock, buffers + 3 * kFilledBlock}, s);
+      verdict.accepted = static_cast<std::int32_t>(i);
+      verdict.emitted = verdict.accepted + 1;
+      return verdict;
+    }
     // The residual needs both rows: write them and let the rule's kernel decide on them.
     write_warped_row(target_stats, target.row(i), vocab, scratch.target_row);
     write_warped_row(draft_stats, draft.row(i), vocab, scratch.draft_row);
@@ -165,6 +192,16 @@ ChainVerdict verify_chain_logits_unchecked(const Warp& w, const LogitRows<T>& ta
       scratch.target_row[j] = warped_probability(bonus, to_float(target.row(gamma)[ids[j]]), ids[j]);
     }
     out[gamma] = SparseRow{ids, scratch.target_row, support, vocab}.sample(s.uniform(0));
+  } else if (bonus.greedy >= 0) {
+    out[gamma] = static_cast<Token>(bonus.greedy);  // sample_row on a one-hot row
+  } else if (vocab >= kFilledRowMin) {
+    // Drawn from the row computed a block at a time, never written.
+    const T* logits = target.row(gamma);
+    const FilledRow row{[&](std::int64_t b, std::int64_t e, float* block) {
+                          write_warped_row(bonus, logits + b, e - b, block);
+                        },
+                        vocab, scratch.target_row, scratch.target_row + kFilledBlock};
+    out[gamma] = row.sample(s.uniform(0), row.sum());
   } else {
     write_warped_row(bonus, target.row(gamma), vocab, scratch.target_row);
     out[gamma] = sample_row(scratch.target_row, vocab, s.uniform(0));

@@ -196,6 +196,63 @@ struct SparseRow {
   }
 };
 
+/// A row that is not written: fill(b, e, out) computes its entries [b, e) into out. Its sum and
+/// draws are blocked_sum's and sample_row's on the written row bit for bit: each block of
+/// blocked_sum is computed once for its sum (kept in block_sums), and the block a draw falls in
+/// once more for its scan.
+template <class Fill>
+struct FilledRow {
+  Fill fill;
+  std::int64_t n;
+  float* buffer;       // kBlock floats
+  float* block_sums;   // one per block
+  static constexpr std::int64_t kBlock = 1024;  // blocked_sum's and sample_row's block
+
+  std::int64_t blocks() const { return (n + kBlock - 1) / kBlock; }
+  std::int64_t end(std::int64_t k) const { return (k + 1) * kBlock < n ? (k + 1) * kBlock : n; }
+  const float* filled(std::int64_t k) const {
+    fill(k * kBlock, end(k), buffer);
+    return buffer;
+  }
+  /// blocked_sum over the row; keeps the block sums for sample().
+  double sum() const {
+    double total = 0.0;
+    for (std::int64_t k = 0; k < blocks(); ++k) {
+      const float* values = filled(k);
+      block_sums[k] = static_cast<float>(
+          blocked_sum([=](std::int64_t i) { return values[i]; }, 0, end(k) - k * kBlock));
+      total += block_sums[k];
+    }
+    return total;
+  }
+  /// sample_row(row, n, u) given total = sum().
+  Token sample(float u, double total) const {
+    const double threshold = u * total;
+    double running = 0.0;
+    for (std::int64_t k = 0; k < blocks(); ++k) {
+      if (running + block_sums[k] <= threshold && end(k) < n) {
+        running += block_sums[k];
+        continue;
+      }
+      const float* values = filled(k);
+      const std::int64_t found = inverse_cdf_scan([=](std::int64_t i) { return values[i]; }, 0,
+                                                  end(k) - k * kBlock, running, threshold);
+      if (found >= 0) return static_cast<Token>(k * kBlock + found);
+    }
+    // last_positive: a block holding a positive entry has a positive sum.
+    for (std::int64_t k = blocks() - 1; k >= 0; --k) {
+      if (!(block_sums[k] > 0.0f)) continue;
+      const float* values = filled(k);
+      return static_cast<Token>(k * kBlock + last_positive([=](std::int64_t i) { return values[i]; },
+                                                           0, end(k) - k * kBlock, 0));
+    }
+    return 0;
+  }
+};
+
+template <class Fill>
+FilledRow(Fill, std::int64_t, float*, float*) -> FilledRow<Fill>;
+
 /// rejection_row's correction after a rejection (draw 1 of `uniforms`) when the target row is
 /// positive only at ids[0, m): residual[j] = [target[j] - draft[j]]+ over those entries, drawn
 /// from when its mass reaches the floor, else the target row itself. `residual` holds m floats.
@@ -209,6 +266,17 @@ Token rejection_correction_sparse(const std::int32_t* ids, const float* target, 
   const float u = uniforms.uniform(1u);
   if (!(mass >= kResidualFloor) || mass <= 0.0) return SparseRow{ids, target, m, n}.sample(u);
   return rest.sample(u);
+}
+
+/// rejection_row's correction after a rejection (draw 1 of `uniforms`) from rows that are not
+/// written: the residual [target - draft]+ when its mass reaches the floor, else the target row.
+template <class Residual, class Target, UniformSource U>
+Token rejection_correction_filled(const FilledRow<Residual>& residual,
+                                  const FilledRow<Target>& target, const U& uniforms) {
+  const double mass = residual.sum();
+  const float u = uniforms.uniform(1u);
+  if (!(mass >= kResidualFloor) || mass <= 0.0) return target.sample(u, target.sum());
+  return residual.sample(u, mass);
 }
 
 /// The residual walk's row operations on the host: plain loops over the row.

@@ -41,7 +41,8 @@
 // and the row loops are bound by their arithmetic, not by memory.
 #if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__) && defined(__x86_64__) && \
     !defined(__AVX2__) && !defined(SPECDEC_NO_CPU_CLONES)
-#define SPECDEC_ROW_LOOP __attribute__((target_clones("avx2", "default")))
+#define SPECDEC_ROW_LOOP \
+  __attribute__((target_clones("arch=x86-64-v4", "avx2", "default"), optimize("fp-contract=off")))
 #elif defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__) && defined(__AVX512F__)
 #define SPECDEC_ROW_LOOP __attribute__((target("prefer-vector-width=512")))
 #else
@@ -421,6 +422,27 @@ std::int64_t gather_tile(const T* logits, std::int64_t count, std::int32_t first
   return m;
 }
 
+/// The largest and smallest signed_order_key of `count` entries, into (best, worst).
+template <class T>
+SPECDEC_ENTRY_INLINE void key_range(const T* logits, std::int64_t count, std::int32_t& best,
+                                    std::int32_t& worst) {
+  std::int32_t hi = best, lo = worst;
+  for (std::int64_t i = 0; i < count; ++i) {
+    const std::int32_t key = signed_order_key(to_float(logits[i]));
+    hi = key > hi ? key : hi;
+    lo = key < lo ? key : lo;
+  }
+  best = hi;
+  worst = lo;
+}
+
+/// key_range over a tile or a row (a row loop: compiled for the CPU's vector width).
+template <class T>
+SPECDEC_ROW_LOOP void add_key_range(const T* logits, std::int64_t count, std::int32_t& best,
+                                    std::int32_t& worst) {
+  key_range(logits, count, best, worst);
+}
+
 /// The extreme keys of the entries read (signed_order_key): the row's largest logit, and whether
 /// it holds a NaN or +inf (a key above +inf's or, negative, below -inf's).
 struct KeyRange {
@@ -429,19 +451,12 @@ struct KeyRange {
 
   template <class T>
   void add(const T* logits, std::int64_t count) {
-    std::int32_t hi = best, lo = worst;
-    for (std::int64_t i = 0; i < count; ++i) {
-      const std::int32_t key = signed_order_key(to_float(logits[i]));
-      hi = key > hi ? key : hi;
-      lo = key < lo ? key : lo;
-    }
-    best = hi;
-    worst = lo;
+    add_key_range(logits, count, best, worst);
   }
+  /// A NaN or +inf was read.
+  bool bad() const { return best >= kInfKey || worst < -kInfKey - 1; }
   /// A NaN or +inf was read, or no finite entry (the row's checks name the bad entry).
-  bool invalid() const {
-    return best >= kInfKey || worst < -kInfKey - 1 || !(from_signed_order_key(best) > kNegInf);
-  }
+  bool invalid() const { return bad() || !(from_signed_order_key(best) > kNegInf); }
 };
 
 /// The ids (ascending) and logits of the entries whose logit is at least `gate`; returns their
@@ -475,17 +490,11 @@ SPECDEC_ROW_LOOP bool tile_pass(const T* logits, std::int64_t n, float inv_t, Ti
   for (std::int64_t b = 0, t = 0; b < n; b += kSumTile, ++t) {
     const T* x = logits + b;
     const std::int64_t count = std::min(n - b, kSumTile);
-    // Integer keys with the floats' order: the reductions vectorise at any ISA level. A NaN or
-    // +inf has a key above +inf's or, negative, below -inf's, so the smallest key finds the rest.
-    std::int32_t best = std::numeric_limits<std::int32_t>::min();
-    std::int32_t worst = std::numeric_limits<std::int32_t>::max();
-    for (std::int64_t i = 0; i < count; ++i) {
-      const std::int32_t key = signed_order_key(to_float(x[i]));
-      best = key > best ? key : best;
-      worst = key < worst ? key : worst;
-    }
-    bad |= static_cast<std::int32_t>(best >= kInfKey) | static_cast<std::int32_t>(worst < -kInfKey - 1);
-    const float max = from_signed_order_key(best);
+    // Integer keys with the floats' order: the reductions vectorise at any ISA level.
+    KeyRange keys;
+    key_range(x, count, keys.best, keys.worst);
+    bad |= keys.bad() ? 1 : 0;
+    const float max = from_signed_order_key(keys.best);
     if (!(max > kNegInf)) {
       tiles[t] = {max, 0.0f, 0.0f};
       continue;
@@ -641,7 +650,7 @@ bool top_k_cut(const T* logits, std::int64_t n, std::int64_t k, WarpStats& s, st
     std::int64_t b = 0;
     for (; b + kSumLanes <= n; b += kSumLanes) {
       KeyRange block;
-      block.add(logits + b, kSumLanes);
+      key_range(logits + b, kSumLanes, block.best, block.worst);
       range.best = std::max(range.best, block.best);
       range.worst = std::min(range.worst, block.worst);
       if (block.invalid() || !(from_signed_order_key(block.best) >= threshold)) continue;

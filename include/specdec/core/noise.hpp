@@ -1,12 +1,10 @@
 // SPDX-License-Identifier: MIT
 // Host fills of many draws of one RandomStream: the one place the library fills uniforms or Gumbels
 // in bulk. The Philox rounds (detail::philox4x32_10_rounds) run on 16 counters side by side in a
-// vector of words, and the Gumbel transform's logs go through Eigen's vectorised log,
-// whose bits packet_log reproduces: every value equals stream.uniform(first + i) /
-// stream.gumbel(first + i) bit for bit.
+// vector of words, and the Gumbel transform's logs are packet_log's in a vectorised loop: every
+// value equals stream.uniform(first + i) / stream.gumbel(first + i) bit for bit.
 #pragma once
 
-#include <Eigen/Core>
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -18,35 +16,9 @@
 
 #include "specdec/core/packet_log.hpp"
 #include "specdec/core/philox.hpp"
+#include "specdec/core/row_loop.hpp"
 
-#if defined(EIGEN_VECTORIZE_FMA) && !SPECDEC_PACKET_FMA
-#error "specdec: Eigen's packet multiply-add fuses but packet_log's does not"
-#endif
 
-namespace specdec::detail {
-
-/// packet_log as an Eigen functor: Eigen's vectorised log on packets and its scalar twin on the
-/// entries a vectorised loop leaves to scalar code, so each entry's bits are packet_log's whatever
-/// the row's alignment or length.
-struct PacketLogOp {
-  float operator()(float x) const { return packet_log(x); }
-  template <class Packet>
-  Packet packetOp(const Packet& x) const {
-    return Eigen::internal::plog(x);
-  }
-};
-
-}  // namespace specdec::detail
-
-namespace Eigen::internal {
-template <>
-struct functor_traits<specdec::detail::PacketLogOp> {
-  enum {
-    Cost = functor_traits<scalar_log_op<float>>::Cost,
-    PacketAccess = packet_traits<float>::HasLog
-  };
-};
-}  // namespace Eigen::internal
 
 namespace specdec {
 namespace detail {
@@ -115,11 +87,12 @@ inline void philox_uniform_batch(const RandomStream& s, std::uint32_t first_bloc
 #endif
 }
 
-/// values[i] = uniform_to_gumbel(values[i]), vectorised.
+/// values[i] = uniform_to_gumbel(values[i]) (packet_log is branch-free: the loop vectorises).
+SPECDEC_ROW_LOOP inline void uniforms_to_gumbels_loop(float* values, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) values[i] = uniform_to_gumbel(values[i]);
+}
 inline void uniforms_to_gumbels(std::span<float> values) {
-  auto g = Eigen::Map<Eigen::ArrayXf>(values.data(), static_cast<Eigen::Index>(values.size()));
-  const PacketLogOp log_op;
-  g = -(-g.unaryExpr(log_op)).unaryExpr(log_op);
+  uniforms_to_gumbels_loop(values.data(), static_cast<std::int64_t>(values.size()));
 }
 
 }  // namespace detail

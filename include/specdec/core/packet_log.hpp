@@ -39,17 +39,21 @@ SPECDEC_HOST_DEVICE float packet_madd(float a, float b, float c) {
 /// an entry falls (packet, head or tail of a vectorised loop, a thread of a GPU block).
 /// log(0) = -inf, log(+inf) = +inf, NaN for negative or NaN input.
 SPECDEC_HOST_DEVICE float packet_log(float input) {
-  const float min_normal = bits_float(0x00800000u);
-  const float x0 = input > min_normal ? input : min_normal;
-  const std::uint32_t bits = float_bits(x0);
-  // x0 = m 2^e with m in [0.5, 1).
+  // Selects on bits, not branches or float selects: a loop over entries then vectorises.
+  const auto keep = [](bool c, std::uint32_t bits) { return bits & (0u - static_cast<std::uint32_t>(c)); };
+  const std::uint32_t input_bits = float_bits(input);
+  // max(input, smallest normal) on the bits (negative inputs and NaN end up as NaN below).
+  const std::uint32_t bits = static_cast<std::int32_t>(input_bits) > 0x00800000
+                                 ? input_bits
+                                 : 0x00800000u;
+  // bits = m 2^e with m in [0.5, 1).
   float e = static_cast<float>(static_cast<int>(bits >> 23)) - 126.0f;
   float m = bits_float((bits & 0x807fffffu) | 0x3f000000u);
   // Shift m to [sqrt(1/2), sqrt(2)) - 1.
   const bool low = m < 0.707106781186547524f;
-  const float low_m = low ? m : 0.0f;
+  const float low_m = bits_float(keep(low, float_bits(m)));
   m = m - 1.0f;
-  e = e - (low ? 1.0f : 0.0f);
+  e = e - bits_float(keep(low, 0x3f800000u));  // 1 when low
   m = m + low_m;
   const float m2 = m * m;
   const float m3 = m2 * m;
@@ -65,10 +69,15 @@ SPECDEC_HOST_DEVICE float packet_log(float input) {
   y = packet_madd(-0.5f, m2, y);
   m = m + y;
   m = packet_madd(e, static_cast<float>(0.693147180559945309417232121458176568), m);
-  if (input == 0.0f) return kNegInf;
-  if (!(input >= 0.0f)) return bits_float(0xffffffffu);  // NaN
-  if (input == -kNegInf) return input;
-  return m;
+  // log(negative or NaN) = NaN, log(+-0) = -inf, log(+inf) = +inf, in that order of precedence.
+  std::uint32_t result = float_bits(m);
+  const auto choose = [&](bool c, std::uint32_t value) {
+    result = keep(!c, result) | keep(c, value);
+  };
+  choose(input_bits > 0x7f800000u, 0xffffffffu);
+  choose((input_bits & 0x7fffffffu) == 0u, 0xff800000u);
+  choose(input_bits == 0x7f800000u, 0x7f800000u);
+  return bits_float(result);
 }
 
 }  // namespace specdec::detail

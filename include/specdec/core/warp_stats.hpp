@@ -25,6 +25,7 @@
 #include <type_traits>
 
 #include "specdec/core/numerics.hpp"
+#include "specdec/core/row_loop.hpp"
 #include "specdec/core/warp.hpp"
 
 // Compactions (keep the entries inside a range, in order) use x86 permutes: a compiler does not
@@ -32,28 +33,6 @@
 #if defined(__GNUC__) && !defined(__CUDACC__) && defined(__x86_64__)
 #include <immintrin.h>
 #define SPECDEC_X86_COMPACT 1
-#endif
-
-// The row loops are compiled twice when the including code targets less than AVX2 (the
-// distributions' default): once as is and once for AVX2, picked at load time by the CPU. AVX2
-// without FMA, so both clones round every operation alike and match the entries recomputed alone.
-// A build for AVX-512 gets its full width: GCC's tuning for those CPUs prefers 256-bit vectors,
-// and the row loops are bound by their arithmetic, not by memory.
-#if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__) && defined(__x86_64__) && \
-    !defined(__AVX2__) && !defined(SPECDEC_NO_CPU_CLONES)
-#define SPECDEC_ROW_LOOP \
-  __attribute__((target_clones("arch=x86-64-v4", "avx2", "default"), optimize("fp-contract=off")))
-#elif defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__) && defined(__AVX512F__)
-#define SPECDEC_ROW_LOOP __attribute__((target("prefer-vector-width=512")))
-#else
-#define SPECDEC_ROW_LOOP
-#endif
-
-// Entry functions the row loops call: inlined always, or the loops do not vectorise.
-#if defined(__GNUC__)
-#define SPECDEC_ENTRY_INLINE [[gnu::always_inline]] inline
-#else
-#define SPECDEC_ENTRY_INLINE inline
 #endif
 
 namespace specdec::detail {

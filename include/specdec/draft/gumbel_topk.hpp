@@ -2,7 +2,6 @@
 // Gumbel-top-k: k samples without replacement from one row, in sampling order, in O(V).
 #pragma once
 
-#include <Eigen/Core>
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -97,30 +96,26 @@ inline std::int64_t select_top_k_of_row(const float* perturbed, std::int64_t n, 
   return select_top_k(perturbed, index, m, k);
 }
 
+/// perturbed[i] = gumbel_perturbed<kind>(row[i], uniforms[i]) for uniforms already in `perturbed`
+/// (a row loop: packet_log is branch-free, so it vectorises).
+template <RowKind kind, class T>
+SPECDEC_ROW_LOOP void perturb_uniforms(const T* row, std::int64_t n, float* perturbed) {
+  for (std::int64_t i = 0; i < n; ++i) perturbed[i] = gumbel_perturbed<kind>(to_float(row[i]), perturbed[i]);
+}
+
 /// perturbed[i] = the log-weight of row[i] + Gumbel(draw first_draw + i), -inf for banned entries:
-/// gumbel_perturbed<kind>(row[i], uniform(first_draw + i)) bit for bit, vectorised (the noise is
-/// core/noise.hpp's fill, the log of a probability packet_log's).
+/// gumbel_perturbed<kind>(row[i], uniform(first_draw + i)), vectorised.
 template <RowKind kind, class T, class Source>
 void perturb_row_host(const T* row, std::int64_t n, const Source& source, std::uint32_t first_draw,
                       float* perturbed) {
-  const std::span<float> noise(perturbed, static_cast<std::size_t>(n));
   if constexpr (std::is_same_v<Source, RandomStream>) {
-    fill_gumbels(source, first_draw, noise);
+    fill_uniforms(source, first_draw, std::span<float>(perturbed, static_cast<std::size_t>(n)));
   } else {
     for (std::int64_t i = 0; i < n; ++i) {
       perturbed[i] = static_cast<float>(source.uniform(first_draw + static_cast<std::uint32_t>(i)));
     }
-    uniforms_to_gumbels(noise);
   }
-  Eigen::Map<Eigen::ArrayXf> p(perturbed, static_cast<Eigen::Index>(n));
-  const Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>> w(row, static_cast<Eigen::Index>(n));
-  if constexpr (kind == RowKind::kProbabilities) {
-    // log(0) is -inf, so zero-probability entries stay -inf after adding a finite Gumbel (a
-    // select() here would defeat vectorisation).
-    p = w.template cast<float>().unaryExpr(PacketLogOp{}) + p;
-  } else {
-    p = w.template cast<float>() + p;
-  }
+  perturb_uniforms<kind>(row, n, perturbed);
 }
 
 /// An upper bound of gumbel_perturbed<kind>(x, u) without a logarithm: -log(-log u) <= -log(1 - u)
@@ -133,8 +128,9 @@ SPECDEC_ENTRY_INLINE float gumbel_bound(float x, float u) {
   const auto gap_exponent = static_cast<std::int32_t>(std::bit_cast<std::uint32_t>(1.0f - u) >> 23);
   const float noise = static_cast<float>(127 - gap_exponent) * kLn2;
   if constexpr (kind == RowKind::kProbabilities) {
+    // (A zero gets the bound of the smallest exponent: its exact value, -inf, never enters.)
     const auto exponent = static_cast<std::int32_t>(std::bit_cast<std::uint32_t>(x) >> 23);
-    return (x > 0.0f ? static_cast<float>(exponent - 126) * kLn2 : kNegInf) + noise;
+    return static_cast<float>(exponent - 126) * kLn2 + noise;
   } else {
     return x + noise;
   }

@@ -15,38 +15,40 @@
 
 #include "specdec/config.hpp"
 #include "specdec/core/error.hpp"
+#include "specdec/core/blocked_sum.hpp"
 #include "specdec/core/log_space.hpp"
+#include "specdec/core/order_key.hpp"
+#include "specdec/core/packet_log.hpp"
 #include "specdec/core/scalar.hpp"
 
 namespace specdec {
 
 namespace detail {
 
-/// Largest value of a row (-inf for an empty row).
+/// Largest value of a row (-inf for an empty row), by integer keys (the loop vectorises).
 template <class T>
 SPECDEC_HOST_DEVICE float row_max(const T* x, std::int64_t n) {
-  // A comparison, not fmaxf: fmaxf is an out-of-line libm call unless NaNs are ruled out.
-  float m = kNegInf;
+  std::int32_t best = signed_order_key(kNegInf);
   for (std::int64_t i = 0; i < n; ++i) {
-    const float v = to_float(x[i]);
-    m = v > m ? v : m;
+    const std::int32_t key = signed_order_key(to_float(x[i]));
+    best = key > best ? key : best;
   }
-  return m;
+  return from_signed_order_key(best);
 }
 
-/// Index of the largest value, ties to the lowest index.
+/// Index of the largest value, ties to the lowest index: the largest key, then its first entry
+/// (-0 is taken as +0, which it equals).
 template <class T>
 SPECDEC_HOST_DEVICE std::int64_t row_argmax(const T* x, std::int64_t n) {
-  std::int64_t best = 0;
-  float best_value = to_float(x[0]);
-  for (std::int64_t i = 1; i < n; ++i) {
-    const float v = to_float(x[i]);
-    if (v > best_value) {
-      best_value = v;
-      best = i;
-    }
+  std::int32_t best = signed_order_key(kNegInf);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int32_t key = signed_order_key(to_float(x[i]) + 0.0f);
+    best = key > best ? key : best;
   }
-  return best;
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (signed_order_key(to_float(x[i]) + 0.0f) == best) return i;
+  }
+  return 0;
 }
 
 template <class T>
@@ -74,26 +76,29 @@ SPECDEC_HOST_DEVICE float row_softmax(const T* x, float* out, std::int64_t n,
   return m + logf(s);
 }
 
-/// Shannon entropy in nats of a probability row (0 log 0 = 0).
+/// Shannon entropy in nats of a probability row (0 log 0 = 0): -p log p summed by blocked_sum,
+/// the log packet_log's of max(p, smallest normal float) (a zero's term is then 0), so the loop
+/// vectorises.
 template <class T>
 SPECDEC_HOST_DEVICE float row_entropy(const T* p, std::int64_t n) {
-  float h = 0.0f;
-  for (std::int64_t i = 0; i < n; ++i) {
-    const float v = to_float(p[i]);
-    if (v > 0.0f) h -= v * logf(v);
-  }
-  return h;
+  return static_cast<float>(blocked_sum(
+      [=](std::int64_t i) {
+        const float v = to_float(p[i]);
+        const auto bits = static_cast<std::int32_t>(float_bits(v));
+        return -v * packet_log(bits_float(static_cast<std::uint32_t>(bits > 0x00800000 ? bits : 0x00800000)));
+      },
+      0, n));
 }
 
-/// sum_x [a(x) - b(x)]+ (= TV(a, b) when both sum to one).
+/// sum_x [a(x) - b(x)]+ (= TV(a, b) when both sum to one), summed by blocked_sum.
 template <class T, class U>
 SPECDEC_HOST_DEVICE float row_positive_mass(const T* a, const U* b, std::int64_t n) {
-  float s = 0.0f;
-  for (std::int64_t i = 0; i < n; ++i) {
-    const float d = to_float(a[i]) - to_float(b[i]);
-    s += d > 0.0f ? d : 0.0f;
-  }
-  return s;
+  return static_cast<float>(blocked_sum(
+      [=](std::int64_t i) {
+        const float d = to_float(a[i]) - to_float(b[i]);
+        return d > 0.0f ? d : 0.0f;
+      },
+      0, n));
 }
 
 /// out = exp(x), with results below FLT_MIN flushed to exactly 0. Eigen's vectorised exp clamps

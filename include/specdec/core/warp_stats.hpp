@@ -38,15 +38,7 @@
 namespace specdec::detail {
 
 /// The float's bits as a signed integer with the floats' order (for vectorisable max and clamps).
-SPECDEC_ENTRY_INLINE constexpr std::int32_t signed_order_key(float x) {
-  const auto u = std::bit_cast<std::int32_t>(x);
-  return u ^ ((u >> 31) & 0x7fffffff);
-}
-SPECDEC_ENTRY_INLINE constexpr float from_signed_order_key(std::int32_t key) {
-  return std::bit_cast<float>(key ^ ((key >> 31) & 0x7fffffff));
-}
-/// signed_order_key(+inf); -inf's is -kInfKey - 1.
-inline constexpr std::int32_t kInfKey = 0x7f800000;
+
 
 /// e^x for x <= 0 (-inf included) as a branch-free polynomial (Cephes' coefficients) that the
 /// compiler vectorises at any ISA level, so a row written in a vectorised loop and an entry
@@ -229,24 +221,6 @@ RowSum sparse_row_sum(const T* logits, const std::int32_t* ids, std::int64_t m, 
     tiles[count++] = {max, sum, 0.0f};
   }
   return combine_tiles(tiles, count, inv_t);
-}
-
-/// Largest logit and whether the row holds a NaN or +inf (then the caller's check names it).
-/// Integer keys with the floats' order, so the reductions vectorise at any ISA level.
-template <class T>
-SPECDEC_ROW_LOOP float scan_max(const T* logits, std::int64_t n, bool& invalid) {
-  std::int32_t best = std::numeric_limits<std::int32_t>::min();
-  std::int32_t bad = 0;
-  for (std::int64_t i = 0; i < n; ++i) {
-    const auto u = std::bit_cast<std::int32_t>(to_float(logits[i]));
-    const std::int32_t key = u ^ ((u >> 31) & 0x7fffffff);  // signed_order_key
-    best = key > best ? key : best;
-    // NaN or +inf: magnitude bits at least those of inf, and not -inf.
-    bad |= static_cast<std::int32_t>((u & 0x7fffffff) >= 0x7f800000) &
-           static_cast<std::int32_t>(u != std::bit_cast<std::int32_t>(kNegInf));
-  }
-  invalid = bad != 0;
-  return from_signed_order_key(best);
 }
 
 /// Compaction: the entries of `values` inside [lo, hi] with their ids (their positions when
@@ -965,9 +939,10 @@ WarpStats warp_stats(const Warp& w, const T* logits, std::int64_t n, WarpScratch
   WarpStats s;
   const bool top_k = !w.is_greedy() && w.top_k > 0 && w.top_k < n;
   if (w.is_greedy()) {
-    // No exponentials: a read for the maximum and validity, then the argmax.
-    bool bad = false;
-    invalid = scan_max(logits, n, bad) == kNegInf || bad;
+    // No exponentials: a read for validity, then the argmax.
+    KeyRange keys;
+    keys.add(logits, n);
+    invalid = keys.invalid();
     if (!invalid) s.greedy = row_argmax(logits, n);
     return s;
   }

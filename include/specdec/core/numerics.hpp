@@ -36,17 +36,22 @@ SPECDEC_HOST_DEVICE float row_max(const T* x, std::int64_t n) {
   return from_signed_order_key(best);
 }
 
-/// Index of the largest value, ties to the lowest index: the largest key, then its first entry
-/// (-0 is taken as +0, which it equals).
+/// Index of the largest value, ties to the lowest index (-0 is taken as +0, which it equals): the
+/// largest key, then the first block of 64 holding it (both loops vectorise), then its entry.
 template <class T>
 SPECDEC_HOST_DEVICE std::int64_t row_argmax(const T* x, std::int64_t n) {
+  const auto key = [=](std::int64_t i) { return signed_order_key(to_float(x[i]) + 0.0f); };
   std::int32_t best = signed_order_key(kNegInf);
-  for (std::int64_t i = 0; i < n; ++i) {
-    const std::int32_t key = signed_order_key(to_float(x[i]) + 0.0f);
-    best = key > best ? key : best;
+  for (std::int64_t i = 0; i < n; ++i) best = key(i) > best ? key(i) : best;
+  constexpr std::int64_t kBlock = 64;
+  std::int64_t b = 0;
+  for (; b + kBlock <= n; b += kBlock) {
+    std::int32_t found = 0;
+    for (std::int64_t j = 0; j < kBlock; ++j) found |= key(b + j) == best ? 1 : 0;
+    if (found != 0) break;
   }
-  for (std::int64_t i = 0; i < n; ++i) {
-    if (signed_order_key(to_float(x[i]) + 0.0f) == best) return i;
+  for (std::int64_t i = b; i < n; ++i) {
+    if (key(i) == best) return i;
   }
   return 0;
 }

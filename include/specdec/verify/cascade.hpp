@@ -65,16 +65,19 @@ SPECDEC_HOST_DEVICE void cascade_pi_row(const T* raw_target, const T* raw_draft,
                                         float alpha, float* pi) {
   const float max_target = row_max(raw_target, vocab);
   if (rule == Deferral::kTokenV1 || rule == Deferral::kTokenV2 || rule == Deferral::kTokenV3) {
-    double eta = 0.0;
-    for (std::int64_t v = 0; v < vocab; ++v) {
+    // pi = draft where the token is kept, plus eta * target, eta the draft mass deferred (summed
+    // by blocked_sum: the loops vectorise).
+    const auto deferred = [=](std::int64_t v) {
       const float t = to_float(raw_target[v]);
-      const bool r = rule == Deferral::kTokenV1   ? to_float(raw_draft[v]) < max_target - alpha
-                     : rule == Deferral::kTokenV2 ? t < max_target - alpha
-                                                  : t < (1.0f - alpha) * max_target;
-      if (r) eta += to_float(draft[v]);
-      pi[v] = r ? 0.0f : to_float(draft[v]);
+      return rule == Deferral::kTokenV1   ? to_float(raw_draft[v]) < max_target - alpha
+             : rule == Deferral::kTokenV2 ? t < max_target - alpha
+                                          : t < (1.0f - alpha) * max_target;
+    };
+    const auto eta = static_cast<float>(blocked_sum(
+        [=](std::int64_t v) { return deferred(v) ? to_float(draft[v]) : 0.0f; }, 0, vocab));
+    for (std::int64_t v = 0; v < vocab; ++v) {
+      pi[v] = (deferred(v) ? 0.0f : to_float(draft[v])) + eta * to_float(target[v]);
     }
-    for (std::int64_t v = 0; v < vocab; ++v) pi[v] += static_cast<float>(eta) * to_float(target[v]);
     return;
   }
   bool defer = false;

@@ -7,6 +7,7 @@
 
 #include "decode/toy_tables.hpp"
 #include "specdec/decode/decoder.hpp"
+#include "specdec/decode/redrafter_strategy.hpp"
 #include "specdec/toy/toy.hpp"
 #include "support/allocation_counter.hpp"
 
@@ -79,6 +80,29 @@ TEST_CASE("Decoder steps of every method allocate nothing after warm-up", "[deco
     const std::vector<Token> prompt{1, 2};
     decoder.reset(prompt, 3);
     INFO(method_name(method));
+    CHECK(test::allocations_after_warm_up([&] { decoder.step(); }, 50, 20) == 0);
+  }
+}
+
+TEST_CASE("ReDrafter steps allocate nothing after warm-up, in every verification mode",
+          "[decode][allocation][redrafter]") {
+  for (const auto verification :
+       {ReDrafterVerification::kExact, ReDrafterVerification::kGreedy,
+        ReDrafterVerification::kTypical, ReDrafterVerification::kParity}) {
+    TableProvider target(test::target_table());
+    const auto head = toy::markov_head(toy::MarkovModel::from_rows(test::draft_table()),
+                                       target.hidden_size());
+    ReDrafterOptions options;
+    options.verification = verification;
+    options.width = 3;
+    options.depth = 3;
+    options.warp = {.temperature = 0.9f, .top_p = 0.95f};
+    options.max_new_tokens = 1000;
+    Decoder<TableProvider, ReDrafterStrategy> decoder(target, ReDrafterStrategy(head, options),
+                                                      options.loop());
+    const std::vector<Token> prompt{1, 2};
+    decoder.reset(prompt, 3);
+    INFO(redrafter_verification_name(verification));
     CHECK(test::allocations_after_warm_up([&] { decoder.step(); }, 50, 20) == 0);
   }
 }

@@ -214,7 +214,7 @@ class ReDrafterStrategy {
   static constexpr bool uses_hidden_states = true;
 
   ReDrafterStrategy(const ReDrafterHead& head, ReDrafterOptions options)
-      : head_(&head), options_(std::move(options)) {}
+      : head_(&head), options_(std::move(options)), tree_rows_(head) {}
 
   const ReDrafterOptions& options() const { return options_; }
 
@@ -243,14 +243,14 @@ class ReDrafterStrategy {
     if (!has_context_) return tree_;  // the first step scores the prompt alone
     const Token root = context.sequence.tokens.back();
     if (options_.verification == ReDrafterVerification::kExact) {
-      redrafter_stochastic_beam_search(*head_, context_hidden_, root, options_.width,
+      redrafter_stochastic_beam_search(tree_rows_, context_hidden_, root, options_.width,
                                        options_.depth, context.sequence.draft_stream(), drafted_,
-                                       context.workspace);
+                                       context.workspace, context.vocab);
       draft_calls_ = drafted_.row_count() > 0 ? drafted_.tree.max_depth() : 0;
       return drafted_.tree;
     }
     redrafter_beam_search(*head_, context_hidden_, root, options_.width, options_.depth + 1,
-                          beams_);
+                          beams_, head_scratch_);
     flat_.clear();
     for (std::int32_t w = 0; w < options_.width; ++w) {
       for (std::int32_t k = 1; k <= options_.depth; ++k) flat_.push_back(beams_.token(w, k));
@@ -334,6 +334,8 @@ class ReDrafterStrategy {
   std::vector<float> context_hidden_;
   DraftTree tree_;
   DraftedTree drafted_;
+  ReDrafterTreeRows tree_rows_;    // the head on the exact mode's tree, its buffers reused
+  ReDrafterScratch head_scratch_;  // the other modes' beam search
   ReDrafterBeams beams_;
   CompressedBeams compressed_;
   std::vector<Token> flat_;

@@ -139,14 +139,36 @@ auto silu(const Expr& x) {
   return (x.array() / (1.0f + (-x.array()).exp())).matrix();
 }
 
+}  // namespace detail
+
+/// The buffers a ReDrafter step reuses (the head's activations, the beam search's candidates):
+/// keep one per drafting loop, and after the first step nothing is allocated but what Eigen's
+/// products of a large head take for their blocking (Eigen has no way to hand it buffers).
+struct ReDrafterScratch {
+  Eigen::VectorXf hidden;                       // the context hidden state
+  Eigen::MatrixXf embedded, pre, input, projected;  // H x n / D x n activations
+  std::vector<float> top_k;                     // V: the head's top-k threshold search
+  // Beam search.
+  Eigen::MatrixXf states, new_states;
+  std::vector<float> rows, scores, new_history, new_scores;
+  std::vector<std::int64_t> order;
+  std::vector<Token> last, new_tokens;
+};
+
+namespace detail {
+
 /// Next states of `n` beams (columns of `states`, H x n) after tokens[j].
 inline void redrafter_update_states(const ReDrafterHead& head, const Token* tokens, std::int64_t n,
-                                    Eigen::Ref<Eigen::MatrixXf> states) {
+                                    Eigen::Ref<Eigen::MatrixXf> states, ReDrafterScratch& scratch) {
   const auto h = head.config.hidden;
-  Eigen::MatrixXf emb(h, n);
+  Eigen::MatrixXf& emb = scratch.embedded;
+  emb.resize(h, n);
   for (std::int64_t j = 0; j < n; ++j) emb.col(j) = head.embedding.row(tokens[j]).transpose();
   if (head.config.rnn) {
-    Eigen::MatrixXf pre = head.rnn_w * emb + head.rnn_u * states;
+    Eigen::MatrixXf& pre = scratch.pre;
+    pre.resize(h, n);
+    pre.noalias() = head.rnn_w * emb;
+    pre.noalias() += head.rnn_u * states;
     pre.colwise() += head.rnn_u_bias;
     states = silu(pre);
   } else {
@@ -155,51 +177,51 @@ inline void redrafter_update_states(const ReDrafterHead& head, const Token* toke
 }
 
 /// Draft log-probability rows for `n` states (columns of `states`) given the context hidden
-/// state: out is n x V, row-major (row j for state j).
-inline void redrafter_log_probs(const ReDrafterHead& head, const Eigen::VectorXf& hidden,
-                                const Eigen::MatrixXf& states, float* out,
-                                std::vector<float>& scratch) {
+/// state scratch.hidden: out is n x V, row-major (row j for state j).
+inline void redrafter_log_probs(const ReDrafterHead& head, const Eigen::MatrixXf& states,
+                                float* out, ReDrafterScratch& scratch) {
   const auto& c = head.config;
   const auto n = states.cols();
-  Eigen::MatrixXf x(2 * c.hidden, n);
-  x.topRows(c.hidden).colwise() = hidden;
-  x.bottomRows(c.hidden) = states;
+  Eigen::MatrixXf* x = &scratch.input;
+  x->resize(2 * c.hidden, n);
+  x->topRows(c.hidden).colwise() = scratch.hidden;
+  x->bottomRows(c.hidden) = states;
   if (c.has_input_projection()) {
-    Eigen::MatrixXf y = head.input_proj * x;
-    y.colwise() += head.input_proj_bias;
-    x = std::move(y);
+    scratch.projected.resize(c.exit_dim, n);
+    scratch.projected.noalias() = head.input_proj * *x;
+    scratch.projected.colwise() += head.input_proj_bias;
+    x = &scratch.projected;
   }
   for (std::size_t i = 0; i < head.block_weights.size(); ++i) {
-    Eigen::MatrixXf pre = head.block_weights[i] * x;
-    pre.colwise() += head.block_biases[i];
-    x += silu(pre);
+    scratch.pre.resize(c.exit_dim, n);
+    scratch.pre.noalias() = head.block_weights[i] * *x;
+    scratch.pre.colwise() += head.block_biases[i];
+    *x += silu(scratch.pre);
   }
   Eigen::Map<Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> logits(out, n,
                                                                                            c.vocab);
-  logits.noalias() = (head.vocab_proj * x).transpose();
-  scratch.resize(static_cast<std::size_t>(c.vocab));
+  logits.transpose().noalias() = head.vocab_proj * *x;
+  scratch.top_k.resize(static_cast<std::size_t>(c.vocab));
   for (Eigen::Index j = 0; j < n; ++j) {
     auto row = logits.row(j).array();
     row -= row.maxCoeff();
     if (c.top_k > 0 && c.top_k < c.vocab) {
       // Values below the k-th largest become kLogZero; ties with it are kept (the reference).
-      Eigen::Map<Eigen::ArrayXf> s(scratch.data(), c.vocab);
-      s = row.transpose();
-      std::nth_element(scratch.begin(), scratch.begin() + (c.top_k - 1), scratch.end(),
-                       std::greater<float>());
-      const float kth = scratch[static_cast<std::size_t>(c.top_k - 1)];
+      Eigen::Map<Eigen::ArrayXf> copy(scratch.top_k.data(), c.vocab);
+      copy = row.transpose();
+      std::nth_element(scratch.top_k.begin(), scratch.top_k.begin() + (c.top_k - 1),
+                       scratch.top_k.end(), std::greater<float>());
+      const float kth = scratch.top_k[static_cast<std::size_t>(c.top_k - 1)];
       row = (row < kth).select(ReDrafterConfig::kLogZero, row);
     }
     row -= std::log((row - row.maxCoeff()).exp().sum()) + row.maxCoeff();
   }
 }
 
-/// An owned copy of a span (a plain copy: Eigen's packet loads over a Map of one or two floats
-/// trip GCC's -Warray-bounds).
-inline Eigen::VectorXf copy_vector(std::span<const float> x) {
-  Eigen::VectorXf v(static_cast<Eigen::Index>(x.size()));
-  std::copy(x.begin(), x.end(), v.data());
-  return v;
+/// scratch.hidden = hidden.
+inline void set_context_hidden(std::span<const float> hidden, ReDrafterScratch& scratch) {
+  scratch.hidden.resize(static_cast<Eigen::Index>(hidden.size()));
+  std::copy(hidden.begin(), hidden.end(), scratch.hidden.data());
 }
 
 inline void check_hidden(const ReDrafterHead& head, std::span<const float> hidden) {
@@ -223,10 +245,10 @@ inline void redrafter_step(const ReDrafterHead& head, std::span<const float> hid
   detail::check_token("token", token, head.config.vocab);
   detail::check_size("log_probs", log_probs.size(), static_cast<std::size_t>(head.config.vocab));
   Eigen::Map<Eigen::MatrixXf> s(state.data(), head.config.hidden, 1);
-  detail::redrafter_update_states(head, &token, 1, s);
-  std::vector<float> scratch;
-  const Eigen::VectorXf h = detail::copy_vector(hidden);
-  detail::redrafter_log_probs(head, h, s, log_probs.data(), scratch);
+  ReDrafterScratch scratch;
+  detail::redrafter_update_states(head, &token, 1, s, scratch);
+  detail::set_context_hidden(hidden, scratch);
+  detail::redrafter_log_probs(head, s, log_probs.data(), scratch);
 }
 
 /// The reference ReDrafter beam search result.
@@ -256,11 +278,11 @@ struct ReDrafterBeams {
 /// advances every beam's state by its last token, scores all W x V extensions by joint
 /// log-probability, keeps the top W (sorted decreasing, ties to the lower flat index
 /// beam * V + token) and reorders the beams, states and row history by parent. Deterministic:
-/// draws nothing. Allocates its buffers per call (the head's matrix products dominate the cost).
-/// Throws specdec::Error for width < 1, length < 2, a bad hidden state or token.
+/// draws nothing. Buffers come from `scratch` (reused across calls, nothing allocated once they
+/// have grown). Throws specdec::Error for width < 1, length < 2, a bad hidden state or token.
 inline void redrafter_beam_search(const ReDrafterHead& head, std::span<const float> hidden,
                                   Token init_token, std::int32_t width, std::int32_t length,
-                                  ReDrafterBeams& out) {
+                                  ReDrafterBeams& out, ReDrafterScratch& scratch) {
   detail::check_hidden(head, hidden);
   detail::check_token("init_token", init_token, head.config.vocab);
   if (width < 1) detail::fail("width", "{} must be >= 1", width);
@@ -274,16 +296,28 @@ inline void redrafter_beam_search(const ReDrafterHead& head, std::span<const flo
   out.log_probs.assign(w * (l - 1) * vs, 0.0f);
   out.beam_log_probs.assign(w, ReDrafterConfig::kLogZero);
   out.beam_log_probs[0] = 0.0f;
-  const Eigen::VectorXf h = detail::copy_vector(hidden);
-  Eigen::MatrixXf states = Eigen::MatrixXf::Zero(head.config.hidden, width);
-  std::vector<float> rows(w * vs), scratch, scores(w * vs);
-  std::vector<std::int64_t> order(w * vs);
-  std::vector<Token> last(w, init_token), new_tokens(w * l);
-  std::vector<float> new_history(out.log_probs.size()), new_scores(w);
-  Eigen::MatrixXf new_states(head.config.hidden, width);
+  detail::set_context_hidden(hidden, scratch);
+  Eigen::MatrixXf& states = scratch.states;
+  Eigen::MatrixXf& new_states = scratch.new_states;
+  states.setZero(head.config.hidden, width);
+  new_states.resize(head.config.hidden, width);
+  auto& rows = scratch.rows;
+  auto& scores = scratch.scores;
+  auto& order = scratch.order;
+  auto& last = scratch.last;
+  auto& new_tokens = scratch.new_tokens;
+  auto& new_history = scratch.new_history;
+  auto& new_scores = scratch.new_scores;
+  rows.resize(w * vs);
+  scores.resize(w * vs);
+  order.resize(w * vs);
+  last.assign(w, init_token);
+  new_tokens.resize(w * l);
+  new_history.resize(out.log_probs.size());
+  new_scores.resize(w);
   for (std::size_t step = 0; step + 1 < l; ++step) {
-    detail::redrafter_update_states(head, last.data(), width, states);
-    detail::redrafter_log_probs(head, h, states, rows.data(), scratch);
+    detail::redrafter_update_states(head, last.data(), width, states, scratch);
+    detail::redrafter_log_probs(head, states, rows.data(), scratch);
     for (std::size_t k = 0; k < w; ++k)
       for (std::size_t x = 0; x < vs; ++x)
         scores[k * vs + x] = rows[k * vs + x] + out.beam_log_probs[k];
@@ -316,17 +350,33 @@ inline void redrafter_beam_search(const ReDrafterHead& head, std::span<const flo
   }
 }
 
+/// redrafter_beam_search with buffers of its own (allocated per call).
+inline void redrafter_beam_search(const ReDrafterHead& head, std::span<const float> hidden,
+                                  Token init_token, std::int32_t width, std::int32_t length,
+                                  ReDrafterBeams& out) {
+  ReDrafterScratch scratch;
+  redrafter_beam_search(head, hidden, init_token, width, length, out, scratch);
+}
+
 /// A draft-row callback that evaluates the head on a draft tree whose root is `init_token`
 /// (rows are probabilities: exp of the head's log-probabilities, exactly 0 outside its top-k).
-/// Keeps one state per node (column n + 1 for node n). The forward pass allocates Eigen
-/// temporaries per level.
+/// Keeps one state per node (column n + 1 for node n). Reusable: reset() starts another tree,
+/// and once its buffers have grown a tree allocates nothing (but Eigen's blocking, see
+/// ReDrafterScratch).
 class ReDrafterTreeRows {
  public:
+  explicit ReDrafterTreeRows(const ReDrafterHead& head) : head_(&head) {}
   ReDrafterTreeRows(const ReDrafterHead& head, std::span<const float> hidden, Token init_token)
-      : head_(&head), init_token_(init_token) {
-    detail::check_hidden(head, hidden);
-    detail::check_token("init_token", init_token, head.config.vocab);
-    hidden_ = detail::copy_vector(hidden);
+      : head_(&head) {
+    reset(hidden, init_token);
+  }
+
+  /// The next tree: its context hidden state and root token.
+  void reset(std::span<const float> hidden, Token init_token) {
+    detail::check_hidden(*head_, hidden);
+    detail::check_token("init_token", init_token, head_->config.vocab);
+    detail::set_context_hidden(hidden, scratch_);
+    init_token_ = init_token;
   }
 
   void operator()(const DraftTree& tree, std::span<const std::int32_t> nodes,
@@ -334,23 +384,23 @@ class ReDrafterTreeRows {
     const auto hdim = head_->config.hidden;
     const auto n = static_cast<Eigen::Index>(nodes.size());
     if (states_.cols() < tree.size() + 1) states_.conservativeResize(hdim, tree.size() + 1);
-    Eigen::MatrixXf s(hdim, n);
-    std::vector<Token> tokens(nodes.size());
+    level_.resize(hdim, n);
+    tokens_.resize(nodes.size());
     for (Eigen::Index j = 0; j < n; ++j) {
       const auto node = nodes[static_cast<std::size_t>(j)];
       if (node < 0) {
-        s.col(j).setZero();
-        tokens[static_cast<std::size_t>(j)] = init_token_;
+        level_.col(j).setZero();
+        tokens_[static_cast<std::size_t>(j)] = init_token_;
       } else {
         const auto parent = tree.parents[static_cast<std::size_t>(node)];
-        s.col(j) = states_.col(parent + 1);
-        tokens[static_cast<std::size_t>(j)] = tree.tokens[static_cast<std::size_t>(node)];
+        level_.col(j) = states_.col(parent + 1);
+        tokens_[static_cast<std::size_t>(j)] = tree.tokens[static_cast<std::size_t>(node)];
       }
     }
-    detail::redrafter_update_states(*head_, tokens.data(), n, s);
+    detail::redrafter_update_states(*head_, tokens_.data(), n, level_, scratch_);
     for (Eigen::Index j = 0; j < n; ++j)
-      states_.col(nodes[static_cast<std::size_t>(j)] + 1) = s.col(j);
-    detail::redrafter_log_probs(*head_, hidden_, s, rows.data, scratch_);
+      states_.col(nodes[static_cast<std::size_t>(j)] + 1) = level_.col(j);
+    detail::redrafter_log_probs(*head_, level_, rows.data, scratch_);
     for (Eigen::Index j = 0; j < n; ++j) {
       float* row = rows.row_data(j);
       for (std::int64_t x = 0; x < rows.cols; ++x) {
@@ -362,23 +412,36 @@ class ReDrafterTreeRows {
 
  private:
   const ReDrafterHead* head_;
-  Token init_token_;
-  Eigen::VectorXf hidden_;
+  Token init_token_ = 0;
   Eigen::MatrixXf states_;  // column n + 1: the state after node n's token (column 0: root)
-  std::vector<float> scratch_;
+  Eigen::MatrixXf level_;   // the states of the nodes being evaluated
+  std::vector<Token> tokens_;
+  ReDrafterScratch scratch_;
 };
 
 /// Exact ReDrafter drafting: stochastic beam search (RSD-S, see draft_rsd_s) through the head,
 /// width `width`, `depth` draft levels below the root `init_token`. The result is verified with
-/// recursive rejection sampling (lossless), unlike the reference's per-beam rule.
+/// recursive rejection sampling (lossless), unlike the reference's per-beam rule. `rows` (reset
+/// here) keeps the head's buffers across calls.
 /// Draws: as draft_rsd_s. Throws specdec::Error as draft_rsd_s and for a bad hidden state.
+inline void redrafter_stochastic_beam_search(ReDrafterTreeRows& rows, std::span<const float> hidden,
+                                             Token init_token, std::int32_t width,
+                                             std::int32_t depth, const RandomStream& stream,
+                                             DraftedTree& out, Workspace& workspace,
+                                             std::int64_t vocab) {
+  rows.reset(hidden, init_token);
+  draft_rsd_s(width, depth, vocab, rows, stream, out, workspace);
+}
+
+/// redrafter_stochastic_beam_search with buffers of its own (allocated per call).
 inline void redrafter_stochastic_beam_search(const ReDrafterHead& head,
                                              std::span<const float> hidden, Token init_token,
                                              std::int32_t width, std::int32_t depth,
                                              const RandomStream& stream, DraftedTree& out,
                                              Workspace& workspace) {
-  ReDrafterTreeRows rows(head, hidden, init_token);
-  draft_rsd_s(width, depth, head.config.vocab, rows, stream, out, workspace);
+  ReDrafterTreeRows rows(head);
+  redrafter_stochastic_beam_search(rows, hidden, init_token, width, depth, stream, out, workspace,
+                                   head.config.vocab);
 }
 
 }  // namespace specdec

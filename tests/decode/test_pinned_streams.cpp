@@ -123,7 +123,7 @@ TEST_CASE("Every method keeps its pinned seeded stream", "[decode][pinned]") {
        "1 1 2 3 3 1 0 2 0 0 2 3 0 0 3 0 0 3 0 1 1 3 2 3 | target 8 draft 24 nodes 48 accepted 16"},
       {Method::kRsdS, false, 5, "3 3 0 | target 1 draft 3 nodes 6 accepted 3"},
       {Method::kMtad, false, 0,
-       "1 1 3 3 0 1 2 1 0 1 3 3 2 1 1 0 0 0 0 2 1 1 1 1 | target 11 draft 33 nodes 33 accepted 16"},
+       "1 1 2 3 0 0 1 3 2 1 1 3 0 1 3 2 2 3 0 1 1 1 1 1 | target 10 draft 30 nodes 30 accepted 17"},
       {Method::kMtad, false, 5, "3 3 0 | target 1 draft 3 nodes 3 accepted 3"},
       {Method::kCascade, false, 0,
        "1 3 2 2 3 3 0 1 2 3 0 0 0 1 3 1 1 1 1 1 1 3 2 0 | target 9 draft 27 nodes 27 accepted 18"},

@@ -68,6 +68,25 @@ SPECDEC_ENTRY_INLINE float exp_flush(float x) {
   return y * std::bit_cast<float>((std::bit_cast<std::uint32_t>(shifted) + 127u) << 23);
 }
 
+/// 2^t for t <= 0 to a relative 1.1e-4 (a degree-3 minimax polynomial, three multiply-adds): the
+/// terms of a pass that only bounds a row's sum (RoughRow). Results below 2^-125 are some value in
+/// [0, 2^-125): the clamp keeps the exponent from wrapping.
+SPECDEC_ENTRY_INLINE float rough_exp2(float t) {
+  const auto bits = std::bit_cast<std::uint32_t>(t);
+  t = std::bit_cast<float>(bits < 0xc2fc0000u ? bits : 0xc2fc0000u);  // at least -126
+  constexpr float kRound = 12582912.0f;
+  const float shifted = t + kRound;
+  const float k = shifted - kRound;
+  const float f = t - k;  // in [-1/2, 1/2]
+  float y = 5.5008932948e-2f;
+  y = y * f + 2.4221095443e-1f;
+  y = y * f + 6.9328290224e-1f;
+  y = y * f + 1.0f;
+  // k into y's exponent field: the low 9 bits of `shifted` hold k (those of 1.5 * 2^23 are zero).
+  return std::bit_cast<float>(std::bit_cast<std::uint32_t>(y) +
+                              (std::bit_cast<std::uint32_t>(shifted) << 23));
+}
+
 /// The statistics of one warped row. An entry's warped probability is warped_probability().
 struct WarpStats {
   float inv_temperature = 1.0f;  // z = logit * inv_temperature
@@ -168,24 +187,21 @@ inline std::int64_t tile_count(std::int64_t n) { return (n + kSumTile - 1) / kSu
 /// exp((logit - max) * inv_t) of the entries at offsets j mod kSumLanes in order (an entry past
 /// the tile's end would add +0), into `lanes`; with kAbove, `above` gets the same sums over the
 /// entries whose logit is at least `threshold`. The exponentials go straight into the lanes.
-template <bool kAbove, class T>
-SPECDEC_ENTRY_INLINE void add_tile_terms(const T* x, std::int64_t count, float max, float inv_t,
+/// kRough: rough_exp2 terms, `scale` being inv_t * log2(e); else exp_flush, `scale` inv_t.
+template <bool kAbove, bool kRough, class T>
+SPECDEC_ENTRY_INLINE void add_tile_terms(const T* x, std::int64_t count, float max, float scale,
                                          float threshold, float* lanes, float* above) {
-  std::int64_t i = 0;
-  for (; i + kSumLanes <= count; i += kSumLanes) {
-    for (int j = 0; j < kSumLanes; ++j) {
-      const float logit = to_float(x[i + j]);
-      const float term = exp_flush(scaled_exponent(logit, max, inv_t));
-      lanes[j] += term;
-      if constexpr (kAbove) above[j] += keep_if(logit >= threshold, term);
-    }
-  }
-  for (int j = 0; i + j < count; ++j) {
-    const float logit = to_float(x[i + j]);
-    const float term = exp_flush(scaled_exponent(logit, max, inv_t));
+  const auto add = [&](int j, float logit) {
+    const float z = scaled_exponent(logit, max, scale);
+    const float term = kRough ? rough_exp2(z) : exp_flush(z);
     lanes[j] += term;
     if constexpr (kAbove) above[j] += keep_if(logit >= threshold, term);
+  };
+  std::int64_t i = 0;
+  for (; i + kSumLanes <= count; i += kSumLanes) {
+    for (int j = 0; j < kSumLanes; ++j) add(j, to_float(x[i + j]));
   }
+  for (int j = 0; i + j < count; ++j) add(j, to_float(x[i + j]));
 }
 
 /// The lanes added in order 0..kSumLanes-1: a tile's sum.
@@ -454,9 +470,11 @@ std::int64_t gather_at_least(const T* logits, std::int64_t n, float gate, std::i
 /// cache. Per tile: the largest logit (and whether a NaN or +inf is there), then the tile rule's
 /// sum of exp((logit - tile max) * inv_t) into tiles[t] and, with kAbove, the same sum over the
 /// entries whose logit is at least `threshold`. Returns false when the row holds a NaN or +inf.
-template <bool kAbove = false, class T>
+/// kRough: the sums of rough_exp2 terms instead, within kRoughSum of the exact ones.
+template <bool kAbove = false, bool kRough = false, class T>
 SPECDEC_ROW_LOOP bool tile_pass(const T* logits, std::int64_t n, float inv_t, TileSum* tiles,
                                 float threshold = 0.0f) {
+  const float scale = kRough ? inv_t * 1.44269504088896341f : inv_t;
   std::int32_t bad = 0;
   for (std::int64_t b = 0, t = 0; b < n; b += kSumTile, ++t) {
     const T* x = logits + b;
@@ -472,9 +490,9 @@ SPECDEC_ROW_LOOP bool tile_pass(const T* logits, std::int64_t n, float inv_t, Ti
     }
     float lanes[kSumLanes] = {}, above[kSumLanes] = {};
     if (kAbove && max >= threshold) {
-      add_tile_terms<true>(x, count, max, inv_t, threshold, lanes, above);
+      add_tile_terms<true, kRough>(x, count, max, scale, threshold, lanes, above);
     } else {
-      add_tile_terms<false>(x, count, max, inv_t, threshold, lanes, above);
+      add_tile_terms<false, kRough>(x, count, max, scale, threshold, lanes, above);
     }
     tiles[t] = {max, add_lanes(lanes), add_lanes(above)};
   }
@@ -981,62 +999,77 @@ WarpStats warp_stats(const Warp& w, const T* logits, std::int64_t n, WarpScratch
   return s;
 }
 
-/// A row's statistics from the pass alone, for a warp that cuts by top-p only: the softmax part
-/// is final, the nucleus is not cut yet (cut_statistics cuts it from the same tiles), and `above`
-/// bounds the nucleus rank of one entry (warped_probability_bounds).
-struct PassedRow {
-  WarpStats stats;
-  double above = 0.0;  // softmax mass of the entries at or above the pass's threshold
+/// How far a rough pass's sums may stray, relative, from the exact ones: its terms lie within
+/// 1.2e-4 of exp_flush's (plus 2^-125, nothing against a sum of at least 1), each float sum within
+/// 5e-6 of its terms' sum; the margin is eight times that.
+inline constexpr double kRoughSum = 1e-3;
+
+/// A row read once with rough exponentials, for a warp whose only cut is top-p: the largest logit
+/// is exact, the softmax sum and the mass at or above a threshold within kRoughSum. That bounds an
+/// entry's warped probability (warped_probability_bounds) closely enough to decide most
+/// acceptances, in about half the arithmetic of the exact pass; the rest are decided exactly.
+struct RoughRow {
+  float inv_temperature = 1.0f;
+  float max = 0.0f;
+  double sum = 0.0;    // the softmax sum, relative to max
+  double above = 0.0;  // the mass at or above the threshold, over `sum`
   bool invalid = false;
 };
 
-/// Whether passed_row and warped_probability_bounds apply to warp `w` on rows of `n`: a cut by
-/// top-p (at most 0.999, so the row's mass always reaches it) and nothing else that cuts.
-inline bool top_p_only(const Warp& w, std::int64_t n) {
+/// Whether rough_row and warped_probability_bounds apply to warp `w` on rows of `n`: a sampling
+/// warp that cuts by top-p (at most 0.999, so the row's mass always reaches it) or not at all.
+inline bool roughly_bounded(const Warp& w, std::int64_t n) {
   return !w.is_greedy() && (w.top_k == 0 || w.top_k >= n) && !(w.min_p > 0.0f) &&
-         w.top_p < 1.0f && w.top_p <= 0.999f && n > kSmallRow;
+         (w.top_p >= 1.0f || w.top_p <= 0.999f) && n > kSmallRow &&
+         std::isfinite(1.0f / w.temperature * 1.44269504088896341f);
 }
 
-/// The pass of a row for an entry whose logit is `logit`: the softmax statistics and the mass at
-/// or above a threshold just below the logit. The margin (1e-3 in units of the exponent) covers
-/// the rounding by which an entry of a lower logit can reach the entry's probability.
+/// The rough pass of a row for an entry whose logit is `logit`. With top-p, also the mass at or
+/// above a threshold just below the logit: the margin (1e-3 in units of the exponent) covers the
+/// rounding by which an entry of a lower logit can reach the entry's probability.
 template <class T>
-PassedRow passed_row(const Warp& w, const T* logits, std::int64_t n, float logit, TileSum* tiles) {
-  PassedRow row;
+RoughRow rough_row(const Warp& w, const T* logits, std::int64_t n, float logit, TileSum* tiles) {
+  RoughRow row;
   const float inv_t = 1.0f / w.temperature;
-  row.stats.inv_temperature = inv_t;
-  const bool valid = tile_pass<true>(logits, n, inv_t, tiles, logit - 1e-3f / inv_t);
+  row.inv_temperature = inv_t;
+  const bool valid = w.top_p < 1.0f
+                         ? tile_pass<true, true>(logits, n, inv_t, tiles, logit - 1e-3f / inv_t)
+                         : tile_pass<false, true>(logits, n, inv_t, tiles);
   const RowSum sum = combine_tiles(tiles, tile_count(n), inv_t);
   row.invalid = !valid || !(sum.max > kNegInf);
   if (row.invalid) return row;
-  row.stats.max = sum.max;
-  row.stats.inv_sum = 1.0f / static_cast<float>(sum.sum);
+  row.max = sum.max;
+  row.sum = sum.sum;
   row.above = sum.above / sum.sum;
   return row;
 }
 
-/// Bounds on an entry's warped probability that need no cut: lo > 0 when the entry is certainly
-/// in the nucleus, and then lo <= warped_probability(cut statistics, logit, id) <= hi.
+/// Bounds on a warped probability: lo > 0 claims the entry is kept, with lo <= p <= hi.
 struct ProbabilityBounds {
   float lo = 0.0f;
   float hi = 0.0f;
 };
 
-/// The entry of `logit` is in the nucleus when the mass ranked before it is below top_p; that
-/// mass is at most the row's mass at or above the threshold (passed_row), known to a relative
-/// error far below 1e-3 (float exponentials and sums against the exact double sum of the written
-/// probabilities). In the nucleus, the kept mass K lies in [top_p, top_p + p): the cut entry is the
-/// first where the running mass reaches top_p and ranks no higher than the entry, of softmax
-/// probability p. The warped probability p * float(1 / K) is monotone in K, so K's ends bound it.
-inline ProbabilityBounds warped_probability_bounds(const PassedRow& row, float top_p,
-                                                   float logit) {
+/// Bounds on an entry's warped probability from a rough row: lo > 0 when the entry certainly
+/// has a positive probability, and then lo <= warped_probability(exact statistics, logit, id) <=
+/// hi. Its softmax probability is exp_flush of its exponent (exact) times 1/sum, the sum known to
+/// kRoughSum (the margins of 1e-6 cover the float roundings). With top-p, the entry is in the
+/// nucleus when the mass ranked before it is below top_p; that mass is at most the row's mass at
+/// or above the threshold, known to 2 kRoughSum plus the exact path's own roundings (far below
+/// 1e-3). In the nucleus, the kept mass K lies in [top_p, top_p + p): the cut entry is the first
+/// where the running mass reaches top_p and ranks no higher than the entry, of probability p.
+/// The warped probability p * float(1 / K) is monotone in K, so K's ends bound it.
+inline ProbabilityBounds warped_probability_bounds(const RoughRow& row, float top_p, float logit) {
+  const auto term =
+      static_cast<double>(exp_flush(scaled_exponent(logit, row.max, row.inv_temperature)));
+  if (!(term > 0.0)) return {};
+  const double lo = term / (row.sum * (1.0 + kRoughSum)) * (1.0 - 1e-6);
+  const double hi = term / (row.sum * (1.0 - kRoughSum)) * (1.0 + 1e-6);
+  if (top_p >= 1.0f) return {static_cast<float>(lo), static_cast<float>(hi)};
   const auto target = static_cast<double>(top_p);
-  if (!(row.above * (1.0 + 1e-3) < target)) return {};
-  const float p = softmax_probability(row.stats, logit, 0);
-  if (!(p > 0.0f)) return {};
-  // (The kept mass is a double sum: a relative 1e-9 covers its rounding many times over.)
-  const auto most = static_cast<float>(1.0 / ((target + static_cast<double>(p)) * (1.0 + 1e-9)));
-  return {p * most, p * static_cast<float>(1.0 / target)};
+  if (!(row.above * (1.0 + 2.0 * kRoughSum + 1e-3) < target)) return {};
+  return {static_cast<float>(lo / (target + hi) * (1.0 - 1e-6)),
+          static_cast<float>(hi / target * (1.0 + 1e-6))};
 }
 
 /// Warps a row of logits (a valid warp for its size) unless the row holds a NaN, +inf or no

@@ -86,19 +86,17 @@ ChainVerdict verify_chain_logits_unchecked(const Warp& w, const LogitRows<T>& ta
                                            const ArgName& token_name,
                                            const ChainLogitsScratch& scratch) {
   ChainVerdict verdict;
-  // A warp cutting by top-p alone: each row is first read once for its softmax statistics, and an
-  // acceptance that holds for every kept mass the rows allow needs no cut at all.
-  const bool bounded = top_p_only(w, vocab);
+  // A warp cutting by top-p or not at all: each row is first read once with rough exponentials,
+  // which bound p(x) and q(x) closely enough to accept most tokens; the rest (and every
+  // rejection) are decided on the exact statistics.
+  const bool rough = roughly_bounded(w, vocab);
   for (std::int64_t i = 0; i < gamma; ++i) {
     const Token x = tokens[i];
-    WarpStats draft_stats, target_stats;
-    std::int64_t support = -1;
-    bool cut = false;  // both statistics are complete
-    if (bounded) {
+    if (rough) {
       const float draft_logit = to_float(draft.row(i)[x]), target_logit = to_float(target.row(i)[x]);
-      const PassedRow d = passed_row(w, draft.row(i), vocab, draft_logit, scratch.draft_tiles);
-      const WarpScratch target_scratch = warp_scratch(scratch.warp, vocab);
-      const PassedRow t = passed_row(w, target.row(i), vocab, target_logit, target_scratch.tiles);
+      const RoughRow d = rough_row(w, draft.row(i), vocab, draft_logit, scratch.draft_tiles);
+      const RoughRow t =
+          rough_row(w, target.row(i), vocab, target_logit, warp_scratch(scratch.warp, vocab).tiles);
       if (!d.invalid && !t.invalid) {
         const ProbabilityBounds q = warped_probability_bounds(d, w.top_p, draft_logit);
         const ProbabilityBounds p = warped_probability_bounds(t, w.top_p, target_logit);
@@ -107,25 +105,16 @@ ChainVerdict verify_chain_logits_unchecked(const Warp& w, const LogitRows<T>& ta
           out[i] = x;
           continue;
         }
-        // Cut both from their tiles: the draft row first, so the target's candidates stay.
-        draft_stats = d.stats;
-        WarpScratch draft_scratch = target_scratch;
-        draft_scratch.tiles = scratch.draft_tiles;
-        cut_statistics(w, draft.row(i), vocab, draft_scratch, false, 0, draft_stats, nullptr);
-        target_stats = t.stats;
-        cut_statistics(w, target.row(i), vocab, target_scratch, false, 0, target_stats, &support);
-        cut = true;
       }
     }
-    if (!cut) {
-      // The draft row first, so the target's candidates stay in the scratch for a rejection; a
-      // bad target row is still reported before a bad draft row.
-      bool draft_invalid = false;
-      draft_stats =
-          warp_stats(w, draft.row(i), vocab, warp_scratch(scratch.warp, vocab), draft_invalid);
-      target_stats = checked_warp_stats(w, target, i, vocab, scratch.warp, &support);
-      if (draft_invalid) checked_warp_stats(w, draft, i, vocab, scratch.warp);
-    }
+    // The draft row first, so the target's candidates stay in the scratch for a rejection; a
+    // bad target row is still reported before a bad draft row.
+    std::int64_t support = -1;
+    bool draft_invalid = false;
+    const WarpStats draft_stats =
+        warp_stats(w, draft.row(i), vocab, warp_scratch(scratch.warp, vocab), draft_invalid);
+    const WarpStats target_stats = checked_warp_stats(w, target, i, vocab, scratch.warp, &support);
+    if (draft_invalid) checked_warp_stats(w, draft, i, vocab, scratch.warp);
     const float qx = warped_probability(draft_stats, to_float(draft.row(i)[x]), x);
     if (!(qx > 0.0f)) fail(token_name[i], "token {} has draft probability 0", x);
     const float px = warped_probability(target_stats, to_float(target.row(i)[x]), x);

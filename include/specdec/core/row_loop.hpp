@@ -9,14 +9,21 @@
 // code does and matches the entries recomputed alone. A build for AVX-512 gets its full width:
 // GCC's tuning for those CPUs prefers 256-bit vectors, and the row loops are bound by their
 // arithmetic, not by memory. Define SPECDEC_NO_CPU_CLONES to compile them once, as is.
+//
+// SPECDEC_BOUND_LOOP: a row loop whose results only bound others (the rough pass of
+// core/warp_stats.hpp), never recomputed entry by entry: its clones may fuse multiply-adds.
 #if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__) && defined(__x86_64__) && \
     !defined(__AVX2__) && !defined(SPECDEC_NO_CPU_CLONES)
 #define SPECDEC_ROW_LOOP \
   __attribute__((target_clones("arch=x86-64-v4", "avx2", "default"), optimize("fp-contract=off")))
+#define SPECDEC_BOUND_LOOP \
+  __attribute__((target_clones("arch=x86-64-v4", "avx2", "default"), optimize("fp-contract=fast")))
 #elif defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__) && defined(__AVX512F__)
 #define SPECDEC_ROW_LOOP __attribute__((target("prefer-vector-width=512")))
+#define SPECDEC_BOUND_LOOP __attribute__((target("prefer-vector-width=512")))
 #else
 #define SPECDEC_ROW_LOOP
+#define SPECDEC_BOUND_LOOP
 #endif
 
 // Entry functions the row loops call: inlined always, or the loops do not vectorise.

@@ -37,22 +37,16 @@
 
 namespace specdec::detail {
 
-/// The float's bits as a signed integer with the floats' order (for vectorisable max and clamps).
+/// -88.0f's bits: exp_flush's floor.
+inline constexpr std::uint32_t kExpFloorBits = 0xc2b00000u;
 
-
-/// e^x for x <= 0 (-inf included) as a branch-free polynomial that the compiler vectorises at any
-/// ISA level, so a row written in a vectorised loop and an entry recomputed alone give the same
-/// bits. Cody-Waite reduction x = k ln 2 + r, then a degree-5 minimax polynomial for e^r on
-/// |r| <= ln 2 / 2 (relative error below 2e-7 over every float in [-87, 0], checked exhaustively;
-/// five multiply-adds, which bound the row loops). Arguments at or below -88 give exactly 0: the
-/// clamp lands on 2^-127, whose exponent field is zero. (Every caller passes (logit - max) / T,
-/// never above 0.)
-SPECDEC_ENTRY_INLINE float exp_flush(float x) {
-  // The clamp to -88 as an unsigned minimum on the bits (negative floats below -88 have larger
-  // bits; zero and positive floats smaller ones): a float select keeps GCC from vectorising the
-  // loop without SSE4.1.
-  const auto bits = std::bit_cast<std::uint32_t>(x);
-  x = std::bit_cast<float>(bits < 0xc2b00000u ? bits : 0xc2b00000u);
+/// e^x for -88 <= x <= 0: Cody-Waite reduction x = k ln 2 + r, then a degree-5 minimax
+/// polynomial for e^r on |r| <= ln 2 / 2 (relative error below 2e-7 wherever the result is normal,
+/// checked over the range in tests/core/test_warp_stats.cpp; five multiply-adds, which bound the
+/// row loops). Branch-free, so the compiler vectorises it at any ISA level, and a row written in a
+/// vectorised loop and an entry recomputed alone give the same bits. A loop whose arguments are
+/// known to be at least -88 calls it directly; everything else calls exp_flush.
+SPECDEC_ENTRY_INLINE float exp_in_range(float x) {
   constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
   const float shifted = x * 1.44269504088896341f + kRound;
   const float k = shifted - kRound;
@@ -68,16 +62,25 @@ SPECDEC_ENTRY_INLINE float exp_flush(float x) {
   return y * std::bit_cast<float>((std::bit_cast<std::uint32_t>(shifted) + 127u) << 23);
 }
 
-/// 2^t for t <= 0 to a relative 1.1e-4 (a degree-3 minimax polynomial, three multiply-adds): the
-/// terms of a pass that only bounds a row's sum (RoughRow). Results below 2^-125 are some value in
-/// [0, 2^-125): the clamp keeps the exponent from wrapping.
-SPECDEC_ENTRY_INLINE float rough_exp2(float t) {
-  const auto bits = std::bit_cast<std::uint32_t>(t);
-  t = std::bit_cast<float>(bits < 0xc2fc0000u ? bits : 0xc2fc0000u);  // at least -126
+/// e^x for x <= 0 (-inf included): exp_in_range after a clamp to -88, where the result is exactly
+/// 0 (the clamp lands on 2^-127, whose exponent field is zero). Every caller passes
+/// (logit - max) / T, never above 0.
+SPECDEC_ENTRY_INLINE float exp_flush(float x) {
+  // The clamp as an unsigned minimum on the bits (negative floats below -88 have larger bits;
+  // zero and positive floats smaller ones): a float select keeps GCC from vectorising the loop
+  // without SSE4.1.
+  const auto bits = std::bit_cast<std::uint32_t>(x);
+  return exp_in_range(std::bit_cast<float>(bits < kExpFloorBits ? bits : kExpFloorBits));
+}
+
+/// 2^(d * scale) for d * scale in [-126, 0], to a relative 1.1e-4 (a degree-3 minimax polynomial,
+/// three multiply-adds, the exponent added to the bits): the terms of a pass that only bounds a
+/// row's sum (RoughRow), where the build may fuse the products into the sums.
+SPECDEC_ENTRY_INLINE float rough_exp2(float d, float scale) {
   constexpr float kRound = 12582912.0f;
-  const float shifted = t + kRound;
+  const float shifted = d * scale + kRound;
   const float k = shifted - kRound;
-  const float f = t - k;  // in [-1/2, 1/2]
+  const float f = d * scale - k;  // in [-1/2, 1/2]
   float y = 5.5008932948e-2f;
   y = y * f + 2.4221095443e-1f;
   y = y * f + 6.9328290224e-1f;
@@ -187,13 +190,21 @@ inline std::int64_t tile_count(std::int64_t n) { return (n + kSumTile - 1) / kSu
 /// exp((logit - max) * inv_t) of the entries at offsets j mod kSumLanes in order (an entry past
 /// the tile's end would add +0), into `lanes`; with kAbove, `above` gets the same sums over the
 /// entries whose logit is at least `threshold`. The exponentials go straight into the lanes.
-/// kRough: rough_exp2 terms, `scale` being inv_t * log2(e); else exp_flush, `scale` inv_t.
-template <bool kAbove, bool kRough, class T>
-SPECDEC_ENTRY_INLINE void add_tile_terms(const T* x, std::int64_t count, float max, float scale,
+/// kClamp: some entry's exponent may be below exp_flush's floor. kRough: rough_exp2 terms instead.
+template <bool kAbove, bool kRough, bool kClamp, class T>
+SPECDEC_ENTRY_INLINE void add_tile_terms(const T* x, std::int64_t count, float max, float inv_t,
                                          float threshold, float* lanes, float* above) {
+  const float rough_scale = inv_t * 1.44269504088896341f;
+  const float rough_floor = -126.0f / rough_scale;
   const auto add = [&](int j, float logit) {
-    const float z = scaled_exponent(logit, max, scale);
-    const float term = kRough ? rough_exp2(z) : exp_flush(z);
+    float term;
+    if constexpr (kRough) {
+      const float d = logit - max;
+      term = rough_exp2(kClamp ? (d > rough_floor ? d : rough_floor) : d, rough_scale);
+    } else {
+      const float z = scaled_exponent(logit, max, inv_t);
+      term = kClamp ? exp_flush(z) : exp_in_range(z);
+    }
     lanes[j] += term;
     if constexpr (kAbove) above[j] += keep_if(logit >= threshold, term);
   };
@@ -466,35 +477,56 @@ std::int64_t gather_at_least(const T* logits, std::int64_t n, float gate, std::i
   return m;
 }
 
+/// One tile of a pass: its largest logit (and, into `bad`, whether a NaN or +inf is there), then
+/// the tile rule's sum of exp((logit - tile max) * inv_t) and, with kAbove, the same sum over the
+/// entries whose logit is at least `threshold`. A tile whose smallest exponent is at least the
+/// exponential's floor (no -inf, a range of logits under 88 T) skips the clamp.
+template <bool kAbove, bool kRough, class T>
+SPECDEC_ENTRY_INLINE TileSum tile_sum(const T* x, std::int64_t count, float inv_t, float threshold,
+                                      std::int32_t& bad) {
+  // Integer keys with the floats' order: the reductions vectorise at any ISA level.
+  KeyRange keys;
+  key_range(x, count, keys.best, keys.worst);
+  bad |= keys.bad() ? 1 : 0;
+  const float max = from_signed_order_key(keys.best);
+  if (!(max > kNegInf)) return {max, 0.0f, 0.0f};
+  const float least = from_signed_order_key(keys.worst);
+  const bool clamp = kRough ? !((least - max) * (inv_t * 1.44269504088896341f) >= -126.0f)
+                            : !(scaled_exponent(least, max, inv_t) >= -88.0f);
+  float lanes[kSumLanes] = {}, above[kSumLanes] = {};
+  const bool with_above = kAbove && max >= threshold;
+  if (with_above && clamp) {
+    add_tile_terms<true, kRough, true>(x, count, max, inv_t, threshold, lanes, above);
+  } else if (with_above) {
+    add_tile_terms<true, kRough, false>(x, count, max, inv_t, threshold, lanes, above);
+  } else if (clamp) {
+    add_tile_terms<false, kRough, true>(x, count, max, inv_t, threshold, lanes, above);
+  } else {
+    add_tile_terms<false, kRough, false>(x, count, max, inv_t, threshold, lanes, above);
+  }
+  return {max, add_lanes(lanes), add_lanes(above)};
+}
+
 /// The statistics pass: one read of the row, a tile at a time while it is in the first-level
-/// cache. Per tile: the largest logit (and whether a NaN or +inf is there), then the tile rule's
-/// sum of exp((logit - tile max) * inv_t) into tiles[t] and, with kAbove, the same sum over the
-/// entries whose logit is at least `threshold`. Returns false when the row holds a NaN or +inf.
-/// kRough: the sums of rough_exp2 terms instead, within kRoughSum of the exact ones.
-template <bool kAbove = false, bool kRough = false, class T>
+/// cache (tile_sum into tiles[t]). Returns false when the row holds a NaN or +inf.
+template <bool kAbove = false, class T>
 SPECDEC_ROW_LOOP bool tile_pass(const T* logits, std::int64_t n, float inv_t, TileSum* tiles,
                                 float threshold = 0.0f) {
-  const float scale = kRough ? inv_t * 1.44269504088896341f : inv_t;
   std::int32_t bad = 0;
   for (std::int64_t b = 0, t = 0; b < n; b += kSumTile, ++t) {
-    const T* x = logits + b;
-    const std::int64_t count = std::min(n - b, kSumTile);
-    // Integer keys with the floats' order: the reductions vectorise at any ISA level.
-    KeyRange keys;
-    key_range(x, count, keys.best, keys.worst);
-    bad |= keys.bad() ? 1 : 0;
-    const float max = from_signed_order_key(keys.best);
-    if (!(max > kNegInf)) {
-      tiles[t] = {max, 0.0f, 0.0f};
-      continue;
-    }
-    float lanes[kSumLanes] = {}, above[kSumLanes] = {};
-    if (kAbove && max >= threshold) {
-      add_tile_terms<true, kRough>(x, count, max, scale, threshold, lanes, above);
-    } else {
-      add_tile_terms<false, kRough>(x, count, max, scale, threshold, lanes, above);
-    }
-    tiles[t] = {max, add_lanes(lanes), add_lanes(above)};
+    tiles[t] = tile_sum<kAbove, false>(logits + b, std::min(n - b, kSumTile), inv_t, threshold, bad);
+  }
+  return bad == 0;
+}
+
+/// tile_pass with rough_exp2 terms: sums within kRoughSum of the exact ones, in about half the
+/// arithmetic.
+template <bool kAbove = false, class T>
+SPECDEC_BOUND_LOOP bool rough_tile_pass(const T* logits, std::int64_t n, float inv_t,
+                                        TileSum* tiles, float threshold = 0.0f) {
+  std::int32_t bad = 0;
+  for (std::int64_t b = 0, t = 0; b < n; b += kSumTile, ++t) {
+    tiles[t] = tile_sum<kAbove, true>(logits + b, std::min(n - b, kSumTile), inv_t, threshold, bad);
   }
   return bad == 0;
 }
@@ -960,6 +992,38 @@ void cut_statistics(const Warp& w, const T* logits, std::int64_t n, WarpScratch 
   if (support != nullptr && (top_k || top_p || min_p)) *support = m;
 }
 
+/// The entries a cut row keeps among the candidates warp_stats left (`support` of them: ids
+/// ascending in scratch.ids, and in scratch.values their softmax probabilities, unless min-p
+/// rescaled them): their ids into kept_ids and their warped probabilities into kept, ascending;
+/// returns their count. Whatever is drawn from or summed over the row is drawn or summed over
+/// these alone (the rest are +0). A nucleus-only cut reads the probabilities the cut left.
+template <class T>
+std::int64_t kept_candidates(const WarpStats& s, const T* logits, const WarpScratch& scratch,
+                             std::int64_t support, std::int32_t* kept_ids, float* kept) {
+  const std::int32_t* ids = scratch.ids;
+  const float* values = scratch.values;
+  std::int64_t count = 0;
+  if (s.top_k_last < 0 && s.top_p_last >= 0 && !(s.min_p_threshold > 0.0f)) {
+    // warped_probability's top-p step on softmax_probability, which values[j] already is.
+    for (std::int64_t j = 0; j < support; ++j) {
+      const float p = below_cut(values[j], ids[j], s.top_p_value, s.top_p_last)
+                          ? 0.0f
+                          : values[j] * s.inv_top_p_kept;
+      kept_ids[count] = ids[j];
+      kept[count] = p;
+      count += p > 0.0f ? 1 : 0;
+    }
+    return count;
+  }
+  for (std::int64_t j = 0; j < support; ++j) {
+    const float p = warped_probability(s, to_float(logits[ids[j]]), ids[j]);
+    kept_ids[count] = ids[j];
+    kept[count] = p;
+    count += p > 0.0f ? 1 : 0;
+  }
+  return count;
+}
+
 /// The statistics of warp `w` applied to a row of logits (valid: finite or -inf, one finite).
 /// `invalid` is set (and nothing else computed) when the row holds a NaN or +inf or no finite
 /// entry, for the caller to report. When the warp cuts (top-k, top-p or min-p) and `support` is
@@ -1033,8 +1097,8 @@ RoughRow rough_row(const Warp& w, const T* logits, std::int64_t n, float logit, 
   const float inv_t = 1.0f / w.temperature;
   row.inv_temperature = inv_t;
   const bool valid = w.top_p < 1.0f
-                         ? tile_pass<true, true>(logits, n, inv_t, tiles, logit - 1e-3f / inv_t)
-                         : tile_pass<false, true>(logits, n, inv_t, tiles);
+                         ? rough_tile_pass<true>(logits, n, inv_t, tiles, logit - 1e-3f / inv_t)
+                         : rough_tile_pass<false>(logits, n, inv_t, tiles);
   const RowSum sum = combine_tiles(tiles, tile_count(n), inv_t);
   row.invalid = !valid || !(sum.max > kNegInf);
   if (row.invalid) return row;

@@ -125,13 +125,15 @@ ChainVerdict verify_chain_logits_unchecked(const Warp& w, const LogitRows<T>& ta
       continue;
     }
     if (support >= 0) {
-      // A cut target row: the residual is positive only at its candidates.
-      const std::int32_t* ids = warp_scratch(scratch.warp, vocab).ids;
-      for (std::int64_t j = 0; j < support; ++j) {
-        scratch.target_row[j] = warped_probability(target_stats, to_float(target.row(i)[ids[j]]), ids[j]);
-        scratch.draft_row[j] = warped_probability(draft_stats, to_float(draft.row(i)[ids[j]]), ids[j]);
+      // A cut target row: the residual is positive only where the row keeps an entry.
+      const WarpScratch ws = warp_scratch(scratch.warp, vocab);
+      const std::int64_t kept = kept_candidates(target_stats, target.row(i), ws, support,
+                                                ws.bucket, scratch.target_row);
+      for (std::int64_t j = 0; j < kept; ++j) {
+        const std::int32_t id = ws.bucket[j];
+        scratch.draft_row[j] = warped_probability(draft_stats, to_float(draft.row(i)[id]), id);
       }
-      out[i] = rejection_correction_sparse(ids, scratch.target_row, scratch.draft_row, support,
+      out[i] = rejection_correction_sparse(ws.bucket, scratch.target_row, scratch.draft_row, kept,
                                            vocab, s, scratch.residual);
       verdict.accepted = static_cast<std::int32_t>(i);
       verdict.emitted = verdict.accepted + 1;
@@ -174,13 +176,12 @@ ChainVerdict verify_chain_logits_unchecked(const Warp& w, const LogitRows<T>& ta
   const WarpStats bonus = checked_warp_stats(w, target, gamma, vocab, scratch.warp, &support);
   const auto s = stream.at_position(stream.position + static_cast<std::uint32_t>(gamma));
   if (support >= 0) {
-    // A cut row: its entries that can be positive are the warp's candidates, so the bonus token
-    // is drawn from them alone, as sample_row would draw it from the written row.
-    const std::int32_t* ids = warp_scratch(scratch.warp, vocab).ids;
-    for (std::int64_t j = 0; j < support; ++j) {
-      scratch.target_row[j] = warped_probability(bonus, to_float(target.row(gamma)[ids[j]]), ids[j]);
-    }
-    out[gamma] = SparseRow{ids, scratch.target_row, support, vocab}.sample(s.uniform(0));
+    // A cut row: the bonus token is drawn from the entries it keeps, as sample_row would draw it
+    // from the written row.
+    const WarpScratch ws = warp_scratch(scratch.warp, vocab);
+    const std::int64_t kept =
+        kept_candidates(bonus, target.row(gamma), ws, support, ws.bucket, scratch.target_row);
+    out[gamma] = SparseRow{ws.bucket, scratch.target_row, kept, vocab}.sample(s.uniform(0));
   } else if (bonus.greedy >= 0) {
     out[gamma] = static_cast<Token>(bonus.greedy);  // sample_row on a one-hot row
   } else if (vocab >= kFilledRowMin) {

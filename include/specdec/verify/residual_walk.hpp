@@ -78,19 +78,22 @@ SPECDEC_HOST_DEVICE double copy_row(const S* source, std::int64_t n, float* scra
 /// skipped by their (vectorised) sums; the block holding the threshold is scanned.
 template <class S>
 SPECDEC_HOST_DEVICE Token sample_row(const S* row, std::int64_t n, float u) {
-  constexpr std::int64_t kBlock = 1024;
+  constexpr std::int64_t kBlock = kBlockedSumBlock;
   const auto value = [=](std::int64_t i) { return to_float(row[i]); };
   const double threshold = u * blocked_sum(value, 0, n);
   double running = 0.0;
-  for (std::int64_t b = 0; b < n; b += kBlock) {
-    const std::int64_t e = b + kBlock < n ? b + kBlock : n;
-    const double block = blocked_sum(value, b, e);
-    if (running + block <= threshold && e < n) {
-      running += block;
-      continue;
+  for (std::int64_t group = 0; group < n; group += kBlockedSumGroup * kBlock) {
+    float sums[kBlockedSumGroup];
+    const int count = block_sums(value, group, n, sums);
+    for (int k = 0; k < count; ++k) {
+      const std::int64_t b = group + k * kBlock, e = b + kBlock < n ? b + kBlock : n;
+      if (running + sums[k] <= threshold && e < n) {
+        running += sums[k];
+        continue;
+      }
+      const std::int64_t found = inverse_cdf_scan(value, b, e, running, threshold);
+      if (found >= 0) return static_cast<Token>(found);
     }
-    const std::int64_t found = inverse_cdf_scan(value, b, e, running, threshold);
-    if (found >= 0) return static_cast<Token>(found);
   }
   return static_cast<Token>(last_positive(value, 0, n, 0));
 }

@@ -526,7 +526,7 @@ TEST_CASE("a token drawn from a row computed a block at a time is the one sample
         ++fills;
         std::copy(row.begin() + b, row.begin() + e, out);
       };
-      std::vector<float> buffer(1024), sums(static_cast<std::size_t>(n / 1024 + 1));
+      std::vector<float> buffer(4096), sums(static_cast<std::size_t>(n / 1024 + 1));
       const detail::FilledRow filled{fill, n, buffer.data(), sums.data()};
       const double total = filled.sum();
       CHECK(total == detail::blocked_sum([&](std::int64_t i) { return row[static_cast<std::size_t>(i)]; }, 0, n));

@@ -21,9 +21,9 @@
 namespace specdec::detail {
 
 /// Rows of at least this many entries are drawn from without being written (FilledRow): a row of
-/// scratch then holds the blocks being computed and the block sums.
-inline constexpr std::int64_t kFilledBlock = 1024;
-inline constexpr std::int64_t kFilledRowMin = 4 * kFilledBlock;
+/// scratch then holds the span being computed and the block sums.
+inline constexpr std::int64_t kFilledSpan = kBlockedSumGroup * kBlockedSumBlock;  // FilledRow::kSpan
+inline constexpr std::int64_t kFilledRowMin = 2 * kFilledSpan;
 
 /// Scratch of one chain step from logits: three rows of `vocab` floats, the warp's scratch and the
 /// draft row's tiles.
@@ -140,23 +140,23 @@ ChainVerdict verify_chain_logits_unchecked(const Warp& w, const LogitRows<T>& ta
       return verdict;
     }
     if (vocab >= kFilledRowMin && target_stats.greedy < 0 && draft_stats.greedy < 0) {
-      // Neither row is cut: the residual [p - q]+ is computed a block at a time, never written.
-      float* buffers = scratch.target_row;  // p, q and the residual block, then the block sums
+      // Neither row is cut: the residual [p - q]+ is computed a span at a time, never written
+      // (p and q in the first two scratch rows, the span and the block sums in the third).
       const T* target_logits = target.row(i);
       const T* draft_logits = draft.row(i);
-      const auto residual = [&](std::int64_t b, std::int64_t e, float* out_block) {
-        write_warped_row(target_stats, target_logits + b, e - b, buffers);
-        write_warped_row(draft_stats, draft_logits + b, e - b, buffers + kFilledBlock);
+      const auto residual = [&](std::int64_t b, std::int64_t e, float* out_span) {
+        write_warped_row(target_stats, target_logits + b, e - b, scratch.target_row);
+        write_warped_row(draft_stats, draft_logits + b, e - b, scratch.draft_row);
         for (std::int64_t j = 0; j < e - b; ++j) {
-          out_block[j] = scaled_residual(buffers[j], 1.0f, buffers[kFilledBlock + j]);
+          out_span[j] = scaled_residual(scratch.target_row[j], 1.0f, scratch.draft_row[j]);
         }
       };
-      const auto target_only = [&](std::int64_t b, std::int64_t e, float* out_block) {
-        write_warped_row(target_stats, target_logits + b, e - b, out_block);
+      const auto target_only = [&](std::int64_t b, std::int64_t e, float* out_span) {
+        write_warped_row(target_stats, target_logits + b, e - b, out_span);
       };
-      out[i] = rejection_correction_filled(
-          FilledRow{residual, vocab, buffers + 2 * kFilledBlock, buffers + 3 * kFilledBlock},
-          FilledRow{target_only, vocab, buffers + 2 * kFilledBlock, buffers + 3 * kFilledBlock}, s);
+      float* sums = scratch.residual + kFilledSpan;
+      out[i] = rejection_correction_filled(FilledRow{residual, vocab, scratch.residual, sums},
+                                           FilledRow{target_only, vocab, scratch.residual, sums}, s);
       verdict.accepted = static_cast<std::int32_t>(i);
       verdict.emitted = verdict.accepted + 1;
       return verdict;
@@ -190,7 +190,7 @@ ChainVerdict verify_chain_logits_unchecked(const Warp& w, const LogitRows<T>& ta
     const FilledRow row{[&](std::int64_t b, std::int64_t e, float* block) {
                           write_warped_row(bonus, logits + b, e - b, block);
                         },
-                        vocab, scratch.target_row, scratch.target_row + kFilledBlock};
+                        vocab, scratch.target_row, scratch.target_row + kFilledSpan};
     out[gamma] = row.sample(s.uniform(0), row.sum());
   } else {
     write_warped_row(bonus, target.row(gamma), vocab, scratch.target_row);

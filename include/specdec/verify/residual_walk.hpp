@@ -179,15 +179,16 @@ struct SparseRow {
 
 /// A row that is not written: fill(b, e, out) computes its entries [b, e) into out. Its sum and
 /// draws are blocked_sum's and sample_row's on the written row bit for bit: each block of
-/// blocked_sum is computed once for its sum (kept in block_sums), and the block a draw falls in
-/// once more for its scan.
+/// blocked_sum is computed once for its sum (kept in block_sums; kSpan entries at a time, so
+/// block_sums adds whole groups), and the block a draw falls in once more for its scan.
 template <class Fill>
 struct FilledRow {
   Fill fill;
   std::int64_t n;
-  float* buffer;       // kBlock floats
+  float* buffer;       // kSpan floats
   float* block_sums;   // one per block
-  static constexpr std::int64_t kBlock = 1024;  // blocked_sum's and sample_row's block
+  static constexpr std::int64_t kBlock = kBlockedSumBlock;  // blocked_sum's and sample_row's
+  static constexpr std::int64_t kSpan = kBlockedSumGroup * kBlock;
 
   std::int64_t blocks() const { return (n + kBlock - 1) / kBlock; }
   std::int64_t end(std::int64_t k) const { return (k + 1) * kBlock < n ? (k + 1) * kBlock : n; }
@@ -198,11 +199,13 @@ struct FilledRow {
   /// blocked_sum over the row; keeps the block sums for sample().
   double sum() const {
     double total = 0.0;
-    for (std::int64_t k = 0; k < blocks(); ++k) {
-      const float* values = filled(k);
-      block_sums[k] = static_cast<float>(
-          blocked_sum([=](std::int64_t i) { return values[i]; }, 0, end(k) - k * kBlock));
-      total += block_sums[k];
+    for (std::int64_t b = 0; b < n; b += kSpan) {
+      const std::int64_t e = b + kSpan < n ? b + kSpan : n;
+      fill(b, e, buffer);
+      const float* values = buffer;
+      float* sums = block_sums + b / kBlock;
+      const int count = detail::block_sums([=](std::int64_t i) { return values[i]; }, 0, e - b, sums);
+      for (int k = 0; k < count; ++k) total += sums[k];
     }
     return total;
   }

@@ -15,6 +15,7 @@
 #include "specdec/core/checked.hpp"
 #include "specdec/core/error.hpp"
 #include "specdec/core/numerics.hpp"
+#include "specdec/core/row_loop.hpp"
 #include "specdec/core/token.hpp"
 
 namespace specdec {
@@ -23,19 +24,19 @@ namespace specdec {
 /// rows computed in fp16/bf16 and summed in fp32 over 256k entries.
 inline constexpr double kProbabilitySumTolerance = 1e-3;
 
-/// A probability row: non-empty, every entry finite and >= 0, sum within `tolerance` of 1.
-template <class T = float>
-void check_probability_row(const ArgName& name, std::type_identity_t<std::span<const T>> row,
-                           double tolerance = kProbabilitySumTolerance) {
-  if (row.empty()) detail::fail(name, "the row is empty");
+namespace detail {
+
+/// One read of a probability row (a row loop): whether some entry is not finite or negative (-0
+/// passes), and its sum (16 float lanes per block of 1024, blocks in double) into `sum`.
+template <class T>
+SPECDEC_ROW_LOOP bool probability_row_is_bad(const T* row, std::size_t n, double& sum) {
   // Vectorisable loops (a serial double sum costs 4 cycles an entry): bad entries flagged by their
-  // bits, the sum in 16 float lanes per block of 1024 and the blocks in double; a bad row is
-  // scanned again to name the entry.
+  // bits, the sum in vectors of lanes.
   constexpr std::size_t kLanes = 16, kBlock = 1024;
   std::uint32_t bad = 0;
-  double sum = 0.0;
-  for (std::size_t b = 0; b < row.size(); b += kBlock) {
-    const std::size_t e = std::min(row.size(), b + kBlock);
+  double total = 0.0;
+  for (std::size_t b = 0; b < n; b += kBlock) {
+    const std::size_t e = std::min(n, b + kBlock);
     for (std::size_t i = b; i < e; ++i) {
       // Finite and >= 0: below +inf's bits, or -0.
       const auto bits = std::bit_cast<std::uint32_t>(static_cast<float>(row[i]));
@@ -53,7 +54,7 @@ void check_probability_row(const ArgName& name, std::type_identity_t<std::span<c
       for (std::size_t k = 0; k < kLanes / 4; ++k) {
         Floats4 x;
         if constexpr (std::is_same_v<T, float>) {
-          std::memcpy(&x, row.data() + i + 4 * k, sizeof x);
+          std::memcpy(&x, row + i + 4 * k, sizeof x);
         } else {
           for (std::size_t j = 0; j < 4; ++j) x[j] = static_cast<float>(row[i + 4 * k + j]);
         }
@@ -65,9 +66,23 @@ void check_probability_row(const ArgName& name, std::type_identity_t<std::span<c
     }
 #endif
     for (; i < e; ++i) block += static_cast<float>(row[i]);
-    sum += static_cast<double>(block);
+    total += static_cast<double>(block);
   }
-  if (bad != 0) {
+  sum = total;
+  return bad != 0;
+}
+
+}  // namespace detail
+
+/// A probability row: non-empty, every entry finite and >= 0, sum within `tolerance` of 1.
+template <class T = float>
+void check_probability_row(const ArgName& name, std::type_identity_t<std::span<const T>> row,
+                           double tolerance = kProbabilitySumTolerance) {
+  if (row.empty()) detail::fail(name, "the row is empty");
+  double sum = 0.0;
+  const bool bad = detail::probability_row_is_bad(row.data(), row.size(), sum);
+  // A bad row is scanned again to name the entry.
+  if (bad) {
     for (std::size_t k = 0; k < row.size(); ++k) {
       const float v = static_cast<float>(row[k]);
       if (!std::isfinite(v) || v < 0.0f) {

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "reference.hpp"
@@ -162,34 +163,54 @@ void chain_step_args(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_ChainStep)->Apply(chain_step_args)->UseRealTime();
 
 // The DRAM reference: read `rows` rows of V floats (sum them with 16 independent accumulators),
-// taken in turn from a 512 MiB buffer so every read misses the last-level cache.
+// taken in turn from a 512 MiB buffer so every read misses the last-level cache; with `threads`
+// readers, each takes an equal share of the rows (what the memory system gives B = 64 on two
+// threads).
+float sum_floats(const float* p, std::size_t count) {
+  float acc[16] = {};
+  std::size_t i = 0;
+  for (; i + 16 <= count; i += 16) {
+    for (int j = 0; j < 16; ++j) acc[j] += p[i + static_cast<std::size_t>(j)];
+  }
+  float s = 0.0f;
+  for (; i < count; ++i) s += p[i];
+  for (float a : acc) s += a;
+  return s;
+}
+
 void BM_StreamRows(benchmark::State& state) {
   const auto vocab = state.range(0);
   const auto rows = state.range(1);
+  const auto threads = static_cast<std::size_t>(state.range(2));
   const std::size_t span = static_cast<std::size_t>(vocab * rows);
   const std::size_t total = std::max<std::size_t>(std::size_t{128} << 20, 2 * span);
   std::vector<float> buffer(total, 1.0f);
   std::size_t offset = 0;
+  std::vector<float> sums(threads);
   for (auto _ : state) {
     if (offset + span > total) offset = 0;
-    float acc[16] = {};
     const float* p = buffer.data() + offset;
-    std::size_t i = 0;
-    for (; i + 16 <= span; i += 16) {
-      for (int j = 0; j < 16; ++j) acc[j] += p[i + static_cast<std::size_t>(j)];
+    if (threads == 1) {
+      sums[0] = sum_floats(p, span);
+    } else {
+      std::vector<std::thread> readers;
+      for (std::size_t t = 0; t < threads; ++t) {
+        readers.emplace_back([&, t] {
+          sums[t] = sum_floats(p + span / threads * t, span / threads);
+        });
+      }
+      for (auto& reader : readers) reader.join();
     }
-    float s = 0.0f;
-    for (; i < span; ++i) s += p[i];
-    for (float a : acc) s += a;
-    benchmark::DoNotOptimize(s);
+    benchmark::DoNotOptimize(sums.data());
     offset += span;
   }
   sb::set_vocab_counters(state, vocab, static_cast<double>(rows));
 }
 BENCHMARK(BM_StreamRows)
-    ->ArgNames({"V", "rows"})
-    ->ArgsProduct({{32000, 128256, 151936, 256000}, {2, 11}})
-    ->Args({128256, 11 * 64})
+    ->ArgNames({"V", "rows", "threads"})
+    ->ArgsProduct({{32000, 128256, 151936, 256000}, {2, 11}, {1}})
+    ->Args({128256, 11 * 64, 1})
+    ->Args({128256, 11 * 64, 2})
     ->UseRealTime();
 
 // A plain transcription of the step a simple engine performs: full softmax (with temperature) of

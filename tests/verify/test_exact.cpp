@@ -272,6 +272,55 @@ TEST_CASE("typical acceptance accepts above its threshold and claims nothing", "
   CHECK_FALSE(claimed_distribution(Typical{}, target, draft, 1, claimed));
 }
 
+TEST_CASE("typical acceptance decides without the entropy as it does with it",
+          "[verify][typical]") {
+  // A first candidate above min(epsilon, 1.002 delta) is accepted unread; every verdict must be
+  // the one the threshold min(epsilon, delta exp(-H)) gives, on rows from flat to one-hot, and on
+  // rows whose largest entry passes 1 within the probability check's tolerance.
+  toy::ToyRandom rng(31);
+  int unread = 0, compared = 0;
+  for (const double alpha : {0.02, 0.3, 3.0}) {
+    for (const std::int64_t vocab : {5, 64, 3000}) {
+      for (int trial = 0; trial < 30; ++trial) {
+        std::vector<float> target = toy::dirichlet(vocab, alpha, rng);
+        if (trial % 10 == 0) {  // one entry carries everything, rounded up past 1
+          std::fill(target.begin(), target.end(), 0.0f);
+          target[static_cast<std::size_t>(trial) % target.size()] = 1.0009f;
+        }
+        check_probability_row<float>("target", target);
+        std::vector<Token> candidates;
+        for (int k = 0; k < 3; ++k) {
+          candidates.push_back(static_cast<Token>(rng.uniform() * static_cast<double>(vocab)));
+        }
+        for (const auto [epsilon, delta] : {std::pair{0.3f, 0.09f}, std::pair{0.05f, 0.9f},
+                                            std::pair{0.9f, 0.5f}, std::pair{1.0f, 1.0f}}) {
+          const float h = detail::row_entropy(target.data(), vocab);
+          const float threshold = std::fmin(epsilon, delta * std::exp(-h));
+          std::int32_t want = -1;
+          for (std::int32_t k = 0; k < 3 && want < 0; ++k) {
+            if (target[static_cast<std::size_t>(candidates[static_cast<std::size_t>(k)])] >
+                threshold) {
+              want = k;
+            }
+          }
+          const auto verdict = detail::typical_row(target.data(), vocab, candidates.data(), 3,
+                                                   epsilon, delta, RandomStream{7});
+          CAPTURE(alpha, vocab, trial, epsilon, delta, h);
+          CHECK(verdict.accepted == want);
+          if (want >= 0) CHECK(verdict.token == candidates[static_cast<std::size_t>(want)]);
+          unread += target[static_cast<std::size_t>(candidates[0])] >
+                            detail::typical_threshold_bound(epsilon, delta)
+                        ? 1
+                        : 0;
+          ++compared;
+        }
+      }
+    }
+  }
+  CHECK(compared == 3 * 3 * 30 * 4);
+  CHECK(unread > compared / 20);
+}
+
 TEST_CASE("disjoint supports never accept and output the target", "[verify][exact][edge]") {
   const Pair p{{0.f, 0.f, .4f, .6f}, {.5f, .5f, 0.f, 0.f}, {}, {}};
   for (const auto& rule : lossless_rules()) {

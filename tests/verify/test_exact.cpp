@@ -292,8 +292,8 @@ TEST_CASE("typical acceptance decides without the entropy as it does with it",
         for (int k = 0; k < 3; ++k) {
           candidates.push_back(static_cast<Token>(rng.uniform() * static_cast<double>(vocab)));
         }
-        for (const auto [epsilon, delta] : {std::pair{0.3f, 0.09f}, std::pair{0.05f, 0.9f},
-                                            std::pair{0.9f, 0.5f}, std::pair{1.0f, 1.0f}}) {
+        for (const auto& [epsilon, delta] : {std::pair{0.3f, 0.09f}, std::pair{0.05f, 0.9f},
+                                             std::pair{0.9f, 0.5f}, std::pair{1.0f, 1.0f}}) {
           const float h = detail::row_entropy(target.data(), vocab);
           const float threshold = std::fmin(epsilon, delta * std::exp(-h));
           std::int32_t want = -1;

@@ -17,12 +17,12 @@
 #include "specdec/core/warp_stats.hpp"
 #include "specdec/verify/chain.hpp"
 #include "specdec/verify/rejection.hpp"
+#include "specdec/verify/residual_walk.hpp"
 
 namespace specdec::detail {
 
 /// Rows of at least this many entries are drawn from without being written (FilledRow): a row of
 /// scratch then holds the span being computed and the block sums.
-inline constexpr std::int64_t kFilledSpan = kBlockedSumGroup * kBlockedSumBlock;  // FilledRow::kSpan
 inline constexpr std::int64_t kFilledRowMin = 2 * kFilledSpan;
 
 /// Scratch of one chain step from logits: three rows of `vocab` floats, the warp's scratch and the

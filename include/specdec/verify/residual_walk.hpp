@@ -177,6 +177,9 @@ struct SparseRow {
   }
 };
 
+/// Entries a FilledRow computes at a time: a group of blocked_sum's blocks.
+inline constexpr std::int64_t kFilledSpan = kBlockedSumGroup * kBlockedSumBlock;
+
 /// A row that is not written: fill(b, e, out) computes its entries [b, e) into out. Its sum and
 /// draws are blocked_sum's and sample_row's on the written row bit for bit: each block of
 /// blocked_sum is computed once for its sum (kept in block_sums; kSpan entries at a time, so
@@ -188,7 +191,7 @@ struct FilledRow {
   float* buffer;       // kSpan floats
   float* block_sums;   // one per block
   static constexpr std::int64_t kBlock = kBlockedSumBlock;  // blocked_sum's and sample_row's
-  static constexpr std::int64_t kSpan = kBlockedSumGroup * kBlock;
+  static constexpr std::int64_t kSpan = kFilledSpan;
 
   std::int64_t blocks() const { return (n + kBlock - 1) / kBlock; }
   std::int64_t end(std::int64_t k) const { return (k + 1) * kBlock < n ? (k + 1) * kBlock : n; }

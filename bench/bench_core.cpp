@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 // The memory-read reference and the core row operations: softmax, top-p, Gumbel noise.
+#include <Eigen/Core>
 #include <benchmark/benchmark.h>
 
 #include <numeric>

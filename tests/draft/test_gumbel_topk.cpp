@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Gumbel-top-k, i.i.d. sampling and the truncated-Gumbel update.
 #include <bit>
+#include <Eigen/Core>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <limits>

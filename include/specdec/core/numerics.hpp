@@ -1,12 +1,11 @@
 // SPDX-License-Identifier: MIT
 // Stable numerics over one row. Two layers:
 //  - row functions in specdec::detail (pointer + size, SPECDEC_HOST_DEVICE, no allocation);
-//  - host functions in specdec that validate sizes and vectorise through Eigen maps (no copies).
-// Inputs may be float, Eigen::half or Eigen::bfloat16; everything is computed in float (or double
-// for sums where noted).
+//  - host functions in specdec that validate sizes and call the row functions.
+// Inputs may be float or a half / bfloat16 type convertible to float (Eigen::half, Eigen::bfloat16);
+// everything is computed in float, sums by blocked_sum.
 #pragma once
 
-#include <Eigen/Core>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -16,6 +15,7 @@
 #include "specdec/config.hpp"
 #include "specdec/core/error.hpp"
 #include "specdec/core/blocked_sum.hpp"
+#include "specdec/core/exponential.hpp"
 #include "specdec/core/log_space.hpp"
 #include "specdec/core/order_key.hpp"
 #include "specdec/core/packet_log.hpp"
@@ -106,34 +106,6 @@ SPECDEC_HOST_DEVICE float row_positive_mass(const T* a, const U* b, std::int64_t
       0, n));
 }
 
-/// out = exp(x), with results below FLT_MIN flushed to exactly 0. Eigen's vectorised exp clamps
-/// its argument, so exp(-inf) would otherwise be ~4e-39 and a banned token could be drawn.
-/// (Two passes: a select around the exp itself defeats Eigen's vectorisation.)
-template <class Dst, class Expr>
-void assign_exp_flush(Dst&& out, const Expr& x) {
-  out = x.exp();
-  out = (out < std::numeric_limits<float>::min()).select(0.0f, out);
-}
-
-/// exp(x), exactly 0 where x == -inf, as one expression (slower: not vectorised by Eigen; prefer
-/// assign_exp_flush on hot paths).
-template <class Expr>
-auto exp_or_zero(const Expr& x) {
-  return (x > kNegInf).select(x.exp(), 0.0f);
-}
-
-template <class T>
-using ConstRowMap = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>;
-using RowMap = Eigen::Map<Eigen::ArrayXf>;
-
-template <class T>
-ConstRowMap<T> map(std::span<const T> row) {
-  return ConstRowMap<T>(row.data(), static_cast<Eigen::Index>(row.size()));
-}
-inline RowMap map(std::span<float> row) {
-  return RowMap(row.data(), static_cast<Eigen::Index>(row.size()));
-}
-
 inline void check_not_empty(std::string_view name, std::size_t size) {
   if (size == 0) fail(name, "the row is empty");
 }
@@ -147,10 +119,13 @@ inline void check_same_size(std::string_view name, std::size_t got, std::size_t 
 template <class T = float>
 float log_sum_exp(std::type_identity_t<std::span<const T>> x) {
   detail::check_not_empty("x", x.size());
-  const auto a = detail::map(x).template cast<float>();
-  const float m = a.maxCoeff();
+  const T* a = x.data();
+  const auto n = static_cast<std::int64_t>(x.size());
+  const float m = detail::row_max(a, n);
   if (m == kNegInf) return kNegInf;
-  return m + std::log((a - m).exp().sum());
+  const double sum =
+      detail::blocked_sum([=](std::int64_t i) { return detail::exp_flush(detail::to_float(a[i]) - m); }, 0, n);
+  return m + std::log(static_cast<float>(sum));
 }
 
 /// probabilities = softmax(logits / temperature). Sizes must match; temperature > 0.
@@ -162,12 +137,15 @@ void softmax(std::type_identity_t<std::span<const T>> logits, std::span<float> p
   if (!(temperature > 0.0f) || !std::isfinite(temperature)) {
     detail::fail("temperature", "{} must be finite and > 0 for softmax", temperature);
   }
-  auto out = detail::map(probabilities);
-  const auto a = detail::map(logits).template cast<float>();
-  const float m = a.maxCoeff();
+  const T* a = logits.data();
+  float* out = probabilities.data();
+  const auto n = static_cast<std::int64_t>(logits.size());
+  const float m = detail::row_max(a, n);
   if (m == kNegInf) detail::fail("logits", "every logit is -inf");
-  detail::assign_exp_flush(out, (a - m) * (1.0f / temperature));
-  out *= 1.0f / out.sum();
+  const float inv_t = 1.0f / temperature;
+  for (std::int64_t i = 0; i < n; ++i) out[i] = detail::exp_flush((detail::to_float(a[i]) - m) * inv_t);
+  const auto inv_sum = static_cast<float>(1.0 / detail::blocked_sum([=](std::int64_t i) { return out[i]; }, 0, n));
+  for (std::int64_t i = 0; i < n; ++i) out[i] *= inv_sum;
 }
 
 /// log_probabilities = log_softmax(logits / temperature).
@@ -179,20 +157,23 @@ void log_softmax(std::type_identity_t<std::span<const T>> logits,
   if (!(temperature > 0.0f) || !std::isfinite(temperature)) {
     detail::fail("temperature", "{} must be finite and > 0 for log_softmax", temperature);
   }
-  auto out = detail::map(log_probabilities);
-  const auto a = detail::map(logits).template cast<float>();
-  const float m = a.maxCoeff();
+  const T* a = logits.data();
+  float* out = log_probabilities.data();
+  const auto n = static_cast<std::int64_t>(logits.size());
+  const float m = detail::row_max(a, n);
   if (m == kNegInf) detail::fail("logits", "every logit is -inf");
-  out = (a - m) * (1.0f / temperature);
-  out -= std::log(out.exp().sum());
+  const float inv_t = 1.0f / temperature;
+  for (std::int64_t i = 0; i < n; ++i) out[i] = (detail::to_float(a[i]) - m) * inv_t;
+  const auto log_sum = static_cast<float>(
+      std::log(detail::blocked_sum([=](std::int64_t i) { return detail::exp_flush(out[i]); }, 0, n)));
+  for (std::int64_t i = 0; i < n; ++i) out[i] -= log_sum;
 }
 
 /// Entropy in nats of a probability row.
 template <class T = float>
 float entropy(std::type_identity_t<std::span<const T>> probabilities) {
   detail::check_not_empty("probabilities", probabilities.size());
-  const auto p = detail::map(probabilities).template cast<float>();
-  return -(p > 0.0f).select(p * p.max(std::numeric_limits<float>::min()).log(), 0.0f).sum();
+  return detail::row_entropy(probabilities.data(), static_cast<std::int64_t>(probabilities.size()));
 }
 
 /// Total-variation distance sum_x [a(x) - b(x)]+ = (1/2) sum_x |a(x) - b(x)|.
@@ -201,9 +182,14 @@ float tv_distance(std::type_identity_t<std::span<const T>> a,
                   std::type_identity_t<std::span<const U>> b) {
   detail::check_not_empty("a", a.size());
   detail::check_same_size("b", b.size(), a.size());
-  return 0.5f * (detail::map(a).template cast<float>() - detail::map(b).template cast<float>())
-                    .abs()
-                    .sum();
+  const T* x = a.data();
+  const U* y = b.data();
+  return 0.5f * static_cast<float>(detail::blocked_sum(
+                    [=](std::int64_t i) {
+                      const float d = detail::to_float(x[i]) - detail::to_float(y[i]);
+                      return d < 0.0f ? -d : d;
+                    },
+                    0, static_cast<std::int64_t>(a.size())));
 }
 
 }  // namespace specdec

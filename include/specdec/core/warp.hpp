@@ -19,6 +19,7 @@
 #include <type_traits>
 
 #include "specdec/core/error.hpp"
+#include "specdec/core/exponential.hpp"
 #include "specdec/core/numerics.hpp"
 #include "specdec/core/order_key.hpp"
 #include "specdec/core/validate.hpp"
@@ -193,6 +194,12 @@ inline void keep_min_p(float* p, std::int64_t n, float min_p) {
   for (std::int64_t i = 0; i < n; ++i) p[i] *= inv;
 }
 
+/// Scales a row of non-negative entries to sum to one (its sum by blocked_sum).
+inline void normalize_row(float* p, std::int64_t n) {
+  const auto inv = static_cast<float>(1.0 / blocked_sum([=](std::int64_t i) { return p[i]; }, 0, n));
+  for (std::int64_t i = 0; i < n; ++i) p[i] *= inv;
+}
+
 inline void one_hot(float* out, std::int64_t n, std::int64_t hot) {
   std::fill(out, out + n, 0.0f);
   out[hot] = 1.0f;
@@ -203,10 +210,9 @@ inline void one_hot(float* out, std::int64_t n, std::int64_t hot) {
 inline void warp_scaled_logits_in_place(const Warp& w, float* out, std::int64_t n,
                                         std::int32_t* idx) {
   if (w.top_k > 0) keep_top_k(out, n, w.top_k, kNegInf, idx);
-  auto probs = map(std::span<float>(out, static_cast<std::size_t>(n)));
-  const float m = probs.maxCoeff();
-  assign_exp_flush(probs, probs - m);
-  probs *= 1.0f / probs.sum();
+  const float m = row_max(out, n);
+  for (std::int64_t i = 0; i < n; ++i) out[i] = exp_flush(out[i] - m);
+  normalize_row(out, n);
   if (w.top_p < 1.0f) keep_top_p(out, n, w.top_p, idx);
   if (w.min_p > 0.0f) keep_min_p(out, n, w.min_p);
 }
@@ -225,15 +231,18 @@ void warp_probabilities_unchecked(const Warp& w, std::span<const T> probs, std::
                                   std::int32_t* idx) {
   const auto n = static_cast<std::int64_t>(probs.size());
   if (w.is_greedy()) return one_hot(out.data(), n, row_argmax(probs.data(), n));
+  float* o = out.data();
+  const T* p = probs.data();
   if (w.temperature == 1.0f && w.top_k == 0) {
     // Already a distribution: skip the log/exp round trip (and keep exact values).
-    map(out) = map(probs).template cast<float>();
-    map(out) *= 1.0f / map(out).sum();
-    if (w.top_p < 1.0f) keep_top_p(out.data(), n, w.top_p, idx);
-    if (w.min_p > 0.0f) keep_min_p(out.data(), n, w.min_p);
+    for (std::int64_t i = 0; i < n; ++i) o[i] = to_float(p[i]);
+    normalize_row(o, n);
+    if (w.top_p < 1.0f) keep_top_p(o, n, w.top_p, idx);
+    if (w.min_p > 0.0f) keep_min_p(o, n, w.min_p);
     return;
   }
-  map(out) = map(probs).template cast<float>().log() * (1.0f / w.temperature);
+  const float inv_t = 1.0f / w.temperature;
+  for (std::int64_t i = 0; i < n; ++i) o[i] = packet_log(to_float(p[i])) * inv_t;
   warp_scaled_logits_in_place(w, out.data(), n, idx);
 }
 
@@ -260,7 +269,8 @@ inline void check_warp_list(std::span<const Warp> warps, std::int64_t count, std
 
 }  // namespace detail
 
-/// warped = S(softmax(logits)). `logits` may be float, Eigen::half or Eigen::bfloat16.
+/// warped = S(softmax(logits)). `logits` may be float, Eigen::half or Eigen::bfloat16
+/// (include <Eigen/Core> for those).
 /// Throws specdec::Error for an invalid warp, invalid logits or mismatched sizes.
 template <class T = float>
 void warp_logits(const Warp& w, std::type_identity_t<std::span<const T>> logits,

@@ -3,7 +3,6 @@
 // AnyLogitsProvider, and the output checks the decoding loop applies to every provider.
 #pragma once
 
-#include <Eigen/Core>
 #include <cmath>
 #include <concepts>
 #include <cstdint>
@@ -72,11 +71,16 @@ concept HiddenStateProvider = LogitsProvider<P> &&
 namespace detail {
 
 /// True when the row has no NaN, no +inf and at least one finite entry (a valid logits row):
-/// exactly when its NaN-propagating maximum is finite. One vectorised pass.
+/// One pass that vectorises (flags, no early exit).
 inline bool logits_row_is_valid(const float* row, std::int64_t n) {
   if (n <= 0) return false;
-  const float top = Eigen::Map<const Eigen::ArrayXf>(row, n).maxCoeff<Eigen::PropagateNaN>();
-  return std::isfinite(top);
+  int bad = 0, finite = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float x = row[i];
+    bad |= (x != x || x == std::numeric_limits<float>::infinity()) ? 1 : 0;
+    finite |= x > kNegInf ? 1 : 0;
+  }
+  return bad == 0 && finite != 0;
 }
 
 }  // namespace detail

@@ -2,8 +2,8 @@
 // The tree API on hostile sizes: many beams, lengths no node reaches, contexts that would make a
 // mask size negative. Each finishes in time linear in its input or throws specdec::Error naming
 // the argument, and the fast paths give what the plain definitions give.
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <climits>
 #include <cstdint>

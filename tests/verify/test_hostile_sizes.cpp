@@ -47,9 +47,8 @@ TreeVerdict reference_walk(const Rule& rule, const std::vector<Token>& tokens,
       return verdict;
     }
     const NodeRows<float> rows{target.data() + row * v, draft.data() + row * v, vocab};
-    const auto node = detail::verify_node_unchecked(rule, rows, candidates.data(),
-                                                    static_cast<std::int32_t>(ids.size()), s,
-                                                    scratch.data());
+    const auto node = detail::verify_node_unchecked(
+        rule, rows, candidates.data(), static_cast<std::int32_t>(ids.size()), s, scratch.data());
     if (node.accepted < 0) {
       verdict.token = node.token;
       return verdict;
@@ -81,8 +80,8 @@ void random_interleaved_tree(toy::ToyRandom& rng, std::int32_t levels, std::int6
     level.clear();
     for (const auto p : next_parents) {
       // Distinct sibling tokens: the k-th child of p takes a token that no earlier sibling has.
-      Token token = static_cast<Token>(rng.uniform() * static_cast<float>(vocab)) %
-                    static_cast<Token>(vocab);
+      Token token =
+          static_cast<Token>(rng.uniform() * static_cast<float>(vocab)) % static_cast<Token>(vocab);
       for (bool taken = true; taken;) {
         taken = false;
         for (std::size_t j = 0; j < tokens.size(); ++j) {
@@ -113,7 +112,7 @@ TEST_CASE("verify_tree walks a 100,000-node chain, every node accepted, in linea
   }
   // Equal uniform target and draft rows: every test accepts (min(1, p / q) = 1).
   const std::vector<float> rows(static_cast<std::size_t>(n + 1) * static_cast<std::size_t>(vocab),
-                               1.0f / static_cast<float>(vocab));
+                                1.0f / static_cast<float>(vocab));
   std::vector<std::int32_t> accepted(n, -1);
   Workspace ws;
   // Recursive also checks that siblings differ, which must not scan every earlier node either.
@@ -145,7 +144,7 @@ TEST_CASE("verify_tree rejects repeated RRS siblings in a 100,000-node tree in t
   tokens[n - 2] = tokens[n - 1] = 3;
   parents[n - 2] = parents[n - 1] = n - 3;
   const std::vector<float> rows(static_cast<std::size_t>(n + 1) * static_cast<std::size_t>(vocab),
-                               1.0f / static_cast<float>(vocab));
+                                1.0f / static_cast<float>(vocab));
   std::vector<std::int32_t> accepted(n, -1);
   Workspace ws;
   const auto start = std::chrono::steady_clock::now();
@@ -164,10 +163,9 @@ TEST_CASE("verify_tree names the first node repeating a sibling, as a scan in no
   const std::vector<float> rows(7 * 4, 1.0f / 4);
   std::vector<std::int32_t> accepted(2);
   Workspace ws;
-  CHECK_THROWS_WITH(
-      verify_tree<float>(Recursive{}, {tokens, parents}, rows, rows, 4, RandomStream{1}, accepted,
-                         ws),
-      Catch::Contains("tokens[2]") && Catch::Contains("sibling node 0"));
+  CHECK_THROWS_WITH(verify_tree<float>(Recursive{}, {tokens, parents}, rows, rows, 4,
+                                       RandomStream{1}, accepted, ws),
+                    Catch::Contains("tokens[2]") && Catch::Contains("sibling node 0"));
   // Cousins sharing a token are fine.
   const std::vector<Token> fine = {2, 1, 0, 0, 0, 0};
   const std::vector<std::int32_t> fine_parents = {-1, -1, -1, 0, 1, 2};
@@ -203,8 +201,8 @@ TEST_CASE("verify_tree's linear walk draws what scanning every later node draws"
       std::vector<std::int32_t> want(tokens.size() + 1, -1), got(tokens.size() + 1, -1);
       const auto expected =
           reference_walk(rule, tokens, parents, target, draft, vocab, stream, want);
-      const auto verdict = verify_tree<float>(rule, {tokens, parents}, target, draft, vocab,
-                                              stream, got, ws);
+      const auto verdict =
+          verify_tree<float>(rule, {tokens, parents}, target, draft, vocab, stream, got, ws);
       REQUIRE(verdict.accepted == expected.accepted);
       REQUIRE(verdict.token == expected.token);
       REQUIRE(verdict.bonus == expected.bonus);

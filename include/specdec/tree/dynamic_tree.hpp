@@ -3,6 +3,8 @@
 // the compressed token list with its tree, mask and positions, and the unpacker back to beams.
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -42,6 +44,50 @@ inline std::int32_t check_beams(std::span<const Token> beams, std::int32_t width
   return static_cast<std::int32_t>(length);
 }
 
+/// Mixes a 64-bit key into a table index (the splitmix64 finalizer: every input bit moves the low
+/// bits, so keys that differ in a single token spread over the table).
+inline std::uint64_t mix_key(std::uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+/// beam_prefix_match's output in O(W x L) expected time on the host: position by position, an
+/// open-addressing table maps (the beam's match at k - 1, its token at k) to the first beam
+/// holding it, which is the smallest since beams are visited in order. The table is per-thread
+/// scratch that keeps its capacity, so repeated calls do not allocate.
+inline void hashed_prefix_match(const Token* beams, std::int32_t width, std::int32_t length,
+                                std::int32_t* out) {
+  constexpr std::uint64_t kEmpty = ~std::uint64_t{0};  // keys are below 2^63
+  std::size_t capacity = 16;  // a power of two at least twice the beams: probes stay short
+  while (capacity < 2 * static_cast<std::size_t>(width)) capacity *= 2;
+  const std::size_t mask = capacity - 1;
+  thread_local std::vector<std::uint64_t> keys;
+  thread_local std::vector<std::int32_t> first;
+  if (keys.size() < capacity) {
+    keys.resize(capacity);
+    first.resize(capacity);
+  }
+  const auto l = static_cast<std::size_t>(length);
+  for (std::size_t k = 0; k < l; ++k) {
+    std::fill(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(capacity), kEmpty);
+    for (std::size_t i = 0; i < static_cast<std::size_t>(width); ++i) {
+      const std::int32_t previous = k > 0 ? out[i * l + k - 1] : -1;
+      const auto key = (static_cast<std::uint64_t>(previous + 1) << 32) |
+                       static_cast<std::uint32_t>(beams[i * l + k]);
+      std::size_t slot = mix_key(key) & mask;
+      while (keys[slot] != kEmpty && keys[slot] != key) slot = (slot + 1) & mask;
+      if (keys[slot] == kEmpty) {
+        keys[slot] = key;
+        first[slot] = static_cast<std::int32_t>(i);
+      }
+      out[i * l + k] = first[slot];
+    }
+  }
+}
+
 }  // namespace detail
 
 /// Flattens beams given one vector per beam into a row-major array (`flat` is resized). Throws
@@ -62,13 +108,13 @@ inline void flatten_beams(std::span<const std::vector<Token>> beams, std::vector
 /// ReDrafter's prefix match (seed 001 Listing 1) of `width` beams stored row-major in `beams`
 /// (W x L): `out[i * L + k]` = the smallest beam index sharing beam i's first k + 1 tokens. Tokens
 /// must lie in [0, vocab). `out` holds W * L entries.
-/// Complexity: O(W^2 x L) in the worst case (beams sharing long prefixes), O(W x L) when they
-/// differ early.
+/// Complexity: O(W x L) expected (one hash table lookup per token), however the beams share
+/// prefixes.
 inline void prefix_match(std::span<const Token> beams, std::int32_t width, std::int64_t vocab,
                          std::span<std::int32_t> out) {
   const auto length = detail::check_beams(beams, width, vocab);
   detail::check_buffer("out", out, beams.size());
-  detail::beam_prefix_match(beams.data(), width, length, out.data());
+  detail::hashed_prefix_match(beams.data(), width, length, out.data());
 }
 
 /// The beams with shared prefixes stored once (seed 001's dynamic tree attention). Compressed
@@ -95,6 +141,8 @@ namespace detail {
 /// in range.
 /// Complexity: O(n + W x L).
 inline void check_compressed(const CompressedBeams& beams) {
+  if (beams.width < 0) fail("beams.width", "{} must be >= 0", beams.width);
+  if (beams.length < 0) fail("beams.length", "{} must be >= 0", beams.length);
   const auto n = beams.tokens.size();
   detail::check_size("beams.source", beams.source.size(), n);
   detail::check_size("beams.offsets", beams.offsets.size(), n);
@@ -128,7 +176,7 @@ inline void check_compressed(const CompressedBeams& beams) {
 /// Compresses `width` row-major beams (tokens in [0, vocab)) into `out`. Afterwards
 /// `out.tokens[out.unpacker[j * L + k]] == beams[j * L + k]` for every j, k, and
 /// `out.parents[r] < r`.
-/// Complexity: O(W^2 x L): one prefix match.
+/// Complexity: O(W x L) expected: one prefix match, then one pass over the tokens.
 inline void compress_beams(std::span<const Token> beams, std::int32_t width, std::int64_t vocab,
                            CompressedBeams& out) {
   const auto length = detail::check_beams(beams, width, vocab);
@@ -141,7 +189,7 @@ inline void compress_beams(std::span<const Token> beams, std::int32_t width, std
   out.source.clear();
   out.offsets.clear();
   out.parents.clear();
-  detail::beam_prefix_match(beams.data(), width, length, out.prefix_match.data());
+  detail::hashed_prefix_match(beams.data(), width, length, out.prefix_match.data());
   for (std::int32_t j = 0; j < width; ++j) {
     for (std::int32_t k = 0; k < length; ++k) {
       const auto flat = static_cast<std::size_t>(j * length + k);
@@ -180,7 +228,7 @@ struct PackedBeamBatch {
 
 /// Compresses B batch rows of W beams of L tokens (`beams` holds B * W * L tokens, row-major
 /// [B, W, L]) into `out`; `scratch` is reused for each row.
-/// Complexity: O(B x W^2 x L).
+/// Complexity: O(B x W x L) expected.
 inline void pack_beam_batch(std::span<const Token> beams, std::int32_t batch, std::int32_t width,
                             std::int64_t vocab, PackedBeamBatch& out, CompressedBeams& scratch) {
   if (batch <= 0) detail::fail("batch", "{} must be > 0", batch);
@@ -295,9 +343,9 @@ void unpack_beams(const CompressedBeams& beams, std::span<const T> packed, std::
 /// The compressed beams as a DraftTree (level order, so nodes are renumbered; siblings keep beam
 /// order). `node_of[r]` receives the tree node of compressed node r. Beam position k becomes depth
 /// k + 1, so tree_positions(tree, C) equals compressed_positions(beams, C): the tree's root is the
-/// last token already in the cache (position C - 1). `node_of` holds n entries. O(n + L): the
-/// nodes are bucketed by offset (a stable counting sort in per-thread scratch that keeps its
-/// capacity, so repeated calls do not allocate).
+/// last token already in the cache (position C - 1). `node_of` holds n entries. O(n): the nodes
+/// are bucketed by offset (a stable counting sort in per-thread scratch that keeps its capacity,
+/// so repeated calls do not allocate).
 inline void compressed_to_draft_tree(const CompressedBeams& beams, DraftTree& tree,
                                      std::span<std::int32_t> node_of) {
   detail::check_compressed(beams);
@@ -306,7 +354,10 @@ inline void compressed_to_draft_tree(const CompressedBeams& beams, DraftTree& tr
   tree.clear();
   tree.reserve(n);
   thread_local std::vector<std::int32_t> level_end, order;
-  level_end.assign(static_cast<std::size_t>(beams.length) + 1, 0);
+  // Offsets are below n (a node's offset is its parent's + 1), so min(L, n) levels: never sized
+  // by L alone, which need not match any node.
+  const auto levels = std::min(static_cast<std::size_t>(beams.length), n);
+  level_end.assign(levels + 1, 0);
   for (const auto k : beams.offsets) ++level_end[static_cast<std::size_t>(k) + 1];
   for (std::size_t k = 1; k < level_end.size(); ++k) level_end[k] += level_end[k - 1];
   order.resize(n);

@@ -118,14 +118,30 @@ inline void export_trtllm(const DraftTree& tree, std::span<std::int32_t> packed_
 // ---------------------------------------------------------------------------------------------
 // FlashInfer
 
+namespace detail {
+
+/// Throws specdec::Error naming `name` unless `context_length` >= 1: the root is a committed
+/// token, and a smaller context would make a mask size negative.
+inline void check_flashinfer_context(const ArgName& name, std::int32_t context_length) {
+  if (context_length < 1) {
+    fail(name, "{} must be >= 1 (the root is a committed token)", context_length);
+  }
+}
+
+}  // namespace detail
+
 /// Bits of one sequence's FlashInfer custom mask: qo_len * kv_len with qo_len = N + include_root
-/// and kv_len = context_length + N.
+/// and kv_len = context_length + N. Throws specdec::Error naming `context_length` when it is
+/// below 1.
 inline std::int64_t flashinfer_mask_bits(TreeView tree, std::int32_t context_length,
                                          bool include_root) {
+  detail::check_flashinfer_context("context_length", context_length);
+  // At most 2^31 x (2^32 - 2) < 2^63: the product fits.
   return static_cast<std::int64_t>(tree.size() + (include_root ? 1 : 0)) *
          (static_cast<std::int64_t>(context_length) + tree.size());
 }
-/// Bytes of one sequence's packed FlashInfer mask: ceil(bits / 8).
+/// Bytes of one sequence's packed FlashInfer mask: ceil(bits / 8). Throws as
+/// flashinfer_mask_bits.
 inline std::size_t flashinfer_mask_bytes(TreeView tree, std::int32_t context_length,
                                          bool include_root) {
   return static_cast<std::size_t>((flashinfer_mask_bits(tree, context_length, include_root) + 7) /
@@ -212,14 +228,18 @@ inline void export_flashinfer_mask(const DraftTree& tree, std::int32_t context_l
   export_flashinfer_mask(tree.view(), context_length, include_root, out);
 }
 
-/// Bytes of a batch's packed masks: the sum of flashinfer_mask_bytes over the sequences.
+/// Bytes of a batch's packed masks: the sum of flashinfer_mask_bytes over the sequences. Throws
+/// specdec::Error naming `context_lengths[b]` when one is below 1, or `trees` when the sum
+/// overflows.
 inline std::size_t flashinfer_batch_mask_bytes(std::span<const DraftTree> trees,
                                                std::span<const std::int32_t> context_lengths,
                                                bool include_root) {
   detail::check_size("context_lengths", context_lengths.size(), trees.size());
   std::size_t total = 0;
   for (std::size_t b = 0; b < trees.size(); ++b) {
-    total += flashinfer_mask_bytes(trees[b], context_lengths[b], include_root);
+    detail::check_flashinfer_context(ArgName("context_lengths", b), context_lengths[b]);
+    total = detail::checked_add<std::size_t>(
+        "trees", total, flashinfer_mask_bytes(trees[b], context_lengths[b], include_root));
   }
   return total;
 }
@@ -245,8 +265,11 @@ inline void export_flashinfer_masks(std::span<const DraftTree> trees,
       detail::fail(fmt::format("context_lengths[{}]", b), "{} must be >= 1", context_lengths[b]);
     }
   }
-  detail::check_buffer("out", out,
-                       flashinfer_batch_mask_bytes(trees, context_lengths, include_root));
+  const auto total = flashinfer_batch_mask_bytes(trees, context_lengths, include_root);
+  detail::check_buffer("out", out, total);
+  if (total > static_cast<std::size_t>(INT32_MAX)) {
+    detail::fail("mask_indptr", "int32 offsets cannot reach the {} bytes of the masks", total);
+  }
   std::size_t offset = 0;
   mask_indptr[0] = 0;
   for (std::size_t b = 0; b < trees.size(); ++b) {

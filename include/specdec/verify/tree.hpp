@@ -3,6 +3,10 @@
 // tree from the root with a node rule, returning the accepted node ids and the final token.
 #pragma once
 
+#include <algorithm>
+#include <cstdint>
+#include <utility>
+
 #include "specdec/tree/draft_tree.hpp"
 #include "specdec/tree/tree_view.hpp"
 #include "specdec/verify/rule.hpp"
@@ -16,6 +20,52 @@ struct TreeVerdict {
 };
 
 namespace detail {
+
+/// The first node (by id) whose token repeats an earlier sibling's, and that sibling; {-1, -1}
+/// when siblings are distinct. `lists` and `ends` are scratch of N + 1 entries each.
+/// Complexity: O(N log N): the children are grouped by parent in place (CSR), and each sibling
+/// list is sorted by token once, so a chain costs O(N) rather than a scan of every earlier node.
+inline std::pair<std::int32_t, std::int32_t> first_repeated_sibling(TreeView tree,
+                                                                    std::int32_t* lists,
+                                                                    std::int32_t* ends) {
+  const auto n = tree.tokens.size();
+  const auto& tokens = tree.tokens;
+  const auto& parents = tree.parents;
+  // Children of parent p form group p + 1: count them, turn counts into starts, then place each
+  // node, which leaves ends[g] at the group's end and the groups in increasing node id.
+  std::fill(ends, ends + n + 1, 0);
+  for (std::size_t i = 0; i < n; ++i) ++ends[static_cast<std::size_t>(parents[i] + 1)];
+  std::int32_t start = 0;
+  for (std::size_t g = 0; g <= n; ++g) {
+    const auto count = ends[g];
+    ends[g] = start;
+    start += count;
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    lists[ends[static_cast<std::size_t>(parents[i] + 1)]++] = static_cast<std::int32_t>(i);
+  }
+  std::pair<std::int32_t, std::int32_t> first{-1, -1};
+  for (std::size_t g = 0; g <= n; ++g) {
+    std::int32_t* begin = lists + (g == 0 ? 0 : ends[g - 1]);
+    std::int32_t* end = lists + ends[g];
+    // By token, then id: a run of equal tokens starts with its earliest node, and its second
+    // node is the first to repeat it.
+    std::sort(begin, end, [&](std::int32_t a, std::int32_t b) {
+      const auto ta = tokens[static_cast<std::size_t>(a)];
+      const auto tb = tokens[static_cast<std::size_t>(b)];
+      return ta != tb ? ta < tb : a < b;
+    });
+    for (std::int32_t* x = begin; x + 1 < end; ++x) {
+      if (tokens[static_cast<std::size_t>(x[0])] == tokens[static_cast<std::size_t>(x[1])] &&
+          (x == begin ||
+           tokens[static_cast<std::size_t>(x[-1])] != tokens[static_cast<std::size_t>(x[0])]) &&
+          (first.first < 0 || x[1] < first.first)) {
+        first = {x[1], x[0]};
+      }
+    }
+  }
+  return first;
+}
 
 /// The checks verify_tree makes. `depth` and `children` are scratch of N + 1 entries each.
 template <class T>
@@ -75,6 +125,10 @@ void check_tree_inputs(const Rule& rule, TreeView tree, std::span<const T> targe
                             children[r]);
     }
   }
+  // depth and children are free again: they hold the sibling lists.
+  const auto repeat = std::holds_alternative<Recursive>(rule)
+                          ? first_repeated_sibling(tree, depth, children)
+                          : std::pair<std::int32_t, std::int32_t>{-1, -1};
   for (std::size_t i = 0; i < n; ++i) {
     const auto row = static_cast<std::size_t>(parents[i] + 1);
     const ArgName name("tokens", static_cast<std::int64_t>(i));
@@ -82,19 +136,17 @@ void check_tree_inputs(const Rule& rule, TreeView tree, std::span<const T> targe
         !(static_cast<float>(draft_rows[row * v + static_cast<std::size_t>(tokens[i])]) > 0.0f)) {
       detail::fail(name, "token {} has draft probability 0 in its parent's draft row", tokens[i]);
     }
-    if (std::holds_alternative<Recursive>(rule)) {
-      for (std::size_t j = 0; j < i; ++j) {
-        if (parents[j] == parents[i] && tokens[j] == tokens[i]) {
-          detail::fail(name, "token {} repeats its sibling node {} (RRS children are distinct)",
-                       tokens[i], j);
-        }
-      }
+    if (static_cast<std::int64_t>(i) == repeat.first) {
+      detail::fail(name, "token {} repeats its sibling node {} (RRS children are distinct)",
+                   tokens[i], repeat.second);
     }
   }
 }
 
-/// verify_tree's walk without validation (same draws). `candidates` and `ids` hold N + 1
-/// entries, `scratch` `vocab` floats; raw rows may be nullptr.
+/// verify_tree's walk without validation (same draws) of a tree in level order. `candidates` and
+/// `ids` hold N + 1 entries, `scratch` `vocab` floats; raw rows may be nullptr.
+/// Complexity: O(N) to find the children along the walk (each level is scanned once), plus the
+/// rule's work at each visited node.
 template <class T>
 TreeVerdict verify_tree_unchecked(const Rule& rule, TreeView tree, const T* target_rows,
                                   const T* draft_rows, std::int64_t vocab,
@@ -108,15 +160,22 @@ TreeVerdict verify_tree_unchecked(const Rule& rule, TreeView tree, const T* targ
   const auto n = tree.tokens.size();
   TreeVerdict verdict;
   std::int32_t current = -1;
+  // Level order puts the children of the current node's level in [level, next_level): the nodes
+  // from `level` on whose parent lies before `level`. The walk goes one level down per step, so
+  // it scans every node at most once.
+  std::size_t level = 0;
   for (;;) {
     std::int32_t count = 0;
-    for (std::size_t j = static_cast<std::size_t>(current + 1); j < n; ++j) {
-      if (parents[j] == current) {
-        ids[static_cast<std::size_t>(count)] = static_cast<std::int32_t>(j);
-        candidates[static_cast<std::size_t>(count)] = tokens[j];
+    std::size_t next_level = level;
+    for (; next_level < n && static_cast<std::size_t>(parents[next_level] + 1) <= level;
+         ++next_level) {
+      if (parents[next_level] == current) {
+        ids[static_cast<std::size_t>(count)] = static_cast<std::int32_t>(next_level);
+        candidates[static_cast<std::size_t>(count)] = tokens[next_level];
         ++count;
       }
     }
+    level = next_level;
     const auto row = static_cast<std::size_t>(current + 1);
     const auto s = stream.at_node(static_cast<std::uint32_t>(current + 1));
     if (count == 0) {

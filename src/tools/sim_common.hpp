@@ -40,7 +40,7 @@ inline void check_known_fields(const Json& request, std::initializer_list<const 
   if (!request.is_object()) throw UsageError("input", "must be a JSON object");
   const std::set<std::string> names(allowed.begin(), allowed.end());
   for (const auto& [key, value] : request.items()) {
-    if (!names.count(key)) throw UsageError(escape_for_message(key), "unknown field");
+    if (!names.count(key)) throw UsageError(io::escape_for_message(key), "unknown field");
   }
 }
 

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <limits>
 #include <new>
 #include <string>
 
@@ -53,8 +54,11 @@ std::uint64_t parse_bytes(const std::string& text) {
     throw specdec::Error("--max-memory", "'" + specdec::io::escape_for_message(text) +
                                              "' has an unknown suffix (K, M or G)");
   }
-  return specdec::detail::checked_mul<std::uint64_t>("--max-memory", value,
-                                                     std::uint64_t{1} << shift);
+  if (value > (std::numeric_limits<std::uint64_t>::max() >> shift)) {
+    throw specdec::Error("--max-memory", fmt::format("{} x {} overflows uint64", value,
+                                                     std::uint64_t{1} << shift));
+  }
+  return value << shift;
 }
 
 double parse_seconds(const std::string& text) {

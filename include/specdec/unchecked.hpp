@@ -12,6 +12,7 @@
 // check_probability_row / check_logits_row (core/validate.hpp) and Warp::validate, once.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 
@@ -21,6 +22,46 @@
 #include "specdec/verify/chain.hpp"
 #include "specdec/verify/rule.hpp"
 #include "specdec/verify/tree.hpp"
+
+namespace specdec {
+
+/// The rows of a chain of `length` draft tokens for unchecked::verify_chain, as NodeRows holds
+/// one node's: `target` (length + 1) x vocab, `draft` length x vocab, raw rows the same shapes
+/// (nullptr = the warped rows).
+template <class T = float>
+struct ChainRows {
+  const T* target = nullptr;
+  const T* draft = nullptr;
+  const Token* draft_tokens = nullptr;
+  std::size_t length = 0;
+  std::int64_t vocab = 0;
+  const T* raw_target = nullptr;
+  const T* raw_draft = nullptr;
+};
+
+/// The rows of a tree of n nodes for unchecked::verify_tree: `target` and `draft` (n + 1) x vocab
+/// (row 0 = the root, row i + 1 = node i, as verify_tree lays them out), raw rows the same shapes
+/// (nullptr = the warped rows).
+template <class T = float>
+struct TreeRows {
+  const T* target = nullptr;
+  const T* draft = nullptr;
+  std::int64_t vocab = 0;
+  const T* raw_target = nullptr;
+  const T* raw_draft = nullptr;
+};
+
+/// Caller-owned memory of unchecked::verify_tree for a tree of n nodes: the output
+/// `accepted_nodes` (room for the tree's depth; n + 1 is always enough), scratch `candidates` and
+/// `ids` (n + 1 entries each) and `scratch` (vocab floats).
+struct TreeBuffers {
+  std::int32_t* accepted_nodes = nullptr;
+  Token* candidates = nullptr;
+  std::int32_t* ids = nullptr;
+  float* scratch = nullptr;
+};
+
+}  // namespace specdec
 
 namespace specdec::unchecked {
 
@@ -47,31 +88,26 @@ NodeVerdict verify_node(const Rule& rule, const NodeRows<T>& rows, const Token* 
   return detail::verify_node_unchecked(rule, rows, candidates, count, stream, scratch);
 }
 
-/// verify_chain without validation: `length` draft tokens, (length + 1) * vocab target and
-/// length * vocab draft entries (raw rows the same, or nullptr), `out` length + 1 tokens,
-/// `scratch` vocab floats.
+/// verify_chain without validation, same draws and bits. `rows` holds `length` draft tokens,
+/// (length + 1) * vocab target and length * vocab draft entries (raw rows the same, or nullptr);
+/// `out` holds length + 1 tokens and `scratch` vocab floats.
 template <class T>
-ChainVerdict verify_chain(const Rule& rule, const T* target_rows, const T* draft_rows,
-                          const Token* draft_tokens, std::size_t length, std::int64_t vocab,
-                          const RandomStream& stream, Token* out, float* scratch,
-                          const T* raw_target_rows = nullptr, const T* raw_draft_rows = nullptr) {
-  return detail::verify_chain_unchecked<T>(rule, target_rows, draft_rows, draft_tokens, length,
-                                           vocab, stream, out, scratch, raw_target_rows,
-                                           raw_draft_rows);
+ChainVerdict verify_chain(const Rule& rule, const ChainRows<T>& rows, const RandomStream& stream,
+                          Token* out, float* scratch) {
+  return detail::verify_chain_unchecked<T>(rule, rows.target, rows.draft, rows.draft_tokens,
+                                           rows.length, rows.vocab, stream, out, scratch,
+                                           rows.raw_target, rows.raw_draft);
 }
 
-/// verify_tree without validation: a tree of n = tree.size() nodes in level order (parents as
-/// many as tokens), (n + 1) * vocab target and draft entries (raw rows the same, or nullptr),
-/// `accepted_nodes`, `candidates` and `ids` n + 1 entries each, `scratch` vocab floats.
+/// verify_tree without validation, same draws and bits: a tree of n = tree.size() nodes in level
+/// order (parents as many as tokens), `rows` of (n + 1) * vocab target and draft entries (raw rows
+/// the same, or nullptr), `buffers` as TreeBuffers documents.
 template <class T>
-TreeVerdict verify_tree(const Rule& rule, TreeView tree, const T* target_rows, const T* draft_rows,
-                        std::int64_t vocab, const RandomStream& stream,
-                        std::int32_t* accepted_nodes, Token* candidates, std::int32_t* ids,
-                        float* scratch, const T* raw_target_rows = nullptr,
-                        const T* raw_draft_rows = nullptr) {
-  return detail::verify_tree_unchecked<T>(rule, tree, target_rows, draft_rows, vocab,
-                                          stream, accepted_nodes, candidates, ids, scratch,
-                                          raw_target_rows, raw_draft_rows);
+TreeVerdict verify_tree(const Rule& rule, TreeView tree, const TreeRows<T>& rows,
+                        const RandomStream& stream, const TreeBuffers& buffers) {
+  return detail::verify_tree_unchecked<T>(rule, tree, rows.target, rows.draft, rows.vocab, stream,
+                                          buffers.accepted_nodes, buffers.candidates, buffers.ids,
+                                          buffers.scratch, rows.raw_target, rows.raw_draft);
 }
 
 }  // namespace specdec::unchecked

@@ -381,10 +381,10 @@ void bind_redrafter(py::module_& m) {
             c.hidden, c.exit_dim, c.vocab, c.num_layers, c.rnn ? "True" : "False", c.top_k);
       });
 
-  py::enum_<TensorDType>(m, "TensorDType", "The element type of tensors written to safetensors.")
-      .value("F32", TensorDType::kF32)
-      .value("F16", TensorDType::kF16)
-      .value("BF16", TensorDType::kBF16);
+  py::enum_<io::TensorDType>(m, "TensorDType", "The element type of tensors written to safetensors.")
+      .value("F32", io::TensorDType::kF32)
+      .value("F16", io::TensorDType::kF16)
+      .value("BF16", io::TensorDType::kBF16);
 
   py::class_<ReDrafterHead>(m, "ReDrafterHead",
                             "The ReDrafter recurrent draft head (the reference's conventions and\n"
@@ -412,32 +412,32 @@ void bind_redrafter(py::module_& m) {
         const Eigen::MatrixXf table =
             embedding.is_none() ? Eigen::MatrixXf() : matrix_arg(embedding, "embedding");
         py::gil_scoped_release unlocked;
-        return load_redrafter_head(path, table, top_k);
+        return io::load_redrafter_head(path, table, top_k);
       },
       py::arg("path"), py::arg("embedding") = py::none(), py::arg("top_k") = 50,
       "Reads a head from a safetensors file (tensor names of the reference module; `embedding`\n"
       "[V, H] overrides embed_tokens.weight).");
   m.def(
       "save_redrafter_head",
-      [](const std::filesystem::path& path, const ReDrafterHead& head, TensorDType dtype) {
+      [](const std::filesystem::path& path, const ReDrafterHead& head, io::TensorDType dtype) {
         py::gil_scoped_release unlocked;
-        save_redrafter_head(path, head, dtype);
+        io::save_redrafter_head(path, head, dtype);
       },
-      py::arg("path"), py::arg("head"), py::arg("dtype") = TensorDType::kF32,
+      py::arg("path"), py::arg("head"), py::arg("dtype") = io::TensorDType::kF32,
       "Writes a head (embedding included) as a safetensors file.");
   m.def(
       "redrafter_head_from_tensors",
       [](const py::dict& tensors, py::handle embedding, std::int32_t top_k) {
-        TensorMap map;
+        io::TensorMap map;
         for (const auto& [key, value] : tensors) {
           const auto name = py::str(key).cast<std::string>();
           const Array a = float32_arg(value, name);
           const auto values = a.span<float>(name);
-          map[name] = Tensor{a.shape, {values.begin(), values.end()}};
+          map[name] = io::Tensor{a.shape, {values.begin(), values.end()}};
         }
         const Eigen::MatrixXf table =
             embedding.is_none() ? Eigen::MatrixXf() : matrix_arg(embedding, "embedding");
-        return redrafter_head_from_tensors(map, table, top_k);
+        return io::redrafter_head_from_tensors(map, table, top_k);
       },
       py::arg("tensors"), py::arg("embedding") = py::none(), py::arg("top_k") = 50,
       "A head from a dict of tensors named as in the reference module (e.g. a PyTorch\n"
@@ -446,7 +446,7 @@ void bind_redrafter(py::module_& m) {
       "redrafter_head_tensors",
       [](const ReDrafterHead& head) {
         py::dict out;
-        for (const auto& [name, tensor] : redrafter_head_tensors(head)) {
+        for (const auto& [name, tensor] : io::redrafter_head_tensors(head)) {
           Output<float> array(tensor.shape, ArrayKind::numpy);
           std::copy(tensor.data.begin(), tensor.data.end(), array.values().begin());
           out[py::str(name)] = array.result();

@@ -8,13 +8,13 @@
 #include <cstdint>
 #include <cstdio>
 #include <initializer_list>
+#include <limits>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <vector>
 
-#include "specdec/core/checked.hpp"
 #include "specdec/core/error.hpp"
 #include "specdec/io/json.hpp"
 
@@ -24,6 +24,13 @@ using Json = nlohmann::json;
 
 /// Thrown for a bad request; main() prints "specdec-sim: <field>: <problem>" and exits with 2.
 using UsageError = specdec::Error;
+
+/// A list field of the wrong length is a usage error naming the field.
+inline void check_length(const std::string& field, std::size_t got, std::size_t expected) {
+  if (got != expected) {
+    throw UsageError(field, fmt::format("has {} elements, expected {}", got, expected));
+  }
+}
 
 /// What a run may use, from the command line.
 struct Limits {
@@ -40,7 +47,7 @@ inline void check_known_fields(const Json& request, std::initializer_list<const 
   if (!request.is_object()) throw UsageError("input", "must be a JSON object");
   const std::set<std::string> names(allowed.begin(), allowed.end());
   for (const auto& [key, value] : request.items()) {
-    if (!names.count(key)) throw UsageError(escape_for_message(key), "unknown field");
+    if (!names.count(key)) throw UsageError(io::escape_for_message(key), "unknown field");
   }
 }
 
@@ -61,8 +68,15 @@ inline std::int64_t get_integer(const Json& request, const char* field, std::int
   if (!v) return fallback;
   if (!v->is_number_integer()) throw UsageError(field, "must be an integer");
   // Above INT64_MAX the value is unsigned: report it as written, never as its wrapped self.
-  if (v->is_number_unsigned())
-    return detail::checked_narrow<std::int64_t>(field, v->get<std::uint64_t>());
+  if (v->is_number_unsigned()) {
+    const auto value = v->get<std::uint64_t>();
+    if (value > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
+      throw UsageError(field, fmt::format("{} is outside [{}, {}]", value,
+                                          std::numeric_limits<std::int64_t>::min(),
+                                          std::numeric_limits<std::int64_t>::max()));
+    }
+    return static_cast<std::int64_t>(value);
+  }
   return v->get<std::int64_t>();
 }
 

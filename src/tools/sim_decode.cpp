@@ -49,7 +49,7 @@ toy::MarkovModel parse_table(const Json& json, const std::string& field) {
     const auto row_name = fmt::format("{}[{}]", name, v);
     const Json& row = (*rows)[v];
     if (!row.is_array()) throw UsageError(row_name, "must be an array of numbers");
-    detail::check_size(row_name, row.size(), vocab);
+    check_length(row_name, row.size(), vocab);
     std::vector<float> values;
     for (std::size_t i = 0; i < row.size(); ++i) {
       if (!row[i].is_number()) {

@@ -79,8 +79,7 @@ void draw_candidates(const std::vector<float>& draft, std::int32_t count, bool d
     for (float v : rest) total += v;
     if (!(total > 0.0f)) break;
     const auto x = static_cast<Token>(
-        detail::sample_weights(rest.data(), static_cast<std::int64_t>(rest.size()), total,
-                               stream.uniform(static_cast<std::uint32_t>(k))));
+        sample_from_weights(rest, stream.uniform(static_cast<std::uint32_t>(k))));
     out.push_back(x);
     if (distinct) rest[static_cast<std::size_t>(x)] = 0.0f;
   }
@@ -101,7 +100,7 @@ Json run_verify(const Json& request, const Limits& limits) {
   const auto raw_draft = require_row(request, "draft");
   check_probability_row("target", raw_target);
   check_probability_row("draft", raw_draft);
-  detail::check_size("draft", raw_draft.size(), raw_target.size());
+  check_length("draft", raw_draft.size(), raw_target.size());
   const auto vocab = static_cast<std::int64_t>(raw_target.size());
 
   Warp warp;
@@ -133,7 +132,7 @@ Json run_verify(const Json& request, const Limits& limits) {
   const auto k = static_cast<std::int32_t>(distinct ? std::min(count, support) : count);
 
   // Validates the rule's parameters against the warped rows (gamma, alpha, beta, ...).
-  detail::check_rule<float>(rule, target, draft, k);
+  check_rule_parameters<float>(rule, target, draft, k);
   if (limits.validate_only) return {};
 
   Json response;

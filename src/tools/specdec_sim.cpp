@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
+#include <limits>
 #include <new>
 #include <string>
 
@@ -38,7 +39,7 @@ std::uint64_t parse_bytes(const std::string& text) {
     if (text.empty() || text[0] == '-') throw std::invalid_argument("negative");
     value = std::stoull(text, &end);
   } catch (const std::exception&) {
-    throw specdec::Error("--max-memory", "'" + specdec::escape_for_message(text) +
+    throw specdec::Error("--max-memory", "'" + specdec::io::escape_for_message(text) +
                                              "' is not a byte count (e.g. 4G, 512M, 1000000)");
   }
   const std::string suffix = text.substr(end);
@@ -50,18 +51,21 @@ std::uint64_t parse_bytes(const std::string& text) {
   else if (suffix == "G" || suffix == "g")
     shift = 30;
   else if (!suffix.empty()) {
-    throw specdec::Error("--max-memory", "'" + specdec::escape_for_message(text) +
+    throw specdec::Error("--max-memory", "'" + specdec::io::escape_for_message(text) +
                                              "' has an unknown suffix (K, M or G)");
   }
-  return specdec::detail::checked_mul<std::uint64_t>("--max-memory", value,
-                                                     std::uint64_t{1} << shift);
+  if (value > (std::numeric_limits<std::uint64_t>::max() >> shift)) {
+    throw specdec::Error("--max-memory", fmt::format("{} x {} overflows uint64", value,
+                                                     std::uint64_t{1} << shift));
+  }
+  return value << shift;
 }
 
 double parse_seconds(const std::string& text) {
   char* end = nullptr;
   const double value = std::strtod(text.c_str(), &end);
   if (text.empty() || *end != '\0' || !(value >= 0.0 && value <= 1e6)) {
-    throw specdec::Error("--progress", "'" + specdec::escape_for_message(text) +
+    throw specdec::Error("--progress", "'" + specdec::io::escape_for_message(text) +
                                            "' is not a number of seconds in [0, 10^6]");
   }
   return value;
@@ -81,7 +85,7 @@ int run(int argc, char** argv) {
     return 0;
   }
   if (command != "verify" && command != "decode") {
-    return usage_error("command: unknown command '" + specdec::escape_for_message(command) +
+    return usage_error("command: unknown command '" + specdec::io::escape_for_message(command) +
                        "' (expected verify or decode)");
   }
   Limits limits;
@@ -104,16 +108,16 @@ int run(int argc, char** argv) {
   if (!path.empty()) {
     std::ifstream file(path);
     if (!file) {
-      return usage_error("input: cannot open '" + specdec::escape_for_message(path) + "'");
+      return usage_error("input: cannot open '" + specdec::io::escape_for_message(path) + "'");
     }
     text.assign(std::istreambuf_iterator<char>(file), {});
     if (file.bad()) {
-      return usage_error("input: cannot read '" + specdec::escape_for_message(path) + "'");
+      return usage_error("input: cannot read '" + specdec::io::escape_for_message(path) + "'");
     }
   } else {
     text.assign(std::istreambuf_iterator<char>(std::cin), {});
   }
-  const Json request = specdec::parse_json_strict(text, "input");
+  const Json request = specdec::io::parse_json_strict(text, "input");
   const Json response =
       command == "verify" ? run_verify(request, limits) : run_decode(request, limits);
   std::cout << response.dump() << "\n";

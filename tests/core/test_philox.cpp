@@ -10,23 +10,23 @@
 using namespace specdec;
 
 TEST_CASE("philox4x32-10 reproduces the Random123 known-answer vectors", "[core][philox]") {
-  CHECK(philox4x32_10({0, 0, 0, 0}, {0, 0}) ==
-        Uint4{0x6627e8d5u, 0xe169c58du, 0xbc57ac4cu, 0x9b00dbd8u});
-  CHECK(philox4x32_10({0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu},
+  CHECK(detail::philox4x32_10({0, 0, 0, 0}, {0, 0}) ==
+        detail::Uint4{0x6627e8d5u, 0xe169c58du, 0xbc57ac4cu, 0x9b00dbd8u});
+  CHECK(detail::philox4x32_10({0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu},
                       {0xffffffffu, 0xffffffffu}) ==
-        Uint4{0x408f276du, 0x41c83b0eu, 0xa20bc7c6u, 0x6d5451fdu});
-  CHECK(philox4x32_10({0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u},
+        detail::Uint4{0x408f276du, 0x41c83b0eu, 0xa20bc7c6u, 0x6d5451fdu});
+  CHECK(detail::philox4x32_10({0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u},
                       {0xa4093822u, 0x299f31d0u}) ==
-        Uint4{0xd16cfe09u, 0x94fdccebu, 0x5001e420u, 0x24126ea1u});
+        detail::Uint4{0xd16cfe09u, 0x94fdccebu, 0x5001e420u, 0x24126ea1u});
 }
 
 TEST_CASE("open uniforms never reach 0 or 1", "[core][philox]") {
-  CHECK(bits_to_open_uniform(0u) > 0.0f);
-  CHECK(bits_to_open_uniform(0xffffffffu) < 1.0f);
-  CHECK(bits_to_open_uniform(0u) == std::ldexp(1.0f, -24));
-  CHECK(bits_to_open_uniform(0xffffffffu) == 1.0f - std::ldexp(1.0f, -24));
-  CHECK(std::isfinite(uniform_to_gumbel(bits_to_open_uniform(0u))));
-  CHECK(std::isfinite(uniform_to_gumbel(bits_to_open_uniform(0xffffffffu))));
+  CHECK(detail::bits_to_open_uniform(0u) > 0.0f);
+  CHECK(detail::bits_to_open_uniform(0xffffffffu) < 1.0f);
+  CHECK(detail::bits_to_open_uniform(0u) == std::ldexp(1.0f, -24));
+  CHECK(detail::bits_to_open_uniform(0xffffffffu) == 1.0f - std::ldexp(1.0f, -24));
+  CHECK(std::isfinite(detail::uniform_to_gumbel(detail::bits_to_open_uniform(0u))));
+  CHECK(std::isfinite(detail::uniform_to_gumbel(detail::bits_to_open_uniform(0xffffffffu))));
 }
 
 TEST_CASE("a draw depends only on its coordinates", "[core][philox]") {
@@ -116,11 +116,11 @@ TEST_CASE("the vectorised Gumbel fill equals stream.gumbel bit for bit on 10^5 d
 }
 
 TEST_CASE("philox on a vector of counters is the scalar bijection side by side", "[core][philox]") {
-  const Uint2 key{0xa4093822u, 0x299f31d0u};
+  const detail::Uint2 key{0xa4093822u, 0x299f31d0u};
   std::uint32_t x = 0x243f6a88u, y = 0x85a308d3u, z = 0x13198a2eu, w = 0x03707344u;
   detail::philox4x32_10_rounds(x, y, z, w, key, detail::ScalarMulHiLo{});
   // Random123's known-answer vector for philox4x32-10 with this counter and key.
-  CHECK(Uint4{x, y, z, w} == Uint4{0xd16cfe09u, 0x94fdccebu, 0x5001e420u, 0x24126ea1u});
+  CHECK(detail::Uint4{x, y, z, w} == detail::Uint4{0xd16cfe09u, 0x94fdccebu, 0x5001e420u, 0x24126ea1u});
 #if defined(__GNUC__)
   detail::PhiloxLanes vx, vy, vz, vw;
   for (std::uint32_t j = 0; j < static_cast<std::uint32_t>(detail::kPhiloxLanes); ++j) {
@@ -131,10 +131,10 @@ TEST_CASE("philox on a vector of counters is the scalar bijection side by side",
   }
   detail::philox4x32_10_rounds(vx, vy, vz, vw, key, detail::LanesMulHiLo{});
   for (std::uint32_t j = 0; j < static_cast<std::uint32_t>(detail::kPhiloxLanes); ++j) {
-    const Uint4 one = philox4x32_10(
+    const detail::Uint4 one = detail::philox4x32_10(
         {0x243f6a88u + j, 0x85a308d3u ^ (j << 7), 0x13198a2eu * (j + 1), 0x03707344u - j * 0x10001u},
         key);
-    CHECK(Uint4{vx[j], vy[j], vz[j], vw[j]} == one);
+    CHECK(detail::Uint4{vx[j], vy[j], vz[j], vw[j]} == one);
   }
 #endif
 }

@@ -41,3 +41,14 @@ TEST_CASE("sampling rejects bad rows and uniforms", "[core][sampling]") {
   const std::vector<float> bad = {0.5f, 0.6f};
   CHECK_THROWS_WITH(sample(bad, 0.5f), Catch::Contains("probabilities"));
 }
+
+TEST_CASE("sampling from unnormalised weights scales the uniform by their sum", "[core][sampling]") {
+  const std::vector<float> w = {2.0f, 0.0f, 6.0f};  // cumulative 2, 2, 8 of 8
+  CHECK(sample_from_weights(w, 0.2f) == 0);
+  CHECK(sample_from_weights(w, 0.3f) == 2);
+  CHECK(sample_from_weights(w, 0.99f) == 2);
+  CHECK(sample_from_weights(std::vector<float>{0.0f, 0.0f}, 0.5f) == -1);
+  CHECK_THROWS_WITH(sample_from_weights(std::vector<float>{1.0f, -1.0f}, 0.5f),
+                    Catch::StartsWith("weights[1]: "));
+  CHECK_THROWS_WITH(sample_from_weights(w, 1.0f), Catch::StartsWith("u: "));
+}

@@ -73,3 +73,18 @@ TEST_CASE("Error keeps the argument and the problem apart", "[core][validate]") 
     CHECK(std::string(bad.what()) == bad.argument() + ": " + bad.problem());
   }
 }
+
+TEST_CASE("an error of one item of a batch puts the item's index first", "[core][validate]") {
+  const auto renamed = [](const std::string& argument, std::int64_t item) {
+    try {
+      detail::rethrow_for_sequence(Error(argument, "bad"), item);
+    } catch (const Error& e) {
+      CHECK(e.problem() == "bad");
+      return e.argument();
+    }
+    return std::string("not rethrown");
+  };
+  CHECK(renamed("target_rows[2]", 5) == "target_rows[5][2]");
+  CHECK(renamed("beams[1][3]", 0) == "beams[0][1][3]");
+  CHECK(renamed("vocab", 5) == "vocab (sequence 5)");
+}

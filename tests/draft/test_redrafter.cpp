@@ -13,6 +13,7 @@
 #include "support/stats.hpp"
 
 using namespace specdec;
+using namespace specdec::io;
 using Catch::Detail::Approx;
 
 namespace {

@@ -18,9 +18,9 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::span<const char> bytes(reinterpret_cast<const char*>(data), size);
-  specdec::TensorMap tensors;
+  specdec::io::TensorMap tensors;
   try {
-    tensors = specdec::parse_safetensors(bytes);
+    tensors = specdec::io::parse_safetensors(bytes);
   } catch (const specdec::Error&) {
     return 0;
   }
@@ -29,7 +29,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       finding("fuzz_safetensors:1");
   }
   try {
-    (void)specdec::redrafter_head_from_tensors(tensors);
+    (void)specdec::io::redrafter_head_from_tensors(tensors);
   } catch (const specdec::Error&) {
   }
   return 0;

@@ -17,7 +17,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   limits.max_memory = std::uint64_t{64} << 20;
   limits.validate_only = true;
   try {
-    const auto request = specdec::parse_json_strict(text, "input");
+    const auto request = specdec::io::parse_json_strict(text, "input");
     (void)(verify ? specdec::sim::run_verify(request, limits)
                   : specdec::sim::run_decode(request, limits));
   } catch (const specdec::Error&) {

@@ -6,6 +6,7 @@
 #include "specdec/io/json.hpp"
 
 using namespace specdec;
+using namespace specdec::io;
 
 TEST_CASE("parse_json_strict rejects a key repeated in one object", "[io][json]") {
   CHECK(parse_json_strict(R"({"a":1,"b":{"a":2},"c":[{"a":3},{"a":4}]})", "input")["b"]["a"] == 2);

@@ -11,6 +11,7 @@
 #include "specdec/io/safetensors.hpp"
 
 using namespace specdec;
+using namespace specdec::io;
 
 namespace {
 

@@ -84,7 +84,7 @@ TEST_CASE("a packed beam batch reproduces the reference padded layout exactly",
   CHECK_THROWS_WITH(pack_beam_batch(beams, 2, 0, kVocab, batch, scratch), Catch::Contains("width"));
   CHECK_THROWS_WITH(pack_beam_batch(beams, 5, 3, kVocab, batch, scratch), Catch::Contains("beams"));
   CHECK_THROWS_WITH(pack_beam_batch(beams, 2, 3, 96, batch, scratch),
-                    Catch::Contains("batch row 0") && Catch::Contains("beams[1][3]"));
+                    Catch::StartsWith("beams[0][1][3]: "));
 }
 
 TEST_CASE("unpacking compressed values restores the beams", "[tree][redrafter]") {

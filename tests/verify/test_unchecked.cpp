@@ -36,8 +36,13 @@ TEST_CASE("unchecked::verify_chain and verify_tree equal the checked calls",
     const auto checked =
         verify_chain<float>(MultiRound{}, target, draft, tokens, vocab, stream, want, ws);
     const auto fast =
-        unchecked::verify_chain<float>(MultiRound{}, target.data(), draft.data(), tokens.data(),
-                                       gamma, vocab, stream, got.data(), scratch.data());
+        unchecked::verify_chain(MultiRound{},
+                                ChainRows<float>{.target = target.data(),
+                                                 .draft = draft.data(),
+                                                 .draft_tokens = tokens.data(),
+                                                 .length = gamma,
+                                                 .vocab = vocab},
+                                stream, got.data(), scratch.data());
     CHECK(fast.accepted == checked.accepted);
     CHECK(got == want);
   }
@@ -53,9 +58,13 @@ TEST_CASE("unchecked::verify_chain and verify_tree equal the checked calls",
                                             stream, want, ws);
     std::vector<Token> candidates(4);
     std::vector<std::int32_t> ids(4);
-    const auto fast = unchecked::verify_tree<float>(
-        MultiRound{}, {tree_tokens, parents}, rows.data(), drows.data(), vocab,
-        stream, got.data(), candidates.data(), ids.data(), scratch.data());
+    const auto fast = unchecked::verify_tree(
+        MultiRound{}, {tree_tokens, parents},
+        TreeRows<float>{.target = rows.data(), .draft = drows.data(), .vocab = vocab}, stream,
+        TreeBuffers{.accepted_nodes = got.data(),
+                    .candidates = candidates.data(),
+                    .ids = ids.data(),
+                    .scratch = scratch.data()});
     CHECK(fast.accepted == checked.accepted);
     CHECK(fast.token == checked.token);
     CHECK(std::equal(want.begin(), want.begin() + checked.accepted, got.begin()));
@@ -76,8 +85,13 @@ TEST_CASE("unchecked calls return a token on rows the checked calls reject",
       verify_chain<float>(Rejection{}, target, draft, tokens, 3, RandomStream{5}, out, ws), Error);
   for (std::uint32_t seed = 0; seed < 50; ++seed) {
     const auto verdict =
-        unchecked::verify_chain<float>(Rejection{}, target.data(), draft.data(), tokens.data(), 1,
-                                       3, RandomStream{seed}, out.data(), scratch.data());
+        unchecked::verify_chain(Rejection{},
+                                ChainRows<float>{.target = target.data(),
+                                                 .draft = draft.data(),
+                                                 .draft_tokens = tokens.data(),
+                                                 .length = 1,
+                                                 .vocab = 3},
+                                RandomStream{seed}, out.data(), scratch.data());
     REQUIRE((verdict.accepted == 0 || verdict.accepted == 1));
     for (std::int32_t i = 0; i < verdict.emitted; ++i) {
       CHECK(out[static_cast<std::size_t>(i)] >= 0);

@@ -10,7 +10,6 @@
 #include <utility>
 
 #include "specdec/backend/policy.hpp"
-#include "specdec/backend/sequence_error.hpp"
 #include "specdec/core/error.hpp"
 #include "specdec/core/token.hpp"
 #include "specdec/core/validate.hpp"

@@ -11,7 +11,6 @@
 #include <utility>
 
 #include "specdec/backend/policy.hpp"
-#include "specdec/backend/sequence_error.hpp"
 #include "specdec/core/error.hpp"
 #include "specdec/core/philox.hpp"
 #include "specdec/core/token.hpp"

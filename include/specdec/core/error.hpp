@@ -69,5 +69,21 @@ template <class... Args>
   throw Error(argument.str(), fmt::format(problem, std::forward<Args>(args)...));
 }
 
+
+/// The one rule for naming an item of a batch: an error raised for item `sequence` (a sequence, a
+/// tree, a row of beams) is rethrown with the item's index as the first index of the argument:
+/// "target_rows[2]" of sequence 5 becomes "target_rows[5][2]"; a name without an index gets a
+/// suffix: "vocab" becomes "vocab (sequence 5)".
+[[noreturn]] inline void rethrow_for_sequence(const Error& e, std::int64_t sequence) {
+  const std::string& argument = e.argument();
+  const auto bracket = argument.find('[');
+  if (bracket == std::string::npos) {
+    throw Error(fmt::format("{} (sequence {})", argument, sequence), e.problem());
+  }
+  throw Error(
+      fmt::format("{}[{}]{}", argument.substr(0, bracket), sequence, argument.substr(bracket)),
+      e.problem());
+}
+
 }  // namespace detail
 }  // namespace specdec

@@ -24,6 +24,9 @@ namespace specdec {
 /// Which value of a draw a bulk fill writes: RandomStream::uniform or RandomStream::gumbel.
 enum class RandomKind { kUniform, kGumbel };
 
+namespace detail {
+
+/// One Philox counter or output block: four 32-bit lanes.
 struct Uint4 {
   std::uint32_t x, y, z, w;
   SPECDEC_HOST_DEVICE std::uint32_t operator[](int i) const {
@@ -32,11 +35,10 @@ struct Uint4 {
   friend bool operator==(const Uint4&, const Uint4&) = default;
 };
 
+/// One Philox key: two 32-bit words.
 struct Uint2 {
   std::uint32_t x, y;
 };
-
-namespace detail {
 
 inline constexpr std::uint32_t kPhiloxMul0 = 0xD2511F53u, kPhiloxMul1 = 0xCD9E8D57u;
 inline constexpr std::uint32_t kPhiloxWeyl0 = 0x9E3779B9u, kPhiloxWeyl1 = 0xBB67AE85u;
@@ -71,12 +73,9 @@ SPECDEC_HOST_DEVICE void philox4x32_10_rounds(U& x, U& y, U& z, U& w, Uint2 key,
   }
 }
 
-}  // namespace detail
-
 /// The Philox4x32 bijection with 10 rounds (Random123's philox4x32-10).
 SPECDEC_HOST_DEVICE Uint4 philox4x32_10(Uint4 counter, Uint2 key) {
-  detail::philox4x32_10_rounds(counter.x, counter.y, counter.z, counter.w, key,
-                               detail::ScalarMulHiLo{});
+  philox4x32_10_rounds(counter.x, counter.y, counter.z, counter.w, key, ScalarMulHiLo{});
   return counter;
 }
 
@@ -89,8 +88,10 @@ SPECDEC_HOST_DEVICE float bits_to_open_uniform(std::uint32_t bits) {
 /// A standard Gumbel variate from a uniform in (0, 1): -log(-log(u)), both logs packet_log's, so
 /// a vectorised host fill (core/noise.hpp), a scalar draw and a CUDA thread give the same bits.
 SPECDEC_HOST_DEVICE float uniform_to_gumbel(float u) {
-  return -detail::packet_log(-detail::packet_log(u));
+  return -packet_log(-packet_log(u));
 }
+
+}  // namespace detail
 
 /// Which part of an algorithm draws: disjoint counter ranges for drafting and verification.
 enum class Domain : std::uint32_t {
@@ -111,26 +112,26 @@ struct RandomStream {
   std::uint32_t node = 0;  // < 2^24
   Domain domain = Domain::kVerify;
 
-  SPECDEC_HOST_DEVICE Uint2 key() const {
+  SPECDEC_HOST_DEVICE detail::Uint2 key() const {
     return {static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32)};
   }
   /// The Philox counter of draws 4*block .. 4*block+3.
-  SPECDEC_HOST_DEVICE Uint4 counter(std::uint32_t block_index) const {
+  SPECDEC_HOST_DEVICE detail::Uint4 counter(std::uint32_t block_index) const {
     return {block_index, node | (static_cast<std::uint32_t>(domain) << 24), position, sequence};
   }
   /// Four 32-bit lanes: draws 4*block .. 4*block+3.
-  SPECDEC_HOST_DEVICE Uint4 block(std::uint32_t block_index) const {
-    return philox4x32_10(counter(block_index), key());
+  SPECDEC_HOST_DEVICE detail::Uint4 block(std::uint32_t block_index) const {
+    return detail::philox4x32_10(counter(block_index), key());
   }
   SPECDEC_HOST_DEVICE std::uint32_t bits(std::uint32_t draw) const {
     return block(draw >> 2)[static_cast<int>(draw & 3u)];
   }
   /// A uniform strictly inside (0, 1).
   SPECDEC_HOST_DEVICE float uniform(std::uint32_t draw) const {
-    return bits_to_open_uniform(bits(draw));
+    return detail::bits_to_open_uniform(bits(draw));
   }
   SPECDEC_HOST_DEVICE float gumbel(std::uint32_t draw) const {
-    return uniform_to_gumbel(uniform(draw));
+    return detail::uniform_to_gumbel(uniform(draw));
   }
   /// The same stream at another node (children of a tree node, say).
   SPECDEC_HOST_DEVICE RandomStream at_node(std::uint32_t n) const {
@@ -172,7 +173,7 @@ struct SuppliedUniforms {
     }
     return values[draw];
   }
-  float gumbel(std::uint32_t draw) const { return uniform_to_gumbel(uniform(draw)); }
+  float gumbel(std::uint32_t draw) const { return detail::uniform_to_gumbel(uniform(draw)); }
 };
 #endif  // !defined(__CUDACC__)
 

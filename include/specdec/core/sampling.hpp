@@ -2,6 +2,7 @@
 // Drawing one token from a row with one uniform (inverse CDF). Draws: exactly one uniform.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <span>
 
@@ -33,6 +34,23 @@ inline Token sample(std::span<const float> probabilities, float u) {
   for (float p : probabilities) total += p;
   return static_cast<Token>(detail::sample_weights(
       probabilities.data(), static_cast<std::int64_t>(probabilities.size()), total, u));
+}
+
+/// One index drawn from non-negative `weights` that need not sum to 1 (the inverse CDF of
+/// weights / their sum at the uniform u in (0, 1)); -1 when no weight is positive.
+inline std::int64_t sample_from_weights(std::span<const float> weights, float u) {
+  float total = 0.0f;
+  for (std::size_t i = 0; i < weights.size(); ++i) {
+    if (!(weights[i] >= 0.0f) || std::isinf(weights[i])) {
+      detail::fail(ArgName("weights", static_cast<std::int64_t>(i)),
+                   "{} is not a finite non-negative weight", weights[i]);
+    }
+    total += weights[i];
+  }
+  if (!(u > 0.0f && u < 1.0f)) detail::fail("u", "{} is not strictly inside (0, 1)", u);
+  if (!(total > 0.0f)) return -1;
+  return detail::sample_weights(weights.data(), static_cast<std::int64_t>(weights.size()), total,
+                                u);
 }
 
 }  // namespace specdec

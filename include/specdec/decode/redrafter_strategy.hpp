@@ -110,10 +110,6 @@ struct ReDrafterOptions {
   LoopOptions loop() const { return {warp, max_new_tokens, end_token, seed}; }
 };
 
-/// Old spellings, kept for one release.
-using RedrafterVerification [[deprecated("use ReDrafterVerification")]] = ReDrafterVerification;
-using RedrafterOptions [[deprecated("use ReDrafterOptions")]] = ReDrafterOptions;
-
 namespace detail {
 
 /// exp of a head log-probability row, exactly 0 for the head's stand-in for log 0.

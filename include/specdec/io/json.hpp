@@ -12,7 +12,7 @@
 
 #include "specdec/core/error.hpp"
 
-namespace specdec {
+namespace specdec::io {
 
 /// `text` with control characters, quotes and backslashes escaped as in a JSON string, so that an
 /// error message quoting a key or a value read from a file is one line of printable text.
@@ -69,4 +69,4 @@ inline nlohmann::json parse_json_strict(std::string_view text, const std::string
   return out;
 }
 
-}  // namespace specdec
+}  // namespace specdec::io

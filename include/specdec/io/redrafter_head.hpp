@@ -12,7 +12,7 @@
 #include "specdec/draft/redrafter.hpp"
 #include "specdec/io/safetensors.hpp"
 
-namespace specdec {
+namespace specdec::io {
 
 /// Tensor names of a ReDrafter head (the reference module's parameter names; PyTorch Linear
 /// weights are [out, in]):
@@ -25,16 +25,18 @@ namespace redrafter_names {
 inline constexpr const char* kEmbedding = "embed_tokens.weight";
 }
 
-namespace detail {
+}  // namespace specdec::io
 
-inline const Tensor& need(const TensorMap& m, const std::string& name) {
+namespace specdec::detail {
+
+inline const io::Tensor& need(const io::TensorMap& m, const std::string& name) {
   const auto it = m.find(name);
   if (it == m.end()) fail(name, "tensor is missing from the file");
   return it->second;
 }
 
 /// NaN or infinite weights would reach the drafted rows as NaN: reject them when loading.
-inline void check_finite_weights(const std::string& name, const Tensor& t) {
+inline void check_finite_weights(const std::string& name, const io::Tensor& t) {
   for (std::size_t i = 0; i < t.data.size(); ++i) {
     if (!std::isfinite(t.data[i])) {
       fail(ArgName(name, static_cast<std::int64_t>(i)), "{} is not a finite weight", t.data[i]);
@@ -42,7 +44,7 @@ inline void check_finite_weights(const std::string& name, const Tensor& t) {
   }
 }
 
-inline Eigen::MatrixXf to_matrix(const TensorMap& m, const std::string& name, std::int64_t rows,
+inline Eigen::MatrixXf to_matrix(const io::TensorMap& m, const std::string& name, std::int64_t rows,
                                  std::int64_t cols) {
   const auto& t = need(m, name);
   check_finite_weights(name, t);
@@ -53,7 +55,7 @@ inline Eigen::MatrixXf to_matrix(const TensorMap& m, const std::string& name, st
       t.data.data(), rows, cols);
 }
 
-inline Eigen::VectorXf to_vector(const TensorMap& m, const std::string& name, std::int64_t n) {
+inline Eigen::VectorXf to_vector(const io::TensorMap& m, const std::string& name, std::int64_t n) {
   const auto& t = need(m, name);
   check_finite_weights(name, t);
   if (t.shape.size() != 1 || t.shape[0] != n) {
@@ -62,17 +64,19 @@ inline Eigen::VectorXf to_vector(const TensorMap& m, const std::string& name, st
   return Eigen::Map<const Eigen::VectorXf>(t.data.data(), n);
 }
 
-inline Tensor from_matrix(const Eigen::MatrixXf& m) {
-  Tensor t{{m.rows(), m.cols()}, std::vector<float>(static_cast<std::size_t>(m.size()))};
+inline io::Tensor from_matrix(const Eigen::MatrixXf& m) {
+  io::Tensor t{{m.rows(), m.cols()}, std::vector<float>(static_cast<std::size_t>(m.size()))};
   Eigen::Map<Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(
       t.data.data(), m.rows(), m.cols()) = m;
   return t;
 }
-inline Tensor from_vector(const Eigen::VectorXf& v) {
+inline io::Tensor from_vector(const Eigen::VectorXf& v) {
   return {{v.size()}, std::vector<float>(v.data(), v.data() + v.size())};
 }
 
-}  // namespace detail
+}  // namespace specdec::detail
+
+namespace specdec::io {
 
 /// Builds a head from its tensors (names above). The shape is inferred: H from the embedding,
 /// V and D from lm_head.{n}.weight, num_layers from the residual blocks present, rnn from
@@ -161,4 +165,4 @@ inline void save_redrafter_head(const std::filesystem::path& path, const ReDraft
   write_safetensors(path, redrafter_head_tensors(h), dtype);
 }
 
-}  // namespace specdec
+}  // namespace specdec::io

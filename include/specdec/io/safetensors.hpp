@@ -22,7 +22,7 @@
 #include "specdec/core/error.hpp"
 #include "specdec/io/json.hpp"
 
-namespace specdec {
+namespace specdec::io {
 
 static_assert(std::endian::native == std::endian::little,
               "safetensors data is little-endian; big-endian hosts are not supported");
@@ -48,32 +48,36 @@ using TensorMap = std::map<std::string, Tensor>;
 /// Storage type of the tensors write_safetensors writes.
 enum class TensorDType { kF32, kF16, kBF16 };
 
-namespace detail {
+}  // namespace specdec::io
 
-inline std::size_t dtype_size(TensorDType d) { return d == TensorDType::kF32 ? 4 : 2; }
-inline const char* dtype_name(TensorDType d) {
-  return d == TensorDType::kF32 ? "F32" : d == TensorDType::kF16 ? "F16" : "BF16";
+namespace specdec::detail {
+
+inline std::size_t dtype_size(io::TensorDType d) { return d == io::TensorDType::kF32 ? 4 : 2; }
+inline const char* dtype_name(io::TensorDType d) {
+  return d == io::TensorDType::kF32 ? "F32" : d == io::TensorDType::kF16 ? "F16" : "BF16";
 }
 
 inline std::vector<char> read_file(const std::filesystem::path& path) {
   std::error_code error;
   if (!std::filesystem::is_regular_file(path, error)) {
-    fail("path", "'{}' is not a regular file", escape_for_message(path.string()));
+    fail("path", "'{}' is not a regular file", io::escape_for_message(path.string()));
   }
   std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) fail("path", "cannot open '{}'", escape_for_message(path.string()));
+  if (!in) fail("path", "cannot open '{}'", io::escape_for_message(path.string()));
   const auto end = static_cast<std::streamoff>(in.tellg());
-  if (end < 0) fail("path", "cannot read '{}'", escape_for_message(path.string()));
+  if (end < 0) fail("path", "cannot read '{}'", io::escape_for_message(path.string()));
   const auto size = static_cast<std::size_t>(end);
   std::vector<char> bytes(size);
   in.seekg(0);
   if (size > 0 && !in.read(bytes.data(), static_cast<std::streamsize>(size))) {
-    fail("path", "cannot read '{}'", escape_for_message(path.string()));
+    fail("path", "cannot read '{}'", io::escape_for_message(path.string()));
   }
   return bytes;
 }
 
-}  // namespace detail
+}  // namespace specdec::detail
+
+namespace specdec::io {
 
 /// Parses a safetensors image: an 8-byte little-endian header length N, N bytes of JSON
 /// ({name: {"dtype", "shape", "data_offsets": [begin, end]}}, plus an optional "__metadata__"),
@@ -239,4 +243,4 @@ inline void write_safetensors(const std::filesystem::path& path, const TensorMap
   if (!out) detail::fail("path", "cannot write '{}'", path.string());
 }
 
-}  // namespace specdec
+}  // namespace specdec::io

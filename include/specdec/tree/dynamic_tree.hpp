@@ -252,7 +252,7 @@ inline void pack_beam_batch(std::span<const Token> beams, std::int32_t batch, st
       compress_beams(beams.subspan(static_cast<std::size_t>(b) * per_row, per_row), width, vocab,
                      scratch);
     } catch (const Error& e) {
-      throw Error(fmt::format("{} (batch row {})", e.argument(), b), e.problem());
+      detail::rethrow_for_sequence(e, b);
     }
     out.total_lengths.push_back(scratch.size());
     out.max_selected = scratch.size() > out.max_selected ? scratch.size() : out.max_selected;

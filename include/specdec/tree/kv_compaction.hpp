@@ -92,7 +92,7 @@ inline void pack_accepted_paths(std::span<const DraftTree> trees,
     try {
       detail::check_tree(trees[b]);
     } catch (const Error& e) {
-      throw Error(fmt::format("trees[{}].{}", b, e.argument()), e.problem());
+      detail::rethrow_for_sequence(e, static_cast<std::int64_t>(b));
     }
     if (context_lengths[b] < 1) {
       detail::fail(fmt::format("context_lengths[{}]", b), "{} must be >= 1", context_lengths[b]);

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // Tree navigation: child links (first child / next sibling), root-to-node paths, leaves and
-// root-to-leaf paths of a DraftTree.
+// root-to-leaf paths of a tree (a TreeView; a DraftTree converts to one).
 #pragma once
 
 #include <cstdint>
@@ -12,6 +12,8 @@
 #include "specdec/core/error.hpp"
 #include "specdec/core/validate.hpp"
 #include "specdec/tree/draft_tree.hpp"
+#include "specdec/tree/tree_rows.hpp"
+#include "specdec/tree/tree_view.hpp"
 
 namespace specdec {
 
@@ -42,7 +44,7 @@ inline void check_tree(TreeView tree) {
   }
 }
 
-inline void check_node(std::string_view name, std::int32_t node, const DraftTree& tree) {
+inline void check_node(std::string_view name, std::int32_t node, TreeView tree) {
   if (node < 0 || node >= tree.size()) {
     fail(name, "{} is not a node of the tree (it has {} nodes)", node, tree.size());
   }
@@ -71,7 +73,7 @@ SPECDEC_HOST_DEVICE void path_to_node_row(const std::int32_t* parents, std::int3
 /// `next_sibling[i]` the next child of i's parent (both -1 when there is none). Returns the first
 /// child of the root (-1 for an empty tree). Both buffers hold `tree.size()` entries.
 /// Complexity: O(N).
-inline std::int32_t build_child_links(const DraftTree& tree, std::span<std::int32_t> first_child,
+inline std::int32_t build_child_links(TreeView tree, std::span<std::int32_t> first_child,
                                       std::span<std::int32_t> next_sibling) {
   detail::check_tree(tree);
   const auto n = static_cast<std::size_t>(tree.size());
@@ -91,7 +93,7 @@ inline std::int32_t build_child_links(const DraftTree& tree, std::span<std::int3
 
 /// The children of `node` (-1 = the root) in sampling order. Allocates; for setup code and tests.
 /// Complexity: O(N).
-inline std::vector<std::int32_t> children_of(const DraftTree& tree, std::int32_t node) {
+inline std::vector<std::int32_t> children_of(TreeView tree, std::int32_t node) {
   detail::check_tree(tree);
   if (node != -1) detail::check_node("node", node, tree);
   std::vector<std::int32_t> out;
@@ -101,24 +103,34 @@ inline std::vector<std::int32_t> children_of(const DraftTree& tree, std::int32_t
   return out;
 }
 
-/// Root-to-node path of `node`: `depths[node]` node ids, the first a child of the root, the last
+namespace detail {
+
+/// Depth of `node` (1 for a child of the root), counted along its parents (`parents[i] < i`).
+inline std::int32_t node_depth(TreeView tree, std::int32_t node) {
+  std::int32_t depth = 0;
+  for (; node >= 0; node = tree.parents[static_cast<std::size_t>(node)]) ++depth;
+  return depth;
+}
+
+}  // namespace detail
+
+/// Root-to-node path of `node`: depth(node) node ids, the first a child of the root, the last
 /// `node` itself (the root, i.e. the last committed token, is not a node). `out` must hold exactly
-/// `tree.depths[node]` entries.
+/// depth(node) entries (`tree.depths[node]` of a DraftTree).
 /// Complexity: O(N) for the tree's validation, then O(depth).
-inline void path_to_node(const DraftTree& tree, std::int32_t node, std::span<std::int32_t> out) {
+inline void path_to_node(TreeView tree, std::int32_t node, std::span<std::int32_t> out) {
   detail::check_tree(tree);
   detail::check_node("node", node, tree);
-  const auto depth = tree.depths[static_cast<std::size_t>(node)];
+  const auto depth = detail::node_depth(tree, node);
   detail::check_buffer("out", out, static_cast<std::size_t>(depth));
   detail::path_to_node_row(tree.parents.data(), node, depth, out.data());
 }
 
 /// Convenience form of path_to_node that allocates.
-inline std::vector<std::int32_t> path_to_node(const DraftTree& tree, std::int32_t node) {
+inline std::vector<std::int32_t> path_to_node(TreeView tree, std::int32_t node) {
   detail::check_tree(tree);
   detail::check_node("node", node, tree);
-  std::vector<std::int32_t> out(
-      static_cast<std::size_t>(tree.depths[static_cast<std::size_t>(node)]));
+  std::vector<std::int32_t> out(static_cast<std::size_t>(detail::node_depth(tree, node)));
   path_to_node(tree, node, out);
   return out;
 }
@@ -138,7 +150,7 @@ SPECDEC_HOST_DEVICE void leaf_flags_row(const std::int32_t* parents, std::int32_
 
 /// Number of leaves (nodes without children). An empty tree has none.
 /// Complexity: O(N).
-inline std::int32_t count_leaves(const DraftTree& tree) {
+inline std::int32_t count_leaves(TreeView tree) {
   detail::check_tree(tree);
   std::vector<std::int32_t> flags(static_cast<std::size_t>(tree.size()));
   detail::leaf_flags_row(tree.parents.data(), tree.size(), flags.data());
@@ -150,7 +162,7 @@ inline std::int32_t count_leaves(const DraftTree& tree) {
 /// Writes the leaves in increasing node id (level order, so shallower leaves first) into `out`,
 /// which must hold exactly count_leaves(tree) entries.
 /// Complexity: O(N).
-inline void leaves(const DraftTree& tree, std::span<std::int32_t> out) {
+inline void leaves(TreeView tree, std::span<std::int32_t> out) {
   const auto count = count_leaves(tree);
   detail::check_buffer("out", out, static_cast<std::size_t>(count));
   std::vector<std::int32_t> flags(static_cast<std::size_t>(tree.size()));
@@ -162,7 +174,7 @@ inline void leaves(const DraftTree& tree, std::span<std::int32_t> out) {
 }
 
 /// Convenience form of leaves that allocates.
-inline std::vector<std::int32_t> leaves(const DraftTree& tree) {
+inline std::vector<std::int32_t> leaves(TreeView tree) {
   std::vector<std::int32_t> out(static_cast<std::size_t>(count_leaves(tree)));
   leaves(tree, out);
   return out;
@@ -170,15 +182,19 @@ inline std::vector<std::int32_t> leaves(const DraftTree& tree) {
 
 /// Root-to-leaf paths as a row-major matrix of `rows` x `width` node ids: row r is the path of the
 /// r-th leaf (in the order of leaves()), padded with -1 on the right; rows past the last leaf are
-/// all -1. Needs rows >= count_leaves(tree) and width >= tree.max_depth(); `out` holds
-/// rows * width entries.
+/// all -1. Needs rows >= count_leaves(tree) and width >= the deepest depth (max_depth() of a
+/// DraftTree); `out` holds rows * width entries.
 /// Complexity: O(N + rows x width): the tree is validated once and each path is walked once.
-inline void root_to_leaf_paths(const DraftTree& tree, std::int32_t rows, std::int32_t width,
+inline void root_to_leaf_paths(TreeView tree, std::int32_t rows, std::int32_t width,
                                std::span<std::int32_t> out) {
   const auto count = count_leaves(tree);
+  std::vector<std::int32_t> depths(static_cast<std::size_t>(tree.size()));
+  detail::tree_depths_row(tree.parents.data(), tree.size(), depths.data());
+  std::int32_t max_depth = 0;
+  for (const auto depth : depths) max_depth = depth > max_depth ? depth : max_depth;
   if (rows < count) detail::fail("rows", "{} is fewer than the {} leaves", rows, count);
-  if (width < tree.max_depth()) {
-    detail::fail("width", "{} is shorter than the deepest path ({})", width, tree.max_depth());
+  if (width < max_depth) {
+    detail::fail("width", "{} is shorter than the deepest path ({})", width, max_depth);
   }
   detail::check_buffer("out", out,
                        static_cast<std::size_t>(rows) * static_cast<std::size_t>(width));
@@ -187,17 +203,17 @@ inline void root_to_leaf_paths(const DraftTree& tree, std::int32_t rows, std::in
   leaves(tree, leaf_ids);
   for (std::size_t r = 0; r < leaf_ids.size(); ++r) {
     const auto leaf = leaf_ids[r];
-    detail::path_to_node_row(tree.parents.data(), leaf, tree.depths[static_cast<std::size_t>(leaf)],
+    detail::path_to_node_row(tree.parents.data(), leaf, depths[static_cast<std::size_t>(leaf)],
                              out.data() + r * static_cast<std::size_t>(width));
   }
 }
 
 /// Convenience form: one vector per leaf, in the order of leaves(). O(N + the paths' total
 /// length): the tree is checked once, not once per leaf.
-inline std::vector<std::vector<std::int32_t>> root_to_leaf_paths(const DraftTree& tree) {
+inline std::vector<std::vector<std::int32_t>> root_to_leaf_paths(TreeView tree) {
   std::vector<std::vector<std::int32_t>> out;
   for (auto leaf : leaves(tree)) {  // leaves() checks the tree
-    const auto depth = tree.depths[static_cast<std::size_t>(leaf)];
+    const auto depth = detail::node_depth(tree, leaf);
     auto& path = out.emplace_back(static_cast<std::size_t>(depth));
     detail::path_to_node_row(tree.parents.data(), leaf, depth, path.data());
   }

@@ -148,6 +148,16 @@ void check_rule(const Rule& rule, std::span<const T> target, std::span<const T> 
 
 }  // namespace detail
 
+/// Checks a rule's parameters against warped rows and a number of candidates, as verify_node does
+/// before it draws (SpecTr's gamma, Lossy's alpha and beta, the cascade deferral, typical
+/// acceptance's epsilon and delta). Throws specdec::Error naming the parameter.
+template <class T = float>
+void check_rule_parameters(const Rule& rule, std::type_identity_t<std::span<const T>> target,
+                           std::type_identity_t<std::span<const T>> draft,
+                           std::int32_t candidates) {
+  detail::check_rule<T>(rule, target, draft, candidates);
+}
+
 /// Verifies `candidates` at one node with any rule. `target`/`draft` are the warped rows the
 /// candidates were drawn from; `raw_target`/`raw_draft` (empty = the warped rows) feed the
 /// cascade deferral and the lossy greedy test. Throws specdec::Error naming the bad argument.

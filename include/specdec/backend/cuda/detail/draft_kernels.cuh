@@ -154,12 +154,12 @@ __device__ void perturb_row_block(const T* row, int n, const RandomStream& strea
                                   float* perturbed) {
   const std::int64_t groups = (static_cast<std::int64_t>(n) + 3) / 4;
   for (std::int64_t g = threadIdx.x; g < groups; g += blockDim.x) {
-    const Uint4 bits = stream.block(static_cast<std::uint32_t>(g));
+    const specdec::detail::Uint4 bits = stream.block(static_cast<std::uint32_t>(g));
     for (int lane = 0; lane < 4; ++lane) {
       const std::int64_t i = 4 * g + lane;
       if (i < n) {
-        perturbed[i] =
-            specdec::detail::gumbel_perturbed<kind>(load(row, i), bits_to_open_uniform(bits[lane]));
+        perturbed[i] = specdec::detail::gumbel_perturbed<kind>(
+            load(row, i), specdec::detail::bits_to_open_uniform(bits[lane]));
       }
     }
   }

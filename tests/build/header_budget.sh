@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Compile-time budget of the public headers: what an engine pays to include specdec.
+#   header_budget.sh CXX INCLUDE_DIR EIGEN_DIR FMT_DIR
+# For each header: -fsyntax-only CPU seconds (user + system, so a loaded machine does not fail it)
+# against its budget, and that the narrow headers preprocess without Eigen. The verifiers' header
+# must also preprocess to at most 1.1x the lines of the standard and fmt headers it includes.
+set -euo pipefail
+cxx=$1 include=$2 eigen=$3 fmt=${4:-}
+flags=(-std=c++20 -I"$include" -isystem "$eigen")
+[[ -n "$fmt" ]] && flags+=(-isystem "$fmt")
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+status=0
+
+cpu_seconds() {  # CPU seconds of one syntax-only compile of $1 (a file)
+  local TIMEFORMAT='%U %S'
+  { time "$cxx" "${flags[@]}" -fsyntax-only "$1" >/dev/null; } 2>&1 | awk '{printf "%.2f", $1 + $2}'
+}
+
+# header  budget (CPU seconds, syntax only)  may include Eigen
+while read -r header budget eigen_ok; do
+  echo "#include <$header>" >"$work/tu.cpp"
+  seconds=$(cpu_seconds "$work/tu.cpp")
+  lines=$("$cxx" "${flags[@]}" -E "$work/tu.cpp" | wc -l)
+  verdict=ok
+  if awk -v s="$seconds" -v b="$budget" 'BEGIN { exit !(s > b) }'; then verdict="OVER BUDGET"; status=1; fi
+  if [[ "$eigen_ok" == no ]] && "$cxx" "${flags[@]}" -M "$work/tu.cpp" | grep -q '/Eigen/'; then
+    verdict="includes Eigen"; status=1
+  fi
+  printf '%-40s %6s s (budget %s s) %7d lines  %s\n' "$header" "$seconds" "$budget" "$lines" "$verdict"
+done <<'LIST'
+specdec/verify/verify.hpp 3 no
+specdec/unchecked.hpp 3 no
+specdec/backend/cpu/verify_batch.hpp 5 no
+specdec/specdec.hpp 8 yes
+LIST
+
+# The verifiers' header against the standard and fmt headers its own headers include.
+echo '#include <specdec/verify/verify.hpp>' >"$work/verify.cpp"
+"$cxx" "${flags[@]}" -M "$work/verify.cpp" | tr ' \\' '\n\n' | grep "^$include/specdec/" | sort -u |
+  xargs grep -h '^#include <' | sort -u >"$work/dependencies.cpp"
+ours=$("$cxx" "${flags[@]}" -E "$work/verify.cpp" | wc -l)
+theirs=$("$cxx" "${flags[@]}" -E -x c++ "$work/dependencies.cpp" | wc -l)
+ratio=$(awk -v a="$ours" -v b="$theirs" 'BEGIN { printf "%.3f", a / b }')
+echo "specdec/verify/verify.hpp: $ours lines, its standard and fmt headers $theirs: ${ratio}x (budget 1.1x)"
+if awk -v r="$ratio" 'BEGIN { exit !(r > 1.1) }'; then status=1; fi
+exit $status

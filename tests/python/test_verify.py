@@ -532,9 +532,12 @@ def test_bad_input_raises_errors_naming_the_argument():
     assert argument_of(lambda: bad(streams=[3])) == "streams[0]"
     assert argument_of(lambda: bad(draft_tokens=np.array([[1, VOCAB]]))) == "draft_tokens[0][1]"
     assert argument_of(lambda: bad(draft_tokens=np.array([1, 2]))) == "draft_tokens"
-    assert argument_of(lambda: bad(draft_offsets=[0, 3], draft_tokens=[1, 2])) == "target_rows"
-    assert argument_of(lambda: bad(draft_offsets=[1, 2], draft_tokens=[1, 2])) == \
+    ragged = lambda **kw: bad(target_rows=target_rows, draft_rows=draft_rows, **kw)  # noqa: E731
+    assert argument_of(lambda: ragged(draft_offsets=[0, 3], draft_tokens=[1, 2])) == "target_rows"
+    assert argument_of(lambda: ragged(draft_offsets=[1, 2], draft_tokens=[1, 2])) == \
         "draft_offsets[0]"
+    # A ragged batch has no sequence dimension: its rows are 2-D.
+    assert argument_of(lambda: bad(draft_offsets=[0, 2], draft_tokens=[1, 2])) == "target_rows"
     assert argument_of(lambda: bad(target_rows=nan_rows[None])) == "target_rows[0][0][4]"
     assert argument_of(lambda: bad(threads=-1)) == "threads"
     assert argument_of(lambda: specdec.verify_chain_batch_logits(

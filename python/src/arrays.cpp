@@ -3,6 +3,7 @@
 
 #include <dlpack/dlpack.h>
 
+#include <algorithm>
 #include <limits>
 
 namespace specdec::python {
@@ -241,7 +242,10 @@ void require_ndim(const Array& a, std::string_view name, int ndim) {
   }
 }
 
-Array float_arg(py::handle obj, std::string_view name, int ndim) {
+namespace {
+
+/// A float array by the rules of rows_arg; `rows` requires at least one column.
+Array float_array(py::handle obj, std::string_view name, int ndim, bool rows) {
   Array a = is_array_like(obj) ? array_arg(obj, name) : from_sequence(obj, name, "float32");
   require_host(a, name);
   require_ndim(a, name, ndim);
@@ -249,7 +253,70 @@ Array float_arg(py::handle obj, std::string_view name, int ndim) {
     bad(name, fmt::format("has dtype {}; expected float32, float16 or bfloat16{}", dtype_name(a.dtype),
                           a.dtype == DType::float64 ? " (convert with .astype(numpy.float32))" : ""));
   }
+  if (a.ndim() == 0) bad(name, "is a scalar; expected an array");
+  if (rows && a.shape.back() == 0) bad(name, "has rows of 0 entries; a row needs at least one");
   return a;
+}
+
+/// `a` with float16 / bfloat16 widened to float32 (exactly).
+Array widened(Array a, std::string_view name) {
+  if (a.dtype == DType::float32) return a;
+  auto converted = std::make_shared<std::vector<float>>(static_cast<std::size_t>(a.size()));
+  visit_floats(a, name, [&]<class T>(std::span<const T> in) {
+    std::transform(in.begin(), in.end(), converted->begin(),
+                   [](T x) { return static_cast<float>(x); });
+  });
+  a.dtype = DType::float32;
+  a.data = converted->data();
+  a.owner = std::move(converted);
+  return a;
+}
+
+}  // namespace
+
+Array rows_arg(py::handle obj, std::string_view name, int ndim) {
+  return float_array(obj, name, ndim, true);
+}
+
+Array values_f32_arg(py::handle obj, std::string_view name, int ndim) {
+  return widened(float_array(obj, name, ndim, false), name);
+}
+
+std::optional<Array> optional_rows_arg(py::handle obj, std::string_view name, int ndim) {
+  if (obj.is_none()) return std::nullopt;
+  return rows_arg(obj, name, ndim);
+}
+
+Token token_value(std::int64_t value, std::string_view name, std::int64_t vocab) {
+  if (value < std::numeric_limits<Token>::min() || value > std::numeric_limits<Token>::max()) {
+    bad(name, fmt::format("{} does not fit in int32", value));
+  }
+  if (vocab > 0 && (value < 0 || value >= vocab)) {
+    bad(name, fmt::format("{} is not a token of the vocabulary [0, {})", value, vocab));
+  }
+  return static_cast<Token>(value);
+}
+
+void check_vocab_tokens(const Array& tokens, std::string_view name, std::int64_t vocab) {
+  const auto values = tokens.span<Token>(name);
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (values[i] < 0 || values[i] >= vocab) {
+      bad(fmt::format("{}[{}]", name, i),
+          fmt::format("{} is not a token of the vocabulary [0, {})", values[i], vocab));
+    }
+  }
+}
+
+void check_batch_rows(const Array& a, std::string_view name, const BatchRowsShape& shape) {
+  if (a.ndim() == 2) return;  // the C++ checks count the rows
+  if (a.ndim() != 3 || shape.per_sequence < 0) {
+    bad(name, fmt::format("has {} dimensions; expected 2 ([rows, vocab]){}", a.ndim(),
+                          shape.per_sequence < 0 ? "" : " or 3 ([sequences, rows, vocab])"));
+  }
+  if (a.dim(0) != shape.sequences || a.dim(1) != shape.per_sequence) {
+    bad(name, fmt::format("has leading dimensions [{}, {}]; {} gives [{}, {}]", a.dim(0), a.dim(1),
+                          shape.from, shape.sequences, shape.per_sequence));
+  }
 }
 
 Array token_arg(py::handle obj, std::string_view name, int ndim) {
@@ -275,35 +342,8 @@ Array token_arg(py::handle obj, std::string_view name, int ndim) {
   return a;
 }
 
-Array float32_arg(py::handle obj, std::string_view name, int ndim) {
-  Array a = is_array_like(obj) ? array_arg(obj, name) : from_sequence(obj, name, "float32");
-  require_host(a, name);
-  require_ndim(a, name, ndim);
-  if (a.dtype == DType::float32) return a;
-  auto converted = std::make_shared<std::vector<float>>(static_cast<std::size_t>(a.size()));
-  switch (a.dtype) {
-    case DType::float16: {
-      const auto* in = static_cast<const Eigen::half*>(a.data);
-      for (std::size_t i = 0; i < converted->size(); ++i) (*converted)[i] = static_cast<float>(in[i]);
-      break;
-    }
-    case DType::bfloat16: {
-      const auto* in = static_cast<const Eigen::bfloat16*>(a.data);
-      for (std::size_t i = 0; i < converted->size(); ++i) (*converted)[i] = static_cast<float>(in[i]);
-      break;
-    }
-    case DType::float64: {
-      const auto* in = static_cast<const double*>(a.data);
-      for (std::size_t i = 0; i < converted->size(); ++i) (*converted)[i] = static_cast<float>(in[i]);
-      break;
-    }
-    default:
-      bad(name, fmt::format("has dtype {}; expected a floating-point array", dtype_name(a.dtype)));
-  }
-  a.dtype = DType::float32;
-  a.data = converted->data();
-  a.owner = std::move(converted);
-  return a;
+Array rows_f32_arg(py::handle obj, std::string_view name, int ndim) {
+  return widened(rows_arg(obj, name, ndim), name);
 }
 
 bool is_cuda_array(py::handle obj) {

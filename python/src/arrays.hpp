@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -19,6 +20,7 @@
 
 #include "specdec/core/error.hpp"
 #include "specdec/core/token.hpp"
+#include "specdec/core/views.hpp"
 
 namespace specdec::python {
 
@@ -83,22 +85,54 @@ class Array {
 /// run on the host call `require_host` (through the helpers below) and so reject them clearly.
 Array array_arg(py::handle obj, std::string_view name);
 
-/// A float row or matrix (float32, float16 or bfloat16; a list becomes float32) on the host with
-/// `ndim` dimensions (0 = any).
-Array float_arg(py::handle obj, std::string_view name, int ndim = 0);
+// ---- the array rules: one reader per kind of array, shared by every entry point ----------------
+
+/// Rows of floats (logits, probabilities, hidden states, weights): float32, float16 or bfloat16
+/// read in place (a list becomes float32), on the host, with `ndim` dimensions (0 = any) and at
+/// least one column. float64 is refused with a hint: narrowing it here would hide a copy.
+Array rows_arg(py::handle obj, std::string_view name, int ndim = 0);
+
+/// rows_arg for functions that compute in float32: float16 / bfloat16 are widened (exactly).
+Array rows_f32_arg(py::handle obj, std::string_view name, int ndim = 0);
+
+/// Float values that are not rows (one per token, say), as float32 like rows_f32_arg; may be
+/// empty.
+Array values_f32_arg(py::handle obj, std::string_view name, int ndim = 0);
+
+/// rows_arg, or nothing for None.
+std::optional<Array> optional_rows_arg(py::handle obj, std::string_view name, int ndim = 0);
 
 /// Tokens (int32, or int64 converted to int32 with a range check; a list becomes int32) on the
-/// host with `ndim` dimensions (0 = any).
+/// host with `ndim` dimensions (0 = any). Ids below the vocabulary are checked by the C++ calls.
 Array token_arg(py::handle obj, std::string_view name, int ndim = 0);
+
+/// Throws specdec::Error naming `name[i]` unless every token lies in [0, vocab).
+void check_vocab_tokens(const Array& tokens, std::string_view name, std::int64_t vocab);
 
 /// Any int32/int64 integer array as int32 (parents, offsets, counts ...), like token_arg.
 inline Array int32_arg(py::handle obj, std::string_view name, int ndim = 0) {
   return token_arg(obj, name, ndim);
 }
 
-/// A float32 array (float16/bfloat16/float64/lists converted, for parameters such as
-/// probabilities of a proposal or hidden states) on the host.
-Array float32_arg(py::handle obj, std::string_view name, int ndim = 0);
+/// A token given as a Python int: fits in int32 and, when `vocab` > 0, lies in [0, vocab).
+Token token_value(std::int64_t value, std::string_view name, std::int64_t vocab = 0);
+
+/// The rows of a batch, as 2-D [rows, V] or 3-D [B, rows per sequence, V]. A 3-D array's
+/// leading dimensions must be `sequences` and `per_sequence` (what the tokens say); a layout
+/// without equal sequences passes per_sequence = -1 and takes 2-D rows only.
+struct BatchRowsShape {
+  std::int64_t sequences = 0;
+  std::int64_t per_sequence = -1;
+  std::string_view from;  // the argument the leading dimensions come from (for messages)
+};
+void check_batch_rows(const Array& a, std::string_view name, const BatchRowsShape& shape);
+
+/// The rows of a checked batch array as a [rows, V] matrix of T.
+template <class T>
+MatrixView<const T> batch_matrix(const Array& a, std::string_view name) {
+  const std::int64_t vocab = a.shape.back();
+  return {a.span<T>(name).data(), vocab == 0 ? 0 : a.size() / vocab, vocab};
+}
 
 /// Throws specdec::Error naming `name` when the array lives on a GPU.
 void require_host(const Array& a, std::string_view name);

@@ -45,7 +45,7 @@ std::string repr(const RandomStream& s) {
 /// Warps each row of a 1-D row or a 2-D [rows, vocab] matrix; the output is float32.
 template <class Fn>
 py::object warp_rows(py::handle input, std::string_view name, Fn&& warp_one) {
-  const Array in = float_arg(input, name);
+  const Array in = rows_arg(input, name);
   if (in.ndim() != 1 && in.ndim() != 2) {
     throw Error(std::string(name), fmt::format("has {} dimensions; expected 1 (a row) or 2 (rows)", in.ndim()));
   }
@@ -159,7 +159,7 @@ void bind_core(py::module_& m) {
   m.def(
       "sample",
       [](py::handle probabilities, float u) {
-        const Array row = float32_arg(probabilities, "probabilities", 1);
+        const Array row = rows_f32_arg(probabilities, "probabilities", 1);
         return sample(row.span<float>("probabilities"), u);
       },
       py::arg("probabilities"), py::arg("u"),

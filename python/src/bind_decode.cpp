@@ -78,8 +78,7 @@ void bind_tree_batch(py::module_& m) {
           [](const TreeBatch& b) {
             Output<std::int32_t> out({b.size()}, ArrayKind::numpy);
             for (std::size_t i = 0; i < b.positions.size(); ++i) {
-              out.values()[i] =
-                  detail::checked_narrow<std::int32_t>(ArgName("positions", i), b.positions[i]);
+              out.values()[i] = token_value(b.positions[i], fmt::format("positions[{}]", i));
             }
             return out.result();
           },
@@ -363,7 +362,7 @@ void bind_toys(py::module_& m) {
                                "An order-1 Markov model: row v of the [V, V] table is the\n"
                                "distribution of the token after v.")
       .def(py::init([](py::handle transition) {
-             const Array table = float32_arg(transition, "transition", 2);
+             const Array table = rows_f32_arg(transition, "transition", 2);
              if (table.dim(0) != table.dim(1)) {
                throw Error("transition", fmt::format("has shape [{}, {}]; expected a square [V, V]",
                                                      table.dim(0), table.dim(1)));
@@ -376,7 +375,7 @@ void bind_toys(py::module_& m) {
       .def(
           "row",
           [](const toy::MarkovModel& model, Token previous) {
-            detail::check_token("previous", previous, model.vocab_size());
+            token_value(previous, "previous", model.vocab_size());
             return output_from<float>(model.row(previous), ArrayKind::numpy);
           },
           py::arg("previous"), "The distribution after `previous` (float32 [V]).")
@@ -384,6 +383,7 @@ void bind_toys(py::module_& m) {
           "next_probabilities",
           [](const toy::MarkovModel& model, py::handle context) {
             const Array tokens = token_arg(context, "context", 1);
+            check_vocab_tokens(tokens, "context", model.vocab_size());
             Output<float> out({model.vocab_size()}, ArrayKind::numpy);
             model.next_probabilities(tokens.span<Token>("context"), out.values());
             return out.result();
@@ -410,6 +410,7 @@ void bind_toys(py::module_& m) {
           "next_probabilities",
           [](const toy::NGramModel& model, py::handle context) {
             const Array tokens = token_arg(context, "context", 1);
+            check_vocab_tokens(tokens, "context", model.vocab_size());
             Output<float> out({model.vocab_size()}, ArrayKind::numpy);
             model.next_probabilities(tokens.span<Token>("context"), out.values());
             return out.result();
@@ -703,6 +704,9 @@ void bind_decoding(py::module_& m) {
               throw Error("prompt", "is empty: the root of every step is the last committed token");
             }
             providers.emplace_back(targets[i], drafts[i], options.method, errors);
+            // Checked here so that a bad token is named by its sequence (decoding names none).
+            const Array checked = token_arg(prompts[i], "prompt", 1);
+            check_vocab_tokens(checked, "prompt", targets[i].attr("vocab_size")().cast<std::int64_t>());
           } catch (const Error& e) {
             // "prompt[3]" -> "prompts[i][3]": the argument as this function names it.
             const auto& name = e.argument();

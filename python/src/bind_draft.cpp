@@ -11,6 +11,7 @@
 #include <pybind11/stl.h>
 #include <pybind11/stl/filesystem.h>
 
+#include "args.hpp"
 #include "arrays.hpp"
 #include "bindings.hpp"
 #include "rows.hpp"
@@ -46,22 +47,9 @@ py::handle draft_rows_arg(py::handle function) {
   return function;
 }
 
-std::vector<RandomStream> streams_arg(const py::sequence& streams) {
-  std::vector<RandomStream> out;
-  out.reserve(streams.size());
-  for (std::size_t i = 0; i < streams.size(); ++i) {
-    try {
-      out.push_back(streams[i].cast<RandomStream>());
-    } catch (const py::cast_error&) {
-      throw Error(fmt::format("streams[{}]", i), "is not a RandomStream");
-    }
-  }
-  return out;
-}
-
 /// A float32 matrix [rows, cols] (any float dtype converted) for the head's inputs.
 Eigen::MatrixXf matrix_arg(py::handle obj, std::string_view name) {
-  const Array a = float32_arg(obj, name, 2);
+  const Array a = rows_f32_arg(obj, name, 2);
   const auto values = a.span<float>(name);
   return Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(
       values.data(), a.dim(0), a.dim(1));
@@ -81,7 +69,7 @@ void bind_sampling(py::module_& m) {
       "sample_iid",
       [](py::handle probabilities, const RandomStream& stream, std::int64_t k,
          std::uint32_t first_draw) {
-        const Array row = float32_arg(probabilities, "probabilities", 1);
+        const Array row = rows_f32_arg(probabilities, "probabilities", 1);
         if (k < 1) throw Error("k", fmt::format("{} must be >= 1", k));
         Output<Token> tokens({k}, kind_of(row));
         {
@@ -98,7 +86,7 @@ void bind_sampling(py::module_& m) {
     return [kind](py::handle row_obj, std::int64_t k, const RandomStream& stream,
                   std::uint32_t first_draw) {
       const char* name = kind == RowKind::kProbabilities ? "probabilities" : "log_weights";
-      const Array row = float_arg(row_obj, name, 1);
+      const Array row = rows_arg(row_obj, name, 1);
       if (k < 1 || k > row.dim(0)) {
         throw Error("k", fmt::format("{} must be in [1, {}] (the vocabulary size)", k, row.dim(0)));
       }
@@ -135,9 +123,13 @@ void bind_sampling(py::module_& m) {
 
   m.def(
       "gumbel_top_k_batch",
-      [](RowKind kind, py::handle rows_obj, std::int64_t k, const py::sequence& streams_obj) {
-        const Array rows = float_arg(rows_obj, "rows", 2);
+      [](RowKind kind, py::handle rows_obj, std::int64_t k, py::handle streams_obj) {
+        const Array rows = rows_arg(rows_obj, "rows", 2);
         const auto streams = streams_arg(streams_obj);
+        if (static_cast<std::int64_t>(streams.size()) != rows.dim(0)) {
+          throw Error("streams", fmt::format("has {} entries; expected one per row of rows ({})",
+                                             streams.size(), rows.dim(0)));
+        }
         const auto count = rows.dim(0);
         Output<Token> tokens({count, std::max<std::int64_t>(k, 0)}, kind_of(rows));
         Output<float> values({count, std::max<std::int64_t>(k, 0)}, kind_of(rows));
@@ -164,13 +156,13 @@ void bind_sampling(py::module_& m) {
   m.def(
       "stochastic_beam_level_batch",
       [](py::handle draft_rows_obj, py::handle beam_counts_obj, py::handle nodes_obj,
-         py::handle log_probs_obj, py::handle scores_obj, const py::sequence& streams_obj) {
+         py::handle log_probs_obj, py::handle scores_obj, py::handle streams_obj) {
         const Array nodes = int32_arg(nodes_obj, "nodes", 2);
         const auto batch = nodes.dim(0), width = nodes.dim(1);
-        const Array rows = float32_arg(draft_rows_obj, "draft_rows", 2);
+        const Array rows = rows_f32_arg(draft_rows_obj, "draft_rows", 2);
         const Array counts = int32_arg(beam_counts_obj, "beam_counts", 1);
-        const Array log_probs = float32_arg(log_probs_obj, "log_probs", 2);
-        const Array scores = float32_arg(scores_obj, "scores", 2);
+        const Array log_probs = values_f32_arg(log_probs_obj, "log_probs", 2);
+        const Array scores = values_f32_arg(scores_obj, "scores", 2);
         const auto streams = streams_arg(streams_obj);
         const auto same_shape = [&](const Array& a, const char* name) {
           if (a.dim(0) != batch || a.dim(1) != width) {
@@ -431,7 +423,7 @@ void bind_redrafter(py::module_& m) {
         io::TensorMap map;
         for (const auto& [key, value] : tensors) {
           const auto name = py::str(key).cast<std::string>();
-          const Array a = float32_arg(value, name);
+          const Array a = rows_f32_arg(value, name);
           const auto values = a.span<float>(name);
           map[name] = io::Tensor{a.shape, {values.begin(), values.end()}};
         }
@@ -458,8 +450,8 @@ void bind_redrafter(py::module_& m) {
   m.def(
       "redrafter_step",
       [](const ReDrafterHead& head, py::handle hidden, py::handle state, Token token) {
-        const Array h = float32_arg(hidden, "hidden", 1);
-        const Array s = float32_arg(state, "state", 1);
+        const Array h = rows_f32_arg(hidden, "hidden", 1);
+        const Array s = rows_f32_arg(state, "state", 1);
         Output<float> next_state(s.shape, kind_of(h, s));
         const auto state_in = s.span<float>("state");
         std::copy(state_in.begin(), state_in.end(), next_state.values().begin());
@@ -508,7 +500,7 @@ void bind_redrafter(py::module_& m) {
       "redrafter_beam_search",
       [](const ReDrafterHead& head, py::handle hidden, Token init_token, std::int32_t width,
          std::int32_t length) {
-        const Array h = float32_arg(hidden, "hidden", 1);
+        const Array h = rows_f32_arg(hidden, "hidden", 1);
         ReDrafterBeams out;
         {
           py::gil_scoped_release unlocked;
@@ -524,7 +516,7 @@ void bind_redrafter(py::module_& m) {
       "redrafter_stochastic_beam_search",
       [](const ReDrafterHead& head, py::handle hidden, Token init_token, std::int32_t width,
          std::int32_t depth, const RandomStream& stream) {
-        const Array h = float32_arg(hidden, "hidden", 1);
+        const Array h = rows_f32_arg(hidden, "hidden", 1);
         DraftedTree out;
         {
           py::gil_scoped_release unlocked;

@@ -8,6 +8,7 @@
 
 #include <optional>
 
+#include "args.hpp"
 #include "arrays.hpp"
 #include "bindings.hpp"
 #include "specdec/tree/tree.hpp"
@@ -48,20 +49,6 @@ std::pair<Array, std::int32_t> beams_arg(py::handle beams) {
     throw Error("beams", fmt::format("has {} beams; at most {}", array.dim(0), INT32_MAX));
   }
   return {std::move(array), static_cast<std::int32_t>(array.dim(0))};
-}
-
-/// The trees of a batch (copies: the batch functions take a span of trees).
-std::vector<DraftTree> trees_arg(const py::sequence& trees) {
-  std::vector<DraftTree> out;
-  out.reserve(trees.size());
-  for (std::size_t b = 0; b < trees.size(); ++b) {
-    try {
-      out.push_back(trees[b].cast<DraftTree>());
-    } catch (const py::cast_error&) {
-      throw Error(fmt::format("trees[{}]", b), "is not a DraftTree");
-    }
-  }
-  return out;
 }
 
 void bind_draft_tree(py::module_& m) {
@@ -172,7 +159,7 @@ void bind_masks_and_paths(py::module_& m) {
       "read); `moves` counts the entries with source != destination.");
   m.def(
       "pack_accepted_paths",
-      [](const py::sequence& trees, py::handle context_lengths, const py::sequence& accepted) {
+      [](py::handle trees, py::handle context_lengths, const py::sequence& accepted) {
         const auto tree_list = trees_arg(trees);
         const Array lengths = int32_arg(context_lengths, "context_lengths", 1);
         std::vector<Array> paths;
@@ -423,7 +410,7 @@ void bind_exporters(py::module_& m) {
       "N (+ 1 with include_root: row 0 is then the root).");
   m.def(
       "export_flashinfer_masks",
-      [](const py::sequence& trees, py::handle context_lengths, bool include_root) {
+      [](py::handle trees, py::handle context_lengths, bool include_root) {
         const auto tree_list = trees_arg(trees);
         const Array lengths = int32_arg(context_lengths, "context_lengths", 1);
         const auto length_values = lengths.span<std::int32_t>("context_lengths");

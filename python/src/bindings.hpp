@@ -15,7 +15,9 @@ namespace py = pybind11;
 Workspace& thread_workspace();
 
 void bind_core(py::module_& m);    // Error, RandomStream, Warp, warps, sampling
-void bind_verify(py::module_& m);  // rules, node/chain/block/tree verification, MTAD, exact laws
+void bind_rules(py::module_& m);   // the rule classes and verdicts
+void bind_verify(py::module_& m);  // node/chain/block/tree verification, MTAD, exact laws
+void bind_batch(py::module_& m);   // batched chain and tree verification (CPU, CUDA)
 void bind_draft(py::module_& m);   // drafters and the ReDrafter head
 void bind_tree(py::module_& m);    // trees, masks, positions, KV compaction, exporters
 void bind_decode(py::module_& m);  // LogitsProvider, decode, toy models

@@ -15,7 +15,9 @@ Workspace& thread_workspace() {
 PYBIND11_MODULE(_specdec, m) {
   m.doc() = "Speculative decoding algorithms (the compiled core of the specdec package).";
   specdec::python::bind_core(m);
+  specdec::python::bind_rules(m);
   specdec::python::bind_verify(m);
+  specdec::python::bind_batch(m);
   specdec::python::bind_draft(m);
   specdec::python::bind_tree(m);
   specdec::python::bind_decode(m);

@@ -135,8 +135,8 @@ def test_rsd_s_levels_equal_the_batched_level():
     drafted = specdec.draft_rsd_s(width, 3, VOCAB, markov_rows(), stream)
     tree = drafted.tree
     # Replay level by level with stochastic_beam_level_batch (one sequence).
-    nodes, log_probs, scores, count = np.full((1, width), -1), np.zeros((1, width)), \
-        np.zeros((1, width)), 1
+    nodes, log_probs, scores, count = np.full((1, width), -1), np.zeros((1, width), np.float32), \
+        np.zeros((1, width), np.float32), 1
     first = 0
     for depth in range(1, 4):
         rows = np.zeros((width, VOCAB), np.float32)

@@ -532,9 +532,12 @@ def test_bad_input_raises_errors_naming_the_argument():
     assert argument_of(lambda: bad(streams=[3])) == "streams[0]"
     assert argument_of(lambda: bad(draft_tokens=np.array([[1, VOCAB]]))) == "draft_tokens[0][1]"
     assert argument_of(lambda: bad(draft_tokens=np.array([1, 2]))) == "draft_tokens"
-    assert argument_of(lambda: bad(draft_offsets=[0, 3], draft_tokens=[1, 2])) == "target_rows"
-    assert argument_of(lambda: bad(draft_offsets=[1, 2], draft_tokens=[1, 2])) == \
+    ragged = lambda **kw: bad(target_rows=target_rows, draft_rows=draft_rows, **kw)  # noqa: E731
+    assert argument_of(lambda: ragged(draft_offsets=[0, 3], draft_tokens=[1, 2])) == "target_rows"
+    assert argument_of(lambda: ragged(draft_offsets=[1, 2], draft_tokens=[1, 2])) == \
         "draft_offsets[0]"
+    # A ragged batch has no sequence dimension: its rows are 2-D.
+    assert argument_of(lambda: bad(draft_offsets=[0, 2], draft_tokens=[1, 2])) == "target_rows"
     assert argument_of(lambda: bad(target_rows=nan_rows[None])) == "target_rows[0][0][4]"
     assert argument_of(lambda: bad(threads=-1)) == "threads"
     assert argument_of(lambda: specdec.verify_chain_batch_logits(
@@ -582,3 +585,42 @@ def test_torch_in_torch_out():
     acceptance, law = specdec.exact_node_distribution(specdec.Rejection(), rows[0], rows[1], 1)
     assert isinstance(law, torch.Tensor) and law.dtype == torch.float64
     assert 0.0 < acceptance <= 1.0
+
+
+# ---- one array rule -------------------------------------------------------------------------
+
+
+def test_float64_rows_are_refused_where_rows_are_read_as_float32():
+    rng = np.random.default_rng(91)
+    row = random_rows(rng, 1)[0].astype(np.float64)
+    rows = random_rows(rng, 4).astype(np.float64)
+    assert argument_of(lambda: specdec.sample(row, 0.5)) == "probabilities"
+    assert argument_of(lambda: specdec.sample_iid(row, stream(), 2)) == "probabilities"
+    assert argument_of(lambda: specdec.exact_node_distribution(
+        specdec.Rejection(), row, row.astype(np.float32), 1)) == "target"
+    assert argument_of(lambda: specdec.verify_chain_batch(
+        target_rows=rows[None, :3], draft_rows=rows[None, :2].astype(np.float32),
+        draft_tokens=[[1, 2]], streams=[stream()])) == "target_rows"
+    assert argument_of(lambda: specdec.verify_tree_batch(
+        specdec.Recursive(), node_offsets=[0, 1], tokens=[1], parents=[-1], target_rows=rows[:2],
+        draft_rows=rows[:2].astype(np.float32), streams=[stream()])) == "target_rows"
+
+
+def test_uniform_batch_rows_must_have_the_tokens_leading_dimensions():
+    rng = np.random.default_rng(92)
+    target_rows = random_rows(rng, 6).reshape(2, 3, VOCAB)  # two sequences of two tokens
+    draft_rows = random_rows(rng, 3).reshape(3, 1, VOCAB)
+    tokens = np.array([[1], [2], [3]])  # three sequences of one token: the same row count
+    with pytest.raises(specdec.Error, match="draft_tokens") as caught:
+        specdec.verify_chain_batch(target_rows=target_rows, draft_rows=draft_rows,
+                                   draft_tokens=tokens, streams=[stream()] * 3)
+    assert caught.value.argument == "target_rows"
+    with pytest.raises(specdec.Error) as caught:
+        specdec.verify_chain_batch_logits(target_logits=target_rows, draft_logits=draft_rows,
+                                          warps=specdec.Warp(), draft_tokens=tokens,
+                                          streams=[stream()] * 3)
+    assert caught.value.argument == "target_logits"
+    # 2-D rows carry no sequence dimension: only their count is checked.
+    specdec.verify_chain_batch(target_rows=target_rows.reshape(6, VOCAB),
+                               draft_rows=draft_rows.reshape(3, VOCAB), draft_tokens=tokens,
+                               streams=[stream()] * 3)

@@ -1,0 +1,88 @@
+// SPDX-License-Identifier: MIT
+#include "args.hpp"
+
+#include <fmt/format.h>
+
+namespace specdec::python {
+
+std::string type_name(py::handle obj) {
+  return py::str(py::type::handle_of(obj).attr("__name__")).cast<std::string>();
+}
+
+Rule rule_arg(py::handle obj) {
+  if (py::isinstance<Rejection>(obj)) return obj.cast<Rejection>();
+  if (py::isinstance<MultiRound>(obj)) return obj.cast<MultiRound>();
+  if (py::isinstance<Recursive>(obj)) return obj.cast<Recursive>();
+  if (py::isinstance<SpecTr>(obj)) return obj.cast<SpecTr>();
+  if (py::isinstance<Lossy>(obj)) return obj.cast<Lossy>();
+  if (py::isinstance<Cascade>(obj)) return obj.cast<Cascade>();
+  if (py::isinstance<Typical>(obj)) return obj.cast<Typical>();
+  if (py::isinstance<Greedy>(obj)) return obj.cast<Greedy>();
+  throw Error("rule", fmt::format("is a {}; expected Rejection, MultiRound, Recursive, SpecTr, "
+                                  "Lossy, Cascade, Typical or Greedy",
+                                  type_name(obj)));
+}
+
+std::vector<RandomStream> streams_arg(py::handle obj, std::string_view name) {
+  if (py::isinstance<RandomStream>(obj)) {
+    throw Error(std::string(name), "is one RandomStream; expected a sequence of them, one per sequence");
+  }
+  if (!PySequence_Check(obj.ptr())) {
+    throw Error(std::string(name),
+                fmt::format("is a {}; expected a sequence of RandomStream", type_name(obj)));
+  }
+  // A list or tuple is read in place; any other sequence through one copy into a list.
+  const auto items = py::reinterpret_steal<py::object>(PySequence_Fast(obj.ptr(), "a sequence"));
+  if (!items) throw py::error_already_set();
+  const auto count = static_cast<std::size_t>(PySequence_Fast_GET_SIZE(items.ptr()));
+  PyObject** item = PySequence_Fast_ITEMS(items.ptr());
+  std::vector<RandomStream> streams(count);
+  py::detail::make_caster<RandomStream> caster;
+  for (std::size_t b = 0; b < count; ++b) {
+    if (!caster.load(item[b], false)) {
+      throw Error(fmt::format("{}[{}]", name, b),
+                  fmt::format("is a {}; expected a RandomStream", type_name(item[b])));
+    }
+    streams[b] = py::detail::cast_op<const RandomStream&>(caster);
+  }
+  return streams;
+}
+
+std::vector<Warp> warps_arg(py::handle obj) {
+  if (py::isinstance<Warp>(obj)) return {obj.cast<Warp>()};
+  if (!py::isinstance<py::sequence>(obj)) {
+    throw Error("warps",
+                fmt::format("is a {}; expected a Warp or a sequence of them", type_name(obj)));
+  }
+  const auto list = py::reinterpret_borrow<py::sequence>(obj);
+  std::vector<Warp> warps;
+  for (std::size_t b = 0; b < list.size(); ++b) {
+    py::object item = list[b];
+    if (!py::isinstance<Warp>(item)) {
+      throw Error(fmt::format("warps[{}]", b),
+                  fmt::format("is a {}; expected a Warp", type_name(item)));
+    }
+    warps.push_back(item.cast<Warp>());
+  }
+  return warps;
+}
+
+std::vector<DraftTree> trees_arg(py::handle obj) {
+  if (!py::isinstance<py::sequence>(obj) || py::isinstance<DraftTree>(obj)) {
+    throw Error("trees", fmt::format("is a {}; expected a sequence of DraftTree", type_name(obj)));
+  }
+  const auto trees = py::reinterpret_borrow<py::sequence>(obj);
+  std::vector<DraftTree> out;
+  out.reserve(trees.size());
+  for (std::size_t b = 0; b < trees.size(); ++b) {
+    py::object item = trees[b];
+    if (!py::isinstance<DraftTree>(item)) {
+      throw Error(fmt::format("trees[{}]", b),
+                  fmt::format("is a {}; expected a DraftTree", type_name(item)));
+    }
+    out.push_back(item.cast<DraftTree>());
+  }
+  return out;
+}
+
+}  // namespace specdec::python

@@ -34,9 +34,11 @@ class ThreadPool {
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
-  /// Threads used when 0 is asked for: the hardware concurrency (at least 1).
+  /// Threads used when 0 is asked for: the hardware concurrency (at least 1), read once (glibc
+  /// reads /sys for it, which cost a small batch more than its work).
   static int hardware_threads() {
-    return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    static const int threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+    return threads;
   }
   /// The number of threads `run(count, threads, ...)` uses (the caller included).
   int resolve(std::int64_t count, int threads) const {

@@ -17,7 +17,7 @@ using Catch::Detail::Approx;
 
 namespace {
 
-RandomStream stream_for(std::uint32_t i) {
+RandomStream drafter_stream(std::uint32_t i) {
   return RandomStream{.seed = 9, .sequence = 1, .position = i, .node = 0, .domain = Domain::kDraft};
 }
 
@@ -59,7 +59,7 @@ TEST_CASE("RSD-C builds the tree shape of its branching factors", "[draft][rsdc]
   const std::vector<std::int32_t> b = {3, 2, 1};
   Workspace ws(rsd_c_workspace_size(b, 6));
   DraftedTree out;
-  draft_rsd_c(b, 6, rows, stream_for(0), out, ws);
+  draft_rsd_c(b, 6, rows, drafter_stream(0), out, ws);
   REQUIRE(out.size() == 3 + 6 + 6);
   out.tree.validate(6);
   CHECK(rows.calls() == 3);
@@ -88,7 +88,7 @@ TEST_CASE("RSD-C root children follow sampling without replacement", "[draft][rs
   DraftedTree out;
   std::vector<std::int64_t> counts(16, 0);
   for (int i = 0; i < 50000; ++i) {
-    draft_rsd_c(b, 4, rows, stream_for(static_cast<std::uint32_t>(i)), out, ws);
+    draft_rsd_c(b, 4, rows, drafter_stream(static_cast<std::uint32_t>(i)), out, ws);
     ++counts[static_cast<std::size_t>(out.tree.tokens[0] * 4 + out.tree.tokens[1])];
   }
   std::vector<double> expected(16, 0.0);
@@ -108,7 +108,7 @@ TEST_CASE("RSD-S root children follow sampling without replacement", "[draft][rs
   std::vector<std::int64_t> counts(64, 0);
   std::vector<std::int64_t> first(4, 0);
   for (int i = 0; i < 50000; ++i) {
-    draft_rsd_s(3, 1, 4, rows, stream_for(static_cast<std::uint32_t>(i)), out, ws);
+    draft_rsd_s(3, 1, 4, rows, drafter_stream(static_cast<std::uint32_t>(i)), out, ws);
     REQUIRE(out.size() == 3);
     const auto& t = out.tree.tokens;
     ++counts[static_cast<std::size_t>(t[0] * 16 + t[1] * 4 + t[2])];
@@ -141,7 +141,7 @@ TEST_CASE("RSD-S children of one parent are sampled without replacement (Theorem
   std::vector<std::vector<std::int64_t>> first(4, std::vector<std::int64_t>(4, 0));
   std::vector<std::vector<std::int64_t>> second(16, std::vector<std::int64_t>(4, 0));
   for (int i = 0; i < 100000; ++i) {
-    draft_rsd_s(3, 2, 4, rows, stream_for(static_cast<std::uint32_t>(i)), out, ws);
+    draft_rsd_s(3, 2, 4, rows, drafter_stream(static_cast<std::uint32_t>(i)), out, ws);
     for (std::int32_t n = 0; n < 3; ++n) {
       const auto v = static_cast<std::size_t>(out.tree.tokens[static_cast<std::size_t>(n)]);
       const auto kids = children_of(out.tree, n);
@@ -189,7 +189,7 @@ TEST_CASE("RSD-S top final sequence is a sample from the draft model", "[draft][
   DraftedTree out;
   std::vector<std::int64_t> counts(16, 0);
   for (int i = 0; i < 100000; ++i) {
-    draft_rsd_s(2, 2, 4, rows, stream_for(static_cast<std::uint32_t>(i)), out, ws);
+    draft_rsd_s(2, 2, 4, rows, drafter_stream(static_cast<std::uint32_t>(i)), out, ws);
     const auto leaf =
         std::find(out.tree.depths.begin(), out.tree.depths.end(), 2) - out.tree.depths.begin();
     const auto path = path_of(out.tree, static_cast<std::int32_t>(leaf));
@@ -210,7 +210,7 @@ TEST_CASE("RSD-S returns W distinct sequences with monotone truncated values", "
   Workspace ws(rsd_s_workspace_size(6, 8));
   DraftedTree out;
   for (std::uint32_t i = 0; i < 200; ++i) {
-    draft_rsd_s(6, 4, 8, rows, stream_for(i), out, ws);
+    draft_rsd_s(6, 4, 8, rows, drafter_stream(i), out, ws);
     out.tree.validate(8);
     REQUIRE(out.size() == 24);
     std::set<std::vector<Token>> sequences;
@@ -244,7 +244,7 @@ TEST_CASE("RSD-S never drafts zero-probability tokens and stays finite", "[draft
   Workspace ws;
   DraftedTree out;
   for (std::uint32_t i = 0; i < 100; ++i) {
-    draft_rsd_s(5, 3, 6, rows, stream_for(i), out, ws);
+    draft_rsd_s(5, 3, 6, rows, drafter_stream(i), out, ws);
     out.tree.validate(6);
     for (std::int32_t n = 0; n < out.size(); ++n) {
       const auto t = out.tree.tokens[static_cast<std::size_t>(n)];
@@ -262,10 +262,10 @@ TEST_CASE("tree drafters do not allocate workspace after warm-up", "[draft][rsds
   toy::ToyDraftRows rows(model, {0});
   Workspace ws(rsd_s_workspace_size(4, 16));
   DraftedTree out;
-  draft_rsd_s(4, 3, 16, rows, stream_for(0), out, ws);
+  draft_rsd_s(4, 3, 16, rows, drafter_stream(0), out, ws);
   const auto before = ws.allocations();
   const auto capacity = out.rows.capacity();
-  for (std::uint32_t i = 1; i < 20; ++i) draft_rsd_s(4, 3, 16, rows, stream_for(i), out, ws);
+  for (std::uint32_t i = 1; i < 20; ++i) draft_rsd_s(4, 3, 16, rows, drafter_stream(i), out, ws);
   CHECK(ws.allocations() == before);
   CHECK(out.rows.capacity() == capacity);
 }
@@ -277,7 +277,7 @@ TEST_CASE("i.i.d. chains hold K independent draft sequences", "[draft][iid]") {
   DraftedTree out;
   std::vector<std::int64_t> first(4, 0), second(16, 0);
   for (std::uint32_t i = 0; i < 50000; ++i) {
-    draft_iid_chains(3, 2, 4, rows, stream_for(i), out, ws);
+    draft_iid_chains(3, 2, 4, rows, drafter_stream(i), out, ws);
     REQUIRE(out.size() == 6);
     for (std::int32_t c = 0; c < 3; ++c) {
       CHECK(out.tree.parents[static_cast<std::size_t>(3 + c)] == c);
@@ -321,7 +321,7 @@ TEST_CASE("beam search equals exhaustive search when W covers every prefix", "[d
     Workspace ws;
     DraftedTree search;
     BeamSearchResult result;
-    beam_search(9, 3, 3, rows, BeamMode::kDeterministic, stream_for(0), search, result, ws);
+    beam_search(9, 3, 3, rows, BeamMode::kDeterministic, drafter_stream(0), search, result, ws);
     REQUIRE(result.tokens.size() == 3);
     for (int i = 0; i < 3; ++i)
       CHECK(result.tokens[static_cast<std::size_t>(i)] == best_seq[static_cast<std::size_t>(i)]);
@@ -338,7 +338,7 @@ TEST_CASE("beam sampling with one beam samples from the draft model", "[draft][b
   BeamSearchResult result;
   std::vector<std::int64_t> counts(16, 0);
   for (std::uint32_t i = 0; i < 50000; ++i) {
-    beam_search(1, 2, 4, rows, BeamMode::kSampling, stream_for(i), search, result, ws);
+    beam_search(1, 2, 4, rows, BeamMode::kSampling, drafter_stream(i), search, result, ws);
     ++counts[static_cast<std::size_t>(result.tokens[0] * 4 + result.tokens[1])];
   }
   std::vector<double> expected(16, 0.0);
@@ -356,7 +356,7 @@ TEST_CASE("tree drafters reject bad input", "[draft][errors]") {
   Workspace ws;
   DraftedTree out;
   BeamSearchResult best;
-  const auto s = stream_for(0);
+  const auto s = drafter_stream(0);
   CHECK_THROWS_WITH(draft_rsd_s(0, 2, 4, rows, s, out, ws), Catch::Contains("width:"));
   CHECK_THROWS_WITH(draft_rsd_s(2, 0, 4, rows, s, out, ws), Catch::Contains("depth:"));
   CHECK_THROWS_WITH(draft_rsd_s(2, 2, 0, rows, s, out, ws), Catch::Contains("vocab:"));

@@ -29,7 +29,7 @@ std::string markov_model() {
          nlohmann::json(kDraft).dump() + "}}";
 }
 
-void check_usage_error(const std::string& request, const std::string& field) {
+void check_decode_usage_error(const std::string& request, const std::string& field) {
   specdec::test::check_sim_usage_error("decode", request, field);
 }
 
@@ -129,45 +129,45 @@ TEST_CASE("specdec-sim decode does not depend on the thread count", "[tools][sim
 TEST_CASE("specdec-sim decode rejects bad input with exit status 2", "[tools][sim]") {
   const std::string model = markov_model();
   const std::string ok = R"("prompt": [1], "runs": 2)";
-  check_usage_error("{not json", "malformed JSON");
-  check_usage_error(R"({"method": "magic", )" + model + ", " + ok + "}", "method");
-  check_usage_error(
+  check_decode_usage_error("{not json", "malformed JSON");
+  check_decode_usage_error(R"({"method": "magic", )" + model + ", " + ok + "}", "method");
+  check_decode_usage_error(
       R"({"method": "redrafter", "verification": "magic", )" + model + ", " + ok + "}",
       "verification");
-  check_usage_error(
+  check_decode_usage_error(
       R"({"method": "redrafter", "model": {"kind": "ngram", "vocab": 8}, )" + ok + "}",
       "model.kind");
-  check_usage_error(R"({"method": "sd", "colour": 1, )" + model + ", " + ok + "}", "colour");
-  check_usage_error(R"({"method": "sd", )" + ok + "}", "model");
-  check_usage_error(R"({"method": "sd", "model": {"kind": "lstm"}, )" + ok + "}", "model.kind");
-  check_usage_error(R"({"method": "sd", "model": {"kind": "ngram", "vocab": 0}, )" + ok + "}",
+  check_decode_usage_error(R"({"method": "sd", "colour": 1, )" + model + ", " + ok + "}", "colour");
+  check_decode_usage_error(R"({"method": "sd", )" + ok + "}", "model");
+  check_decode_usage_error(R"({"method": "sd", "model": {"kind": "lstm"}, )" + ok + "}", "model.kind");
+  check_decode_usage_error(R"({"method": "sd", "model": {"kind": "ngram", "vocab": 0}, )" + ok + "}",
                     "model.vocab");
-  check_usage_error(R"({"method": "sd", "model": {"kind": "ngram", "size": 3}, )" + ok + "}",
+  check_decode_usage_error(R"({"method": "sd", "model": {"kind": "ngram", "size": 3}, )" + ok + "}",
                     "model.size");
-  check_usage_error(
+  check_decode_usage_error(
       R"({"method": "sd", "model": {"kind": "markov_table", "target": {"transition": [[0.5, 0.6], [0.5, 0.5]]}, "draft": {"transition": [[0.5, 0.5], [0.5, 0.5]]}}, )" +
           ok + "}",
       "model.target.transition[0]");
-  check_usage_error(
+  check_decode_usage_error(
       R"({"method": "sd", "model": {"kind": "markov_table", "target": {"transition": [[0.5, 0.5], [0.5, 0.5]]}, "draft": {"transition": [[1]]}}, )" +
           ok + "}",
       "model.draft");
-  check_usage_error(
+  check_decode_usage_error(
       R"({"method": "sd", "model": {"kind": "markov_table", "target": {"transition": [[0.5, 0.5], [0.5, 0.5]]}}, )" +
           ok + "}",
       "model.draft");
-  check_usage_error(R"({"method": "sd", )" + model + R"(, "prompt": [], "runs": 2})", "prompt");
-  check_usage_error(R"({"method": "sd", )" + model + R"(, "prompt": [4], "runs": 2})", "prompt[0]");
-  check_usage_error(R"({"method": "sd", )" + model + R"(, "prompt": [1, -2]})", "prompt[1]");
-  check_usage_error(R"({"method": "sd", "depth": 0, )" + model + ", " + ok + "}", "depth");
-  check_usage_error(R"({"method": "spectr", "width": 0, )" + model + ", " + ok + "}", "width");
-  check_usage_error(R"({"method": "rsd_c", )" + model + ", " + ok + "}", "branching");
-  check_usage_error(R"({"method": "rsd_c", "branching": [2, 9], )" + model + ", " + ok + "}",
+  check_decode_usage_error(R"({"method": "sd", )" + model + R"(, "prompt": [], "runs": 2})", "prompt");
+  check_decode_usage_error(R"({"method": "sd", )" + model + R"(, "prompt": [4], "runs": 2})", "prompt[0]");
+  check_decode_usage_error(R"({"method": "sd", )" + model + R"(, "prompt": [1, -2]})", "prompt[1]");
+  check_decode_usage_error(R"({"method": "sd", "depth": 0, )" + model + ", " + ok + "}", "depth");
+  check_decode_usage_error(R"({"method": "spectr", "width": 0, )" + model + ", " + ok + "}", "width");
+  check_decode_usage_error(R"({"method": "rsd_c", )" + model + ", " + ok + "}", "branching");
+  check_decode_usage_error(R"({"method": "rsd_c", "branching": [2, 9], )" + model + ", " + ok + "}",
                     "branching[1]");
-  check_usage_error(R"({"method": "cascade", "rule": "best", )" + model + ", " + ok + "}", "rule");
-  check_usage_error(R"({"method": "mtad", "tau": 2, )" + model + ", " + ok + "}", "tau");
-  check_usage_error(R"({"method": "sd", "top_p": 0, )" + model + ", " + ok + "}", "top_p");
-  check_usage_error(R"({"method": "sd", "runs": 0, "prompt": [1], )" + model + "}", "runs");
-  check_usage_error(R"({"method": "sd", "draft_cost_ratio": -1, )" + model + ", " + ok + "}",
+  check_decode_usage_error(R"({"method": "cascade", "rule": "best", )" + model + ", " + ok + "}", "rule");
+  check_decode_usage_error(R"({"method": "mtad", "tau": 2, )" + model + ", " + ok + "}", "tau");
+  check_decode_usage_error(R"({"method": "sd", "top_p": 0, )" + model + ", " + ok + "}", "top_p");
+  check_decode_usage_error(R"({"method": "sd", "runs": 0, "prompt": [1], )" + model + "}", "runs");
+  check_decode_usage_error(R"({"method": "sd", "draft_cost_ratio": -1, )" + model + ", " + ok + "}",
                     "draft_cost_ratio");
 }

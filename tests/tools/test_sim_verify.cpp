@@ -17,7 +17,7 @@ using specdec::test::SimRun;
 
 SimRun run_verify(const std::string& request) { return specdec::test::run_sim("verify", request); }
 
-void check_usage_error(const std::string& request, const std::string& field) {
+void check_verify_usage_error(const std::string& request, const std::string& field) {
   specdec::test::check_sim_usage_error("verify", request, field);
 }
 
@@ -72,30 +72,30 @@ TEST_CASE("specdec-sim verify runs every method", "[tools][sim]") {
 
 TEST_CASE("specdec-sim verify rejects bad input with exit status 2", "[tools][sim]") {
   const std::string rows = R"("target": [0.2, 0.3, 0.5], "draft": [0.6, 0.3, 0.1])";
-  check_usage_error("{not json", "malformed JSON");
-  check_usage_error(R"({"method": "magic", )" + rows + "}", "method");
-  check_usage_error(R"({"method": "rejection", "colour": 1, )" + rows + "}", "colour");
-  check_usage_error(R"({"method": 3, )" + rows + "}", "method");
-  check_usage_error(R"({"method": "rejection", "draft": [0.5, 0.5]})", "target");
-  check_usage_error(R"({"method": "rejection", "target": [0.5, 0.5], "draft": [0.5, 0.5, 0]})",
+  check_verify_usage_error("{not json", "malformed JSON");
+  check_verify_usage_error(R"({"method": "magic", )" + rows + "}", "method");
+  check_verify_usage_error(R"({"method": "rejection", "colour": 1, )" + rows + "}", "colour");
+  check_verify_usage_error(R"({"method": 3, )" + rows + "}", "method");
+  check_verify_usage_error(R"({"method": "rejection", "draft": [0.5, 0.5]})", "target");
+  check_verify_usage_error(R"({"method": "rejection", "target": [0.5, 0.5], "draft": [0.5, 0.5, 0]})",
                     "draft");
-  check_usage_error(R"({"method": "rejection", "target": [0.5, "x"], "draft": [0.5, 0.5]})",
+  check_verify_usage_error(R"({"method": "rejection", "target": [0.5, "x"], "draft": [0.5, 0.5]})",
                     "target[1]");
-  check_usage_error(
+  check_verify_usage_error(
       R"({"method": "rejection", "target": [0.5, -0.5, 1], "draft": [0.6, 0.3, 0.1]})",
       "target[1]");
-  check_usage_error(R"({"method": "rejection", "target": [0.5, 0.6], "draft": [0.5, 0.5]})",
+  check_verify_usage_error(R"({"method": "rejection", "target": [0.5, 0.6], "draft": [0.5, 0.5]})",
                     "target");
-  check_usage_error(R"({"method": "rejection", "candidates": 2, )" + rows + "}", "candidates");
-  check_usage_error(R"({"method": "multi_round", "candidates": 0, )" + rows + "}", "candidates");
-  check_usage_error(R"({"method": "lossy", "alpha": 1, )" + rows + "}", "alpha");
-  check_usage_error(R"({"method": "lossy", "alpha": 0.5, "beta": 0.2, )" + rows + "}", "beta");
-  check_usage_error(R"({"method": "spectr", "gamma": 1, "candidates": 3, )" + rows + "}", "gamma");
-  check_usage_error(R"({"method": "spectr", "gamma": "big", )" + rows + "}", "gamma");
-  check_usage_error(R"({"method": "cascade", "rule": "nope", )" + rows + "}", "rule");
-  check_usage_error(R"({"method": "cascade", )" + rows + "}", "rule");
-  check_usage_error(R"({"method": "typical", "epsilon": 2, )" + rows + "}", "epsilon");
-  check_usage_error(R"({"method": "rejection", "top_p": 0, )" + rows + "}", "top_p");
-  check_usage_error(R"({"method": "rejection", "samples": -1, )" + rows + "}", "samples");
-  check_usage_error(R"({"method": "rejection", "seed": 1.5, )" + rows + "}", "seed");
+  check_verify_usage_error(R"({"method": "rejection", "candidates": 2, )" + rows + "}", "candidates");
+  check_verify_usage_error(R"({"method": "multi_round", "candidates": 0, )" + rows + "}", "candidates");
+  check_verify_usage_error(R"({"method": "lossy", "alpha": 1, )" + rows + "}", "alpha");
+  check_verify_usage_error(R"({"method": "lossy", "alpha": 0.5, "beta": 0.2, )" + rows + "}", "beta");
+  check_verify_usage_error(R"({"method": "spectr", "gamma": 1, "candidates": 3, )" + rows + "}", "gamma");
+  check_verify_usage_error(R"({"method": "spectr", "gamma": "big", )" + rows + "}", "gamma");
+  check_verify_usage_error(R"({"method": "cascade", "rule": "nope", )" + rows + "}", "rule");
+  check_verify_usage_error(R"({"method": "cascade", )" + rows + "}", "rule");
+  check_verify_usage_error(R"({"method": "typical", "epsilon": 2, )" + rows + "}", "epsilon");
+  check_verify_usage_error(R"({"method": "rejection", "top_p": 0, )" + rows + "}", "top_p");
+  check_verify_usage_error(R"({"method": "rejection", "samples": -1, )" + rows + "}", "samples");
+  check_verify_usage_error(R"({"method": "rejection", "seed": 1.5, )" + rows + "}", "seed");
 }

@@ -204,12 +204,12 @@ TEST_CASE("bad beams are rejected with the argument named", "[tree][redrafter][e
                     Catch::Contains("out"));
   const std::vector<std::vector<Token>> ragged = {{1, 2, 3}, {1, 2}};
   std::vector<Token> flat;
-  CHECK_THROWS_WITH(flatten_beams(ragged, flat),
+  CHECK_THROWS_WITH(detail::flatten_beams(ragged, flat),
                     Catch::Contains("beams[1]") && Catch::Contains("equal length"));
-  CHECK_THROWS_WITH(flatten_beams(std::vector<std::vector<Token>>{}, flat),
+  CHECK_THROWS_WITH(detail::flatten_beams(std::vector<std::vector<Token>>{}, flat),
                     Catch::Contains("beams"));
   const std::vector<std::vector<Token>> even = {{1, 2}, {1, 3}};
-  CHECK_NOTHROW(flatten_beams(even, flat));
+  CHECK_NOTHROW(detail::flatten_beams(even, flat));
   CHECK(flat == std::vector<Token>{1, 2, 1, 3});
 
   const auto good = compress(kBeams0);

@@ -29,23 +29,6 @@ struct TreeMaskBatchImpl {
       "specdec/backend/cpu/tree_mask_batch.hpp or specdec/backend/cuda/tree_mask_batch.hpp");
 };
 
-/// Host checks of the CSR offsets of a batch of trees: B + 1 entries, non-decreasing from 0.
-/// Returns the largest tree.
-inline std::int32_t check_tree_offsets(std::span<const std::int32_t> node_offsets) {
-  if (node_offsets.size() < 2)
-    fail("node_offsets", "has {} entries, expected B + 1 >= 2", node_offsets.size());
-  if (node_offsets[0] != 0) fail("node_offsets[0]", "is {}, expected 0", node_offsets[0]);
-  std::int32_t largest = 0;
-  for (std::size_t b = 1; b < node_offsets.size(); ++b) {
-    if (node_offsets[b] < node_offsets[b - 1]) {
-      fail(fmt::format("node_offsets[{}]", b), "{} is smaller than node_offsets[{}] = {}",
-           node_offsets[b], b - 1, node_offsets[b - 1]);
-    }
-    largest = std::max(largest, node_offsets[b] - node_offsets[b - 1]);
-  }
-  return largest;
-}
-
 /// Host checks of the sizes of a CSR batch of trees: the offsets, N tokens and N parents. Returns
 /// the largest tree.
 inline std::int32_t check_tree_csr_sizes(std::span<const std::int32_t> node_offsets,

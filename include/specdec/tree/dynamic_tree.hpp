@@ -88,12 +88,10 @@ inline void hashed_prefix_match(const Token* beams, std::int32_t width, std::int
   }
 }
 
-}  // namespace detail
-
-/// Flattens beams given one vector per beam into a row-major array (`flat` is resized). Throws
-/// when there are no beams or the beams differ in length.
+/// Flattens beams given one vector per beam into a row-major array (`flat` is resized), for tests
+/// and setup code. Throws when there are no beams or the beams differ in length.
 inline void flatten_beams(std::span<const std::vector<Token>> beams, std::vector<Token>& flat) {
-  if (beams.empty()) detail::fail("beams", "no beams (width 0)");
+  if (beams.empty()) fail("beams", "no beams (width 0)");
   flat.clear();
   for (std::size_t j = 0; j < beams.size(); ++j) {
     if (beams[j].size() != beams[0].size()) {
@@ -104,6 +102,8 @@ inline void flatten_beams(std::span<const std::vector<Token>> beams, std::vector
     flat.insert(flat.end(), beams[j].begin(), beams[j].end());
   }
 }
+
+}  // namespace detail
 
 /// ReDrafter's prefix match (seed 001 Listing 1) of `width` beams stored row-major in `beams`
 /// (W x L): `out[i * L + k]` = the smallest beam index sharing beam i's first k + 1 tokens. Tokens

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Exporters from a DraftTree to the tree layouts engines consume: TensorRT-LLM (packed int32 mask
+// Exporters from a draft tree (a TreeView; a DraftTree converts to one) to the tree layouts engines consume: TensorRT-LLM (packed int32 mask
 // rows, position offsets, paths), FlashInfer (bit-packed custom mask with indptr) and SGLang
 // (first-child / next-sibling lists). No limit on the tree size.
 #pragma once
@@ -18,36 +18,47 @@
 namespace specdec {
 
 /// Slots of an engine layout: the root plus the N nodes.
-inline std::int32_t engine_tree_size(const DraftTree& tree) { return tree.size() + 1; }
+inline std::int32_t engine_tree_size(TreeView tree) { return tree.size() + 1; }
 
 /// Position ids of the T = N + 1 engine slots: the root at `context_length - 1`, node i at
-/// `context_length + depths[i] - 1` (tree_positions' ids). `out` holds N + 1 entries.
+/// `context_length + depth(i) - 1` (tree_positions' ids). `out` holds N + 1 entries.
 /// Complexity: O(N).
-inline void engine_positions(const DraftTree& tree, std::int32_t context_length,
+inline void engine_positions(TreeView tree, std::int32_t context_length,
                              std::span<std::int32_t> out) {
   detail::check_tree(tree);
   detail::check_buffer("out", out, static_cast<std::size_t>(engine_tree_size(tree)));
-  tree_positions(tree.view(), context_length, out.subspan(1));
+  tree_positions(tree, context_length, out.subspan(1));
   out[0] = context_length - 1;
+}
+
+/// The same position ids of a DraftTree, after checking its depths too.
+inline void engine_positions(const DraftTree& tree, std::int32_t context_length,
+                             std::span<std::int32_t> out) {
+  detail::check_tree(tree);
+  engine_positions(tree.view(), context_length, out);
 }
 
 // ---------------------------------------------------------------------------------------------
 // TensorRT-LLM
 
 /// int32 words per packed mask row of the TensorRT-LLM layout: ceil((N + 1) / 32).
-inline std::int32_t trtllm_mask_words(const DraftTree& tree) {
+inline std::int32_t trtllm_mask_words(TreeView tree) {
   return packed_mask_words(engine_tree_size(tree));
 }
 /// Entries of the TensorRT-LLM packed mask: (N + 1) * trtllm_mask_words(tree).
-inline std::size_t trtllm_mask_size(const DraftTree& tree) {
+inline std::size_t trtllm_mask_size(TreeView tree) {
   return static_cast<std::size_t>(engine_tree_size(tree)) *
          static_cast<std::size_t>(trtllm_mask_words(tree));
 }
-/// Shortest row of the paths matrix: the root plus the deepest level, max_depth + 1.
-inline std::int32_t trtllm_path_width(const DraftTree& tree) { return tree.max_depth() + 1; }
+/// Shortest row of the paths matrix: the root plus the deepest level, max_depth + 1. O(N): the
+/// depths come from the parents.
+inline std::int32_t trtllm_path_width(TreeView tree) {
+  detail::check_tree(tree);
+  return detail::max_depth(tree) + 1;
+}
 /// Fewest rows of the paths matrix: one per leaf (1 for an empty tree, whose only path is the
 /// root).
-inline std::int32_t trtllm_path_rows(const DraftTree& tree) {
+inline std::int32_t trtllm_path_rows(TreeView tree) {
   const auto leaves = count_leaves(tree);
   return leaves > 0 ? leaves : 1;
 }
@@ -57,14 +68,14 @@ inline std::int32_t trtllm_path_rows(const DraftTree& tree) {
 /// - `packed_mask`: T rows of trtllm_mask_words(tree) int32 words; slot s is visible to row t when
 ///   bit (s % 32) of word s / 32 is set (least significant bit first, so bit 0 of word 0 is the
 ///   root, set in every row). Bits past slot T - 1 are 0.
-/// - `position_offsets`: T entries, the depth (0 for the root, depths[i] for slot i + 1); the
+/// - `position_offsets`: T entries, the depth (0 for the root, depth(i) for slot i + 1); the
 ///   engine adds its base position (the root's position, context_length - 1).
 /// - `paths`: `path_rows` x `path_width` slot indices, row r the root-to-leaf path of the r-th leaf
 ///   (as leaves() orders them) starting with 0 (the root), padded with -1; rows past the last leaf
 ///   are all -1. Needs path_rows >= trtllm_path_rows(tree), path_width >= trtllm_path_width(tree).
 /// Complexity: O(N x ceil((N + 1) / 32) + path_rows x path_width): a mask row is its parent's row
-/// plus one bit.
-inline void export_trtllm(const DraftTree& tree, std::span<std::int32_t> packed_mask,
+/// plus one bit, and a leaf's depth is counted along the path written for it.
+inline void export_trtllm(TreeView tree, std::span<std::int32_t> packed_mask,
                           std::span<std::int32_t> position_offsets, std::int32_t path_rows,
                           std::int32_t path_width, std::span<std::int32_t> paths) {
   detail::check_tree(tree);
@@ -75,15 +86,22 @@ inline void export_trtllm(const DraftTree& tree, std::span<std::int32_t> packed_
   // position_offsets doubles as the leaf flags of the slots before it receives the depths, so the
   // export does not allocate.
   detail::leaf_flags_row(tree.parents.data(), tree.size(), position_offsets.data() + 1);
+  // The deepest node is a leaf, so the leaves' depths give the widest path.
   std::int32_t leaf_count = 0;
-  for (std::size_t t = 1; t < slots; ++t) leaf_count += position_offsets[t];
+  std::int32_t deepest = 0;
+  for (std::int32_t i = 0; i < tree.size(); ++i) {
+    if (!position_offsets[static_cast<std::size_t>(i) + 1]) continue;
+    ++leaf_count;
+    const auto depth = detail::node_depth(tree, i);
+    deepest = depth > deepest ? depth : deepest;
+  }
   const std::int32_t needed_rows = leaf_count > 0 ? leaf_count : 1;
   if (path_rows < needed_rows) {
     detail::fail("path_rows", "{} is fewer than the {} root-to-leaf paths", path_rows, needed_rows);
   }
-  if (path_width < trtllm_path_width(tree)) {
+  if (path_width < deepest + 1) {
     detail::fail("path_width", "{} is shorter than the longest path ({} slots with the root)",
-                 path_width, trtllm_path_width(tree));
+                 path_width, deepest + 1);
   }
   detail::check_buffer("paths", paths,
                        static_cast<std::size_t>(path_rows) * static_cast<std::size_t>(path_width));
@@ -103,7 +121,7 @@ inline void export_trtllm(const DraftTree& tree, std::span<std::int32_t> packed_
   for (std::int32_t i = 0; i < tree.size(); ++i) {
     if (!position_offsets[static_cast<std::size_t>(i) + 1]) continue;
     std::int32_t* out = paths.data() + r * static_cast<std::size_t>(path_width);
-    const auto depth = tree.depths[static_cast<std::size_t>(i)];
+    const auto depth = detail::node_depth(tree, i);
     out[0] = 0;
     detail::path_to_node_row(tree.parents.data(), i, depth, out + 1);
     for (std::int32_t k = 1; k <= depth; ++k) out[k] += 1;  // node id -> slot
@@ -112,7 +130,15 @@ inline void export_trtllm(const DraftTree& tree, std::span<std::int32_t> packed_
   if (tree.empty()) paths[0] = 0;  // the root alone
 
   position_offsets[0] = 0;
-  for (std::size_t i = 0; i < tree.depths.size(); ++i) position_offsets[i + 1] = tree.depths[i];
+  detail::tree_depths_row(tree.parents.data(), tree.size(), position_offsets.data() + 1);
+}
+
+/// The same layout of a DraftTree, after checking its depths too.
+inline void export_trtllm(const DraftTree& tree, std::span<std::int32_t> packed_mask,
+                          std::span<std::int32_t> position_offsets, std::int32_t path_rows,
+                          std::int32_t path_width, std::span<std::int32_t> paths) {
+  detail::check_tree(tree);
+  export_trtllm(tree.view(), packed_mask, position_offsets, path_rows, path_width, paths);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -228,56 +254,110 @@ inline void export_flashinfer_mask(const DraftTree& tree, std::int32_t context_l
   export_flashinfer_mask(tree.view(), context_length, include_root, out);
 }
 
+namespace detail {
+
+/// flashinfer_batch_mask_bytes over B trees, tree b given by `tree_at(b)` (a DraftTree or a
+/// TreeView): the list and the CSR forms share it.
+template <class TreeAt>
+std::size_t flashinfer_batch_bytes(std::size_t batch, TreeAt tree_at,
+                                   std::span<const std::int32_t> context_lengths,
+                                   bool include_root) {
+  check_size("context_lengths", context_lengths.size(), batch);
+  std::size_t total = 0;
+  for (std::size_t b = 0; b < batch; ++b) {
+    check_flashinfer_context(ArgName("context_lengths", static_cast<std::int64_t>(b)),
+                             context_lengths[b]);
+    total = checked_add<std::size_t>(
+        "trees", total, flashinfer_mask_bytes(tree_at(b), context_lengths[b], include_root));
+  }
+  return total;
+}
+
+/// export_flashinfer_masks over B trees given by `tree_at(b)`, each checked as the one-tree call
+/// checks it (a DraftTree's depths included), its errors named by rethrow_for_sequence.
+template <class TreeAt>
+void export_flashinfer_batch(std::size_t batch, TreeAt tree_at,
+                             std::span<const std::int32_t> context_lengths, bool include_root,
+                             std::span<std::uint8_t> out, std::span<std::int32_t> mask_indptr) {
+  check_size("context_lengths", context_lengths.size(), batch);
+  check_buffer("mask_indptr", mask_indptr, batch + 1);
+  for (std::size_t b = 0; b < batch; ++b) {
+    try {
+      check_tree(tree_at(b));
+    } catch (const Error& e) {
+      rethrow_for_sequence(e, static_cast<std::int64_t>(b));
+    }
+    if (context_lengths[b] < 1) {
+      fail(ArgName("context_lengths", static_cast<std::int64_t>(b)), "{} must be >= 1",
+           context_lengths[b]);
+    }
+  }
+  const auto total = flashinfer_batch_bytes(batch, tree_at, context_lengths, include_root);
+  check_buffer("out", out, total);
+  if (total > static_cast<std::size_t>(INT32_MAX)) {
+    fail("mask_indptr", "int32 offsets cannot reach the {} bytes of the masks", total);
+  }
+  std::size_t offset = 0;
+  mask_indptr[0] = 0;
+  for (std::size_t b = 0; b < batch; ++b) {
+    const auto bytes = flashinfer_mask_bytes(tree_at(b), context_lengths[b], include_root);
+    export_flashinfer_mask(tree_at(b), context_lengths[b], include_root,
+                           out.subspan(offset, bytes));
+    offset += bytes;
+    mask_indptr[b + 1] = static_cast<std::int32_t>(offset);
+  }
+}
+}  // namespace detail
+
 /// Bytes of a batch's packed masks: the sum of flashinfer_mask_bytes over the sequences. Throws
 /// specdec::Error naming `context_lengths[b]` when one is below 1, or `trees` when the sum
 /// overflows.
 inline std::size_t flashinfer_batch_mask_bytes(std::span<const DraftTree> trees,
                                                std::span<const std::int32_t> context_lengths,
                                                bool include_root) {
-  detail::check_size("context_lengths", context_lengths.size(), trees.size());
-  std::size_t total = 0;
-  for (std::size_t b = 0; b < trees.size(); ++b) {
-    detail::check_flashinfer_context(ArgName("context_lengths", b), context_lengths[b]);
-    total = detail::checked_add<std::size_t>(
-        "trees", total, flashinfer_mask_bytes(trees[b], context_lengths[b], include_root));
-  }
-  return total;
+  return detail::flashinfer_batch_bytes(
+      trees.size(), [trees](std::size_t b) -> const DraftTree& { return trees[b]; },
+      context_lengths, include_root);
+}
+
+/// The same bytes of B trees given as one TreeView cut by CSR `node_offsets` (B + 1 entries from
+/// 0; tree b is nodes [node_offsets[b], node_offsets[b + 1]), parents local to it).
+inline std::size_t flashinfer_batch_mask_bytes(std::span<const std::int32_t> node_offsets,
+                                               TreeView trees,
+                                               std::span<const std::int32_t> context_lengths,
+                                               bool include_root) {
+  detail::check_tree_batch(node_offsets, trees);
+  return detail::flashinfer_batch_bytes(
+      node_offsets.size() - 1,
+      [node_offsets, trees](std::size_t b) { return detail::tree_of_batch(node_offsets, trees, b); },
+      context_lengths, include_root);
 }
 
 /// A batch of FlashInfer masks: sequence b's packed mask (as export_flashinfer_mask writes it)
 /// occupies bytes [mask_indptr[b], mask_indptr[b + 1]) of `out` (each segment is packed on its
 /// own, like segment_packbits). `mask_indptr` holds B + 1 entries; `out` holds
-/// flashinfer_batch_mask_bytes(...) bytes.
+/// flashinfer_batch_mask_bytes(...) bytes. An error of tree b names it first: `depths[1][4]`.
 /// Complexity: O(the sum of the sequences' export_flashinfer_mask costs).
 inline void export_flashinfer_masks(std::span<const DraftTree> trees,
                                     std::span<const std::int32_t> context_lengths,
                                     bool include_root, std::span<std::uint8_t> out,
                                     std::span<std::int32_t> mask_indptr) {
-  detail::check_size("context_lengths", context_lengths.size(), trees.size());
-  detail::check_buffer("mask_indptr", mask_indptr, trees.size() + 1);
-  for (std::size_t b = 0; b < trees.size(); ++b) {
-    try {
-      detail::check_tree(trees[b]);
-    } catch (const Error& e) {
-      detail::rethrow_for_sequence(e, static_cast<std::int64_t>(b));
-    }
-    if (context_lengths[b] < 1) {
-      detail::fail(fmt::format("context_lengths[{}]", b), "{} must be >= 1", context_lengths[b]);
-    }
-  }
-  const auto total = flashinfer_batch_mask_bytes(trees, context_lengths, include_root);
-  detail::check_buffer("out", out, total);
-  if (total > static_cast<std::size_t>(INT32_MAX)) {
-    detail::fail("mask_indptr", "int32 offsets cannot reach the {} bytes of the masks", total);
-  }
-  std::size_t offset = 0;
-  mask_indptr[0] = 0;
-  for (std::size_t b = 0; b < trees.size(); ++b) {
-    const auto bytes = flashinfer_mask_bytes(trees[b], context_lengths[b], include_root);
-    export_flashinfer_mask(trees[b], context_lengths[b], include_root, out.subspan(offset, bytes));
-    offset += bytes;
-    mask_indptr[b + 1] = static_cast<std::int32_t>(offset);
-  }
+  detail::export_flashinfer_batch(
+      trees.size(), [trees](std::size_t b) -> const DraftTree& { return trees[b]; },
+      context_lengths, include_root, out, mask_indptr);
+}
+
+/// The same masks of B trees given as one TreeView cut by CSR `node_offsets` (as
+/// flashinfer_batch_mask_bytes takes them).
+inline void export_flashinfer_masks(std::span<const std::int32_t> node_offsets, TreeView trees,
+                                    std::span<const std::int32_t> context_lengths,
+                                    bool include_root, std::span<std::uint8_t> out,
+                                    std::span<std::int32_t> mask_indptr) {
+  detail::check_tree_batch(node_offsets, trees);
+  detail::export_flashinfer_batch(
+      node_offsets.size() - 1,
+      [node_offsets, trees](std::size_t b) { return detail::tree_of_batch(node_offsets, trees, b); },
+      context_lengths, include_root, out, mask_indptr);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -291,7 +371,7 @@ inline void export_flashinfer_masks(std::span<const DraftTree> trees,
 /// - `retrieve_next_sibling[t]`: the slot of t's next sibling, -1 for the last child and the root.
 /// All three hold N + 1 entries; unlike SGLang's bit-packed mode there is no 32-node limit.
 /// Complexity: O(N).
-inline void export_sglang(const DraftTree& tree, std::int64_t index_base,
+inline void export_sglang(TreeView tree, std::int64_t index_base,
                           std::span<std::int64_t> retrieve_index,
                           std::span<std::int64_t> retrieve_next_token,
                           std::span<std::int64_t> retrieve_next_sibling) {
@@ -315,6 +395,16 @@ inline void export_sglang(const DraftTree& tree, std::int64_t index_base,
     retrieve_next_sibling[slot] = retrieve_next_token[parent_slot];
     retrieve_next_token[parent_slot] = static_cast<std::int64_t>(slot);
   }
+}
+
+/// The same arrays of a DraftTree, after checking its depths too.
+inline void export_sglang(const DraftTree& tree, std::int64_t index_base,
+                          std::span<std::int64_t> retrieve_index,
+                          std::span<std::int64_t> retrieve_next_token,
+                          std::span<std::int64_t> retrieve_next_sibling) {
+  detail::check_tree(tree);
+  export_sglang(tree.view(), index_base, retrieve_index, retrieve_next_token,
+                retrieve_next_sibling);
 }
 
 }  // namespace specdec

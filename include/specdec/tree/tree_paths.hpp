@@ -44,6 +44,22 @@ inline void check_tree(TreeView tree) {
   }
 }
 
+/// Checks the CSR cut of a batch of trees: the offsets, and as many tokens and parents as the
+/// last offset.
+inline void check_tree_batch(std::span<const std::int32_t> node_offsets, TreeView trees) {
+  check_tree_offsets(node_offsets);
+  const auto total = static_cast<std::size_t>(node_offsets.back());
+  check_size("trees.tokens", trees.tokens.size(), total);
+  check_size("trees.parents", trees.parents.size(), total);
+}
+
+/// Tree b of a CSR batch.
+inline TreeView tree_of_batch(std::span<const std::int32_t> node_offsets, TreeView trees,
+                              std::size_t b) {
+  const auto begin = static_cast<std::size_t>(node_offsets[b]);
+  return trees.subtree(begin, static_cast<std::size_t>(node_offsets[b + 1]) - begin);
+}
+
 inline void check_node(std::string_view name, std::int32_t node, TreeView tree) {
   if (node < 0 || node >= tree.size()) {
     fail(name, "{} is not a node of the tree (it has {} nodes)", node, tree.size());
@@ -110,6 +126,15 @@ inline std::int32_t node_depth(TreeView tree, std::int32_t node) {
   std::int32_t depth = 0;
   for (; node >= 0; node = tree.parents[static_cast<std::size_t>(node)]) ++depth;
   return depth;
+}
+
+/// Deepest level of a checked tree (0 when empty), from the depths of its parents. Allocates.
+inline std::int32_t max_depth(TreeView tree) {
+  std::vector<std::int32_t> depths(static_cast<std::size_t>(tree.size()));
+  tree_depths_row(tree.parents.data(), tree.size(), depths.data());
+  std::int32_t deepest = 0;
+  for (const auto depth : depths) deepest = depth > deepest ? depth : deepest;
+  return deepest;
 }
 
 }  // namespace detail

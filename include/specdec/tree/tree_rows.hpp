@@ -12,12 +12,16 @@
 
 namespace specdec {
 
+namespace detail {
+
 /// Bits per word of a packed mask row.
 inline constexpr std::int32_t kMaskWordBits = 32;
 
+}  // namespace detail
+
 /// 32-bit words per packed row for `columns` mask columns: ceil(columns / 32).
 SPECDEC_HOST_DEVICE constexpr std::int32_t packed_mask_words(std::int32_t columns) {
-  return (columns + kMaskWordBits - 1) / kMaskWordBits;
+  return (columns + detail::kMaskWordBits - 1) / detail::kMaskWordBits;
 }
 
 namespace detail {

@@ -38,5 +38,24 @@ inline void check_parent(const ArgName& name, std::int32_t parent, std::int64_t 
   }
 }
 
+/// Throws specdec::Error naming `node_offsets` unless it holds B + 1 >= 2 non-decreasing CSR
+/// offsets from 0, as the batched tree calls take them. Returns the largest tree.
+inline std::int32_t check_tree_offsets(std::span<const std::int32_t> node_offsets) {
+  if (node_offsets.size() < 2) {
+    fail("node_offsets", "has {} entries, expected B + 1 >= 2", node_offsets.size());
+  }
+  if (node_offsets[0] != 0) fail("node_offsets[0]", "is {}, expected 0", node_offsets[0]);
+  std::int32_t largest = 0;
+  for (std::size_t b = 1; b < node_offsets.size(); ++b) {
+    if (node_offsets[b] < node_offsets[b - 1]) {
+      fail(ArgName("node_offsets", static_cast<std::int64_t>(b)),
+           "{} is smaller than node_offsets[{}] = {}", node_offsets[b], b - 1, node_offsets[b - 1]);
+    }
+    const auto size = node_offsets[b] - node_offsets[b - 1];
+    largest = size > largest ? size : largest;
+  }
+  return largest;
+}
+
 }  // namespace detail
 }  // namespace specdec

@@ -3,7 +3,9 @@
 // function that walks a tree's structure takes. A DraftTree gives one with view().
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <span>
 
 #include "specdec/core/error.hpp"
@@ -35,6 +37,13 @@ namespace detail {
 inline void check_parent(const ArgName& name, std::int32_t parent, std::int64_t node) {
   if (parent < -1 || parent >= node) {
     fail(name, "{} must be -1 (root) or an earlier node (< {})", parent, node);
+  }
+}
+
+/// Node ids are int32: a tree has at most INT32_MAX nodes.
+inline void check_node_count(const ArgName& name, std::size_t nodes) {
+  if (nodes > static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max())) {
+    fail(name, "has {} nodes (at most {})", nodes, std::numeric_limits<std::int32_t>::max());
   }
 }
 

@@ -59,8 +59,11 @@ class AcceptanceEstimator {
     std::int32_t previous = -1;
     for (std::size_t t = 0; t < accepted_nodes.size(); ++t) {
       const auto node = accepted_nodes[t];
-      if (node < 0 || static_cast<std::size_t>(node) >= n ||
-          parents[static_cast<std::size_t>(node)] != previous) {
+      if (node < 0 || static_cast<std::size_t>(node) >= n) {
+        detail::fail(ArgName("accepted_nodes", static_cast<std::int64_t>(t)),
+                     "{} is not a node of the tree (parents has {} entries)", node, n);
+      }
+      if (parents[static_cast<std::size_t>(node)] != previous) {
         detail::fail(ArgName("accepted_nodes", static_cast<std::int64_t>(t)),
                      "{} is not a child of {} (accepted nodes are a path from the root)", node,
                      previous);

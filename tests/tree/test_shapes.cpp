@@ -196,6 +196,9 @@ TEST_CASE("sequoia_tree: bad input names the argument", "[tree][sequoia][errors]
         "draft_cost_per_level");
   CHECK(argument([&] { sequoia_plan(good, {.verify_cost = cost, .max_depth = 0}); }) ==
         "max_depth");
+  const std::vector<double> huge((1 << 20) + 1, 1.0);  // a table too large for memory
+  CHECK(argument([&] { sequoia_plan(good, {.verify_cost = huge, .max_depth = 1 << 20}); }) ==
+        "verify_cost");
 }
 
 TEST_CASE("sequoia_plan minimises time per token over every budget and depth",

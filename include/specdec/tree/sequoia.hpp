@@ -242,7 +242,15 @@ inline SequoiaPlan sequoia_plan(std::span<const double> acceptance_by_rank,
   }
   const auto max_budget = static_cast<std::int32_t>(std::min<std::size_t>(
       costs.verify_cost.size() - 1, std::numeric_limits<std::int32_t>::max()));
-  const detail::SequoiaTable table(acceptance_by_rank, max_budget, costs.max_depth);
+  // The largest budget is verify_cost's: a table too large is named after it.
+  const auto table = [&] {
+    try {
+      return detail::SequoiaTable(acceptance_by_rank, max_budget, costs.max_depth);
+    } catch (const Error& e) {
+      if (e.argument() != "budget") throw;
+      detail::fail("verify_cost", "has {} entries: {}", costs.verify_cost.size(), e.problem());
+    }
+  }();
   SequoiaPlan plan;
   plan.time_per_token = costs.verify_cost[0];
   for (std::int32_t budget = 1; budget <= max_budget; ++budget) {

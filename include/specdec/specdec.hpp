@@ -14,6 +14,7 @@
 #include "specdec/core/warp.hpp"
 #include "specdec/core/workspace.hpp"
 #include "specdec/decode/decoder.hpp"
+#include "specdec/decode/length_control.hpp"
 #include "specdec/decode/method_strategy.hpp"
 #include "specdec/decode/metrics.hpp"
 #include "specdec/decode/redrafter_strategy.hpp"

@@ -20,6 +20,7 @@ void bind_verify(py::module_& m);  // node/chain/block/tree verification, MTAD, 
 void bind_batch(py::module_& m);   // batched chain and tree verification (CPU, CUDA)
 void bind_draft(py::module_& m);   // drafters and the ReDrafter head
 void bind_tree(py::module_& m);    // trees, masks, positions, KV compaction, exporters
+void bind_shape(py::module_& m);   // tree shapes, acceptance estimates, draft lengths
 void bind_decode(py::module_& m);  // LogitsProvider, decode, toy models
 
 }  // namespace specdec::python

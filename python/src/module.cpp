@@ -20,5 +20,6 @@ PYBIND11_MODULE(_specdec, m) {
   specdec::python::bind_batch(m);
   specdec::python::bind_draft(m);
   specdec::python::bind_tree(m);
+  specdec::python::bind_shape(m);
   specdec::python::bind_decode(m);
 }

@@ -271,6 +271,24 @@ def examples(tmp_path):
         "export_flashinfer_masks": Example(
             lambda **a: specdec.export_flashinfer_masks([tree(), tree()], **a),
             context_lengths=tokens(4, 5)),
+        # tree shapes and draft lengths
+        "sequoia_tree": Example(lambda **a: specdec.sequoia_tree(budget=4, max_depth=2, **a),
+                                acceptance_by_rank=np.array([0.6, 0.3], np.float32)),
+        "expected_accepted": Example(lambda **a: specdec.expected_accepted(**a),
+                                     empty_ok={"parents"},
+                                     acceptance_by_rank=np.array([0.6, 0.3], np.float32),
+                                     parents=tokens(-1, 0, -1)),
+        "sequoia_plan": Example(lambda **a: specdec.sequoia_plan(draft_cost_per_level=0.1, **a),
+                                acceptance_by_rank=np.array([0.6, 0.3], np.float32),
+                                verify_cost=np.array([1.0, 1.0, 1.2], np.float32)),
+        "select_by_path_score": Example(
+            lambda **a: specdec.select_by_path_score(budget=2, **a), parents=tokens(-1, 0, 0),
+            log_probs=np.log(np.array([0.5, 0.4, 0.3], np.float32))),
+        "AcceptanceEstimator.update": Example(
+            lambda **a: specdec.AcceptanceEstimator().update(**a), empty_ok={"accepted_nodes"},
+            parents=tokens(-1, 0, -1), accepted_nodes=tokens(0, 1)),
+        "goodput_length": Example(lambda **a: specdec.goodput_length(**a),
+                                  acceptance_by_depth=np.array([0.5, 0.4], np.float32)),
         # decoding
         "decode": Example(
             lambda **a: specdec.decode(markov_provider(), markov_provider(), options=options(), **a),

@@ -3,7 +3,9 @@
 // function that walks a tree's structure takes. A DraftTree gives one with view().
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <span>
 
 #include "specdec/core/error.hpp"
@@ -55,6 +57,13 @@ inline std::int32_t check_tree_offsets(std::span<const std::int32_t> node_offset
     largest = size > largest ? size : largest;
   }
   return largest;
+}
+
+/// Node ids are int32: a tree has at most INT32_MAX nodes.
+inline void check_node_count(const ArgName& name, std::size_t nodes) {
+  if (nodes > static_cast<std::size_t>(std::numeric_limits<std::int32_t>::max())) {
+    fail(name, "has {} nodes (at most {})", nodes, std::numeric_limits<std::int32_t>::max());
+  }
 }
 
 }  // namespace detail

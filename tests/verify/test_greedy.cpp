@@ -10,7 +10,8 @@ TEST_CASE("greedy chains take the bonus token as the argmax of a row that is not
   const std::vector<float> row0 = {0.1f, 0.6f, 0.3f}, row1 = {0.5f, 0.2f, 0.3f},
                            bonus = {0.3f, 0.4f, 0.3f};
   std::vector<float> target_rows;
-  for (const auto* r : {&row0, &row1, &bonus}) target_rows.insert(target_rows.end(), r->begin(), r->end());
+  for (const auto* r : {&row0, &row1, &bonus})
+    target_rows.insert(target_rows.end(), r->begin(), r->end());
   const std::vector<float> draft_rows(6, 1.0f / 3.0f);
   const std::vector<Token> tokens = {1, 0};  // the argmax of each position: both accepted
   Workspace ws;

@@ -67,25 +67,21 @@ inline std::pair<std::int32_t, std::int32_t> first_repeated_sibling(TreeView tre
   return first;
 }
 
-/// The checks verify_tree makes. `depth` and `children` are scratch of N + 1 entries each.
-template <class T>
-void check_tree_inputs(const Rule& rule, TreeView tree, std::span<const T> target_rows,
-                       std::span<const T> draft_rows, std::int64_t vocab, std::size_t accepted_size,
-                       std::span<const T> raw_target_rows, std::span<const T> raw_draft_rows,
-                       std::int32_t* depth, std::int32_t* children) {
+/// The checks of a tree every tree verifier makes: vocab >= 1, as many parents as tokens, tokens
+/// in the vocabulary, parents -1 or earlier nodes in level order, and room in `accepted_nodes`
+/// (`accepted_size` entries) for the tree's depth. Leaves children[r] = the children of row r
+/// (node r - 1; row 0 the root) and depth[i + 1] = the depth of node i; both hold N + 1 entries.
+/// Returns (N + 1) * vocab, the entries of each row array.
+inline std::size_t check_tree_structure(TreeView tree, std::int64_t vocab,
+                                        std::size_t accepted_size, std::int32_t* depth,
+                                        std::int32_t* children) {
   if (vocab < 1) detail::fail("vocab", "{} must be >= 1", vocab);
   const auto& tokens = tree.tokens;
   const auto& parents = tree.parents;
   const auto n = tokens.size();
-  const auto v = static_cast<std::size_t>(vocab);
   detail::check_size("parents", parents.size(), n);
-  const auto rows_size = detail::checked_mul<std::size_t>("vocab", n + 1, v);
-  detail::check_size("target_rows", target_rows.size(), rows_size);
-  detail::check_size("draft_rows", draft_rows.size(), rows_size);
-  if (!raw_target_rows.empty())
-    detail::check_size("raw_target_rows", raw_target_rows.size(), rows_size);
-  if (!raw_draft_rows.empty())
-    detail::check_size("raw_draft_rows", raw_draft_rows.size(), rows_size);
+  const auto rows_size =
+      detail::checked_mul<std::size_t>("vocab", n + 1, static_cast<std::size_t>(vocab));
   depth[0] = 0;  // depth[i + 1] of node i; depth[0] = 0 (root)
   std::fill(children, children + n + 1, 0);
   std::int32_t max_depth = 0;
@@ -103,6 +99,26 @@ void check_tree_inputs(const Rule& rule, TreeView tree, std::span<const T> targe
   if (accepted_size < static_cast<std::size_t>(max_depth)) {
     detail::fail("accepted_nodes", "has {} entries, the tree is {} deep", accepted_size, max_depth);
   }
+  return rows_size;
+}
+
+/// The checks verify_tree makes. `depth` and `children` are scratch of N + 1 entries each.
+template <class T>
+void check_tree_inputs(const Rule& rule, TreeView tree, std::span<const T> target_rows,
+                       std::span<const T> draft_rows, std::int64_t vocab, std::size_t accepted_size,
+                       std::span<const T> raw_target_rows, std::span<const T> raw_draft_rows,
+                       std::int32_t* depth, std::int32_t* children) {
+  const auto& tokens = tree.tokens;
+  const auto& parents = tree.parents;
+  const auto n = tokens.size();
+  const auto v = static_cast<std::size_t>(vocab);
+  const auto rows_size = check_tree_structure(tree, vocab, accepted_size, depth, children);
+  detail::check_size("target_rows", target_rows.size(), rows_size);
+  detail::check_size("draft_rows", draft_rows.size(), rows_size);
+  if (!raw_target_rows.empty())
+    detail::check_size("raw_target_rows", raw_target_rows.size(), rows_size);
+  if (!raw_draft_rows.empty())
+    detail::check_size("raw_draft_rows", raw_draft_rows.size(), rows_size);
   const bool needs_support = !std::holds_alternative<Typical>(rule) &&
                              !std::holds_alternative<Greedy>(rule) &&
                              !(std::holds_alternative<Lossy>(rule) && std::get<Lossy>(rule).greedy);

@@ -173,6 +173,9 @@ def examples(tmp_path):
             ids={"candidates"}, target=r, candidates=tokens(1, 2)),
         "verify_greedy": Example(lambda **a: specdec.verify_greedy(**a), ids={"candidates"},
                                  target=r, candidates=tokens(1, 2)),
+        "verify_target_only": Example(
+            lambda **a: specdec.verify_target_only(stream=stream(), **a), ids={"candidates"},
+            target=r, candidates=tokens(1, 2, 1)),
         # sequences
         "verify_chain": Example(
             lambda **a: specdec.verify_chain(specdec.Rejection(), stream=stream(), **a),
@@ -185,6 +188,12 @@ def examples(tmp_path):
             lambda **a: specdec.verify_tree(specdec.Recursive(), tree(), stream=stream(), **a),
             target_rows=rows(4, V), draft_rows=rows(4, V, seed=1), raw_target_rows=rows(4, V),
             raw_draft_rows=rows(4, V)),
+        "verify_chain_target_only": Example(
+            lambda **a: specdec.verify_chain_target_only(stream=stream(), **a),
+            ids={"draft_tokens"}, target_rows=rows(3, V), draft_tokens=tokens(1, 2)),
+        "verify_tree_target_only": Example(
+            lambda **a: specdec.verify_tree_target_only(tree(), stream=stream(), **a),
+            target_rows=rows(4, V)),
         "verify_mtad": Example(
             lambda **a: specdec.verify_mtad(tau=0.5, stream=stream(), **a), ids={"draft_tokens"},
             draft_tokens=tokens(1, 2), draft_log_probs=np.log(np.array([0.5, 0.4], np.float32)),

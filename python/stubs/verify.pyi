@@ -157,3 +157,11 @@ def verify_tree_batch(rule: Rule, *, node_offsets: ArrayLike, tokens: ArrayLike,
                       parents: ArrayLike, target_rows: ArrayLike, draft_rows: ArrayLike,
                       streams: Sequence[RandomStream],
                       threads: int = 0) -> tuple[Array, Array, Array, Array]: ...
+def verify_chain_batch_target_only(*, target_rows: ArrayLike, draft_tokens: ArrayLike,
+                                   streams: Sequence[RandomStream],
+                                   draft_offsets: ArrayLike | None = None,
+                                   threads: int = 0) -> tuple[Array, Array]: ...
+def verify_tree_batch_target_only(*, node_offsets: ArrayLike, tokens: ArrayLike,
+                                  parents: ArrayLike, target_rows: ArrayLike,
+                                  streams: Sequence[RandomStream],
+                                  threads: int = 0) -> tuple[Array, Array, Array, Array]: ...

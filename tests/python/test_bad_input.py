@@ -230,6 +230,17 @@ def examples(tmp_path):
             lambda **a: specdec.verify_tree_batch(specdec.Recursive(), streams=two_streams(), **a),
             ids={"tokens"}, node_offsets=tokens(0, 3, 4), tokens=tokens(1, 2, 3, 5),
             parents=tokens(-1, 0, 0, -1), target_rows=rows(6, V), draft_rows=rows(6, V, seed=1)),
+        "verify_chain_batch_target_only": [
+            Example(lambda **a: specdec.verify_chain_batch_target_only(streams=two_streams(), **a),
+                    ids={"draft_tokens"}, target_rows=rows(2, 3, V),
+                    draft_tokens=tokens(1, 2, 3, 4).reshape(2, 2)),
+            Example(lambda **a: specdec.verify_chain_batch_target_only(streams=two_streams(), **a),
+                    ids={"draft_tokens"}, target_rows=rows(5, V), draft_tokens=tokens(1, 2, 3),
+                    draft_offsets=tokens(0, 2, 3))],
+        "verify_tree_batch_target_only": Example(
+            lambda **a: specdec.verify_tree_batch_target_only(streams=two_streams(), **a),
+            ids={"tokens"}, node_offsets=tokens(0, 3, 4), tokens=tokens(1, 2, 3, 5),
+            parents=tokens(-1, 0, 0, -1), target_rows=rows(6, V)),
         # drafting
         "sample_iid": Example(lambda **a: specdec.sample_iid(stream=stream(), k=2, **a),
                               probabilities=r),

@@ -66,3 +66,32 @@ def test_placeholder_tokens_are_refused_without_indexing():
     with pytest.raises(specdec.Error, match="target_rows"):
         specdec.verify_chain_target_only(rows[:2], np.array([0, 1], np.int32),
                                          specdec.RandomStream(seed=1))
+
+
+def test_batches_equal_the_single_calls():
+    rng = np.random.default_rng(9)
+    offsets = np.array([0, 2, 2, 5], np.int32)  # 2, 0 and 3 drafts
+    draft = rng.integers(0, VOCAB, size=5).astype(np.int32)
+    rows = random_rows(rng, 8)
+    streams = [specdec.RandomStream(seed=4, sequence=b) for b in range(3)]
+    emitted, accepted = specdec.verify_chain_batch_target_only(
+        target_rows=rows, draft_tokens=draft, streams=streams, draft_offsets=offsets)
+    for b in range(3):
+        first, last = offsets[b], offsets[b + 1]
+        verdict, out = specdec.verify_chain_target_only(rows[first + b:last + b + 1],
+                                                        draft[first:last], streams[b])
+        assert accepted[b] == verdict.accepted
+        segment = emitted[first + b:last + b + 1].tolist()
+        assert segment == out.tolist() + [-1] * (last - first + 1 - verdict.emitted)
+
+    tree = specdec.DraftTree([2, 2, 4, 1], [-1, -1, -1, 0])
+    tree_rows = random_rows(rng, 5)
+    both = np.concatenate([tree_rows, tree_rows])
+    nodes, accepted, final, bonus = specdec.verify_tree_batch_target_only(
+        node_offsets=np.array([0, 4, 8], np.int32), tokens=np.tile(tree.tokens, 2),
+        parents=np.tile(tree.parents, 2), target_rows=both, streams=streams[:2])
+    for b in range(2):
+        verdict, path = specdec.verify_tree_target_only(tree, tree_rows, streams[b])
+        assert (accepted[b], final[b], bool(bonus[b])) == (verdict.accepted, verdict.token,
+                                                          verdict.bonus)
+        assert nodes[4 * b:4 * b + verdict.accepted].tolist() == path.tolist()

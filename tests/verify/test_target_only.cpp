@@ -510,3 +510,41 @@ TEST_CASE("target-only batches reject draft rows and name the sequence",
   CHECK_THROWS_WITH(run({-1}, {}), Catch::Contains("draft_tokens[0][0]"));
   CHECK_NOTHROW(run({2}, {}));
 }
+
+TEST_CASE("at temperature 0 target-only chains and trees are greedy matching",
+          "[verify][target_only][greedy]") {
+  // Rows warped at T = 0 are one-hot on the argmax: the walks then emit what Greedy emits.
+  const tot::TargetModel m{4, 49, Warp{.temperature = 0.0f}};
+  Workspace ws;
+  for (std::int64_t c = 0; c < 64; ++c) {
+    const std::vector<Token> x = {static_cast<Token>(c % 4), static_cast<Token>(c / 4 % 4),
+                                  static_cast<Token>(c / 16)};
+    std::vector<float> rows;
+    for (std::size_t i = 0; i <= x.size(); ++i) {
+      const auto& r = m.at(std::vector<Token>(x.begin(), x.begin() + static_cast<long>(i)));
+      rows.insert(rows.end(), r.begin(), r.end());
+    }
+    const std::vector<float> unused(12, 0.25f);
+    std::vector<Token> greedy(4), target_only(4);
+    const RandomStream stream{static_cast<std::uint64_t>(c)};
+    const auto g = verify_chain<float>(Greedy{}, rows, unused, x, 4, stream, greedy, ws);
+    const auto t = verify_chain_target_only<float>(rows, x, 4, stream, target_only, ws);
+    INFO("chain " << c);
+    REQUIRE(t.accepted == g.accepted);
+    CHECK(std::equal(greedy.begin(), greedy.begin() + g.emitted, target_only.begin()));
+  }
+  const auto tree = tot::repeated_tree();
+  const tot::TargetModel m3{3, 51, Warp{.temperature = 0.0f}};
+  const auto rows = tree.rows(m3);
+  const std::vector<float> unused(rows.size(), 1.0f / 3.0f);
+  std::vector<std::int32_t> greedy(3), target_only(3);
+  for (std::uint32_t s = 0; s < 8; ++s) {
+    const auto g = verify_tree<float>(Greedy{}, {tree.tokens, tree.parents}, rows, unused, 3,
+                                      RandomStream{s}, greedy, ws);
+    const auto t = verify_tree_target_only<float>({tree.tokens, tree.parents}, rows, 3,
+                                                  RandomStream{s}, target_only, ws);
+    REQUIRE(t.accepted == g.accepted);
+    CHECK(t.token == g.token);
+    CHECK(std::equal(greedy.begin(), greedy.begin() + g.accepted, target_only.begin()));
+  }
+}

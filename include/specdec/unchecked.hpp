@@ -21,6 +21,7 @@
 #include "specdec/core/warp.hpp"
 #include "specdec/verify/chain.hpp"
 #include "specdec/verify/rule.hpp"
+#include "specdec/verify/target_only.hpp"
 #include "specdec/verify/tree.hpp"
 
 namespace specdec {
@@ -108,6 +109,27 @@ TreeVerdict verify_tree(const Rule& rule, TreeView tree, const TreeRows<T>& rows
   return detail::verify_tree_unchecked<T>(rule, tree, rows.target, rows.draft, rows.vocab, stream,
                                           buffers.accepted_nodes, buffers.candidates, buffers.ids,
                                           buffers.scratch, rows.raw_target, rows.raw_draft);
+}
+
+/// verify_chain_target_only without validation, same draws and bits. Reads `rows.target`
+/// ((length + 1) * vocab entries), `rows.draft_tokens`, `rows.length` and `rows.vocab` (no draft
+/// rows); `out` holds length + 1 tokens and `scratch` vocab floats.
+template <class T>
+ChainVerdict verify_chain_target_only(const ChainRows<T>& rows, const RandomStream& stream,
+                                      Token* out, float* scratch) {
+  return detail::verify_chain_target_only_unchecked<T>(rows.target, rows.draft_tokens, rows.length,
+                                                       rows.vocab, stream, out, scratch);
+}
+
+/// verify_tree_target_only without validation, same draws and bits: a tree of n nodes in level
+/// order, `rows.target` (n + 1) * vocab entries (no draft rows are read), `buffers` as
+/// TreeBuffers documents.
+template <class T>
+TreeVerdict verify_tree_target_only(TreeView tree, const TreeRows<T>& rows,
+                                    const RandomStream& stream, const TreeBuffers& buffers) {
+  return detail::verify_tree_target_only_unchecked<T>(tree, rows.target, rows.vocab, stream,
+                                                      buffers.accepted_nodes, buffers.candidates,
+                                                      buffers.ids, buffers.scratch);
 }
 
 }  // namespace specdec::unchecked

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // The batched chain and tree verification entry points: the CPU backend, or the CUDA backend for
-// CUDA tensors when built with SPECDEC_PYTHON_WITH_CUDA.
+// CUDA tensors when built with SPECDEC_PYTHON_WITH_CUDA; target-only batches on the CPU.
 #include <fmt/format.h>
 #include <pybind11/stl.h>
 
@@ -140,6 +140,13 @@ std::string_view first_cuda(std::initializer_list<std::pair<py::handle, std::str
     if (is_cuda_array(object)) return name;
   }
   return {};
+}
+
+/// Target-only batches run on the CPU alone: refuses the CUDA input `on_cuda` names, if any.
+void require_host(std::string_view on_cuda) {
+  if (on_cuda.empty()) return;
+  throw Error(std::string(on_cuda),
+              "is a CUDA tensor; target-only verification runs on the CPU for now");
 }
 
 #if defined(SPECDEC_PYTHON_WITH_CUDA)
@@ -522,6 +529,85 @@ void bind_batches(py::module_& m) {
       "-1), accepted [B], final_tokens [B], bonus [B] (uint8, 1 = ended at a leaf)).\n"
       "CUDA tensors run on the CUDA backend as in verify_chain_batch (rules Recursive,\n"
       "MultiRound and Rejection there).");
+
+  m.def(
+      "verify_chain_batch_target_only",
+      [](py::handle target_object, py::handle tokens_object, py::handle streams_object,
+         py::handle offsets_object, int threads) {
+        require_host(first_cuda({{target_object, "target_rows"}, {tokens_object, "draft_tokens"}}));
+        const Array target = rows_f32_arg(target_object, "target_rows");
+        const Array tokens = token_arg(tokens_object, "draft_tokens");
+        const std::vector<RandomStream> streams = streams_arg(streams_object);
+        const ChainBatchLayout layout = chain_batch_layout(tokens, offsets_object);
+        const backend::Cpu cpu = cpu_for(threads, target.size());
+        Output<Token> emitted(layout.emitted_shape, kind_of(target, tokens));
+        Output<std::int32_t> accepted({layout.batch}, kind_of(target, tokens));
+        ChainBatchArgs args;
+        args.draft_offsets = layout.offsets();
+        args.target_rows = batch_rows<float>(target, "target_rows", layout.target);
+        args.draft_tokens = tokens.span<Token>("draft_tokens");
+        args.streams = streams;
+        args.emitted = emitted.values();
+        args.accepted = accepted.values();
+        {
+          py::gil_scoped_release unlocked;
+          verify_chain_batch_target_only(cpu, args, thread_workspace());
+        }
+        return py::make_tuple(emitted.result(), accepted.result());
+      },
+      py::kw_only(), py::arg("target_rows"), py::arg("draft_tokens"), py::arg("streams"),
+      py::arg("draft_offsets") = py::none(), py::arg("threads") = 0,
+      "verify_chain_target_only for B sequences of drafts without draft rows, in parallel on\n"
+      "the CPU: sequence b is verify_chain_target_only of its rows with streams[b], bit for\n"
+      "bit. The layout and outputs of verify_chain_batch without draft_rows: uniform\n"
+      "(draft_tokens [B, gamma], target_rows [B, gamma + 1, V] or 2-D) or ragged (draft_offsets\n"
+      "[B + 1], draft_tokens [G], target_rows [G + B, V]; 0 drafts allowed). Returns (emitted,\n"
+      "accepted), emitted padded with -1. Rows are float32 (float16 / bfloat16 converted).");
+
+  m.def(
+      "verify_tree_batch_target_only",
+      [](py::handle offsets_object, py::handle tokens_object, py::handle parents_object,
+         py::handle target_object, py::handle streams_object, int threads) {
+        require_host(first_cuda({{target_object, "target_rows"},
+                                 {tokens_object, "tokens"},
+                                 {parents_object, "parents"}}));
+        const Array offsets = int32_arg(offsets_object, "node_offsets", 1);
+        const Array tokens = token_arg(tokens_object, "tokens", 1);
+        const Array parents = int32_arg(parents_object, "parents", 1);
+        const Array target = rows_f32_arg(target_object, "target_rows");
+        const backend::Cpu cpu = cpu_for(threads, target.size());
+        const BatchRowsShape shape = tree_batch_rows(offsets);
+        const std::vector<RandomStream> streams = streams_arg(streams_object);
+        const auto batch = std::max<std::int64_t>(offsets.size() - 1, 0);
+        const auto kind = kind_of(target, tokens);
+        Output<std::int32_t> accepted_nodes({tokens.size()}, kind);
+        Output<std::int32_t> accepted({batch}, kind);
+        Output<Token> final_tokens({batch}, kind);
+        Output<std::uint8_t> bonus({batch}, kind);
+        std::fill(accepted_nodes.values().begin(), accepted_nodes.values().end(), -1);
+        TreeBatchArgs args;
+        args.node_offsets = offsets.span<std::int32_t>("node_offsets");
+        args.trees = {tokens.span<Token>("tokens"), parents.span<std::int32_t>("parents")};
+        args.target_rows = batch_rows<float>(target, "target_rows", shape);
+        args.streams = streams;
+        args.accepted_nodes = accepted_nodes.values();
+        args.accepted = accepted.values();
+        args.final_tokens = final_tokens.values();
+        args.bonus = bonus.values();
+        {
+          py::gil_scoped_release unlocked;
+          verify_tree_batch_target_only(cpu, args, thread_workspace());
+        }
+        return py::make_tuple(accepted_nodes.result(), accepted.result(), final_tokens.result(),
+                              bonus.result());
+      },
+      py::kw_only(), py::arg("node_offsets"), py::arg("tokens"), py::arg("parents"),
+      py::arg("target_rows"), py::arg("streams"), py::arg("threads") = 0,
+      "verify_tree_target_only for B ragged candidate trees without draft rows, in parallel on\n"
+      "the CPU: tree b is verify_tree_target_only of its rows with streams[b], bit for bit.\n"
+      "The layout and outputs of verify_tree_batch without draft_rows: node_offsets [B + 1];\n"
+      "tokens, parents [N]; target_rows [N + B, V]. Returns (accepted_nodes [N], accepted [B],\n"
+      "final_tokens [B], bonus [B]).");
 }
 
 }  // namespace

@@ -239,6 +239,24 @@ void bind_node(py::module_& m) {
       },
       py::arg("target"), py::arg("candidates"),
       "Greedy matching: accepts the candidate equal to argmax target, else emits argmax.");
+
+  m.def(
+      "verify_target_only",
+      [](py::handle target_object, py::handle candidates_object, const RandomStream& stream) {
+        const Array target = rows_arg(target_object, "target", 1);
+        const Array candidates = candidates_arg(candidates_object, "candidates");
+        return visit_floats(target, "target", [&]<class T>(std::span<const T> target_row) {
+          py::gil_scoped_release unlocked;
+          return verify_target_only<T>(target_row, candidates.span<Token>("candidates"), stream,
+                                       thread_workspace());
+        });
+      },
+      py::arg("target"), py::arg("candidates"), py::arg("stream"),
+      "Verifies candidates that come without a draft row (n-gram copies, top-k heads) against\n"
+      "the warped `target` row, in order: candidate k is accepted iff u_k * mass_k < p_k(x),\n"
+      "p_k the target with the rejected candidates removed (repeats are never accepted); all\n"
+      "rejected, the correction is drawn from p_(K+1). Lossless. Draws: test of candidate k =\n"
+      "draw k of `stream`, correction = draw K.");
 }
 
 // ---- chains, blocks, trees, MTAD ----------------------------------------------------------
@@ -355,6 +373,65 @@ void bind_sequences(py::module_& m) {
       "root, row i + 1 after node i (draft row i + 1 = the row node i's children were drawn\n"
       "from; rows of leaves are never read). The children of node n are verified with\n"
       "stream.at_node(n + 1) (the root is node 0).");
+
+  m.def(
+      "verify_chain_target_only",
+      [](py::handle target_object, py::handle tokens_object, const RandomStream& stream) {
+        const Array target = rows_arg(target_object, "target_rows", 2);
+        const Array tokens = token_arg(tokens_object, "draft_tokens", 1);
+        if (target.dim(0) != tokens.size() + 1) {
+          throw Error("target_rows", fmt::format("has {} rows; draft_tokens has {} tokens, so {} "
+                                                 "rows are expected",
+                                                 target.dim(0), tokens.size(), tokens.size() + 1));
+        }
+        const std::int64_t vocab = target.dim(1);
+        const auto draft_tokens = tokens.span<Token>("draft_tokens");
+        std::vector<Token> out(draft_tokens.size() + 1);
+        const ChainVerdict verdict =
+            visit_floats(target, "target_rows", [&]<class T>(std::span<const T> target_rows) {
+              py::gil_scoped_release unlocked;
+              return verify_chain_target_only<T>(target_rows, draft_tokens, vocab, stream, out,
+                                                 thread_workspace());
+            });
+        const auto emitted =
+            std::span<const Token>(out).first(static_cast<std::size_t>(verdict.emitted));
+        return py::make_tuple(verdict, output_from(emitted, kind_of(target, tokens)));
+      },
+      py::arg("target_rows"), py::arg("draft_tokens"), py::arg("stream"),
+      "Verifies L draft tokens that come without draft rows (n-gram copies, top-1 heads):\n"
+      "token x at position i is accepted iff u < p_i(x); the first rejection emits a token\n"
+      "drawn from p_i with x removed; when all pass, a bonus token is drawn from row L.\n"
+      "Lossless. target_rows: [L + 1, V] warped rows. Returns (ChainVerdict, tokens) as\n"
+      "verify_chain does, with the same draws (position i: stream.at_position(position + i)).");
+
+  m.def(
+      "verify_tree_target_only",
+      [](py::handle tree_object, py::handle target_object, const RandomStream& stream) {
+        if (!py::isinstance<DraftTree>(tree_object)) {
+          throw Error("tree", fmt::format("is a {}; expected a DraftTree", type_name(tree_object)));
+        }
+        const auto& tree = tree_object.cast<const DraftTree&>();
+        const Array target = rows_arg(target_object, "target_rows", 2);
+        const std::int64_t vocab = target.dim(1);
+        std::vector<std::int32_t> accepted(tree.size());
+        const TreeVerdict verdict =
+            visit_floats(target, "target_rows", [&]<class T>(std::span<const T> target_rows) {
+              py::gil_scoped_release unlocked;
+              return verify_tree_target_only<T>(tree.view(), target_rows, vocab, stream, accepted,
+                                                thread_workspace());
+            });
+        const auto nodes = std::span<const std::int32_t>(accepted).first(
+            static_cast<std::size_t>(verdict.accepted));
+        return py::make_tuple(verdict, output_from(nodes, kind_of(target)));
+      },
+      py::arg("tree"), py::arg("target_rows"), py::arg("stream"),
+      "Walks a candidate DraftTree of N nodes that comes without draft rows (EAGLE or MTP\n"
+      "top-k children, Medusa trees, several n-gram continuations): a node's children are\n"
+      "tried in their stored order, each accepted with its residual target probability (as\n"
+      "drawing y from the target and descending to the first child whose token is y), so the\n"
+      "output is the target's for any tree, repeated sibling tokens included. target_rows:\n"
+      "[N + 1, V] warped rows, row 0 at the root, row i + 1 after node i. Returns\n"
+      "(TreeVerdict, accepted_nodes) as verify_tree does, with the same draws.");
 
   m.def(
       "verify_mtad",

@@ -173,6 +173,9 @@ def examples(tmp_path):
             ids={"candidates"}, target=r, candidates=tokens(1, 2)),
         "verify_greedy": Example(lambda **a: specdec.verify_greedy(**a), ids={"candidates"},
                                  target=r, candidates=tokens(1, 2)),
+        "verify_target_only": Example(
+            lambda **a: specdec.verify_target_only(stream=stream(), **a), ids={"candidates"},
+            target=r, candidates=tokens(1, 2, 1)),
         # sequences
         "verify_chain": Example(
             lambda **a: specdec.verify_chain(specdec.Rejection(), stream=stream(), **a),
@@ -185,6 +188,12 @@ def examples(tmp_path):
             lambda **a: specdec.verify_tree(specdec.Recursive(), tree(), stream=stream(), **a),
             target_rows=rows(4, V), draft_rows=rows(4, V, seed=1), raw_target_rows=rows(4, V),
             raw_draft_rows=rows(4, V)),
+        "verify_chain_target_only": Example(
+            lambda **a: specdec.verify_chain_target_only(stream=stream(), **a),
+            ids={"draft_tokens"}, target_rows=rows(3, V), draft_tokens=tokens(1, 2)),
+        "verify_tree_target_only": Example(
+            lambda **a: specdec.verify_tree_target_only(tree(), stream=stream(), **a),
+            target_rows=rows(4, V)),
         "verify_mtad": Example(
             lambda **a: specdec.verify_mtad(tau=0.5, stream=stream(), **a), ids={"draft_tokens"},
             draft_tokens=tokens(1, 2), draft_log_probs=np.log(np.array([0.5, 0.4], np.float32)),
@@ -221,6 +230,17 @@ def examples(tmp_path):
             lambda **a: specdec.verify_tree_batch(specdec.Recursive(), streams=two_streams(), **a),
             ids={"tokens"}, node_offsets=tokens(0, 3, 4), tokens=tokens(1, 2, 3, 5),
             parents=tokens(-1, 0, 0, -1), target_rows=rows(6, V), draft_rows=rows(6, V, seed=1)),
+        "verify_chain_batch_target_only": [
+            Example(lambda **a: specdec.verify_chain_batch_target_only(streams=two_streams(), **a),
+                    ids={"draft_tokens"}, target_rows=rows(2, 3, V),
+                    draft_tokens=tokens(1, 2, 3, 4).reshape(2, 2)),
+            Example(lambda **a: specdec.verify_chain_batch_target_only(streams=two_streams(), **a),
+                    ids={"draft_tokens"}, target_rows=rows(5, V), draft_tokens=tokens(1, 2, 3),
+                    draft_offsets=tokens(0, 2, 3))],
+        "verify_tree_batch_target_only": Example(
+            lambda **a: specdec.verify_tree_batch_target_only(streams=two_streams(), **a),
+            ids={"tokens"}, node_offsets=tokens(0, 3, 4), tokens=tokens(1, 2, 3, 5),
+            parents=tokens(-1, 0, 0, -1), target_rows=rows(6, V)),
         # drafting
         "sample_iid": Example(lambda **a: specdec.sample_iid(stream=stream(), k=2, **a),
                               probabilities=r),

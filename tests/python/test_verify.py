@@ -172,7 +172,10 @@ def chain_by_nodes(rule, target_rows, draft_rows, draft_tokens, s):
             return specdec.ChainVerdict(i, i + 1), tokens
     length = len(draft_tokens)
     bonus = s.at_position(s.position + length)
-    tokens.append(draw_from(target_rows[length], bonus.uniform(0)))
+    if isinstance(rule, specdec.Greedy):  # greedy: the bonus token is the argmax too
+        tokens.append(int(np.argmax(target_rows[length])))
+    else:
+        tokens.append(draw_from(target_rows[length], bonus.uniform(0)))
     return specdec.ChainVerdict(length, length + 1), tokens
 
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // Batched verification: chain (standard rejection) and tree verification for B sequences, on any
-// backend.
+// backend, and both without draft rows (target-only).
 #pragma once
 
 #include <algorithm>
@@ -130,6 +130,18 @@ struct ChainBatchImpl {
                 "specdec/backend/cpu/verify_batch.hpp or specdec/backend/cuda/verify_batch.hpp");
 };
 template <class Backend>
+struct ChainBatchTargetOnlyImpl {
+  static_assert(dependent_false<Backend>,
+                "verify_chain_batch_target_only: no implementation for this backend; include "
+                "specdec/backend/cpu/verify_batch.hpp");
+};
+template <class Backend>
+struct TreeBatchTargetOnlyImpl {
+  static_assert(dependent_false<Backend>,
+                "verify_tree_batch_target_only: no implementation for this backend; include "
+                "specdec/backend/cpu/verify_batch.hpp");
+};
+template <class Backend>
 struct TreeBatchImpl {
   static_assert(dependent_false<Backend>,
                 "verify_tree_batch: no implementation for this backend; include "
@@ -189,8 +201,34 @@ inline void check_sequence_warps(std::span<const Warp> warps, std::int64_t batch
   check_warp_list(warps, batch, vocab, "sequence");
 }
 
-/// Host checks of a tree batch's CSR offsets and shapes; returns the largest tree.
-inline std::int64_t check_tree_batch(const TreeBatchArgs& args) {
+/// Target-only verification reads no draft rows: a non-empty `draft_rows` is a mistake (the call
+/// meant for drafts with rows is verify_chain_batch / verify_tree_batch).
+inline void check_no_draft_rows(MatrixView<const float> draft_rows) {
+  if (draft_rows.rows != 0 || draft_rows.data != nullptr) {
+    fail("draft_rows", "has {} rows; target-only verification reads none: leave it empty",
+         draft_rows.rows);
+  }
+}
+
+/// The host checks of a chain batch without draft rows (verify_chain_batch_target_only); returns
+/// the largest gamma.
+inline std::int64_t check_chain_batch_target_only(const ChainBatchArgs& args) {
+  const std::int64_t largest = check_offsets("draft_offsets", args.draft_offsets);
+  const auto batch = static_cast<std::int64_t>(args.draft_offsets.size() - 1);
+  const std::int64_t drafts = args.draft_offsets.back();
+  const auto& target = args.target_rows;
+  check_rows("target_rows", target.rows, target.cols, target.stride, drafts + batch, "G + B");
+  check_no_draft_rows(args.draft_rows);
+  detail::check_size("draft_tokens", args.draft_tokens.size(), static_cast<std::size_t>(drafts));
+  detail::check_size("streams", args.streams.size(), static_cast<std::size_t>(batch));
+  detail::check_size("emitted", args.emitted.size(), static_cast<std::size_t>(drafts + batch));
+  detail::check_size("accepted", args.accepted.size(), static_cast<std::size_t>(batch));
+  return largest;
+}
+
+/// Host checks of a tree batch's CSR offsets and shapes (without draft rows when `draft_rows` is
+/// false: target-only verification); returns the largest tree.
+inline std::int64_t check_tree_batch(const TreeBatchArgs& args, bool draft_rows = true) {
   const std::int64_t largest = check_offsets("node_offsets", args.node_offsets);
   const auto batch = static_cast<std::int64_t>(args.node_offsets.size() - 1);
   const auto total = static_cast<std::size_t>(args.node_offsets.back());
@@ -200,9 +238,13 @@ inline std::int64_t check_tree_batch(const TreeBatchArgs& args) {
   check_rows("target_rows", target.rows, target.cols, target.stride,
              static_cast<std::int64_t>(total) + batch, "N + B");
   const auto& draft = args.draft_rows;
-  check_rows("draft_rows", draft.rows, draft.cols, draft.stride, target.rows, "N + B");
-  if (draft.cols != target.cols)
-    fail("draft_rows", "has {} columns, expected {} like target_rows", draft.cols, target.cols);
+  if (draft_rows) {
+    check_rows("draft_rows", draft.rows, draft.cols, draft.stride, target.rows, "N + B");
+    if (draft.cols != target.cols)
+      fail("draft_rows", "has {} columns, expected {} like target_rows", draft.cols, target.cols);
+  } else {
+    check_no_draft_rows(draft);
+  }
   detail::check_size("streams", args.streams.size(), static_cast<std::size_t>(batch));
   detail::check_size("accepted_nodes", args.accepted_nodes.size(), total);
   detail::check_size("accepted", args.accepted.size(), static_cast<std::size_t>(batch));
@@ -256,6 +298,18 @@ void verify_chain_batch_logits(const Backend& backend, const ChainBatchLogitsArg
                                                           std::forward<Scratch>(workspace));
 }
 
+/// Chain verification of drafts without draft rows (verify_chain_target_only per sequence) for a
+/// ragged batch of B sequences in ChainBatchArgs' layout with `draft_rows` left empty (0 draft
+/// tokens allowed). Sequence b is verify_chain_target_only of its rows, bit for bit, with
+/// streams[b]. Size the workspace as verify_chain_batch's (ChainBatchShape). Throws
+/// specdec::Error naming the bad argument ("draft_tokens[3][1]" = sequence 3, token 1). CPU only
+/// for now; the CPU backend needs contiguous rows (stride == V).
+template <backend::BackendPolicy Backend, class Scratch>
+void verify_chain_batch_target_only(const Backend& backend, const ChainBatchArgs& args,
+                                    Scratch&& workspace) {
+  detail::ChainBatchTargetOnlyImpl<Backend>::run(backend, args, std::forward<Scratch>(workspace));
+}
+
 /// Tree verification for B ragged trees (layout: TreeBatchArgs): tree b is verify_tree(rule, ...)
 /// of its rows, bit for bit on the CPU backend. `rule` is Recursive (RRS, trees drawn without
 /// replacement), MultiRound (i.i.d. children), Rejection (one child per node) or any other Rule.
@@ -266,6 +320,16 @@ template <backend::BackendPolicy Backend, class Scratch>
 void verify_tree_batch(const Backend& backend, const Rule& rule, const TreeBatchArgs& args,
                        Scratch&& workspace) {
   detail::TreeBatchImpl<Backend>::run(backend, rule, args, std::forward<Scratch>(workspace));
+}
+
+/// Tree verification of candidate trees without draft rows (verify_tree_target_only per tree) for
+/// B ragged trees in TreeBatchArgs' layout with `draft_rows` left empty: tree b is
+/// verify_tree_target_only of its rows, bit for bit, with streams[b]. Size the workspace as
+/// verify_tree_batch's (TreeBatchShape). CPU only for now (contiguous rows).
+template <backend::BackendPolicy Backend, class Scratch>
+void verify_tree_batch_target_only(const Backend& backend, const TreeBatchArgs& args,
+                                   Scratch&& workspace) {
+  detail::TreeBatchTargetOnlyImpl<Backend>::run(backend, args, std::forward<Scratch>(workspace));
 }
 
 }  // namespace specdec

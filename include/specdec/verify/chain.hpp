@@ -77,6 +77,32 @@ struct NoRowChecks {
   void operator()(std::size_t) const {}
 };
 
+/// The walk every chain verifier shares: for i < length, check(i) then verify(i, stream_i) (a
+/// NodeVerdict for draft token i), stopping at the first rejection with its correction token; when
+/// all pass, check(length) then out[length] = bonus(stream_length). stream_i is
+/// `stream.at_position(stream.position + i)`.
+template <class Check, class Verify, class Bonus>
+ChainVerdict walk_chain(std::size_t length, const RandomStream& stream, Token* out,
+                        const Check& check, const Verify& verify, const Bonus& bonus) {
+  ChainVerdict verdict;
+  for (std::size_t i = 0; i < length; ++i) {
+    check(i);
+    const auto s = stream.at_position(stream.position + static_cast<std::uint32_t>(i));
+    const NodeVerdict node = verify(i, s);
+    out[i] = node.token;
+    if (node.accepted < 0) {
+      verdict.accepted = static_cast<std::int32_t>(i);
+      verdict.emitted = verdict.accepted + 1;
+      return verdict;
+    }
+  }
+  check(length);
+  out[length] = bonus(stream.at_position(stream.position + static_cast<std::uint32_t>(length)));
+  verdict.accepted = static_cast<std::int32_t>(length);
+  verdict.emitted = verdict.accepted + 1;
+  return verdict;
+}
+
 /// verify_chain without validation: `length` draft tokens, rows as verify_chain's (raw rows may
 /// be nullptr), `scratch` holds `vocab` floats. Same draws as verify_chain. `check(i)` runs before
 /// position i is verified, and check(length) before the bonus token is drawn.
@@ -87,28 +113,16 @@ ChainVerdict verify_chain_unchecked(const Rule& rule, const T* target_rows, cons
                                     float* scratch, const T* raw_target_rows = nullptr,
                                     const T* raw_draft_rows = nullptr, const Check& check = {}) {
   const auto v = static_cast<std::size_t>(vocab);
-  ChainVerdict verdict;
-  for (std::size_t i = 0; i < length; ++i) {
-    check(i);
+  const auto verify = [&](std::size_t i, const RandomStream& s) {
     const NodeRows<T> rows{target_rows + i * v, draft_rows + i * v, vocab,
                            raw_target_rows == nullptr ? nullptr : raw_target_rows + i * v,
                            raw_draft_rows == nullptr ? nullptr : raw_draft_rows + i * v};
-    const auto s = stream.at_position(stream.position + static_cast<std::uint32_t>(i));
-    const NodeVerdict node =
-        detail::verify_node_unchecked(rule, rows, &draft_tokens[i], 1, s, scratch);
-    out[i] = node.token;
-    if (node.accepted < 0) {
-      verdict.accepted = static_cast<std::int32_t>(i);
-      verdict.emitted = verdict.accepted + 1;
-      return verdict;
-    }
-  }
-  check(length);
-  const auto s = stream.at_position(stream.position + static_cast<std::uint32_t>(length));
-  out[length] = detail::sample_row(target_rows + length * v, vocab, s.uniform(0));
-  verdict.accepted = static_cast<std::int32_t>(length);
-  verdict.emitted = verdict.accepted + 1;
-  return verdict;
+    return detail::verify_node_unchecked(rule, rows, &draft_tokens[i], 1, s, scratch);
+  };
+  const auto bonus = [&](const RandomStream& s) {
+    return bonus_token(rule, target_rows + length * v, vocab, s);
+  };
+  return walk_chain(length, stream, out, check, verify, bonus);
 }
 
 }  // namespace detail
@@ -123,7 +137,7 @@ ChainVerdict verify_chain_unchecked(const Rule& rule, const T* target_rows, cons
 /// draws of the rule's row function (test = draw 0, correction = draw 1 for one candidate); the
 /// bonus token is draw 0 of `stream.at_position(stream.position + L)`. The bonus token always comes
 /// from the warped target row L, also for lossy and cascade rules (whose pi at position L would
-/// need one more draft row).
+/// need one more draft row); for Greedy it is that row's argmax (no draw).
 /// Throws specdec::Error naming the bad argument. Rows are checked as the walk reaches them: rows
 /// after the first rejection are never read.
 template <class T = float>

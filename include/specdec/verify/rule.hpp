@@ -124,6 +124,14 @@ NodeVerdict verify_node_unchecked(const Rule& rule, const NodeRows<T>& rows,
       rule);
 }
 
+/// The token after a fully accepted path, from the target row there: its argmax for Greedy (whose
+/// corrections are argmaxes too), else draw 0 of `s`.
+template <class T>
+Token bonus_token(const Rule& rule, const T* target, std::int64_t vocab, const RandomStream& s) {
+  if (std::holds_alternative<Greedy>(rule)) return static_cast<Token>(row_argmax(target, vocab));
+  return detail::sample_row(target, vocab, s.uniform(0));
+}
+
 /// Validates a rule's parameters against the rows and the number of candidates.
 template <class T>
 void check_rule(const Rule& rule, std::span<const T> target, std::span<const T> draft,

@@ -67,25 +67,21 @@ inline std::pair<std::int32_t, std::int32_t> first_repeated_sibling(TreeView tre
   return first;
 }
 
-/// The checks verify_tree makes. `depth` and `children` are scratch of N + 1 entries each.
-template <class T>
-void check_tree_inputs(const Rule& rule, TreeView tree, std::span<const T> target_rows,
-                       std::span<const T> draft_rows, std::int64_t vocab, std::size_t accepted_size,
-                       std::span<const T> raw_target_rows, std::span<const T> raw_draft_rows,
-                       std::int32_t* depth, std::int32_t* children) {
+/// The checks of a tree every tree verifier makes: vocab >= 1, as many parents as tokens, tokens
+/// in the vocabulary, parents -1 or earlier nodes in level order, and room in `accepted_nodes`
+/// (`accepted_size` entries) for the tree's depth. Leaves children[r] = the children of row r
+/// (node r - 1; row 0 the root) and depth[i + 1] = the depth of node i; both hold N + 1 entries.
+/// Returns (N + 1) * vocab, the entries of each row array.
+inline std::size_t check_tree_structure(TreeView tree, std::int64_t vocab,
+                                        std::size_t accepted_size, std::int32_t* depth,
+                                        std::int32_t* children) {
   if (vocab < 1) detail::fail("vocab", "{} must be >= 1", vocab);
   const auto& tokens = tree.tokens;
   const auto& parents = tree.parents;
   const auto n = tokens.size();
-  const auto v = static_cast<std::size_t>(vocab);
   detail::check_size("parents", parents.size(), n);
-  const auto rows_size = detail::checked_mul<std::size_t>("vocab", n + 1, v);
-  detail::check_size("target_rows", target_rows.size(), rows_size);
-  detail::check_size("draft_rows", draft_rows.size(), rows_size);
-  if (!raw_target_rows.empty())
-    detail::check_size("raw_target_rows", raw_target_rows.size(), rows_size);
-  if (!raw_draft_rows.empty())
-    detail::check_size("raw_draft_rows", raw_draft_rows.size(), rows_size);
+  const auto rows_size =
+      detail::checked_mul<std::size_t>("vocab", n + 1, static_cast<std::size_t>(vocab));
   depth[0] = 0;  // depth[i + 1] of node i; depth[0] = 0 (root)
   std::fill(children, children + n + 1, 0);
   std::int32_t max_depth = 0;
@@ -103,6 +99,26 @@ void check_tree_inputs(const Rule& rule, TreeView tree, std::span<const T> targe
   if (accepted_size < static_cast<std::size_t>(max_depth)) {
     detail::fail("accepted_nodes", "has {} entries, the tree is {} deep", accepted_size, max_depth);
   }
+  return rows_size;
+}
+
+/// The checks verify_tree makes. `depth` and `children` are scratch of N + 1 entries each.
+template <class T>
+void check_tree_inputs(const Rule& rule, TreeView tree, std::span<const T> target_rows,
+                       std::span<const T> draft_rows, std::int64_t vocab, std::size_t accepted_size,
+                       std::span<const T> raw_target_rows, std::span<const T> raw_draft_rows,
+                       std::int32_t* depth, std::int32_t* children) {
+  const auto& tokens = tree.tokens;
+  const auto& parents = tree.parents;
+  const auto n = tokens.size();
+  const auto v = static_cast<std::size_t>(vocab);
+  const auto rows_size = check_tree_structure(tree, vocab, accepted_size, depth, children);
+  detail::check_size("target_rows", target_rows.size(), rows_size);
+  detail::check_size("draft_rows", draft_rows.size(), rows_size);
+  if (!raw_target_rows.empty())
+    detail::check_size("raw_target_rows", raw_target_rows.size(), rows_size);
+  if (!raw_draft_rows.empty())
+    detail::check_size("raw_draft_rows", raw_draft_rows.size(), rows_size);
   const bool needs_support = !std::holds_alternative<Typical>(rule) &&
                              !std::holds_alternative<Greedy>(rule) &&
                              !(std::holds_alternative<Lossy>(rule) && std::get<Lossy>(rule).greedy);
@@ -143,18 +159,17 @@ void check_tree_inputs(const Rule& rule, TreeView tree, std::span<const T> targe
   }
 }
 
-/// verify_tree's walk without validation (same draws) of a tree in level order. `candidates` and
-/// `ids` hold N + 1 entries, `scratch` `vocab` floats; raw rows may be nullptr.
+/// The walk every tree verifier shares, over a tree in level order: at the current node (the root
+/// first) verify(row, candidates, count, s) tries its children (row = node id + 1, s =
+/// `stream.at_node(row)`); the accepted child becomes the current node and is appended to
+/// `accepted_nodes`; all rejected ends the walk with the correction token; a node without children
+/// ends it with bonus(row, s). `candidates` and `ids` hold N + 1 entries.
 /// Complexity: O(N) to find the children along the walk (each level is scanned once), plus the
-/// rule's work at each visited node.
-template <class T>
-TreeVerdict verify_tree_unchecked(const Rule& rule, TreeView tree, const T* target_rows,
-                                  const T* draft_rows, std::int64_t vocab,
-                                  const RandomStream& stream, std::int32_t* accepted_nodes,
-                                  Token* candidates, std::int32_t* ids, float* scratch,
-                                  const T* raw_target_rows = nullptr,
-                                  const T* raw_draft_rows = nullptr) {
-  const auto v = static_cast<std::size_t>(vocab);
+/// verifier's work at each visited node.
+template <class Verify, class Bonus>
+TreeVerdict walk_tree(TreeView tree, const RandomStream& stream, std::int32_t* accepted_nodes,
+                      Token* candidates, std::int32_t* ids, const Verify& verify,
+                      const Bonus& bonus) {
   const Token* tokens = tree.tokens.data();
   const std::int32_t* parents = tree.parents.data();
   const auto n = tree.tokens.size();
@@ -179,15 +194,11 @@ TreeVerdict verify_tree_unchecked(const Rule& rule, TreeView tree, const T* targ
     const auto row = static_cast<std::size_t>(current + 1);
     const auto s = stream.at_node(static_cast<std::uint32_t>(current + 1));
     if (count == 0) {
-      verdict.token = detail::sample_row(target_rows + row * v, vocab, s.uniform(0));
+      verdict.token = bonus(row, s);
       verdict.bonus = true;
       return verdict;
     }
-    const NodeRows<T> rows{target_rows + row * v, draft_rows + row * v, vocab,
-                           raw_target_rows == nullptr ? nullptr : raw_target_rows + row * v,
-                           raw_draft_rows == nullptr ? nullptr : raw_draft_rows + row * v};
-    const NodeVerdict node =
-        detail::verify_node_unchecked(rule, rows, candidates, count, s, scratch);
+    const NodeVerdict node = verify(row, candidates, count, s);
     if (node.accepted < 0) {
       verdict.token = node.token;
       return verdict;
@@ -195,6 +206,29 @@ TreeVerdict verify_tree_unchecked(const Rule& rule, TreeView tree, const T* targ
     current = ids[static_cast<std::size_t>(node.accepted)];
     accepted_nodes[static_cast<std::size_t>(verdict.accepted++)] = current;
   }
+}
+
+/// verify_tree's walk without validation (same draws) of a tree in level order. `candidates` and
+/// `ids` hold N + 1 entries, `scratch` `vocab` floats; raw rows may be nullptr.
+template <class T>
+TreeVerdict verify_tree_unchecked(const Rule& rule, TreeView tree, const T* target_rows,
+                                  const T* draft_rows, std::int64_t vocab,
+                                  const RandomStream& stream, std::int32_t* accepted_nodes,
+                                  Token* candidates, std::int32_t* ids, float* scratch,
+                                  const T* raw_target_rows = nullptr,
+                                  const T* raw_draft_rows = nullptr) {
+  const auto v = static_cast<std::size_t>(vocab);
+  const auto verify = [&](std::size_t row, const Token* children, std::int32_t count,
+                          const RandomStream& s) {
+    const NodeRows<T> rows{target_rows + row * v, draft_rows + row * v, vocab,
+                           raw_target_rows == nullptr ? nullptr : raw_target_rows + row * v,
+                           raw_draft_rows == nullptr ? nullptr : raw_draft_rows + row * v};
+    return detail::verify_node_unchecked(rule, rows, children, count, s, scratch);
+  };
+  const auto bonus = [&](std::size_t row, const RandomStream& s) {
+    return bonus_token(rule, target_rows + row * v, vocab, s);
+  };
+  return walk_tree(tree, stream, accepted_nodes, candidates, ids, verify, bonus);
 }
 
 }  // namespace detail
@@ -213,9 +247,10 @@ TreeVerdict verify_tree_unchecked(const Rule& rule, TreeView tree, const T* targ
 /// current node (fix (a) of docs/algorithms.md §1.3: children are iterated by node id and their
 /// tokens read from `tokens`); its flat id is appended to `accepted_nodes` (fix (b)); all rejected
 /// ends the walk with the correction token; a node without children ends it with a bonus token
-/// drawn from the target row at that node (fix (c)). Randomness: the node whose children are
-/// verified uses `stream.at_node(id + 1)` (the root is node 0) with the rule's draws (test of child
-/// k = draw k, correction = draw K); the bonus token is draw 0 of `stream.at_node(leaf id + 1)`.
+/// drawn from the target row at that node (fix (c); its argmax for Greedy). Randomness: the node
+/// whose children are verified uses `stream.at_node(id + 1)` (the root is node 0) with the rule's
+/// draws (test of child k = draw k, correction = draw K); the bonus token is draw 0 of
+/// `stream.at_node(leaf id + 1)`.
 /// `accepted_nodes` needs room for the tree's depth. Throws specdec::Error naming the bad argument.
 template <class T = float>
 TreeVerdict verify_tree(const Rule& rule, TreeView tree,

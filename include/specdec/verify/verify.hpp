@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// Umbrella header of the verifiers: every node rule, chain, block and tree verification, and the
-// exact output distributions.
+// Umbrella header of the verifiers: every node rule, chain, block and tree verification (with and
+// without draft rows), and the exact output distributions.
 #pragma once
 
 #include "specdec/verify/block.hpp"
@@ -16,5 +16,6 @@
 #include "specdec/verify/rejection.hpp"
 #include "specdec/verify/rule.hpp"
 #include "specdec/verify/spectr.hpp"
+#include "specdec/verify/target_only.hpp"
 #include "specdec/verify/tree.hpp"
 #include "specdec/verify/typical.hpp"

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// The CPU backend of batched chain and tree verification: sequences in parallel on the thread
-// pool, each through verify_chain's / verify_tree's own checks and walks.
+// The CPU backend of batched chain and tree verification (with and without draft rows): sequences
+// in parallel on the thread pool, each through the single-sequence checks and walks.
 #pragma once
 
 #include <algorithm>
@@ -15,6 +15,7 @@
 #include "specdec/core/workspace.hpp"
 #include "specdec/verify/chain.hpp"
 #include "specdec/verify/chain_logits.hpp"
+#include "specdec/verify/target_only.hpp"
 #include "specdec/verify/tree.hpp"
 
 namespace specdec::detail {
@@ -210,6 +211,90 @@ struct TreeBatchImpl<backend::Cpu> {
     pool.run(batch, threads, [&](std::int64_t b, int slot) {
       const auto s = static_cast<std::size_t>(slot);
       verify_sequence(rule, args, b, n_max, ints.data() + s * 4 * n_max, scratch.data() + s * v);
+    });
+  }
+};
+
+template <>
+struct ChainBatchTargetOnlyImpl<backend::Cpu> {
+  using Chain = ChainBatchImpl<backend::Cpu>;
+
+  static void run(const backend::Cpu& cpu, const ChainBatchArgs& args, Workspace& ws) {
+    check_chain_batch_target_only(args);
+    if (args.target_rows.stride != args.target_rows.cols) {
+      fail("target_rows", "must be contiguous (stride == vocab) on the CPU backend");
+    }
+    const auto batch = static_cast<std::int64_t>(args.draft_offsets.size() - 1);
+    const std::int64_t vocab = args.target_rows.cols;
+    const auto v = static_cast<std::size_t>(vocab);
+    auto& pool = backend::default_thread_pool();
+    const int threads = pool.resolve(batch, cpu.threads);
+    auto scope = ws.scope();
+    auto scratch = ws.take<float>(v * static_cast<std::size_t>(threads));
+    pool.run(batch, threads, [&](std::int64_t b, int slot) {
+      const Chain::Sequence seq = Chain::sequence(args.draft_offsets, b);
+      const auto g = static_cast<std::size_t>(seq.gamma);
+      const std::span<const float> target(args.target_rows.row_data(seq.first_target()),
+                                          (g + 1) * v);
+      const auto tokens = args.draft_tokens.subspan(static_cast<std::size_t>(seq.first_draft), g);
+      const auto emitted =
+          args.emitted.subspan(static_cast<std::size_t>(seq.first_target()), g + 1);
+      ChainVerdict verdict;
+      try {
+        check_target_only_chain<float>(target, tokens, vocab, emitted.size());
+        verdict = verify_chain_target_only_unchecked<float>(
+            target.data(), tokens.data(), g, vocab, args.streams[static_cast<std::size_t>(b)],
+            emitted.data(), scratch.data() + static_cast<std::size_t>(slot) * v,
+            TargetRowChecks<float>{target, v});
+      } catch (const Error& e) {
+        rethrow_for_sequence(e, b);
+      }
+      std::fill(emitted.begin() + verdict.emitted, emitted.end(), kNoToken);
+      args.accepted[static_cast<std::size_t>(b)] = verdict.accepted;
+    });
+  }
+};
+
+template <>
+struct TreeBatchTargetOnlyImpl<backend::Cpu> {
+  static void run(const backend::Cpu& cpu, const TreeBatchArgs& args, Workspace& ws) {
+    const std::int64_t largest = check_tree_batch(args, /*draft_rows=*/false);
+    if (args.target_rows.stride != args.target_rows.cols) {
+      fail("target_rows", "must be contiguous (stride == vocab) on the CPU backend");
+    }
+    const auto batch = static_cast<std::int64_t>(args.node_offsets.size() - 1);
+    const std::int64_t vocab = args.target_rows.cols;
+    const auto v = static_cast<std::size_t>(vocab);
+    const auto n_max = static_cast<std::size_t>(largest) + 1;
+    auto& pool = backend::default_thread_pool();
+    const int threads = pool.resolve(batch, cpu.threads);
+    const auto t = static_cast<std::size_t>(threads);
+    auto scope = ws.scope();
+    auto ints = ws.take<std::int32_t>(4 * n_max * t);
+    auto scratch = ws.take<float>(v * t);
+    pool.run(batch, threads, [&](std::int64_t b, int slot) {
+      const auto i = static_cast<std::size_t>(b);
+      const auto s = static_cast<std::size_t>(slot);
+      const auto begin = static_cast<std::size_t>(args.node_offsets[i]);
+      const auto n = static_cast<std::size_t>(args.node_offsets[i + 1]) - begin;
+      const std::span<const float> target(
+          args.target_rows.row_data(static_cast<std::int64_t>(begin) + b), (n + 1) * v);
+      std::int32_t* depth = ints.data() + s * 4 * n_max;
+      std::int32_t* children = depth + n_max;
+      std::int32_t* ids = children + n_max;
+      auto* candidates = reinterpret_cast<Token*>(ids + n_max);
+      const TreeView tree = args.trees.subtree(begin, n);
+      try {
+        check_target_only_tree<float>(tree, target, vocab, n, depth, children);
+      } catch (const Error& e) {
+        rethrow_for_sequence(e, b);
+      }
+      const auto verdict = verify_tree_target_only_unchecked<float>(
+          tree, target.data(), vocab, args.streams[i], args.accepted_nodes.data() + begin,
+          candidates, ids, scratch.data() + s * v);
+      args.accepted[i] = verdict.accepted;
+      args.final_tokens[i] = verdict.token;
+      if (!args.bonus.empty()) args.bonus[i] = verdict.bonus ? 1 : 0;
     });
   }
 };

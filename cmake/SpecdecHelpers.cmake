@@ -8,6 +8,8 @@ function(specdec_configure_target target)
     target_compile_options(${target} PRIVATE -fsanitize=address,undefined,float-cast-overflow
                                              -fno-sanitize-recover=all -fno-omit-frame-pointer)
     target_link_options(${target} PRIVATE -fsanitize=address,undefined,float-cast-overflow)
+    # Tests may run fewer Monte-Carlo samples under the sanitizers (tests/support/stats.hpp).
+    target_compile_definitions(${target} PRIVATE SPECDEC_SANITIZED_BUILD=1)
   endif()
 endfunction()
 

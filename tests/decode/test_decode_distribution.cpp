@@ -14,7 +14,7 @@ using namespace specdec;
 
 namespace {
 
-constexpr std::uint32_t kRuns = 200000;
+constexpr std::uint32_t kRuns = test::monte_carlo_runs(200000);
 constexpr Token kLast = 2;  // the prompt's last token
 
 /// Counts the first three tokens of kRuns sequences (sequence id = run index).

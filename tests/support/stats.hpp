@@ -18,6 +18,17 @@ namespace specdec::test {
 /// one such test with probability 1e-6 (per test, with the fixed seeds: in practice never).
 inline constexpr double kFalseFailureProbability = 1e-6;
 
+/// The sample count of a Monte-Carlo test: `runs`, or an eighth of it in the sanitizer build, whose
+/// run checks memory and undefined behaviour, not statistical power (the Release run keeps every
+/// sample). The false-failure probability is the same either way: the thresholds are p-values.
+constexpr std::uint32_t monte_carlo_runs(std::uint32_t runs) {
+#if defined(SPECDEC_SANITIZED_BUILD)
+  return runs / 8;
+#else
+  return runs;
+#endif
+}
+
 /// Regularised upper incomplete gamma Q(a, x) = Gamma(a, x) / Gamma(a): series for x < a + 1,
 /// Lentz's continued fraction otherwise.
 inline double regularized_gamma_q(double a, double x) {

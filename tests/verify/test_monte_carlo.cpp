@@ -208,7 +208,7 @@ TEST_CASE("every lossless rule samples the target on many random pairs", "[verif
       const auto count = std::holds_alternative<Rejection>(rule)
                              ? 1
                              : static_cast<std::int32_t>(1 + pair % 4);
-      const auto counts = simulate(rule, p, count, 77 + pair, 20000);
+      const auto counts = simulate(rule, p, count, 77 + pair, test::monte_carlo_runs(20000));
       const auto chi = test::chi_square_test(counts, std::span<const float>(p.target));
       statistic += chi.statistic;
       df += chi.df;

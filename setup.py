@@ -44,7 +44,7 @@ class CMakeBuild(build_ext):
 
 
 setup(
-    packages=["specdec"],
+    packages=["specdec", "specdec.compat"],
     package_dir={"": "python"},
     package_data={"specdec": ["py.typed", "*.pyi"]},
     ext_modules=[CMakeExtension("specdec._specdec")],

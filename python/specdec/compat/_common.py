@@ -1,0 +1,154 @@
+"""What the engine adapters share: reading torch / NumPy inputs, errors, and chain verification
+of ragged batches whose draft tokens may be unusable (a placeholder, an id outside the vocabulary,
+a token its draft row gives no probability)."""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from .. import _specdec
+
+_INDEX_KINDS = "iu"
+
+
+def error(argument: str, problem: str) -> _specdec.Error:
+    """A specdec.Error as the extension raises it: `argument`, `problem`, 'argument: problem'."""
+    exception = _specdec.Error(f"{argument}: {problem}")
+    exception.argument = argument
+    exception.problem = problem
+    return exception
+
+
+def is_torch(value: Any) -> bool:
+    return type(value).__module__.startswith("torch")
+
+
+def is_cuda(value: Any) -> bool:
+    return is_torch(value) and getattr(value, "is_cuda", False)
+
+
+def as_numpy(value: Any, name: str, *, kind: str, ndim: Optional[int] = None) -> np.ndarray:
+    """`value` (torch CPU tensor, NumPy array, list) as a NumPy array of float32 (kind 'float') or
+    int64 (kind 'int'); a CUDA tensor or the wrong kind or rank raises specdec.Error naming it."""
+    if is_cuda(value):
+        raise error(name, "is a CUDA tensor; this adapter verifies on the CPU (pass value.cpu())")
+    if is_torch(value):
+        value = value.detach()
+        if kind == "float" and value.is_floating_point():
+            value = value.float()  # bfloat16 has no NumPy type
+        array = value.numpy()
+    else:
+        try:
+            array = np.asarray(value)
+        except (TypeError, ValueError) as e:
+            raise error(name, f"is not an array ({e})") from None
+    if ndim is not None and array.ndim != ndim:
+        raise error(name, f"has {array.ndim} dimensions; expected {ndim}")
+    if kind == "float":
+        if array.dtype.kind != "f":
+            raise error(name, f"has dtype {array.dtype}; expected floating point")
+        array = array.astype(np.float32, copy=False)
+        if not np.all(np.isfinite(array) | (array == -np.inf)):
+            raise error(name, "holds NaN or +inf")
+    else:
+        if array.size and array.dtype.kind not in _INDEX_KINDS:
+            raise error(name, f"has dtype {array.dtype}; expected integers")
+        array = array.astype(np.int64, copy=False)
+    return array
+
+
+def per_request(value: Any, name: str, batch: int, *, kind: str, default: Any) -> np.ndarray:
+    """A per-request parameter: None gives `default` for all, else it must have `batch` entries."""
+    if value is None:
+        return np.full(batch, default, np.float64 if kind == "float" else np.int64)
+    array = as_numpy(value, name, kind=kind, ndim=1)
+    if array.shape[0] != batch:
+        raise error(name, f"has {array.shape[0]} entries; expected one per request ({batch})")
+    return array.astype(np.float64) if kind == "float" else array
+
+
+def draw_seeds(count: int) -> np.ndarray:
+    """Fresh stream seeds from torch's global generator when torch is loaded (so torch.manual_seed
+    makes runs repeat, as engines expect), else from NumPy's."""
+    try:
+        import torch
+    except ImportError:
+        return np.random.randint(0, 2**63 - 1, size=count, dtype=np.int64)
+    return torch.randint(0, 2**63 - 1, (count,), dtype=torch.int64).numpy()
+
+
+def seed_from_generator(generator: Any, name: str) -> int:
+    """One stream seed drawn from a caller's torch.Generator or numpy.random.Generator."""
+    if type(generator).__module__.startswith("torch"):
+        import torch
+        return int(torch.randint(0, 2**63 - 1, (1,), generator=generator, dtype=torch.int64))
+    if isinstance(generator, np.random.Generator):
+        return int(generator.integers(0, 2**63 - 1))
+    raise error(name, f"is a {type(generator).__name__}; expected a torch or NumPy generator")
+
+
+def verify_chains(target_rows: np.ndarray, draft_tokens: np.ndarray, counts: np.ndarray,
+                  draft_rows: Optional[np.ndarray], streams: Sequence[_specdec.RandomStream],
+                  threads: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Verifies B ragged chains: request b has counts[b] drafts and counts[b] + 1 warped target
+    rows (the last gives the bonus token), laid out one request after another. Without draft rows
+    the target-only rule runs. A draft token outside [0, V), or one whose draft row gives it no
+    probability, is rejected without being read: the chain stops there and its token is drawn
+    from that position's target row (with draft rows: from the residual max(p - q, 0), the
+    distribution a rejection draws from). Returns tokens [B, max(counts) + 1] int32 padded with
+    -1 and accepted [B] int32."""
+    batch, vocab = len(counts), target_rows.shape[1]
+    offsets = np.zeros(batch + 1, np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    valid = (draft_tokens >= 0) & (draft_tokens < vocab)
+    if draft_rows is not None:
+        safe = np.where(valid, draft_tokens, 0)
+        valid &= draft_rows[np.arange(len(draft_tokens)), safe] > 0
+    if not valid.all():
+        target_rows, draft_tokens, counts, draft_rows = _cut_at_unusable(
+            target_rows, draft_tokens, counts, draft_rows, offsets, valid)
+        offsets = np.zeros(batch + 1, np.int64)
+        np.cumsum(counts, out=offsets[1:])
+    args = dict(target_rows=np.ascontiguousarray(target_rows, np.float32),
+                draft_tokens=np.ascontiguousarray(draft_tokens, np.int32),
+                draft_offsets=offsets.astype(np.int32), streams=list(streams), threads=threads)
+    if draft_rows is None:
+        flat, accepted = _specdec.verify_chain_batch_target_only(**args)
+    else:
+        flat, accepted = _specdec.verify_chain_batch(
+            draft_rows=np.ascontiguousarray(draft_rows, np.float32), **args)
+    width = int(counts.max()) + 1 if batch else 1
+    out = np.full((batch, width), -1, np.int32)
+    for b in range(batch):
+        start = offsets[b] + b
+        out[b, :counts[b] + 1] = flat[start:start + counts[b] + 1]
+    return out, np.asarray(accepted, np.int32)
+
+
+def _cut_at_unusable(target_rows, draft_tokens, counts, draft_rows, offsets, valid):
+    """Each chain cut before its first unusable draft token; the row there becomes the row its
+    token is drawn from."""
+    rows, tokens, new_counts, drafts = [], [], counts.copy(), []
+    for b in range(len(counts)):
+        lo, hi = offsets[b], offsets[b + 1]
+        bad = np.flatnonzero(~valid[lo:hi])
+        cut = int(bad[0]) if bad.size else int(counts[b])
+        first_row = lo + b  # request b's first target row
+        chain_rows = target_rows[first_row:first_row + cut + 1].copy()
+        if cut < counts[b] and draft_rows is not None:
+            residual = np.maximum(chain_rows[cut] - draft_rows[lo + cut], 0.0)
+            if residual.sum() > 0:  # else p <= q everywhere: keep p
+                chain_rows[cut] = residual / residual.sum()
+        rows.append(chain_rows)
+        tokens.append(draft_tokens[lo:lo + cut])
+        if draft_rows is not None:
+            drafts.append(draft_rows[lo:lo + cut])
+        new_counts[b] = cut
+    vocab = target_rows.shape[1]
+    joined_drafts = None
+    if draft_rows is not None:
+        joined_drafts = np.concatenate(drafts) if drafts else np.zeros((0, vocab), np.float32)
+    return (np.concatenate(rows), np.concatenate(tokens).astype(np.int64), new_counts,
+            joined_drafts)

@@ -89,17 +89,28 @@ def seed_from_generator(generator: Any, name: str) -> int:
     raise error(name, f"is a {type(generator).__name__}; expected a torch or NumPy generator")
 
 
+def renormalised(rows: np.ndarray) -> np.ndarray:
+    """Rows within 1% of summing to 1 (float16 / bfloat16 rounding) scaled to sum 1; other rows
+    are left for the verifier to refuse."""
+    sums = rows.sum(axis=-1, keepdims=True, dtype=np.float64)
+    close = (np.abs(sums - 1.0) <= 1e-2) & (sums > 0)
+    return (rows / np.where(close, sums, 1.0)).astype(np.float32)
+
+
 def verify_chains(target_rows: np.ndarray, draft_tokens: np.ndarray, counts: np.ndarray,
                   draft_rows: Optional[np.ndarray], streams: Sequence[_specdec.RandomStream],
-                  threads: int = 0) -> tuple[np.ndarray, np.ndarray]:
+                  threads: int = 0, names: Optional[dict] = None
+                  ) -> tuple[np.ndarray, np.ndarray]:
     """Verifies B ragged chains: request b has counts[b] drafts and counts[b] + 1 warped target
     rows (the last gives the bonus token), laid out one request after another. Without draft rows
     the target-only rule runs. A draft token outside [0, V), or one whose draft row gives it no
     probability, is rejected without being read: the chain stops there and its token is drawn
     from that position's target row (with draft rows: from the residual max(p - q, 0), the
     distribution a rejection draws from). Returns tokens [B, max(counts) + 1] int32 padded with
-    -1 and accepted [B] int32."""
+    -1 and accepted [B] int32. An error of the verifier names the caller's argument: `names`
+    maps the verifier's names ('target_rows', 'draft_rows', 'draft_tokens') to the caller's."""
     batch, vocab = len(counts), target_rows.shape[1]
+    width = int(counts.max()) + 1 if batch else 1  # before any chain is cut
     offsets = np.zeros(batch + 1, np.int64)
     np.cumsum(counts, out=offsets[1:])
     valid = (draft_tokens >= 0) & (draft_tokens < vocab)
@@ -114,12 +125,17 @@ def verify_chains(target_rows: np.ndarray, draft_tokens: np.ndarray, counts: np.
     args = dict(target_rows=np.ascontiguousarray(target_rows, np.float32),
                 draft_tokens=np.ascontiguousarray(draft_tokens, np.int32),
                 draft_offsets=offsets.astype(np.int32), streams=list(streams), threads=threads)
-    if draft_rows is None:
-        flat, accepted = _specdec.verify_chain_batch_target_only(**args)
-    else:
-        flat, accepted = _specdec.verify_chain_batch(
-            draft_rows=np.ascontiguousarray(draft_rows, np.float32), **args)
-    width = int(counts.max()) + 1 if batch else 1
+    try:
+        if draft_rows is None:
+            flat, accepted = _specdec.verify_chain_batch_target_only(**args)
+        else:
+            flat, accepted = _specdec.verify_chain_batch(
+                draft_rows=np.ascontiguousarray(draft_rows, np.float32), **args)
+    except _specdec.Error as refused:
+        base = refused.argument.split("[")[0]
+        if names and base in names:  # the verifier's row numbers are not the caller's
+            raise error(names[base], refused.problem) from None
+        raise
     out = np.full((batch, width), -1, np.int32)
     for b in range(batch):
         start = offsets[b] + b

@@ -15,8 +15,9 @@ What differs from FlashInfer:
 - A draft token outside ``[0, V)`` or with draft probability 0 is rejected without being read
   (FlashInfer accepts a zero-draft-probability token whenever the target gives it mass); the
   token at its position comes from the residual max(p - q, 0).
-- Inputs are torch tensors or NumPy arrays (float32, float16, bfloat16 probabilities), torch in,
-  torch out; CUDA tensors go to specdec's CUDA backend when it was built, and raise specdec.Error
+- Probability rows must sum to 1 (within 1%, then rescaled: float16 / bfloat16 rounding);
+  FlashInfer reads unnormalised rows as they are. Inputs are torch tensors or NumPy arrays
+  (float32, float16, bfloat16 probabilities), torch in, torch out; CUDA tensors go to specdec's CUDA backend when it was built, and raise specdec.Error
   naming the argument otherwise. Bad input raises specdec.Error naming the argument.
 """
 
@@ -27,8 +28,8 @@ from typing import Any, Optional
 import numpy as np
 
 from .. import _specdec
-from ._common import (as_numpy, draw_seeds, error, is_cuda, is_torch, seed_from_generator,
-                      verify_chains)
+from ._common import (as_numpy, draw_seeds, error, is_cuda, is_torch, renormalised,
+                      seed_from_generator, verify_chains)
 
 __all__ = ["chain_speculative_sampling"]
 
@@ -50,9 +51,9 @@ def chain_speculative_sampling(draft_probs: Any, draft_token_ids: Any, target_pr
     cuda = any(is_cuda(x) for x in (draft_probs, draft_token_ids, target_probs))
     device = next((x.device for x in (target_probs, draft_probs, draft_token_ids) if is_cuda(x)),
                   None)
-    draft = _host(draft_probs, "draft_probs", "float", 3)
+    draft = renormalised(_host(draft_probs, "draft_probs", "float", 3))
     tokens = _host(draft_token_ids, "draft_token_ids", "int", 2)
-    target = _host(target_probs, "target_probs", "float", 3)
+    target = renormalised(_host(target_probs, "target_probs", "float", 3))
     batch, n = tokens.shape
     vocab = target.shape[2]
     if draft.shape[:2] != (batch, n):
@@ -79,11 +80,14 @@ def chain_speculative_sampling(draft_probs: Any, draft_token_ids: Any, target_pr
     if batch == 0:
         output, emitted = np.zeros((0, n + 1), np.int32), np.zeros(0, np.int32)
     elif cuda and _usable(tokens, draft).all():
-        output, emitted = _on_device(draft_probs, draft_token_ids, target_probs, streams)
+        output, emitted = _on_device(draft, tokens, target, device, streams)
     else:
         output, emitted = verify_chains(target.reshape(batch * (n + 1), vocab),
                                         tokens.reshape(-1), np.full(batch, n, np.int64),
-                                        draft.reshape(batch * n, vocab), streams)
+                                        draft.reshape(batch * n, vocab), streams,
+                                        names={"target_rows": "target_probs",
+                                               "draft_rows": "draft_probs",
+                                               "draft_tokens": "draft_token_ids"})
     accepted = emitted + _later_passes(draft, tokens, target, np.asarray(emitted), streams)
     results = []
     for counts, out in ((accepted, accepted_out), (emitted, emitted_out)):
@@ -129,12 +133,20 @@ def _later_passes(draft, tokens, target, emitted, streams):
     return extra
 
 
-def _on_device(draft_probs, draft_token_ids, target_probs, streams):
-    """CUDA tensors straight to the batch verifier (specdec.Error if built without CUDA)."""
+def _on_device(draft, tokens, target, device, streams):
+    """The checked rows on the CUDA device, to the batch verifier (specdec.Error naming the
+    argument if specdec was built without CUDA)."""
     import torch
-    out, accepted = _specdec.verify_chain_batch(
-        target_rows=target_probs.float().contiguous(), draft_rows=draft_probs.float().contiguous(),
-        draft_tokens=draft_token_ids.to(torch.int32).contiguous(), streams=streams)
+    try:
+        out, accepted = _specdec.verify_chain_batch(
+            target_rows=torch.from_numpy(target).to(device),
+            draft_rows=torch.from_numpy(draft).to(device),
+            draft_tokens=torch.from_numpy(tokens.astype(np.int32)).to(device), streams=streams)
+    except _specdec.Error as refused:
+        names = {"target_rows": "target_probs", "draft_rows": "draft_probs",
+                 "draft_tokens": "draft_token_ids"}
+        raise error(names.get(refused.argument.split("[")[0], refused.argument),
+                    refused.problem) from None
     return out.cpu().numpy(), accepted.cpu().numpy()
 
 

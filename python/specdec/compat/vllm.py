@@ -19,7 +19,8 @@ What differs from vLLM:
 - A draft token outside ``[0, V)`` (the placeholder -1 included) or with draft probability 0 is
   rejected without being read, as in vLLM; the token at its position comes from the target row
   (with draft rows, from the residual max(p - q, 0)).
-- Inputs are torch CPU tensors or NumPy arrays (torch in, torch out); a CUDA tensor raises
+- Draft probability rows must sum to 1 (within 1%, then rescaled). Inputs are torch CPU
+  tensors or NumPy arrays (torch in, torch out); a CUDA tensor raises
   specdec.Error naming it. Bad input raises specdec.Error naming the argument.
 """
 
@@ -31,8 +32,8 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from .. import _specdec
-from ._common import (as_numpy, draw_seeds, error, is_torch, per_request, seed_from_generator,
-                      verify_chains)
+from ._common import (as_numpy, draw_seeds, error, is_torch, per_request, renormalised,
+                      seed_from_generator, verify_chains)
 
 PLACEHOLDER_TOKEN_ID = -1
 GREEDY_TEMPERATURE = 0
@@ -147,7 +148,7 @@ def rejection_sample(draft_token_ids: Any, num_draft_tokens: Sequence[int],
     bonus_at = _row_indices(bonus_logits_indices, "bonus_logits_indices", batch, rows.shape[0])
     probs = None
     if draft_probs is not None:
-        probs = as_numpy(draft_probs, "draft_probs", kind="float", ndim=2)
+        probs = renormalised(as_numpy(draft_probs, "draft_probs", kind="float", ndim=2))
         if probs.shape != (tokens.shape[0], vocab):
             raise error("draft_probs", f"has shape {tuple(probs.shape)}; expected "
                         f"({tokens.shape[0]}, {vocab}) (num_tokens, V)")
@@ -178,7 +179,10 @@ def rejection_sample(draft_token_ids: Any, num_draft_tokens: Sequence[int],
                 continue
             uses_draft = probs is not None and g == 1
             sub = _subset(members, counts, warped, tokens, probs if uses_draft else None)
-            chosen, _ = verify_chains(*sub, [streams[b] for b in members], threads)
+            chosen, _ = verify_chains(*sub, [streams[b] for b in members], threads,
+                                      names={"draft_rows": "draft_probs",
+                                             "draft_tokens": "draft_token_ids",
+                                             "target_rows": "logits"})
             out[members, :chosen.shape[1]] = chosen
     if is_torch(logits):
         import torch

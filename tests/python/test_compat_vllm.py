@@ -149,16 +149,18 @@ def test_ids_stay_in_the_vocabulary_and_placeholders_are_rejected(vocab, with_dr
 
 
 def test_zero_draft_probability_is_a_rejection():
-    metadata = SpecDecodeMetadata.make_dummy([[2, 3]])
-    probs = np.zeros((2, 4), np.float32)
-    probs[:, 1] = 1.0  # the draft gives tokens 2 and 3 no probability
-    logits = np.zeros((3, 4), np.float32)
+    # 200 requests drafting tokens 2 and 3, which the draft gives no probability: each is
+    # rejected at position 0, and the token there comes from the residual max(p - q, 0), which
+    # excludes token 1 (q's whole mass; p is uniform).
+    batch = 200
+    metadata = SpecDecodeMetadata.make_dummy([[2, 3]] * batch)
+    probs = np.zeros((2 * batch, 4), np.float32)
+    probs[:, 1] = 1.0
     out = np.asarray(vllm.rejection_sample(
-        metadata.draft_token_ids, [2], metadata.cu_num_draft_tokens, probs, logits,
-        metadata.target_logits_indices, metadata.bonus_logits_indices,
-        temperature=[1.0], seeds=[9]))
-    # Residual max(p - q, 0) at position 0: tokens 0, 2, 3 (token 1 is q's whole mass).
-    assert out[0, 0] in (0, 2, 3) and out[0, 1:].tolist() == [-1, -1]
+        metadata.draft_token_ids, metadata.num_draft_tokens, metadata.cu_num_draft_tokens, probs,
+        np.zeros((3 * batch, 4), np.float32), metadata.target_logits_indices,
+        metadata.bonus_logits_indices, temperature=np.ones(batch), seeds=np.arange(batch)))
+    assert set(out[:, 0].tolist()) == {0, 2, 3} and (out[:, 1:] == -1).all()
 
 
 def call(**change):

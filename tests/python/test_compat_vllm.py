@@ -217,3 +217,22 @@ def test_bad_generator_is_named():
                                    SamplingMetadata(temperature=[1.0], all_greedy=False,
                                                     generators={0: 5}))
     assert raised.value.argument == "sampling_metadata.generators[0]"
+
+
+@requires_torch
+@pytest.mark.parametrize("options, promise", [
+    (["--temperature", "0"], "every request matches the target's greedy decoding"),
+    (["--draft-probs"], "tokens per request and pass"),
+])
+def test_engine_loop_example_runs(options, promise, tmp_path):
+    import os
+    import pathlib
+    import subprocess
+    import sys
+    example = pathlib.Path(__file__).resolve().parents[2] / "examples" / "python" / "engine_vllm_adapter.py"
+    package_root = str(pathlib.Path(specdec.__file__).resolve().parents[1])
+    done = subprocess.run([sys.executable, str(example), "--quick", *options], cwd=tmp_path,
+                          env=dict(os.environ, PYTHONPATH=package_root), capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert promise in done.stdout

@@ -185,6 +185,8 @@ def arguments(**change):
      "maybe_output_emitted_draft_token_num"),
     (dict(seed=np.array([1, 2, 3])), "seed"),
     (dict(offset=-1), "offset"),
+    (dict(offset=2**32), "offset"),
+    (dict(seed=2**70), "seed"),
     (dict(seed=None, generator="not a generator"), "generator"),
 ])
 def test_bad_input_names_the_argument(change, argument):

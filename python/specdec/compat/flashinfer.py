@@ -75,6 +75,8 @@ def chain_speculative_sampling(draft_probs: Any, draft_token_ids: Any, target_pr
                            "maybe_output_emitted_draft_token_num", batch)
     seeds = _seeds(seed, generator, batch)
     offsets = _per_row(offset, "offset", batch, 0)
+    if (offsets > 2**32 - 1 - (n + 1)).any():  # stream positions are 32-bit
+        raise error("offset", f"{int(offsets.max())} leaves no room for {n + 1} positions below 2^32")
     streams = [_specdec.RandomStream(seed=int(seeds[b]) % 2**64, sequence=b,
                                      position=int(offsets[b])) for b in range(batch)]
     if batch == 0:
@@ -167,6 +169,8 @@ def _per_row(value: Any, name: str, batch: int, default: int) -> np.ndarray:
     if value is None:
         return np.full(batch, default, np.int64)
     if isinstance(value, (int, np.integer)):
+        if not 0 <= int(value) < 2**63:
+            raise error(name, f"{int(value)} is outside [0, 2^63)")
         array = np.array([int(value)], np.int64)
     else:
         array = as_numpy(value.cpu() if is_cuda(value) else value, name, kind="int", ndim=1)

@@ -53,6 +53,19 @@ def test_greedy_ignores_draft_probabilities():
     assert np.asarray(out.sampled_token_ids).tolist() == [[1, 5, -1, -1]]
 
 
+def test_mixed_batch_keeps_each_request_in_place():
+    # Greedy and random requests, with draft probabilities, split into two verifier calls and
+    # come back in their rows: the greedy ones give vLLM's greedy vectors, the random one (whose
+    # target is one-hot on its drafts, so every draft passes) its drafts and bonus.
+    metadata = SpecDecodeMetadata.make_dummy([[1, 2, 3], [7, 8], [4]])
+    logits = one_hot_logits([1, 5, 3, 4, 7, 8, 9, 4, 6])
+    probs = np.full((6, V), 1.0 / V, np.float32)
+    sampling = SamplingMetadata(temperature=np.array([0.0, 1.0, 0.0]), all_greedy=False,
+                                top_k=np.array([0, 5, 0]), top_p=np.array([1.0, 0.5, 1.0]))
+    out = RejectionSampler().forward(metadata, probs, logits, sampling).sampled_token_ids
+    assert np.asarray(out).tolist() == [[1, 5, -1, -1], [7, 8, 9, -1], [4, 6, -1, -1]]
+
+
 @requires_torch
 def test_torch_in_torch_out():
     metadata = SpecDecodeMetadata.make_dummy([[1, 2], [3]])

@@ -67,7 +67,7 @@ def chain_speculative_sampling(draft_probs: Any, draft_token_ids: Any, target_pr
     if vocab == 0:
         raise error("target_probs", "has no columns (vocabulary 0)")
     for name, rows in (("draft_probs", draft), ("target_probs", target)):
-        if (rows < 0).any():
+        if rows.size and rows.min() < 0:
             raise error(name, "holds a negative probability")
     accepted_out = _counter(maybe_output_accepted_token_num, "maybe_output_accepted_token_num",
                             batch)

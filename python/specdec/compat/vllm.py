@@ -152,7 +152,7 @@ def rejection_sample(draft_token_ids: Any, num_draft_tokens: Sequence[int],
         if probs.shape != (tokens.shape[0], vocab):
             raise error("draft_probs", f"has shape {tuple(probs.shape)}; expected "
                         f"({tokens.shape[0]}, {vocab}) (num_tokens, V)")
-        if (probs < 0).any():
+        if probs.size and probs.min() < 0:
             raise error("draft_probs", "holds a negative probability")
     temps = per_request(temperature, "temperature", batch, kind="float",
                         default=GREEDY_TEMPERATURE)
@@ -254,6 +254,10 @@ def _warp_requests(rows, counts, greedy, temps, ks, ps, vocab):
     settings = [(0.0, 0, 1.0) if greedy[b] else
                 (float(temps[b]), int(ks[b]) if 0 < ks[b] < vocab else 0, float(ps[b]))
                 for b in range(len(counts))]
+    if len(set(settings)) == 1:  # one warp for the batch: no masked copies
+        t, k, p = settings[0]
+        return np.asarray(_specdec.warp_logits(_specdec.Warp(temperature=t, top_k=k, top_p=p),
+                                               rows))
     warped = np.empty_like(rows)
     for setting in set(settings):
         members = [b for b, s in enumerate(settings) if s == setting]
@@ -265,6 +269,8 @@ def _warp_requests(rows, counts, greedy, temps, ks, ps, vocab):
 
 def _subset(members, counts, rows, tokens, probs):
     """The rows, tokens, counts and draft rows of the requests `members`, in their order."""
+    if len(members) == len(counts):  # the whole batch, in order
+        return rows, tokens, counts, probs
     row_start = np.concatenate([[0], np.cumsum(counts + 1)])
     token_start = np.concatenate([[0], np.cumsum(counts)])
     row_pick = np.concatenate([np.arange(row_start[b], row_start[b + 1]) for b in members])

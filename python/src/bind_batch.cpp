@@ -134,6 +134,51 @@ struct HostChainBatch {
   void run() { verify_chain_batch(cpu, args, thread_workspace()); }
 };
 
+/// A CPU tree batch (verify_tree_batch, or its target-only form when `draft_object` is null) with
+/// its inputs read and outputs allocated (GIL held); the call itself needs no GIL.
+struct HostTreeBatch {
+  Array offsets, tokens, parents, target, draft;
+  backend::Cpu cpu;
+  std::vector<RandomStream> streams;
+  Output<std::int32_t> accepted_nodes, accepted;
+  Output<Token> final_tokens;
+  Output<std::uint8_t> bonus;
+  TreeBatchArgs args;
+
+  HostTreeBatch(py::handle offsets_object, py::handle tokens_object, py::handle parents_object,
+                py::handle target_object, const py::handle* draft_object,
+                py::handle streams_object, int threads)
+      : offsets(int32_arg(offsets_object, "node_offsets", 1)),
+        tokens(token_arg(tokens_object, "tokens", 1)),
+        parents(int32_arg(parents_object, "parents", 1)),
+        target(rows_f32_arg(target_object, "target_rows")),
+        draft(draft_object != nullptr ? rows_f32_arg(*draft_object, "draft_rows") : Array{}),
+        cpu(cpu_for(threads, target.size())),
+        streams(streams_arg(streams_object)),
+        accepted_nodes({tokens.size()}, kind()),
+        accepted({batch()}, kind()),
+        final_tokens({batch()}, kind()),
+        bonus({batch()}, kind()) {
+    const BatchRowsShape shape = tree_batch_rows(offsets);
+    std::fill(accepted_nodes.values().begin(), accepted_nodes.values().end(), -1);
+    args.node_offsets = offsets.span<std::int32_t>("node_offsets");
+    args.trees = {tokens.span<Token>("tokens"), parents.span<std::int32_t>("parents")};
+    args.target_rows = batch_rows<float>(target, "target_rows", shape);
+    if (draft_object != nullptr) args.draft_rows = batch_rows<float>(draft, "draft_rows", shape);
+    args.streams = streams;
+    args.accepted_nodes = accepted_nodes.values();
+    args.accepted = accepted.values();
+    args.final_tokens = final_tokens.values();
+    args.bonus = bonus.values();
+  }
+  std::int64_t batch() const { return std::max<std::int64_t>(offsets.size() - 1, 0); }
+  ArrayKind kind() const { return kind_of(target, draft, tokens); }
+  py::tuple result() {
+    return py::make_tuple(accepted_nodes.result(), accepted.result(), final_tokens.result(),
+                          bonus.result());
+  }
+};
+
 /// The name of the first of `arrays` that lives on a CUDA device, or an empty view.
 std::string_view first_cuda(std::initializer_list<std::pair<py::handle, std::string_view>> arrays) {
   for (const auto& [object, name] : arrays) {
@@ -485,37 +530,13 @@ void bind_batches(py::module_& m) {
                                  draft_object, streams_object);
 #endif
         }
-        const Array offsets = int32_arg(offsets_object, "node_offsets", 1);
-        const Array tokens = token_arg(tokens_object, "tokens", 1);
-        const Array parents = int32_arg(parents_object, "parents", 1);
-        const Array target = rows_f32_arg(target_object, "target_rows");
-        const Array draft = rows_f32_arg(draft_object, "draft_rows");
-        const backend::Cpu cpu = cpu_for(threads, target.size());
-        const BatchRowsShape shape = tree_batch_rows(offsets);
-        const std::vector<RandomStream> streams = streams_arg(streams_object);
-        const auto batch = std::max<std::int64_t>(offsets.size() - 1, 0);
-        const auto kind = kind_of(target, draft, tokens);
-        Output<std::int32_t> accepted_nodes({tokens.size()}, kind);
-        Output<std::int32_t> accepted({batch}, kind);
-        Output<Token> final_tokens({batch}, kind);
-        Output<std::uint8_t> bonus({batch}, kind);
-        std::fill(accepted_nodes.values().begin(), accepted_nodes.values().end(), -1);
-        TreeBatchArgs args;
-        args.node_offsets = offsets.span<std::int32_t>("node_offsets");
-        args.trees = {tokens.span<Token>("tokens"), parents.span<std::int32_t>("parents")};
-        args.target_rows = batch_rows<float>(target, "target_rows", shape);
-        args.draft_rows = batch_rows<float>(draft, "draft_rows", shape);
-        args.streams = streams;
-        args.accepted_nodes = accepted_nodes.values();
-        args.accepted = accepted.values();
-        args.final_tokens = final_tokens.values();
-        args.bonus = bonus.values();
+        HostTreeBatch call(offsets_object, tokens_object, parents_object, target_object,
+                           &draft_object, streams_object, threads);
         {
           py::gil_scoped_release unlocked;
-          verify_tree_batch(cpu, rule, args, thread_workspace());
+          verify_tree_batch(call.cpu, rule, call.args, thread_workspace());
         }
-        return py::make_tuple(accepted_nodes.result(), accepted.result(), final_tokens.result(),
-                              bonus.result());
+        return call.result();
       },
       py::arg("rule"), py::kw_only(), py::arg("node_offsets"), py::arg("tokens"),
       py::arg("parents"), py::arg("target_rows"), py::arg("draft_rows"), py::arg("streams"),
@@ -571,35 +592,13 @@ void bind_batches(py::module_& m) {
         require_host(first_cuda({{target_object, "target_rows"},
                                  {tokens_object, "tokens"},
                                  {parents_object, "parents"}}));
-        const Array offsets = int32_arg(offsets_object, "node_offsets", 1);
-        const Array tokens = token_arg(tokens_object, "tokens", 1);
-        const Array parents = int32_arg(parents_object, "parents", 1);
-        const Array target = rows_f32_arg(target_object, "target_rows");
-        const backend::Cpu cpu = cpu_for(threads, target.size());
-        const BatchRowsShape shape = tree_batch_rows(offsets);
-        const std::vector<RandomStream> streams = streams_arg(streams_object);
-        const auto batch = std::max<std::int64_t>(offsets.size() - 1, 0);
-        const auto kind = kind_of(target, tokens);
-        Output<std::int32_t> accepted_nodes({tokens.size()}, kind);
-        Output<std::int32_t> accepted({batch}, kind);
-        Output<Token> final_tokens({batch}, kind);
-        Output<std::uint8_t> bonus({batch}, kind);
-        std::fill(accepted_nodes.values().begin(), accepted_nodes.values().end(), -1);
-        TreeBatchArgs args;
-        args.node_offsets = offsets.span<std::int32_t>("node_offsets");
-        args.trees = {tokens.span<Token>("tokens"), parents.span<std::int32_t>("parents")};
-        args.target_rows = batch_rows<float>(target, "target_rows", shape);
-        args.streams = streams;
-        args.accepted_nodes = accepted_nodes.values();
-        args.accepted = accepted.values();
-        args.final_tokens = final_tokens.values();
-        args.bonus = bonus.values();
+        HostTreeBatch call(offsets_object, tokens_object, parents_object, target_object,
+                           nullptr, streams_object, threads);
         {
           py::gil_scoped_release unlocked;
-          verify_tree_batch_target_only(cpu, args, thread_workspace());
+          verify_tree_batch_target_only(call.cpu, call.args, thread_workspace());
         }
-        return py::make_tuple(accepted_nodes.result(), accepted.result(), final_tokens.result(),
-                              bonus.result());
+        return call.result();
       },
       py::kw_only(), py::arg("node_offsets"), py::arg("tokens"), py::arg("parents"),
       py::arg("target_rows"), py::arg("streams"), py::arg("threads") = 0,

@@ -6,8 +6,11 @@
 #include <vector>
 
 #include "decode/toy_tables.hpp"
+#include "specdec/decode/chain_length_strategy.hpp"
 #include "specdec/decode/decoder.hpp"
+#include "specdec/decode/ngram_strategy.hpp"
 #include "specdec/decode/redrafter_strategy.hpp"
+#include "specdec/decode/topk_tree_strategy.hpp"
 #include "specdec/toy/toy.hpp"
 #include "support/allocation_counter.hpp"
 
@@ -104,5 +107,44 @@ TEST_CASE("ReDrafter steps allocate nothing after warm-up, in every verification
     decoder.reset(prompt, 3);
     INFO(redrafter_verification_name(verification));
     CHECK(test::allocations_after_warm_up([&] { decoder.step(); }, 50, 20) == 0);
+  }
+}
+
+TEST_CASE("Fixed top-k tree and n-gram steps allocate nothing after warm-up",
+          "[decode][allocation][topk][ngram]") {
+  const std::vector<Token> prompt{1, 2, 3, 1, 2};
+  {
+    TableProvider target(test::target_table()), draft(test::draft_table());
+    Decoder<TableProvider, TopKTreeStrategy<TableProvider>> decoder(
+        target, TopKTreeStrategy(draft, {.shape = TreeShapePolicy::kFixed, .top_k = 2, .depth = 3}),
+        {.max_new_tokens = 1000});
+    decoder.reset(prompt, 3);
+    CHECK(test::allocations_after_warm_up([&] { decoder.step(); }, 50, 20) == 0);
+  }
+  TableProvider target(test::target_table());
+  Decoder<TableProvider, NGramStrategy> decoder(target, NGramStrategy({.max_draft = 3}),
+                                                {.max_new_tokens = 1000});
+  decoder.reset(prompt, 3);
+  // Chains vary in length: a long warm-up sees the longest chain fully accepted (the decoder's
+  // output buffer then has its largest size).
+  CHECK(test::allocations_after_warm_up([&] { decoder.step(); }, 50, 150) == 0);
+}
+
+TEST_CASE("Length-controlled chain steps allocate nothing after warm-up, for every controller",
+          "[decode][allocation][length]") {
+  for (const auto policy : kAllLengthPolicies) {
+    TableProvider target(test::target_table()), draft(test::draft_table());
+    // Short maximum lengths and a long warm-up: it sees the longest chain fully accepted, so no
+    // buffer grows later.
+    ChainLengthOptions options{.policy = policy,
+                               .cumulative = {.threshold = 0.9, .max_length = 3},
+                               .heuristic = {.initial = 2, .max_length = 3},
+                               .batch_average = {.initial = 3, .max_length = 3},
+                               .goodput = {.draft_cost = 0.2, .max_length = 3}};
+    Decoder<TableProvider, ChainLengthStrategy<TableProvider>> decoder(
+        target, ChainLengthStrategy(draft, options), {.max_new_tokens = 1000});
+    decoder.reset(std::vector<Token>{1, 2}, 3);
+    INFO(length_policy_name(policy));
+    CHECK(test::allocations_after_warm_up([&] { decoder.step(); }, 50, 150) == 0);
   }
 }

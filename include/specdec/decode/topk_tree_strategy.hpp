@@ -1,0 +1,324 @@
+// SPDX-License-Identifier: MIT
+// A tree drafter standing in for EAGLE: each node's children are the draft model's top tokens at
+// that node, deterministic, verified against the target alone (verify_tree_target_only), with
+// the tree's shape chosen by a policy: a fixed k-ary tree, Sequoia's tree from the acceptance
+// measured so far, EAGLE-2's rerank, SpecExec's best-first growth or OPT-Tree's stop.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "specdec/core/error.hpp"
+#include "specdec/core/token.hpp"
+#include "specdec/core/views.hpp"
+#include "specdec/core/workspace.hpp"
+#include "specdec/decode/draft_calls.hpp"
+#include "specdec/decode/strategy.hpp"
+#include "specdec/provider/logits_provider.hpp"
+#include "specdec/provider/tree_batch.hpp"
+#include "specdec/tree/acceptance.hpp"
+#include "specdec/tree/draft_tree.hpp"
+#include "specdec/tree/select.hpp"
+#include "specdec/tree/sequoia.hpp"
+#include "specdec/verify/target_only.hpp"
+
+namespace specdec {
+
+/// How TopKTreeStrategy chooses the shape of each step's tree.
+enum class TreeShapePolicy {
+  kFixed,     // every node to `depth` gets its top_k children: a full k-ary tree
+  kSequoia,   // sequoia_tree(acceptance by rank measured so far, budget, depth), rebuilt each step
+  kEagle2,    // EAGLE-2: expand the top_k best nodes per level, rerank to `budget` by path score
+  kSpecExec,  // SpecExec: best-first growth by path score to `budget` nodes
+  kOptTree,   // EAGLE-2's expansion, keeping nodes whose path probability is >= min_gain
+};
+
+inline constexpr TreeShapePolicy kAllTreeShapePolicies[] = {
+    TreeShapePolicy::kFixed, TreeShapePolicy::kSequoia, TreeShapePolicy::kEagle2,
+    TreeShapePolicy::kSpecExec, TreeShapePolicy::kOptTree};
+
+/// "fixed", "sequoia", "eagle2", "specexec" or "opt_tree".
+inline std::string_view tree_shape_policy_name(TreeShapePolicy shape) {
+  switch (shape) {
+    case TreeShapePolicy::kFixed:
+      return "fixed";
+    case TreeShapePolicy::kSequoia:
+      return "sequoia";
+    case TreeShapePolicy::kEagle2:
+      return "eagle2";
+    case TreeShapePolicy::kSpecExec:
+      return "specexec";
+    case TreeShapePolicy::kOptTree:
+      return "opt_tree";
+  }
+  detail::fail("shape", "{} is not a TreeShapePolicy", static_cast<int>(shape));
+}
+
+/// Parses a name of tree_shape_policy_name. Throws specdec::Error("shape") for any other string.
+inline TreeShapePolicy parse_tree_shape_policy(std::string_view name) {
+  for (const auto shape : kAllTreeShapePolicies) {
+    if (tree_shape_policy_name(shape) == name) return shape;
+  }
+  detail::fail("shape", "'{}' is not a tree shape (fixed, sequoia, eagle2, specexec, opt_tree)",
+               name);
+}
+
+/// Options of TopKTreeStrategy.
+struct TopKTreeOptions {
+  TreeShapePolicy shape = TreeShapePolicy::kFixed;
+  std::int32_t top_k = 2;   // children tried per node (the ranks Sequoia weighs)
+  std::int32_t depth = 3;   // the deepest level
+  std::int32_t budget = 8;  // nodes per tree: sequoia, eagle2, specexec, opt_tree
+  double min_gain = 0.05;   // opt_tree: the smallest path probability kept, in (0, 1]
+  AcceptancePrior prior{};  // sequoia: where the acceptance estimate starts
+
+  /// Throws specdec::Error naming the field: shape, top_k ([1, min(vocab, 64)]), depth
+  /// ([1, 64]), the fixed tree's size (at most 2^16 nodes, named "depth"), budget ([0, 1024]
+  /// where used), min_gain (opt_tree: in (0, 1]), prior.rate, prior.weight.
+  void validate(std::int64_t vocab) const {
+    tree_shape_policy_name(shape);
+    const auto widest = std::min<std::int64_t>(vocab, 64);
+    if (top_k < 1 || top_k > widest) detail::fail("top_k", "{} is outside [1, {}]", top_k, widest);
+    if (depth < 1 || depth > 64) detail::fail("depth", "{} is outside [1, 64]", depth);
+    if (shape == TreeShapePolicy::kFixed && fixed_tree_size() > kMaxNodes) {
+      detail::fail("depth", "{} with top_k {} makes a tree of more than {} nodes", depth, top_k,
+                   kMaxNodes);
+    }
+    if (shape != TreeShapePolicy::kFixed && (budget < 0 || budget > 1024)) {
+      detail::fail("budget", "{} is outside [0, 1024]", budget);
+    }
+    if (shape == TreeShapePolicy::kOptTree && !(min_gain > 0.0 && min_gain <= 1.0)) {
+      detail::fail("min_gain", "{} is outside (0, 1]", min_gain);
+    }
+    AcceptanceEstimator check(prior);
+  }
+
+  /// Nodes of the full top_k-ary tree of `depth` levels (saturating above 2^20).
+  std::int64_t fixed_tree_size() const {
+    std::int64_t level = 1, total = 0;
+    for (std::int32_t d = 0; d < depth && total <= (std::int64_t{1} << 20); ++d) {
+      level *= top_k;
+      total += level;
+    }
+    return total;
+  }
+
+  static constexpr std::int64_t kMaxNodes = std::int64_t{1} << 16;
+};
+
+/// A drafting strategy whose draft tokens come without draft rows: a node's children are the
+/// draft model's top tokens after the node's path (largest logits first, ties to the smaller id),
+/// so drafting draws no random numbers, and the scored tree is verified with
+/// verify_tree_target_only, whose output law is the warped target's for any tree: lossless
+/// whatever the shape. The draft model is a LogitsProvider held by reference (it must outlive the
+/// strategy); its logits are read unwarped (the path scores are its own log-probabilities).
+///
+/// Shapes (TreeShapePolicy): kFixed and kSequoia fill a shape level by level, one draft call per
+/// level, the r-th child of a node being its parent's rank-r token; kSequoia's shape is
+/// sequoia_tree(acceptance_by_rank(top_k), budget, depth) of the AcceptanceEstimator this
+/// strategy updates after every step (acceptance()). kEagle2 / kOptTree expand the top_k nodes of
+/// best path score at each level with their top_k children (one draft call per level), then keep
+/// select_by_path_score's top `budget` nodes (with min_gain for kOptTree). kSpecExec grows with
+/// grow_best_first (top_k candidates per node, one draft call per expanded node, at most `depth`
+/// deep). Randomness: verify_tree_target_only's draws of the verify stream.
+/// Steps of kFixed allocate nothing after the first; the others build their trees with the
+/// tree/ selection functions, which allocate.
+template <LogitsProvider Draft>
+class TopKTreeStrategy {
+ public:
+  TopKTreeStrategy(Draft& draft, TopKTreeOptions options)
+      : draft_(draft), options_(std::move(options)), estimator_(options_.prior) {}
+
+  const TopKTreeOptions& options() const { return options_; }
+  /// The tree drafted by the last step (kept until the next draft).
+  const DraftTree& drafted() const { return tree_; }
+  /// The acceptance by child rank and depth measured over this sequence's steps so far.
+  const AcceptanceEstimator& acceptance() const { return estimator_; }
+
+  /// Throws specdec::Error naming "draft" (a vocabulary other than the target's) or the field of
+  /// the options.
+  void prepare(std::int64_t vocab, Workspace& workspace) {
+    check_same_vocabulary(static_cast<std::int64_t>(draft_.model().vocab_size()), vocab);
+    options_.validate(vocab);
+    estimator_ = AcceptanceEstimator(options_.prior);
+    if (options_.shape == TreeShapePolicy::kFixed) {
+      // The k-ary shape in level order: node i's children follow those of node i - 1.
+      shape_parents_.clear();
+      std::int32_t first = -1, last = -1;  // the previous level's node range (the root: -1)
+      for (std::int32_t d = 0; d < options_.depth; ++d) {
+        const auto begin = static_cast<std::int32_t>(shape_parents_.size());
+        for (std::int32_t p = first; p <= last; ++p) {
+          for (std::int32_t r = 0; r < options_.top_k; ++r) shape_parents_.push_back(p);
+        }
+        first = begin;
+        last = static_cast<std::int32_t>(shape_parents_.size()) - 1;
+      }
+    }
+    const auto nodes = options_.shape == TreeShapePolicy::kFixed
+                           ? shape_parents_.size()
+                           : static_cast<std::size_t>(options_.budget);
+    tree_.reserve(nodes);
+    accepted_.reserve(static_cast<std::size_t>(options_.depth));
+    top_.resize(static_cast<std::size_t>(options_.top_k));
+    workspace.reserve(static_cast<std::size_t>(vocab) * 8 + (nodes + 1) * 64 + (1 << 12));
+  }
+
+  /// Starts the draft model and a fresh acceptance estimate: a sequence's trees depend on it
+  /// alone (so its tokens depend only on the seed and the sequence id).
+  void reset(std::span<const Token> prompt) {
+    draft_.model().reset(prompt);
+    estimator_.reset();
+  }
+
+  const DraftTree& draft(const StepContext& context) {
+    draft_.clear_calls();
+    draft_.check_committed(context.sequence.length());
+    switch (options_.shape) {
+      case TreeShapePolicy::kFixed:
+        fill_shape(context, shape_parents_);
+        break;
+      case TreeShapePolicy::kSequoia: {
+        const auto rates = estimator_.acceptance_by_rank(options_.top_k);
+        shape_parents_ = sequoia_tree(rates, options_.budget, options_.depth).parents;
+        fill_shape(context, shape_parents_);
+        break;
+      }
+      case TreeShapePolicy::kSpecExec:
+        grow(context);
+        break;
+      default:
+        expand_and_select(context);
+        break;
+    }
+    return tree_;
+  }
+
+  StepVerdict verify(const StepContext& context, const TargetScores& scores) {
+    const auto rows = static_cast<std::size_t>(tree_.size()) + 1;
+    accepted_.resize(static_cast<std::size_t>(std::max(tree_.max_depth(), 1)));
+    const auto verdict = verify_tree_target_only<float>(
+        tree_.view(),
+        std::span<const float>(scores.rows.data, rows * static_cast<std::size_t>(context.vocab)),
+        context.vocab, context.sequence.verify_stream(), std::span<std::int32_t>(accepted_),
+        context.workspace);
+    return {std::span<const std::int32_t>(accepted_.data(),
+                                          static_cast<std::size_t>(verdict.accepted)),
+            verdict.token, draft_.calls()};
+  }
+
+  void commit(const TreeBatch& batch, std::span<const std::int32_t> accepted, Token next) {
+    draft_.model().commit(batch, accepted, next);
+    estimator_.update(tree_.parents, accepted);
+  }
+
+ private:
+  // Gives the nodes of `parents` (level order, a node's children contiguous and in rank order)
+  // their tokens: each level takes one draft call over the levels above it.
+  void fill_shape(const StepContext& context, std::span<const std::int32_t> parents) {
+    tree_.clear();
+    const auto n = parents.size();
+    std::size_t node = 0;
+    while (node < n) {
+      const auto logits = draft_.evaluate(tree_, context.sequence.length(), context.vocab);
+      const auto parent_depth = [&](std::int32_t p) {
+        return p < 0 ? 0 : tree_.depths[static_cast<std::size_t>(p)];
+      };
+      const auto level = parent_depth(parents[node]);
+      while (node < n && parent_depth(parents[node]) == level) {
+        const auto parent = parents[node];
+        std::size_t children = 0;
+        while (node + children < n && parents[node + children] == parent) ++children;
+        detail::top_tokens(logits.row(parent + 1), static_cast<std::int32_t>(children),
+                           top_.data());
+        for (std::size_t r = 0; r < children; ++r) tree_.add(top_[r], parent);
+        node += children;
+      }
+    }
+  }
+
+  // EAGLE-2: per level, the top_k nodes of best path score get their top_k children; then the
+  // top `budget` nodes of the expanded tree (OPT-Tree: those above min_gain).
+  void expand_and_select(const StepContext& context) {
+    expanded_.clear();
+    log_probs_.clear();
+    path_scores_.clear();
+    std::size_t level_begin = 0, level_end = 0;  // the last expanded level's node range
+    for (std::int32_t d = 0; d < options_.depth; ++d) {
+      const auto logits = draft_.evaluate(expanded_, context.sequence.length(), context.vocab);
+      // Parents of this level: the root, or the top_k nodes of the level above by path score.
+      frontier_.clear();
+      if (d == 0) {
+        frontier_.push_back(-1);
+      } else {
+        for (auto i = level_begin; i < level_end; ++i) {
+          frontier_.push_back(static_cast<std::int32_t>(i));
+        }
+        const auto keep = std::min<std::size_t>(frontier_.size(),
+                                                static_cast<std::size_t>(options_.top_k));
+        std::partial_sort(frontier_.begin(), frontier_.begin() + static_cast<std::ptrdiff_t>(keep),
+                          frontier_.end(), [&](std::int32_t a, std::int32_t b) {
+                            const auto sa = path_scores_[static_cast<std::size_t>(a)];
+                            const auto sb = path_scores_[static_cast<std::size_t>(b)];
+                            return sa > sb || (sa == sb && a < b);
+                          });
+        frontier_.resize(keep);
+        std::sort(frontier_.begin(), frontier_.end());
+      }
+      level_begin = static_cast<std::size_t>(expanded_.size());
+      for (const auto parent : frontier_) {
+        const auto row = logits.row(parent + 1);
+        const double normaliser = detail::log_normaliser(row);
+        detail::top_tokens(row, options_.top_k, top_.data());
+        const double base = parent < 0 ? 0.0 : path_scores_[static_cast<std::size_t>(parent)];
+        for (std::int32_t r = 0; r < options_.top_k; ++r) {
+          const float lp = detail::draft_log_prob(row, normaliser, top_[static_cast<std::size_t>(r)]);
+          expanded_.add(top_[static_cast<std::size_t>(r)], parent);
+          log_probs_.push_back(lp);
+          path_scores_.push_back(base + lp);
+        }
+      }
+      level_end = static_cast<std::size_t>(expanded_.size());
+    }
+    const SelectOptions select{
+        .budget = options_.budget,
+        .min_gain = options_.shape == TreeShapePolicy::kOptTree ? options_.min_gain : 0.0};
+    tree_ = selected_tree(expanded_, select_by_path_score(expanded_.parents, log_probs_, select));
+  }
+
+  // SpecExec: best-first growth, one draft call per node whose children are proposed.
+  void grow(const StepContext& context) {
+    const auto expand = [&](std::span<const Token> path, std::vector<DraftCandidate>& children) {
+      path_tree_.clear();
+      for (std::size_t i = 0; i < path.size(); ++i) {
+        path_tree_.add(path[i], static_cast<std::int32_t>(i) - 1);
+      }
+      const auto logits = draft_.evaluate(path_tree_, context.sequence.length(), context.vocab);
+      const auto row = logits.row(static_cast<std::int64_t>(path.size()));
+      const double normaliser = detail::log_normaliser(row);
+      detail::top_tokens(row, options_.top_k, top_.data());
+      for (const auto token : top_) {
+        children.push_back({token, detail::draft_log_prob(row, normaliser, token)});
+      }
+    };
+    tree_ = grow_best_first(
+                expand, SelectOptions{.budget = options_.budget, .max_depth = options_.depth})
+                .tree;
+  }
+
+  detail::DraftModelCalls<Draft> draft_;
+  TopKTreeOptions options_;
+  AcceptanceEstimator estimator_;
+  DraftTree tree_, expanded_, path_tree_;
+  std::vector<std::int32_t> shape_parents_, frontier_, accepted_;
+  std::vector<Token> top_;
+  std::vector<float> log_probs_;
+  std::vector<double> path_scores_;
+};
+
+}  // namespace specdec

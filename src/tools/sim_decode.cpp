@@ -1,17 +1,23 @@
 // SPDX-License-Identifier: MIT
 // specdec-sim decode: decode many independent sequences with any method on toy models (explicit
 // Markov tables or seeded n-gram models) and report the metrics and, optionally, a histogram of
-// the generated sequences.
+// the generated sequences. Besides the built-in methods and ReDrafter: the top-k tree drafter
+// and its shape policies, prompt lookup (n-gram), and SD chains whose length a controller sets.
 #include <chrono>
 #include <map>
 #include <optional>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "sim_common.hpp"
 #include "specdec/backend/cpu/thread_pool.hpp"
+#include "specdec/decode/chain_length_strategy.hpp"
 #include "specdec/decode/decoder.hpp"
+#include "specdec/decode/ngram_strategy.hpp"
 #include "specdec/decode/redrafter_strategy.hpp"
+#include "specdec/decode/topk_tree_strategy.hpp"
 #include "specdec/toy/markov_head.hpp"
 #include "specdec/toy/providers.hpp"
 
@@ -221,32 +227,36 @@ struct Partial {
   std::map<std::string, std::int64_t> histogram;
 };
 
-template <class Model>
+/// Runs every sequence with a Decoder over the target model and the strategy that
+/// `make_strategy(draft provider)` builds (one per thread; each strategy starts afresh at every
+/// sequence, so the results do not depend on the thread count).
+template <class Model, class MakeStrategy>
 void run_all(const Model& target_model, const Model& draft_model, const std::vector<Token>& prompt,
-             const DecodeOptions& options, std::int64_t runs, bool histogram, int threads,
-             const Limits& limits, std::vector<Partial>& partials) {
+             const LoopOptions& loop, const MakeStrategy& make_strategy, std::int64_t runs,
+             bool histogram, int threads, const Limits& limits, std::vector<Partial>& partials) {
+  using Provider = toy::ModelProvider<Model>;
+  using Strategy = decltype(make_strategy(std::declval<Provider&>()));
+  using RunDecoder = Decoder<Provider, Strategy>;
   auto& pool = backend::default_thread_pool();
   const int n = pool.resolve(runs, threads);
   partials.assign(static_cast<std::size_t>(n), Partial{});
   // Validate once on this thread (a bad request fails with its field name before any work).
   {
-    toy::ModelProvider<Model> target(target_model), draft(draft_model);
-    MethodDecoder<toy::ModelProvider<Model>, toy::ModelProvider<Model>> decoder(target, draft,
-                                                                                options);
+    Provider target(target_model), draft(draft_model);
+    RunDecoder decoder(target, make_strategy(draft), loop);
     decoder.reset(prompt, 0);
   }
   if (limits.validate_only) return;
-  Progress progress("decode", "tokens", runs * options.max_new_tokens, limits.progress_seconds);
-  std::vector<std::optional<toy::ModelProvider<Model>>> targets(static_cast<std::size_t>(n)),
+  Progress progress("decode", "tokens", runs * loop.max_new_tokens, limits.progress_seconds);
+  std::vector<std::optional<Provider>> targets(static_cast<std::size_t>(n)),
       drafts(static_cast<std::size_t>(n));
-  std::vector<std::optional<MethodDecoder<toy::ModelProvider<Model>, toy::ModelProvider<Model>>>>
-      decoders(static_cast<std::size_t>(n));
+  std::vector<std::optional<RunDecoder>> decoders(static_cast<std::size_t>(n));
   pool.run(runs, threads, [&](std::int64_t task, int slot) {
     const auto s = static_cast<std::size_t>(slot);
     if (!decoders[s]) {
       targets[s].emplace(target_model);
       drafts[s].emplace(draft_model);
-      decoders[s].emplace(*targets[s], *drafts[s], options);
+      decoders[s].emplace(*targets[s], make_strategy(*drafts[s]), loop);
     }
     auto& decoder = *decoders[s];
     decoder.reset(prompt, static_cast<std::uint32_t>(task));
@@ -257,7 +267,7 @@ void run_all(const Model& target_model, const Model& draft_model, const std::vec
       progress.advance(generated - reported);
       reported = generated;
     }
-    progress.advance(options.max_new_tokens - reported);  // a run that stopped at end_token
+    progress.advance(loop.max_new_tokens - reported);  // a run that stopped at end_token
     partials[s].metrics.merge(decoder.metrics());
     if (histogram) {
       std::string key;
@@ -314,10 +324,17 @@ void run_redrafter(const toy::MarkovModel& target_model, const toy::MarkovModel&
   });
 }
 
+/// The drafter a request names besides the built-in methods.
+enum class Drafter { kMethod, kReDrafter, kTopKTree, kNGram };
+
 /// Draft-tree nodes of one step: what the rows of a step scale with.
-double tree_nodes(bool redrafter, const DecodeOptions& o) {
+double tree_nodes(Drafter drafter, const DecodeOptions& o, const TopKTreeOptions& topk) {
   const double depth = o.depth, width = o.width;
-  if (redrafter) return width * depth;
+  if (drafter == Drafter::kReDrafter) return width * depth;
+  if (drafter == Drafter::kTopKTree) {
+    return topk.shape == TreeShapePolicy::kFixed ? static_cast<double>(topk.fixed_tree_size())
+                                                 : topk.budget;
+  }
   switch (o.method) {
     case Method::kAutoregressive:
       return 0.0;
@@ -340,10 +357,10 @@ double tree_nodes(bool redrafter, const DecodeOptions& o) {
 /// The model (docs/decoding.md): per thread, 8 rows of V floats per tree node and for the root
 /// (target and draft rows, raw and warped, and the drafter's scratch) plus 16 bytes per context
 /// token; a histogram adds 12 bytes per generated token of every run.
-void check_memory(bool redrafter, const DecodeOptions& o, std::int64_t vocab,
-                  std::int64_t prompt_length, std::int64_t runs, bool histogram, int workers,
-                  const Limits& limits) {
-  const double nodes = tree_nodes(redrafter, o);
+void check_memory(Drafter drafter, const DecodeOptions& o, const TopKTreeOptions& topk,
+                  std::int64_t vocab, std::int64_t prompt_length, std::int64_t runs,
+                  bool histogram, int workers, const Limits& limits) {
+  const double nodes = tree_nodes(drafter, o, topk);
   const double rows_bytes = 8.0 * (nodes + 1.0) * static_cast<double>(vocab) * sizeof(float);
   const double context_bytes =
       16.0 * (static_cast<double>(prompt_length) + o.max_new_tokens + nodes + 1.0);
@@ -352,14 +369,70 @@ void check_memory(bool redrafter, const DecodeOptions& o, std::int64_t vocab,
       histogram ? 12.0 * static_cast<double>(runs) * (o.max_new_tokens + 1.0) : 0.0;
   const double total = per_thread * workers + histogram_bytes;
   if (total <= static_cast<double>(limits.max_memory)) return;
-  const char* field = histogram_bytes > per_thread * workers    ? "histogram"
-                      : o.method == Method::kRsdC && !redrafter ? "branching"
-                      : nodes > o.depth                         ? "width"
-                                                                : "depth";
+  const char* field = histogram_bytes > per_thread * workers       ? "histogram"
+                      : drafter == Drafter::kTopKTree && topk.shape != TreeShapePolicy::kFixed
+                          ? "budget"
+                      : o.method == Method::kRsdC && drafter == Drafter::kMethod ? "branching"
+                      : nodes > o.depth                                            ? "width"
+                                                                                   : "depth";
   throw UsageError(field, fmt::format("the request needs about {:.3g} bytes ({:.0f} tree nodes x "
                                       "{} tokens per thread, {} threads), above the budget of {} "
                                       "bytes (--max-memory)",
                                       total, nodes, vocab, workers, limits.max_memory));
+}
+
+/// The top-k tree drafter's options: "width" is k, "depth" the deepest level, "shape", "budget"
+/// and "min_gain" the shape policy's.
+TopKTreeOptions parse_topk_tree(const Json& request, const DecodeOptions& o, std::int64_t vocab) {
+  TopKTreeOptions topk;
+  topk.shape = parse_tree_shape_policy(get_string(request, "shape", "fixed"));
+  const auto widest = std::min<std::int64_t>(vocab, 64);
+  if (o.width > widest) {
+    throw UsageError("width", fmt::format("{} children per node is outside [1, {}]", o.width,
+                                          widest));
+  }
+  if (o.depth > 64) throw UsageError("depth", fmt::format("{} is outside [1, 64]", o.depth));
+  topk.top_k = o.width;
+  topk.depth = o.depth;
+  const auto budget = get_integer(request, "budget", topk.budget);
+  if (budget < 0 || budget > 1024) {
+    throw UsageError("budget", fmt::format("{} is outside [0, 1024]", budget));
+  }
+  topk.budget = static_cast<std::int32_t>(budget);
+  topk.min_gain = get_number(request, "min_gain", topk.min_gain);
+  return topk;
+}
+
+/// Prompt lookup's options: "ngram" is the longest suffix matched, "depth" the most tokens drafted.
+NGramOptions parse_ngram(const Json& request, const DecodeOptions& o) {
+  NGramOptions ngram;
+  const auto n = get_integer(request, "ngram", ngram.max_ngram);
+  if (n < 1 || n > 1024) throw UsageError("ngram", fmt::format("{} is outside [1, 1024]", n));
+  ngram.max_ngram = static_cast<std::int32_t>(n);
+  ngram.max_draft = o.depth;
+  return ngram;
+}
+
+/// An SD chain whose length the controller named by "length" sets: "depth" is the longest chain,
+/// "threshold" the cumulative stop's threshold or the heuristic's confidence threshold,
+/// "draft_cost_ratio" the goodput controller's draft cost (one verification costing 1).
+ChainLengthOptions parse_chain_length(const Json& request, const DecodeOptions& o,
+                                      double cost_ratio) {
+  ChainLengthOptions chain;
+  chain.policy = parse_length_policy(get_string(request, "length", ""));
+  chain.draft_warp = o.warp;
+  const std::int32_t most = o.depth;
+  const double threshold =
+      get_number(request, "threshold", chain.policy == LengthPolicy::kCumulative ? 0.7 : 0.4);
+  if (!(threshold >= 0.0 && threshold <= 1.0)) {
+    throw UsageError("threshold", fmt::format("{} is outside [0, 1]", threshold));
+  }
+  chain.cumulative = {.threshold = threshold, .max_length = most};
+  chain.heuristic = {
+      .initial = std::min(5, most), .max_length = most, .confidence_threshold = threshold};
+  chain.batch_average = {.initial = std::min(4, most), .max_length = most};
+  chain.goodput = {.draft_cost = cost_ratio, .verify_cost = 1.0, .max_length = most};
+  return chain;
 }
 
 }  // namespace
@@ -389,14 +462,36 @@ Json run_decode(const Json& request, const Limits& limits) {
                                "threads",
                                "verification",
                                "epsilon",
-                               "delta"});
+                               "delta",
+                               "shape",
+                               "budget",
+                               "min_gain",
+                               "ngram",
+                               "length",
+                               "threshold"});
   const std::string method_text = require_string(request, "method");
-  const bool redrafter = method_text == "redrafter";
-  // ReDrafter shares the warp, depth, width, length and seed fields with the chain methods.
-  const Method method = redrafter ? Method::kSd : parse_method(method_text);
+  const Drafter drafter = method_text == "redrafter"   ? Drafter::kReDrafter
+                          : method_text == "topk_tree" ? Drafter::kTopKTree
+                          : method_text == "ngram"     ? Drafter::kNGram
+                                                       : Drafter::kMethod;
+  const bool redrafter = drafter == Drafter::kReDrafter;
+  // The other drafters share the warp, depth, width, length and seed fields with the chain
+  // methods.
+  const Method method = drafter == Drafter::kMethod ? parse_method(method_text) : Method::kSd;
   const auto prompt = parse_prompt(request);
   const DecodeOptions options = parse_options(request, method);
-  const Models models = parse_model(request, uses_draft(method));
+  const Models models = parse_model(request, uses_draft(method) && drafter != Drafter::kNGram);
+  const std::int64_t vocab =
+      models.markov_target ? models.markov_target->vocab_size() : models.ngram_target->vocab_size();
+  const TopKTreeOptions topk = drafter == Drafter::kTopKTree
+                                   ? parse_topk_tree(request, options, vocab)
+                                   : TopKTreeOptions{};
+  const NGramOptions ngram = drafter == Drafter::kNGram ? parse_ngram(request, options)
+                                                        : NGramOptions{};
+  const bool controlled = find(request, "length") != nullptr;
+  if (controlled && !(drafter == Drafter::kMethod && method == Method::kSd)) {
+    throw UsageError("length", "sets the chain length of method sd only");
+  }
   ReDrafterOptions redrafter_options;
   if (redrafter) {
     if (!models.markov_target) {
@@ -425,29 +520,46 @@ Json run_decode(const Json& request, const Limits& limits) {
   if (!(cost_ratio >= 0.0) || !std::isfinite(cost_ratio)) {
     throw UsageError("draft_cost_ratio", fmt::format("{} must be finite and >= 0", cost_ratio));
   }
+  const ChainLengthOptions chain =
+      controlled ? parse_chain_length(request, options, cost_ratio) : ChainLengthOptions{};
   const bool histogram = get_bool(request, "histogram", false);
   const auto threads = get_integer(request, "threads", 0);
   if (threads < 0 || threads > 1024) {
     throw UsageError("threads", fmt::format("{} is outside [0, 1024] (0 = all)", threads));
   }
 
-  const std::int64_t vocab =
-      models.markov_target ? models.markov_target->vocab_size() : models.ngram_target->vocab_size();
   const int workers = backend::default_thread_pool().resolve(runs, static_cast<int>(threads));
-  check_memory(redrafter, options, vocab, static_cast<std::int64_t>(prompt.size()), runs, histogram,
-               workers, limits);
+  check_memory(drafter, options, topk, vocab, static_cast<std::int64_t>(prompt.size()), runs,
+               histogram, workers, limits);
 
   const auto start = std::chrono::steady_clock::now();
   std::vector<Partial> partials;
   if (redrafter) {
     run_redrafter(*models.markov_target, *models.markov_draft, prompt, redrafter_options, runs,
                   histogram, static_cast<int>(threads), limits, partials);
-  } else if (models.markov_target) {
-    run_all(*models.markov_target, *models.markov_draft, prompt, options, runs, histogram,
-            static_cast<int>(threads), limits, partials);
   } else {
-    run_all(*models.ngram_target, *models.ngram_draft, prompt, options, runs, histogram,
-            static_cast<int>(threads), limits, partials);
+    const auto run = [&](const auto& target_model, const auto& draft_model) {
+      const auto go = [&](const auto& make_strategy) {
+        run_all(target_model, draft_model, prompt, options.loop(), make_strategy, runs, histogram,
+                static_cast<int>(threads), limits, partials);
+      };
+      if (drafter == Drafter::kTopKTree) {
+        go([&](auto& draft) { return TopKTreeStrategy(draft, topk); });
+      } else if (drafter == Drafter::kNGram) {
+        go([&](auto& /*draft*/) { return NGramStrategy(ngram); });
+      } else if (controlled) {
+        go([&](auto& draft) { return ChainLengthStrategy(draft, chain); });
+      } else {
+        go([&](auto& draft) {
+          return MethodStrategy<std::remove_reference_t<decltype(draft)>>(draft, options);
+        });
+      }
+    };
+    if (models.markov_target) {
+      run(*models.markov_target, *models.markov_draft);
+    } else {
+      run(*models.ngram_target, *models.ngram_draft);
+    }
   }
   if (limits.validate_only) return {};
   DecodeMetrics metrics;
@@ -461,6 +573,8 @@ Json run_decode(const Json& request, const Limits& limits) {
 
   Json response;
   response["method"] = method_text;
+  if (drafter == Drafter::kTopKTree) response["shape"] = std::string(tree_shape_policy_name(topk.shape));
+  if (controlled) response["length"] = std::string(length_policy_name(chain.policy));
   response["runs"] = runs;
   response["tokens"] = metrics.tokens_generated;
   response["target_calls"] = metrics.target_calls;

@@ -113,6 +113,64 @@ TEST_CASE("specdec-sim decode runs every method and the ngram model", "[tools][s
   }
 }
 
+TEST_CASE("specdec-sim decode runs the top-k tree, n-gram and length-controlled drafters",
+          "[tools][sim]") {
+  const std::string ok = R"(, "prompt": [1, 2, 1, 3, 1], "max_new_tokens": 12, "runs": 30,
+                              "width": 2, "depth": 3, "budget": 5, "min_gain": 0.05,
+                              "draft_cost_ratio": 0.1, "seed": 4})";
+  std::vector<std::string> requests;
+  for (const std::string shape : {"fixed", "sequoia", "eagle2", "specexec", "opt_tree"}) {
+    requests.push_back(R"({"method": "topk_tree", "shape": ")" + shape + R"(", )" +
+                       markov_model() + ok);
+  }
+  requests.push_back(R"({"method": "ngram", "ngram": 2, )" + markov_model() + ok);
+  for (const std::string length : {"cumulative", "heuristic", "batch_average", "goodput"}) {
+    requests.push_back(R"({"method": "sd", "length": ")" + length + R"(", )" + markov_model() +
+                       ok);
+  }
+  for (const auto& request : requests) {
+    INFO(request);
+    const SimRun r = run_decode(request);
+    INFO(r.err);
+    REQUIRE(r.status == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    CHECK(j["tokens"] == 360);
+    CHECK(j["block_efficiency"].get<double>() >= 1.0);
+    CHECK(j["block_efficiency"].get<double>() ==
+          Catch::Detail::Approx(360.0 / j["target_calls"].get<double>()));
+  }
+  // The n-gram drafter calls no draft model; the response names the shape and the controller.
+  const auto ngram = nlohmann::json::parse(run_decode(requests[5]).out);
+  CHECK(ngram["draft_calls"] == 0);
+  CHECK(nlohmann::json::parse(run_decode(requests[1]).out)["shape"] == "sequoia");
+  CHECK(nlohmann::json::parse(run_decode(requests[9]).out)["length"] == "goodput");
+}
+
+TEST_CASE("specdec-sim decode rejects bad drafter options with exit status 2", "[tools][sim]") {
+  const std::string model = markov_model();
+  const std::string ok = R"("prompt": [1], "runs": 2)";
+  check_decode_usage_error(R"({"method": "topk_tree", "shape": "kary", )" + model + ", " + ok + "}",
+                           "shape");
+  check_decode_usage_error(R"({"method": "topk_tree", "width": 5, )" + model + ", " + ok + "}",
+                           "width");
+  check_decode_usage_error(R"({"method": "topk_tree", "shape": "sequoia", "budget": -1, )" + model +
+                               ", " + ok + "}",
+                           "budget");
+  check_decode_usage_error(R"({"method": "topk_tree", "shape": "opt_tree", "min_gain": 0, )" +
+                               model + ", " + ok + "}",
+                           "min_gain");
+  check_decode_usage_error(R"({"method": "ngram", "ngram": 0, )" + model + ", " + ok + "}",
+                           "ngram");
+  check_decode_usage_error(R"({"method": "sd", "length": "adaptive", )" + model + ", " + ok + "}",
+                           "length");
+  check_decode_usage_error(R"({"method": "specinfer", "length": "goodput", )" + model + ", " + ok +
+                               "}",
+                           "length");
+  check_decode_usage_error(R"({"method": "sd", "length": "cumulative", "threshold": 2, )" + model +
+                               ", " + ok + "}",
+                           "threshold");
+}
+
 TEST_CASE("specdec-sim decode does not depend on the thread count", "[tools][sim]") {
   const std::string base = R"({"method": "spectr", )" + markov_model() +
                            R"(, "prompt": [1], "max_new_tokens": 6, "runs": 500, "width": 3,

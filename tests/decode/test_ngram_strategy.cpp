@@ -29,8 +29,10 @@ TEST_CASE("Prompt lookup proposes what followed the last n tokens before", "[dec
   const NGramOptions options{.max_ngram = 3, .min_ngram = 1, .max_draft = 3};
   // [9 1 2] never occurred before; [1 2] did, followed by 3 9 1 2: the first three are drafted.
   CHECK(ngram_draft_of({5, 1, 2, 3, 9, 1, 2}, options) == std::vector<Token>{3, 9, 1});
-  // The latest earlier occurrence wins.
-  CHECK(ngram_draft_of({1, 5, 1, 6, 1}, options) == std::vector<Token>{6, 1});
+  // The latest earlier occurrence followed by max_draft tokens wins...
+  CHECK(ngram_draft_of({1, 5, 6, 7, 1, 8, 9, 4, 3, 1}, options) == std::vector<Token>{8, 9, 4});
+  // ... and when none is, the earliest (followed by the most tokens).
+  CHECK(ngram_draft_of({1, 5, 1, 6, 1}, options) == std::vector<Token>{5, 1, 6});
   // A longer match wins over a later shorter one: [2 1] occurs at 1, [1] also at 5.
   CHECK(ngram_draft_of({0, 2, 1, 7, 3, 1, 4, 2, 1}, options) == std::vector<Token>{7, 3, 1});
 }

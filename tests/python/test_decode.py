@@ -421,3 +421,64 @@ def test_every_binding_of_this_area_is_exercised():
     text = "".join(p.read_text() for p in Path(__file__).parent.glob("test_*.py"))
     missing = sorted(n for n in names if not re.search(rf"\b{re.escape(n)}\b", text))
     assert missing == []
+
+
+@pytest.mark.parametrize("shape", ["fixed", "sequoia", "eagle2", "specexec", "opt_tree"])
+def test_topk_tree_drafter_runs_every_shape(shape):
+    target, draft = toy_pair()
+    result = specdec.decode(target, draft, [1, 4], specdec.DecodeOptions(
+        width=2, depth=3, max_new_tokens=40, seed=5), drafter="topk_tree", shape=shape, budget=5,
+        min_gain=0.1)
+    assert len(result.tokens) == 40
+    assert result.metrics.block_efficiency() >= 1.0
+    assert result.metrics.draft_calls > 0
+    # Python providers give the same tokens as the toy providers run in C++.
+    again = specdec.decode(Delegating(specdec.MarkovProvider(specdec.MarkovModel(TARGET))),
+                           Delegating(specdec.MarkovProvider(specdec.MarkovModel(DRAFT))), [1, 4],
+                           specdec.DecodeOptions(width=2, depth=3, max_new_tokens=40, seed=5),
+                           drafter="topk_tree", shape=shape, budget=5, min_gain=0.1)
+    np.testing.assert_array_equal(again.tokens, result.tokens)
+
+
+def test_ngram_drafter_copies_a_cycle_without_a_draft_model():
+    cycle = np.roll(np.eye(4, dtype=np.float32), 1, axis=1)  # 0 -> 1 -> 2 -> 3 -> 0
+    target = specdec.MarkovProvider(specdec.MarkovModel(cycle))
+    result = specdec.decode(target, None, [0, 1, 2, 3, 0],
+                            specdec.DecodeOptions(depth=4, max_new_tokens=10), drafter="ngram",
+                            ngram=2)
+    np.testing.assert_array_equal(result.tokens, [1, 2, 3, 0, 1, 2, 3, 0, 1, 2])
+    assert result.metrics.target_calls == 2  # four copied tokens and the bonus, twice
+    assert result.metrics.draft_calls == 0
+
+
+@pytest.mark.parametrize("length", ["cumulative", "heuristic", "batch_average", "goodput"])
+def test_length_controllers_set_the_sd_chain_length(length):
+    target, draft = toy_pair()
+    options = specdec.DecodeOptions(method=Method.SD, depth=6, max_new_tokens=60, seed=2)
+    result = specdec.decode(target, draft, [1, 4], options, length=length, threshold=0.8,
+                            draft_cost_ratio=0.1)
+    assert len(result.tokens) == 60
+    assert result.metrics.block_efficiency() >= 1.0
+    assert result.metrics.levels() <= 6
+
+
+def test_bad_drafter_options_name_the_argument():
+    target, draft = toy_pair()
+    options = specdec.DecodeOptions(width=2, depth=3)
+    cases = [
+        (dict(drafter="medusa"), "drafter"),
+        (dict(drafter="topk_tree", shape="kary"), "shape"),
+        (dict(drafter="topk_tree", shape="sequoia", budget=-1), "budget"),
+        (dict(drafter="topk_tree", shape="opt_tree", min_gain=0.0), "min_gain"),
+        (dict(drafter="ngram", ngram=0), "ngram"),
+        (dict(length="adaptive"), "length"),
+        (dict(drafter="ngram", length="goodput"), "length"),
+        (dict(length="cumulative", threshold=1.5), "threshold"),
+    ]
+    for kwargs, argument in cases:
+        with pytest.raises(specdec.Error) as caught:
+            specdec.decode(target, draft, [1], options, **kwargs)
+        assert caught.value.argument == argument, kwargs
+    with pytest.raises(specdec.Error) as caught:
+        specdec.decode(target, draft, [1], specdec.DecodeOptions(width=9), drafter="topk_tree")
+    assert caught.value.argument == "options.width"

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// Prompt lookup: draft by copying what followed the latest earlier occurrence of the context's
-// last n tokens, verified against the target alone (verify_chain_target_only). No draft model.
+// Prompt lookup: draft by copying what followed an earlier occurrence of the context's last n
+// tokens, verified against the target alone (verify_chain_target_only). No draft model.
 #pragma once
 
 #include <cstddef>
@@ -45,27 +45,30 @@ struct NGramMatch {
   std::size_t length = 0;  // 0: nothing to draft
 };
 
-/// Where prompt lookup copies from: for n = max_ngram down to min_ngram, the latest start i with
-/// tokens[i, i + n) equal to the last n tokens and i + n < tokens.size() (an earlier occurrence);
-/// the draft is tokens[i + n, i + n + max_draft) cut at the end of the context. Length 0 when no
-/// suffix of min_ngram tokens or more recurs. O(max_ngram^2 x tokens.size()), no allocation.
-
+/// Where prompt lookup copies from: for n = max_ngram down to min_ngram, the earlier
+/// occurrences i of the last n tokens (tokens[i, i + n) equal to them, i + n < tokens.size()); of
+/// these the latest that is followed by max_draft tokens, else the earliest (the one followed by
+/// the most), so a recent match is preferred unless it would cut the draft short. The draft is
+/// tokens[i + n, i + n + max_draft) cut at the end of the context. Length 0 when no suffix of
+/// min_ngram tokens or more recurs. O(max_ngram^2 x tokens.size()), no allocation.
 inline NGramMatch find_ngram_continuation(std::span<const Token> tokens,
                                           const NGramOptions& options) {
   const std::size_t size = tokens.size();
+  const auto k = static_cast<std::size_t>(options.max_draft);
   for (auto n = static_cast<std::size_t>(options.max_ngram);
        n >= static_cast<std::size_t>(options.min_ngram); --n) {
     if (n >= size) continue;  // an earlier occurrence needs n + 1 tokens at least
     const auto suffix = tokens.subspan(size - n);
+    NGramMatch best;
     for (std::size_t i = size - n; i-- > 0;) {
       bool same = true;
       for (std::size_t j = 0; j < n && same; ++j) same = tokens[i + j] == suffix[j];
       if (!same) continue;
-      const std::size_t begin = i + n;
-      const std::size_t room = size - begin;
-      const auto k = static_cast<std::size_t>(options.max_draft);
-      return {begin, room < k ? room : k};
+      const std::size_t room = size - (i + n);  // grows as i falls: the earliest has the most
+      best = {i + n, room < k ? room : k};
+      if (room >= k) break;
     }
+    if (best.length > 0) return best;
   }
   return {};
 }

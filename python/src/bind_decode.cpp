@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // The decoding loop from Python: TreeBatch, providers written in Python (any object with the
-// LogitsProvider methods), decoding options, results and metrics, decode / Decoder, and the toy
-// models and providers so that decoding runs with NumPy alone.
+// LogitsProvider methods), decoding options, results and metrics, decode / Decoder (with the
+// top-k tree, n-gram and length-controlled drafters), and the toy models and providers so that
+// decoding runs with NumPy alone.
 //
 // A Python provider is called through PyProvider, which satisfies the C++ LogitsProvider and
 // HiddenStateProvider concepts: the loop runs with the GIL released and each provider call takes
@@ -19,8 +20,11 @@
 #include "arrays.hpp"
 #include "bindings.hpp"
 #include "rows.hpp"
+#include "specdec/decode/chain_length_strategy.hpp"
 #include "specdec/decode/decoder.hpp"
+#include "specdec/decode/ngram_strategy.hpp"
 #include "specdec/decode/redrafter_strategy.hpp"
+#include "specdec/decode/topk_tree_strategy.hpp"
 #include "specdec/provider/logits_provider.hpp"
 #include "specdec/toy/toy.hpp"
 #include "specdec/tree/tree_mask.hpp"
@@ -656,28 +660,138 @@ class PyDecoder {
   std::optional<MethodDecoder<AnyLogitsProvider, AnyLogitsProvider>> decoder_;
 };
 
+/// The drafter options `decode` takes besides DecodeOptions, as specdec-sim decode reads them:
+/// options.width is the top-k tree's k, options.depth its depth, the n-gram drafter's most
+/// draft tokens and a controlled chain's longest length.
+struct DrafterArgs {
+  std::optional<std::string> drafter;  // "topk_tree", "ngram" or None
+  std::string shape;
+  std::int32_t budget;
+  double min_gain;
+  std::int32_t ngram;
+  std::optional<std::string> length;  // a length controller's name or None
+  std::optional<double> threshold;
+  double draft_cost_ratio;
+};
+
+/// Runs `body`, renaming a strategy option the error names to the argument `decode` takes.
+template <class F>
+auto with_decode_names(F&& body) {
+  try {
+    return body();
+  } catch (const Error& e) {
+    const std::string& name = e.argument();
+    const auto dot = name.find('.');
+    const std::string field = dot == std::string::npos ? name : name.substr(dot + 1);
+    const bool nested = dot != std::string::npos;
+    std::string renamed = name;
+    if (name == "top_k") renamed = "options.width";
+    if (name == "depth") renamed = "options.depth";
+    if (name == "max_draft" || (nested && (field == "max_length" || field == "initial"))) {
+      renamed = "options.depth";
+    }
+    if (name == "max_ngram") renamed = "ngram";
+    if (nested && (field == "threshold" || field == "confidence_threshold")) renamed = "threshold";
+    if (nested && (field == "draft_cost")) renamed = "draft_cost_ratio";
+    if (renamed == name) throw;
+    throw Error(renamed, e.problem());
+  }
+}
+
+/// decode() with the drafter that `args` names (see DrafterArgs).
+DecodeResult decode_with(AnyLogitsProvider& target, AnyLogitsProvider& draft,
+                         std::span<const Token> prompt, const DecodeOptions& options,
+                         std::uint32_t sequence, const DrafterArgs& args) {
+  if (args.drafter == "topk_tree") {
+    const TopKTreeOptions topk{.shape = parse_tree_shape_policy(args.shape),
+                               .top_k = options.width,
+                               .depth = options.depth,
+                               .budget = args.budget,
+                               .min_gain = args.min_gain};
+    return with_decode_names(
+        [&] { return decode(target, TopKTreeStrategy(draft, topk), options.loop(), prompt, sequence); });
+  }
+  if (args.drafter == "ngram") {
+    const NGramOptions ngram{.max_ngram = args.ngram, .max_draft = options.depth};
+    return with_decode_names(
+        [&] { return decode(target, NGramStrategy(ngram), options.loop(), prompt, sequence); });
+  }
+  if (args.length) {
+    ChainLengthOptions chain{.policy = parse_length_policy(*args.length), .draft_warp = options.warp};
+    const std::int32_t most = options.depth;
+    const double threshold =
+        args.threshold.value_or(chain.policy == LengthPolicy::kCumulative ? 0.7 : 0.4);
+    chain.cumulative = {.threshold = threshold, .max_length = most};
+    chain.heuristic = {
+        .initial = std::min(5, most), .max_length = most, .confidence_threshold = threshold};
+    chain.batch_average = {.initial = std::min(4, most), .max_length = most};
+    chain.goodput = {.draft_cost = args.draft_cost_ratio, .verify_cost = 1.0, .max_length = most};
+    return with_decode_names([&] {
+      return decode(target, ChainLengthStrategy(draft, chain), options.loop(), prompt, sequence);
+    });
+  }
+  return decode(target, draft, prompt, options, sequence);
+}
+
 void bind_decoding(py::module_& m) {
   m.def(
       "decode",
       [](py::object target, py::object draft, py::handle prompt, const DecodeOptions& options,
-         std::uint32_t sequence) {
+         std::uint32_t sequence, std::optional<std::string> drafter, std::string shape,
+         std::int32_t budget, double min_gain, std::int32_t ngram,
+         std::optional<std::string> length, std::optional<double> threshold,
+         double draft_cost_ratio) {
+        if (drafter && *drafter != "topk_tree" && *drafter != "ngram") {
+          throw Error("drafter",
+                      fmt::format("'{}' is not a drafter (topk_tree, ngram or None)", *drafter));
+        }
+        if (length && (drafter || options.method != Method::kSd)) {
+          throw Error("length", "sets the chain length of Method.SD only (and no drafter)");
+        }
         const auto tokens = prompt_arg(prompt);
         ProviderErrors errors;
-        Providers providers(target, draft, options.method, errors);
+        // The n-gram drafter needs no draft model: None is allowed as for autoregressive decoding.
+        Providers providers(target, draft,
+                            drafter == "ngram" ? Method::kAutoregressive
+                            : drafter          ? Method::kSd
+                                               : options.method,
+                            errors);
+        const DrafterArgs args{drafter, std::move(shape), budget, min_gain, ngram,
+                               length,  threshold,        draft_cost_ratio};
         return run_unlocked(errors, [&] {
-          return decode(providers.target, providers.draft_provider(),
-                        std::span<const Token>(tokens), options, sequence);
+          return decode_with(providers.target, providers.draft_provider(),
+                             std::span<const Token>(tokens), options, sequence, args);
         });
       },
       py::arg("target"), py::arg("draft"), py::arg("prompt"), py::arg("options"),
-      py::arg("sequence") = 0,
+      py::arg("sequence") = 0, py::kw_only(), py::arg("drafter") = py::none(),
+      py::arg("shape") = "fixed", py::arg("budget") = 8, py::arg("min_gain") = 0.05,
+      py::arg("ngram") = 3, py::arg("length") = py::none(), py::arg("threshold") = py::none(),
+      py::arg("draft_cost_ratio") = 0.0,
       "Generates from `prompt` with a built-in method. `target` and `draft` are providers: a\n"
       "toy provider (MarkovProvider, NGramProvider: runs without the GIL) or any object with the\n"
       "LogitsProvider methods (see specdec.LogitsProvider); `draft` may be None for\n"
       "Method.AUTOREGRESSIVE. The same options.seed and `sequence` give the same tokens. The GIL\n"
       "is released while the loop runs and taken back for each Python provider call; an\n"
       "exception raised by a provider propagates unchanged. Bad provider rows raise\n"
-      "specdec.Error naming target.logits / draft.logits.");
+      "specdec.Error naming target.logits / draft.logits.\n"
+      "Drafters whose tokens come without draft probabilities, verified against the target\n"
+      "alone (lossless; options.method is then unused, options' warp, max_new_tokens,\n"
+      "end_token and seed apply):\n"
+      "  drafter='topk_tree': each node's children are the draft's top options.width tokens, to\n"
+      "    options.depth levels; shape 'fixed' (the full tree), 'sequoia' (Sequoia's tree of\n"
+      "    `budget` nodes from the acceptance measured so far), 'eagle2' (rerank to `budget`),\n"
+      "    'specexec' (best-first growth to `budget`) or 'opt_tree' (EAGLE-2's expansion, nodes\n"
+      "    of path probability >= min_gain).\n"
+      "  drafter='ngram': prompt lookup: the continuation of an earlier occurrence of the last\n"
+      "    `ngram` tokens (then fewer, down to 1; the latest followed by options.depth tokens,\n"
+      "    else the earliest), at most options.depth tokens; `draft` may be None.\n"
+      "length='cumulative' | 'heuristic' | 'batch_average' | 'goodput' (Method.SD only): the\n"
+      "chain length is set each step by that controller, at most options.depth; `threshold` is\n"
+      "the cumulative stop's threshold (default 0.7) or the heuristic confidence threshold\n"
+      "(default 0.4); `draft_cost_ratio` the goodput draft cost (one verification costs 1).\n"
+      "Bad values raise specdec.Error naming the argument (drafter, shape, budget, min_gain,\n"
+      "ngram, length, threshold, options.width, options.depth).");
 
   m.def(
       "decode_batch",

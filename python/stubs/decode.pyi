@@ -96,7 +96,12 @@ class DecodeResult:
     def metrics(self) -> DecodeMetrics: ...
 
 def decode(target: Provider, draft: Provider | None, prompt: ArrayLike, options: DecodeOptions,
-           sequence: int = 0) -> DecodeResult: ...
+           sequence: int = 0, *, drafter: str | None = None, shape: str = "fixed",
+           budget: int = 8, min_gain: float = 0.05, ngram: int = 3, length: str | None = None,
+           threshold: float | None = None, draft_cost_ratio: float = 0.0) -> DecodeResult:
+    """Generates from `prompt` with a built-in method, or with drafter "topk_tree" (shape
+    "fixed", "sequoia", "eagle2", "specexec" or "opt_tree") or "ngram", or an SD chain whose
+    length the controller `length` ("cumulative", "heuristic", "batch_average", "goodput") sets."""
 
 def decode_batch(targets: Sequence[Provider], drafts: Sequence[Provider | None],
                  prompts: Sequence[ArrayLike], options: DecodeOptions,

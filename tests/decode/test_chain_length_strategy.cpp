@@ -108,8 +108,8 @@ TEST_CASE("The batch average drafts the last accepted count plus the headroom",
           "[decode][length]") {
   const ChainLengthOptions options{
       .policy = LengthPolicy::kBatchAverage,
-      .batch_average = {.initial = 4, .min_length = 1, .max_length = 6, .smoothing = 1.0,
-                        .headroom = 1}};
+      .batch_average = {
+          .initial = 4, .min_length = 1, .max_length = 6, .smoothing = 1.0, .headroom = 1}};
   CHECK(drafted_lengths(options, test::target_table(), test::target_table(), 4) ==
         std::vector<std::int32_t>{4, 5, 6, 6});
   CHECK(drafted_lengths(options, never_zero(), certain_zero(), 3) ==

@@ -48,8 +48,8 @@ TEST_CASE("Prompt lookup falls back to shorter n-grams, then to no draft", "[dec
 TEST_CASE("The n-gram drafter copies a cycle and emits the target's token without a match",
           "[decode][ngram]") {
   // The target follows 0 -> 1 -> 2 -> 3 -> 0 surely: the copied continuation is all accepted.
-  auto target = toy::MarkovProvider(toy::MarkovModel::from_rows(
-      {{0, 1, 0, 0}, {0, 0, 1, 0}, {0, 0, 0, 1}, {1, 0, 0, 0}}));
+  auto target = toy::MarkovProvider(
+      toy::MarkovModel::from_rows({{0, 1, 0, 0}, {0, 0, 1, 0}, {0, 0, 0, 1}, {1, 0, 0, 0}}));
   NGramDecoder decoder(target, NGramStrategy({.max_ngram = 3, .max_draft = 4}),
                        {.max_new_tokens = 100});
   decoder.reset(std::vector<Token>{0, 1, 2, 3, 0});

@@ -29,8 +29,8 @@ void check_topk_lossless(const TopKTreeOptions& options, Warp warp = {}) {
 
 /// A V = 4 table whose every row is a point mass on the next token of the cycle 0, 1, 2, 3.
 toy::MarkovProvider cycle_provider() {
-  return toy::MarkovProvider(toy::MarkovModel::from_rows(
-      {{0, 1, 0, 0}, {0, 0, 1, 0}, {0, 0, 0, 1}, {1, 0, 0, 0}}));
+  return toy::MarkovProvider(
+      toy::MarkovModel::from_rows({{0, 1, 0, 0}, {0, 0, 1, 0}, {0, 0, 0, 1}, {1, 0, 0, 0}}));
 }
 
 }  // namespace
@@ -73,15 +73,16 @@ TEST_CASE("A fixed top-k tree holds each node's top-k draft tokens", "[decode][t
   CHECK(tree.parents == std::vector<std::int32_t>{-1, -1, 0, 0, 1, 1});
 }
 
-TEST_CASE("Sequoia's tree follows the acceptance measured while decoding", "[decode][topk][shape]") {
+TEST_CASE("Sequoia's tree follows the acceptance measured while decoding",
+          "[decode][topk][shape]") {
   // Draft and target both follow the cycle: a node's first child is always accepted, its second
   // never, so once measured the best tree of 6 nodes is a chain of 6 first children.
   auto target = cycle_provider();
   auto draft = cycle_provider();
   TopKDecoder decoder(
       target,
-      TopKTreeStrategy(draft, {.shape = TreeShapePolicy::kSequoia, .top_k = 2, .depth = 6,
-                               .budget = 6}),
+      TopKTreeStrategy(draft,
+                       {.shape = TreeShapePolicy::kSequoia, .top_k = 2, .depth = 6, .budget = 6}),
       {.max_new_tokens = 1000});
   const std::vector<Token> prompt{0};
   decoder.reset(prompt);
@@ -102,9 +103,9 @@ TEST_CASE("EAGLE-2, SpecExec and OPT-Tree keep to the budget and the stop thresh
   auto target = test::markov_target();
   for (const auto shape : {TreeShapePolicy::kEagle2, TreeShapePolicy::kSpecExec}) {
     auto draft = test::markov_draft();
-    TopKDecoder decoder(target, TopKTreeStrategy(draft, {.shape = shape, .top_k = 3, .depth = 3,
-                                                         .budget = 5}),
-                        {.max_new_tokens = 200});
+    TopKDecoder decoder(
+        target, TopKTreeStrategy(draft, {.shape = shape, .top_k = 3, .depth = 3, .budget = 5}),
+        {.max_new_tokens = 200});
     decoder.reset(test::kLawPrompt);
     INFO(tree_shape_policy_name(shape));
     while (!decoder.finished()) {
@@ -116,11 +117,13 @@ TEST_CASE("EAGLE-2, SpecExec and OPT-Tree keep to the budget and the stop thresh
   // After 2 no draft token has probability 0.5 or more: OPT-Tree drafts nothing and the target
   // alone emits each token.
   auto draft = test::markov_draft();
-  TopKDecoder decoder(
-      target,
-      TopKTreeStrategy(draft, {.shape = TreeShapePolicy::kOptTree, .top_k = 3, .depth = 3,
-                               .budget = 5, .min_gain = 0.5}),
-      {.max_new_tokens = 10});
+  TopKDecoder decoder(target,
+                      TopKTreeStrategy(draft, {.shape = TreeShapePolicy::kOptTree,
+                                               .top_k = 3,
+                                               .depth = 3,
+                                               .budget = 5,
+                                               .min_gain = 0.5}),
+                      {.max_new_tokens = 10});
   decoder.reset(test::kLawPrompt);
   CHECK(decoder.step().size() == 1);
   CHECK(decoder.strategy().drafted().empty());

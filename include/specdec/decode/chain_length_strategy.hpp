@@ -155,8 +155,8 @@ class ChainLengthStrategy {
       const auto logits = draft_.evaluate(chain_, context.sequence.length(), context.vocab);
       const std::span<float> row(rows_.data() + static_cast<std::size_t>(i) * v, v);
       detail::warp_row(options_.draft_warp, logits.row(i), row, nullptr, context.workspace);
-      const Token x = detail::sample_row(
-          row.data(), context.vocab, stream.at_node(static_cast<std::uint32_t>(i)).uniform(0));
+      const Token x = detail::sample_row(row.data(), context.vocab,
+                                         stream.at_node(static_cast<std::uint32_t>(i)).uniform(0));
       chain_.add(x, i - 1);
       const double q = row[static_cast<std::size_t>(x)];
       if (cumulative_ && cumulative_->stop_after(q)) break;

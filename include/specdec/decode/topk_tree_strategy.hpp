@@ -207,9 +207,9 @@ class TopKTreeStrategy {
         std::span<const float>(scores.rows.data, rows * static_cast<std::size_t>(context.vocab)),
         context.vocab, context.sequence.verify_stream(), std::span<std::int32_t>(accepted_),
         context.workspace);
-    return {std::span<const std::int32_t>(accepted_.data(),
-                                          static_cast<std::size_t>(verdict.accepted)),
-            verdict.token, draft_.calls()};
+    return {
+        std::span<const std::int32_t>(accepted_.data(), static_cast<std::size_t>(verdict.accepted)),
+        verdict.token, draft_.calls()};
   }
 
   void commit(const TreeBatch& batch, std::span<const std::int32_t> accepted, Token next) {
@@ -259,8 +259,8 @@ class TopKTreeStrategy {
         for (auto i = level_begin; i < level_end; ++i) {
           frontier_.push_back(static_cast<std::int32_t>(i));
         }
-        const auto keep = std::min<std::size_t>(frontier_.size(),
-                                                static_cast<std::size_t>(options_.top_k));
+        const auto keep =
+            std::min<std::size_t>(frontier_.size(), static_cast<std::size_t>(options_.top_k));
         std::partial_sort(frontier_.begin(), frontier_.begin() + static_cast<std::ptrdiff_t>(keep),
                           frontier_.end(), [&](std::int32_t a, std::int32_t b) {
                             const auto sa = path_scores_[static_cast<std::size_t>(a)];
@@ -277,7 +277,8 @@ class TopKTreeStrategy {
         detail::top_tokens(row, options_.top_k, top_.data());
         const double base = parent < 0 ? 0.0 : path_scores_[static_cast<std::size_t>(parent)];
         for (std::int32_t r = 0; r < options_.top_k; ++r) {
-          const float lp = detail::draft_log_prob(row, normaliser, top_[static_cast<std::size_t>(r)]);
+          const float lp =
+              detail::draft_log_prob(row, normaliser, top_[static_cast<std::size_t>(r)]);
           expanded_.add(top_[static_cast<std::size_t>(r)], parent);
           log_probs_.push_back(lp);
           path_scores_.push_back(base + lp);
@@ -306,8 +307,8 @@ class TopKTreeStrategy {
         children.push_back({token, detail::draft_log_prob(row, normaliser, token)});
       }
     };
-    tree_ = grow_best_first(
-                expand, SelectOptions{.budget = options_.budget, .max_depth = options_.depth})
+    tree_ = grow_best_first(expand,
+                            SelectOptions{.budget = options_.budget, .max_depth = options_.depth})
                 .tree;
   }
 

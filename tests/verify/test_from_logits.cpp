@@ -235,6 +235,9 @@ TEST_CASE("verify_tree_logits equals verify_tree for every rule on random trees"
       const auto draft = nearby_logits(target, target.size(), 0.7, rng);
       const auto target_rows = warp_rows(warp, target, vocab);
       const auto draft_rows = warp_rows(warp, draft, vocab);
+      // The cascade deferral and the greedy lossy test read the plain softmax of the logits.
+      const auto raw_target_rows = warp_rows(Warp{}, target, vocab);
+      const auto raw_draft_rows = warp_rows(Warp{}, draft, vocab);
       for (std::size_t index = 0; const auto& rule : logit_rules()) {
         ++index;
         const bool single = max_candidates(rule, vocab) == 1;
@@ -250,8 +253,9 @@ TEST_CASE("verify_tree_logits equals verify_tree for every rule on random trees"
                         << " top_p " << warp.top_p << " rule " << index << " seed " << seed);
           const RandomStream stream{seed, 2};
           std::vector<std::int32_t> want(tree.tokens.size() + 1), got(tree.tokens.size() + 1);
-          const auto expected = verify_tree<float>(rule, view, first(target_rows),
-                                                   first(draft_rows), vocab, stream, want, ws);
+          const auto expected = verify_tree<float>(
+              rule, view, first(target_rows), first(draft_rows), vocab, stream, want, ws,
+              first(raw_target_rows), first(raw_draft_rows));
           const auto verdict = verify_tree_logits<float>(rule, warp, view, first(target),
                                                          first(draft), vocab, stream, got, ws);
           CHECK(verdict.accepted == expected.accepted);

@@ -361,6 +361,27 @@ class RowsSd {
   specdec::MethodStrategy<FixedRowsProvider> inner_;
 };
 
+// SD's drafting and both provider calls through the Decoder, without verification (every step
+// emits token 0): the part of a step that is not verification.
+class DraftOnlySd {
+ public:
+  explicit DraftOnlySd(specdec::MethodStrategy<FixedRowsProvider> inner)
+      : inner_(std::move(inner)) {}
+  void prepare(std::int64_t vocab, specdec::Workspace& ws) { inner_.prepare(vocab, ws); }
+  void reset(std::span<const specdec::Token> prompt) { inner_.reset(prompt); }
+  bool needs_target_rows() const { return false; }
+  const specdec::DraftTree& draft(const specdec::StepContext& c) { return inner_.draft(c); }
+  specdec::StepVerdict verify(const specdec::StepContext&, const specdec::TargetScores&) {
+    return {{}, 0, 0};
+  }
+  void commit(const specdec::TreeBatch& b, std::span<const std::int32_t> a, specdec::Token n) {
+    inner_.commit(b, a, n);
+  }
+
+ private:
+  specdec::MethodStrategy<FixedRowsProvider> inner_;
+};
+
 template <class D>
 void run_decoder_steps(benchmark::State& state, D& decoder) {
   const std::vector<specdec::Token> prompt{1};
@@ -376,11 +397,12 @@ void run_decoder_steps(benchmark::State& state, D& decoder) {
 
 // One Decoder step of SD (gamma = 5, T 0.8 + top-p 0.9, realistic drafts) over fixed-row
 // providers: drafting (five draft calls, their rows warped and sampled), one target call, the
-// provider checks and verification, from logits (path 1) or on warped rows (path 0). The batch
-// entry on the same rows is BM_ChainStep/V/2/2/1/1/1.
+// provider checks and verification, from logits (path 1) or on warped rows (path 0); path 2 is
+// the same step without verification, so path 1 - path 2 is the Decoder's verification, to set
+// against the batch entry on the same rows (BM_ChainStep/V/2/2/1/1/1).
 void BM_DecoderStep(benchmark::State& state) {
   const auto vocab = state.range(0);
-  const bool from_logits = state.range(1) != 0;
+  const auto path = state.range(1);
   const auto warp = hot_warp(2);
   const auto in = make_chain_inputs(1, vocab, warp, kRealistic, true);
   FixedRowsProvider target(in.target, vocab), draft(in.draft, vocab);
@@ -389,8 +411,13 @@ void BM_DecoderStep(benchmark::State& state) {
   options.warp = warp;
   options.depth = static_cast<std::int32_t>(kGamma);
   options.max_new_tokens = 1 << 20;
-  if (from_logits) {
+  if (path == 1) {
     specdec::Decoder decoder(target, draft, options);
+    run_decoder_steps(state, decoder);
+  } else if (path == 2) {
+    specdec::Decoder<FixedRowsProvider, DraftOnlySd> decoder(
+        target, DraftOnlySd(specdec::MethodStrategy<FixedRowsProvider>(draft, options)),
+        options.loop());
     run_decoder_steps(state, decoder);
   } else {
     specdec::Decoder<FixedRowsProvider, RowsSd> decoder(
@@ -400,7 +427,7 @@ void BM_DecoderStep(benchmark::State& state) {
   }
   sb::set_vocab_counters(state, vocab, static_cast<double>(2 * kGamma + 1));
 }
-BENCHMARK(BM_DecoderStep)->ArgNames({"V", "logits"})->ArgsProduct({{128256}, {0, 1}})->UseRealTime();
+BENCHMARK(BM_DecoderStep)->ArgNames({"V", "path"})->ArgsProduct({{128256}, {0, 1, 2}})->UseRealTime();
 
 // RRS on a 16-node tree (4 children of the root, 3 under each), V = 128256, T 0.8 + top-p 0.9:
 // verify_tree_logits (path 1) against warping the 17 target and 17 draft rows and calling

@@ -57,7 +57,7 @@ TEST_CASE("Decoder methods verifying from logits emit the tokens of the warped-r
         options.depth = 3;
         options.width = 2;
         options.branching = {2, 2};
-        options.max_new_tokens = vocab > 300 ? 8 : 24;
+        options.max_new_tokens = vocab > 300 ? 6 : 12;
         options.seed = 17;
         const std::vector<Token> prompt{1, 2};
         INFO(method_name(method) << " vocab " << vocab << " temperature " << warp.temperature

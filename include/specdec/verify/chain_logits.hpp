@@ -112,6 +112,33 @@ Token sample_warped_logits(const Warp& w, const LogitRows<T>& rows, std::int64_t
   return sample_row(scratch.target_row, vocab, u);
 }
 
+/// Whether one rough pass over row i of the target (and of the draft, unless its warped row
+/// `q_row` is given) proves u * q(x) < p(x), the first test of rejection, multi-round and RRS:
+/// the pass bounds p(x) and q(x) closely enough to accept most tokens, in about half the
+/// arithmetic of the exact statistics (for a warp that roughly_bounded admits). False decides
+/// nothing: the caller tests on the exact statistics.
+template <class T>
+bool accepted_on_rough_bounds(const Warp& w, const LogitRows<T>& target, const LogitRows<T>& draft,
+                              const float* q_row, std::int64_t i, Token x, std::int64_t vocab,
+                              float u, const ChainLogitsScratch& scratch) {
+  const float target_logit = to_float(target.row(i)[x]);
+  ProbabilityBounds q{};
+  if (q_row != nullptr) {
+    q = {q_row[x], q_row[x]};
+  } else {
+    const float draft_logit = to_float(draft.row(i)[x]);
+    const RoughRow d = rough_row(w, draft.row(i), vocab, draft_logit, scratch.draft_tiles);
+    if (d.invalid) return false;
+    q = warped_probability_bounds(d, w.top_p, draft_logit);
+  }
+  if (!(q.lo > 0.0f)) return false;
+  const RoughRow t =
+      rough_row(w, target.row(i), vocab, target_logit, warp_scratch(scratch.warp, vocab).tiles);
+  if (t.invalid) return false;
+  const ProbabilityBounds p = warped_probability_bounds(t, w.top_p, target_logit);
+  return p.lo > 0.0f && detail::accepts(u, q.hi, 1.0f, p.lo);
+}
+
 /// verify_chain(Rejection{}) of `gamma` draft tokens (already checked to lie in the vocabulary)
 /// against warp `w` of target rows 0..gamma and draft rows 0..gamma-1, from logits. Same draws as
 /// verify_chain. A drafted token of warped draft probability 0 is reported as
@@ -134,28 +161,13 @@ ChainVerdict verify_chain_logits_unchecked(const Warp& w, const LogitRows<T>& ta
   for (std::int64_t i = 0; i < gamma; ++i) {
     const Token x = tokens[i];
     const float* q_row = draft_probs == nullptr ? nullptr : draft_probs + i * vocab;
-    if (rough) {
-      const float target_logit = to_float(target.row(i)[x]);
-      ProbabilityBounds q{};
-      bool draft_valid = true;
-      if (q_row != nullptr) {
-        q = {q_row[x], q_row[x]};
-      } else {
-        const float draft_logit = to_float(draft.row(i)[x]);
-        const RoughRow d = rough_row(w, draft.row(i), vocab, draft_logit, scratch.draft_tiles);
-        draft_valid = !d.invalid;
-        if (draft_valid) q = warped_probability_bounds(d, w.top_p, draft_logit);
-      }
-      const RoughRow t =
-          rough_row(w, target.row(i), vocab, target_logit, warp_scratch(scratch.warp, vocab).tiles);
-      if (draft_valid && !t.invalid) {
-        const ProbabilityBounds p = warped_probability_bounds(t, w.top_p, target_logit);
-        const auto s = stream.at_position(stream.position + static_cast<std::uint32_t>(i));
-        if (q.lo > 0.0f && p.lo > 0.0f && detail::accepts(s.uniform(0), q.hi, 1.0f, p.lo)) {
-          out[i] = x;
-          continue;
-        }
-      }
+    if (rough && accepted_on_rough_bounds(w, target, draft, q_row, i, x, vocab,
+                                          stream.at_position(stream.position +
+                                                             static_cast<std::uint32_t>(i))
+                                              .uniform(0),
+                                          scratch)) {
+      out[i] = x;
+      continue;
     }
     // The draft row first, so the target's candidates stay in the scratch for a rejection; a
     // bad target row is still reported before a bad draft row.

@@ -3,7 +3,8 @@
 // same walk, draws and tokens as warping every row and calling verify_tree (verify_tree_target_only),
 // with each visited node's rows reduced to their statistics (core/warp_stats.hpp). A rule whose
 // first test reads only p and q at the first child (Rejection, MultiRound, Recursive; the
-// target-only rule reads p alone) accepts it without writing a row; otherwise the node's rows are
+// target-only rule reads p alone) accepts it without writing a row, most often on a rough pass of
+// the rows (accepted_on_rough_bounds); otherwise the node's rows are
 // written into scratch and the rule's row kernel decides on them. The bonus token is drawn from
 // the leaf's logits without writing its row where the warp allows (chain_logits.hpp). Rows of
 // nodes the walk does not visit are never read.
@@ -65,7 +66,9 @@ inline bool needs_draft_support(const Rule& rule) {
 /// node i), of logits; `draft_probs`, when given, holds row r's warped draft row at
 /// draft_probs[r] (nullptr for a row never read: a leaf's) and `draft` is not read, which needs a
 /// rule that reads no unwarped rows. `candidates` and `ids` hold N + 1 entries. A child of draft
-/// probability 0 is reported as tokens[id], a bad row by its name and index.
+/// probability 0 is reported as tokens[id] when its node's statistics are computed exactly (a
+/// first child accepted on the rough pass has a positive draft probability), a bad row by its
+/// name and index.
 template <class T>
 TreeVerdict verify_tree_logits_unchecked(const Rule& rule, const Warp& w, TreeView tree,
                                          const LogitRows<T>& target, const LogitRows<T>& draft,
@@ -75,11 +78,17 @@ TreeVerdict verify_tree_logits_unchecked(const Rule& rule, const Warp& w, TreeVi
                                          const TreeLogitsScratch& scratch) {
   const ChainLogitsScratch& rows = scratch.rows;
   const bool raw = reads_raw_rows(rule);
+  const bool rough = first_test_reads_entries(rule) && roughly_bounded(w, vocab);
   const auto verify = [&](std::size_t row, const Token* children, std::int32_t count,
                           const RandomStream& s) -> NodeVerdict {
     const auto r = static_cast<std::int64_t>(row);
-    const WarpStats t = checked_warp_stats(w, target, r, vocab, rows.warp);
     const float* q_row = draft_probs == nullptr ? nullptr : draft_probs[row];
+    // The first child, on a rough pass of the rows where that settles it (as a chain's tokens).
+    if (rough && accepted_on_rough_bounds(w, target, draft, q_row, r, children[0], vocab,
+                                          s.uniform(0), rows)) {
+      return {0, children[0]};
+    }
+    const WarpStats t = checked_warp_stats(w, target, r, vocab, rows.warp);
     WarpStats d;
     if (q_row == nullptr) d = checked_warp_stats(w, draft, r, vocab, rows.warp);
     const auto q_at = [&](Token x) {
@@ -138,8 +147,18 @@ TreeVerdict verify_tree_target_only_logits_unchecked(const Warp& w, TreeView tre
   const auto verify = [&](std::size_t row, const Token* children, std::int32_t count,
                           const RandomStream& s) -> NodeVerdict {
     const auto r = static_cast<std::int64_t>(row);
-    const WarpStats t = checked_warp_stats(w, target, r, vocab, scratch.warp);
     const Token x = children[0];
+    if (roughly_bounded(w, vocab)) {
+      // The first child on a rough pass of the row, where that settles target_only_row's test.
+      const float logit = to_float(target.row(r)[x]);
+      const RoughRow rough = rough_row(w, target.row(r), vocab, logit,
+                                       warp_scratch(scratch.warp, vocab).tiles);
+      if (!rough.invalid) {
+        const ProbabilityBounds p = warped_probability_bounds(rough, w.top_p, logit);
+        if (p.lo > 0.0f && accepts(s.uniform(0), 1.0f, 1.0f, p.lo)) return {0, x};
+      }
+    }
+    const WarpStats t = checked_warp_stats(w, target, r, vocab, scratch.warp);
     // target_only_row's first test (mass 1).
     if (accepts(s.uniform(0), 1.0f, 1.0f, warped_probability(t, to_float(target.row(r)[x]), x))) {
       return {0, x};

@@ -46,9 +46,9 @@ struct DecodeResult {
 ///
 /// Rows: the target returns raw logits; every row is checked (check_provider_output names
 /// "target.logits", check_hidden_output "target.hidden") and mapped through `loop.warp`, unless
-/// the strategy verifies from the logits (its needs_target_rows() is false: the built-in chain
-/// methods with a lossless rule, block and tree verification), which then warps only what its
-/// verification reads.
+/// the strategy verifies from the logits (its needs_target_rows() is false: MethodStrategy's
+/// plain sampling, SD, block SD and tree methods), which then warps only what its verification
+/// reads.
 /// Metrics: one StepRecord per target call (tree size and depth, accepted depth, tokens emitted,
 /// the verdict's draft calls).
 ///

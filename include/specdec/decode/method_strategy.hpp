@@ -351,7 +351,7 @@ class MethodStrategy {
   }
 
   // SD and block SD from the target's logits and the draft rows drafting wrote.
-  StepVerdict verify_chain_logits(const StepContext& context, const TargetScores& scores) {
+  StepVerdict verify_chain_from_logits(const StepContext& context, const TargetScores& scores) {
     const auto length = static_cast<std::int64_t>(drafted_.size());
     out_.resize(static_cast<std::size_t>(length) + 1);
     auto scope = context.workspace.scope();
@@ -377,7 +377,7 @@ class MethodStrategy {
 
   // SD, block SD, cascade, lossy: one chain of L draft tokens.
   StepVerdict verify_chain(const StepContext& context, const TargetScores& scores) {
-    if (scores.rows.rows == 0) return verify_chain_logits(context, scores);
+    if (scores.rows.rows == 0) return verify_chain_from_logits(context, scores);
     const auto length = static_cast<std::size_t>(drafted_.size());
     const auto v = static_cast<std::size_t>(context.vocab);
     const std::span<const float> target_rows(scores.rows.data, (length + 1) * v);

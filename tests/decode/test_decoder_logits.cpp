@@ -48,7 +48,7 @@ TEST_CASE("Decoder methods verifying from logits emit the tokens of the warped-r
     for (const auto& warp : warps) {
       for (const auto method : methods) {
         if (vocab > 300 && ((method != Method::kSd && method != Method::kSdBlock) ||
-                            warp.top_k > 0 || warp.temperature == 0.0f)) {
+                            warp.top_p == 1.0f)) {
           continue;  // long rows for the chains only: the toy model's rows take time to make
         }
         DecodeOptions options;

@@ -16,7 +16,9 @@
 #include "specdec/backend/verify_batch.hpp"
 #include "specdec/core/philox.hpp"
 #include "specdec/core/warp.hpp"
+#include "specdec/decode/decoder.hpp"
 #include "specdec/toy/random.hpp"
+#include "specdec/verify/tree_logits.hpp"
 
 namespace sb = specdec::bench;
 
@@ -209,6 +211,7 @@ void BM_StreamRows(benchmark::State& state) {
 BENCHMARK(BM_StreamRows)
     ->ArgNames({"V", "rows", "threads"})
     ->ArgsProduct({{32000, 128256, 151936, 256000}, {2, 11}, {1}})
+    ->Args({128256, 5, 1})
     ->Args({128256, 11 * 64, 1})
     ->Args({128256, 11 * 64, 2})
     ->UseRealTime();
@@ -306,5 +309,191 @@ void BM_WarpRowTopP(benchmark::State& state) {
   sb::set_vocab_counters(state, vocab);
 }
 BENCHMARK(BM_WarpRowTopP)->Arg(32000)->Arg(128256)->Arg(256000);
+
+// A provider answering every call with fixed rows of logits: batch row r gets rows[min(r, last)]
+// (a copy, as a model's output buffer is written), whatever the context.
+class FixedRowsProvider {
+ public:
+  FixedRowsProvider(const std::vector<float>& rows, std::int64_t vocab)
+      : rows_(&rows), vocab_(vocab) {}
+  std::int64_t vocab_size() const { return vocab_; }
+  std::span<const specdec::Token> context() const { return context_; }
+  std::int64_t committed_length() const { return static_cast<std::int64_t>(context_.size()); }
+  void reset(std::span<const specdec::Token> prompt) {
+    context_.reserve(1 << 22);
+    context_.assign(prompt.begin(), prompt.end());
+  }
+  void evaluate(const specdec::TreeBatch&, specdec::MatrixView<float> logits) {
+    const auto v = static_cast<std::size_t>(vocab_);
+    const auto last = static_cast<std::int64_t>(rows_->size() / v) - 1;
+    for (std::int64_t r = 0; r < logits.rows; ++r) {
+      const float* row = rows_->data() + static_cast<std::size_t>(std::min(r, last)) * v;
+      std::copy(row, row + v, logits.row_data(r));
+    }
+  }
+  void commit(const specdec::TreeBatch& batch, std::span<const std::int32_t> kept,
+              specdec::Token next) {
+    for (const auto node : kept) context_.push_back(batch.tokens[static_cast<std::size_t>(node)]);
+    context_.push_back(next);
+  }
+
+ private:
+  const std::vector<float>* rows_;
+  std::int64_t vocab_;
+  std::vector<specdec::Token> context_;
+};
+
+// SD through the Decoder on warped target rows (declares no needs_target_rows()).
+class RowsSd {
+ public:
+  explicit RowsSd(specdec::MethodStrategy<FixedRowsProvider> inner) : inner_(std::move(inner)) {}
+  void prepare(std::int64_t vocab, specdec::Workspace& ws) { inner_.prepare(vocab, ws); }
+  void reset(std::span<const specdec::Token> prompt) { inner_.reset(prompt); }
+  const specdec::DraftTree& draft(const specdec::StepContext& c) { return inner_.draft(c); }
+  specdec::StepVerdict verify(const specdec::StepContext& c, const specdec::TargetScores& s) {
+    return inner_.verify(c, s);
+  }
+  void commit(const specdec::TreeBatch& b, std::span<const std::int32_t> a, specdec::Token n) {
+    inner_.commit(b, a, n);
+  }
+
+ private:
+  specdec::MethodStrategy<FixedRowsProvider> inner_;
+};
+
+// SD's drafting and both provider calls through the Decoder, without verification (every step
+// emits token 0): the part of a step that is not verification.
+class DraftOnlySd {
+ public:
+  explicit DraftOnlySd(specdec::MethodStrategy<FixedRowsProvider> inner)
+      : inner_(std::move(inner)) {}
+  void prepare(std::int64_t vocab, specdec::Workspace& ws) { inner_.prepare(vocab, ws); }
+  void reset(std::span<const specdec::Token> prompt) { inner_.reset(prompt); }
+  bool needs_target_rows() const { return false; }
+  const specdec::DraftTree& draft(const specdec::StepContext& c) { return inner_.draft(c); }
+  specdec::StepVerdict verify(const specdec::StepContext&, const specdec::TargetScores&) {
+    return {{}, 0, 0};
+  }
+  void commit(const specdec::TreeBatch& b, std::span<const std::int32_t> a, specdec::Token n) {
+    inner_.commit(b, a, n);
+  }
+
+ private:
+  specdec::MethodStrategy<FixedRowsProvider> inner_;
+};
+
+template <class D>
+void run_decoder_steps(benchmark::State& state, D& decoder) {
+  const std::vector<specdec::Token> prompt{1};
+  decoder.reset(prompt);
+  std::int64_t steps = 0, tokens = 0;
+  for (auto _ : state) {
+    if (decoder.finished()) decoder.reset(prompt);
+    tokens += static_cast<std::int64_t>(decoder.step().size());
+    ++steps;
+  }
+  state.counters["tokens_per_step"] = static_cast<double>(tokens) / static_cast<double>(steps);
+}
+
+// One Decoder step of SD (gamma = 5, T 0.8 + top-p 0.9, realistic drafts) over fixed-row
+// providers: drafting (five draft calls, their rows warped and sampled), one target call, the
+// provider checks and verification, from logits (path 1) or on warped rows (path 0); path 2 is
+// the same step without verification, so path 1 - path 2 is the Decoder's verification, to set
+// against the batch entry on the same rows (BM_ChainStep/V/2/2/1/1/1).
+void BM_DecoderStep(benchmark::State& state) {
+  const auto vocab = state.range(0);
+  const auto path = state.range(1);
+  const auto warp = hot_warp(2);
+  const auto in = make_chain_inputs(1, vocab, warp, kRealistic, true);
+  FixedRowsProvider target(in.target, vocab), draft(in.draft, vocab);
+  specdec::DecodeOptions options;
+  options.method = specdec::Method::kSd;
+  options.warp = warp;
+  options.depth = static_cast<std::int32_t>(kGamma);
+  options.max_new_tokens = 1 << 20;
+  if (path == 1) {
+    specdec::Decoder decoder(target, draft, options);
+    run_decoder_steps(state, decoder);
+  } else if (path == 2) {
+    specdec::Decoder<FixedRowsProvider, DraftOnlySd> decoder(
+        target, DraftOnlySd(specdec::MethodStrategy<FixedRowsProvider>(draft, options)),
+        options.loop());
+    run_decoder_steps(state, decoder);
+  } else {
+    specdec::Decoder<FixedRowsProvider, RowsSd> decoder(
+        target, RowsSd(specdec::MethodStrategy<FixedRowsProvider>(draft, options)),
+        options.loop());
+    run_decoder_steps(state, decoder);
+  }
+  sb::set_vocab_counters(state, vocab, static_cast<double>(2 * kGamma + 1));
+}
+BENCHMARK(BM_DecoderStep)->ArgNames({"V", "path"})->ArgsProduct({{128256}, {0, 1, 2}})->UseRealTime();
+
+// RRS on a 16-node tree (4 children of the root, 3 under each), V = 128256, T 0.8 + top-p 0.9:
+// verify_tree_logits (path 1) against warping the 17 target and 17 draft rows and calling
+// verify_tree (path 0). accept 0: draft rows equal the target's (the walk takes first children:
+// 3 target and 2 draft rows read, the leaf's drawn from; BM_StreamRows/V/5 is their read);
+// accept 2: draft logits = target + normal(0, 0.5). Counter `visited`: nodes the walk verified.
+void BM_TreeLogits(benchmark::State& state) {
+  const auto vocab = state.range(0);
+  const bool from_logits = state.range(1) != 0;
+  const bool equal = state.range(2) == 0;
+  const auto warp = hot_warp(2);
+  const auto v = static_cast<std::size_t>(vocab);
+  specdec::toy::ToyRandom rng(5);
+  std::vector<float> target, draft;
+  for (std::size_t r = 0; r < 17; ++r) {
+    const auto row = sb::random_logits(vocab, 1000 + r);
+    target.insert(target.end(), row.begin(), row.end());
+    for (float x : row) draft.push_back(equal ? x : x + static_cast<float>(0.5 * rng.normal()));
+  }
+  specdec::Workspace ws;
+  std::vector<float> target_rows(target.size()), draft_rows(draft.size());
+  const auto warp_all = [&] {
+    for (std::size_t r = 0; r < 17; ++r) {
+      specdec::warp_logits<float>(warp, std::span<const float>(target).subspan(r * v, v),
+                                  std::span<float>(target_rows).subspan(r * v, v), ws);
+      specdec::warp_logits<float>(warp, std::span<const float>(draft).subspan(r * v, v),
+                                  std::span<float>(draft_rows).subspan(r * v, v), ws);
+    }
+  };
+  warp_all();
+  // Children drawn without replacement from their parent's warped draft row.
+  std::vector<specdec::Token> tokens;
+  std::vector<std::int32_t> parents;
+  const auto add_children = [&](std::int32_t parent, int count) {
+    std::vector<float> q(draft_rows.begin() + static_cast<std::ptrdiff_t>((parent + 1) * vocab),
+                         draft_rows.begin() + static_cast<std::ptrdiff_t>((parent + 2) * vocab));
+    for (int k = 0; k < count; ++k) {
+      const auto x = specdec::detail::sample_row(q.data(), vocab, static_cast<float>(rng.uniform()));
+      q[static_cast<std::size_t>(x)] = 0.0f;
+      tokens.push_back(x);
+      parents.push_back(parent);
+    }
+  };
+  add_children(-1, 4);
+  for (std::int32_t node = 0; node < 4; ++node) add_children(node, 3);
+  const specdec::TreeView tree{tokens, parents};
+  std::vector<std::int32_t> accepted(17);
+  specdec::TreeVerdict verdict;
+  std::uint32_t seed = 0;
+  for (auto _ : state) {
+    const specdec::RandomStream stream{seed++};
+    if (from_logits) {
+      verdict = specdec::verify_tree_logits<float>(specdec::Recursive{}, warp, tree, target, draft,
+                                                   vocab, stream, accepted, ws);
+    } else {
+      warp_all();
+      verdict = specdec::verify_tree<float>(specdec::Recursive{}, tree, target_rows, draft_rows,
+                                            vocab, stream, accepted, ws);
+    }
+    benchmark::DoNotOptimize(verdict);
+  }
+  state.counters["visited"] = verdict.accepted + 1;
+}
+BENCHMARK(BM_TreeLogits)
+    ->ArgNames({"V", "logits", "accept"})
+    ->ArgsProduct({{128256}, {0, 1}, {0, 2}})
+    ->UseRealTime();
 
 }  // namespace

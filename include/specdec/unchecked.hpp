@@ -20,6 +20,7 @@
 #include "specdec/core/token.hpp"
 #include "specdec/core/warp.hpp"
 #include "specdec/verify/chain.hpp"
+#include "specdec/verify/chain_logits.hpp"
 #include "specdec/verify/rule.hpp"
 #include "specdec/verify/target_only.hpp"
 #include "specdec/verify/tree.hpp"
@@ -38,6 +39,17 @@ struct ChainRows {
   std::int64_t vocab = 0;
   const T* raw_target = nullptr;
   const T* raw_draft = nullptr;
+};
+
+/// The logits of a chain of `length` draft tokens for unchecked::verify_chain_logits: `target`
+/// (length + 1) x vocab and `draft` length x vocab, rows `vocab` apart.
+template <class T = float>
+struct ChainLogits {
+  const T* target = nullptr;
+  const T* draft = nullptr;
+  const Token* draft_tokens = nullptr;
+  std::size_t length = 0;
+  std::int64_t vocab = 0;
 };
 
 /// The rows of a tree of n nodes for unchecked::verify_tree: `target` and `draft` (n + 1) x vocab
@@ -98,6 +110,22 @@ ChainVerdict verify_chain(const Rule& rule, const ChainRows<T>& rows, const Rand
   return detail::verify_chain_unchecked<T>(rule, rows.target, rows.draft, rows.draft_tokens,
                                            rows.length, rows.vocab, stream, out, scratch,
                                            rows.raw_target, rows.raw_draft);
+}
+
+/// verify_chain_logits without validation, same draws and bits: `logits` as ChainLogits
+/// documents, `warp` valid for the vocabulary (Warp::validate: the caller's part, as the sizes
+/// are); `out` holds length + 1 tokens and `scratch`
+/// verify_chain_logits_workspace_size(vocab) bytes aligned to 64 (as Workspace::take gives them).
+/// Rows are still reduced to their statistics, which notice a NaN or +inf: such a row, or a
+/// drafted token of draft probability 0, may throw specdec::Error instead of giving a result.
+template <class T>
+ChainVerdict verify_chain_logits(const Warp& warp, const ChainLogits<T>& logits,
+                                 const RandomStream& stream, Token* out, std::byte* scratch) {
+  return detail::verify_chain_logits_unchecked<T>(
+      warp, detail::LogitRows<T>{logits.target, logits.vocab, "target_logits", 0},
+      detail::LogitRows<T>{logits.draft, logits.vocab, "draft_logits", 0}, logits.draft_tokens,
+      static_cast<std::int64_t>(logits.length), logits.vocab, stream, out, "draft_tokens",
+      detail::chain_logits_scratch(scratch, logits.vocab));
 }
 
 /// verify_tree without validation, same draws and bits: a tree of n = tree.size() nodes in level

@@ -45,7 +45,10 @@ struct DecodeResult {
 /// providers and the metrics' per-level vectors aside).
 ///
 /// Rows: the target returns raw logits; every row is checked (check_provider_output names
-/// "target.logits", check_hidden_output "target.hidden") and mapped through `loop.warp`.
+/// "target.logits", check_hidden_output "target.hidden") and mapped through `loop.warp`, unless
+/// the strategy verifies from the logits (its needs_target_rows() is false: MethodStrategy's
+/// plain sampling, SD, block SD and tree methods), which then warps only what its verification
+/// reads.
 /// Metrics: one StepRecord per target call (tree size and depth, accepted depth, tokens emitted,
 /// the verdict's draft calls).
 ///
@@ -155,7 +158,7 @@ class Decoder {
 
  private:
   // Evaluates the target over batch_ (with hidden states when the strategy drafts from them),
-  // checks its answer and warps every row into target_rows_.
+  // checks its answer and warps every row into target_rows_ if the strategy reads them.
   void score() {
     const auto rows = static_cast<std::size_t>(batch_.rows());
     const auto v = static_cast<std::size_t>(vocab_);
@@ -175,6 +178,8 @@ class Decoder {
       check_provider_output("target.logits", MatrixView<const float>(logits), batch_.rows(),
                             vocab_);
     }
+    warped_ = detail::needs_target_rows(strategy_);
+    if (!warped_) return;
     target_rows_.resize(rows * v);
     for (std::size_t r = 0; r < rows; ++r) {
       detail::warp_row(loop_.warp, std::span<const float>(target_logits_.data() + r * v, v),
@@ -184,8 +189,8 @@ class Decoder {
 
   TargetScores scores() const {
     return {batch_, MatrixView<const float>(target_logits_.data(), batch_.rows(), vocab_),
-            MatrixView<const float>(target_rows_.data(), batch_.rows(), vocab_),
-            MatrixView<const float>(hidden_.data(), batch_.rows(), hidden_width_)};
+            MatrixView<const float>(target_rows_.data(), warped_ ? batch_.rows() : 0, vocab_),
+            MatrixView<const float>(hidden_.data(), batch_.rows(), hidden_width_), loop_.warp};
   }
 
   Target* target_;
@@ -196,6 +201,7 @@ class Decoder {
   SequenceState state_;
   DecodeMetrics metrics_;
   bool started_ = false;
+  bool warped_ = true;  // target_rows_ holds this step's warped rows
 
   Workspace workspace_;
   TreeBatch batch_;

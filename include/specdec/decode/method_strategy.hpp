@@ -29,10 +29,13 @@
 #include "specdec/provider/logits_provider.hpp"
 #include "specdec/provider/tree_batch.hpp"
 #include "specdec/verify/block.hpp"
+#include "specdec/verify/block_logits.hpp"
 #include "specdec/verify/chain.hpp"
+#include "specdec/verify/chain_logits.hpp"
 #include "specdec/verify/mtad.hpp"
 #include "specdec/verify/rule.hpp"
 #include "specdec/verify/tree.hpp"
+#include "specdec/verify/tree_logits.hpp"
 
 namespace specdec {
 
@@ -176,7 +179,11 @@ struct DecodeOptions {
 ///
 /// Randomness (decode/sequence.hpp): drafting uses the step's draft stream, verification its
 /// verify stream, autoregressive sampling draw 0 of its sample stream; each drafter and verifier
-/// documents its per-node draws. Chain methods (SD, cascade, lossy) verify with verify_chain,
+/// documents its per-node draws. Plain sampling, SD, block SD and the tree methods verify from
+/// the target's logits (needs_target_rows() is false: verify_chain_logits, verify_block_logits,
+/// verify_tree_logits with the draft rows drafting wrote), with the same draws and tokens as on
+/// warped rows; MTAD, cascade and lossy read the warped target rows. Chain methods (SD, cascade,
+/// lossy) verify with verify_chain,
 /// whose position i uses the stream at root position + i; block SD uses the verify stream's
 /// draws 0..L; tree methods use verify_tree's node streams; MTAD draw 0 of the verify stream.
 template <LogitsProvider Draft>
@@ -201,6 +208,13 @@ class MethodStrategy {
 
   void reset(std::span<const Token> prompt) {
     if (uses_draft(options_.method)) draft_->reset(prompt);
+  }
+
+  /// False where verification reads the target's logits only (every method but MTAD, cascade and
+  /// lossy, whose rules read whole warped rows).
+  bool needs_target_rows() const {
+    return options_.method == Method::kMtad || options_.method == Method::kCascade ||
+           options_.method == Method::kLossy;
   }
 
   const DraftTree& draft(const StepContext& context) {
@@ -317,15 +331,53 @@ class MethodStrategy {
     }
   }
 
+  // The target's logits as the from-logits verifiers read them.
+  static detail::LogitRows<float> target_logits(const TargetScores& scores) {
+    return {scores.logits.data, scores.logits.stride, "target.logits", 0};
+  }
+
   // Plain sampling from the target: draw 0 of the sample stream.
   StepVerdict verify_autoregressive(const StepContext& context, const TargetScores& scores) {
-    const Token next = static_cast<Token>(detail::sample_row(
-        scores.rows.data, context.vocab, context.sequence.sample_stream().uniform(0)));
+    const float u = context.sequence.sample_stream().uniform(0);
+    if (scores.rows.rows > 0) {
+      return {{}, static_cast<Token>(detail::sample_row(scores.rows.data, context.vocab, u)), 0};
+    }
+    auto scope = context.workspace.scope();
+    auto bytes = context.workspace.take<std::byte>(detail::chain_logits_scratch_size(context.vocab));
+    const Token next =
+        detail::sample_warped_logits(scores.warp, target_logits(scores), 0, context.vocab, u,
+                                     detail::chain_logits_scratch(bytes.data(), context.vocab));
     return {{}, next, 0};
+  }
+
+  // SD and block SD from the target's logits and the draft rows drafting wrote.
+  StepVerdict verify_chain_from_logits(const StepContext& context, const TargetScores& scores) {
+    const auto length = static_cast<std::int64_t>(drafted_.size());
+    out_.resize(static_cast<std::size_t>(length) + 1);
+    auto scope = context.workspace.scope();
+    auto bytes = context.workspace.take<std::byte>(detail::chain_logits_scratch_size(context.vocab));
+    const auto scratch = detail::chain_logits_scratch(bytes.data(), context.vocab);
+    const detail::LogitRows<float> no_draft{nullptr, context.vocab, "draft.logits", 0};
+    std::int32_t accepted;
+    if (options_.method == Method::kSdBlock) {
+      auto weights = context.workspace.take<double>(static_cast<std::size_t>(length) + 1);
+      accepted = detail::block_verify_logits_unchecked<float>(
+          scores.warp, target_logits(scores), no_draft, drafted_.rows.data(),
+          drafted_.tree.tokens.data(), static_cast<std::int32_t>(length), context.vocab,
+          context.sequence.verify_stream(), weights.data(), "draft_tokens", scratch, out_.data());
+    } else {
+      accepted = detail::verify_chain_logits_unchecked<float>(
+                     scores.warp, target_logits(scores), no_draft, drafted_.tree.tokens.data(),
+                     length, context.vocab, context.sequence.verify_stream(), out_.data(),
+                     "draft_tokens", scratch, drafted_.rows.data())
+                     .accepted;
+    }
+    return chain_verdict(accepted, out_[static_cast<std::size_t>(accepted)]);
   }
 
   // SD, block SD, cascade, lossy: one chain of L draft tokens.
   StepVerdict verify_chain(const StepContext& context, const TargetScores& scores) {
+    if (scores.rows.rows == 0) return verify_chain_from_logits(context, scores);
     const auto length = static_cast<std::size_t>(drafted_.size());
     const auto v = static_cast<std::size_t>(context.vocab);
     const std::span<const float> target_rows(scores.rows.data, (length + 1) * v);
@@ -359,6 +411,28 @@ class MethodStrategy {
   StepVerdict verify_tree(const StepContext& context, const TargetScores& scores) {
     const auto n = static_cast<std::size_t>(drafted_.size());
     const auto v = static_cast<std::size_t>(context.vocab);
+    if (scores.rows.rows == 0) {
+      // From the target's logits; the draft rows drafting wrote, where a node has one.
+      draft_row_of_.resize(n + 1);
+      for (std::size_t r = 0; r <= n; ++r) {
+        const auto node = static_cast<std::int32_t>(r) - 1;
+        draft_row_of_[r] = drafted_.has_row(node) ? drafted_.row(node).data() : nullptr;
+      }
+      kept_.resize(static_cast<std::size_t>(drafted_.tree.max_depth()));
+      auto scope = context.workspace.scope();
+      auto candidates = context.workspace.take<Token>(n + 1);
+      auto ids = context.workspace.take<std::int32_t>(n + 1);
+      auto bytes =
+          context.workspace.take<std::byte>(detail::tree_logits_scratch_size(context.vocab));
+      const auto verdict = detail::verify_tree_logits_unchecked<float>(
+          rule_, scores.warp, drafted_.tree.view(), target_logits(scores),
+          detail::LogitRows<float>{nullptr, context.vocab, "draft.logits", 0},
+          draft_row_of_.data(), context.vocab, context.sequence.verify_stream(), kept_.data(),
+          candidates.data(), ids.data(),
+          detail::tree_logits_scratch(bytes.data(), context.vocab));
+      kept_.resize(static_cast<std::size_t>(verdict.accepted));
+      return {kept_, verdict.token, draft_calls_};
+    }
     // Draft rows by node (row 0 = root); leaves get the target row (never read).
     tree_draft_rows_.resize((n + 1) * v);
     for (std::size_t r = 0; r <= n; ++r) {
@@ -412,6 +486,7 @@ class MethodStrategy {
   std::vector<float> draft_logits_, raw_draft_rows_, raw_target_rows_, tree_draft_rows_;
   std::vector<float> log_probs_;
   std::vector<std::int32_t> kept_;
+  std::vector<const float*> draft_row_of_;
   std::vector<Token> out_;
 };
 

@@ -52,9 +52,11 @@ struct StepContext {
 struct TargetScores {
   const TreeBatch& batch;
   MatrixView<const float> logits;  // as the provider returned them (checked finite or -inf)
-  MatrixView<const float> rows;    // the same rows through LoopOptions::warp
+  MatrixView<const float> rows;    // the same rows through `warp`; 0 rows when the strategy's
+                                   // needs_target_rows() said false
   MatrixView<const float> hidden;  // the provider's hidden states; 0 columns unless the
                                    // strategy sets `uses_hidden_states`
+  Warp warp{};                     // LoopOptions::warp, for a strategy verifying from logits
 };
 
 /// A strategy's decision for one step.
@@ -73,6 +75,9 @@ struct StepVerdict {
 ///                               the next draft call;
 ///   verify(context, scores)     -> the accepted path and the next token, from the target rows;
 ///   commit(batch, accepted, next)  after the target commits the same path.
+/// A strategy may also declare `bool needs_target_rows() const`: when it returns false the
+/// Decoder does not warp the target rows (TargetScores::rows has 0 rows) and the strategy
+/// verifies from `logits` and `warp` (verify/chain_logits.hpp); without it every row is warped.
 /// A strategy that drafts from the target's hidden states declares
 /// `static constexpr bool uses_hidden_states = true`; its Decoder then needs a
 /// HiddenStateProvider target and fills TargetScores::hidden. Emitting, the end token,
@@ -96,6 +101,16 @@ inline constexpr bool uses_hidden_states = requires {
 };
 
 namespace detail {
+
+/// Whether the Decoder warps the target rows for `strategy` (its needs_target_rows(), else yes).
+template <class S>
+bool needs_target_rows(const S& strategy) {
+  if constexpr (requires { { strategy.needs_target_rows() } -> std::convertible_to<bool>; }) {
+    return static_cast<bool>(strategy.needs_target_rows());
+  } else {
+    return true;
+  }
+}
 
 /// Warps one logits row into `out` and, when `raw` is given, its plain softmax into `raw` (the
 /// row the cascade deferral and the greedy lossy test read).

@@ -10,6 +10,18 @@ namespace specdec {
 
 namespace detail {
 
+/// h_i = m_i / (m_i + 1 - w_i), m_i = sum [w_i p - q]+ over the rows p = p_(i+1), q = q_(i+1)
+/// (0 when the denominator is not positive): one function for every path, so all round alike.
+template <class T>
+SPECDEC_HOST_DEVICE double block_stop_probability(const T* p, const T* q, double weight,
+                                                  std::int64_t vocab) {
+  const float w = static_cast<float>(weight);
+  const double m = blocked_sum(
+      [=](std::int64_t v) { return positive_part(w * to_float(p[v]) - to_float(q[v])); }, 0, vocab);
+  const double denominator = m + 1.0 - weight;
+  return denominator > 0.0 ? m / denominator : 0.0;
+}
+
 /// The row function. target rows i = 0..L (row i = p_(i+1), the target after i draft tokens), draft
 /// rows i = 0..L-1, all warped and `vocab` wide, contiguous. w_0 = 1,
 /// w_i = min(1, w_(i-1) p_i(x_i) / q_i(x_i)); h_i = m_i / (m_i + 1 - w_i) with
@@ -38,14 +50,7 @@ SPECDEC_HOST_DEVICE std::int32_t block_verify_row(const T* target_rows, const T*
     if (i == length) {
       h = weights[length];
     } else {
-      const T* p = target_rows + i * vocab;
-      const T* q = draft_rows + i * vocab;
-      const float w = static_cast<float>(weights[i]);
-      const double m = blocked_sum(
-          [=](std::int64_t v) { return positive_part(w * to_float(p[v]) - to_float(q[v])); }, 0,
-          vocab);
-      const double denominator = m + 1.0 - weights[i];
-      h = denominator > 0.0 ? m / denominator : 0.0;
+      h = block_stop_probability(target_rows + i * vocab, draft_rows + i * vocab, weights[i], vocab);
     }
     if (uniforms.uniform(static_cast<std::uint32_t>(i - 1)) <= h) tau = i;
   }

@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: MIT
-// First-child / next-sibling links (SGLang's layout) <-> parents in level order, both ways.
-#include <catch2/catch.hpp>
-
+// First-child / next-sibling links (SGLang's layout) -> parents in level order, and back through
+// export_sglang.
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
+#include "specdec/tree/exporters.hpp"
 #include "specdec/tree/sibling_lists.hpp"
 
 using namespace specdec;
@@ -22,6 +24,16 @@ Parents to_parents(const std::vector<std::int64_t>& first_child,
   Parents out{std::vector<std::int32_t>(n), std::vector<std::int32_t>(n)};
   parents_from_sibling_lists({first_child, next_sibling}, out.parents, out.slots);
   return out;
+}
+
+/// export_sglang's links of a parents layout (tokens are not needed: zeros).
+std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>> to_links(
+    const std::vector<std::int32_t>& parents) {
+  const std::vector<Token> tokens(parents.size(), 0);
+  std::vector<std::int64_t> index(parents.size() + 1), first(parents.size() + 1),
+      next(parents.size() + 1);
+  export_sglang(TreeView{tokens, parents}, 0, index, first, next);
+  return {first, next};
 }
 
 /// Every node's root-to-node path of slot tokens, sorted: equal for two layouts of one tree.
@@ -53,34 +65,23 @@ TEST_CASE("sibling lists convert to parents in level order with children in sibl
   CHECK(p.parents == std::vector<std::int32_t>{-1, -1, 0, 1, 3});
 }
 
-TEST_CASE("parents convert to sibling lists with slot i + 1 holding node i",
-          "[tree][sibling_lists]") {
-  // Root -> {0, 1}, 0 -> {2, 3}, 3 -> {4}.
-  const std::vector<std::int32_t> parents = {-1, -1, 0, 0, 3};
-  std::vector<std::int64_t> first(6), next(6);
-  sibling_lists_from_parents(parents, first, next);
-  CHECK(first == std::vector<std::int64_t>{1, 3, -1, -1, 5, -1});
-  CHECK(next == std::vector<std::int64_t>{-1, 2, -1, 4, -1, -1});
-}
-
-TEST_CASE("sibling lists and parents round-trip", "[tree][sibling_lists]") {
+TEST_CASE("sibling lists and parents round-trip through export_sglang", "[tree][sibling_lists]") {
   // Parents -> links -> parents is the identity for a tree whose levels list children parent by
   // parent; links -> parents -> links keeps every root-to-node token path.
   const std::vector<std::int32_t> parents = {-1, -1, -1, 0, 0, 2, 3, 3, 5};
-  std::vector<std::int64_t> first(10), next(10);
-  sibling_lists_from_parents(parents, first, next);
+  const auto [first, next] = slt::to_links(parents);
   const auto back = slt::to_parents(first, next);
   CHECK(back.parents == parents);
   CHECK(back.slots == std::vector<std::int32_t>{1, 2, 3, 4, 5, 6, 7, 8, 9});
 
   // Slots in no particular order (as an engine may fill them), tokens per slot.
-  const std::vector<std::int64_t> first2 = {3, -1, 6, 2, -1, -1, -1}, next2 = {-1, -1, 4, 5, 1, -1, -1};
+  const std::vector<std::int64_t> first2 = {3, -1, 6, 2, -1, -1, -1},
+                                  next2 = {-1, -1, 4, 5, 1, -1, -1};
   const std::vector<std::int64_t> slot_tokens = {9, 10, 11, 12, 13, 14, 15};
   const auto p = slt::to_parents(first2, next2);
   std::vector<std::int64_t> node_tokens;
   for (auto s : p.slots) node_tokens.push_back(slot_tokens[static_cast<std::size_t>(s)]);
-  std::vector<std::int64_t> first3(7), next3(7);
-  sibling_lists_from_parents(p.parents, first3, next3);
+  const auto [first3, next3] = slt::to_links(p.parents);
   const auto again = slt::to_parents(first3, next3);
   std::vector<std::int64_t> again_tokens;
   for (auto s : again.slots) again_tokens.push_back(node_tokens[static_cast<std::size_t>(s) - 1]);
@@ -93,9 +94,7 @@ TEST_CASE("sibling lists and parents round-trip", "[tree][sibling_lists]") {
 TEST_CASE("a root without children converts to an empty tree", "[tree][sibling_lists]") {
   const auto p = slt::to_parents({-1}, {-1});
   CHECK(p.parents.empty());
-  std::vector<std::int64_t> first(1), next(1);
-  sibling_lists_from_parents({}, first, next);
-  CHECK(first[0] == -1);
+  CHECK(slt::to_links({}).first == std::vector<std::int64_t>{-1});
 }
 
 TEST_CASE("malformed sibling lists name the link", "[tree][sibling_lists][bad_input]") {
@@ -108,8 +107,8 @@ TEST_CASE("malformed sibling lists name the link", "[tree][sibling_lists][bad_in
   CHECK_THROWS_WITH(convert({1, -1, -1}, {-1, 7, -1}), Catch::StartsWith("next_sibling[1]"));
   // The root as a child, a sibling cycle, a child cycle, a slot with two parents.
   CHECK_THROWS_WITH(convert({1, 0}, {-1, -1}), Catch::StartsWith("first_child[1]"));
-  CHECK_THROWS_WITH(convert({1, -1, -1}, {-1, 2, 1}), Catch::StartsWith("next_sibling[2]") &&
-                                                          Catch::Contains("second time"));
+  CHECK_THROWS_WITH(convert({1, -1, -1}, {-1, 2, 1}),
+                    Catch::StartsWith("next_sibling[2]") && Catch::Contains("second time"));
   CHECK_THROWS_WITH(convert({1, 2, 1}, {-1, -1, -1}), Catch::StartsWith("first_child[2]"));
   CHECK_THROWS_WITH(convert({1, 2, -1}, {-1, 2, -1}), Catch::StartsWith("first_child[1]"));
   // An unreachable slot, a sibling of the root, sizes.
@@ -118,9 +117,8 @@ TEST_CASE("malformed sibling lists name the link", "[tree][sibling_lists][bad_in
   CHECK_THROWS_WITH(convert({1, -1}, {1, -1}), Catch::StartsWith("next_sibling[0]"));
   CHECK_THROWS_WITH(convert({1, -1}, {-1}), Catch::StartsWith("next_sibling"));
   CHECK_THROWS_WITH(convert({}, {}), Catch::StartsWith("first_child"));
-  std::vector<std::int64_t> first(2), next(3);
-  CHECK_THROWS_WITH(sibling_lists_from_parents(std::vector<std::int32_t>{-1, 1}, next, next),
-                    Catch::StartsWith("parents[1]"));
-  CHECK_THROWS_WITH(sibling_lists_from_parents(std::vector<std::int32_t>{-1, 0}, first, next),
-                    Catch::StartsWith("first_child"));
+  std::vector<std::int32_t> parents(2), slots(1);
+  const std::vector<std::int64_t> first = {1, -1}, next = {-1, -1};
+  CHECK_THROWS_WITH(parents_from_sibling_lists({first, next}, parents, slots),
+                    Catch::StartsWith("parents"));
 }

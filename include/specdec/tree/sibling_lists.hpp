@@ -2,6 +2,7 @@
 // Conversion between the first-child / next-sibling layout some engines pass their draft trees in
 // (SGLang's retrive_next_token / retrive_next_sibling: N + 1 slots, slot 0 the root, -1 for none)
 // and the parents layout every tree function here takes (TreeView: level order, root not stored).
+// The other direction is export_sglang (tree/exporters.hpp).
 #pragma once
 
 #include <algorithm>
@@ -29,8 +30,7 @@ namespace detail {
 /// a batch passes names that already carry the sequence index). `seen` holds N + 1 bytes.
 inline std::int32_t parents_from_sibling_lists(SiblingLists lists, std::span<std::int32_t> parents,
                                                std::span<std::int32_t> slots,
-                                               const ArgName& first_name,
-                                               const ArgName& next_name,
+                                               const ArgName& first_name, const ArgName& next_name,
                                                std::span<std::uint8_t> seen) {
   const auto slot_count = lists.first_child.size();
   if (slot_count == 0) fail(first_name, "has no entries; slot 0 (the root) is required");
@@ -70,8 +70,10 @@ inline std::int32_t parents_from_sibling_lists(SiblingLists lists, std::span<std
   if (count < n) {
     for (std::size_t s = 1; s < slot_count; ++s) {
       if (seen[s] == 0) {
-        fail(first_name, "leaves slot {} unreachable from the root (slot 0): no child or "
-             "sibling link leads to it", s);
+        fail(first_name,
+             "leaves slot {} unreachable from the root (slot 0): no child or "
+             "sibling link leads to it",
+             s);
       }
     }
   }
@@ -87,38 +89,12 @@ inline std::int32_t parents_from_sibling_lists(SiblingLists lists, std::span<std
 /// [slots[k]]. `parents` and `slots` hold N entries; returns N. Throws specdec::Error naming
 /// `first_child[s]` or `next_sibling[s]` for a link outside [1, N] or -1, a cycle or a slot with
 /// two parents, `first_child` for a slot the root does not reach, `next_sibling[0]` unless -1.
-/// Complexity: O(N).
+/// export_sglang goes back (slot i + 1 = node i). Complexity: O(N).
 inline std::int32_t parents_from_sibling_lists(SiblingLists lists, std::span<std::int32_t> parents,
                                                std::span<std::int32_t> slots) {
   std::vector<std::uint8_t> seen(lists.first_child.size());
   return detail::parents_from_sibling_lists(lists, parents, slots, "first_child", "next_sibling",
                                             seen);
-}
-
-/// Converts a parents layout (N nodes, parents[i] = -1 or an earlier node) to first-child /
-/// next-sibling links over N + 1 slots: slot 0 is the root and slot i + 1 holds node i; each
-/// node's children are linked in node order (the order verifiers try them). `first_child` and
-/// `next_sibling` hold N + 1 entries. Throws specdec::Error naming `parents[i]` or the buffer.
-/// Complexity: O(N).
-inline void sibling_lists_from_parents(std::span<const std::int32_t> parents,
-                                       std::span<std::int64_t> first_child,
-                                       std::span<std::int64_t> next_sibling) {
-  detail::check_node_count("parents", parents.size());
-  const auto n = parents.size();
-  detail::check_size("first_child", first_child.size(), n + 1);
-  detail::check_size("next_sibling", next_sibling.size(), n + 1);
-  for (std::size_t i = 0; i < n; ++i) {
-    detail::check_parent(ArgName("parents", static_cast<std::int64_t>(i)), parents[i],
-                         static_cast<std::int64_t>(i));
-  }
-  std::fill(first_child.begin(), first_child.begin() + static_cast<std::ptrdiff_t>(n + 1), -1);
-  std::fill(next_sibling.begin(), next_sibling.begin() + static_cast<std::ptrdiff_t>(n + 1), -1);
-  // Backwards, each node pushed at the head of its parent's list: lists end in node order.
-  for (std::size_t i = n; i-- > 0;) {
-    auto& head = first_child[static_cast<std::size_t>(parents[i] + 1)];
-    next_sibling[i + 1] = head;
-    head = static_cast<std::int64_t>(i + 1);
-  }
 }
 
 }  // namespace specdec

@@ -49,7 +49,7 @@ TEST_CASE("lossy greedy chains and trees take the bonus token as the argmax of i
   // Lossy{greedy} corrects with the argmax; its bonus token must be the argmax too, not a draw.
   const std::vector<float> chain_rows = {0.1f, 0.6f, 0.3f,   // position 0: token 1 accepted
                                          0.3f, 0.4f, 0.3f};  // bonus row, not one-hot
-  const std::vector<float> chain_drafts(6, 1.0f / 3.0f);
+  const std::vector<float> chain_drafts(3, 1.0f / 3.0f);
   const std::vector<Token> chain_tokens = {1};
   const std::vector<Token> tokens = {1, 0};
   const std::vector<std::int32_t> parents = {-1, 0};

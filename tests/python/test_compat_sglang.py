@@ -343,7 +343,7 @@ def with_entry(array, where, value):
     (dict(uniform_samples_for_final_sampling=None), "uniform_samples_for_final_sampling"),
     (dict(threshold_single=1.5), "threshold_single"),
     (dict(threshold_acc=-0.5), "threshold_acc"),
-    (dict(target_probs=np.full((2, 6, 20), np.nan, np.float32)), "target_probs"),
+    (dict(target_probs=np.full((2, 6, 20), np.nan, np.float32)), "target_probs[0][0]"),
     (dict(target_probs=np.full((2, 6, 20), 0.5, np.float32)), "target_probs[0][0]"),
     (dict(target_probs=np.ones((2, 5, 20), np.float32) / 20), "target_probs"),
     (dict(draft_probs=np.zeros((2, 6, 19), np.float32)), "draft_probs"),

@@ -62,6 +62,7 @@ struct GivenCoins {
 template <class T>
 Token draw_residual(const T* target, const float* draft, std::int64_t vocab, const Token* tried,
                     std::int32_t count, float u, float* scratch) {
+  if (draft == nullptr && count == 0) return sample_row(target, vocab, u);  // the row itself
   for (std::int64_t i = 0; i < vocab; ++i) {
     const float p = to_float(target[i]);
     scratch[i] = draft == nullptr ? p : positive_part(p - draft[i]);

@@ -85,8 +85,8 @@ def tree_speculative_sampling_target_only(
     if target_probs is None:
         raise error("target_probs", "is required (float32 [bs, num_draft_tokens, V])")
     outputs = _Outputs(predicts, accept_index, accept_token_num)
-    target = renormalised(_host(target_probs, "target_probs", "float", 3))
-    draft = None if draft_probs is None else _host(draft_probs, "draft_probs", "float", 3)
+    target = _rows(target_probs, "target_probs")
+    draft = None if draft_probs is None else _rows(draft_probs, "draft_probs")
     coins = final = None
     streams = None
     if uniform_samples is None and uniform_samples_for_final_sampling is None:
@@ -212,6 +212,23 @@ def _host(value: Any, name: str, kind: str, ndim: int) -> np.ndarray:
     if is_cuda(value):
         value = value.detach().cpu()
     return as_numpy(value, name, kind=kind, ndim=ndim)
+
+
+def _rows(value: Any, name: str) -> np.ndarray:
+    """Probability rows [bs, N, V] as float32. The walk checks the rows it reads (most are not
+    read), so float32 rows are passed as they are; float16 / bfloat16 rows are widened and those
+    within 1% of summing to 1 rescaled."""
+    if is_cuda(value):
+        value = value.detach().cpu()
+    if is_torch(value) and str(value.dtype) == "torch.float32":
+        array = value.detach().numpy()
+    elif isinstance(value, np.ndarray) and value.dtype == np.float32:
+        array = value
+    else:
+        return renormalised(as_numpy(value, name, kind="float", ndim=3))
+    if array.ndim != 3:
+        raise error(name, f"has {array.ndim} dimensions; expected 3")
+    return array
 
 
 def _streams(seed: Any, generator: Any, batch: int) -> list:

@@ -40,8 +40,9 @@ What differs from SGLang:
   simply never matches.
 - Bad input raises specdec.Error naming the argument where SGLang reads out of bounds or loops:
   links out of range, cycles, a slot with two parents or unreachable from the root, retrive
-  indices outside ``predicts``, coins or thresholds outside [0, 1], probability rows that do not
-  sum to 1 (rows within 1% are rescaled: float16 / bfloat16 rounding). Both the ``retrive_*``
+  indices outside ``predicts``, coins or thresholds outside [0, 1], a probability row the walk
+  reads that does not sum to 1 (rows it does not read are not checked; float16 / bfloat16 rows
+  within 1% are rescaled). Both the ``retrive_*``
   spelling and the ``retrieve_*`` spelling are accepted (by keyword). `deterministic` is accepted
   and has no effect.
 """

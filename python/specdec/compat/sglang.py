@@ -42,9 +42,8 @@ What differs from SGLang:
   links out of range, cycles, a slot with two parents or unreachable from the root, retrive
   indices outside ``predicts``, coins or thresholds outside [0, 1], a probability row the walk
   reads that does not sum to 1 (rows it does not read are not checked; float16 / bfloat16 rows
-  within 1% are rescaled). Both the ``retrive_*``
-  spelling and the ``retrieve_*`` spelling are accepted (by keyword). `deterministic` is accepted
-  and has no effect.
+  within 1% are rescaled). Both the ``retrive_*`` spelling and the ``retrieve_*`` spelling are
+  accepted (by keyword). `deterministic` is accepted and has no effect.
 """
 
 from __future__ import annotations

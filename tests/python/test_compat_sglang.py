@@ -364,3 +364,26 @@ def test_greedy_bad_input_names_the_argument():
     with pytest.raises(specdec.Error) as refused:
         verify_tree_greedy(*out, np.array(CANDIDATES, np.int64), *links().values())
     assert refused.value.argument == "target_predict"
+
+
+# ---- the engine-style example ----------------------------------------------------------------
+
+
+@requires_torch
+@pytest.mark.parametrize("options, promise", [
+    (["--temperature", "0"], "every request matches the target's greedy decoding"),
+    ([], "tokens per request and pass"),
+])
+def test_engine_loop_example_runs(options, promise, tmp_path):
+    import os
+    import pathlib
+    import subprocess
+    import sys
+    example = (pathlib.Path(__file__).resolve().parents[2] / "examples" / "python"
+               / "engine_sglang_adapter.py")
+    package_root = str(pathlib.Path(specdec.__file__).resolve().parents[1])
+    done = subprocess.run([sys.executable, str(example), "--quick", *options], cwd=tmp_path,
+                          env=dict(os.environ, PYTHONPATH=package_root), capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert promise in done.stdout

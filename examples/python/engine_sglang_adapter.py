@@ -84,7 +84,7 @@ def main():
     parser.add_argument("--quick", action="store_true", help="two short requests")
     args = parser.parse_args()
     if args.quick:
-        args.requests, args.tokens = 2, 12
+        args.requests, args.tokens = 2, 8
     torch.set_num_threads(1)
     torch.manual_seed(args.seed)
 

@@ -370,11 +370,7 @@ def test_greedy_bad_input_names_the_argument():
 
 
 @requires_torch
-@pytest.mark.parametrize("options, promise", [
-    (["--temperature", "0"], "every request matches the target's greedy decoding"),
-    ([], "tokens per request and pass"),
-])
-def test_engine_loop_example_runs(options, promise, tmp_path):
+def test_engine_loop_example_matches_greedy_decoding(tmp_path):
     import os
     import pathlib
     import subprocess
@@ -382,8 +378,8 @@ def test_engine_loop_example_runs(options, promise, tmp_path):
     example = (pathlib.Path(__file__).resolve().parents[2] / "examples" / "python"
                / "engine_sglang_adapter.py")
     package_root = str(pathlib.Path(specdec.__file__).resolve().parents[1])
-    done = subprocess.run([sys.executable, str(example), "--quick", *options], cwd=tmp_path,
-                          env=dict(os.environ, PYTHONPATH=package_root), capture_output=True,
-                          text=True, timeout=300)
+    done = subprocess.run([sys.executable, str(example), "--quick", "--temperature", "0"],
+                          cwd=tmp_path, env=dict(os.environ, PYTHONPATH=package_root),
+                          capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    assert promise in done.stdout
+    assert "every request matches the target's greedy decoding" in done.stdout

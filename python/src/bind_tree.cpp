@@ -445,6 +445,46 @@ void bind_exporters(py::module_& m) {
       "slot (-1 for none).");
 }
 
+/// Integer links (int32 or int64) of `ndim` = 1 dimension on the host, as int64.
+std::vector<std::int64_t> links_arg(py::handle obj, std::string_view name) {
+  const Array a = array_arg(obj, name);
+  require_host(a, name);
+  require_ndim(a, name, 1);
+  if (a.dtype == DType::int64) {
+    const auto values = a.span<std::int64_t>(name);
+    return {values.begin(), values.end()};
+  }
+  if (a.dtype == DType::int32 || a.size() == 0) {
+    const auto values =
+        a.size() == 0 ? std::span<const std::int32_t>{} : a.span<std::int32_t>(name);
+    return {values.begin(), values.end()};
+  }
+  throw Error(std::string(name),
+              fmt::format("has dtype {}; expected int64 or int32", dtype_name(a.dtype)));
+}
+
+void bind_sibling_lists(py::module_& m) {
+  m.def(
+      "parents_from_sibling_lists",
+      [](py::handle first_object, py::handle next_object) {
+        const auto first = links_arg(first_object, "first_child");
+        const auto next = links_arg(next_object, "next_sibling");
+        const auto n = static_cast<std::int64_t>(first.empty() ? 0 : first.size() - 1);
+        Output<std::int32_t> parents({n}, ArrayKind::numpy);
+        Output<std::int32_t> slots({n}, ArrayKind::numpy);
+        parents_from_sibling_lists({first, next}, parents.values(), slots.values());
+        return py::make_tuple(parents.result(), slots.result());
+      },
+      py::arg("first_child"), py::arg("next_sibling"),
+      "First-child / next-sibling links over N + 1 slots (slot 0 the root, -1 for none; SGLang's\n"
+      "retrive_next_token and retrive_next_sibling of one sequence) as a tree in level order:\n"
+      "returns (parents, slots), int32 [N] each: node k sits at slot slots[k], its parent is\n"
+      "parents[k] (-1 for a child of the root); children keep their sibling order. Tokens\n"
+      "follow the slots (tokens = candidates[slots]). export_sglang goes back. Raises\n"
+      "specdec.Error naming the link for out-of-range links, cycles, a slot with two parents\n"
+      "or one the root does not reach.");
+}
+
 }  // namespace
 
 void bind_tree(py::module_& m) {
@@ -452,6 +492,7 @@ void bind_tree(py::module_& m) {
   bind_masks_and_paths(m);
   bind_beams(m);
   bind_exporters(m);
+  bind_sibling_lists(m);
 }
 
 }  // namespace specdec::python

@@ -22,5 +22,6 @@ void bind_draft(py::module_& m);   // drafters and the ReDrafter head
 void bind_tree(py::module_& m);    // trees, masks, positions, KV compaction, exporters
 void bind_shape(py::module_& m);   // tree shapes, acceptance estimates, draft lengths
 void bind_decode(py::module_& m);  // LogitsProvider, decode, toy models
+void bind_compat(py::module_& m);  // the compiled half of specdec.compat (SGLang's tree walk)
 
 }  // namespace specdec::python

@@ -22,4 +22,5 @@ PYBIND11_MODULE(_specdec, m) {
   specdec::python::bind_tree(m);
   specdec::python::bind_shape(m);
   specdec::python::bind_decode(m);
+  specdec::python::bind_compat(m);
 }

@@ -291,6 +291,10 @@ def examples(tmp_path):
         "export_flashinfer_masks": Example(
             lambda **a: specdec.export_flashinfer_masks([tree(), tree()], **a),
             context_lengths=tokens(4, 5)),
+        "parents_from_sibling_lists": Example(
+            lambda **a: specdec.parents_from_sibling_lists(**a),
+            first_child=np.array([1, 2, -1], np.int64),
+            next_sibling=np.array([-1, -1, -1], np.int64)),
         # tree shapes and draft lengths
         "sequoia_tree": Example(lambda **a: specdec.sequoia_tree(budget=4, max_depth=2, **a),
                                 acceptance_by_rank=np.array([0.6, 0.3], np.float32)),

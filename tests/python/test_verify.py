@@ -172,7 +172,9 @@ def chain_by_nodes(rule, target_rows, draft_rows, draft_tokens, s):
             return specdec.ChainVerdict(i, i + 1), tokens
     length = len(draft_tokens)
     bonus = s.at_position(s.position + length)
-    if isinstance(rule, specdec.Greedy):  # greedy: the bonus token is the argmax too
+    argmax_rule = isinstance(rule, specdec.Greedy) or (
+        isinstance(rule, specdec.Lossy) and rule.greedy)
+    if argmax_rule:  # greedy and lossy greedy: the bonus token is the argmax too
         tokens.append(int(np.argmax(target_rows[length])))
     else:
         tokens.append(draw_from(target_rows[length], bonus.uniform(0)))

@@ -43,3 +43,34 @@ TEST_CASE("greedy trees take the bonus token after a leaf as the argmax of its r
     CHECK(v.token == 2);
   }
 }
+
+TEST_CASE("lossy greedy chains and trees take the bonus token as the argmax of its row",
+          "[verify][chain][tree][lossy][greedy]") {
+  // Lossy{greedy} corrects with the argmax; its bonus token must be the argmax too, not a draw.
+  const std::vector<float> chain_rows = {0.1f, 0.6f, 0.3f,   // position 0: token 1 accepted
+                                         0.3f, 0.4f, 0.3f};  // bonus row, not one-hot
+  const std::vector<float> chain_drafts(3, 1.0f / 3.0f);
+  const std::vector<Token> chain_tokens = {1};
+  const std::vector<Token> tokens = {1, 0};
+  const std::vector<std::int32_t> parents = {-1, 0};
+  const std::vector<float> tree_rows = {0.1f, 0.6f, 0.3f,   // root
+                                        0.5f, 0.2f, 0.3f,   // after node 0
+                                        0.3f, 0.3f, 0.4f};  // after node 1 (the leaf)
+  const std::vector<float> tree_drafts(9, 1.0f / 3.0f);
+  const Rule rule = Lossy{.alpha = 0.1f, .greedy = true};
+  Workspace ws;
+  std::vector<Token> out(2);
+  std::vector<std::int32_t> accepted(2);
+  for (std::uint32_t s = 0; s < 64; ++s) {
+    const RandomStream stream{s, 0, 0, 0, Domain::kVerify};
+    const auto c = verify_chain<float>(rule, chain_rows, chain_drafts, chain_tokens, 3, stream,
+                                       out, ws);
+    REQUIRE(c.accepted == 1);
+    CHECK(out[1] == 1);
+    const auto t =
+        verify_tree<float>(rule, {tokens, parents}, tree_rows, tree_drafts, 3, stream, accepted, ws);
+    REQUIRE(t.accepted == 2);
+    CHECK(t.bonus);
+    CHECK(t.token == 2);
+  }
+}

@@ -10,6 +10,7 @@
 #include "specdec/tree/kv_compaction.hpp"
 #include "specdec/tree/select.hpp"
 #include "specdec/tree/sequoia.hpp"
+#include "specdec/tree/sibling_lists.hpp"
 #include "specdec/tree/tree_mask.hpp"
 #include "specdec/tree/tree_paths.hpp"
 #include "specdec/tree/tree_view.hpp"

@@ -124,11 +124,17 @@ NodeVerdict verify_node_unchecked(const Rule& rule, const NodeRows<T>& rows,
       rule);
 }
 
-/// The token after a fully accepted path, from the target row there: its argmax for Greedy (whose
-/// corrections are argmaxes too), else draw 0 of `s`.
+/// True for the rules whose corrections are argmaxes (Greedy, Lossy{greedy}).
+inline bool corrects_by_argmax(const Rule& rule) {
+  const auto* lossy = std::get_if<Lossy>(&rule);
+  return std::holds_alternative<Greedy>(rule) || (lossy != nullptr && lossy->greedy);
+}
+
+/// The token after a fully accepted path, from the target row there: its argmax for Greedy and
+/// Lossy{greedy} (whose corrections are argmaxes too), else draw 0 of `s`.
 template <class T>
 Token bonus_token(const Rule& rule, const T* target, std::int64_t vocab, const RandomStream& s) {
-  if (std::holds_alternative<Greedy>(rule)) return static_cast<Token>(row_argmax(target, vocab));
+  if (corrects_by_argmax(rule)) return static_cast<Token>(row_argmax(target, vocab));
   return detail::sample_row(target, vocab, s.uniform(0));
 }
 

@@ -17,5 +17,6 @@
 #include "specdec/verify/rule.hpp"
 #include "specdec/verify/spectr.hpp"
 #include "specdec/verify/target_only.hpp"
+#include "specdec/verify/target_only_lossy.hpp"
 #include "specdec/verify/tree.hpp"
 #include "specdec/verify/typical.hpp"

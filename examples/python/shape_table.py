@@ -80,8 +80,8 @@ def warp(logits: np.ndarray, temperature: float) -> np.ndarray:
 def measure_costs(model: GPT, largest: int, repeats: int, context: int = PROMPT + 12):
     """Seconds of one forward pass that scores the root and n tree nodes after a cached context
     of `context` tokens, n = 0 .. largest: (the fastest of `repeats` timings per n, the straight
-    line fitted to them). The line smooths out the other load of a shared machine; it is then
-    refitted without the points more than three times the median residual above it."""
+    line fitted to them). The line (Theil-Sen: the median slope over all pairs of sizes) smooths
+    out the other load of a shared machine, which only ever adds time."""
     provider = ModelProvider(model)
     provider.reset([ord("a")] * context)
     vocab = model.config.vocab
@@ -99,12 +99,10 @@ def measure_costs(model: GPT, largest: int, repeats: int, context: int = PROMPT 
         costs.append(best)
     measured = np.array(costs)
     sizes = np.arange(largest + 1)
-    keep = np.ones(len(sizes), bool)
-    for _ in range(2):
-        slope, intercept = np.polyfit(sizes[keep], measured[keep], 1)
-        residual = measured - (intercept + slope * sizes)
-        keep = residual <= 3 * np.median(np.abs(residual)) + 1e-9
-    return measured, np.maximum(intercept + slope * sizes, measured.min())
+    i, j = np.triu_indices(len(sizes), 1)
+    slope = max(float(np.median((measured[j] - measured[i]) / (j - i))), 0.0)
+    intercept = float(np.median(measured - slope * sizes))
+    return measured, intercept + slope * sizes
 
 
 @dataclasses.dataclass
@@ -144,10 +142,20 @@ class Pair:
 
     def rows(self, provider: ModelProvider, tree: specdec.DraftTree) -> np.ndarray:
         """Warped rows [len(tree) + 1, V]: after the root, then after each node."""
+        return warp(self.logits(provider, tree), self.temperature)
+
+    def draft_rows(self, tree: specdec.DraftTree):
+        """The draft's warped rows, and its confidence: the same rows, or at temperature 0
+        (one-hot rows) the softmax at temperature 1, which ranks and scores children."""
+        logits = self.logits(self.draft, tree)
+        rows = warp(logits, self.temperature)
+        return rows, (rows if self.temperature > 0 else warp(logits, 1.0))
+
+    def logits(self, provider: ModelProvider, tree: specdec.DraftTree) -> np.ndarray:
         batch = specdec.TreeBatch.from_tree(tree, provider.committed_length())
         logits = np.empty((len(tree) + 1, self.vocab), np.float32)
         provider.evaluate(batch, logits)
-        return warp(logits, self.temperature)
+        return logits
 
     def verify(self, tree: specdec.DraftTree, draft_rows: np.ndarray | None):
         """Scores `tree` with the target and verifies it (recursive rejection sampling where the
@@ -165,11 +173,12 @@ class Pair:
         self.draft.commit(batch, accepted, verdict.token)
         return [int(node) for node in accepted]
 
-    def children(self, row: np.ndarray, count: int, node: int) -> list[int]:
+    def children(self, row: np.ndarray, confidence: np.ndarray, count: int,
+                 node: int) -> list[int]:
         """`count` children for a node whose draft row is `row`: the most probable ones at
         temperature 0, else drawn without replacement (Gumbel-top-k)."""
         if self.temperature == 0:
-            return [int(t) for t in np.argsort(-row, kind="stable")[:count]]
+            return [int(t) for t in np.argsort(-confidence, kind="stable")[:count]]
         stream = self.stream(specdec.Domain.DRAFT).at_node(node + 1)
         tokens, _ = specdec.gumbel_top_k_probabilities(row, count, stream)
         if len(tokens) < count:
@@ -229,12 +238,13 @@ class StaticShape:
             expanding = [node for node in frontier if self.kids[node + 1]]
             if not expanding:
                 break
-            rows = pair.rows(pair.draft, tree)
+            rows, confidence = pair.draft_rows(tree)
             levels.append(len(expanding))
             frontier = []
             for node in expanding:
                 draft_rows[node + 1] = rows[node + 1]
-                tokens = pair.children(rows[node + 1], len(self.kids[node + 1]), node)
+                tokens = pair.children(rows[node + 1], confidence[node + 1],
+                                       len(self.kids[node + 1]), node)
                 for child, token in zip(self.kids[node + 1], tokens):
                     if tree.add(token, node) != child:
                         raise AssertionError("the shape is not in level order")
@@ -261,11 +271,11 @@ class Expanded:
         expanded, log_probs, scores = specdec.DraftTree(), [], []
         frontier, levels = [-1], []
         for _ in range(self.depth):
-            rows = pair.rows(pair.draft, expanded)
+            _, confidence = pair.draft_rows(expanded)
             levels.append(len(frontier))
             grown = []
             for node in frontier:
-                for token, log_p in top_children(rows[node + 1], self.top_k):
+                for token, log_p in top_children(confidence[node + 1], self.top_k):
                     grown.append(expanded.add(token, node))
                     log_probs.append(log_p)
                     scores.append((scores[node] if node >= 0 else 0.0) + log_p)
@@ -294,7 +304,7 @@ class BestFirst:
             chain = specdec.DraftTree(np.asarray(path, np.int32),
                                       np.arange(-1, len(path) - 1, dtype=np.int32))
             levels.append(1)
-            return top_children(pair.rows(pair.draft, chain)[-1], self.top_k)
+            return top_children(pair.draft_rows(chain)[1][-1], self.top_k)
 
         tree, _ = specdec.grow_best_first(expand, self.budget, self.min_gain, MAX_DEPTH)
         accepted = pair.verify(tree, None)
@@ -333,12 +343,12 @@ class ControlledChain:
         tree = specdec.DraftTree()
         rows_kept, levels = [], []
         for node in range(min(self.planned(), self.max_length)):
-            row = pair.rows(pair.draft, tree)[-1]
+            rows, confidence = pair.draft_rows(tree)
             levels.append(1)
-            token = pair.children(row, 1, node - 1)[0]
-            rows_kept.append(row)
+            token = pair.children(rows[-1], confidence[-1], 1, node - 1)[0]
+            rows_kept.append(rows[-1])
             tree.add(token, node - 1)
-            if self.stop(float(row[token])):
+            if self.stop(float(confidence[-1][token])):
                 break
         draft_rows = np.array(rows_kept + [rows_kept[-1]], np.float32)
         accepted = pair.verify(tree, draft_rows)
@@ -428,8 +438,8 @@ def policies(acceptance: list[float], costs: Costs):
         rows.append(("Sequoia", f"Sequoia budget {budget}", StaticShape(shape.parents)))
     plan = specdec.sequoia_plan(acceptance, costs.verify.astype(np.float32),
                                 costs.draft_level(4), MAX_DEPTH)
-    rows.append(("Sequoia", f"Sequoia hardware-aware (budget {plan.budget}, depth {plan.depth})",
-                 StaticShape(plan.shape.parents)))
+    rows.append(("Sequoia", "Sequoia hardware-aware", StaticShape(plan.shape.parents)))
+    rows[-1][2].plan = (plan.budget, plan.depth)
     for budget in (14, 30):
         rows.append(("dynamic", f"EAGLE-2 rerank, budget {budget}", Expanded(
             4, 6, lambda parents, lp, b=budget: specdec.select_by_path_score(parents, lp, b))))
@@ -488,17 +498,19 @@ QUICK = {"chain k = 4", "k-ary 2x2x2", "Sequoia budget 14", "EAGLE-2 rerank, bud
 def evaluate(temperatures, prompts, calibration_prompts, tokens, costs, target, draft, seed=1,
              log=print, quick=False):
     """{temperature: [row, ...]} with row = dict(family, name, efficiency, seconds, nodes,
-    lossless, perplexity, outputs), plus the acceptance by rank measured per temperature."""
+    lossless, perplexity, outputs), and {temperature: (acceptance by rank, hardware-aware
+    Sequoia's (budget, depth))}."""
     results, acceptances = {}, {}
     for temperature in temperatures:
         pair = Pair(target, draft, temperature, seed)
         acceptance = calibrate_by_rank(pair, calibration_prompts, tokens)
-        acceptances[temperature] = acceptance
         log(f"temperature {temperature}: acceptance by rank "
             + " ".join(f"{a:.3f}" for a in acceptance))
         rows = []
         for family, name, policy in policies(acceptance, costs):
-            if quick and name not in QUICK and not name.startswith("Sequoia hardware"):
+            if hasattr(policy, "plan"):
+                acceptances[temperature] = (acceptance, policy.plan)
+            if quick and name not in QUICK and name != "Sequoia hardware-aware":
                 continue
             efficiency, seconds, nodes, outputs = run_policy(policy, pair, prompts, tokens, costs)
             rows.append(dict(family=family, name=name, efficiency=efficiency, seconds=seconds,
@@ -547,8 +559,9 @@ def calibrate_by_rank(pair: Pair, prompts, tokens: int, ranks: int = 8) -> list[
     return estimator.acceptance_by_rank(ranks)
 
 
-def markdown(results, temperatures, costs, info) -> str:
-    """The lossless table (best per column in bold) and the lossy table with perplexities."""
+def markdown(results, temperatures, acceptances) -> str:
+    """The lossless table (best per column in bold), the lossy table with perplexities, and
+    the measured acceptance by rank with hardware-aware Sequoia's choice."""
     names = []
     for rows in results.values():
         for row in rows:
@@ -592,6 +605,12 @@ def markdown(results, temperatures, costs, info) -> str:
                          f"{row['efficiency']:.2f} | {row['seconds'] * 1e3:.2f} | "
                          f"{row['perplexity']:.3f}")
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines += ["", "| temperature | acceptance by child rank 0 .. 7 (calibration) | "
+              "hardware-aware Sequoia: budget, depth |", "|---|---|---|"]
+    for t in temperatures:
+        acceptance, (budget, depth) = acceptances[t]
+        lines.append(f"| {t} | " + " ".join(f"{a:.3f}" for a in acceptance)
+                     + f" | {budget}, {depth} |")
     return "\n".join(lines) + "\n"
 
 
@@ -634,8 +653,8 @@ def plot(results, temperatures, costs, path) -> None:
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default=str(MODELS))
-    parser.add_argument("--prompts", type=int, default=8)
-    parser.add_argument("--tokens", type=int, default=64)
+    parser.add_argument("--prompts", type=int, default=6)
+    parser.add_argument("--tokens", type=int, default=48)
     parser.add_argument("--temperatures", default="0,0.7,1")
     parser.add_argument("--repeats", type=int, default=5, help="timings per tree size")
     parser.add_argument("--markdown", help="write the tables here")
@@ -658,9 +677,9 @@ def main(argv=None):
     print(f"forward cost, ms: target {costs.verify[0] * 1e3:.2f} (root only) to "
           f"{costs.verify[-1] * 1e3:.2f} ({LARGEST_TREE} nodes); draft "
           f"{costs.draft[0] * 1e3:.2f} to {costs.draft[-1] * 1e3:.2f}")
-    results, _ = evaluate(temperatures, prompts, calibration, args.tokens, costs, target, draft,
-                          quick=args.quick)
-    table = markdown(results, temperatures, costs, info)
+    results, acceptances = evaluate(temperatures, prompts, calibration, args.tokens, costs,
+                                    target, draft, quick=args.quick)
+    table = markdown(results, temperatures, acceptances)
     print(table)
     if args.markdown:
         pathlib.Path(args.markdown).write_text(table)

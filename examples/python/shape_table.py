@@ -82,7 +82,7 @@ def measure_costs(model: GPT, largest: int, repeats: int, context: int = PROMPT 
     of `context` tokens, n = 0 .. largest: (the fastest of `repeats` timings per n, the straight
     line fitted to them). The line (Theil-Sen: the median slope over all pairs of sizes) smooths
     out the other load of a shared machine, which only ever adds time."""
-    provider = ModelProvider(model)
+    provider = ModelProvider(model, capacity=context + largest + 1)
     provider.reset([ord("a")] * context)
     vocab = model.config.vocab
     costs = []
@@ -123,7 +123,10 @@ class Costs:
 
 class Pair:
     def __init__(self, target: GPT, draft: GPT, temperature: float, seed: int):
-        self.target, self.draft = ModelProvider(target), ModelProvider(draft)
+        # Cache slots hold the context and a whole tree; positions stay below 128 (MAX_DEPTH).
+        slots = target.config.max_positions + 2 * LARGEST_TREE
+        self.target = ModelProvider(target, capacity=slots)
+        self.draft = ModelProvider(draft, capacity=slots)
         self.vocab = target.config.vocab
         self.temperature, self.seed = temperature, seed
         self.sequence = 0

@@ -4,9 +4,10 @@ The text comes from Debian's bible-kjv package (`apt-get install bible-kjv`), du
 `bible` program, one verse a line without the references. Runs of 100 verses are dealt to three
 splits: 18 of every 20 to training, one to calibration (acceptance measured before decoding, as
 Sequoia does) and one held out. The models are examples/python/model.py's GPT: a 4-layer target
-and a 1-layer draft (width 32, so that a few minutes of one core see millions of bytes) with
-their own embeddings, over the 128 ASCII bytes, trained on windows of 128 bytes. Training is seeded and runs on one thread, so a rerun on the same machine writes the same
-weights; it takes a few minutes on two cores:
+and a 1-layer draft (width 32, so that minutes of one core see millions of bytes) with their own
+embeddings, over the 128 ASCII bytes, trained on windows of 128 bytes. Training is seeded,
+single-threaded and uses torch's deterministic algorithms, so that a rerun on the same machine
+repeats it. It takes about ten minutes of one core (half an hour on a busy shared machine):
 
     nice -n 19 python3 examples/python/train_pair.py --output examples/models
 

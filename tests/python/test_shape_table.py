@@ -2,8 +2,6 @@
 lossless policy writes the target's greedy text at temperature 0, and the table and plot come
 out with the best of each column marked."""
 
-import pathlib
-
 import pytest
 
 from conftest import requires_torch

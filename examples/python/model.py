@@ -6,8 +6,9 @@ an engine: a forward pass takes new tokens, their position ids, and an attention
 tree is scored in ONE such pass with specdec's tree mask and positions; after verification the
 cache is compacted with specdec's `kv_compaction` indices.
 
-The weights are random (seeded): there is nothing to download. A real model plugs in where
-`GPT.forward` is called; what it must offer is the same three inputs (tokens, positions, mask).
+The weights are random (seeded) unless loaded: examples/models/ holds a pair trained on English
+text by examples/python/train_pair.py (`GPT.load`). A real model plugs in where `GPT.forward` is
+called; what it must offer is the same three inputs (tokens, positions, mask).
 
     target = GPT(Config(layers=4))      # the model whose distribution decoding must keep
     draft = target.early_exit(1)        # a smaller draft: its first layer, sharing embeddings
@@ -114,6 +115,20 @@ class Block(torch.nn.Module):
         x = x + self.attention_out(attended)
         return x + self.mlp(self.mlp_norm(x))
 
+    def forward_sequences(self, x: torch.Tensor) -> torch.Tensor:
+        """The same block over a batch of whole sequences [batch, length, width], causally and
+        without a cache: the training pass (gradients flow)."""
+        batch, n = x.shape[0], x.shape[1]
+        heads, head_width = self.config.heads, self.config.head_width
+        q, k, v = self.qkv(self.attention_norm(x)).split(self.config.width, dim=-1)
+        q, k, v = (t.view(batch, n, heads, head_width).transpose(1, 2) for t in (q, k, v))
+        scores = q @ k.transpose(2, 3) / math.sqrt(head_width)  # [batch, heads, n, n]
+        future = torch.ones(n, n, dtype=torch.bool).triu(1)
+        scores = scores.masked_fill(future, float("-inf"))
+        attended = (torch.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(batch, n, -1)
+        x = x + self.attention_out(attended)
+        return x + self.mlp(self.mlp_norm(x))
+
 
 class GPT(torch.nn.Module):
     """Token and learned position embeddings, `layers` blocks, a final norm and an output head."""
@@ -175,6 +190,40 @@ class GPT(torch.nn.Module):
             x = block(x, mask, cache, layer)
         cache.length += n
         return self.head(self.norm(x))
+
+    def sequence_logits(self, tokens: torch.Tensor) -> torch.Tensor:
+        """Logits [batch, length, vocab] after every prefix of each sequence of `tokens` [batch,
+        length], from position 0: the training and perplexity pass (gradients flow)."""
+        positions = torch.arange(tokens.shape[1])
+        x = self.token_embedding(tokens) + self.position_embedding(positions)
+        for block in self.blocks:
+            x = block.forward_sequences(x)
+        return self.head(self.norm(x))
+
+    def save(self, path, dtype=None) -> None:
+        """Writes the weights as a safetensors file through specdec (stored as `dtype`, a
+        specdec.TensorDType; float16 by default), tensor names as in `state_dict`."""
+        tensors = {name: value.detach().float().contiguous().numpy()
+                   for name, value in self.state_dict().items()}
+        specdec.write_safetensors(path, tensors, dtype or specdec.TensorDType.F16)
+
+    @classmethod
+    def load(cls, config: Config, path) -> GPT:
+        """A model of `config` with the weights of a safetensors file written by `save`, read
+        through specdec's reader; every tensor must be there with its shape."""
+        model = cls(config)
+        tensors = specdec.read_safetensors(path)
+        expected = model.state_dict()
+        if set(tensors) != set(expected):
+            raise ValueError(f"{path}: tensors {sorted(set(tensors) ^ set(expected))} are "
+                             f"missing or unexpected")
+        for name, value in expected.items():
+            if tuple(tensors[name].shape) != tuple(value.shape):
+                raise ValueError(f"{path}: {name} has shape {tuple(tensors[name].shape)}; the "
+                                 f"config needs {tuple(value.shape)}")
+        model.load_state_dict({name: torch.from_numpy(v) for name, v in tensors.items()})
+        model.eval()
+        return model
 
     def new_cache(self, capacity: int) -> KVCache:
         return KVCache(self.config, capacity)

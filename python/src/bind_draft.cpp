@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Drafters: i.i.d. and Gumbel-top-k sampling, i.i.d. chains (SpecTr / SpecInfer), RSD-C trees,
 // RSD-S stochastic beam search, beam search / sampling (MTAD), their batched levels, and the
-// ReDrafter head with its safetensors files.
+// ReDrafter head with its safetensors files, and safetensors files of any tensors.
 //
 // Tree drafters ask for draft rows through a Python callable draft_rows(tree, nodes, rows):
 // `tree` is the DraftTree so far, `nodes` the int32 ids whose rows are wanted (-1 = the root)
@@ -446,6 +446,42 @@ void bind_redrafter(py::module_& m) {
         return out;
       },
       py::arg("head"), "The head's tensors under the reference names (float32 NumPy arrays).");
+
+  m.def(
+      "read_safetensors",
+      [](const std::filesystem::path& path) {
+        io::TensorMap map;
+        {
+          py::gil_scoped_release unlocked;
+          map = io::read_safetensors(path);
+        }
+        py::dict out;
+        for (const auto& [name, tensor] : map) {
+          Output<float> array(tensor.shape, ArrayKind::numpy);
+          std::copy(tensor.data.begin(), tensor.data.end(), array.values().begin());
+          out[py::str(name)] = array.result();
+        }
+        return out;
+      },
+      py::arg("path"),
+      "Every tensor of a safetensors file (F32, F16 or BF16 stored) as a float32 NumPy array,\n"
+      "by name.");
+  m.def(
+      "write_safetensors",
+      [](const std::filesystem::path& path, const py::dict& tensors, io::TensorDType dtype) {
+        io::TensorMap map;
+        for (const auto& [key, value] : tensors) {
+          const auto name = py::str(key).cast<std::string>();
+          const Array a = rows_f32_arg(value, name);
+          const auto values = a.span<float>(name);
+          map[name] = io::Tensor{a.shape, {values.begin(), values.end()}};
+        }
+        py::gil_scoped_release unlocked;
+        io::write_safetensors(path, map, dtype);
+      },
+      py::arg("path"), py::arg("tensors"), py::arg("dtype") = io::TensorDType::kF32,
+      "Writes a dict of float arrays (NumPy, torch, ...) as a safetensors file, each stored as\n"
+      "`dtype` (rounded to nearest even).");
 
   m.def(
       "redrafter_step",

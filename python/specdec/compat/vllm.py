@@ -21,7 +21,8 @@ What differs from vLLM:
   "block" too, and so does this adapter: for drafts without probabilities no lossless rule
   accepts the first k tokens more often than the product of their target probabilities, which
   the target-only rule attains, so block verification has the same law there. "synthetic"
-  (vLLM's benchmarking mode that ignores the target) is not offered: it raises specdec.Error.
+  (vLLM's benchmarking mode, whose acceptance ignores the target) is not offered: it raises
+  specdec.Error.
 - Under "block", a chain with an unusable draft token (below) is block-verified up to it, and
   when that prefix is all accepted the token there is drawn from the target row.
 - A draft token outside ``[0, V)`` (the placeholder -1 included) or with draft probability 0 is
@@ -260,8 +261,9 @@ _NAMES = {"draft_rows": "draft_probs", "draft_tokens": "draft_token_ids", "targe
 
 def _method(value: Any) -> str:
     if value == "synthetic":
-        raise error("rejection_sample_method", "'synthetic' (vLLM's benchmarking mode, which "
-                    "ignores the target: lossy) is not offered; use 'standard' or 'block'")
+        raise error("rejection_sample_method", "'synthetic' (vLLM's benchmarking mode, whose "
+                    "acceptance ignores the target: lossy) is not offered; use 'standard' or "
+                    "'block'")
     if value not in REJECTION_SAMPLE_METHODS:
         raise error("rejection_sample_method", f"{value!r} is not one of 'standard', 'block'")
     return value

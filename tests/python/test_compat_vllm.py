@@ -272,7 +272,8 @@ def test_block_method_follows_the_target():
         emitted = [int(t) for t in row if t >= 0]
         assert 1 <= len(emitted) <= BLOCK_K + 1
         while len(emitted) < 3:
-            emitted.append(int(rng.choice(BLOCK_V, p=target[len(emitted)] / target[len(emitted)].sum())))
+            row = target[len(emitted)]
+            emitted.append(int(rng.choice(BLOCK_V, p=row / row.sum())))
         counts[emitted[0] * BLOCK_V ** 2 + emitted[1] * BLOCK_V + emitted[2]] += 1
     expected = np.einsum("a,b,c->abc", *target[:3]).reshape(-1) * requests
     assert ((counts - expected) ** 2 / expected).sum() < 54.1

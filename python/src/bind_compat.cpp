@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // The compiled half of specdec.compat.sglang: SGLang's tree verification (sampled with its
 // thresholds, or greedy) over its first-child / next-sibling layout, one tree per sequence.
-// Returns what the Python adapter writes into the caller's tensors.
+// Returns what the Python adapter writes into the caller's tensors. Also the engines' lossy
+// target-only knobs on a DraftTree (verify/target_only_lossy.hpp), which that walk shares.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -263,9 +264,104 @@ py::tuple sglang_verify_trees(py::handle candidates_object, py::handle index_obj
   return py::make_tuple(accept_index.result(), emitted.result(), accepted.result());
 }
 
+const DraftTree& tree_of(py::handle tree_object) {
+  if (!py::isinstance<DraftTree>(tree_object)) {
+    throw Error("tree", fmt::format("is a {}; expected a DraftTree", type_name(tree_object)));
+  }
+  return tree_object.cast<const DraftTree&>();
+}
+
+py::tuple tree_result(const TreeVerdict& verdict, const std::vector<std::int32_t>& accepted,
+                      ArrayKind kind) {
+  const auto nodes = std::span<const std::int32_t>(accepted).first(
+      static_cast<std::size_t>(verdict.accepted));
+  return py::make_tuple(verdict, output_from(nodes, kind));
+}
+
+py::tuple thresholded(py::handle tree_object, py::handle target_object, float threshold_single,
+                      float threshold_acc, py::handle stream_object, py::handle coins_object,
+                      float final_uniform) {
+  const DraftTree& tree = tree_of(tree_object);
+  const Array target = rows_arg(target_object, "target_rows", 2);
+  const std::int64_t vocab = target.dim(1);
+  const AcceptanceThresholds thresholds{threshold_single, threshold_acc};
+  std::optional<Array> coins;
+  std::optional<RandomStream> stream;
+  if (!coins_object.is_none()) {
+    if (!stream_object.is_none()) {
+      throw Error("stream", "must be None when node_coins are given (one source of randomness)");
+    }
+    coins = values_f32_arg(coins_object, "node_coins", 1);
+  } else if (stream_object.is_none()) {
+    throw Error("stream", "is required unless node_coins are given");
+  } else if (!py::isinstance<RandomStream>(stream_object)) {
+    throw Error("stream",
+                fmt::format("is a {}; expected a RandomStream", type_name(stream_object)));
+  } else {
+    stream = stream_object.cast<RandomStream>();
+  }
+  std::vector<std::int32_t> accepted(tree.size());
+  const TreeVerdict verdict =
+      visit_floats(target, "target_rows", [&]<class T>(std::span<const T> target_rows) {
+        if (coins) {
+          const SuppliedCoins supplied{coins->span<float>("node_coins"), final_uniform};
+          py::gil_scoped_release unlocked;
+          return verify_tree_target_only_thresholded<T>(tree.view(), target_rows, vocab,
+                                                        thresholds, supplied, accepted,
+                                                        thread_workspace());
+        }
+        py::gil_scoped_release unlocked;
+        return verify_tree_target_only_thresholded<T>(tree.view(), target_rows, vocab, thresholds,
+                                                      *stream, accepted, thread_workspace());
+      });
+  return tree_result(verdict, accepted, kind_of(target));
+}
+
+py::tuple typical(py::handle tree_object, py::handle target_object, py::handle rule_object,
+                  const RandomStream& stream) {
+  const DraftTree& tree = tree_of(tree_object);
+  if (!py::isinstance<Typical>(rule_object)) {
+    throw Error("rule", fmt::format("is a {}; expected a Typical", type_name(rule_object)));
+  }
+  const Typical rule = rule_object.cast<Typical>();
+  const Array target = rows_arg(target_object, "target_rows", 2);
+  const std::int64_t vocab = target.dim(1);
+  std::vector<std::int32_t> accepted(tree.size());
+  const TreeVerdict verdict =
+      visit_floats(target, "target_rows", [&]<class T>(std::span<const T> target_rows) {
+        py::gil_scoped_release unlocked;
+        return verify_tree_target_only_typical<T>(tree.view(), target_rows, vocab, rule, stream,
+                                                  accepted, thread_workspace());
+      });
+  return tree_result(verdict, accepted, kind_of(target));
+}
+
 }  // namespace
 
 void bind_compat(py::module_& m) {
+  m.def("verify_tree_target_only_thresholded", &thresholded, py::arg("tree"),
+        py::arg("target_rows"), py::arg("threshold_single") = 1.0f,
+        py::arg("threshold_acc") = 1.0f, py::arg("stream") = py::none(), py::kw_only(),
+        py::arg("node_coins") = py::none(), py::arg("final_uniform") = 0.5f,
+        "LOSSY unless both thresholds are 1: SGLang's threshold_single / threshold_acc walk of\n"
+        "a DraftTree without draft rows. At the current node its children are tried in stored\n"
+        "order against one running coin: a child is accepted when the coin is at most the tried\n"
+        "children's target mass / threshold_acc, or when its own target probability reaches\n"
+        "threshold_single; all rejected, the correction is drawn from the target without them.\n"
+        "At (1, 1) the output is exactly the target's (verify_tree_target_only's law).\n"
+        "target_rows: [N + 1, V] warped rows, row 0 at the root, row i + 1 after node i.\n"
+        "Randomness: `stream` (coin of row r: draw 0 of stream.at_node(r); correction or bonus:\n"
+        "draw 1 of stream.at_node(0)), or the engine's uniforms instead: node_coins [N + 1]\n"
+        "(by row) and final_uniform. Returns (TreeVerdict, accepted_nodes).");
+  m.def("verify_tree_target_only_typical", &typical, py::arg("tree"), py::arg("target_rows"),
+        py::arg("rule"), py::arg("stream"),
+        "LOSSY: typical acceptance (Medusa; TensorRT-LLM's posterior_threshold = rule.epsilon,\n"
+        "posterior_alpha = rule.delta) over a DraftTree without draft rows. At the current node\n"
+        "the first child, in stored order, whose target probability exceeds\n"
+        "min(epsilon, delta * exp(-H(target))) is accepted; none: the correction is drawn from\n"
+        "the target row; a leaf: the bonus from its row. target_rows: [N + 1, V] as\n"
+        "verify_tree_target_only's. Returns (TreeVerdict, accepted_nodes).");
+
   m.def("_sglang_verify_trees", &sglang_verify_trees, py::kw_only(), py::arg("candidates"),
         py::arg("retrive_index"), py::arg("retrive_next_token"), py::arg("retrive_next_sibling"),
         py::arg("num_spec_step"), py::arg("predicts_size"), py::arg("target_probs") = py::none(),

@@ -16,3 +16,18 @@ except ImportError:  # the NumPy tests still run
 requires_torch = pytest.mark.skipif(torch is None, reason="PyTorch is not installed")
 requires_cuda = pytest.mark.skipif(
     torch is None or not torch.cuda.is_available(), reason="no CUDA device")
+
+
+def run_example_here(name, *arguments, monkeypatch, capsys):
+    """Runs examples/python/<name> with --quick in this process (no second interpreter importing
+    torch) and returns what it printed. The example's torch thread count is undone afterwards."""
+    import runpy
+
+    example = pathlib.Path(__file__).resolve().parents[2] / "examples" / "python" / name
+    monkeypatch.setattr(sys, "argv", [str(example), "--quick", *arguments])
+    threads = torch.get_num_threads()
+    try:
+        runpy.run_path(str(example), run_name="__main__")
+    finally:
+        torch.set_num_threads(threads)
+    return capsys.readouterr().out

@@ -194,6 +194,16 @@ def examples(tmp_path):
         "verify_tree_target_only": Example(
             lambda **a: specdec.verify_tree_target_only(tree(), stream=stream(), **a),
             target_rows=rows(4, V)),
+        "verify_tree_target_only_thresholded": [
+            Example(lambda **a: specdec.verify_tree_target_only_thresholded(
+                tree(), threshold_single=0.9, threshold_acc=0.5, stream=stream(), **a),
+                target_rows=rows(4, V)),
+            Example(lambda **a: specdec.verify_tree_target_only_thresholded(tree(), **a),
+                    target_rows=rows(4, V), node_coins=np.full(4, 0.3, np.float32))],
+        "verify_tree_target_only_typical": Example(
+            lambda **a: specdec.verify_tree_target_only_typical(
+                tree(), rule=specdec.Typical(epsilon=0.3, delta=0.09), stream=stream(), **a),
+            target_rows=rows(4, V)),
         "verify_mtad": Example(
             lambda **a: specdec.verify_mtad(tau=0.5, stream=stream(), **a), ids={"draft_tokens"},
             draft_tokens=tokens(1, 2), draft_log_probs=np.log(np.array([0.5, 0.4], np.float32)),

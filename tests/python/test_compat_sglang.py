@@ -8,7 +8,7 @@ import pytest
 import specdec
 from specdec.compat.sglang import tree_speculative_sampling_target_only, verify_tree_greedy
 
-from conftest import requires_torch, torch
+from conftest import requires_torch, run_example_here, torch
 
 # ---- SGLang's published case: bs = 2, 6 slots, V = 20, temperature 0.01 -----------------------
 
@@ -370,16 +370,7 @@ def test_greedy_bad_input_names_the_argument():
 
 
 @requires_torch
-def test_engine_loop_example_matches_greedy_decoding(tmp_path):
-    import os
-    import pathlib
-    import subprocess
-    import sys
-    example = (pathlib.Path(__file__).resolve().parents[2] / "examples" / "python"
-               / "engine_sglang_adapter.py")
-    package_root = str(pathlib.Path(specdec.__file__).resolve().parents[1])
-    done = subprocess.run([sys.executable, str(example), "--quick", "--temperature", "0"],
-                          cwd=tmp_path, env=dict(os.environ, PYTHONPATH=package_root),
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    assert "every request matches the target's greedy decoding" in done.stdout
+def test_engine_loop_example_matches_greedy_decoding(monkeypatch, capsys):
+    out = run_example_here("engine_sglang_adapter.py", "--temperature", "0",
+                           monkeypatch=monkeypatch, capsys=capsys)
+    assert "every request matches the target's greedy decoding" in out

@@ -13,9 +13,18 @@ What differs from vLLM:
 - The bonus token is drawn here from the bonus row (vLLM hands that row to its `Sampler`);
   penalties, bad words and allowed-token masks are not applied: apply them to `logits` first.
 - Requests with draft probabilities are verified with standard rejection sampling (accept x with
-  probability min(1, p(x) / q(x))); without them (``draft_probs=None``: n-gram, EAGLE and MTP
+  probability min(1, p(x) / q(x))), or with ``rejection_sample_method="block"`` by block
+  verification (Sun et al. 2024, vLLM's "block": lossless, and at least as many accepted tokens
+  in expectation); without them (``draft_probs=None``: n-gram, EAGLE and MTP
   greedy drafts) with the target-only rule (accept x with probability p(x), at a rejection draw
-  from p with x removed), exactly vLLM's distributions.
+  from p with x removed), exactly vLLM's distributions. vLLM runs that rule for such drafts under
+  "block" too, and so does this adapter: for drafts without probabilities no lossless rule
+  accepts the first k tokens more often than the product of their target probabilities, which
+  the target-only rule attains, so block verification has the same law there. "synthetic"
+  (vLLM's benchmarking mode, whose acceptance ignores the target) is not offered: it raises
+  specdec.Error.
+- Under "block", a chain with an unusable draft token (below) is block-verified up to it, and
+  when that prefix is all accepted the token there is drawn from the target row.
 - A draft token outside ``[0, V)`` (the placeholder -1 included) or with draft probability 0 is
   rejected without being read, as in vLLM; the token at its position comes from the target row
   (with draft rows, from the residual max(p - q, 0)).
@@ -38,8 +47,10 @@ from ._common import (as_numpy, draw_seeds, error, is_torch, per_request, renorm
 PLACEHOLDER_TOKEN_ID = -1
 GREEDY_TEMPERATURE = 0
 MAX_SPEC_LEN = 128
+REJECTION_SAMPLE_METHODS = ("standard", "block")
 
-__all__ = ["PLACEHOLDER_TOKEN_ID", "GREEDY_TEMPERATURE", "MAX_SPEC_LEN", "SpecDecodeMetadata",
+__all__ = ["PLACEHOLDER_TOKEN_ID", "GREEDY_TEMPERATURE", "MAX_SPEC_LEN",
+           "REJECTION_SAMPLE_METHODS", "SpecDecodeMetadata",
            "SamplingMetadata", "SamplerOutput", "RejectionSampler", "rejection_sample"]
 
 
@@ -111,7 +122,7 @@ def rejection_sample(draft_token_ids: Any, num_draft_tokens: Sequence[int],
                      target_logits_indices: Any, bonus_logits_indices: Any, *,
                      temperature: Any = None, top_k: Any = None, top_p: Any = None,
                      seeds: Any = None, max_spec_len: Optional[int] = None,
-                     threads: int = 0) -> Any:
+                     threads: int = 0, rejection_sample_method: str = "standard") -> Any:
     """Verifies a vLLM batch and returns the tokens to append, [B, max_spec_len + 1] int32
     padded with -1.
 
@@ -122,7 +133,10 @@ def rejection_sample(draft_token_ids: Any, num_draft_tokens: Sequence[int],
     for drafts without them. temperature [B] (0 = greedy; None: all greedy), top_k [B] (0 or >= V:
     off), top_p [B] (1: off) warp the target rows; seeds [B] seed each request's stream (None:
     drawn from torch's global generator). Greedy requests emit the target's argmax up to and
-    including the first mismatch, and the bonus argmax when every draft matches."""
+    including the first mismatch, and the bonus argmax when every draft matches.
+    rejection_sample_method: "standard" (token by token) or "block" (block verification of each
+    sampled request that has draft probabilities; see the module docstring)."""
+    block = _method(rejection_sample_method) == "block"
     rows = as_numpy(logits, "logits", kind="float", ndim=2)
     tokens = as_numpy(draft_token_ids, "draft_token_ids", kind="int", ndim=1)
     counts = as_numpy(list(num_draft_tokens) if not hasattr(num_draft_tokens, "shape")
@@ -179,10 +193,11 @@ def rejection_sample(draft_token_ids: Any, num_draft_tokens: Sequence[int],
                 continue
             uses_draft = probs is not None and g == 1
             sub = _subset(members, counts, warped, tokens, probs if uses_draft else None)
-            chosen, _ = verify_chains(*sub, [streams[b] for b in members], threads,
-                                      names={"draft_rows": "draft_probs",
-                                             "draft_tokens": "draft_token_ids",
-                                             "target_rows": "logits"})
+            member_streams = [streams[b] for b in members]
+            if block and uses_draft:
+                chosen = _verify_blocks(*sub, member_streams)
+            else:
+                chosen, _ = verify_chains(*sub, member_streams, threads, names=_NAMES)
             out[members, :chosen.shape[1]] = chosen
     if is_torch(logits):
         import torch
@@ -195,9 +210,12 @@ class RejectionSampler:
     sampling_metadata)` returns a SamplerOutput whose `sampled_token_ids` are
     [B, max_spec_len + 1] int32 padded with -1. See the module docstring for what differs."""
 
-    def __init__(self, sampler: Any = None, *args: Any, threads: int = 0, **kwargs: Any) -> None:
+    def __init__(self, sampler: Any = None, *args: Any, threads: int = 0,
+                 rejection_sample_method: str = "standard", **kwargs: Any) -> None:
         self.sampler = sampler  # kept for vLLM's signature; the bonus token is drawn here
         self.threads = threads
+        # vLLM reads it from SpeculativeConfig.rejection_sample_method: "standard" or "block"
+        self.rejection_sample_method = _method(rejection_sample_method)
 
     def forward(self, metadata: SpecDecodeMetadata, draft_probs: Any, logits: Any,
                 sampling_metadata: Any) -> SamplerOutput:
@@ -215,7 +233,8 @@ class RejectionSampler:
             draft_probs, logits, metadata.target_logits_indices, metadata.bonus_logits_indices,
             temperature=temperature, top_k=getattr(sampling_metadata, "top_k", None),
             top_p=getattr(sampling_metadata, "top_p", None), seeds=seeds,
-            max_spec_len=metadata.max_spec_len, threads=self.threads)
+            max_spec_len=metadata.max_spec_len, threads=self.threads,
+            rejection_sample_method=self.rejection_sample_method)
         return SamplerOutput(sampled_token_ids=sampled)
 
     __call__ = forward
@@ -235,6 +254,50 @@ class RejectionSampler:
         if return_cu_num_tokens:
             cu = [0] + np.cumsum([len(x) for x in lists], dtype=np.int64).tolist()
         return lists, cu
+
+
+_NAMES = {"draft_rows": "draft_probs", "draft_tokens": "draft_token_ids", "target_rows": "logits"}
+
+
+def _method(value: Any) -> str:
+    if value == "synthetic":
+        raise error("rejection_sample_method", "'synthetic' (vLLM's benchmarking mode, whose "
+                    "acceptance ignores the target: lossy) is not offered; use 'standard' or "
+                    "'block'")
+    if value not in REJECTION_SAMPLE_METHODS:
+        raise error("rejection_sample_method", f"{value!r} is not one of 'standard', 'block'")
+    return value
+
+
+def _verify_blocks(rows, tokens, counts, probs, streams):
+    """Block verification of each request (rows, tokens, counts and draft rows laid out as
+    verify_chains takes them), one stream per request; a chain is cut before its first unusable
+    draft token. Returns tokens [B, max(counts) + 1] int32 padded with -1."""
+    batch, vocab = len(counts), rows.shape[1]
+    out = np.full((batch, int(counts.max()) + 1 if batch else 1), -1, np.int32)
+    start = 0
+    for b in range(batch):
+        n = int(counts[b])
+        chain, draft = tokens[start:start + n], probs[start:start + n]
+        usable = (chain >= 0) & (chain < vocab)
+        usable[usable] &= draft[np.flatnonzero(usable), chain[usable]] > 0
+        cut = n if usable.all() else int(np.flatnonzero(~usable)[0])
+        target = rows[start + b:start + b + cut + 1]
+        if cut == 0:  # nothing to verify: the token is a draw from the row
+            _, emitted = _specdec.verify_chain_target_only(
+                target, np.zeros(0, np.int32), streams[b])
+        else:
+            try:
+                _, emitted = _specdec.verify_block(
+                    np.ascontiguousarray(target, np.float32),
+                    np.ascontiguousarray(draft[:cut], np.float32),
+                    np.ascontiguousarray(chain[:cut], np.int32), streams[b])
+            except _specdec.Error as refused:
+                base = refused.argument.split("[")[0]
+                raise error(_NAMES.get(base, base), refused.problem) from None
+        out[b, :len(emitted)] = emitted
+        start += n
+    return out
 
 
 def _row_indices(value: Any, name: str, count: int, rows: int) -> np.ndarray:

@@ -14,9 +14,9 @@ namespace specdec::detail {
 /// outputs may be the inputs (the write position never passes the read position). Writes stay
 /// within the first n entries.
 template <bool kPositions>
-std::int64_t compact_between_scalar(const float* values, const std::int32_t* ids, std::int64_t begin,
-                                    std::int64_t n, float lo, float hi, std::int32_t* out_ids,
-                                    float* out_values, std::int64_t m) {
+std::int64_t compact_between_scalar(const float* values, const std::int32_t* ids,
+                                    std::int64_t begin, std::int64_t n, float lo, float hi,
+                                    std::int32_t* out_ids, float* out_values, std::int64_t m) {
   const float* v = values + begin;
   const std::int32_t* id = kPositions ? nullptr : ids + begin;
   for (std::int64_t k = 0; k < n - begin; ++k) {

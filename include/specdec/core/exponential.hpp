@@ -12,14 +12,6 @@
 
 namespace specdec::detail {
 
-/// log2(e) in float: the scale from e^x to 2^x.
-inline constexpr float kLog2e = std::numbers::log2e_v<float>;
-
-/// ln 2 split for the Cody-Waite reduction: kLn2High has few significant bits, so k * kLn2High is
-/// exact for every k of the range, and kLn2High + kLn2Low is ln 2 to 2e-12.
-inline constexpr float kLn2High = 0.693359375f;
-inline constexpr float kLn2Low = -2.12194440e-4f;
-
 /// -88.0f's bits: exp_flush's floor.
 inline constexpr std::uint32_t kExpFloorBits = 0xc2b00000u;
 
@@ -31,9 +23,10 @@ inline constexpr std::uint32_t kExpFloorBits = 0xc2b00000u;
 /// known to be at least -88 calls it directly; everything else calls exp_flush.
 SPECDEC_ENTRY_INLINE float exp_in_range(float x) {
   constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
-  const float shifted = x * kLog2e + kRound;
+  const float shifted = x * std::numbers::log2e_v<float> + kRound;
   const float k = shifted - kRound;
-  const float r = (x - k * kLn2High) - k * kLn2Low;
+  // ln 2 as 0.693359375 (9 bits: k times it is exact) plus the rest, -2.12194440e-4.
+  const float r = (x - k * 0.693359375f) - k * -2.12194440e-4f;
   float y = 8.2962177694e-3f;
   y = y * r + 4.1896615177e-2f;
   y = y * r + 1.6667549312e-1f;

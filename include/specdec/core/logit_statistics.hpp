@@ -25,7 +25,9 @@
 namespace specdec::detail {
 
 /// Bytes of scratch warp_stats needs for a row of `vocab` (warp_workspace_size).
-inline std::size_t warp_stats_scratch_size(std::int64_t vocab) { return warp_workspace_size(vocab); }
+inline std::size_t warp_stats_scratch_size(std::int64_t vocab) {
+  return warp_workspace_size(vocab);
+}
 
 /// A guess at a gate for the nucleus from a strided sample of the row: the logit below which the
 /// sample puts (1 - top_p) / 2 of the mass, less two bins of margin; -inf for a short row. The
@@ -105,7 +107,8 @@ void cut_statistics(const Warp& w, const T* logits, std::int64_t n, WarpScratch 
     m = kept;
   } else {
     double bound = 0.0;  // in probability
-    if (top_p && !small) bound = 0.5 * (1.0 - static_cast<double>(w.top_p)) / static_cast<double>(n);
+    if (top_p && !small)
+      bound = 0.5 * (1.0 - static_cast<double>(w.top_p)) / static_cast<double>(n);
     if (!top_p && min_p) bound = 0.5 * static_cast<double>(w.min_p) * static_cast<double>(inv_sum);
     // p >= bound  <=>  logit >= max + temperature * log(bound * sum), less a margin for rounding.
     const float gate =

@@ -32,7 +32,8 @@ inline void keep_min_p(float* p, std::int64_t n, float min_p) {
 
 /// Scales a row of non-negative entries to sum to one (its sum by blocked_sum).
 inline void normalize_row(float* p, std::int64_t n) {
-  const auto inv = static_cast<float>(1.0 / blocked_sum([=](std::int64_t i) { return p[i]; }, 0, n));
+  const auto inv =
+      static_cast<float>(1.0 / blocked_sum([=](std::int64_t i) { return p[i]; }, 0, n));
   for (std::int64_t i = 0; i < n; ++i) p[i] *= inv;
 }
 

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <numbers>
 
 #include "specdec/core/exponential.hpp"
 #include "specdec/core/tile_sum.hpp"
@@ -35,7 +36,7 @@ struct RoughRow {
 inline bool roughly_bounded(const Warp& w, std::int64_t n) {
   return !w.is_greedy() && (w.top_k == 0 || w.top_k >= n) && !(w.min_p > 0.0f) &&
          (w.top_p >= 1.0f || w.top_p <= 0.999f) && n > kSmallRow &&
-         std::isfinite(1.0f / w.temperature * kLog2e);
+         std::isfinite(1.0f / w.temperature * std::numbers::log2e_v<float>);
 }
 
 /// The rough pass of a row for an entry whose logit is `logit`. With top-p, also the mass at or

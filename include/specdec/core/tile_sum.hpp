@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstdint>
+#include <numbers>
 
 #include "specdec/core/exponential.hpp"
 #include "specdec/core/key_range.hpp"
@@ -32,7 +33,8 @@ SPECDEC_ENTRY_INLINE float scaled_exponent(float logit, float max, float inv_tem
 
 /// `value` when `keep`, else +0, by masking its bits.
 SPECDEC_ENTRY_INLINE float keep_if(bool keep, float value) {
-  return std::bit_cast<float>(std::bit_cast<std::int32_t>(value) & -static_cast<std::int32_t>(keep));
+  return std::bit_cast<float>(std::bit_cast<std::int32_t>(value) &
+                              -static_cast<std::int32_t>(keep));
 }
 
 /// One tile of the reduction rule: its largest logit and the float sum of
@@ -54,7 +56,7 @@ inline std::int64_t tile_count(std::int64_t n) { return (n + kSumTile - 1) / kSu
 template <bool kAbove, bool kRough, bool kClamp, class T>
 SPECDEC_ENTRY_INLINE void add_tile_terms(const T* x, std::int64_t count, float max, float inv_t,
                                          float threshold, float* lanes, float* above) {
-  const float rough_scale = inv_t * kLog2e;
+  const float rough_scale = inv_t * std::numbers::log2e_v<float>;
   const float rough_floor = -126.0f / rough_scale;
   const auto add = [&](int j, float logit) {
     float term;
@@ -94,10 +96,12 @@ struct RowSum {
 /// exact in double, added in double in tile order. A tile without a finite entry adds nothing.
 inline RowSum combine_tiles(const TileSum* tiles, std::int64_t count, float inv_t) {
   RowSum row;
-  for (std::int64_t t = 0; t < count; ++t) row.max = tiles[t].max > row.max ? tiles[t].max : row.max;
+  for (std::int64_t t = 0; t < count; ++t)
+    row.max = tiles[t].max > row.max ? tiles[t].max : row.max;
   for (std::int64_t t = 0; t < count; ++t) {
     if (!(tiles[t].max > kNegInf)) continue;
-    const auto scale = static_cast<double>(exp_flush(scaled_exponent(tiles[t].max, row.max, inv_t)));
+    const auto scale =
+        static_cast<double>(exp_flush(scaled_exponent(tiles[t].max, row.max, inv_t)));
     row.sum += static_cast<double>(tiles[t].sum) * scale;
     row.above += static_cast<double>(tiles[t].above) * scale;
   }
@@ -143,7 +147,8 @@ SPECDEC_ENTRY_INLINE TileSum tile_sum(const T* x, std::int64_t count, float inv_
   const float max = from_signed_order_key(keys.best);
   if (!(max > kNegInf)) return {max, 0.0f, 0.0f};
   const float least = from_signed_order_key(keys.worst);
-  const bool clamp = kRough ? !((least - max) * (inv_t * kLog2e) >= -126.0f)
+  const float rough_scale = inv_t * std::numbers::log2e_v<float>;
+  const bool clamp = kRough ? !((least - max) * rough_scale >= -126.0f)
                             : !(scaled_exponent(least, max, inv_t) >= -88.0f);
   float lanes[kSumLanes] = {}, above[kSumLanes] = {};
   const bool with_above = kAbove && max >= threshold;
@@ -166,7 +171,8 @@ SPECDEC_ROW_LOOP bool tile_pass(const T* logits, std::int64_t n, float inv_t, Ti
                                 float threshold = 0.0f) {
   std::int32_t bad = 0;
   for (std::int64_t b = 0, t = 0; b < n; b += kSumTile, ++t) {
-    tiles[t] = tile_sum<kAbove, false>(logits + b, std::min(n - b, kSumTile), inv_t, threshold, bad);
+    tiles[t] =
+        tile_sum<kAbove, false>(logits + b, std::min(n - b, kSumTile), inv_t, threshold, bad);
   }
   return bad == 0;
 }

@@ -18,15 +18,14 @@ namespace specdec::detail {
 
 /// Top-k of z (the k largest, ties to the lowest id; 1 <= k < n) in one read of the row that also
 /// checks it: returns false (and cuts nothing) when the row holds a NaN or +inf or no finite
-/// entry, else sets `cut` and leaves the k kept ids sorted by id in ids[0, k). A long row is gathered behind a gate from a
-/// sample of 32 runs spread over it (its 3k n / 2048-th largest value, so the gate keeps about
-/// three times k) and
-/// the gathered entries narrowed with nth_element; a row too short for that, or a gate that kept
-/// fewer than k, is gathered behind a running threshold instead. `values` is scratch of
-/// n + kScratchSlack floats.
+/// entry, else sets `cut` and leaves the k kept ids sorted by id in ids[0, k). A long row is
+/// gathered behind a gate from a sample of 32 runs spread over it (its 3k n / 2048-th largest
+/// value, so the gate keeps about three times k) and the gathered entries narrowed with
+/// nth_element; a row too short for that, or a gate that kept fewer than k, is gathered behind a
+/// running threshold instead. `values` is scratch of n + kScratchSlack floats.
 template <class T>
-bool select_top_k(const T* logits, std::int64_t n, std::int64_t k, std::int32_t* ids,
-                  float* values, RowCut& cut) {
+bool select_top_k(const T* logits, std::int64_t n, std::int64_t k, std::int32_t* ids, float* values,
+                  RowCut& cut) {
   const auto z = [=](std::int32_t i) { return to_float(logits[i]); };
   const auto better = [&](std::int32_t a, std::int32_t b) {
     const float za = z(a), zb = z(b);

@@ -152,12 +152,11 @@ inline bool select_nucleus(const std::int32_t* ids, const float* values, std::in
         }
       }
     }
-    const std::int64_t kept =
-        set_ids == nullptr
-            ? compact_between<true>(set_values, nullptr, count, keep_lo, keep_hi, work_ids,
-                                    work_values)
-            : compact_between<false>(set_values, set_ids, count, keep_lo, keep_hi, work_ids,
-                                     work_values);
+    const std::int64_t kept = set_ids == nullptr
+                                  ? compact_between<true>(set_values, nullptr, count, keep_lo,
+                                                          keep_hi, work_ids, work_values)
+                                  : compact_between<false>(set_values, set_ids, count, keep_lo,
+                                                           keep_hi, work_ids, work_values);
     // A bracket that kept every entry (ties around the cut) is split at one value next.
     margin = kept == count ? 0 : kMargin;
     if (kept == count) continue;

@@ -57,4 +57,3 @@ void warp_probabilities(const Warp& w, std::type_identity_t<std::span<const T>> 
 }
 
 }  // namespace specdec
-

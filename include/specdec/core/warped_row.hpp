@@ -58,7 +58,8 @@ inline void one_hot(float* out, std::int64_t n, std::int64_t hot) {
 
 /// Writes the whole warped row (the same values warped_probability gives entry by entry).
 template <class T>
-SPECDEC_ROW_LOOP void write_warped_row(const WarpStats& s, const T* logits, std::int64_t n, float* out) {
+SPECDEC_ROW_LOOP void write_warped_row(const WarpStats& s, const T* logits, std::int64_t n,
+                                       float* out) {
   if (s.greedy >= 0) return one_hot(out, n, s.greedy);
   const float inv_t = s.inv_temperature, max = s.max, inv_sum = s.inv_sum;
   if (s.top_k_last < 0 && s.top_p_last < 0 && !(s.min_p_threshold > 0.0f)) {

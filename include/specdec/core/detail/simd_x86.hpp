@@ -59,9 +59,9 @@ template <bool kPositions>
     const __m256 v = _mm256_loadu_ps(values + i);
     const int mask = _mm256_movemask_ps(
         _mm256_and_ps(_mm256_cmp_ps(v, low, _CMP_GE_OQ), _mm256_cmp_ps(v, high, _CMP_LE_OQ)));
-    const __m256i id =
-        kPositions ? _mm256_add_epi32(lane_offsets, _mm256_set1_epi32(static_cast<int>(i)))
-                   : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ids + i));
+    const __m256i id = kPositions
+                           ? _mm256_add_epi32(lane_offsets, _mm256_set1_epi32(static_cast<int>(i)))
+                           : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ids + i));
     const __m256i lanes =
         _mm256_load_si256(reinterpret_cast<const __m256i*>(kCompactTable.lanes[mask]));
     _mm256_storeu_ps(out_values + m, _mm256_permutevar8x32_ps(v, lanes));
@@ -87,8 +87,8 @@ template <bool kPositions>
     std::uint64_t word = 0;
     for (int k = 0; k < 8; ++k) {
       const __m256 v = _mm256_loadu_ps(values + i + 8 * k);
-      word |= static_cast<std::uint64_t>(static_cast<unsigned>(
-                  _mm256_movemask_ps(_mm256_cmp_ps(v, low, _CMP_GE_OQ))))
+      word |= static_cast<std::uint64_t>(
+                  static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(v, low, _CMP_GE_OQ))))
               << (8 * k);
     }
     for (int k = 0; k < 4; ++k) {

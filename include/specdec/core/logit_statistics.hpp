@@ -107,8 +107,9 @@ void cut_statistics(const Warp& w, const T* logits, std::int64_t n, WarpScratch 
     m = kept;
   } else {
     double bound = 0.0;  // in probability
-    if (top_p && !small)
+    if (top_p && !small) {
       bound = 0.5 * (1.0 - static_cast<double>(w.top_p)) / static_cast<double>(n);
+    }
     if (!top_p && min_p) bound = 0.5 * static_cast<double>(w.min_p) * static_cast<double>(inv_sum);
     // p >= bound  <=>  logit >= max + temperature * log(bound * sum), less a margin for rounding.
     const float gate =

@@ -137,7 +137,7 @@ void check_nucleus(const Warp& w, const std::vector<float>& logits) {
         detail::softmax_probability(stats, logits[static_cast<std::size_t>(i)], i);
   }
   const auto cut_scratch = detail::warp_scratch(scratch.data(), n);
-  detail::keep_top_p(expected.data(), n, w.top_p, cut_scratch.bucket, cut_scratch.work_pairs);
+  detail::keep_top_p(expected.data(), n, w.top_p, cut_scratch.bucket, cut_scratch.work_values);
   int differ = 0, kept = 0;
   for (std::size_t i = 0; i < row.size(); ++i) {
     differ += bits(row[i]) != bits(expected[i]) ? 1 : 0;
@@ -684,7 +684,8 @@ TEST_CASE("the one nucleus selection cuts candidates and positions at a prefix's
   }
   const auto m = static_cast<std::int64_t>(ids.size());
   const auto n = static_cast<std::int64_t>(row.probabilities.size());
-  std::vector<std::int32_t> work(2 * static_cast<std::size_t>(n + detail::kScratchSlack));
+  std::vector<std::int32_t> work_ids(static_cast<std::size_t>(n + detail::kScratchSlack));
+  std::vector<float> work_values(work_ids.size());
   for (const int lights : {0, 1, 37, 4096}) {
     // The whole chain, (2 - 2^-10) / 4, and the first `lights` lights.
     const float top_p = 0.5f - std::ldexp(1.0f, -12) + static_cast<float>(lights) * std::ldexp(1.0f, -14);
@@ -692,10 +693,13 @@ TEST_CASE("the one nucleus selection cuts candidates and positions at a prefix's
     const std::int64_t last =
         lights == 0 ? row.chain.back() : row.lights[static_cast<std::size_t>(lights - 1)];
     detail::RowCut on_ids, on_positions;
-    REQUIRE(detail::select_nucleus(ids.data(), values.data(), m, top_p, work.data(),
-                                   n + detail::kScratchSlack, on_ids));
-    REQUIRE(detail::select_nucleus(nullptr, row.probabilities.data(), n, top_p, work.data(),
-                                   n + detail::kScratchSlack, on_positions));
+    double mass_on_ids = 0.0, mass_on_positions = 0.0;
+    REQUIRE(detail::select_nucleus(ids.data(), values.data(), m, top_p, work_ids.data(),
+                                   work_values.data(), on_ids, mass_on_ids));
+    REQUIRE(detail::select_nucleus(nullptr, row.probabilities.data(), n, top_p, work_ids.data(),
+                                   work_values.data(), on_positions, mass_on_positions));
+    CHECK(mass_on_ids == static_cast<double>(top_p));
+    CHECK(mass_on_positions == static_cast<double>(top_p));
     CHECK(on_ids.last == last);
     CHECK(on_positions.last == last);
     CHECK(on_ids.value == row.probabilities[static_cast<std::size_t>(last)]);

@@ -87,9 +87,10 @@ void cut_statistics(const Warp& w, const T* logits, std::int64_t n, WarpScratch 
   const float max = s.max, inv_sum = s.inv_sum;
   // The one top-p selection over the m candidates in ids / values.
   RowCut nucleus_cut;
+  double nucleus_mass = 0.0;
   const auto nucleus = [&](std::int64_t count) {
-    return select_nucleus(ids, values, count, w.top_p, scratch.bucket, scratch.work_pairs,
-                          nucleus_cut);
+    return select_nucleus(ids, values, count, w.top_p, scratch.bucket, scratch.work_values,
+                          nucleus_cut, nucleus_mass);
   };
   const auto to_probabilities = [&] {
     for (std::int64_t j = 0; j < m; ++j) {
@@ -148,8 +149,10 @@ void cut_statistics(const Warp& w, const T* logits, std::int64_t n, WarpScratch 
     // Candidates that are every positive entry of the row: short of the mass only by rounding,
     // and then the row keeps them all.
     const bool complete = top_k || small;
+    bool gated = !complete;  // the candidates are behind a prune bound
     bool found = cut_found || nucleus(m);
     if (!found && !complete) {
+      gated = false;
       // Rounding left the gated candidates short of the mass: take every positive entry.
       m = 0;
       for (std::int64_t i = 0; i < n; ++i) {
@@ -163,7 +166,10 @@ void cut_statistics(const Warp& w, const T* logits, std::int64_t n, WarpScratch 
     if (found) {
       s.top_p_value = nucleus_cut.value;
       s.top_p_last = nucleus_cut.last;
-      s.inv_top_p_kept = static_cast<float>(1.0 / kept_mass(ids, values, m, nucleus_cut));
+      // Gated candidates are at least the prune bound (> 2^-30): their sum by rank is exact. All
+      // positive entries may hold smaller ones: summed in id order, as keep_top_p sums the row.
+      const double kept = gated ? nucleus_mass : kept_mass(ids, values, m, nucleus_cut);
+      s.inv_top_p_kept = static_cast<float>(1.0 / kept);
     }
     if (min_p && s.top_p_last >= 0) {
       for (std::int64_t j = 0; j < m; ++j) {

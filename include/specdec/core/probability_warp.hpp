@@ -46,7 +46,7 @@ inline void warp_scaled_logits_in_place(const Warp& w, float* out, std::int64_t 
   const float m = row_max(out, n);
   for (std::int64_t i = 0; i < n; ++i) out[i] = exp_flush(out[i] - m);
   normalize_row(out, n);
-  if (w.top_p < 1.0f) keep_top_p(out, n, w.top_p, scratch.bucket, scratch.work_pairs);
+  if (w.top_p < 1.0f) keep_top_p(out, n, w.top_p, scratch.bucket, scratch.work_values);
   if (w.min_p > 0.0f) keep_min_p(out, n, w.min_p);
 }
 
@@ -63,7 +63,7 @@ void warp_probabilities_unchecked(const Warp& w, std::span<const T> probs, std::
     for (std::int64_t i = 0; i < n; ++i) o[i] = to_float(p[i]);
     normalize_row(o, n);
     const WarpScratch scratch = warp_scratch(idx, n);
-    if (w.top_p < 1.0f) keep_top_p(o, n, w.top_p, scratch.bucket, scratch.work_pairs);
+    if (w.top_p < 1.0f) keep_top_p(o, n, w.top_p, scratch.bucket, scratch.work_values);
     if (w.min_p > 0.0f) keep_min_p(o, n, w.min_p);
     return;
   }

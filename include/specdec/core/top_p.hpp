@@ -70,9 +70,10 @@ SPECDEC_ROW_LOOP inline Masses masses_around(const float* values, std::int64_t n
 }
 
 /// The nucleus of `top_p` over m candidates: `ids` ascending (nullptr: the candidates are the
-/// positions 0..m-1) with their probabilities `values` (>= 0). Sets `cut` and returns true, or
-/// returns false when all of them together do not reach top_p. `work` has room for 2 * capacity
-/// words, capacity >= m + kScratchSlack.
+/// positions 0..m-1) with their probabilities `values` (>= 0). Sets `cut` and `mass` (the
+/// prefix's mass, summed by rank) and returns true, or returns false when all of them together do
+/// not reach top_p. `work_ids` and `work_values` have
+/// room for m + kScratchSlack entries each.
 ///
 /// The candidates are never ordered: a sample of 64 picks a bracket around the estimated cut, one
 /// pass sums the mass above it and inside it (exactly, masses_around) and the part holding the cut
@@ -80,7 +81,8 @@ SPECDEC_ROW_LOOP inline Masses masses_around(const float* values, std::int64_t n
 /// at one value next; a cut inside a run of equal values is resolved by their count
 /// (ties_in_nucleus), the run's ids ascending. The last <= 96 entries are ordered.
 inline bool select_nucleus(const std::int32_t* ids, const float* values, std::int64_t m,
-                           float top_p, std::int32_t* work, std::int64_t capacity, RowCut& cut) {
+                           float top_p, std::int32_t* work_ids, float* work_values, RowCut& cut,
+                           double& mass) {
   constexpr float kInf = std::numeric_limits<float>::infinity();
   constexpr int kSample = 64, kMargin = 3;
   constexpr std::int64_t kOrderAll = 96;
@@ -92,8 +94,6 @@ inline bool select_nucleus(const std::int32_t* ids, const float* values, std::in
   const float* set_values = values;
   const std::int32_t* set_ids = ids;
   std::int64_t count = m;
-  std::int32_t* work_ids = work;
-  float* work_values = reinterpret_cast<float*>(work + capacity);
   const auto id_at = [&](std::int64_t j) {
     return set_ids == nullptr ? static_cast<std::int32_t>(j) : set_ids[j];
   };
@@ -147,6 +147,7 @@ inline bool select_nucleus(const std::int32_t* ids, const float* values, std::in
           seen += set_values[j] == lo ? 1 : 0;
           if (seen == need) {
             cut = {lo, id_at(j)};
+            mass = above + static_cast<double>(need) * static_cast<double>(lo);
             return true;
           }
         }
@@ -181,13 +182,15 @@ inline bool select_nucleus(const std::int32_t* ids, const float* values, std::in
       break;
     }
   }
+  mass = running;
   cut = {std::bit_cast<float>(static_cast<std::uint32_t>(keys[at] >> 32)),
          static_cast<std::int64_t>(0xffffffffu - static_cast<std::uint32_t>(keys[at]))};
   return true;
 }
 
 /// The mass a cut keeps among candidates (ids ascending with their probabilities), summed in
-/// double in id order: the sum keep_top_p takes over the row.
+/// double in id order: the sum keep_top_p takes over the row, which differs from the sum by rank
+/// only where probabilities below 2^-30 make the sums inexact.
 inline double kept_mass(const std::int32_t* ids, const float* values, std::int64_t m, RowCut cut) {
   double kept = 0.0;
   for (std::int64_t j = 0; j < m; ++j) {
@@ -197,12 +200,13 @@ inline double kept_mass(const std::int32_t* ids, const float* values, std::int64
 }
 
 /// p is a probability row; zeroes everything outside the nucleus of mass `top_p` and renormalises
-/// (a row whose mass falls short of top_p by rounding stays as it is). `work` as select_nucleus's
-/// for m = n.
-inline void keep_top_p(float* p, std::int64_t n, float top_p, std::int32_t* work,
-                       std::int64_t capacity) {
+/// (a row whose mass falls short of top_p by rounding stays as it is). The work lists as
+/// select_nucleus's for m = n.
+inline void keep_top_p(float* p, std::int64_t n, float top_p, std::int32_t* work_ids,
+                       float* work_values) {
   RowCut cut;
-  if (!select_nucleus(nullptr, p, n, top_p, work, capacity, cut)) return;
+  double mass = 0.0;
+  if (!select_nucleus(nullptr, p, n, top_p, work_ids, work_values, cut, mass)) return;
   double kept = 0.0;  // in double: a float sum of a long row falls short of 1 after the division
   for (std::int64_t i = 0; i < n; ++i) {
     if (below_cut(p[i], i, cut.value, cut.last)) {

@@ -19,6 +19,10 @@ struct RowCut {
 };
 
 /// Whether (value, id) ranks after the cut at (cut_value, cut_last), so the cut removes it.
+/// Inlined always on the host too: the row loops that call it vectorise only then.
+#if defined(__GNUC__) && !defined(__CUDACC__)
+[[gnu::always_inline]]
+#endif
 SPECDEC_HOST_DEVICE bool below_cut(float value, std::int64_t id, float cut_value,
                                    std::int64_t cut_last) {
   return value < cut_value || (value == cut_value && id > cut_last);

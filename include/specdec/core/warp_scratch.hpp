@@ -13,9 +13,9 @@
 namespace specdec {
 namespace detail {
 
-/// 32-bit words of a warp's scratch for a row of `vocab`: candidate ids, the candidates' values
-/// and a work area of two arrays (each array with kScratchSlack entries of room), then the tiles of
-/// the sum (three words each).
+/// 32-bit words of a warp's scratch for a row of `vocab`: candidate ids, a work list of ids, the
+/// candidates' values and a work list of values (each with kScratchSlack entries of room), then the
+/// tiles of the sum (three words each).
 inline std::size_t warp_scratch_words(std::int64_t vocab) {
   const std::int64_t n = std::max<std::int64_t>(vocab, 0);
   return static_cast<std::size_t>(4 * (n + kScratchSlack) + 3 * ((n + kSumTile - 1) / kSumTile));
@@ -31,19 +31,20 @@ inline std::size_t warp_workspace_size(std::int64_t vocab) {
 namespace detail {
 
 /// A warp's scratch (warp_scratch_words words at `base`) for a row of n entries.
+/// Each array has n + kScratchSlack entries.
 struct WarpScratch {
-  std::int32_t* ids;     // candidate ids, n + kScratchSlack
-  float* values;         // the candidates' logits or probabilities, n + kScratchSlack
-  std::int32_t* bucket;  // a work area of 2 (n + kScratchSlack) words: an id list or the cuts' work
+  std::int32_t* ids;     // candidate ids
+  std::int32_t* bucket;  // a list of ids: the kept ids, or the nucleus selection's work ids
+  float* values;         // the candidates' logits or probabilities
+  float* work_values;    // the nucleus selection's work values
   TileSum* tiles;        // tile_count(n) entries
-  /// Entries of the work area as pairs (an id and a value each): at least n + kScratchSlack.
-  std::int64_t work_pairs;
 };
 
 inline WarpScratch warp_scratch(std::int32_t* base, std::int64_t n) {
   const std::int64_t stride = n + kScratchSlack;
-  return {base, reinterpret_cast<float*>(base + stride), base + 2 * stride,
-          reinterpret_cast<TileSum*>(base + 4 * stride), stride};
+  return {base, base + stride, reinterpret_cast<float*>(base + 2 * stride),
+          reinterpret_cast<float*>(base + 3 * stride),
+          reinterpret_cast<TileSum*>(base + 4 * stride)};
 }
 
 }  // namespace detail

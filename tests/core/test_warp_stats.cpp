@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// The statistics path (core/warp_stats.hpp) against the materialised rows: every entry recomputed
+// The statistics path (core/logit_statistics.hpp) against the materialised rows: every entry recomputed
 // from its logit has the bits of the written row, the rows keep the support of the warp's row
 // algorithm (warp_scaled_logits_in_place), and a chain step from logits makes the same decisions
 // and emits the same tokens as warping every row and calling verify_chain.
@@ -9,11 +9,15 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
+#include <numbers>
 #include <vector>
 
 #include "specdec/backend/cpu/verify_batch.hpp"
+#include "specdec/core/logit_statistics.hpp"
+#include "specdec/core/rough_bounds.hpp"
+#include "specdec/core/top_p.hpp"
 #include "specdec/core/warp.hpp"
-#include "specdec/core/warp_stats.hpp"
+#include "specdec/core/warped_row.hpp"
 #include "specdec/toy/random.hpp"
 #include "specdec/verify/chain.hpp"
 #include "specdec/verify/chain_logits.hpp"
@@ -60,7 +64,7 @@ template <class T>
 std::vector<float> reference_row(const Warp& w, const std::vector<T>& logits) {
   const auto n = static_cast<std::int64_t>(logits.size());
   std::vector<float> out(logits.size());
-  std::vector<std::int32_t> idx(logits.size());
+  std::vector<std::int32_t> idx(detail::warp_scratch_words(n));
   if (w.is_greedy()) {
     detail::one_hot(out.data(), n, detail::row_argmax(logits.data(), n));
     return out;
@@ -132,7 +136,8 @@ void check_nucleus(const Warp& w, const std::vector<float>& logits) {
     expected[static_cast<std::size_t>(i)] =
         detail::softmax_probability(stats, logits[static_cast<std::size_t>(i)], i);
   }
-  detail::keep_top_p(expected.data(), n, w.top_p, scratch.data());
+  const auto cut_scratch = detail::warp_scratch(scratch.data(), n);
+  detail::keep_top_p(expected.data(), n, w.top_p, cut_scratch.bucket, cut_scratch.work_values);
   int differ = 0, kept = 0;
   for (std::size_t i = 0; i < row.size(); ++i) {
     differ += bits(row[i]) != bits(expected[i]) ? 1 : 0;
@@ -550,4 +555,154 @@ TEST_CASE("a token drawn from a row computed a block at a time is the one sample
     }
   }
   CHECK(compared == 6 * 4 * 103);
+}
+
+namespace {
+
+// Rows whose probabilities are exact binary fractions, so every prefix mass is exact and top_p
+// can be set to one: the nucleus is the shortest prefix reaching it (a prefix exactly at top_p
+// is the nucleus; one entry more is not). Softmax terms 2^-k from logits z with exp_flush(z) ==
+// 2^-k exactly: the statistics path's own exponential, searched near -k ln 2.
+float logit_of_power(int k) {
+  const float target = std::ldexp(1.0f, -k);
+  float z = static_cast<float>(-k * std::numbers::ln2);
+  for (int step = 0; step < 1000 && detail::exp_flush(z) != target; ++step) {
+    z = std::nextafter(z, detail::exp_flush(z) > target ? -INFINITY : 0.0f);
+  }
+  return z;
+}
+
+// A row of n >= 8207 entries, the rest -inf (probability 0): a chain of distinct terms 1, 1/2, ..., 2^-10 and
+// 8196 light entries of 2^-12, so the terms sum to exactly 4, scattered over the row at random
+// ids. The row's probabilities are the terms / 4.
+struct ExactRow {
+  std::vector<float> logits;         // temperature 1: softmax(logits) is the row
+  std::vector<float> probabilities;  // the same row written as probabilities
+  std::vector<std::int64_t> chain;   // ids of the chain, by decreasing probability
+  std::vector<std::int64_t> lights;  // ids of the light entries, ascending
+};
+
+ExactRow exact_row(std::int64_t n, std::uint64_t seed) {
+  ExactRow row;
+  row.logits.assign(static_cast<std::size_t>(n), -INFINITY);
+  row.probabilities.assign(static_cast<std::size_t>(n), 0.0f);
+  std::vector<std::int64_t> ids(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) ids[static_cast<std::size_t>(i)] = i;
+  toy::ToyRandom rng(seed);
+  for (std::size_t i = ids.size() - 1; i > 0; --i) {  // Fisher-Yates
+    const auto j = static_cast<std::size_t>(rng.uniform_double() * static_cast<double>(i + 1));
+    std::swap(ids[i], ids[std::min(j, i)]);
+  }
+  float logit_of[13];
+  for (int k = 0; k <= 12; ++k) logit_of[k] = logit_of_power(k);
+  const auto place = [&](std::int64_t id, int k) {
+    row.logits[static_cast<std::size_t>(id)] = logit_of[k];
+    row.probabilities[static_cast<std::size_t>(id)] = std::ldexp(1.0f, -k - 2);
+  };
+  for (int k = 0; k <= 10; ++k) {
+    row.chain.push_back(ids[static_cast<std::size_t>(k)]);
+    place(ids[static_cast<std::size_t>(k)], k);
+  }
+  for (std::size_t j = 11; j < 11 + 8196; ++j) {
+    row.lights.push_back(ids[j]);
+    place(ids[j], 12);
+  }
+  std::sort(row.lights.begin(), row.lights.end());
+  return row;
+}
+
+// The ids a warped row keeps.
+std::vector<std::int64_t> kept_ids(const std::vector<float>& warped) {
+  std::vector<std::int64_t> kept;
+  for (std::size_t i = 0; i < warped.size(); ++i) {
+    if (warped[i] > 0.0f) kept.push_back(static_cast<std::int64_t>(i));
+  }
+  return kept;
+}
+
+}  // namespace
+
+TEST_CASE("top-p at a prefix's exact mass keeps that prefix and no more, on both warp paths",
+          "[core][warp][stats][nucleus]") {
+  const std::int64_t n = 20000;  // 20 tiles of the sum
+  const ExactRow row = exact_row(n, 25);
+  for (int k = 0; k <= 12; k += 12) {
+    INFO("exp_flush(logit_of_power(" << k << ")) == 2^-" << k);
+    REQUIRE(detail::exp_flush(logit_of_power(k)) == std::ldexp(1.0f, -k));
+  }
+  // Prefixes: chain entries only (1 to 11 of them), and the whole chain plus some lights (which
+  // tie, so they enter by id).
+  struct Prefix {
+    int chain;
+    int lights;
+  };
+  const Prefix prefixes[] = {{1, 0}, {3, 0}, {7, 0}, {11, 0}, {11, 1}, {11, 100}, {11, 4000}};
+  Workspace ws;
+  for (const Prefix& prefix : prefixes) {
+    double mass = 0.0;
+    std::vector<std::int64_t> expected;
+    for (int j = 0; j < prefix.chain; ++j) {
+      expected.push_back(row.chain[static_cast<std::size_t>(j)]);
+      mass += std::ldexp(1.0, -j - 2);
+    }
+    for (int j = 0; j < prefix.lights; ++j) {
+      expected.push_back(row.lights[static_cast<std::size_t>(j)]);
+      mass += std::ldexp(1.0, -14);
+    }
+    std::sort(expected.begin(), expected.end());
+    const auto top_p = static_cast<float>(mass);
+    REQUIRE(static_cast<double>(top_p) == mass);  // the prefix's mass is exactly top_p
+    const Warp w{.top_p = top_p};
+    CAPTURE(prefix.chain, prefix.lights, top_p);
+    std::vector<float> from_logits(static_cast<std::size_t>(n)), from_probabilities(from_logits);
+    warp_logits<float>(w, row.logits, from_logits, ws);
+    warp_probabilities<float>(w, row.probabilities, from_probabilities, ws);
+    CHECK(kept_ids(from_logits) == expected);
+    CHECK(kept_ids(from_probabilities) == expected);
+    // The kept mass is top_p itself: every kept entry is p / top_p.
+    const float inv = static_cast<float>(1.0 / mass);
+    const std::int64_t first = expected.front();
+    CHECK(from_logits[static_cast<std::size_t>(first)] ==
+          row.probabilities[static_cast<std::size_t>(first)] * inv);
+    CHECK(from_probabilities[static_cast<std::size_t>(first)] ==
+          row.probabilities[static_cast<std::size_t>(first)] * inv);
+  }
+}
+
+TEST_CASE("the one nucleus selection cuts candidates and positions at a prefix's exact mass",
+          "[core][warp][stats][nucleus]") {
+  // select_nucleus directly, over the row's positive entries as (ids, values) and over the dense
+  // row as positions: both give the same cut, the last entry of the prefix.
+  const ExactRow row = exact_row(12000, 26);
+  std::vector<std::int32_t> ids;
+  std::vector<float> values;
+  for (std::size_t i = 0; i < row.probabilities.size(); ++i) {
+    if (row.probabilities[i] > 0.0f) {
+      ids.push_back(static_cast<std::int32_t>(i));
+      values.push_back(row.probabilities[i]);
+    }
+  }
+  const auto m = static_cast<std::int64_t>(ids.size());
+  const auto n = static_cast<std::int64_t>(row.probabilities.size());
+  std::vector<std::int32_t> work_ids(static_cast<std::size_t>(n + detail::kScratchSlack));
+  std::vector<float> work_values(work_ids.size());
+  for (const int lights : {0, 1, 37, 4096}) {
+    // The whole chain, (2 - 2^-10) / 4, and the first `lights` lights.
+    const float top_p = 0.5f - std::ldexp(1.0f, -12) + static_cast<float>(lights) * std::ldexp(1.0f, -14);
+    CAPTURE(lights, top_p);
+    const std::int64_t last =
+        lights == 0 ? row.chain.back() : row.lights[static_cast<std::size_t>(lights - 1)];
+    detail::RowCut on_ids, on_positions;
+    double mass_on_ids = 0.0, mass_on_positions = 0.0;
+    REQUIRE(detail::select_nucleus(ids.data(), values.data(), m, top_p, work_ids.data(),
+                                   work_values.data(), on_ids, mass_on_ids));
+    REQUIRE(detail::select_nucleus(nullptr, row.probabilities.data(), n, top_p, work_ids.data(),
+                                   work_values.data(), on_positions, mass_on_positions));
+    CHECK(mass_on_ids == static_cast<double>(top_p));
+    CHECK(mass_on_positions == static_cast<double>(top_p));
+    CHECK(on_ids.last == last);
+    CHECK(on_positions.last == last);
+    CHECK(on_ids.value == row.probabilities[static_cast<std::size_t>(last)]);
+    CHECK(on_positions.value == on_ids.value);
+  }
 }

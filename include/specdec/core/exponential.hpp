@@ -6,23 +6,23 @@
 
 #include <bit>
 #include <cstdint>
+#include <numbers>
 
 #include "specdec/core/row_loop.hpp"
 
 namespace specdec::detail {
 
-/// -88.0f's bits: exp_flush's floor.
-inline constexpr std::uint32_t kExpFloorBits = 0xc2b00000u;
+inline constexpr std::uint32_t kExpFloorBits = 0xc2b00000u;  // -88.0f's bits: exp_flush's floor
 
-/// e^x for -88 <= x <= 0: Cody-Waite reduction x = k ln 2 + r, then a degree-5 minimax
-/// polynomial for e^r on |r| <= ln 2 / 2 (relative error below 2e-7 wherever the result is normal,
-/// checked over the range in tests/core/test_warp_stats.cpp; five multiply-adds, which bound the
-/// row loops). Branch-free, so the compiler vectorises it at any ISA level, and a row written in a
-/// vectorised loop and an entry recomputed alone give the same bits. A loop whose arguments are
-/// known to be at least -88 calls it directly; everything else calls exp_flush.
+/// e^x for -88 <= x <= 0: Cody-Waite reduction x = k ln 2 + r (ln 2 = 0.693359375, whose k
+/// multiples are exact, - 2.12194440e-4), then a degree-5 minimax polynomial for e^r on |r| <= ln 2
+/// / 2 (relative error below 2e-7 wherever the result is normal, checked in tests/core/
+/// test_warp_stats.cpp; five multiply-adds, which bound the row loops). Branch-free, so it
+/// vectorises at any ISA level, and a row written in a vectorised loop and an entry recomputed
+/// alone give the same bits. Loops whose arguments are at least -88 call it; others exp_flush.
 SPECDEC_ENTRY_INLINE float exp_in_range(float x) {
   constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
-  const float shifted = x * 1.44269504088896341f + kRound;
+  const float shifted = x * std::numbers::log2e_v<float> + kRound;
   const float k = shifted - kRound;
   const float r = (x - k * 0.693359375f) - k * -2.12194440e-4f;
   float y = 8.2962177694e-3f;

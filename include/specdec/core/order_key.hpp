@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// The order-preserving keys of floats and doubles, shared by the CPU warp's radix selection and
-// the CUDA threshold searches: a < b <=> order_key(a) < order_key(b) for every non-NaN pair, and
+// The order-preserving keys of floats and doubles, shared by the CPU row checks and the CUDA
+// threshold searches: a < b <=> order_key(a) < order_key(b) for every non-NaN pair, and
 // order_key(-0.0f) == order_key(+0.0f), as the two compare equal. Plain SPECDEC_HOST_DEVICE code.
 #pragma once
 

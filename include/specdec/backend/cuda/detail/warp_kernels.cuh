@@ -5,7 +5,9 @@
 // (-0 and +0 share one key, as they compare equal); the threshold key t is built bit by bit from
 // the top, keeping a bit when the entries at or above it still hold k entries (top-k) or mass P
 // (top-p). Entries equal to t are then kept in increasing id order until the count (or mass) is
-// reached, by the same bitwise search over ids: exactly the CPU's "ties to the lowest id".
+// reached, by the same bitwise search over ids: exactly the CPU's "ties to the lowest id". The
+// ranking of a cut, the nucleus boundary and the count of tied entries the nucleus takes are the
+// row functions the CPU's selections use (core/warp_rows.hpp).
 // IWYU pragma: private
 #pragma once
 
@@ -30,9 +32,12 @@ __device__ __forceinline__ float load(const __nv_bfloat16* p, std::int64_t i) {
 }
 
 using specdec::detail::order_key;  // core/order_key.hpp: -0 and +0 share one key
-using specdec::detail::min_p_cut;  // core/warp_rows.hpp: the warp's row functions
+using specdec::detail::below_cut;  // core/warp_rows.hpp: the warp's row functions
+using specdec::detail::min_p_cut;
 using specdec::detail::min_p_threshold;
 using specdec::detail::probability_key;
+using specdec::detail::reaches_nucleus;
+using specdec::detail::ties_in_nucleus;
 
 struct Shared {
   float f[32];
@@ -74,6 +79,11 @@ __device__ __forceinline__ int nth_tie(const float* row, int n, std::uint32_t t,
   return j;
 }
 
+/// The float whose order key is t (+0 for the zeros' key).
+__device__ __forceinline__ float key_value(std::uint32_t t) {
+  return __uint_as_float((t & 0x80000000u) ? (t & 0x7FFFFFFFu) : ~t);
+}
+
 struct OrderKey {
   __device__ __forceinline__ std::uint32_t operator()(float x) const { return order_key(x); }
 };
@@ -92,9 +102,9 @@ __device__ inline void keep_top_k(float* z, int n, unsigned int k, Shared& sh) {
   const unsigned int ties = count_at_least(z, n, t, sh) - above;
   const unsigned int needed = k - above;
   const int last = needed < ties ? nth_tie(z, n, t, needed, OrderKey{}, sh) : n;
+  const float cut = key_value(t);  // the entries with key t, all equal
   for (int i = threadIdx.x; i < n; i += blockDim.x) {
-    const std::uint32_t key = order_key(z[i]);
-    if (key < t || (key == t && i > last)) z[i] = -__int_as_float(0x7f800000);
+    if (below_cut(z[i], i, cut, last)) z[i] = -__int_as_float(0x7f800000);
   }
   __syncthreads();
 }
@@ -130,28 +140,24 @@ __device__ inline void renormalise(float* p, int n, Shared& sh) {
 /// (summed in double) reaches top_p; renormalises. A row whose whole mass is below top_p stays.
 __device__ inline void keep_top_p(float* p, int n, float top_p, Shared& sh) {
   const double target = static_cast<double>(top_p);
-  if (mass_at_least(p, n, 1u, sh) < target) return;
+  if (!reaches_nucleus(mass_at_least(p, n, 1u, sh), target)) return;
   std::uint32_t t = 0;
   for (int bit = 30; bit >= 0; --bit) {
     const std::uint32_t candidate = t | (1u << bit);
-    if (mass_at_least(p, n, candidate, sh) >= target) t = candidate;
+    if (reaches_nucleus(mass_at_least(p, n, candidate, sh), target)) t = candidate;
   }
   const double above = mass_at_least(p, n, t + 1u, sh);
   unsigned int ties = 0;
   for (int i = threadIdx.x; i < n; i += blockDim.x) ties += ProbabilityKey{}(p[i]) == t ? 1u : 0u;
   ties = block_all_reduce(ties, Plus{}, sh.u);
-  // The CPU adds tied entries one at a time; the first count reaching the target is the cut.
-  const double v = static_cast<double>(__uint_as_float(t));
-  unsigned int needed = static_cast<unsigned int>(ceil((target - above) / v));
-  if (needed < 1u) needed = 1u;
-  while (needed > 1u && above + (needed - 1u) * v >= target) --needed;
-  while (needed < ties && above + needed * v < target) ++needed;
-  if (needed > ties) needed = ties;
+  // The tied entries enter by id, as many as the nucleus takes.
+  const float v = __uint_as_float(t);
+  const auto needed = static_cast<unsigned int>(
+      ties_in_nucleus(above, static_cast<double>(v), static_cast<std::int64_t>(ties), target));
   const int last = needed < ties ? nth_tie(p, n, t, needed, ProbabilityKey{}, sh) : n;
   unsigned int removed = 0;
   for (int i = threadIdx.x; i < n; i += blockDim.x) {
-    const std::uint32_t key = ProbabilityKey{}(p[i]);
-    if (p[i] > 0.0f && (key < t || (key == t && i > last))) {
+    if (p[i] > 0.0f && below_cut(p[i], i, v, last)) {
       p[i] = 0.0f;
       ++removed;
     }

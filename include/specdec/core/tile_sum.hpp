@@ -1,0 +1,192 @@
+// SPDX-License-Identifier: MIT
+// The softmax sum of a row by a deterministic reduction rule (docs/backends.md): the sum is taken
+// over tiles of kSumTile consecutive entries, each with its own largest logit m_t: lane j (of
+// kSumLanes) adds exp((logit - m_t) / T) of the entries whose offset in the tile is j mod kSumLanes
+// in increasing order, the lanes are added in order 0..kSumLanes-1 (the tile's sum s_t), and the
+// row's sum is s_t * exp((m_t - max) / T) added in double in tile order. So the row is read once, a
+// tile at a time while it is in the first-level cache. Entries outside a kept set add +0, so a
+// sparse set (top-k) gives the bits of a row holding -inf elsewhere.
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <numbers>
+
+#include "specdec/core/exponential.hpp"
+#include "specdec/core/key_range.hpp"
+#include "specdec/core/numerics.hpp"
+#include "specdec/core/row_loop.hpp"
+
+namespace specdec::detail {
+
+/// The softmax sum's tiles and lanes.
+inline constexpr std::int64_t kSumTile = 1024;
+inline constexpr int kSumLanes = 16;
+
+/// The exponent of a logit's softmax term, (logit - max) / temperature. The one form every path
+/// uses: a product feeding a subtraction could be fused into an FMA in one context and not in
+/// another, a subtraction feeding a product cannot.
+SPECDEC_ENTRY_INLINE float scaled_exponent(float logit, float max, float inv_temperature) {
+  return (logit - max) * inv_temperature;
+}
+
+/// `value` when `keep`, else +0, by masking its bits.
+SPECDEC_ENTRY_INLINE float keep_if(bool keep, float value) {
+  return std::bit_cast<float>(std::bit_cast<std::int32_t>(value) &
+                              -static_cast<std::int32_t>(keep));
+}
+
+/// One tile of the reduction rule: its largest logit and the float sum of
+/// exp((logit - max) * inv_t) over its entries, with max the tile's own; `above` is the same sum
+/// over the entries at or above a threshold, when the pass was asked for one.
+struct TileSum {
+  float max;
+  float sum;
+  float above;
+};
+
+inline std::int64_t tile_count(std::int64_t n) { return (n + kSumTile - 1) / kSumTile; }
+
+/// The tile rule's lane sums over `count` (at most kSumTile) entries of a tile: lane j adds
+/// exp((logit - max) * inv_t) of the entries at offsets j mod kSumLanes in order (an entry past
+/// the tile's end would add +0), into `lanes`; with kAbove, `above` gets the same sums over the
+/// entries whose logit is at least `threshold`. The exponentials go straight into the lanes.
+/// kClamp: some entry's exponent may be below exp_flush's floor. kRough: rough_exp2 terms instead.
+template <bool kAbove, bool kRough, bool kClamp, class T>
+SPECDEC_ENTRY_INLINE void add_tile_terms(const T* x, std::int64_t count, float max, float inv_t,
+                                         float threshold, float* lanes, float* above) {
+  const float rough_scale = inv_t * std::numbers::log2e_v<float>;
+  const float rough_floor = -126.0f / rough_scale;
+  const auto add = [&](int j, float logit) {
+    float term;
+    if constexpr (kRough) {
+      const float d = logit - max;
+      term = rough_exp2(kClamp ? (d > rough_floor ? d : rough_floor) : d, rough_scale);
+    } else {
+      const float z = scaled_exponent(logit, max, inv_t);
+      term = kClamp ? exp_flush(z) : exp_in_range(z);
+    }
+    lanes[j] += term;
+    if constexpr (kAbove) above[j] += keep_if(logit >= threshold, term);
+  };
+  std::int64_t i = 0;
+  for (; i + kSumLanes <= count; i += kSumLanes) {
+    for (int j = 0; j < kSumLanes; ++j) add(j, to_float(x[i + j]));
+  }
+  for (int j = 0; i + j < count; ++j) add(j, to_float(x[i + j]));
+}
+
+/// The lanes added in order 0..kSumLanes-1: a tile's sum.
+SPECDEC_ENTRY_INLINE float add_lanes(const float* lanes) {
+  float sum = 0.0f;
+  for (int j = 0; j < kSumLanes; ++j) sum += lanes[j];
+  return sum;
+}
+
+/// A row's largest logit and its softmax sum: sum of exp((logit - max) * inv_t) over the row
+/// (`above`: over the entries at or above the pass's threshold).
+struct RowSum {
+  float max = kNegInf;
+  double sum = 0.0;
+  double above = 0.0;
+};
+
+/// The row's sum from its tiles: each tile's sum times exp((tile max - max) * inv_t), the product
+/// exact in double, added in double in tile order. A tile without a finite entry adds nothing.
+inline RowSum combine_tiles(const TileSum* tiles, std::int64_t count, float inv_t) {
+  RowSum row;
+  for (std::int64_t t = 0; t < count; ++t)
+    row.max = tiles[t].max > row.max ? tiles[t].max : row.max;
+  for (std::int64_t t = 0; t < count; ++t) {
+    if (!(tiles[t].max > kNegInf)) continue;
+    const auto scale =
+        static_cast<double>(exp_flush(scaled_exponent(tiles[t].max, row.max, inv_t)));
+    row.sum += static_cast<double>(tiles[t].sum) * scale;
+    row.above += static_cast<double>(tiles[t].above) * scale;
+  }
+  return row;
+}
+
+/// The tile rule over the entries ids[0, m) (ascending) of a row, every other entry counting as
+/// -inf: the tiles, lanes and order of that dense row, whose -inf entries would add +0. `tiles`
+/// has room for tile_count(n) entries.
+template <class T>
+RowSum sparse_row_sum(const T* logits, const std::int32_t* ids, std::int64_t m, float inv_t,
+                      TileSum* tiles) {
+  std::int64_t count = 0;
+  for (std::int64_t j = 0; j < m;) {
+    const std::int64_t tile = ids[j] / kSumTile;
+    std::int64_t end = j;
+    float max = kNegInf;
+    for (; end < m && ids[end] / kSumTile == tile; ++end) {
+      const float x = to_float(logits[ids[end]]);
+      max = x > max ? x : max;
+    }
+    float lanes[kSumLanes] = {};
+    for (; j < end; ++j) {
+      lanes[(ids[j] - tile * kSumTile) % kSumLanes] +=
+          exp_flush(scaled_exponent(to_float(logits[ids[j]]), max, inv_t));
+    }
+    tiles[count++] = {max, add_lanes(lanes), 0.0f};
+  }
+  return combine_tiles(tiles, count, inv_t);
+}
+
+/// One tile of a pass: its largest logit (and, into `bad`, whether a NaN or +inf is there), then
+/// the tile rule's sum of exp((logit - tile max) * inv_t) and, with kAbove, the same sum over the
+/// entries whose logit is at least `threshold`. A tile whose smallest exponent is at least the
+/// exponential's floor (no -inf, a range of logits under 88 T) skips the clamp.
+template <bool kAbove, bool kRough, class T>
+SPECDEC_ENTRY_INLINE TileSum tile_sum(const T* x, std::int64_t count, float inv_t, float threshold,
+                                      std::int32_t& bad) {
+  // Integer keys with the floats' order: the reductions vectorise at any ISA level.
+  KeyRange keys;
+  key_range(x, count, keys.best, keys.worst);
+  bad |= keys.bad() ? 1 : 0;
+  const float max = from_signed_order_key(keys.best);
+  if (!(max > kNegInf)) return {max, 0.0f, 0.0f};
+  const float least = from_signed_order_key(keys.worst);
+  const float rough_scale = inv_t * std::numbers::log2e_v<float>;
+  const bool clamp = kRough ? !((least - max) * rough_scale >= -126.0f)
+                            : !(scaled_exponent(least, max, inv_t) >= -88.0f);
+  float lanes[kSumLanes] = {}, above[kSumLanes] = {};
+  const bool with_above = kAbove && max >= threshold;
+  if (with_above && clamp) {
+    add_tile_terms<true, kRough, true>(x, count, max, inv_t, threshold, lanes, above);
+  } else if (with_above) {
+    add_tile_terms<true, kRough, false>(x, count, max, inv_t, threshold, lanes, above);
+  } else if (clamp) {
+    add_tile_terms<false, kRough, true>(x, count, max, inv_t, threshold, lanes, above);
+  } else {
+    add_tile_terms<false, kRough, false>(x, count, max, inv_t, threshold, lanes, above);
+  }
+  return {max, add_lanes(lanes), add_lanes(above)};
+}
+
+/// The statistics pass: one read of the row, a tile at a time while it is in the first-level
+/// cache (tile_sum into tiles[t]). Returns false when the row holds a NaN or +inf.
+template <bool kAbove = false, class T>
+SPECDEC_ROW_LOOP bool tile_pass(const T* logits, std::int64_t n, float inv_t, TileSum* tiles,
+                                float threshold = 0.0f) {
+  std::int32_t bad = 0;
+  for (std::int64_t b = 0, t = 0; b < n; b += kSumTile, ++t) {
+    tiles[t] =
+        tile_sum<kAbove, false>(logits + b, std::min(n - b, kSumTile), inv_t, threshold, bad);
+  }
+  return bad == 0;
+}
+
+/// tile_pass with rough_exp2 terms: sums within kRoughSum of the exact ones, in about half the
+/// arithmetic.
+template <bool kAbove = false, class T>
+SPECDEC_BOUND_LOOP bool rough_tile_pass(const T* logits, std::int64_t n, float inv_t,
+                                        TileSum* tiles, float threshold = 0.0f) {
+  std::int32_t bad = 0;
+  for (std::int64_t b = 0, t = 0; b < n; b += kSumTile, ++t) {
+    tiles[t] = tile_sum<kAbove, true>(logits + b, std::min(n - b, kSumTile), inv_t, threshold, bad);
+  }
+  return bad == 0;
+}
+
+}  // namespace specdec::detail

@@ -1,0 +1,124 @@
+// SPDX-License-Identifier: MIT
+// A warped row as a handful of numbers (WarpStats): verification needs the warped probability of a
+// few drafted tokens, not whole rows. Any entry is recomputed from its logit with exactly the float
+// operations that write_warped_row uses for the whole row (warp_logits writes rows that way). The
+// statistics themselves are found by core/logit_statistics.hpp.
+#pragma once
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+
+#include "specdec/core/exponential.hpp"
+#include "specdec/core/numerics.hpp"
+#include "specdec/core/row_loop.hpp"
+#include "specdec/core/tile_sum.hpp"
+#include "specdec/core/warp_rows.hpp"
+#include "specdec/core/warp_scratch.hpp"
+
+namespace specdec::detail {
+
+/// The statistics of one warped row. An entry's warped probability is warped_probability().
+struct WarpStats {
+  float inv_temperature = 1.0f;  // z = logit * inv_temperature
+  std::int64_t greedy = -1;      // >= 0: the row is one-hot on this token
+  float max = 0.0f;              // largest logit kept by top-k
+  float inv_sum = 1.0f;          // 1 / sum of exp(z - max) over the top-k survivors
+  float top_k_value = 0.0f;      // logit of the k-th entry kept
+  std::int64_t top_k_last = -1;  // its id; -1: top-k off
+  float top_p_value = 0.0f;      // probability of the last entry of the nucleus
+  std::int64_t top_p_last = -1;  // its id; -1: top-p off
+  float inv_top_p_kept = 1.0f;
+  float min_p_threshold = 0.0f;  // > 0: min-p on
+  float inv_min_p_kept = 1.0f;
+};
+
+/// Probability after temperature, top-k and the softmax (before top-p and min-p).
+SPECDEC_ENTRY_INLINE float softmax_probability(const WarpStats& s, float logit, std::int64_t id) {
+  if (s.top_k_last >= 0 && below_cut(logit, id, s.top_k_value, s.top_k_last)) return 0.0f;
+  return exp_flush(scaled_exponent(logit, s.max, s.inv_temperature)) * s.inv_sum;
+}
+
+/// The warped probability of token `id` whose logit is `logit`.
+SPECDEC_ENTRY_INLINE float warped_probability(const WarpStats& s, float logit, std::int64_t id) {
+  if (s.greedy >= 0) return id == s.greedy ? 1.0f : 0.0f;
+  float p = softmax_probability(s, logit, id);
+  if (s.top_p_last >= 0) {
+    p = below_cut(p, id, s.top_p_value, s.top_p_last) ? 0.0f : p * s.inv_top_p_kept;
+  }
+  if (s.min_p_threshold > 0.0f) p = p < s.min_p_threshold ? 0.0f : p * s.inv_min_p_kept;
+  return p;
+}
+
+/// The row one-hot on `hot`.
+inline void one_hot(float* out, std::int64_t n, std::int64_t hot) {
+  std::fill(out, out + n, 0.0f);
+  out[hot] = 1.0f;
+}
+
+/// Writes the whole warped row (the same values warped_probability gives entry by entry).
+template <class T>
+SPECDEC_ROW_LOOP void write_warped_row(const WarpStats& s, const T* logits, std::int64_t n,
+                                       float* out) {
+  if (s.greedy >= 0) return one_hot(out, n, s.greedy);
+  const float inv_t = s.inv_temperature, max = s.max, inv_sum = s.inv_sum;
+  if (s.top_k_last < 0 && s.top_p_last < 0 && !(s.min_p_threshold > 0.0f)) {
+    for (std::int64_t i = 0; i < n; ++i) {
+      out[i] = exp_flush(scaled_exponent(to_float(logits[i]), max, inv_t)) * inv_sum;
+    }
+    return;
+  }
+  if (s.top_k_last < 0 && s.top_p_last >= 0 && !(s.min_p_threshold > 0.0f)) {
+    const float cut = s.top_p_value, inv_kept = s.inv_top_p_kept;
+    // Up to the last id kept a tie with the cut stays, after it a tie goes: two loops without an
+    // index comparison, so both vectorise.
+    const std::int64_t split = std::min(n, s.top_p_last + 1);
+    // Probabilities are >= +0, so their bits order as integers (integer selects vectorise
+    // without SSE4.1, float ones do not).
+    const auto cut_bits = std::bit_cast<std::int32_t>(cut);
+    for (std::int64_t i = 0; i < split; ++i) {
+      const float p = exp_flush(scaled_exponent(to_float(logits[i]), max, inv_t)) * inv_sum;
+      out[i] = keep_if(std::bit_cast<std::int32_t>(p) >= cut_bits, p * inv_kept);
+    }
+    for (std::int64_t i = split; i < n; ++i) {
+      const float p = exp_flush(scaled_exponent(to_float(logits[i]), max, inv_t)) * inv_sum;
+      out[i] = keep_if(std::bit_cast<std::int32_t>(p) > cut_bits, p * inv_kept);
+    }
+    return;
+  }
+  for (std::int64_t i = 0; i < n; ++i) out[i] = warped_probability(s, to_float(logits[i]), i);
+}
+
+/// The entries a cut row keeps among the candidates warp_stats left (`support` of them: ids
+/// ascending in scratch.ids, and in scratch.values their softmax probabilities, unless min-p
+/// rescaled them): their ids into kept_ids and their warped probabilities into kept, ascending;
+/// returns their count. Whatever is drawn from or summed over the row is drawn or summed over
+/// these alone (the rest are +0). A nucleus-only cut reads the probabilities the cut left.
+template <class T>
+std::int64_t kept_candidates(const WarpStats& s, const T* logits, const WarpScratch& scratch,
+                             std::int64_t support, std::int32_t* kept_ids, float* kept) {
+  const std::int32_t* ids = scratch.ids;
+  const float* values = scratch.values;
+  std::int64_t count = 0;
+  if (s.top_k_last < 0 && s.top_p_last >= 0 && !(s.min_p_threshold > 0.0f)) {
+    // warped_probability's top-p step on softmax_probability, which values[j] already is.
+    for (std::int64_t j = 0; j < support; ++j) {
+      const float p = below_cut(values[j], ids[j], s.top_p_value, s.top_p_last)
+                          ? 0.0f
+                          : values[j] * s.inv_top_p_kept;
+      kept_ids[count] = ids[j];
+      kept[count] = p;
+      count += p > 0.0f ? 1 : 0;
+    }
+    return count;
+  }
+  for (std::int64_t j = 0; j < support; ++j) {
+    const float p = warped_probability(s, to_float(logits[ids[j]]), ids[j]);
+    kept_ids[count] = ids[j];
+    kept[count] = p;
+    count += p > 0.0f ? 1 : 0;
+  }
+  return count;
+}
+
+}  // namespace specdec::detail

@@ -1,12 +1,15 @@
 // SPDX-License-Identifier: MIT
 // Private: the instruction sets the host noise runs on, as vectors of 32-bit words (GCC / Clang
-// vector extensions) and the one operation the extensions cannot express well, Philox's
-// 32 x 32 -> 64 multiply. These are the noise's only intrinsics. Each multiply is compiled for its
+// vector extensions) and the operations the extensions cannot express well: Philox's
+// 32 x 32 -> 64 multiply, and the Gumbel transform's multiply-add fused exactly when packet_madd
+// is. These are the noise's only intrinsics. Each multiply is compiled for its
 // own target, so a build for the baseline CPU can still call the wider ones once the CPU says it
 // has them (core/philox_lanes.hpp chooses).
 #pragma once
 
 #include <cstdint>
+
+#include "specdec/core/packet_log.hpp"
 
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(__CUDACC__)
 #include <immintrin.h>
@@ -16,7 +19,25 @@
 #define SPECDEC_LANES_NEON 1
 #endif
 
+// GCC notes ABI changes for vectors passed to helpers that are always inlined into one target's
+// copy.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+
 namespace specdec::detail {
+
+#if defined(SPECDEC_LANES_X86) && !SPECDEC_PACKET_FMA
+// a * b + c in two roundings, as packet_madd without FMA: the empty asm keeps the compiler from
+// fusing them (an AVX-512 target implies FMA instructions).
+#define SPECDEC_UNFUSED_MADD(a, b, c) \
+  do {                                \
+    Floats product = (a) * (b);       \
+    asm("" : "+v"(product));          \
+    return product + (c);             \
+  } while (false)
+#endif
 
 /// Where host noise is computed: one word at a time, or a vector unit's width of words at once.
 enum class LaneTarget { kScalar, kSse2, kAvx2, kAvx512, kNeon };
@@ -39,6 +60,15 @@ struct Sse2Lanes {
     lo = reinterpret_cast<Words>((even & 0xffffffffu) | (odd << 32));
     hi = reinterpret_cast<Words>((even >> 32) | (odd & 0xffffffff00000000u));
   }
+  /// a * b + c rounded as packet_madd rounds it.
+  [[gnu::target("sse2")]] static Floats madd(Floats a, Floats b, Floats c) {
+#if SPECDEC_PACKET_FMA
+    return reinterpret_cast<Floats>(_mm_fmadd_ps(
+        reinterpret_cast<__m128>(a), reinterpret_cast<__m128>(b), reinterpret_cast<__m128>(c)));
+#else
+    SPECDEC_UNFUSED_MADD(a, b, c);
+#endif
+  }
 };
 
 /// AVX2: eight words, four counter vectors in flight (the multiply's latency hidden).
@@ -55,6 +85,14 @@ struct Avx2Lanes {
     // One blend per half: the odd words' products already sit in the odd lanes' places.
     lo = reinterpret_cast<Words>(_mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xaa));
     hi = reinterpret_cast<Words>(_mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xaa));
+  }
+  [[gnu::target("avx2")]] static Floats madd(Floats a, Floats b, Floats c) {
+#if SPECDEC_PACKET_FMA
+    return reinterpret_cast<Floats>(_mm256_fmadd_ps(
+        reinterpret_cast<__m256>(a), reinterpret_cast<__m256>(b), reinterpret_cast<__m256>(c)));
+#else
+    SPECDEC_UNFUSED_MADD(a, b, c);
+#endif
   }
 };
 
@@ -78,6 +116,14 @@ struct Avx512Lanes {
     lo = reinterpret_cast<Words>((even & 0xffffffffu) | (odd << 32));
     hi = reinterpret_cast<Words>((even >> 32) | (odd & 0xffffffff00000000u));
   }
+  [[gnu::target("avx512f")]] static Floats madd(Floats a, Floats b, Floats c) {
+#if SPECDEC_PACKET_FMA
+    return reinterpret_cast<Floats>(_mm512_fmadd_ps(
+        reinterpret_cast<__m512>(a), reinterpret_cast<__m512>(b), reinterpret_cast<__m512>(c)));
+#else
+    SPECDEC_UNFUSED_MADD(a, b, c);
+#endif
+  }
 };
 
 #elif defined(SPECDEC_LANES_NEON)
@@ -97,8 +143,21 @@ struct NeonLanes {
     lo = reinterpret_cast<Words>(vuzp1q_u32(low, high));
     hi = reinterpret_cast<Words>(vuzp2q_u32(low, high));
   }
+  // AArch64 always has FMA, and packet_madd always fuses there.
+  static_assert(SPECDEC_PACKET_FMA);
+  static Floats madd(Floats a, Floats b, Floats c) {
+    return reinterpret_cast<Floats>(vfmaq_f32(reinterpret_cast<float32x4_t>(c),
+                                              reinterpret_cast<float32x4_t>(a),
+                                              reinterpret_cast<float32x4_t>(b)));
+  }
 };
 
 #endif
 
 }  // namespace specdec::detail
+
+#undef SPECDEC_UNFUSED_MADD
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif

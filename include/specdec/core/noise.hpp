@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 // Host fills of many draws of one RandomStream: the one place the library fills uniforms or Gumbels
-// in bulk. The Philox rounds run on the widest vector unit the CPU has (core/philox_lanes.hpp), and
-// the Gumbel transform's logs are packet_log's in a vectorised loop: every value equals
-// stream.uniform(first + i) / stream.gumbel(first + i) bit for bit.
+// in bulk. The Philox rounds and the Gumbel transform run on the widest vector unit the CPU has
+// (core/philox_lanes.hpp, core/gumbel_lanes.hpp): every value equals stream.uniform(first + i) /
+// stream.gumbel(first + i) bit for bit.
 #pragma once
 
 #include <algorithm>
@@ -10,23 +10,11 @@
 #include <cstring>
 #include <span>
 
-#include "specdec/core/packet_log.hpp"
+#include "specdec/core/gumbel_lanes.hpp"
 #include "specdec/core/philox.hpp"
 #include "specdec/core/philox_lanes.hpp"
-#include "specdec/core/row_loop.hpp"
 
 namespace specdec {
-namespace detail {
-
-/// values[i] = uniform_to_gumbel(values[i]) (packet_log is branch-free: the loop vectorises).
-SPECDEC_ROW_LOOP inline void uniforms_to_gumbels_loop(float* values, std::int64_t n) {
-  for (std::int64_t i = 0; i < n; ++i) values[i] = uniform_to_gumbel(values[i]);
-}
-inline void uniforms_to_gumbels(std::span<float> values) {
-  uniforms_to_gumbels_loop(values.data(), static_cast<std::int64_t>(values.size()));
-}
-
-}  // namespace detail
 
 /// out[i] = stream.uniform(first + i).
 inline void fill_uniforms(const RandomStream& stream, std::uint32_t first, std::span<float> out) {
@@ -48,8 +36,14 @@ inline void fill_uniforms(const RandomStream& stream, std::uint32_t first, std::
 
 /// out[i] = stream.gumbel(first + i), bit for bit.
 inline void fill_gumbels(const RandomStream& stream, std::uint32_t first, std::span<float> out) {
-  fill_uniforms(stream, first, out);
-  detail::uniforms_to_gumbels(out);
+  // A chunk's uniforms are transformed while they are still in the first-level cache.
+  constexpr std::size_t kChunk = 4096;
+  const detail::LaneTarget target = detail::host_lane_target();
+  for (std::size_t b = 0; b < out.size(); b += kChunk) {
+    const std::span<float> chunk = out.subspan(b, std::min(kChunk, out.size() - b));
+    fill_uniforms(stream, first + static_cast<std::uint32_t>(b), chunk);
+    detail::uniforms_to_gumbels(target, chunk);
+  }
 }
 
 }  // namespace specdec

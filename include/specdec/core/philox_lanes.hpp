@@ -163,7 +163,6 @@ inline void philox_uniform_groups_neon(const RandomStream& s, std::uint32_t firs
   philox_uniform_groups<NeonLanes>(s, first_block, groups, out);
 }
 #endif
-#undef SPECDEC_LANES_COPY
 
 /// The largest group any target draws at once, in blocks.
 inline constexpr int kMaxGroupBlocks = 64;
@@ -234,6 +233,53 @@ inline LaneTarget host_lane_target() {
          available);
   }();
   return target;
+}
+
+/// Kernel::run<Lanes>(args...) in the copy compiled for `target` (one of available_lane_targets()),
+/// Kernel::run_scalar(args...) for LaneTarget::kScalar: other host loops chosen at run time as
+/// Philox's are (core/gumbel_lanes.hpp, the bound loop of draft/gumbel_topk.hpp).
+#if defined(SPECDEC_LANES_X86)
+template <class Kernel, class... Args>
+SPECDEC_LANES_COPY("sse2")
+void run_lanes_sse2(Args... args) {
+  Kernel::template run<Sse2Lanes>(args...);
+}
+#if defined(SPECDEC_LANES_DISPATCH) || defined(__AVX2__)
+template <class Kernel, class... Args>
+SPECDEC_LANES_COPY("avx2")
+void run_lanes_avx2(Args... args) {
+  Kernel::template run<Avx2Lanes>(args...);
+}
+#endif
+#if defined(SPECDEC_LANES_DISPATCH) || defined(__AVX512F__)
+template <class Kernel, class... Args>
+SPECDEC_LANES_COPY("avx512f,prefer-vector-width=512")
+void run_lanes_avx512(Args... args) {
+  Kernel::template run<Avx512Lanes>(args...);
+}
+#endif
+#endif
+template <class Kernel, class... Args>
+void run_on_lanes(LaneTarget target, Args... args) {
+  switch (target) {
+#if defined(SPECDEC_LANES_X86)
+    case LaneTarget::kSse2:
+      return run_lanes_sse2<Kernel>(args...);
+#if defined(SPECDEC_LANES_DISPATCH) || defined(__AVX2__)
+    case LaneTarget::kAvx2:
+      return run_lanes_avx2<Kernel>(args...);
+#endif
+#if defined(SPECDEC_LANES_DISPATCH) || defined(__AVX512F__)
+    case LaneTarget::kAvx512:
+      return run_lanes_avx512<Kernel>(args...);
+#endif
+#elif defined(SPECDEC_LANES_NEON)
+    case LaneTarget::kNeon:
+      return Kernel::template run<NeonLanes>(args...);
+#endif
+    default:
+      return Kernel::run_scalar(args...);
+  }
 }
 
 /// out[i] = s.uniform(4 * first_block + i) for i < 4 * blocks, on `target`'s lanes (one of

@@ -60,7 +60,20 @@ template <class Lanes>
 
 #endif
 
-/// values[i] = uniform_to_gumbel(values[i]) for uniforms values[i] in (0, 1).
+/// u[k] = uniform_to_gumbel(u[k]) on Lanes::kGumbelVectors vectors at once (two hide the
+/// multiply-adds' latency where the registers hold them).
+template <class Lanes>
+[[gnu::always_inline]] inline void gumbels_of_uniforms(typename Lanes::Floats* u) {
+  for (int k = 0; k < Lanes::kGumbelVectors; ++k) {
+    typename Lanes::Floats log_u;
+    log_of_normal_lanes<Lanes>(u[k], log_u);
+    log_of_normal_lanes<Lanes>(-log_u, u[k]);
+    u[k] = -u[k];
+  }
+}
+
+/// values[i] = uniform_to_gumbel(values[i]) for uniforms values[i] in (0, 1). (No lambdas inside:
+/// one would be compiled for the build's target, and the wider helpers not inlined into it.)
 struct GumbelTransform {
   static void run_scalar(float* values, std::int64_t n) {
     for (std::int64_t i = 0; i < n; ++i) values[i] = uniform_to_gumbel(values[i]);
@@ -69,28 +82,21 @@ struct GumbelTransform {
   template <class Lanes>
   [[gnu::always_inline]] static void run(float* values, std::int64_t n) {
     using Floats = typename Lanes::Floats;
-    constexpr int kWords = Lanes::kWords;
-    const auto transform = [](Floats* u) {  // two vectors at once: the madds' latency hidden
-      for (int k = 0; k < 2; ++k) {
-        Floats log_u;
-        log_of_normal_lanes<Lanes>(u[k], log_u);
-        log_of_normal_lanes<Lanes>(-log_u, u[k]);
-        u[k] = -u[k];
-      }
-    };
+    constexpr int kVectors = Lanes::kGumbelVectors, kStep = kVectors * Lanes::kWords;
     std::int64_t i = 0;
-    for (; i + 2 * kWords <= n; i += 2 * kWords) {
-      Floats u[2];
+    for (; i + kStep <= n; i += kStep) {
+      Floats u[kVectors];
       std::memcpy(u, values + i, sizeof u);
-      transform(u);
+      gumbels_of_uniforms<Lanes>(u);
       std::memcpy(values + i, u, sizeof u);
     }
     if (i == n) return;
     // The rest in vectors too (scalar code here could be fused differently: this copy's target
     // has FMA instructions), padded with 1/2.
-    Floats u[2] = {Floats{} + 0.5f, Floats{} + 0.5f};
+    Floats u[kVectors];
+    for (Floats& v : u) v = Floats{} + 0.5f;
     std::memcpy(u, values + i, static_cast<std::size_t>(n - i) * sizeof(float));
-    transform(u);
+    gumbels_of_uniforms<Lanes>(u);
     std::memcpy(values + i, u, static_cast<std::size_t>(n - i) * sizeof(float));
   }
 #endif

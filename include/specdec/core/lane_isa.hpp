@@ -30,12 +30,12 @@ namespace specdec::detail {
 
 #if defined(SPECDEC_LANES_X86) && !SPECDEC_PACKET_FMA
 // a * b + c in two roundings, as packet_madd without FMA: the empty asm keeps the compiler from
-// fusing them (an AVX-512 target implies FMA instructions).
-#define SPECDEC_UNFUSED_MADD(a, b, c) \
-  do {                                \
-    Floats product = (a) * (b);       \
-    asm("" : "+v"(product));          \
-    return product + (c);             \
+// fusing the product, or a product that c is, into the sum (an AVX-512 target implies FMA).
+#define SPECDEC_UNFUSED_MADD(a, b, c)            \
+  do {                                           \
+    Floats product = (a) * (b), addend = (c);    \
+    asm("" : "+v"(product), "+v"(addend));       \
+    return product + addend;                     \
   } while (false)
 #endif
 
@@ -48,6 +48,7 @@ enum class LaneTarget { kScalar, kSse2, kAvx2, kAvx512, kNeon };
 struct Sse2Lanes {
   static constexpr LaneTarget kTarget = LaneTarget::kSse2;
   static constexpr int kWords = 4, kInFlight = 2;
+  static constexpr int kGumbelVectors = 1;  // Gumbel transforms in flight (16 registers)
   using Words = std::uint32_t __attribute__((vector_size(16)));
   using Pairs = std::uint64_t __attribute__((vector_size(16)));
   using Floats = float __attribute__((vector_size(16)));
@@ -75,6 +76,7 @@ struct Sse2Lanes {
 struct Avx2Lanes {
   static constexpr LaneTarget kTarget = LaneTarget::kAvx2;
   static constexpr int kWords = 8, kInFlight = 4;
+  static constexpr int kGumbelVectors = 1;  // (two spill the 16 registers' constants)
   using Words = std::uint32_t __attribute__((vector_size(32)));
   using Pairs = std::uint64_t __attribute__((vector_size(32)));
   using Floats = float __attribute__((vector_size(32)));
@@ -100,6 +102,7 @@ struct Avx2Lanes {
 struct Avx512Lanes {
   static constexpr LaneTarget kTarget = LaneTarget::kAvx512;
   static constexpr int kWords = 16, kInFlight = 4;
+  static constexpr int kGumbelVectors = 2;  // (32 registers)
   using Words = std::uint32_t __attribute__((vector_size(64)));
   using Pairs = std::uint64_t __attribute__((vector_size(64)));
   using Floats = float __attribute__((vector_size(64)));
@@ -132,6 +135,7 @@ struct Avx512Lanes {
 struct NeonLanes {
   static constexpr LaneTarget kTarget = LaneTarget::kNeon;
   static constexpr int kWords = 4, kInFlight = 4;
+  static constexpr int kGumbelVectors = 2;  // (32 registers)
   using Words = std::uint32_t __attribute__((vector_size(16)));
   using Pairs = std::uint64_t __attribute__((vector_size(16)));
   using Floats = float __attribute__((vector_size(16)));

@@ -237,7 +237,8 @@ inline LaneTarget host_lane_target() {
 
 /// Kernel::run<Lanes>(args...) in the copy compiled for `target` (one of available_lane_targets()),
 /// Kernel::run_scalar(args...) for LaneTarget::kScalar: other host loops chosen at run time as
-/// Philox's are (core/gumbel_lanes.hpp, the bound loop of draft/gumbel_topk.hpp).
+/// Philox's are (core/gumbel_lanes.hpp, the bound loop of draft/gumbel_topk.hpp). Each copy's
+/// target is exactly its lanes' (a tuning option more and GCC calls their helpers out of line).
 #if defined(SPECDEC_LANES_X86)
 template <class Kernel, class... Args>
 SPECDEC_LANES_COPY("sse2")
@@ -253,7 +254,7 @@ void run_lanes_avx2(Args... args) {
 #endif
 #if defined(SPECDEC_LANES_DISPATCH) || defined(__AVX512F__)
 template <class Kernel, class... Args>
-SPECDEC_LANES_COPY("avx512f,prefer-vector-width=512")
+SPECDEC_LANES_COPY("avx512f")
 void run_lanes_avx512(Args... args) {
   Kernel::template run<Avx512Lanes>(args...);
 }

@@ -77,3 +77,16 @@ static void BM_GumbelNoise(benchmark::State& state) {
   sb::set_vocab_counters(state, vocab);
 }
 BENCHMARK(BM_GumbelNoise)->Apply(sb::vocab_args);
+
+// The Philox stream alone: uniforms, no logarithms.
+static void BM_UniformNoise(benchmark::State& state) {
+  const auto vocab = state.range(0);
+  std::vector<float> noise(static_cast<std::size_t>(vocab));
+  const specdec::RandomStream stream{1, 0, 0, 0, specdec::Domain::kDraft};
+  for (auto _ : state) {
+    specdec::fill_uniforms(stream, 0, noise);
+    benchmark::DoNotOptimize(noise.data());
+  }
+  sb::set_vocab_counters(state, vocab);
+}
+BENCHMARK(BM_UniformNoise)->Apply(sb::vocab_args);

@@ -1,7 +1,11 @@
 // SPDX-License-Identifier: MIT
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdlib>
 #include <set>
+#include <span>
+#include <vector>
 
 #include "specdec/core/noise.hpp"
 #include "specdec/core/philox.hpp"
@@ -115,26 +119,70 @@ TEST_CASE("the vectorised Gumbel fill equals stream.gumbel bit for bit on 10^5 d
   CHECK(mismatches == 0);
 }
 
-TEST_CASE("philox on a vector of counters is the scalar bijection side by side", "[core][philox]") {
+TEST_CASE("philox4x32_10_rounds on one word is Random123's bijection", "[core][philox]") {
   const detail::Uint2 key{0xa4093822u, 0x299f31d0u};
   std::uint32_t x = 0x243f6a88u, y = 0x85a308d3u, z = 0x13198a2eu, w = 0x03707344u;
   detail::philox4x32_10_rounds(x, y, z, w, key, detail::ScalarMulHiLo{});
   // Random123's known-answer vector for philox4x32-10 with this counter and key.
   CHECK(detail::Uint4{x, y, z, w} == detail::Uint4{0xd16cfe09u, 0x94fdccebu, 0x5001e420u, 0x24126ea1u});
-#if defined(__GNUC__)
-  detail::PhiloxLanes vx, vy, vz, vw;
-  for (std::uint32_t j = 0; j < static_cast<std::uint32_t>(detail::kPhiloxLanes); ++j) {
-    vx[j] = 0x243f6a88u + j;
-    vy[j] = 0x85a308d3u ^ (j << 7);
-    vz[j] = 0x13198a2eu * (j + 1);
-    vw[j] = 0x03707344u - j * 0x10001u;
-  }
-  detail::philox4x32_10_rounds(vx, vy, vz, vw, key, detail::LanesMulHiLo{});
-  for (std::uint32_t j = 0; j < static_cast<std::uint32_t>(detail::kPhiloxLanes); ++j) {
-    const detail::Uint4 one = detail::philox4x32_10(
-        {0x243f6a88u + j, 0x85a308d3u ^ (j << 7), 0x13198a2eu * (j + 1), 0x03707344u - j * 0x10001u},
-        key);
-    CHECK(detail::Uint4{vx[j], vy[j], vz[j], vw[j]} == one);
-  }
+}
+
+
+TEST_CASE("every SIMD target this CPU runs gives stream.uniform's bits", "[core][philox]") {
+  // Starts on and off a target's group, lengths around a group, and counters that wrap at 2^32.
+  const RandomStream s{0x0123456789abcdefull, 9, 4, 321, Domain::kDraft};
+  const auto targets = detail::available_lane_targets();
+  REQUIRE(targets.front() == detail::LaneTarget::kScalar);
+#if defined(__x86_64__) || defined(__aarch64__)
+  REQUIRE(targets.size() >= 2);  // a vector target is compiled in and runs
 #endif
+  for (const detail::LaneTarget target : targets) {
+    INFO("target " << detail::lane_target_name(target));
+    for (const std::uint32_t first_block : {0u, 5u, 0xffffffffu - 40u}) {
+      for (const std::int64_t blocks : {0, 1, 15, 64, 65, 200}) {
+        std::vector<float> u(static_cast<std::size_t>(4 * blocks));
+        detail::philox_uniform_blocks(target, s, first_block, blocks, u.data());
+        std::int64_t mismatches = 0;
+        for (std::uint32_t i = 0; i < u.size(); ++i) {
+          const float expected =
+              detail::bits_to_open_uniform(s.block(first_block + i / 4)[static_cast<int>(i % 4)]);
+          mismatches += detail::float_bits(u[i]) == detail::float_bits(expected) ? 0 : 1;
+        }
+        CHECK(mismatches == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("every SIMD target's Gumbel transform gives uniform_to_gumbel's bits", "[core][philox]") {
+  // Every 13th of the 2^23 uniforms (k + 1/2) 2^-23 (fewer in the sanitizer build) and the
+  // largest, in chunks that leave a remainder for the padded last vectors.
+  const std::uint32_t count = 1u << 23, stride = 13 * (count / test::monte_carlo_runs(count));
+  std::vector<std::uint32_t> ks;
+  for (std::uint32_t k = 0; k < count; k += stride) ks.push_back(k);
+  ks.push_back(count - 1);
+  std::vector<float> expected(ks.size());
+  for (std::size_t i = 0; i < ks.size(); ++i) {
+    expected[i] = detail::uniform_to_gumbel(detail::bits_to_open_uniform(ks[i] << 9));
+  }
+  for (const detail::LaneTarget target : detail::available_lane_targets()) {
+    INFO("target " << detail::lane_target_name(target));
+    std::vector<float> g(ks.size());
+    for (std::size_t i = 0; i < ks.size(); ++i) g[i] = detail::bits_to_open_uniform(ks[i] << 9);
+    for (std::size_t b = 0; b < g.size(); b += 4099) {
+      detail::uniforms_to_gumbels(
+          target, std::span<float>(g).subspan(b, std::min<std::size_t>(4099, g.size() - b)));
+    }
+    std::int64_t mismatches = 0;
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      mismatches += detail::float_bits(g[i]) == detail::float_bits(expected[i]) ? 0 : 1;
+    }
+    CHECK(mismatches == 0);
+  }
+}
+
+TEST_CASE("the host fills run on the widest SIMD target this CPU runs", "[core][philox]") {
+  const auto targets = detail::available_lane_targets();
+  if (std::getenv("SPECDEC_LANES") == nullptr) CHECK(detail::host_lane_target() == targets.back());
+  CHECK(std::find(targets.begin(), targets.end(), detail::host_lane_target()) != targets.end());
 }

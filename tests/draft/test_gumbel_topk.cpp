@@ -320,6 +320,57 @@ TEST_CASE("vectorised Philox fill equals the scalar stream", "[draft][gumbel]") 
   }
 }
 
+TEST_CASE(
+    "gumbel_top_k's bound loop gives the same bits on every SIMD target and bounds the values",
+    "[draft][gumbel]") {
+  // Probabilities from 0 to 1 and log-weights with -inf, over uniforms near 0, 1 and between.
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+  const int n = 1027;
+  std::vector<float> probs(n), logs(n), u(n), scalar(n), lanes(n);
+  for (int i = 0; i < n; ++i) {
+    probs[static_cast<std::size_t>(i)] = i % 17 == 0 ? 0.0f : std::ldexp(unit(rng), -(i % 40));
+    logs[static_cast<std::size_t>(i)] =
+        i % 13 == 0 ? -std::numeric_limits<float>::infinity() : -40.0f * unit(rng) + 5.0f;
+    const auto bits = i % 3 == 0   ? static_cast<std::uint32_t>(i)
+                      : i % 3 == 1 ? ~static_cast<std::uint32_t>(i)
+                                   : static_cast<std::uint32_t>(rng());
+    u[static_cast<std::size_t>(i)] = detail::bits_to_open_uniform(bits);
+  }
+  using ProbBounds = detail::GumbelBounds<RowKind::kProbabilities, float>;
+  using LogBounds = detail::GumbelBounds<RowKind::kLogWeights, float>;
+  std::vector<float> prob_scalar(n), log_scalar(n);
+  ProbBounds::run_scalar(probs.data(), u.data(), n, prob_scalar.data());
+  LogBounds::run_scalar(logs.data(), u.data(), n, log_scalar.data());
+  for (int i = 0; i < n; ++i) {
+    const auto j = static_cast<std::size_t>(i);
+    CHECK(prob_scalar[j] >= detail::gumbel_perturbed<RowKind::kProbabilities>(probs[j], u[j]));
+    CHECK(log_scalar[j] >= detail::gumbel_perturbed<RowKind::kLogWeights>(logs[j], u[j]));
+  }
+  for (const detail::LaneTarget target : detail::available_lane_targets()) {
+    INFO("target " << detail::lane_target_name(target));
+    std::vector<float> prob_lanes(n), log_lanes(n);
+    detail::run_on_lanes<ProbBounds>(target, static_cast<const float*>(probs.data()),
+                                     static_cast<const float*>(u.data()), std::int64_t{n},
+                                     prob_lanes.data());
+    detail::run_on_lanes<LogBounds>(target, static_cast<const float*>(logs.data()),
+                                    static_cast<const float*>(u.data()), std::int64_t{n},
+                                    log_lanes.data());
+    int mismatches = 0;
+    for (std::size_t j = 0; j < static_cast<std::size_t>(n); ++j) {
+      mismatches += std::bit_cast<std::uint32_t>(prob_lanes[j]) ==
+                            std::bit_cast<std::uint32_t>(prob_scalar[j])
+                        ? 0
+                        : 1;
+      mismatches +=
+          std::bit_cast<std::uint32_t>(log_lanes[j]) == std::bit_cast<std::uint32_t>(log_scalar[j])
+              ? 0
+              : 1;
+    }
+    CHECK(mismatches == 0);
+  }
+}
+
 TEST_CASE("gumbel_top_k accepts half and bfloat16 rows", "[draft][gumbel]") {
   // Values exactly representable in both formats: the draws and the result match the float row.
   const std::vector<float> logw = {-1.0f, 0.5f, -2.0f, 0.25f, -0.5f};

@@ -22,10 +22,18 @@
 #define SPECDEC_PACKET_FMA 0
 #endif
 
+// The Gumbel transform's row loops vectorise only with the log inlined, which GCC may decline in a
+// large caller (a call per entry, ten times slower): on the host it is always inlined.
+#if defined(__GNUC__) && !defined(__CUDACC__)
+#define SPECDEC_NOISE_INLINE [[gnu::always_inline]] inline
+#else
+#define SPECDEC_NOISE_INLINE SPECDEC_HOST_DEVICE
+#endif
+
 namespace specdec::detail {
 
 /// a * b + c, fused exactly when Eigen's packet multiply-add is (see SPECDEC_PACKET_FMA).
-SPECDEC_HOST_DEVICE float packet_madd(float a, float b, float c) {
+SPECDEC_NOISE_INLINE float packet_madd(float a, float b, float c) {
 #if SPECDEC_PACKET_FMA
   return fmaf(a, b, c);
 #else
@@ -38,7 +46,7 @@ SPECDEC_HOST_DEVICE float packet_madd(float a, float b, float c) {
 /// bit-identical to Eigen's vectorised log, so a row's perturbed values are the same wherever
 /// an entry falls (packet, head or tail of a vectorised loop, a thread of a GPU block).
 /// log(0) = -inf, log(+inf) = +inf, NaN for negative or NaN input.
-SPECDEC_HOST_DEVICE float packet_log(float input) {
+SPECDEC_NOISE_INLINE float packet_log(float input) {
   // Selects on bits, not branches or float selects: a loop over entries then vectorises.
   const auto keep = [](bool c, std::uint32_t bits) { return bits & (0u - static_cast<std::uint32_t>(c)); };
   const std::uint32_t input_bits = float_bits(input);

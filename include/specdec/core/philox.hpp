@@ -54,7 +54,7 @@ struct ScalarMulHiLo {
 };
 
 /// Philox4x32-10 on the counter (x, y, z, w), replaced by its output block. U is one 32-bit word,
-/// or a host vector of them (counters side by side, core/noise.hpp) with its own `mulhilo`.
+/// or a host vector of them (counters side by side, core/philox_lanes.hpp) with its own `mulhilo`.
 template <class U, class MulHiLo>
 SPECDEC_HOST_DEVICE void philox4x32_10_rounds(U& x, U& y, U& z, U& w, Uint2 key,
                                               const MulHiLo& mulhilo) {
@@ -63,7 +63,7 @@ SPECDEC_HOST_DEVICE void philox4x32_10_rounds(U& x, U& y, U& z, U& w, Uint2 key,
       key.x += kPhiloxWeyl0;
       key.y += kPhiloxWeyl1;
     }
-    U hi0, lo0, hi1, lo1;
+    U hi0{}, lo0{}, hi1{}, lo1{};
     mulhilo(x, kPhiloxMul0, hi0, lo0);
     mulhilo(z, kPhiloxMul1, hi1, lo1);
     x = hi1 ^ y ^ key.x;
@@ -87,7 +87,7 @@ SPECDEC_HOST_DEVICE float bits_to_open_uniform(std::uint32_t bits) {
 
 /// A standard Gumbel variate from a uniform in (0, 1): -log(-log(u)), both logs packet_log's, so
 /// a vectorised host fill (core/noise.hpp), a scalar draw and a CUDA thread give the same bits.
-SPECDEC_HOST_DEVICE float uniform_to_gumbel(float u) {
+SPECDEC_NOISE_INLINE float uniform_to_gumbel(float u) {
   return -packet_log(-packet_log(u));
 }
 

@@ -121,20 +121,38 @@ void perturb_row_host(const T* row, std::int64_t n, const Source& source, std::u
 /// An upper bound of gumbel_perturbed<kind>(x, u) without a logarithm: -log(-log u) <= -log(1 - u)
 /// <= -e ln 2 for 1 - u = m 2^e, m in [1, 2) (1 - u is exact: u is a multiple of 2^-24); a
 /// probability's log is below (e + 1) ln 2 likewise. The caller leaves room for the rounding of
-/// the exact value.
+/// the exact value. The integer multiples of ln 2 are exact products (ln 2 rounded to 14 bits, up
+/// for a positive multiple, down for a negative one): a fused multiply-add gives the same bits.
 template <RowKind kind>
 SPECDEC_ENTRY_INLINE float gumbel_bound(float x, float u) {
-  constexpr float kLn2 = 0.693147180559945309f;
+  constexpr float kLn2Up = 11357.0f / 16384.0f, kLn2Down = 11356.0f / 16384.0f;
   const auto gap_exponent = static_cast<std::int32_t>(std::bit_cast<std::uint32_t>(1.0f - u) >> 23);
-  const float noise = static_cast<float>(127 - gap_exponent) * kLn2;
   if constexpr (kind == RowKind::kProbabilities) {
     // (A zero gets the bound of the smallest exponent: its exact value, -inf, never enters.)
     const auto exponent = static_cast<std::int32_t>(std::bit_cast<std::uint32_t>(x) >> 23);
-    return static_cast<float>(exponent - 126) * kLn2 + noise;
+    const std::int32_t multiple = (exponent - 126) + (127 - gap_exponent);
+    return static_cast<float>(multiple) * (multiple < 0 ? kLn2Down : kLn2Up);
   } else {
-    return x + noise;
+    return x + static_cast<float>(127 - gap_exponent) * kLn2Up;
   }
 }
+
+/// bounds[i] = gumbel_bound<kind>(row[i], uniforms[i]): a row loop in the copy compiled for the
+/// lanes the CPU runs (run_on_lanes); every target gives the same bits.
+template <RowKind kind, class T>
+struct GumbelBounds {
+  static void loop(const T* row, const float* uniforms, std::int64_t n, float* bounds) {
+    for (std::int64_t i = 0; i < n; ++i)
+      bounds[i] = gumbel_bound<kind>(to_float(row[i]), uniforms[i]);
+  }
+  static void run_scalar(const T* row, const float* uniforms, std::int64_t n, float* bounds) {
+    loop(row, uniforms, n, bounds);
+  }
+  template <class Lanes>
+  static void run(const T* row, const float* uniforms, std::int64_t n, float* bounds) {
+    loop(row, uniforms, n, bounds);
+  }
+};
 
 /// select_top_k_of_row(perturb_row_host(row)) for k <= kHeapSelectMax and draws from a stream,
 /// without most logarithms: the row is taken a chunk at a time, and once k entries are kept an
@@ -149,6 +167,7 @@ std::int64_t gumbel_top_k_bounded(const T* row, std::int64_t n, std::int64_t k,
   float uniforms[kChunk], bounds[kChunk + kScratchSlack], unused[kChunk + kScratchSlack];
   std::int32_t survivors[kChunk + kScratchSlack];
   TopKHeap heap{perturbed, index, k};
+  const LaneTarget target = host_lane_target();
   for (std::int64_t b = 0; b < n; b += kChunk) {
     const std::int64_t count = std::min(kChunk, n - b);
     const auto first = first_draw + static_cast<std::uint32_t>(b);
@@ -159,9 +178,8 @@ std::int64_t gumbel_top_k_bounded(const T* row, std::int64_t n, std::int64_t k,
       continue;
     }
     fill_uniforms(source, first, std::span<float>(uniforms, static_cast<std::size_t>(count)));
-    for (std::int64_t i = 0; i < count; ++i) {
-      bounds[i] = gumbel_bound<kind>(to_float(row[b + i]), uniforms[i]);
-    }
+    run_on_lanes<GumbelBounds<kind, T>>(target, row + b, static_cast<const float*>(uniforms), count,
+                                        static_cast<float*>(bounds));
     // The exact value is within 1e-5 of the real one (logarithms and a float sum).
     const float gate = heap.threshold - (1e-3f + 1e-5f * std::abs(heap.threshold));
     const std::int64_t m = gather_at_least<true>(bounds, count, gate, survivors, unused);

@@ -13,8 +13,8 @@ namespace specdec::backend::cuda_impl {
 namespace {
 
 template <RowKind kind, class T>
-cudaError_t launch_top_k(const GumbelTopKParams& p, const RandomStream* streams,
-                         float* perturbed, cudaStream_t stream) {
+cudaError_t launch_top_k(const GumbelTopKParams& p, const RandomStream* streams, float* perturbed,
+                         cudaStream_t stream) {
   return detail::launch(detail::gumbel_top_k_kernel<kind, T>,
                         static_cast<unsigned int>(p.row_count), kWarpThreads, stream,
                         static_cast<const T*>(p.rows), p.row_stride, static_cast<int>(p.vocab),
@@ -23,8 +23,8 @@ cudaError_t launch_top_k(const GumbelTopKParams& p, const RandomStream* streams,
 }
 
 template <class T>
-cudaError_t launch_top_k(const GumbelTopKParams& p, const RandomStream* streams,
-                         float* perturbed, cudaStream_t stream) {
+cudaError_t launch_top_k(const GumbelTopKParams& p, const RandomStream* streams, float* perturbed,
+                         cudaStream_t stream) {
   if (p.kind == RowKind::kProbabilities) {
     return launch_top_k<RowKind::kProbabilities, T>(p, streams, perturbed, stream);
   }
@@ -72,10 +72,10 @@ cudaError_t stochastic_beam_level_batch(const BeamLevelParams& params, void* wor
                                        cudaMemcpyHostToDevice, stream);
   if (status != cudaSuccess) return status;
   const detail::BeamLevelViews views(params.matrices);
-  status = detail::launch(detail::beam_expand_kernel, static_cast<unsigned int>(batch * width),
-                          kWarpThreads, stream, views, static_cast<int>(width),
-                          static_cast<int>(vocab), static_cast<const RandomStream*>(streams),
-                          perturbed, candidates, children);
+  status =
+      detail::launch(detail::beam_expand_kernel, static_cast<unsigned int>(batch * width),
+                     kWarpThreads, stream, views, static_cast<int>(width), static_cast<int>(vocab),
+                     static_cast<const RandomStream*>(streams), perturbed, candidates, children);
   if (status != cudaSuccess) return status;
   return detail::launch(detail::beam_select_kernel, static_cast<unsigned int>(batch),
                         detail::kBeamSelectThreads, stream, views, static_cast<int>(width),

@@ -17,9 +17,9 @@ cudaError_t packed_tree_masks_batch(const TreeMaskParams& params, void* workspac
                       cudaMemcpyHostToDevice, stream);
   if (status != cudaSuccess) return status;
   return detail::launch(detail::packed_tree_masks_kernel, static_cast<unsigned int>(params.batch),
-                        detail::kTreeMaskThreads, stream,
-                        static_cast<const std::int32_t*>(offsets), params.parents, params.masks,
-                        static_cast<int>(params.words), params.mask_stride);
+                        detail::kTreeMaskThreads, stream, static_cast<const std::int32_t*>(offsets),
+                        params.parents, params.masks, static_cast<int>(params.words),
+                        params.mask_stride);
 }
 
 cudaError_t tree_positions_batch(const TreePositionsParams& params, void* workspace,
@@ -28,19 +28,18 @@ cudaError_t tree_positions_batch(const TreePositionsParams& params, void* worksp
   auto* offsets = static_cast<std::int32_t*>(workspace);
   auto* contexts = reinterpret_cast<std::int32_t*>(static_cast<unsigned char*>(workspace) +
                                                    device_round_up((b + 1) * sizeof(std::int32_t)));
-  cudaError_t status = cudaMemcpyAsync(offsets, params.host_node_offsets,
-                                       (b + 1) * sizeof(std::int32_t), cudaMemcpyHostToDevice,
-                                       stream);
+  cudaError_t status =
+      cudaMemcpyAsync(offsets, params.host_node_offsets, (b + 1) * sizeof(std::int32_t),
+                      cudaMemcpyHostToDevice, stream);
   if (status != cudaSuccess) return status;
   status = cudaMemcpyAsync(contexts, params.host_context_lengths, b * sizeof(std::int32_t),
                            cudaMemcpyHostToDevice, stream);
   if (status != cudaSuccess) return status;
   constexpr unsigned int kThreads = detail::kTreeMaskThreads;
-  return detail::launch(detail::tree_positions_kernel,
-                        static_cast<unsigned int>((b + kThreads - 1) / kThreads), kThreads, stream,
-                        static_cast<const std::int32_t*>(offsets), static_cast<int>(params.batch),
-                        params.parents, static_cast<const std::int32_t*>(contexts),
-                        params.positions);
+  return detail::launch(
+      detail::tree_positions_kernel, static_cast<unsigned int>((b + kThreads - 1) / kThreads),
+      kThreads, stream, static_cast<const std::int32_t*>(offsets), static_cast<int>(params.batch),
+      params.parents, static_cast<const std::int32_t*>(contexts), params.positions);
 }
 
 cudaError_t prefix_match_batch(const std::int32_t* beams, std::int64_t rows,

@@ -36,9 +36,9 @@ Staged carve(void* workspace, std::int64_t batch) {
 
 cudaError_t stage(const ChainVerifyParams& p, const Staged& staged, cudaStream_t stream) {
   const auto b = static_cast<std::size_t>(p.batch);
-  cudaError_t status = cudaMemcpyAsync(staged.offsets, p.host_draft_offsets,
-                                       (b + 1) * sizeof(std::int32_t), cudaMemcpyHostToDevice,
-                                       stream);
+  cudaError_t status =
+      cudaMemcpyAsync(staged.offsets, p.host_draft_offsets, (b + 1) * sizeof(std::int32_t),
+                      cudaMemcpyHostToDevice, stream);
   if (status != cudaSuccess) return status;
   return cudaMemcpyAsync(staged.streams, p.host_streams, b * sizeof(RandomStream),
                          cudaMemcpyHostToDevice, stream);
@@ -48,9 +48,8 @@ template <bool kLogits, class T>
 cudaError_t launch_chain(const ChainVerifyParams& p, const Staged& staged,
                          const DeviceWarp& shared_warp, const DeviceWarp* warps,
                          cudaStream_t stream) {
-  return detail::launch(detail::verify_chain_kernel<kLogits, T>,
-                        static_cast<unsigned int>(p.batch), kWarpThreads, stream,
-                        static_cast<const T*>(p.target), p.target_stride,
+  return detail::launch(detail::verify_chain_kernel<kLogits, T>, static_cast<unsigned int>(p.batch),
+                        kWarpThreads, stream, static_cast<const T*>(p.target), p.target_stride,
                         static_cast<const T*>(p.draft), p.draft_stride,
                         static_cast<const std::int32_t*>(staged.offsets), p.draft_tokens,
                         static_cast<int>(p.vocab), static_cast<const RandomStream*>(staged.streams),
@@ -69,9 +68,9 @@ cudaError_t verify_chain_batch(const ChainVerifyParams& params, void* workspace,
                                     stream);
 }
 
-cudaError_t verify_chain_batch_logits(const ChainVerifyParams& params,
-                                      const DeviceWarp* host_warps, std::int64_t warp_count,
-                                      void* workspace, cudaStream_t stream) {
+cudaError_t verify_chain_batch_logits(const ChainVerifyParams& params, const DeviceWarp* host_warps,
+                                      std::int64_t warp_count, void* workspace,
+                                      cudaStream_t stream) {
   const Staged staged = carve(workspace, params.batch);
   cudaError_t status = stage(params, staged, stream);
   if (status != cudaSuccess) return status;

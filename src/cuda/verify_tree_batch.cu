@@ -30,9 +30,8 @@ cudaError_t verify_tree_batch(TreeRule rule, const TreeVerifyParams& p, void* wo
                           static_cast<unsigned int>(p.batch), kWarpThreads, stream,
                           static_cast<const std::int32_t*>(offsets), p.tokens, p.parents, p.target,
                           p.target_stride, p.draft, p.draft_stride, static_cast<int>(p.vocab),
-                          static_cast<const RandomStream*>(streams),
-                          static_cast<int>(p.max_nodes), ints, scratch, p.accepted_nodes,
-                          p.accepted, p.final_tokens, p.bonus);
+                          static_cast<const RandomStream*>(streams), static_cast<int>(p.max_nodes),
+                          ints, scratch, p.accepted_nodes, p.accepted, p.final_tokens, p.bonus);
   };
   switch (rule) {
     case TreeRule::kRecursive:

@@ -105,12 +105,18 @@ inline cudaError_t launch(dim3 grid, unsigned int threads, cudaStream_t stream,
 
 inline const char* cudaGetErrorString(cudaError_t e) {
   switch (e) {
-    case cudaSuccess: return "no error";
-    case cudaErrorInvalidValue: return "invalid argument";
-    case cudaErrorMemoryAllocation: return "out of memory";
-    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
-    case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
-    default: return "unknown error";
+    case cudaSuccess:
+      return "no error";
+    case cudaErrorInvalidValue:
+      return "invalid argument";
+    case cudaErrorMemoryAllocation:
+      return "out of memory";
+    case cudaErrorInvalidConfiguration:
+      return "invalid configuration argument";
+    case cudaErrorStreamCaptureUnsupported:
+      return "operation not permitted when stream is capturing";
+    default:
+      return "unknown error";
   }
 }
 inline cudaError_t cudaGetLastError() {
@@ -209,7 +215,8 @@ using cudaGraphExec_t = specdec_emulation::Graph*;
 inline cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode) {
   auto& rt = specdec_emulation::runtime;
   // The legacy default stream cannot be captured.
-  if (stream == nullptr || rt.capturing != nullptr) return rt.fail(cudaErrorStreamCaptureUnsupported);
+  if (stream == nullptr || rt.capturing != nullptr)
+    return rt.fail(cudaErrorStreamCaptureUnsupported);
   rt.capturing = stream;
   rt.capture_valid = true;
   rt.graph = std::make_unique<specdec_emulation::Graph>();

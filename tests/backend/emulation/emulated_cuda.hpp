@@ -1,25 +1,33 @@
 // SPDX-License-Identifier: MIT
 // A host emulation of the CUDA built-ins the backend's kernels use, so the kernel source itself
-// runs (slowly) under g++ on machines without a GPU: every CUDA thread of one block is a
-// std::thread, __syncthreads is a barrier, __shared__ variables are statics shared by the block
-// (blocks run one at a time, in a seeded random order), and warp shuffles and ballots exchange
-// values through per-warp slots behind a per-warp barrier. Global memory accesses are recorded in
+// runs (slowly) under g++ on machines without a GPU: every CUDA thread of one block is a fiber
+// (its own stack; the block's fibers take turns on the calling thread), __syncthreads is a
+// barrier, __shared__ variables are statics shared by the block (blocks run one at a time, in a
+// seeded random order), and warp shuffles and ballots exchange values through per-warp slots
+// behind a per-warp barrier. Global memory accesses are recorded in
 // the traffic ledger (ledger.hpp); the runtime API (launches, copies, capture) is in
 // cuda_runtime_api.h.
 #pragma once
 
+#include <ucontext.h>
+
+#include <algorithm>
 #include <atomic>
-#include <barrier>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
-#include <thread>
 #include <type_traits>
 #include <vector>
 
 #include "ledger.hpp"
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#endif
 
 #define SPECDEC_CUDA_EMULATION 1
 #define __device__
@@ -43,48 +51,146 @@ inline dim3 gridDim{1, 1, 1};
 
 namespace specdec_emulation {
 
+/// A barrier over the fibers of a block or warp: the last to arrive lets the others through.
+struct FiberBarrier {
+  explicit FiberBarrier(unsigned int count) : expected(count) {}
+  void arrive_and_wait();
+  unsigned int expected;
+  unsigned int arrived = 0;
+  std::uint64_t generation = 0;
+};
+
 /// The lanes of one warp: a barrier over them and two rounds of exchange slots (a lane writes
 /// round r's slot, waits, reads; round r + 2 reuses it only after every lane passed round r + 1).
 struct Warp {
   explicit Warp(unsigned int lanes) : barrier(lanes) {}
-  std::barrier<> barrier;
+  FiberBarrier barrier;
   std::uint64_t slots[2][32] = {};
 };
 
+/// One emulated CUDA thread: a fiber with its own stack and the built-ins it sees.
+struct Fiber {
+  ucontext_t context{};
+  std::unique_ptr<char[]> stack;
+  dim3 thread{0, 0, 0};
+  ThreadTrace* trace = nullptr;
+  unsigned int exchange_round = 0;
+  bool done = false;
+};
+
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr std::size_t kFiberStack = std::size_t{1} << 20;
+#else
+inline constexpr std::size_t kFiberStack = std::size_t{1} << 17;
+#endif
+
 struct Block {
-  explicit Block(unsigned int threads) : barrier(threads) {
+  explicit Block(unsigned int threads) : barrier(threads), fibers(threads) {
     for (unsigned int first = 0; first < threads; first += 32) {
       warps.push_back(std::make_unique<Warp>(std::min(32u, threads - first)));
     }
   }
-  std::barrier<> barrier;
+  FiberBarrier barrier;
   std::vector<std::unique_ptr<Warp>> warps;
-  std::atomic<bool> bounds_reported{false};
+  std::vector<Fiber> fibers;
+  Fiber* current = nullptr;
+  ucontext_t scheduler{};
+  const std::function<void()>* kernel = nullptr;
+  std::uint64_t progress = 0;  // barriers passed and fibers finished
+  bool bounds_reported = false;
+  const void* scheduler_stack = nullptr;  // for the address sanitizer's fiber switches
+  std::size_t scheduler_stack_size = 0;
 };
-inline thread_local Block* block = nullptr;
+// The threads of a block are fibers taking turns on the calling thread: a barrier costs a
+// context switch per thread instead of a kernel wake-up, and kernels see no data race.
+inline Block* block = nullptr;
 inline thread_local unsigned int exchange_round = 0;
 
-/// Runs `kernel()` as block `index` of `threads` threads (one std::thread each).
+/// Switches from `from` to `to` (whose stack is [stack, stack + size)), telling the address
+/// sanitizer about the change of stacks.
+inline void switch_context(ucontext_t* from, const ucontext_t* to, const void* stack,
+                           std::size_t size) {
+#if defined(__SANITIZE_ADDRESS__)
+  void* fake = nullptr;
+  __sanitizer_start_switch_fiber(&fake, stack, size);
+  swapcontext(from, to);
+  __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
+#else
+  (void)stack;
+  (void)size;
+  swapcontext(from, to);
+#endif
+}
+
+/// The running fiber waits: back to the scheduler, which resumes the next one.
+inline void yield() {
+  switch_context(&block->current->context, &block->scheduler, block->scheduler_stack,
+                 block->scheduler_stack_size);
+}
+
+inline void FiberBarrier::arrive_and_wait() {
+  if (++arrived == expected) {
+    arrived = 0;
+    ++generation;
+    ++block->progress;
+    return;
+  }
+  const std::uint64_t g = generation;
+  while (generation == g) yield();
+}
+
+inline void fiber_main() {
+#if defined(__SANITIZE_ADDRESS__)
+  __sanitizer_finish_switch_fiber(nullptr, &block->scheduler_stack, &block->scheduler_stack_size);
+#endif
+  (*block->kernel)();
+  block->current->done = true;
+  ++block->progress;
+#if defined(__SANITIZE_ADDRESS__)
+  __sanitizer_start_switch_fiber(nullptr, block->scheduler_stack, block->scheduler_stack_size);
+#endif
+}  // returns to the scheduler through uc_link
+
+/// Runs `kernel()` as block `index` of `threads` threads, each a fiber, round robin until all
+/// have finished; aborts when no thread can move (a barrier some threads never reach).
 inline void run_block(unsigned int threads, dim3 index, const std::function<void()>& kernel) {
   Block b(threads);
+  b.kernel = &kernel;
+  block = &b;
   blockDim = {threads, 1, 1};
+  blockIdx = index;
   std::vector<ThreadTrace> traces(threads);
-  for (auto& t : traces) t.traffic.resize(ledger.size());
-  std::vector<std::thread> pool;
-  pool.reserve(threads);
   for (unsigned int t = 0; t < threads; ++t) {
-    pool.emplace_back([&, t] {
-      threadIdx = {t, 0, 0};
-      blockIdx = index;
-      block = &b;
-      exchange_round = 0;
-      trace = &traces[t];
-      kernel();
-      trace = nullptr;
-      block = nullptr;
-    });
+    Fiber& f = b.fibers[t];
+    traces[t].traffic.resize(ledger.size());
+    f.thread = {t, 0, 0};
+    f.trace = &traces[t];
+    f.stack.reset(new char[kFiberStack]);
+    getcontext(&f.context);
+    f.context.uc_stack.ss_sp = f.stack.get();
+    f.context.uc_stack.ss_size = kFiberStack;
+    f.context.uc_link = &b.scheduler;
+    makecontext(&f.context, fiber_main, 0);
   }
-  for (auto& thread : pool) thread.join();
+  for (unsigned int left = threads; left > 0;) {
+    const std::uint64_t before = b.progress;
+    for (Fiber& f : b.fibers) {
+      if (f.done) continue;
+      b.current = &f;
+      threadIdx = f.thread;
+      trace = f.trace;
+      exchange_round = f.exchange_round;
+      switch_context(&b.scheduler, &f.context, f.stack.get(), kFiberStack);
+      f.exchange_round = exchange_round;
+      if (f.done) --left;
+    }
+    if (left > 0 && b.progress == before) {
+      std::fprintf(stderr, "emulated block deadlocked: a barrier some threads never reach\n");
+      std::abort();
+    }
+  }
+  trace = nullptr;
+  block = nullptr;
   merge_block(traces);
 }
 
@@ -105,8 +211,9 @@ T exchange(T value, unsigned int source) {
 }
 
 inline void expect_block_threads(unsigned int threads) {
-  if (blockDim.x != threads && !block->bounds_reported.exchange(true)) {
-    std::atomic_ref<std::uint64_t>(ledger.counts.bounds_mismatches).fetch_add(1);
+  if (blockDim.x != threads && !block->bounds_reported) {
+    block->bounds_reported = true;
+    ++ledger.counts.bounds_mismatches;
   }
 }
 
@@ -152,10 +259,13 @@ inline unsigned int __ballot_sync(unsigned int, int predicate) {
   if (specdec_emulation::trace != nullptr) specdec_emulation::trace->sync();
   const unsigned int lanes = std::min(32u, blockDim.x - (threadIdx.x & ~31u));
   unsigned int bits = 0;
-  for (unsigned int lane = 0; lane < lanes; ++lane) bits |= w.slots[round][lane] != 0 ? 1u << lane : 0u;
+  for (unsigned int lane = 0; lane < lanes; ++lane)
+    bits |= w.slots[round][lane] != 0 ? 1u << lane : 0u;
   return bits;
 }
-inline int __any_sync(unsigned int mask, int predicate) { return __ballot_sync(mask, predicate) != 0; }
+inline int __any_sync(unsigned int mask, int predicate) {
+  return __ballot_sync(mask, predicate) != 0;
+}
 inline int __popc(unsigned int x) { return __builtin_popcount(x); }
 inline int __ffs(int x) { return __builtin_ffs(x); }
 

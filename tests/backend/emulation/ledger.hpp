@@ -25,7 +25,7 @@ struct Traffic {
   std::uint64_t read = 0;             // bytes loaded
   std::uint64_t written = 0;          // bytes stored
   std::uint64_t unwritten_reads = 0;  // bytes loaded that were never written
-  std::uint64_t requested = 0;        // bytes of every access (for the sector efficiency)
+  std::uint64_t requested = 0;        // distinct bytes of each warp access (for the efficiency)
   std::uint64_t sectors = 0;          // 32-byte sectors over all warp accesses
 
   /// Requested bytes over the bytes of the sectors moved: 1 when every warp access is coalesced.
@@ -144,7 +144,7 @@ class Ledger {
   }
 
   RuntimeCounts counts;
-  Traffic unregistered;  // accesses outside every region
+  Traffic unregistered;    // accesses outside every region
   std::uint64_t seed = 1;  // of the block order
 
  private:
@@ -161,9 +161,25 @@ struct SectorHit {
   std::uint64_t sector;
   bool operator<(const SectorHit& o) const {
     return ordinal != o.ordinal ? ordinal < o.ordinal
-                                : region != o.region ? region < o.region : sector < o.sector;
+           : region != o.region ? region < o.region
+                                : sector < o.sector;
   }
   bool operator==(const SectorHit& o) const = default;
+};
+
+/// One lane's access: its ordinal, region, address and size (lanes of a warp reading the same
+/// bytes in one access request them once, as a broadcast).
+struct Access {
+  std::uint64_t ordinal;
+  std::int32_t region;
+  std::uintptr_t address;
+  std::size_t bytes;
+  bool operator<(const Access& o) const {
+    return ordinal != o.ordinal   ? ordinal < o.ordinal
+           : address != o.address ? address < o.address
+                                  : bytes < o.bytes;
+  }
+  bool operator==(const Access& o) const = default;
 };
 
 /// What one emulated CUDA thread recorded; merged into the ledger when its block ends.
@@ -171,13 +187,16 @@ struct ThreadTrace {
   std::vector<Traffic> traffic;  // per region index
   Traffic unregistered;
   std::vector<SectorHit> hits;
-  // The lanes of a warp pass the same barriers and shuffles: counting accesses from the last one
-  // keeps a divergent branch from shifting the pairing of later accesses.
+  std::vector<Access> accesses;
+  // The lanes of a warp pass the same barriers and shuffles, and walk a region in the same
+  // order: counting loads and stores per region from the last barrier keeps a divergent branch
+  // from shifting the pairing of later accesses.
   std::uint64_t epoch = 0;
-  std::uint32_t ordinal = 0;
+  std::vector<std::uint32_t> loads, stores;  // per region index + 1
   void sync() {
     ++epoch;
-    ordinal = 0;
+    std::fill(loads.begin(), loads.end(), 0u);
+    std::fill(stores.begin(), stores.end(), 0u);
   }
 };
 inline thread_local ThreadTrace* trace = nullptr;
@@ -186,11 +205,14 @@ inline void record(const void* address, std::size_t bytes, bool store, bool dens
   ThreadTrace* t = trace;
   if (t == nullptr) return;  // host code, outside a kernel
   const auto a = reinterpret_cast<std::uintptr_t>(address);
-  const std::uint64_t ordinal = (t->epoch << 32) | t->ordinal++;
   const int r = ledger.find(a);
+  std::vector<std::uint32_t>& counts = store ? t->stores : t->loads;
+  if (counts.size() <= static_cast<std::size_t>(r + 1)) counts.resize(ledger.size() + 1, 0u);
+  const std::uint64_t ordinal =
+      (t->epoch << 32) | (store ? 1ull << 31 : 0ull) | counts[static_cast<std::size_t>(r + 1)]++;
   Traffic& traffic = r < 0 ? t->unregistered : t->traffic[static_cast<std::size_t>(r)];
   (store ? traffic.written : traffic.read) += bytes;
-  traffic.requested += bytes;
+  t->accesses.push_back({ordinal, r, a, bytes});
   for (std::uint64_t s = a >> 5; s <= (a + bytes - 1) >> 5; ++s) t->hits.push_back({ordinal, r, s});
   if (r < 0) return;
   Region& reg = ledger.at(r);
@@ -217,15 +239,26 @@ inline void record_store(const void* address, std::size_t bytes, bool dense) {
 /// each warp access (the lanes of warp w are threads 32 w .. 32 w + 31).
 inline void merge_block(std::vector<ThreadTrace>& threads) {
   std::vector<SectorHit> warp_hits;
+  std::vector<Access> warp_accesses;
   for (std::size_t first = 0; first < threads.size(); first += 32) {
     warp_hits.clear();
+    warp_accesses.clear();
     const std::size_t end = std::min(threads.size(), first + 32);
     for (std::size_t t = first; t < end; ++t) {
       ThreadTrace& th = threads[t];
-      for (std::size_t r = 0; r < th.traffic.size(); ++r) ledger.at(static_cast<int>(r)).traffic.add(th.traffic[r]);
+      for (std::size_t r = 0; r < th.traffic.size(); ++r)
+        ledger.at(static_cast<int>(r)).traffic.add(th.traffic[r]);
       ledger.unregistered.add(th.unregistered);
       warp_hits.insert(warp_hits.end(), th.hits.begin(), th.hits.end());
+      warp_accesses.insert(warp_accesses.end(), th.accesses.begin(), th.accesses.end());
       th.hits = {};
+      th.accesses = {};
+    }
+    std::sort(warp_accesses.begin(), warp_accesses.end());
+    warp_accesses.erase(std::unique(warp_accesses.begin(), warp_accesses.end()),
+                        warp_accesses.end());
+    for (const Access& a : warp_accesses) {
+      (a.region < 0 ? ledger.unregistered : ledger.at(a.region).traffic).requested += a.bytes;
     }
     std::sort(warp_hits.begin(), warp_hits.end());
     warp_hits.erase(std::unique(warp_hits.begin(), warp_hits.end()), warp_hits.end());

@@ -36,8 +36,8 @@ class Global;
 /// Structs of floats are not covered by has_unique_object_representations (a float has two
 /// zeros): specialise for them, next to a static_assert that their fields fill them.
 template <class T>
-inline constexpr bool kDense = std::has_unique_object_representations_v<T> ||
-                               std::is_floating_point_v<T>;
+inline constexpr bool kDense =
+    std::has_unique_object_representations_v<T> || std::is_floating_point_v<T>;
 
 /// The element i of a writable Global: reads load it, assignments store it.
 template <class T>
@@ -45,17 +45,18 @@ class GlobalRef {
  public:
   SPECDEC_HOST_DEVICE GlobalRef(const Global<T>& g, std::int64_t i) : g_(g), i_(i) {}
   SPECDEC_HOST_DEVICE operator T() const { return g_.load(i_); }
-  SPECDEC_HOST_DEVICE const GlobalRef& operator=(const T& v) const {
+  SPECDEC_HOST_DEVICE const GlobalRef& operator=(
+      T v) const {  // by value: no host constant odr-used
     g_.store(i_, v);
     return *this;
   }
   SPECDEC_HOST_DEVICE const GlobalRef& operator=(const GlobalRef& other) const {
     return *this = static_cast<T>(other);
   }
-  SPECDEC_HOST_DEVICE const GlobalRef& operator+=(const T& v) const {
+  SPECDEC_HOST_DEVICE const GlobalRef& operator+=(T v) const {
     return *this = static_cast<T>(*this) + v;
   }
-  SPECDEC_HOST_DEVICE const GlobalRef& operator*=(const T& v) const {
+  SPECDEC_HOST_DEVICE const GlobalRef& operator*=(T v) const {
     return *this = static_cast<T>(*this) * v;
   }
 
@@ -73,11 +74,12 @@ class Global {
 
   Global() = default;
   SPECDEC_HOST_DEVICE Global(T* pointer) : p_(pointer) {}  // NOLINT: kernel arguments convert
-  SPECDEC_HOST_DEVICE Global(std::nullptr_t) {}          // NOLINT
+  SPECDEC_HOST_DEVICE Global(std::nullptr_t) {}            // NOLINT
   /// A writable view is also a read-only one.
   template <class U>
-    requires(std::is_same_v<const U, T> && !std::is_same_v<U, T>)
-  SPECDEC_HOST_DEVICE Global(const Global<U>& other) : p_(other.p_) {}  // NOLINT
+  requires(std::is_same_v<const U, T> && !std::is_same_v<U, T>)
+      SPECDEC_HOST_DEVICE Global(const Global<U>& other)
+      : p_(other.p_) {}  // NOLINT
 
   SPECDEC_HOST_DEVICE Global operator+(std::int64_t offset) const { return Global(p_ + offset); }
   SPECDEC_HOST_DEVICE bool operator==(std::nullptr_t) const { return p_ == nullptr; }
@@ -92,9 +94,7 @@ class Global {
     SPECDEC_GLOBAL_RECORD(load, p_ + i, 16, kUnique);
     return *reinterpret_cast<const Vec<Value, N>*>(p_ + i);
   }
-  SPECDEC_HOST_DEVICE void store(std::int64_t i, const Value& v) const
-    requires(!std::is_const_v<T>)
-  {
+  SPECDEC_HOST_DEVICE void store(std::int64_t i, Value v) const requires(!std::is_const_v<T>) {
     SPECDEC_GLOBAL_RECORD(store, p_ + i, sizeof(T), kUnique);
     p_[i] = v;
   }
@@ -110,8 +110,7 @@ class Global {
 
   /// atomicAdd on element i; returns the old value.
   SPECDEC_HOST_DEVICE Value atomic_add(std::int64_t i, Value v) const
-    requires(!std::is_const_v<T>)
-  {
+      requires(!std::is_const_v<T>) {
     SPECDEC_GLOBAL_RECORD(load, p_ + i, sizeof(T), kUnique);
     SPECDEC_GLOBAL_RECORD(store, p_ + i, sizeof(T), kUnique);
     return atomicAdd(p_ + i, v);

@@ -25,10 +25,8 @@ cudaError_t launch(void (*kernel)(Params...), dim3 grid, unsigned int threads, c
   return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
 #elif defined(SPECDEC_CUDA_EMULATION)
   // The arguments convert to the kernel's parameters here, as they would at a real launch.
-  return specdec_emulation::launch(grid, threads, stream,
-                                   [kernel, ... p = Params(std::forward<Args>(args))] {
-                                     kernel(p...);
-                                   });
+  return specdec_emulation::launch(
+      grid, threads, stream, [kernel, ... p = Params(std::forward<Args>(args))] { kernel(p...); });
 #else
 #error "CUDA kernels compile with nvcc or under the host emulation of tests/backend/emulation"
 #endif

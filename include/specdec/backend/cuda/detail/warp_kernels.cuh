@@ -44,8 +44,8 @@ struct Shared {
 };
 
 /// Number of entries of row (n values) whose key is >= t.
-__device__ __forceinline__ unsigned int count_at_least(Global<const float> row, int n, std::uint32_t t,
-                                                       Shared& sh) {
+__device__ __forceinline__ unsigned int count_at_least(Global<const float> row, int n,
+                                                       std::uint32_t t, Shared& sh) {
   unsigned int c = 0;
   for (int i = threadIdx.x; i < n; i += blockDim.x) c += order_key(row[i]) >= t ? 1u : 0u;
   return block_all_reduce(c, Plus{}, sh.u);
@@ -63,8 +63,8 @@ __device__ __forceinline__ double mass_at_least(Global<const float> row, int n, 
 
 /// The id of the `rank`-th (1-based) entry with key t, in increasing id order.
 template <class Key>
-__device__ __forceinline__ int nth_tie(Global<const float> row, int n, std::uint32_t t, unsigned int rank,
-                                       Key key, Shared& sh) {
+__device__ __forceinline__ int nth_tie(Global<const float> row, int n, std::uint32_t t,
+                                       unsigned int rank, Key key, Shared& sh) {
   int j = 0;  // largest j with (ties below j) < rank
   for (int bit = 30; bit >= 0; --bit) {
     const int candidate = j | (1 << bit);
@@ -175,8 +175,8 @@ __device__ inline void keep_min_p(Global<float> p, int n, float min_p, Shared& s
 /// logits at x under w. Ends before the block has finished writing `out`: synchronise before
 /// reading it from another thread.
 template <class T>
-__device__ __forceinline__ void warp_row(Global<const T> x, Global<float> out, int n, const DeviceWarp& w,
-                                         Shared& sh) {
+__device__ __forceinline__ void warp_row(Global<const T> x, Global<float> out, int n,
+                                         const DeviceWarp& w, Shared& sh) {
   if (w.temperature == 0.0f) {  // greedy: one-hot on the argmax, ties to the lowest id
     ArgMax best{-__int_as_float(0x7f800000), 0x7fffffff};
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
@@ -200,9 +200,9 @@ __device__ __forceinline__ void warp_row(Global<const T> x, Global<float> out, i
 /// `shared_warp` for every row when row_warps is null.
 template <class T>
 __global__ void __launch_bounds__(kWarpThreads)
-    warp_logits_batch_kernel(Global<const T> logits, std::int64_t logits_stride, Global<float> warped,
-                             std::int64_t warped_stride, int n, DeviceWarp shared_warp,
-                             Global<const DeviceWarp> row_warps) {
+    warp_logits_batch_kernel(Global<const T> logits, std::int64_t logits_stride,
+                             Global<float> warped, std::int64_t warped_stride, int n,
+                             DeviceWarp shared_warp, Global<const DeviceWarp> row_warps) {
   expect_block_threads(kWarpThreads);
   __shared__ Shared sh;
   const std::int64_t row = blockIdx.x;

@@ -27,6 +27,11 @@ namespace specdec::backend::cuda_impl::detail {
 
 using specdec::detail::BeamCandidate;
 
+static_assert(sizeof(BeamCandidate) == sizeof(double) + sizeof(float) + 3 * sizeof(std::int32_t),
+              "BeamCandidate has no padding: a device store writes every byte a copy reads");
+template <>
+inline constexpr bool kDense<BeamCandidate> = true;
+
 /// Threads per block of the beam selection kernel (one block per sequence, W * W candidates).
 inline constexpr int kBeamSelectThreads = 128;
 
@@ -337,10 +342,10 @@ struct SelectShared {
 /// beam_ranks_before (the CPU's keep_best), written best first to next_parents, next_tokens,
 /// next_log_probs and next_scores (padded with -1 / -1 / -inf / -inf), their number to
 /// next_counts[b].
-__global__ void __launch_bounds__(kWarpThreads)
+__global__ void __launch_bounds__(kBeamSelectThreads)
     beam_select_kernel(BeamLevelViews a, int width, Global<const BeamCandidate> candidates,
                        Global<const std::int32_t> children) {
-  expect_block_threads(kWarpThreads);
+  expect_block_threads(kBeamSelectThreads);
   __shared__ SelectShared sh;
   const std::int64_t b = blockIdx.x;
   const std::int64_t w = width;

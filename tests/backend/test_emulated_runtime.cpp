@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "specdec/backend/cuda/detail/global.cuh"
@@ -17,6 +18,14 @@ namespace emu = specdec_emulation;
 using kernels::Global;
 
 namespace {
+
+// Kernel code cannot reach global memory around the ledger: a view neither dereferences nor
+// converts to its pointer.
+template <class G>
+concept Dereferenceable = requires(G g) { *g; };
+static_assert(!Dereferenceable<Global<const float>> && !Dereferenceable<Global<float>>);
+static_assert(!std::is_convertible_v<Global<float>, float*> &&
+              !std::is_convertible_v<Global<const float>, const float*>);
 
 /// out[i] = in[i * stride] for i < n, one element per thread.
 __global__ void probe_gather(Global<const float> in, int stride, Global<float> out, int n) {

@@ -4,9 +4,8 @@
 // (its own stack; the block's fibers take turns on the calling thread), __syncthreads is a
 // barrier, __shared__ variables are statics shared by the block (blocks run one at a time, in a
 // seeded random order), and warp shuffles and ballots exchange values through per-warp slots
-// behind a per-warp barrier. Global memory accesses are recorded in
-// the traffic ledger (ledger.hpp); the runtime API (launches, copies, capture) is in
-// cuda_runtime_api.h.
+// behind a per-warp barrier. Global memory accesses are recorded in the traffic ledger
+// (ledger.hpp); the runtime API (launches, copies, capture) is in cuda_runtime_api.h.
 #pragma once
 
 #include <ucontext.h>
@@ -26,6 +25,7 @@
 #include "ledger.hpp"
 
 #if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
 
@@ -71,7 +71,7 @@ struct Warp {
 /// One emulated CUDA thread: a fiber with its own stack and the built-ins it sees.
 struct Fiber {
   ucontext_t context{};
-  std::unique_ptr<char[]> stack;
+  char* stack = nullptr;
   dim3 thread{0, 0, 0};
   ThreadTrace* trace = nullptr;
   unsigned int exchange_round = 0;
@@ -83,6 +83,17 @@ inline constexpr std::size_t kFiberStack = std::size_t{1} << 20;
 #else
 inline constexpr std::size_t kFiberStack = std::size_t{1} << 17;
 #endif
+
+/// Fiber stacks, kept from block to block (a grid runs many blocks of the same size).
+inline char* fiber_stack(unsigned int thread) {
+  static std::vector<std::unique_ptr<char[]>> stacks;
+  while (stacks.size() <= thread) stacks.emplace_back(new char[kFiberStack]);
+  char* stack = stacks[thread].get();
+#if defined(__SANITIZE_ADDRESS__)
+  __asan_unpoison_memory_region(stack, kFiberStack);  // nothing of an earlier fiber's frames
+#endif
+  return stack;
+}
 
 struct Block {
   explicit Block(unsigned int threads) : barrier(threads), fibers(threads) {
@@ -165,9 +176,9 @@ inline void run_block(unsigned int threads, dim3 index, const std::function<void
     traces[t].traffic.resize(ledger.size());
     f.thread = {t, 0, 0};
     f.trace = &traces[t];
-    f.stack.reset(new char[kFiberStack]);
+    f.stack = fiber_stack(t);
     getcontext(&f.context);
-    f.context.uc_stack.ss_sp = f.stack.get();
+    f.context.uc_stack.ss_sp = f.stack;
     f.context.uc_stack.ss_size = kFiberStack;
     f.context.uc_link = &b.scheduler;
     makecontext(&f.context, fiber_main, 0);
@@ -180,7 +191,7 @@ inline void run_block(unsigned int threads, dim3 index, const std::function<void
       threadIdx = f.thread;
       trace = f.trace;
       exchange_round = f.exchange_round;
-      switch_context(&b.scheduler, &f.context, f.stack.get(), kFiberStack);
+      switch_context(&b.scheduler, &f.context, f.stack, kFiberStack);
       f.exchange_round = exchange_round;
       if (f.done) --left;
     }

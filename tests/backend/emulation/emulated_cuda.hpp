@@ -119,8 +119,8 @@ inline thread_local unsigned int exchange_round = 0;
 
 /// Switches from `from` to `to` (whose stack is [stack, stack + size)), telling the address
 /// sanitizer about the change of stacks.
-inline void switch_context(ucontext_t* from, const ucontext_t* to, const void* stack,
-                           std::size_t size) {
+[[gnu::noinline]] inline void switch_context(ucontext_t* from, const ucontext_t* to,
+                                             const void* stack, std::size_t size) {
 #if defined(__SANITIZE_ADDRESS__)
   void* fake = nullptr;
   __sanitizer_start_switch_fiber(&fake, stack, size);
@@ -162,6 +162,21 @@ inline void fiber_main() {
 #endif
 }  // returns to the scheduler through uc_link
 
+/// A context that runs fiber_main on `stack`, then resumes `link`. Its own frame: getcontext
+/// returns twice, which must not meet the caller's loop variables.
+[[gnu::noinline]] inline void make_fiber(ucontext_t& context, char* stack, ucontext_t* link) {
+  getcontext(&context);
+  context.uc_stack.ss_sp = stack;
+  context.uc_stack.ss_size = kFiberStack;
+  context.uc_link = link;
+  makecontext(&context, fiber_main, 0);
+  // The context runs on its registers from now on. Forgetting the stack keeps the address
+  // sanitizer's swapcontext from clearing its whole shadow at every switch (the switches are
+  // annotated instead).
+  context.uc_stack.ss_sp = nullptr;
+  context.uc_stack.ss_size = 0;
+}
+
 /// Runs `kernel()` as block `index` of `threads` threads, each a fiber, round robin until all
 /// have finished; aborts when no thread can move (a barrier some threads never reach).
 inline void run_block(unsigned int threads, dim3 index, const std::function<void()>& kernel) {
@@ -177,16 +192,7 @@ inline void run_block(unsigned int threads, dim3 index, const std::function<void
     f.thread = {t, 0, 0};
     f.trace = &traces[t];
     f.stack = fiber_stack(t);
-    getcontext(&f.context);
-    f.context.uc_stack.ss_sp = f.stack;
-    f.context.uc_stack.ss_size = kFiberStack;
-    f.context.uc_link = &b.scheduler;
-    makecontext(&f.context, fiber_main, 0);
-    // The context runs on its registers from now on. Forgetting the stack keeps the address
-    // sanitizer's swapcontext from clearing its whole shadow at every switch (the switches are
-    // annotated instead).
-    f.context.uc_stack.ss_sp = nullptr;
-    f.context.uc_stack.ss_size = 0;
+    make_fiber(f.context, f.stack, &b.scheduler);
   }
   for (unsigned int left = threads; left > 0;) {
     const std::uint64_t before = b.progress;

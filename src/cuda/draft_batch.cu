@@ -13,23 +13,22 @@ namespace specdec::backend::cuda_impl {
 namespace {
 
 template <RowKind kind, class T>
-void launch_top_k(const GumbelTopKParams& p, const RandomStream* streams, float* perturbed,
-                  cudaStream_t stream) {
-  detail::gumbel_top_k_kernel<kind, T>
-      <<<static_cast<unsigned int>(p.row_count), kWarpThreads, 0, stream>>>(
-          static_cast<const T*>(p.rows), p.row_stride, static_cast<int>(p.vocab),
-          static_cast<int>(p.k), streams, perturbed, p.tokens, p.token_stride, p.values,
-          p.value_stride, p.counts);
+cudaError_t launch_top_k(const GumbelTopKParams& p, const RandomStream* streams, float* perturbed,
+                         cudaStream_t stream) {
+  return detail::launch(detail::gumbel_top_k_kernel<kind, T>,
+                        static_cast<unsigned int>(p.row_count), kWarpThreads, stream,
+                        static_cast<const T*>(p.rows), p.row_stride, static_cast<int>(p.vocab),
+                        static_cast<int>(p.k), streams, perturbed, p.tokens, p.token_stride,
+                        p.values, p.value_stride, p.counts);
 }
 
 template <class T>
-void launch_top_k(const GumbelTopKParams& p, const RandomStream* streams, float* perturbed,
-                  cudaStream_t stream) {
+cudaError_t launch_top_k(const GumbelTopKParams& p, const RandomStream* streams, float* perturbed,
+                         cudaStream_t stream) {
   if (p.kind == RowKind::kProbabilities) {
-    launch_top_k<RowKind::kProbabilities, T>(p, streams, perturbed, stream);
-  } else {
-    launch_top_k<RowKind::kLogWeights, T>(p, streams, perturbed, stream);
+    return launch_top_k<RowKind::kProbabilities, T>(p, streams, perturbed, stream);
   }
+  return launch_top_k<RowKind::kLogWeights, T>(p, streams, perturbed, stream);
 }
 
 }  // namespace
@@ -47,18 +46,14 @@ cudaError_t gumbel_top_k_batch(const GumbelTopKParams& params, void* workspace,
   if (status != cudaSuccess) return status;
   switch (params.dtype) {
     case DType::kF32:
-      launch_top_k<float>(params, streams, perturbed, stream);
-      break;
+      return launch_top_k<float>(params, streams, perturbed, stream);
     case DType::kF16:
-      launch_top_k<__half>(params, streams, perturbed, stream);
-      break;
+      return launch_top_k<__half>(params, streams, perturbed, stream);
     case DType::kBF16:
-      launch_top_k<__nv_bfloat16>(params, streams, perturbed, stream);
-      break;
+      return launch_top_k<__nv_bfloat16>(params, streams, perturbed, stream);
     default:
       return cudaErrorInvalidValue;
   }
-  return cudaGetLastError();
 }
 
 cudaError_t stochastic_beam_level_batch(const BeamLevelParams& params, void* workspace,
@@ -73,16 +68,19 @@ cudaError_t stochastic_beam_level_batch(const BeamLevelParams& params, void* wor
   auto* candidates = reinterpret_cast<specdec::detail::BeamCandidate*>(base);
   base += device_round_up(b * w * w * sizeof(specdec::detail::BeamCandidate));
   auto* children = reinterpret_cast<std::int32_t*>(base);
-  const cudaError_t status = cudaMemcpyAsync(streams, params.host_streams, b * sizeof(RandomStream),
-                                             cudaMemcpyHostToDevice, stream);
+  cudaError_t status = cudaMemcpyAsync(streams, params.host_streams, b * sizeof(RandomStream),
+                                       cudaMemcpyHostToDevice, stream);
   if (status != cudaSuccess) return status;
-  detail::beam_expand_kernel<<<static_cast<unsigned int>(batch * width), kWarpThreads, 0, stream>>>(
-      params.matrices, static_cast<int>(width), static_cast<int>(vocab), streams, perturbed,
-      candidates, children);
-  detail::beam_select_kernel<<<static_cast<unsigned int>(batch), detail::kBeamSelectThreads, 0,
-                               stream>>>(params.matrices, static_cast<int>(width), candidates,
-                                         children);
-  return cudaGetLastError();
+  const detail::BeamLevelViews views(params.matrices);
+  status =
+      detail::launch(detail::beam_expand_kernel, static_cast<unsigned int>(batch * width),
+                     kWarpThreads, stream, views, static_cast<int>(width), static_cast<int>(vocab),
+                     static_cast<const RandomStream*>(streams), perturbed, candidates, children);
+  if (status != cudaSuccess) return status;
+  return detail::launch(detail::beam_select_kernel, static_cast<unsigned int>(batch),
+                        detail::kBeamSelectThreads, stream, views, static_cast<int>(width),
+                        static_cast<const specdec::detail::BeamCandidate*>(candidates),
+                        static_cast<const std::int32_t*>(children));
 }
 
 }  // namespace specdec::backend::cuda_impl

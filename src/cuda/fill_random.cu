@@ -21,11 +21,13 @@ cudaError_t fill_random(const FillRandomParams& params, void* workspace, cudaStr
   const auto blocks_x = static_cast<unsigned int>((params.count + kThreads - 1) / kThreads);
   for (std::int64_t s = 0; s < params.stream_count; s += kMaxGridY) {
     const auto rows = static_cast<unsigned int>(std::min(kMaxGridY, params.stream_count - s));
-    detail::fill_random_kernel<<<dim3(blocks_x, rows), kThreads, 0, stream>>>(
-        streams + s, params.first, params.count, params.out + s * params.out_stride,
-        params.out_stride, params.kind);
+    status =
+        detail::launch(detail::fill_random_kernel, dim3(blocks_x, rows), kThreads, stream,
+                       static_cast<const RandomStream*>(streams + s), params.first, params.count,
+                       params.out + s * params.out_stride, params.out_stride, params.kind);
+    if (status != cudaSuccess) return status;
   }
-  return cudaGetLastError();
+  return cudaSuccess;
 }
 
 }  // namespace specdec::backend::cuda_impl

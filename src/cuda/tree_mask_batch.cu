@@ -2,6 +2,7 @@
 // Launchers of the batched tree mask, position and prefix match kernels.
 #include <cuda_runtime.h>
 
+#include "specdec/backend/cuda/detail/launch.cuh"
 #include "specdec/backend/cuda/detail/tree_mask_kernels.cuh"
 #include "specdec/backend/cuda/launchers.hpp"
 
@@ -15,10 +16,10 @@ cudaError_t packed_tree_masks_batch(const TreeMaskParams& params, void* workspac
                       static_cast<std::size_t>(params.batch + 1) * sizeof(std::int32_t),
                       cudaMemcpyHostToDevice, stream);
   if (status != cudaSuccess) return status;
-  detail::packed_tree_masks_kernel<<<static_cast<unsigned int>(params.batch),
-                                     detail::kTreeMaskThreads, 0, stream>>>(
-      offsets, params.parents, params.masks, static_cast<int>(params.words), params.mask_stride);
-  return cudaGetLastError();
+  return detail::launch(detail::packed_tree_masks_kernel, static_cast<unsigned int>(params.batch),
+                        detail::kTreeMaskThreads, stream, static_cast<const std::int32_t*>(offsets),
+                        params.parents, params.masks, static_cast<int>(params.words),
+                        params.mask_stride);
 }
 
 cudaError_t tree_positions_batch(const TreePositionsParams& params, void* workspace,
@@ -27,19 +28,18 @@ cudaError_t tree_positions_batch(const TreePositionsParams& params, void* worksp
   auto* offsets = static_cast<std::int32_t*>(workspace);
   auto* contexts = reinterpret_cast<std::int32_t*>(static_cast<unsigned char*>(workspace) +
                                                    device_round_up((b + 1) * sizeof(std::int32_t)));
-  cudaError_t status = cudaMemcpyAsync(offsets, params.host_node_offsets,
-                                       (b + 1) * sizeof(std::int32_t), cudaMemcpyHostToDevice,
-                                       stream);
+  cudaError_t status =
+      cudaMemcpyAsync(offsets, params.host_node_offsets, (b + 1) * sizeof(std::int32_t),
+                      cudaMemcpyHostToDevice, stream);
   if (status != cudaSuccess) return status;
   status = cudaMemcpyAsync(contexts, params.host_context_lengths, b * sizeof(std::int32_t),
                            cudaMemcpyHostToDevice, stream);
   if (status != cudaSuccess) return status;
   constexpr unsigned int kThreads = detail::kTreeMaskThreads;
-  detail::tree_positions_kernel<<<static_cast<unsigned int>((b + kThreads - 1) / kThreads),
-                                  kThreads, 0, stream>>>(offsets, static_cast<int>(params.batch),
-                                                         params.parents, contexts,
-                                                         params.positions);
-  return cudaGetLastError();
+  return detail::launch(
+      detail::tree_positions_kernel, static_cast<unsigned int>((b + kThreads - 1) / kThreads),
+      kThreads, stream, static_cast<const std::int32_t*>(offsets), static_cast<int>(params.batch),
+      params.parents, static_cast<const std::int32_t*>(contexts), params.positions);
 }
 
 cudaError_t prefix_match_batch(const std::int32_t* beams, std::int64_t rows,
@@ -47,9 +47,8 @@ cudaError_t prefix_match_batch(const std::int32_t* beams, std::int64_t rows,
                                std::int32_t* out, std::int64_t out_stride, cudaStream_t stream) {
   constexpr int kThreads = 128;
   const auto blocks = static_cast<unsigned int>((rows + kThreads - 1) / kThreads);
-  detail::prefix_match_kernel<<<blocks, kThreads, 0, stream>>>(
-      beams, beam_stride, static_cast<int>(rows), width, length, out, out_stride);
-  return cudaGetLastError();
+  return detail::launch(detail::prefix_match_kernel, blocks, kThreads, stream, beams, beam_stride,
+                        static_cast<int>(rows), width, length, out, out_stride);
 }
 
 }  // namespace specdec::backend::cuda_impl

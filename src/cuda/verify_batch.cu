@@ -36,22 +36,24 @@ Staged carve(void* workspace, std::int64_t batch) {
 
 cudaError_t stage(const ChainVerifyParams& p, const Staged& staged, cudaStream_t stream) {
   const auto b = static_cast<std::size_t>(p.batch);
-  cudaError_t status = cudaMemcpyAsync(staged.offsets, p.host_draft_offsets,
-                                       (b + 1) * sizeof(std::int32_t), cudaMemcpyHostToDevice,
-                                       stream);
+  cudaError_t status =
+      cudaMemcpyAsync(staged.offsets, p.host_draft_offsets, (b + 1) * sizeof(std::int32_t),
+                      cudaMemcpyHostToDevice, stream);
   if (status != cudaSuccess) return status;
   return cudaMemcpyAsync(staged.streams, p.host_streams, b * sizeof(RandomStream),
                          cudaMemcpyHostToDevice, stream);
 }
 
 template <bool kLogits, class T>
-void launch(const ChainVerifyParams& p, const Staged& staged, const DeviceWarp& shared_warp,
-            const DeviceWarp* warps, cudaStream_t stream) {
-  detail::verify_chain_kernel<kLogits, T>
-      <<<static_cast<unsigned int>(p.batch), kWarpThreads, 0, stream>>>(
-          static_cast<const T*>(p.target), p.target_stride, static_cast<const T*>(p.draft),
-          p.draft_stride, staged.offsets, p.draft_tokens, static_cast<int>(p.vocab),
-          staged.streams, shared_warp, warps, staged.rows, p.emitted, p.accepted);
+cudaError_t launch_chain(const ChainVerifyParams& p, const Staged& staged,
+                         const DeviceWarp& shared_warp, const DeviceWarp* warps,
+                         cudaStream_t stream) {
+  return detail::launch(detail::verify_chain_kernel<kLogits, T>, static_cast<unsigned int>(p.batch),
+                        kWarpThreads, stream, static_cast<const T*>(p.target), p.target_stride,
+                        static_cast<const T*>(p.draft), p.draft_stride,
+                        static_cast<const std::int32_t*>(staged.offsets), p.draft_tokens,
+                        static_cast<int>(p.vocab), static_cast<const RandomStream*>(staged.streams),
+                        shared_warp, warps, staged.rows, p.emitted, p.accepted);
 }
 
 }  // namespace
@@ -62,13 +64,13 @@ cudaError_t verify_chain_batch(const ChainVerifyParams& params, void* workspace,
   const Staged staged = carve(workspace, params.batch);
   const cudaError_t status = stage(params, staged, stream);
   if (status != cudaSuccess) return status;
-  launch<false, float>(params, staged, DeviceWarp{1.0f, 0, 1.0f, 0.0f}, nullptr, stream);
-  return cudaGetLastError();
+  return launch_chain<false, float>(params, staged, DeviceWarp{1.0f, 0, 1.0f, 0.0f}, nullptr,
+                                    stream);
 }
 
-cudaError_t verify_chain_batch_logits(const ChainVerifyParams& params,
-                                      const DeviceWarp* host_warps, std::int64_t warp_count,
-                                      void* workspace, cudaStream_t stream) {
+cudaError_t verify_chain_batch_logits(const ChainVerifyParams& params, const DeviceWarp* host_warps,
+                                      std::int64_t warp_count, void* workspace,
+                                      cudaStream_t stream) {
   const Staged staged = carve(workspace, params.batch);
   cudaError_t status = stage(params, staged, stream);
   if (status != cudaSuccess) return status;
@@ -83,18 +85,14 @@ cudaError_t verify_chain_batch_logits(const ChainVerifyParams& params,
   }
   switch (params.dtype) {
     case DType::kF32:
-      launch<true, float>(params, staged, shared_warp, row_warps, stream);
-      break;
+      return launch_chain<true, float>(params, staged, shared_warp, row_warps, stream);
     case DType::kF16:
-      launch<true, __half>(params, staged, shared_warp, row_warps, stream);
-      break;
+      return launch_chain<true, __half>(params, staged, shared_warp, row_warps, stream);
     case DType::kBF16:
-      launch<true, __nv_bfloat16>(params, staged, shared_warp, row_warps, stream);
-      break;
+      return launch_chain<true, __nv_bfloat16>(params, staged, shared_warp, row_warps, stream);
     default:
       return cudaErrorInvalidValue;
   }
-  return cudaGetLastError();
 }
 
 }  // namespace specdec::backend::cuda_impl

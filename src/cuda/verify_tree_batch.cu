@@ -25,24 +25,22 @@ cudaError_t verify_tree_batch(TreeRule rule, const TreeVerifyParams& p, void* wo
   status = cudaMemcpyAsync(streams, p.host_streams, b * sizeof(RandomStream),
                            cudaMemcpyHostToDevice, stream);
   if (status != cudaSuccess) return status;
-  const auto launch = [&]<bool kRecursive>() {
-    detail::verify_tree_kernel<kRecursive>
-        <<<static_cast<unsigned int>(p.batch), kWarpThreads, 0, stream>>>(
-            offsets, p.tokens, p.parents, p.target, p.target_stride, p.draft, p.draft_stride,
-            static_cast<int>(p.vocab), streams, static_cast<int>(p.max_nodes), ints, scratch,
-            p.accepted_nodes, p.accepted, p.final_tokens, p.bonus);
+  const auto launch_tree = [&]<bool kRecursive>() {
+    return detail::launch(detail::verify_tree_kernel<kRecursive>,
+                          static_cast<unsigned int>(p.batch), kWarpThreads, stream,
+                          static_cast<const std::int32_t*>(offsets), p.tokens, p.parents, p.target,
+                          p.target_stride, p.draft, p.draft_stride, static_cast<int>(p.vocab),
+                          static_cast<const RandomStream*>(streams), static_cast<int>(p.max_nodes),
+                          ints, scratch, p.accepted_nodes, p.accepted, p.final_tokens, p.bonus);
   };
   switch (rule) {
     case TreeRule::kRecursive:
-      launch.template operator()<true>();
-      break;
+      return launch_tree.template operator()<true>();
     case TreeRule::kMultiRound:
-      launch.template operator()<false>();
-      break;
+      return launch_tree.template operator()<false>();
     default:
       return cudaErrorInvalidValue;
   }
-  return cudaGetLastError();
 }
 
 }  // namespace specdec::backend::cuda_impl

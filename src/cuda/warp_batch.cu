@@ -12,13 +12,13 @@ namespace specdec::backend::cuda_impl {
 namespace {
 
 template <class T>
-void launch(const WarpBatchParams& p, const DeviceWarp& shared_warp, const DeviceWarp* row_warps,
-            cudaStream_t stream) {
+cudaError_t launch_warp(const WarpBatchParams& p, const DeviceWarp& shared_warp,
+                        const DeviceWarp* row_warps, cudaStream_t stream) {
   // gridDim.x allows 2^31 - 1 blocks: more rows than that cannot be addressed anyway.
-  detail::warp_logits_batch_kernel<T>
-      <<<static_cast<unsigned int>(p.rows), kWarpThreads, 0, stream>>>(
-          static_cast<const T*>(p.logits), p.logits_stride, p.warped, p.warped_stride,
-          static_cast<int>(p.cols), shared_warp, row_warps);
+  return detail::launch(detail::warp_logits_batch_kernel<T>, static_cast<unsigned int>(p.rows),
+                        kWarpThreads, stream, static_cast<const T*>(p.logits), p.logits_stride,
+                        p.warped, p.warped_stride, static_cast<int>(p.cols), shared_warp,
+                        static_cast<const DeviceWarp*>(row_warps));
 }
 
 }  // namespace
@@ -37,18 +37,14 @@ cudaError_t warp_logits_batch(const WarpBatchParams& params, void* workspace, cu
   }
   switch (params.dtype) {
     case DType::kF32:
-      launch<float>(params, shared_warp, row_warps, stream);
-      break;
+      return launch_warp<float>(params, shared_warp, row_warps, stream);
     case DType::kF16:
-      launch<__half>(params, shared_warp, row_warps, stream);
-      break;
+      return launch_warp<__half>(params, shared_warp, row_warps, stream);
     case DType::kBF16:
-      launch<__nv_bfloat16>(params, shared_warp, row_warps, stream);
-      break;
+      return launch_warp<__nv_bfloat16>(params, shared_warp, row_warps, stream);
     default:
       return cudaErrorInvalidValue;
   }
-  return cudaGetLastError();
 }
 
 }  // namespace specdec::backend::cuda_impl

@@ -229,10 +229,10 @@ TEST_CASE("the emulated beam selection ranks ties by parent then token like the 
   // One sequence, width 4, three live beams whose candidates tie on their scores; beam 0 lists
   // its tied children out of token order.
   const int width = 4;
-  std::vector<detail::BeamCandidate> candidates(16, {-1.0, 0.0f, -9, -9});
+  std::vector<detail::BeamCandidate> candidates(16, {-1.0, 0.0f, -9, -9, 0});
   const auto set = [&](int beam, int j, double score, Token token) {
     candidates[static_cast<std::size_t>(beam * width + j)] = {
-        score, static_cast<float>(-0.5 * (beam + 1) - 0.01 * token), beam, token};
+        score, static_cast<float>(-0.5 * (beam + 1) - 0.01 * token), beam, token, 0};
   };
   set(0, 0, 0.5, 9), set(0, 1, 0.5, 7), set(0, 2, 0.5, 3), set(0, 3, -0.0, 5);
   set(1, 0, 0.5, 2), set(1, 1, 0.0, 1);

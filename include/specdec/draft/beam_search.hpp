@@ -95,7 +95,7 @@ void beam_search(std::int32_t width, std::int32_t length, std::int64_t vocab, F&
           const auto t = index[static_cast<std::size_t>(j)];
           const double log_prob = phi + std::log(static_cast<double>(row[t]));
           candidates[m++] = {phi + perturbed[static_cast<std::size_t>(t)],
-                             static_cast<float>(log_prob), parent, static_cast<Token>(t)};
+                             static_cast<float>(log_prob), parent, static_cast<Token>(t), 0};
         }
       }
       const auto kept = detail::keep_best(candidates.first(m), w);

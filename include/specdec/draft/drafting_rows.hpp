@@ -48,6 +48,7 @@ struct BeamCandidate {
   float log_prob;  // path log probability of the extension
   std::int32_t parent;
   Token token;
+  std::int32_t pad;  // the tail padding as a field set to 0: a copy never moves unwritten bytes
 };
 
 /// The order of beam candidates: score decreasing, ties to the lower parent index, then the lower
@@ -81,7 +82,7 @@ SPECDEC_HOST_DEVICE BeamCandidate beam_candidate(double phi, double psi, float b
                                                  float value, float probability,
                                                  std::int32_t parent, Token token) {
   return {truncated_gumbel(psi, phi + value, phi + best_value),
-          static_cast<float>(phi + log(static_cast<double>(probability))), parent, token};
+          static_cast<float>(phi + log(static_cast<double>(probability))), parent, token, 0};
 }
 
 }  // namespace detail

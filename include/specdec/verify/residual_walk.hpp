@@ -302,11 +302,13 @@ enum class ResidualRule { kMultiRound, kRecursive };
 /// the first candidate reads two entries); a residual below the floor keeps the current row.
 /// Draws: draw k (k < count) tests candidate k; draw `count` draws the correction.
 /// `scratch` holds `vocab` floats.
-template <ResidualRule rule, class Rows, class T, UniformSource U>
-SPECDEC_HOST_DEVICE NodeVerdict residual_walk(const Rows& rows, const T* target, const T* draft,
-                                              std::int64_t vocab, const Token* candidates,
+/// Rows, candidates and scratch are pointers, or the CUDA kernel's global-memory views.
+template <ResidualRule rule, class Rows, class Row, class Candidates, class Scratch,
+          UniformSource U>
+SPECDEC_HOST_DEVICE NodeVerdict residual_walk(const Rows& rows, Row target, Row draft,
+                                              std::int64_t vocab, Candidates candidates,
                                               std::int32_t count, const U& uniforms,
-                                              float* scratch) {
+                                              Scratch scratch) {
   constexpr bool kRecursive = rule == ResidualRule::kRecursive;
   bool materialised = false;  // scratch holds p_k * mass once true
   double mass = 1.0;          // scale of scratch

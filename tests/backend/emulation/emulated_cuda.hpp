@@ -1,18 +1,35 @@
 // SPDX-License-Identifier: MIT
 // A host emulation of the CUDA built-ins the backend's kernels use, so the kernel source itself
-// runs (slowly) under g++ on machines without a GPU: every CUDA thread of one block is a
-// std::thread, __syncthreads is a barrier, __shared__ variables are statics shared by the block,
-// and warp shuffles exchange values through shared slots between two barriers.
+// runs (slowly) under g++ on machines without a GPU: every CUDA thread of one block is a fiber
+// (its own stack; the block's fibers take turns on the calling thread), __syncthreads is a
+// barrier, __shared__ variables are statics shared by the block (blocks run one at a time, in a
+// seeded random order), and warp shuffles and ballots exchange values through per-warp slots
+// behind a per-warp barrier. Global memory accesses are recorded in the traffic ledger
+// (ledger.hpp); the runtime API (launches, copies, capture) is in cuda_runtime_api.h.
 #pragma once
 
-#include <barrier>
+#include <ucontext.h>
+
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
-#include <thread>
+#include <memory>
+#include <type_traits>
 #include <vector>
 
+#include "ledger.hpp"
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#endif
+
+#define SPECDEC_CUDA_EMULATION 1
 #define __device__
 #define __host__
 #define __forceinline__ inline
@@ -20,15 +37,290 @@
 #define __launch_bounds__(threads)
 #define __shared__ static
 
-struct EmulatedDim {
-  unsigned int x = 0, y = 0, z = 0;
+struct dim3 {
+  unsigned int x = 1, y = 1, z = 1;
+  constexpr dim3(unsigned int x_ = 1, unsigned int y_ = 1, unsigned int z_ = 1)
+      : x(x_), y(y_), z(z_) {}
 };
-inline thread_local EmulatedDim threadIdx;
-inline thread_local EmulatedDim blockIdx;
-inline EmulatedDim blockDim{32, 1, 1};
-inline std::barrier<>* emulated_block_barrier = nullptr;
+using uint3 = dim3;
 
-inline void __syncthreads() { emulated_block_barrier->arrive_and_wait(); }
+inline thread_local dim3 threadIdx{0, 0, 0};
+inline thread_local dim3 blockIdx{0, 0, 0};
+inline dim3 blockDim{32, 1, 1};
+inline dim3 gridDim{1, 1, 1};
+
+namespace specdec_emulation {
+
+/// A barrier over the fibers of a block or warp: the last to arrive lets the others through.
+struct FiberBarrier {
+  explicit FiberBarrier(unsigned int count) : expected(count) {}
+  void arrive_and_wait();
+  unsigned int expected;
+  unsigned int arrived = 0;
+  std::uint64_t generation = 0;
+};
+
+/// The lanes of one warp: a barrier over them and two rounds of exchange slots (a lane writes
+/// round r's slot, waits, reads; round r + 2 reuses it only after every lane passed round r + 1).
+struct Warp {
+  explicit Warp(unsigned int lanes) : barrier(lanes) {}
+  FiberBarrier barrier;
+  std::uint64_t slots[2][32] = {};
+};
+
+/// One emulated CUDA thread: a fiber with its own stack and the built-ins it sees.
+struct Fiber {
+  ucontext_t context{};
+  char* stack = nullptr;
+  dim3 thread{0, 0, 0};
+  ThreadTrace* trace = nullptr;
+  unsigned int exchange_round = 0;
+  bool done = false;
+};
+
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr std::size_t kFiberStack = std::size_t{1} << 20;
+#else
+inline constexpr std::size_t kFiberStack = std::size_t{1} << 17;
+#endif
+
+/// Fiber stacks, kept from block to block (a grid runs many blocks of the same size).
+inline char* fiber_stack(unsigned int thread) {
+  static std::vector<std::unique_ptr<char[]>> stacks;
+  while (stacks.size() <= thread) stacks.emplace_back(new char[kFiberStack]);
+  char* stack = stacks[thread].get();
+#if defined(__SANITIZE_ADDRESS__)
+  __asan_unpoison_memory_region(stack, kFiberStack);  // nothing of an earlier fiber's frames
+#endif
+  return stack;
+}
+
+struct Block {
+  explicit Block(unsigned int threads) : barrier(threads), fibers(threads) {
+    for (unsigned int first = 0; first < threads; first += 32) {
+      warps.push_back(std::make_unique<Warp>(std::min(32u, threads - first)));
+    }
+  }
+  FiberBarrier barrier;
+  std::vector<std::unique_ptr<Warp>> warps;
+  std::vector<Fiber> fibers;
+  Fiber* current = nullptr;
+  ucontext_t scheduler{};
+  const std::function<void()>* kernel = nullptr;
+  std::uint64_t progress = 0;  // barriers passed and fibers finished
+  bool bounds_reported = false;
+  const void* scheduler_stack = nullptr;  // for the address sanitizer's fiber switches
+  std::size_t scheduler_stack_size = 0;
+};
+// The threads of a block are fibers taking turns on the calling thread: a barrier costs a
+// context switch per thread instead of a kernel wake-up, and kernels see no data race.
+inline Block* block = nullptr;
+inline thread_local unsigned int exchange_round = 0;
+
+/// Switches from `from` to `to` (whose stack is [stack, stack + size)), telling the address
+/// sanitizer about the change of stacks.
+[[gnu::noinline]] inline void switch_context(ucontext_t* from, const ucontext_t* to,
+                                             const void* stack, std::size_t size) {
+#if defined(__SANITIZE_ADDRESS__)
+  void* fake = nullptr;
+  __sanitizer_start_switch_fiber(&fake, stack, size);
+  swapcontext(from, to);
+  __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
+#else
+  (void)stack;
+  (void)size;
+  swapcontext(from, to);
+#endif
+}
+
+/// The running fiber waits: back to the scheduler, which resumes the next one.
+inline void yield() {
+  switch_context(&block->current->context, &block->scheduler, block->scheduler_stack,
+                 block->scheduler_stack_size);
+}
+
+inline void FiberBarrier::arrive_and_wait() {
+  if (++arrived == expected) {
+    arrived = 0;
+    ++generation;
+    ++block->progress;
+    return;
+  }
+  const std::uint64_t g = generation;
+  while (generation == g) yield();
+}
+
+inline void fiber_main() {
+#if defined(__SANITIZE_ADDRESS__)
+  __sanitizer_finish_switch_fiber(nullptr, &block->scheduler_stack, &block->scheduler_stack_size);
+#endif
+  (*block->kernel)();
+  block->current->done = true;
+  ++block->progress;
+#if defined(__SANITIZE_ADDRESS__)
+  __sanitizer_start_switch_fiber(nullptr, block->scheduler_stack, block->scheduler_stack_size);
+#endif
+}  // returns to the scheduler through uc_link
+
+/// A context that runs fiber_main on `stack`, then resumes `link`. Its own frame: getcontext
+/// returns twice, which must not meet the caller's loop variables.
+[[gnu::noinline]] inline void make_fiber(ucontext_t& context, char* stack, ucontext_t* link) {
+  getcontext(&context);
+  context.uc_stack.ss_sp = stack;
+  context.uc_stack.ss_size = kFiberStack;
+  context.uc_link = link;
+  makecontext(&context, fiber_main, 0);
+  // The context runs on its registers from now on. Forgetting the stack keeps the address
+  // sanitizer's swapcontext from clearing its whole shadow at every switch (the switches are
+  // annotated instead).
+  context.uc_stack.ss_sp = nullptr;
+  context.uc_stack.ss_size = 0;
+}
+
+/// Runs `kernel()` as block `index` of `threads` threads, each a fiber, round robin until all
+/// have finished; aborts when no thread can move (a barrier some threads never reach).
+inline void run_block(unsigned int threads, dim3 index, const std::function<void()>& kernel) {
+  Block b(threads);
+  b.kernel = &kernel;
+  block = &b;
+  blockDim = {threads, 1, 1};
+  blockIdx = index;
+  std::vector<ThreadTrace> traces(threads);
+  for (unsigned int t = 0; t < threads; ++t) {
+    Fiber& f = b.fibers[t];
+    traces[t].traffic.resize(ledger.size());
+    f.thread = {t, 0, 0};
+    f.trace = &traces[t];
+    f.stack = fiber_stack(t);
+    make_fiber(f.context, f.stack, &b.scheduler);
+  }
+  for (unsigned int left = threads; left > 0;) {
+    const std::uint64_t before = b.progress;
+    for (Fiber& f : b.fibers) {
+      if (f.done) continue;
+      b.current = &f;
+      threadIdx = f.thread;
+      trace = f.trace;
+      exchange_round = f.exchange_round;
+      switch_context(&b.scheduler, &f.context, f.stack, kFiberStack);
+      f.exchange_round = exchange_round;
+      if (f.done) --left;
+    }
+    if (left > 0 && b.progress == before) {
+      std::fprintf(stderr, "emulated block deadlocked: a barrier some threads never reach\n");
+      std::abort();
+    }
+  }
+  trace = nullptr;
+  block = nullptr;
+  merge_block(traces);
+}
+
+/// The value of lane `source` (a lane outside the warp reads its own value).
+template <class T>
+T exchange(T value, unsigned int source) {
+  static_assert(sizeof(T) <= 8 && std::is_trivially_copyable_v<T>);
+  const unsigned int lane = threadIdx.x & 31u;
+  Warp& w = *block->warps[threadIdx.x >> 5];
+  const unsigned int round = exchange_round++ & 1u;
+  std::memcpy(&w.slots[round][lane], &value, sizeof(T));
+  w.barrier.arrive_and_wait();
+  if (trace != nullptr) trace->sync();
+  if (source >= 32u || (threadIdx.x & ~31u) + source >= blockDim.x) return value;
+  T out;
+  std::memcpy(&out, &w.slots[round][source], sizeof(T));
+  return out;
+}
+
+inline void expect_block_threads(unsigned int threads) {
+  if (blockDim.x != threads && !block->bounds_reported) {
+    block->bounds_reported = true;
+    ++ledger.counts.bounds_mismatches;
+  }
+}
+
+}  // namespace specdec_emulation
+
+inline void __syncthreads() {
+  specdec_emulation::block->barrier.arrive_and_wait();
+  if (specdec_emulation::trace != nullptr) specdec_emulation::trace->sync();
+}
+inline void __syncwarp(unsigned int = 0xffffffffu) {
+  specdec_emulation::block->warps[threadIdx.x >> 5]->barrier.arrive_and_wait();
+  if (specdec_emulation::trace != nullptr) specdec_emulation::trace->sync();
+}
+inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+inline void __threadfence_block() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+
+template <class T>
+T __shfl_xor_sync(unsigned int, T value, int lane_mask, int = 32) {
+  return specdec_emulation::exchange(value, (threadIdx.x & 31u) ^ static_cast<unsigned>(lane_mask));
+}
+template <class T>
+T __shfl_sync(unsigned int, T value, int source, int width = 32) {
+  const unsigned int lane = threadIdx.x & 31u;
+  const unsigned int base = lane - lane % static_cast<unsigned>(width);
+  return specdec_emulation::exchange(value, base + static_cast<unsigned>(source % width));
+}
+template <class T>
+T __shfl_down_sync(unsigned int, T value, unsigned int delta, int = 32) {
+  const unsigned int lane = threadIdx.x & 31u;
+  return specdec_emulation::exchange(value, lane + delta < 32u ? lane + delta : lane);
+}
+template <class T>
+T __shfl_up_sync(unsigned int, T value, unsigned int delta, int = 32) {
+  const unsigned int lane = threadIdx.x & 31u;
+  return specdec_emulation::exchange(value, lane >= delta ? lane - delta : lane);
+}
+inline unsigned int __ballot_sync(unsigned int, int predicate) {
+  // Every lane publishes its predicate through one exchange round, then reads all of them.
+  auto& w = *specdec_emulation::block->warps[threadIdx.x >> 5];
+  const unsigned int round = specdec_emulation::exchange_round++ & 1u;
+  w.slots[round][threadIdx.x & 31u] = predicate != 0 ? 1u : 0u;
+  w.barrier.arrive_and_wait();
+  if (specdec_emulation::trace != nullptr) specdec_emulation::trace->sync();
+  const unsigned int lanes = std::min(32u, blockDim.x - (threadIdx.x & ~31u));
+  unsigned int bits = 0;
+  for (unsigned int lane = 0; lane < lanes; ++lane)
+    bits |= w.slots[round][lane] != 0 ? 1u << lane : 0u;
+  return bits;
+}
+inline int __any_sync(unsigned int mask, int predicate) {
+  return __ballot_sync(mask, predicate) != 0;
+}
+inline int __popc(unsigned int x) { return __builtin_popcount(x); }
+inline int __ffs(int x) { return __builtin_ffs(x); }
+
+template <class T>
+T atomicAdd(T* address, T value) {
+  return std::atomic_ref<T>(*address).fetch_add(value);
+}
+template <class T>
+T atomicExch(T* address, T value) {
+  return std::atomic_ref<T>(*address).exchange(value);
+}
+template <class T>
+T atomicCAS(T* address, T expected, T desired) {
+  std::atomic_ref<T>(*address).compare_exchange_strong(expected, desired);
+  return expected;
+}
+template <class T>
+T atomicMax(T* address, T value) {
+  std::atomic_ref<T> a(*address);
+  T old = a.load();
+  while (old < value && !a.compare_exchange_weak(old, value)) {
+  }
+  return old;
+}
+template <class T>
+T atomicMin(T* address, T value) {
+  std::atomic_ref<T> a(*address);
+  T old = a.load();
+  while (value < old && !a.compare_exchange_weak(old, value)) {
+  }
+  return old;
+}
+
 inline unsigned int __float_as_uint(float f) {
   unsigned int u;
   std::memcpy(&u, &f, sizeof u);
@@ -44,30 +336,19 @@ inline float __int_as_float(int i) {
   std::memcpy(&f, &i, sizeof f);
   return f;
 }
+// g++ contracts nothing without -ffp-contract=fast: these are the plain IEEE operations.
 inline float __fmul_rn(float a, float b) { return a * b; }
-template <class T>
-T __shfl_xor_sync(unsigned int, T value, int lane_mask) {
-  static T slots[1024];
-  emulated_block_barrier->arrive_and_wait();
-  slots[threadIdx.x] = value;
-  emulated_block_barrier->arrive_and_wait();
-  return slots[threadIdx.x ^ static_cast<unsigned int>(lane_mask)];
-}
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
+inline double __dmul_rn(double a, double b) { return a * b; }
+inline double __dadd_rn(double a, double b) { return a + b; }
 
-/// Runs `kernel()` as one block of `threads` threads (a multiple of 32), block index `block`.
+/// Runs `kernel()` as one block of `threads` threads, block index `block` (a direct kernel call,
+/// outside the emulated runtime's launch).
 inline void run_emulated_block(unsigned int threads, unsigned int block,
                                const std::function<void()>& kernel) {
-  std::barrier<> barrier(threads);
-  emulated_block_barrier = &barrier;
-  blockDim = {threads, 1, 1};
-  std::vector<std::thread> pool;
-  for (unsigned int t = 0; t < threads; ++t) {
-    pool.emplace_back([&, t] {
-      threadIdx = {t, 0, 0};
-      blockIdx = {block, 0, 0};
-      kernel();
-    });
-  }
-  for (auto& thread : pool) thread.join();
-  emulated_block_barrier = nullptr;
+  gridDim = {block + 1, 1, 1};
+  specdec_emulation::run_block(threads, {block, 0, 0}, kernel);
 }
+
+#include "cuda_runtime_api.h"

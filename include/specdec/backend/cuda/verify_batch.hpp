@@ -67,7 +67,10 @@ struct ChainBatchImpl<backend::Cuda> {
   }
 
   /// Device rows are not scanned: they must be probability rows, and every draft token must lie
-  /// in the vocabulary with positive draft probability (what the CPU backend checks).
+  /// in the vocabulary with positive draft probability (what the CPU backend checks). A sequence
+  /// breaking the token rule (a token outside the vocabulary, or one of draft probability 0 at a
+  /// tested position) is never read past its rows nor accepted: it gets accepted = -1 and only
+  /// -1 tokens.
   static void run(const backend::Cuda& cuda, const ChainBatchArgs& args,
                   const backend::DeviceWorkspace& ws) {
     const auto p =

@@ -83,13 +83,13 @@ __device__ __forceinline__ int sample_block(const Value& value, int n, float u, 
 
 /// Reads a probability row of type float.
 struct RowValue {
-  const float* row;
+  Global<const float> row;
   __device__ __forceinline__ float operator()(int i) const { return row[i]; }
 };
 /// Reads [target - draft]+ entry by entry.
 struct ResidualValue {
-  const float* target;
-  const float* draft;
+  Global<const float> target;
+  Global<const float> draft;
   __device__ __forceinline__ float operator()(int i) const {
     return positive_residual(target[i], draft[i]);
   }
@@ -104,14 +104,18 @@ struct ResidualValue {
 /// rows_ws[b * 2n ..], with warps[b] (or shared_warp when warps is null).
 /// Draws: those of specdec::verify_chain_batch (position i uses streams[b].at_position(position +
 /// i): draw 0 tests, draw 1 corrects; the bonus token is draw 0 at position + gamma). emitted gets
-/// the tokens then -1 padding; accepted[b] the count.
+/// the tokens then -1 padding; accepted[b] the count. A draft token outside [0, n), or one whose
+/// draft probability is not positive at a tested position (what the CPU rejects as bad input),
+/// is never read past the row nor accepted: the sequence gets accepted[b] = -1 and only -1 tokens.
 template <bool kLogits, class T>
 __global__ void __launch_bounds__(kWarpThreads)
-    verify_chain_kernel(const T* target, std::int64_t target_stride, const T* draft,
-                        std::int64_t draft_stride, const std::int32_t* offsets,
-                        const std::int32_t* tokens, int n, const RandomStream* streams,
-                        DeviceWarp shared_warp, const DeviceWarp* warps, float* rows_ws,
-                        std::int32_t* emitted, std::int32_t* accepted) {
+    verify_chain_kernel(Global<const T> target, std::int64_t target_stride, Global<const T> draft,
+                        std::int64_t draft_stride, Global<const std::int32_t> offsets,
+                        Global<const std::int32_t> tokens, int n,
+                        Global<const RandomStream> streams, DeviceWarp shared_warp,
+                        Global<const DeviceWarp> warps, Global<float> rows_ws,
+                        Global<std::int32_t> emitted, Global<std::int32_t> accepted) {
+  expect_block_threads(kWarpThreads);
   __shared__ ChainShared sh;
   const std::int64_t b = blockIdx.x;
   const std::int64_t first_draft = offsets[b];
@@ -119,15 +123,21 @@ __global__ void __launch_bounds__(kWarpThreads)
   const std::int64_t first_target = first_draft + b;
   const RandomStream stream = streams[b];
   const DeviceWarp w = warps == nullptr ? shared_warp : warps[b];
-  float* warped_target = kLogits ? rows_ws + b * 2 * static_cast<std::int64_t>(n) : nullptr;
-  float* warped_draft = kLogits ? warped_target + n : nullptr;
-  std::int32_t* out = emitted + first_target;
+  const Global<float> warped_target =
+      kLogits ? rows_ws + b * 2 * static_cast<std::int64_t>(n) : Global<float>();
+  const Global<float> warped_draft = kLogits ? warped_target + n : Global<float>();
+  const Global<std::int32_t> out = emitted + first_target;
+  bool invalid = false;
+  for (int j = 0; j < gamma; ++j) {
+    const std::int32_t x = tokens[first_draft + j];
+    invalid = invalid || x < 0 || x >= n;
+  }
   int i = 0;
-  for (; i < gamma; ++i) {
-    const T* t_row = target + (first_target + i) * target_stride;
-    const T* d_row = draft + (first_draft + i) * draft_stride;
-    const float* tp;
-    const float* dp;
+  for (; i < gamma && !invalid; ++i) {
+    const Global<const T> t_row = target + (first_target + i) * target_stride;
+    const Global<const T> d_row = draft + (first_draft + i) * draft_stride;
+    Global<const float> tp;
+    Global<const float> dp;
     if constexpr (kLogits) {
       __syncthreads();  // every thread has finished reading the previous position's rows
       warp_row(t_row, warped_target, n, w, sh.warp);
@@ -136,13 +146,18 @@ __global__ void __launch_bounds__(kWarpThreads)
       tp = warped_target;
       dp = warped_draft;
     } else {
-      tp = reinterpret_cast<const float*>(t_row);
-      dp = reinterpret_cast<const float*>(d_row);
+      tp = t_row;
+      dp = d_row;
     }
     const std::int32_t x = tokens[first_draft + i];
     const RandomStream s = stream.at_position(stream.position + static_cast<std::uint32_t>(i));
+    const float qx = dp[x];
+    if (!(qx > 0.0f)) {  // the draft cannot have drawn x
+      invalid = true;
+      break;
+    }
     // The CPU's test, mass = 1 before any residual.
-    if (specdec::detail::accepts(s.uniform(0), dp[x], 1.0f, tp[x])) {
+    if (specdec::detail::accepts(s.uniform(0), qx, 1.0f, tp[x])) {
       if (threadIdx.x == 0) out[i] = x;
       continue;
     }
@@ -159,24 +174,24 @@ __global__ void __launch_bounds__(kWarpThreads)
     if (threadIdx.x == 0) out[i] = token;
     break;
   }
-  if (i == gamma) {
-    const T* t_row = target + (first_target + gamma) * target_stride;
-    const float* tp;
+  if (i == gamma && !invalid) {
+    const Global<const T> t_row = target + (first_target + gamma) * target_stride;
+    Global<const float> tp;
     if constexpr (kLogits) {
       __syncthreads();
       warp_row(t_row, warped_target, n, w, sh.warp);
       __syncthreads();
       tp = warped_target;
     } else {
-      tp = reinterpret_cast<const float*>(t_row);
+      tp = t_row;
     }
     const RandomStream s = stream.at_position(stream.position + static_cast<std::uint32_t>(gamma));
     const int token = sample_block(RowValue{tp}, n, s.uniform(0), sh);
     if (threadIdx.x == 0) out[gamma] = token;
   }
   if (threadIdx.x == 0) {
-    accepted[b] = i;
-    for (int j = i + 1; j <= gamma; ++j) out[j] = -1;
+    accepted[b] = invalid ? -1 : i;
+    for (int j = invalid ? 0 : i + 1; j <= gamma; ++j) out[j] = -1;
   }
 }
 

@@ -16,6 +16,8 @@
 #include <cstdint>
 
 #include "specdec/backend/cuda/detail/block_reduce.cuh"
+#include "specdec/backend/cuda/detail/global.cuh"
+#include "specdec/backend/cuda/detail/launch.cuh"
 #include "specdec/backend/cuda/detail/warp_kernels.cuh"
 #include "specdec/backend/cuda/launchers.hpp"
 #include "specdec/core/philox.hpp"
@@ -24,6 +26,11 @@
 namespace specdec::backend::cuda_impl::detail {
 
 using specdec::detail::BeamCandidate;
+
+static_assert(sizeof(BeamCandidate) == sizeof(double) + sizeof(float) + 3 * sizeof(std::int32_t),
+              "BeamCandidate has no padding: a device store writes every byte a copy reads");
+template <>
+inline constexpr bool kDense<BeamCandidate> = true;
 
 /// Threads per block of the beam selection kernel (one block per sequence, W * W candidates).
 inline constexpr int kBeamSelectThreads = 128;
@@ -127,7 +134,7 @@ __device__ __forceinline__ std::uint32_t sample_key(float v) {
 }
 
 struct PerturbedKey {
-  const float* perturbed;
+  Global<const float> perturbed;
   __device__ __forceinline__ std::uint32_t operator()(int i) const {
     return sample_key(perturbed[i]);
   }
@@ -150,8 +157,8 @@ struct TopKShared {
 /// perturbed[i] = gumbel_perturbed<kind>(row[i], stream.uniform(i)) for i < n, by the whole block
 /// (one Philox block per four entries). Ends with a barrier.
 template <RowKind kind, class T>
-__device__ void perturb_row_block(const T* row, int n, const RandomStream& stream,
-                                  float* perturbed) {
+__device__ void perturb_row_block(Global<const T> row, int n, const RandomStream& stream,
+                                  Global<float> perturbed) {
   const std::int64_t groups = (static_cast<std::int64_t>(n) + 3) / 4;
   for (std::int64_t g = threadIdx.x; g < groups; g += blockDim.x) {
     const specdec::detail::Uint4 bits = stream.block(static_cast<std::uint32_t>(g));
@@ -169,7 +176,7 @@ __device__ void perturb_row_block(const T* row, int n, const RandomStream& strea
 /// The kk = min(k, drawable entries) best perturbed values of a row (n entries at `perturbed`),
 /// ranked by ranks_before into sh.sorted_values / sh.sorted_ids, by the whole block. Returns kk.
 /// k <= kMaxDeviceTopK. Ends with a barrier.
-__device__ inline int top_k_block(const float* perturbed, int n, int k, TopKShared& sh) {
+__device__ inline int top_k_block(Global<const float> perturbed, int n, int k, TopKShared& sh) {
   const PerturbedKey key_at{perturbed};
   unsigned int drawable = 0;
   for (int i = threadIdx.x; i < n; i += blockDim.x) drawable += key_at(i) != 0u ? 1u : 0u;
@@ -205,13 +212,15 @@ __device__ inline int top_k_block(const float* perturbed, int n, int k, TopKShar
 /// in sampling order, then -1 / -inf; counts[r] their number. k <= kMaxDeviceTopK.
 template <RowKind kind, class T>
 __global__ void __launch_bounds__(kWarpThreads)
-    gumbel_top_k_kernel(const T* rows, std::int64_t row_stride, int n, int k,
-                        const RandomStream* streams, float* perturbed_ws, std::int32_t* tokens,
-                        std::int64_t token_stride, float* values, std::int64_t value_stride,
-                        std::int32_t* counts) {
+    gumbel_top_k_kernel(Global<const T> rows, std::int64_t row_stride, int n, int k,
+                        Global<const RandomStream> streams, Global<float> perturbed_ws,
+                        Global<std::int32_t> tokens, std::int64_t token_stride,
+                        Global<float> values, std::int64_t value_stride,
+                        Global<std::int32_t> counts) {
+  expect_block_threads(kWarpThreads);
   __shared__ TopKShared sh;
   const std::int64_t r = blockIdx.x;
-  float* perturbed = perturbed_ws + r * n;
+  const Global<float> perturbed = perturbed_ws + r * n;
   perturb_row_block<kind>(rows + r * row_stride, n, streams[r], perturbed);
   const int got = top_k_block(perturbed, n, k, sh);
   for (int j = threadIdx.x; j < k; j += blockDim.x) {
@@ -220,6 +229,48 @@ __global__ void __launch_bounds__(kWarpThreads)
   }
   if (threadIdx.x == 0) counts[r] = got;
 }
+
+/// BeamLevelArgs as the kernels see it: every matrix through a global-memory view.
+struct BeamLevelViews {
+  Global<const float> draft_rows;
+  std::int64_t draft_stride;
+  Global<const std::int32_t> beam_counts;
+  Global<const std::int32_t> nodes;
+  std::int64_t nodes_stride;
+  Global<const float> log_probs;
+  std::int64_t log_probs_stride;
+  Global<const float> scores;
+  std::int64_t scores_stride;
+  Global<std::int32_t> next_parents;
+  std::int64_t next_parents_stride;
+  Global<std::int32_t> next_tokens;
+  std::int64_t next_tokens_stride;
+  Global<float> next_log_probs;
+  std::int64_t next_log_probs_stride;
+  Global<float> next_scores;
+  std::int64_t next_scores_stride;
+  Global<std::int32_t> next_counts;
+
+  SPECDEC_HOST_DEVICE BeamLevelViews(const BeamLevelArgs& a)  // NOLINT: launch arguments convert
+      : draft_rows(a.draft_rows),
+        draft_stride(a.draft_stride),
+        beam_counts(a.beam_counts),
+        nodes(a.nodes),
+        nodes_stride(a.nodes_stride),
+        log_probs(a.log_probs),
+        log_probs_stride(a.log_probs_stride),
+        scores(a.scores),
+        scores_stride(a.scores_stride),
+        next_parents(a.next_parents),
+        next_parents_stride(a.next_parents_stride),
+        next_tokens(a.next_tokens),
+        next_tokens_stride(a.next_tokens_stride),
+        next_log_probs(a.next_log_probs),
+        next_log_probs_stride(a.next_log_probs_stride),
+        next_scores(a.next_scores),
+        next_scores_stride(a.next_scores_stride),
+        next_counts(a.next_counts) {}
+};
 
 /// A sequence's live beams, clamped to [0, width] (device beam counts are not validated).
 __device__ __forceinline__ int live_beams(std::int32_t count, int width) {
@@ -233,8 +284,10 @@ __device__ __forceinline__ int live_beams(std::int32_t count, int width) {
 /// (phi = log_probs(b, i), psi = scores(b, i), in double as the CPU) at candidates[(b W + i) W +
 /// j]; children[b W + i] gets their number (0 for a beam that is not live).
 __global__ void __launch_bounds__(kWarpThreads)
-    beam_expand_kernel(BeamLevelArgs a, int width, int n, const RandomStream* streams,
-                       float* perturbed_ws, BeamCandidate* candidates, std::int32_t* children) {
+    beam_expand_kernel(BeamLevelViews a, int width, int n, Global<const RandomStream> streams,
+                       Global<float> perturbed_ws, Global<BeamCandidate> candidates,
+                       Global<std::int32_t> children) {
+  expect_block_threads(kWarpThreads);
   __shared__ TopKShared sh;
   const std::int64_t beam = blockIdx.x;
   const std::int64_t b = beam / width;
@@ -243,14 +296,14 @@ __global__ void __launch_bounds__(kWarpThreads)
     if (threadIdx.x == 0) children[beam] = 0;
     return;
   }
-  const float* row = a.draft_rows + beam * a.draft_stride;
+  const Global<const float> row = a.draft_rows + beam * a.draft_stride;
   const std::uint32_t node = static_cast<std::uint32_t>(a.nodes[b * a.nodes_stride + i]) + 1u;
-  float* perturbed = perturbed_ws + beam * n;
+  const Global<float> perturbed = perturbed_ws + beam * n;
   perturb_row_block<RowKind::kProbabilities>(row, n, streams[b].at_node(node), perturbed);
   const int got = top_k_block(perturbed, n, width, sh);
   const double phi = a.log_probs[b * a.log_probs_stride + i];
   const double psi = a.scores[b * a.scores_stride + i];
-  BeamCandidate* out = candidates + beam * width;
+  const Global<BeamCandidate> out = candidates + beam * width;
   for (int j = threadIdx.x; j < got; j += blockDim.x) {
     const std::int32_t t = sh.sorted_ids[j];
     out[j] = specdec::detail::beam_candidate(phi, psi, sh.sorted_values[0], sh.sorted_values[j],
@@ -261,8 +314,8 @@ __global__ void __launch_bounds__(kWarpThreads)
 
 /// Candidate c = i * width + j of a sequence: its score's key when beam i drew a j-th child.
 struct CandidateKey {
-  const BeamCandidate* candidates;
-  const std::int32_t* children;
+  Global<const BeamCandidate> candidates;
+  Global<const std::int32_t> children;
   int width;
   __device__ __forceinline__ std::uint64_t operator()(int c) const {
     return c % width < children[c / width] ? specdec::detail::order_key64(candidates[c].score) : 0u;
@@ -270,7 +323,7 @@ struct CandidateKey {
 };
 /// (parent, token), compared as one number: parent < 2^10, 0 <= token < 2^31.
 struct CandidateTie {
-  const BeamCandidate* candidates;
+  Global<const BeamCandidate> candidates;
   __device__ __forceinline__ std::uint64_t operator()(int c) const {
     return (static_cast<std::uint64_t>(candidates[c].parent) << 32) |
            static_cast<std::uint32_t>(candidates[c].token);
@@ -289,14 +342,15 @@ struct SelectShared {
 /// beam_ranks_before (the CPU's keep_best), written best first to next_parents, next_tokens,
 /// next_log_probs and next_scores (padded with -1 / -1 / -inf / -inf), their number to
 /// next_counts[b].
-__global__ void __launch_bounds__(kWarpThreads)
-    beam_select_kernel(BeamLevelArgs a, int width, const BeamCandidate* candidates,
-                       const std::int32_t* children) {
+__global__ void __launch_bounds__(kBeamSelectThreads)
+    beam_select_kernel(BeamLevelViews a, int width, Global<const BeamCandidate> candidates,
+                       Global<const std::int32_t> children) {
+  expect_block_threads(kBeamSelectThreads);
   __shared__ SelectShared sh;
   const std::int64_t b = blockIdx.x;
   const std::int64_t w = width;
   const int m = live_beams(a.beam_counts[b], width) * width;
-  const BeamCandidate* c = candidates + b * w * w;
+  const Global<const BeamCandidate> c = candidates + b * w * w;
   const CandidateKey key_at{c, children + b * w, width};
   unsigned int total = 0;
   for (int i = threadIdx.x; i < m; i += blockDim.x) total += key_at(i) != 0u ? 1u : 0u;

@@ -5,13 +5,15 @@
 
 #include <cstdint>
 
+#include "specdec/backend/cuda/detail/global.cuh"
+#include "specdec/backend/cuda/detail/launch.cuh"
 #include "specdec/core/philox.hpp"
 
 namespace specdec::backend::cuda_impl::detail {
 
 /// Thread (x, y = stream) writes draw first + x of stream y.
-__global__ void fill_random_kernel(const RandomStream* streams, std::uint32_t first,
-                                   std::int64_t count, float* out, std::int64_t out_stride,
+__global__ void fill_random_kernel(Global<const RandomStream> streams, std::uint32_t first,
+                                   std::int64_t count, Global<float> out, std::int64_t out_stride,
                                    RandomKind kind) {
   const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= count) return;

@@ -29,8 +29,9 @@ struct TreeShared {
 /// Block-wide residual_update of verify/residual_walk.hpp: scratch = [source - scale * draft]+
 /// when its mass is at least `floor_mass`; returns that mass, or -1 with scratch untouched.
 /// `source` may be `scratch` (each thread rewrites only the entries it read).
-__device__ __forceinline__ double block_residual_update(const float* source, const float* draft,
-                                                        float scale, int n, float* scratch,
+__device__ __forceinline__ double block_residual_update(Global<const float> source,
+                                                        Global<const float> draft, float scale,
+                                                        int n, Global<float> scratch,
                                                         double floor_mass, TreeShared& sh) {
   double local = 0.0;
   for (int j = static_cast<int>(threadIdx.x); j < n; j += static_cast<int>(blockDim.x)) {
@@ -46,12 +47,13 @@ __device__ __forceinline__ double block_residual_update(const float* source, con
 }
 
 /// Block-wide copy_row: scratch = source; returns its sum.
-__device__ __forceinline__ double block_copy_row(const float* source, int n, float* scratch,
-                                                 TreeShared& sh) {
+__device__ __forceinline__ double block_copy_row(Global<const float> source, int n,
+                                                 Global<float> scratch, TreeShared& sh) {
   double local = 0.0;
   for (int j = static_cast<int>(threadIdx.x); j < n; j += static_cast<int>(blockDim.x)) {
-    scratch[j] = source[j];
-    local += source[j];
+    const float v = source[j];
+    scratch[j] = v;
+    local += v;
   }
   const double sum = block_all_reduce(local, Plus{}, sh.chain.warp.d);
   __syncthreads();
@@ -63,15 +65,17 @@ __device__ __forceinline__ double block_copy_row(const float* source, int n, flo
 /// sums reduced block-wide, and one-thread sections run on thread 0 between barriers.
 struct BlockRows {
   TreeShared* sh;
-  __device__ double residual_update(const float* source, const float* draft, float scale,
-                                    std::int64_t n, float* scratch, double floor_mass) const {
+  __device__ double residual_update(Global<const float> source, Global<const float> draft,
+                                    float scale, std::int64_t n, Global<float> scratch,
+                                    double floor_mass) const {
     return block_residual_update(source, draft, scale, static_cast<int>(n), scratch, floor_mass,
                                  *sh);
   }
-  __device__ double copy_row(const float* source, std::int64_t n, float* scratch) const {
+  __device__ double copy_row(Global<const float> source, std::int64_t n,
+                             Global<float> scratch) const {
     return block_copy_row(source, static_cast<int>(n), scratch, *sh);
   }
-  __device__ Token sample_row(const float* row, std::int64_t n, float u) const {
+  __device__ Token sample_row(Global<const float> row, std::int64_t n, float u) const {
     return sample_block(RowValue{row}, static_cast<int>(n), u, sh->chain);
   }
   template <class F>
@@ -91,23 +95,25 @@ struct BlockRows {
 /// only moves to later nodes, and a child whose token lies outside [0, n) is never a candidate.
 template <bool kRecursive>
 __global__ void __launch_bounds__(kWarpThreads)
-    verify_tree_kernel(const std::int32_t* offsets, const std::int32_t* tokens,
-                       const std::int32_t* parents, const float* target, std::int64_t target_stride,
-                       const float* draft, std::int64_t draft_stride, int n,
-                       const RandomStream* streams, int max_nodes, std::int32_t* ints,
-                       float* scratch_rows, std::int32_t* accepted_nodes, std::int32_t* accepted,
-                       std::int32_t* final_tokens, std::uint8_t* bonus) {
+    verify_tree_kernel(Global<const std::int32_t> offsets, Global<const std::int32_t> tokens,
+                       Global<const std::int32_t> parents, Global<const float> target,
+                       std::int64_t target_stride, Global<const float> draft,
+                       std::int64_t draft_stride, int n, Global<const RandomStream> streams,
+                       int max_nodes, Global<std::int32_t> ints, Global<float> scratch_rows,
+                       Global<std::int32_t> accepted_nodes, Global<std::int32_t> accepted,
+                       Global<std::int32_t> final_tokens, Global<std::uint8_t> bonus) {
+  expect_block_threads(kWarpThreads);
   __shared__ TreeShared sh;
   const std::int64_t b = blockIdx.x;
   const int begin = offsets[b];
   const int nodes = offsets[b + 1] - begin;
   const std::int64_t first_row = begin + b;
   const RandomStream stream = streams[b];
-  std::int32_t* candidates = ints + b * 2 * static_cast<std::int64_t>(max_nodes);
-  std::int32_t* ids = candidates + max_nodes;
-  float* scratch = scratch_rows + b * static_cast<std::int64_t>(n);
-  const std::int32_t* tree_tokens = tokens + begin;
-  const std::int32_t* tree_parents = parents + begin;
+  const Global<std::int32_t> candidates = ints + b * 2 * static_cast<std::int64_t>(max_nodes);
+  const Global<std::int32_t> ids = candidates + max_nodes;
+  const Global<float> scratch = scratch_rows + b * static_cast<std::int64_t>(n);
+  const Global<const std::int32_t> tree_tokens = tokens + begin;
+  const Global<const std::int32_t> tree_parents = parents + begin;
   int current = -1;
   int walked = 0;
   for (;;) {
@@ -127,7 +133,7 @@ __global__ void __launch_bounds__(kWarpThreads)
     __syncthreads();
     const int count = sh.count;
     const std::int64_t row = first_row + current + 1;
-    const float* target_row = target + row * target_stride;
+    const Global<const float> target_row = target + row * target_stride;
     const RandomStream s = stream.at_node(static_cast<std::uint32_t>(current + 1));
     if (count == 0) {
       const int token = sample_block(RowValue{target_row}, n, s.uniform(0), sh.chain);
@@ -140,7 +146,8 @@ __global__ void __launch_bounds__(kWarpThreads)
     constexpr auto kRule = kRecursive ? specdec::detail::ResidualRule::kRecursive
                                       : specdec::detail::ResidualRule::kMultiRound;
     const NodeVerdict verdict = specdec::detail::residual_walk<kRule>(
-        BlockRows{&sh}, target_row, draft + row * draft_stride, n, candidates, count, s, scratch);
+        BlockRows{&sh}, target_row, draft + row * draft_stride, n,
+        Global<const std::int32_t>(candidates), count, s, scratch);
     if (verdict.accepted < 0) {
       if (threadIdx.x == 0) {
         final_tokens[b] = verdict.token;

@@ -56,8 +56,7 @@ __global__ void prefix_match_kernel(const Token* beams, std::int64_t beam_stride
                                     std::int64_t out_stride) {
   const int b = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
   if (b >= rows) return;
-  specdec::detail::beam_prefix_match(beams + b * beam_stride, width, length,
-                                       out + b * out_stride);
+  specdec::detail::beam_prefix_match(beams + b * beam_stride, width, length, out + b * out_stride);
 }
 
 }  // namespace specdec::backend::cuda_impl::detail

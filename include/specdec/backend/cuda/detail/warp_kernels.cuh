@@ -17,18 +17,20 @@
 #include <cstdint>
 
 #include "specdec/backend/cuda/detail/block_reduce.cuh"
+#include "specdec/backend/cuda/detail/global.cuh"
+#include "specdec/backend/cuda/detail/launch.cuh"
 #include "specdec/backend/cuda/launchers.hpp"
 #include "specdec/core/order_key.hpp"
 #include "specdec/core/warp_rows.hpp"
 
 namespace specdec::backend::cuda_impl::detail {
 
-__device__ __forceinline__ float load(const float* p, std::int64_t i) { return p[i]; }
-__device__ __forceinline__ float load(const __half* p, std::int64_t i) {
-  return __half2float(p[i]);
+__device__ __forceinline__ float load(Global<const float> p, std::int64_t i) { return p.load(i); }
+__device__ __forceinline__ float load(Global<const __half> p, std::int64_t i) {
+  return __half2float(p.load(i));
 }
-__device__ __forceinline__ float load(const __nv_bfloat16* p, std::int64_t i) {
-  return __bfloat162float(p[i]);
+__device__ __forceinline__ float load(Global<const __nv_bfloat16> p, std::int64_t i) {
+  return __bfloat162float(p.load(i));
 }
 
 using specdec::detail::order_key;  // core/order_key.hpp: -0 and +0 share one key
@@ -47,14 +49,14 @@ struct Shared {
 };
 
 /// Number of entries of row (n values) whose key is >= t.
-__device__ __forceinline__ unsigned int count_at_least(const float* row, int n, std::uint32_t t,
-                                                       Shared& sh) {
+__device__ __forceinline__ unsigned int count_at_least(Global<const float> row, int n,
+                                                       std::uint32_t t, Shared& sh) {
   unsigned int c = 0;
   for (int i = threadIdx.x; i < n; i += blockDim.x) c += order_key(row[i]) >= t ? 1u : 0u;
   return block_all_reduce(c, Plus{}, sh.u);
 }
 /// Mass of the positive entries of a probability row whose bits are >= t.
-__device__ __forceinline__ double mass_at_least(const float* row, int n, std::uint32_t t,
+__device__ __forceinline__ double mass_at_least(Global<const float> row, int n, std::uint32_t t,
                                                 Shared& sh) {
   double m = 0.0;
   for (int i = threadIdx.x; i < n; i += blockDim.x) {
@@ -66,8 +68,8 @@ __device__ __forceinline__ double mass_at_least(const float* row, int n, std::ui
 
 /// The id of the `rank`-th (1-based) entry with key t, in increasing id order.
 template <class Key>
-__device__ __forceinline__ int nth_tie(const float* row, int n, std::uint32_t t, unsigned int rank,
-                                       Key key, Shared& sh) {
+__device__ __forceinline__ int nth_tie(Global<const float> row, int n, std::uint32_t t,
+                                       unsigned int rank, Key key, Shared& sh) {
   int j = 0;  // largest j with (ties below j) < rank
   for (int bit = 30; bit >= 0; --bit) {
     const int candidate = j | (1 << bit);
@@ -92,7 +94,7 @@ struct ProbabilityKey {
 };
 
 /// out holds scaled logits z; keeps the k largest (ties to the lowest id), the rest become -inf.
-__device__ inline void keep_top_k(float* z, int n, unsigned int k, Shared& sh) {
+__device__ inline void keep_top_k(Global<float> z, int n, unsigned int k, Shared& sh) {
   std::uint32_t t = 0;
   for (int bit = 31; bit >= 0; --bit) {
     const std::uint32_t candidate = t | (1u << bit);
@@ -110,7 +112,7 @@ __device__ inline void keep_top_k(float* z, int n, unsigned int k, Shared& sh) {
 }
 
 /// z (scaled logits, some -inf) -> softmax probabilities in place.
-__device__ inline void softmax_in_place(float* z, int n, Shared& sh) {
+__device__ inline void softmax_in_place(Global<float> z, int n, Shared& sh) {
   float m = -__int_as_float(0x7f800000);
   for (int i = threadIdx.x; i < n; i += blockDim.x) m = fmaxf(m, z[i]);
   m = block_all_reduce(m, Max{}, sh.f);
@@ -127,7 +129,7 @@ __device__ inline void softmax_in_place(float* z, int n, Shared& sh) {
   __syncthreads();
 }
 
-__device__ inline void renormalise(float* p, int n, Shared& sh) {
+__device__ inline void renormalise(Global<float> p, int n, Shared& sh) {
   float s = 0.0f;
   for (int i = threadIdx.x; i < n; i += blockDim.x) s += p[i];
   s = block_all_reduce(s, Plus{}, sh.f);
@@ -138,7 +140,7 @@ __device__ inline void renormalise(float* p, int n, Shared& sh) {
 
 /// Keeps the smallest set, by decreasing probability with ties to the lowest id, whose mass
 /// (summed in double) reaches top_p; renormalises. A row whose whole mass is below top_p stays.
-__device__ inline void keep_top_p(float* p, int n, float top_p, Shared& sh) {
+__device__ inline void keep_top_p(Global<float> p, int n, float top_p, Shared& sh) {
   const double target = static_cast<double>(top_p);
   if (!reaches_nucleus(mass_at_least(p, n, 1u, sh), target)) return;
   std::uint32_t t = 0;
@@ -166,7 +168,7 @@ __device__ inline void keep_top_p(float* p, int n, float top_p, Shared& sh) {
   if (block_all_reduce(removed, Plus{}, sh.u) > 0u) renormalise(p, n, sh);
 }
 
-__device__ inline void keep_min_p(float* p, int n, float min_p, Shared& sh) {
+__device__ inline void keep_min_p(Global<float> p, int n, float min_p, Shared& sh) {
   float m = 0.0f;
   for (int i = threadIdx.x; i < n; i += blockDim.x) m = fmaxf(m, p[i]);
   const float threshold = min_p_threshold(min_p, block_all_reduce(m, Max{}, sh.f));
@@ -179,8 +181,8 @@ __device__ inline void keep_min_p(float* p, int n, float min_p, Shared& sh) {
 /// logits at x under w. Ends before the block has finished writing `out`: synchronise before
 /// reading it from another thread.
 template <class T>
-__device__ __forceinline__ void warp_row(const T* x, float* out, int n, const DeviceWarp& w,
-                                         Shared& sh) {
+__device__ __forceinline__ void warp_row(Global<const T> x, Global<float> out, int n,
+                                         const DeviceWarp& w, Shared& sh) {
   if (w.temperature == 0.0f) {  // greedy: one-hot on the argmax, ties to the lowest id
     ArgMax best{-__int_as_float(0x7f800000), 0x7fffffff};
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
@@ -204,9 +206,10 @@ __device__ __forceinline__ void warp_row(const T* x, float* out, int n, const De
 /// `shared_warp` for every row when row_warps is null.
 template <class T>
 __global__ void __launch_bounds__(kWarpThreads)
-    warp_logits_batch_kernel(const T* logits, std::int64_t logits_stride, float* warped,
-                             std::int64_t warped_stride, int n, DeviceWarp shared_warp,
-                             const DeviceWarp* row_warps) {
+    warp_logits_batch_kernel(Global<const T> logits, std::int64_t logits_stride,
+                             Global<float> warped, std::int64_t warped_stride, int n,
+                             DeviceWarp shared_warp, Global<const DeviceWarp> row_warps) {
+  expect_block_threads(kWarpThreads);
   __shared__ Shared sh;
   const std::int64_t row = blockIdx.x;
   const DeviceWarp w = row_warps == nullptr ? shared_warp : row_warps[row];

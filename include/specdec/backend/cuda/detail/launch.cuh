@@ -1,0 +1,45 @@
+// SPDX-License-Identifier: MIT
+// launch(kernel, grid, threads, stream, args...): how launchers start a kernel. With nvcc it is
+// cudaLaunchKernelEx, which returns this launch's own status (not an earlier, unrelated error);
+// under the host emulation (tests/backend/emulation) the emulated runtime runs the grid, so the
+// launch path itself compiles and runs under g++.
+// IWYU pragma: private
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <utility>
+
+namespace specdec::backend::cuda_impl::detail {
+
+/// Launches kernel on `grid` blocks of `threads` threads on `stream`; returns the launch status.
+template <class... Params, class... Args>
+cudaError_t launch(void (*kernel)(Params...), dim3 grid, unsigned int threads, cudaStream_t stream,
+                   Args&&... args) {
+#if defined(__CUDACC__)
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = dim3(threads);
+  config.dynamicSmemBytes = 0;
+  config.stream = stream;
+  return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
+#elif defined(SPECDEC_CUDA_EMULATION)
+  // The arguments convert to the kernel's parameters here, as they would at a real launch.
+  return specdec_emulation::launch(
+      grid, threads, stream, [kernel, ... p = Params(std::forward<Args>(args))] { kernel(p...); });
+#else
+#error "CUDA kernels compile with nvcc or under the host emulation of tests/backend/emulation"
+#endif
+}
+
+/// The block size a kernel is declared for (its __launch_bounds__): under the emulation a
+/// launch with another block size is reported; on the device it costs nothing.
+__device__ __forceinline__ void expect_block_threads(unsigned int threads) {
+#if !defined(__CUDACC__) && defined(SPECDEC_CUDA_EMULATION)
+  specdec_emulation::expect_block_threads(threads);
+#else
+  (void)threads;
+#endif
+}
+
+}  // namespace specdec::backend::cuda_impl::detail

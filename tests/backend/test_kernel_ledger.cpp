@@ -1,0 +1,583 @@
+// SPDX-License-Identifier: MIT
+// The traffic ledger of the CUDA backend's calls, run whole (launcher, staging copies, kernels)
+// through the emulated runtime at V = 8192: bytes read and written per element, launches, copies,
+// synchronisations and allocations per call, the figures of the "ledger" table in
+// docs/backends.md. Also the emulated runtime itself (2-D grids, block order, capture) and the
+// review fixes it can now show (token range, launch bounds, unwritten bytes).
+#include "emulation/emulated_cuda.hpp"
+// The emulation must come first: the launchers then see its built-ins and runtime.
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "specdec/backend/cuda/launchers.hpp"
+#include "specdec/toy/distributions.hpp"
+#include "specdec/toy/random.hpp"
+#include "specdec/verify/chain.hpp"
+#include "tree_cases.hpp"
+
+using namespace specdec;
+namespace cuda_impl = specdec::backend::cuda_impl;
+namespace emu = specdec_emulation;
+
+namespace {
+
+constexpr std::int64_t kLedgerVocab = 8192;
+
+/// Allocates as cudaMalloc does: 256-byte aligned, so that sectors fall where they would.
+template <class T>
+struct LedgerAllocator {
+  using value_type = T;
+  LedgerAllocator() = default;
+  template <class U>
+  explicit LedgerAllocator(const LedgerAllocator<U>&) {}
+  T* allocate(std::size_t n) {
+    return static_cast<T*>(std::aligned_alloc(256, (n * sizeof(T) + 255) / 256 * 256));
+  }
+  void deallocate(T* p, std::size_t) { std::free(p); }
+  friend bool operator==(const LedgerAllocator&, const LedgerAllocator&) { return true; }
+};
+
+/// Host memory registered as a named region of emulated device memory while the buffer lives.
+template <class T>
+class LedgerBuffer {
+ public:
+  LedgerBuffer(std::string name, const std::vector<T>& values, bool initialised = true)
+      : data_(values.begin(), values.end()) {
+    emu::ledger.add(std::move(name), data_.data(), data_.size() * sizeof(T), initialised);
+  }
+  /// `count` entries no one has written yet (a fresh device allocation).
+  LedgerBuffer(std::string name, std::size_t count)
+      : LedgerBuffer(std::move(name), std::vector<T>(count), false) {}
+  LedgerBuffer(const LedgerBuffer&) = delete;
+  LedgerBuffer& operator=(const LedgerBuffer&) = delete;
+  ~LedgerBuffer() { emu::ledger.remove(data_.data()); }
+
+  T* get() { return data_.data(); }
+  std::vector<T> values() const { return {data_.begin(), data_.end()}; }
+  T operator[](std::size_t i) const { return data_[i]; }
+
+ private:
+  std::vector<T, LedgerAllocator<T>> data_;
+};
+
+std::vector<float> ledger_logits(std::int64_t rows, std::int64_t vocab, std::uint64_t seed) {
+  toy::ToyRandom rng(seed);
+  std::vector<float> out(static_cast<std::size_t>(rows * vocab));
+  for (auto& x : out) x = static_cast<float>(2.0 * rng.normal());
+  return out;
+}
+
+RandomStream ledger_stream(std::uint64_t seed, std::uint32_t sequence) {
+  RandomStream s;
+  s.seed = seed;
+  s.sequence = sequence;
+  s.position = 3;
+  return s;
+}
+
+/// The argmax of a row: kept by every warp, so a chain whose target equals its draft accepts it.
+std::int32_t ledger_argmax(const std::vector<float>& rows, std::int64_t row, std::int64_t vocab) {
+  const auto begin = rows.begin() + row * vocab;
+  return static_cast<std::int32_t>(std::max_element(begin, begin + vocab) - begin);
+}
+
+/// One call's figures, per element of the `row_bytes` the call is about.
+struct CallFigures {
+  double reads, writes, sector_efficiency;
+  std::uint64_t launches, copies, syncs, allocations;
+};
+
+CallFigures ledger_figures(double row_bytes) {
+  const emu::Traffic t = emu::ledger.total();
+  const emu::RuntimeCounts& c = emu::ledger.counts;
+  const CallFigures f{static_cast<double>(t.read) / row_bytes,
+                      static_cast<double>(t.written) / row_bytes,
+                      t.sector_efficiency(),
+                      c.launches,
+                      c.copies(),
+                      c.syncs,
+                      c.allocations};
+  UNSCOPED_INFO("reads per element " << f.reads << ", writes per element " << f.writes
+                                     << ", sector efficiency " << f.sector_efficiency
+                                     << ", launches " << f.launches << ", copies " << f.copies
+                                     << ", syncs " << f.syncs << ", allocations " << f.allocations);
+  return f;
+}
+
+/// A chain batch of probability or logit rows in emulated device memory.
+struct LedgerChain {
+  LedgerChain(std::int64_t batch, std::int64_t gamma, std::int64_t vocab,
+              std::vector<float> target_rows, std::vector<float> draft_rows,
+              std::vector<std::int32_t> draft_tokens)
+      : target("target", target_rows),
+        draft("draft", draft_rows),
+        tokens("tokens", draft_tokens),
+        emitted("emitted", static_cast<std::size_t>(batch * (gamma + 1))),
+        accepted("accepted", static_cast<std::size_t>(batch)),
+        workspace("workspace", cuda_impl::chain_logits_workspace_size(batch, vocab)) {
+    for (std::int64_t b = 0; b <= batch; ++b)
+      offsets.push_back(static_cast<std::int32_t>(b * gamma));
+    for (std::int64_t b = 0; b < batch; ++b)
+      streams.push_back(ledger_stream(9, static_cast<std::uint32_t>(b)));
+    params = {target.get(),           vocab,          draft.get(),   vocab,
+              cuda_impl::DType::kF32, batch,          vocab,         offsets.data(),
+              tokens.get(),           streams.data(), emitted.get(), accepted.get()};
+  }
+
+  LedgerBuffer<float> target, draft;
+  LedgerBuffer<std::int32_t> tokens, emitted, accepted;
+  LedgerBuffer<unsigned char> workspace;
+  std::vector<std::int32_t> offsets;
+  std::vector<RandomStream> streams;
+  cuda_impl::ChainVerifyParams params{};
+};
+
+/// gamma drafted positions per sequence whose target rows equal their draft rows (every draft
+/// accepted, so every row is warped), logits.
+LedgerChain accepted_chain(std::int64_t batch, std::int64_t gamma, std::int64_t vocab) {
+  std::vector<float> draft = ledger_logits(batch * gamma, vocab, 41);
+  std::vector<float> target;
+  std::vector<std::int32_t> tokens;
+  for (std::int64_t b = 0; b < batch; ++b) {
+    for (std::int64_t i = 0; i <= gamma; ++i) {
+      const std::int64_t row = b * gamma + std::min(i, gamma - 1);
+      target.insert(target.end(), draft.begin() + row * vocab, draft.begin() + (row + 1) * vocab);
+      if (i < gamma) tokens.push_back(ledger_argmax(draft, row, vocab));
+    }
+  }
+  return {batch, gamma, vocab, std::move(target), std::move(draft), std::move(tokens)};
+}
+
+/// Runs the warp launcher over `rows` logit rows with one shared warp (or one per row).
+struct LedgerWarp {
+  LedgerWarp(std::int64_t rows, std::int64_t vocab, std::uint64_t seed)
+      : logits("logits", ledger_logits(rows, vocab, seed)),
+        warped("warped", static_cast<std::size_t>(rows * vocab)),
+        workspace("workspace", static_cast<std::size_t>(rows) * sizeof(cuda_impl::DeviceWarp)),
+        rows_(rows),
+        vocab_(vocab) {}
+
+  cudaError_t run(const std::vector<cuda_impl::DeviceWarp>& warps) {
+    const cuda_impl::WarpBatchParams p{logits.get(),
+                                       cuda_impl::DType::kF32,
+                                       rows_,
+                                       vocab_,
+                                       vocab_,
+                                       warped.get(),
+                                       vocab_,
+                                       warps.data(),
+                                       static_cast<std::int64_t>(warps.size())};
+    return cuda_impl::warp_logits_batch(p, workspace.get(), nullptr);
+  }
+
+  LedgerBuffer<float> logits, warped;
+  LedgerBuffer<unsigned char> workspace;
+  std::int64_t rows_, vocab_;
+};
+
+}  // namespace
+
+TEST_CASE("ledger: the chain step from logits with T and top-p, every draft accepted",
+          "[backend][cuda_kernel][ledger]") {
+  emu::ledger.clear();
+  const std::int64_t batch = 1, gamma = 1, v = kLedgerVocab;
+  LedgerChain c = accepted_chain(batch, gamma, v);
+  const cuda_impl::DeviceWarp warp{0.8f, 0, 0.9f, 0.0f};
+  emu::ledger.reset();
+  REQUIRE(cuda_impl::verify_chain_batch_logits(c.params, &warp, 1, c.workspace.get(), nullptr) ==
+          cudaSuccess);
+  REQUIRE(c.accepted[0] == gamma);
+  // 2 gamma + 1 rows warped.
+  const CallFigures f = ledger_figures(static_cast<double>((2 * gamma + 1) * v * 4));
+  // Today's kernel: about 41 passes over each warped row (a radix pass per bit for the top-p cut),
+  // about 5 row writes, the residual / bonus draw reading uncoalesced chunks.
+  CHECK(f.reads == Approx(42.8).epsilon(0.02));
+  CHECK(f.writes == Approx(4.9).epsilon(0.02));
+  CHECK(f.sector_efficiency == Approx(0.90).margin(0.02));
+  CHECK(f.launches == 1);
+  CHECK(f.copies == 2);
+  CHECK(emu::ledger.counts.copies_pageable == 2);
+  CHECK(f.syncs == 0);
+  CHECK(f.allocations == 0);
+  CHECK(emu::ledger.total().unwritten_reads == 0);
+}
+
+TEST_CASE("ledger: the warp with T and top-p", "[backend][cuda_kernel][ledger]") {
+  emu::ledger.clear();
+  const std::int64_t rows = 2, v = kLedgerVocab;
+  LedgerWarp w(rows, v, 43);
+  emu::ledger.reset();
+  REQUIRE(w.run({{0.8f, 0, 0.9f, 0.0f}}) == cudaSuccess);
+  const CallFigures f = ledger_figures(static_cast<double>(rows * v * 4));
+  // Today's kernel: 42 passes (scale, 3 softmax passes, 31 radix passes for the cut, ...), 5 row
+  // writes where the output needs 1.
+  CHECK(f.reads == Approx(42.0).epsilon(0.02));
+  CHECK(f.writes == Approx(4.9).epsilon(0.02));
+  CHECK(f.sector_efficiency == Approx(0.96).margin(0.02));
+  CHECK(f.launches == 1);
+  CHECK(f.copies == 0);
+  CHECK(f.syncs == 0);
+  CHECK(f.allocations == 0);
+  CHECK(emu::ledger.total().unwritten_reads == 0);
+}
+
+TEST_CASE("ledger: the warp with T only, one warp per row", "[backend][cuda_kernel][ledger]") {
+  emu::ledger.clear();
+  const std::int64_t rows = 2, v = kLedgerVocab;
+  LedgerWarp w(rows, v, 44);
+  emu::ledger.reset();
+  REQUIRE(w.run({{0.8f, 0, 1.0f, 0.0f}, {1.2f, 0, 1.0f, 0.0f}}) == cudaSuccess);
+  const CallFigures f = ledger_figures(static_cast<double>(rows * v * 4));
+  // Scale, then softmax in three passes: 4 reads and 3 writes of each entry.
+  CHECK(f.reads == Approx(4.25).epsilon(0.02));
+  CHECK(f.writes == Approx(3.0).epsilon(0.02));
+  CHECK(f.sector_efficiency > 0.99);
+  CHECK(f.launches == 1);
+  CHECK(emu::ledger.counts.copies_pageable == 1);  // the per-row warps
+  CHECK(f.syncs == 0);
+  CHECK(emu::ledger.total().unwritten_reads == 0);
+}
+
+TEST_CASE("ledger: Gumbel-top-k with k = 8", "[backend][cuda_kernel][ledger]") {
+  emu::ledger.clear();
+  const std::int64_t rows = 2, v = kLedgerVocab, k = 8;
+  LedgerBuffer<float> logits("logits", ledger_logits(rows, v, 45));
+  LedgerBuffer<std::int32_t> tokens("tokens", static_cast<std::size_t>(rows * k));
+  LedgerBuffer<float> values("values", static_cast<std::size_t>(rows * k));
+  LedgerBuffer<std::int32_t> counts("counts", static_cast<std::size_t>(rows));
+  LedgerBuffer<unsigned char> workspace("workspace",
+                                        cuda_impl::gumbel_batch_workspace_size(rows, v));
+  const std::vector<RandomStream> streams{ledger_stream(5, 0), ledger_stream(5, 1)};
+  const cuda_impl::GumbelTopKParams p{logits.get(),
+                                      cuda_impl::DType::kF32,
+                                      RowKind::kLogWeights,
+                                      rows,
+                                      v,
+                                      v,
+                                      k,
+                                      streams.data(),
+                                      tokens.get(),
+                                      k,
+                                      values.get(),
+                                      k,
+                                      counts.get()};
+  emu::ledger.reset();
+  REQUIRE(cuda_impl::gumbel_top_k_batch(p, workspace.get(), nullptr) == cudaSuccess);
+  CHECK(counts[0] == k);
+  const CallFigures f = ledger_figures(static_cast<double>(rows * v * 4));
+  // Today's kernel: a perturbed row written once, then about 36 passes over it (a radix pass per
+  // bit for the cut).
+  CHECK(f.reads == Approx(37.4).epsilon(0.02));
+  CHECK(f.writes == Approx(1.0).epsilon(0.02));
+  CHECK(f.sector_efficiency == Approx(0.86).margin(0.02));
+  CHECK(f.launches == 1);
+  CHECK(emu::ledger.counts.copies_pageable == 1);  // the streams
+  CHECK(f.syncs == 0);
+  CHECK(emu::ledger.total().unwritten_reads == 0);
+}
+
+namespace {
+
+/// One stochastic beam level of one sequence with `width` live beams over probability rows.
+struct LedgerBeam {
+  LedgerBeam(std::int64_t width, std::int64_t vocab)
+      : draft("draft", beam_rows(width, vocab)),
+        counts("beam_counts", std::vector<std::int32_t>{static_cast<std::int32_t>(width)}),
+        nodes("nodes", std::vector<std::int32_t>{0, 1, 2, 3}),
+        log_probs("log_probs", std::vector<float>{-0.5f, -1.0f, -1.5f, -2.0f}),
+        scores("scores", std::vector<float>{-0.3f, -0.9f, -1.2f, -2.5f}),
+        next_parents("next_parents", static_cast<std::size_t>(width)),
+        next_tokens("next_tokens", static_cast<std::size_t>(width)),
+        next_log_probs("next_log_probs", static_cast<std::size_t>(width)),
+        next_scores("next_scores", static_cast<std::size_t>(width)),
+        next_counts("next_counts", std::size_t{1}),
+        workspace("workspace", cuda_impl::beam_level_workspace_size(1, width, vocab)),
+        width_(width),
+        vocab_(vocab) {}
+
+  static std::vector<float> beam_rows(std::int64_t width, std::int64_t vocab) {
+    toy::ToyRandom rng(46);
+    std::vector<float> out;
+    for (std::int64_t i = 0; i < width; ++i) {
+      const auto row = toy::dirichlet(vocab, 0.7, rng);
+      out.insert(out.end(), row.begin(), row.end());
+    }
+    return out;
+  }
+
+  cudaError_t run() {
+    const std::int64_t w = width_;
+    const cuda_impl::BeamLevelArgs m{draft.get(),
+                                     vocab_,
+                                     counts.get(),
+                                     nodes.get(),
+                                     w,
+                                     log_probs.get(),
+                                     w,
+                                     scores.get(),
+                                     w,
+                                     next_parents.get(),
+                                     w,
+                                     next_tokens.get(),
+                                     w,
+                                     next_log_probs.get(),
+                                     w,
+                                     next_scores.get(),
+                                     w,
+                                     next_counts.get()};
+    return cuda_impl::stochastic_beam_level_batch({m, 1, w, vocab_, streams.data()},
+                                                  workspace.get(), nullptr);
+  }
+
+  LedgerBuffer<float> draft;
+  LedgerBuffer<std::int32_t> counts, nodes;
+  LedgerBuffer<float> log_probs, scores;
+  LedgerBuffer<std::int32_t> next_parents, next_tokens;
+  LedgerBuffer<float> next_log_probs, next_scores;
+  LedgerBuffer<std::int32_t> next_counts;
+  LedgerBuffer<unsigned char> workspace;
+  std::vector<RandomStream> streams{ledger_stream(6, 0).in_domain(Domain::kDraft)};
+  std::int64_t width_, vocab_;
+};
+
+}  // namespace
+
+TEST_CASE("ledger: one stochastic beam level of width 4", "[backend][cuda_kernel][ledger]") {
+  emu::ledger.clear();
+  const std::int64_t width = 4, v = kLedgerVocab;
+  LedgerBeam beam(width, v);
+  emu::ledger.reset();
+  REQUIRE(beam.run() == cudaSuccess);
+  CHECK(beam.next_counts[0] == width);
+  const CallFigures f = ledger_figures(static_cast<double>(width * v * 4));
+  // Gumbel-top-k per beam (a perturbed row, then the radix passes), then one small selection.
+  CHECK(f.reads == Approx(37.9).epsilon(0.02));
+  CHECK(f.writes == Approx(1.0).epsilon(0.02));
+  CHECK(f.sector_efficiency == Approx(0.86).margin(0.02));
+  CHECK(f.launches == 2);
+  CHECK(emu::ledger.counts.copies_pageable == 1);  // the streams
+  CHECK(f.syncs == 0);
+  CHECK(f.allocations == 0);
+  CHECK(emu::ledger.total().unwritten_reads == 0);
+}
+
+TEST_CASE("ledger: tree verification with RRS", "[backend][cuda_kernel][ledger]") {
+  emu::ledger.clear();
+  const test::TreeCase c = test::make_trees(2, kLedgerVocab, 47);
+  const auto want = test::tree_oracle(Recursive{}, c);
+  const auto batch = static_cast<std::int64_t>(c.offsets.size()) - 1;
+  int largest = 1;
+  for (std::size_t b = 0; b + 1 < c.offsets.size(); ++b)
+    largest = std::max(largest, c.offsets[b + 1] - c.offsets[b]);
+  LedgerBuffer<std::int32_t> tokens("tokens", c.tokens), parents("parents", c.parents);
+  LedgerBuffer<float> target("target", c.target), draft("draft", c.draft);
+  LedgerBuffer<std::int32_t> accepted_nodes("accepted_nodes", c.tokens.size());
+  LedgerBuffer<std::int32_t> accepted("accepted", static_cast<std::size_t>(batch));
+  LedgerBuffer<std::int32_t> final_tokens("final_tokens", static_cast<std::size_t>(batch));
+  LedgerBuffer<std::uint8_t> bonus("bonus", static_cast<std::size_t>(batch));
+  LedgerBuffer<unsigned char> workspace("workspace",
+                                        cuda_impl::tree_workspace_size(batch, largest, c.vocab));
+  const cuda_impl::TreeVerifyParams p{c.offsets.data(), batch,
+                                      largest,          tokens.get(),
+                                      parents.get(),    target.get(),
+                                      c.vocab,          draft.get(),
+                                      c.vocab,          c.vocab,
+                                      c.streams.data(), accepted_nodes.get(),
+                                      accepted.get(),   final_tokens.get(),
+                                      bonus.get()};
+  emu::ledger.reset();
+  REQUIRE(cuda_impl::verify_tree_batch(cuda_impl::TreeRule::kRecursive, p, workspace.get(),
+                                       nullptr) == cudaSuccess);
+  CHECK(accepted.values() == want.accepted);
+  CHECK(final_tokens.values() == want.final_tokens);
+  // Per element of the rows the walks visit: one target and one draft row per node tested.
+  std::int64_t visited = 0;
+  for (const auto a : want.accepted) visited += a + 1;
+  const CallFigures f = ledger_figures(static_cast<double>(2 * visited * c.vocab * 4));
+  // An accepted node reads two entries; the last node of a walk reads its rows a few times (the
+  // residual and the draw, whose chunks are uncoalesced).
+  CHECK(f.reads == Approx(0.35).epsilon(0.03));
+  CHECK(f.sector_efficiency == Approx(0.13).margin(0.02));
+  CHECK(f.launches == 1);
+  CHECK(emu::ledger.counts.copies_pageable == 2);  // offsets and streams
+  CHECK(f.syncs == 0);
+  CHECK(f.allocations == 0);
+  CHECK(emu::ledger.total().unwritten_reads == 0);
+}
+
+TEST_CASE("emulated runtime: fill_random runs its 2-D grid like RandomStream",
+          "[backend][cuda_kernel]") {
+  emu::ledger.clear();
+  const std::int64_t streams_n = 3, count = 300, stride = 301;
+  std::vector<RandomStream> streams;
+  for (std::uint32_t s = 0; s < streams_n; ++s) streams.push_back(ledger_stream(17, s));
+  LedgerBuffer<float> out("out", static_cast<std::size_t>(streams_n * stride));
+  LedgerBuffer<unsigned char> workspace("workspace",
+                                        static_cast<std::size_t>(streams_n) * sizeof(RandomStream));
+  for (const RandomKind kind : {RandomKind::kUniform, RandomKind::kGumbel}) {
+    REQUIRE(cuda_impl::fill_random({streams.data(), streams_n, 11, count, out.get(), stride, kind},
+                                   workspace.get(), nullptr) == cudaSuccess);
+    int wrong = 0;
+    for (std::int64_t s = 0; s < streams_n; ++s) {
+      for (std::int64_t i = 0; i < count; ++i) {
+        const auto draw = static_cast<std::uint32_t>(11 + i);
+        const RandomStream& st = streams[static_cast<std::size_t>(s)];
+        const float want = kind == RandomKind::kUniform ? st.uniform(draw) : st.gumbel(draw);
+        wrong += out[static_cast<std::size_t>(s * stride + i)] == want ? 0 : 1;
+      }
+    }
+    CHECK(wrong == 0);
+  }
+  CHECK(emu::ledger.counts.launches == 2);  // one 2 x 3 grid per call
+  CHECK(emu::ledger.region("out").traffic.written ==
+        2 * static_cast<std::uint64_t>(streams_n * count * 4));
+}
+
+TEST_CASE("emulated runtime: a launch gives the same rows in any block order",
+          "[backend][cuda_kernel]") {
+  emu::ledger.clear();
+  LedgerWarp w(6, 64, 48);
+  const std::vector<cuda_impl::DeviceWarp> warp{{0.7f, 0, 1.0f, 0.0f}};
+  std::vector<std::vector<float>> results;
+  for (const std::uint64_t seed : {1, 2, 3}) {
+    emu::ledger.seed = seed;
+    REQUIRE(w.run(warp) == cudaSuccess);
+    results.push_back(w.warped.values());
+  }
+  emu::ledger.seed = 1;
+  CHECK(results[0] == results[1]);
+  CHECK(results[0] == results[2]);
+}
+
+namespace {
+
+/// A chain batch over small probability rows (the draft rows are the target rows), gamma 2.
+LedgerChain probability_chain(std::int64_t batch, std::int64_t vocab,
+                              std::vector<std::int32_t> tokens) {
+  const std::int64_t gamma = 2;
+  toy::ToyRandom rng(49);
+  std::vector<float> target, draft;
+  for (std::int64_t b = 0; b < batch; ++b) {
+    for (std::int64_t i = 0; i <= gamma; ++i) {
+      const auto row = toy::dirichlet(vocab, 1.0, rng);
+      target.insert(target.end(), row.begin(), row.end());
+      if (i < gamma) draft.insert(draft.end(), row.begin(), row.end());
+    }
+  }
+  return {batch, gamma, vocab, std::move(target), std::move(draft), std::move(tokens)};
+}
+
+}  // namespace
+
+TEST_CASE(
+    "review fix: the chain kernel reads no entry outside a row for a token outside the "
+    "vocabulary",
+    "[backend][cuda_kernel]") {
+  emu::ledger.clear();
+  const std::int64_t v = 256;
+  LedgerChain c = probability_chain(2, v, {-4, 7, 3, static_cast<std::int32_t>(v) + 5});
+  REQUIRE(cuda_impl::verify_chain_batch(c.params, c.workspace.get(), nullptr) == cudaSuccess);
+  CHECK(emu::ledger.unregistered.read == 0);
+  CHECK(c.accepted.values() == std::vector<std::int32_t>{-1, -1});
+  CHECK(c.emitted.values() == std::vector<std::int32_t>(6, -1));
+}
+
+TEST_CASE("review fix: the chain kernel refuses a token of draft probability 0, as the CPU does",
+          "[backend][cuda_kernel]") {
+  emu::ledger.clear();
+  const std::int64_t v = 256;
+  LedgerChain c = probability_chain(1, v, {5, 9});
+  c.draft.get()[5] = 0.0f;  // q(5) = 0 at position 0; p(5) > 0 on the target row
+  const std::vector<float>& draft = c.draft.values();
+  REQUIRE(c.target[5] > 0.0f);
+  Workspace ws;
+  std::vector<Token> cpu_emitted(3);
+  CHECK_THROWS_AS(verify_chain<float>(
+                      Rejection{}, std::span<const float>(c.target.values()).first(3 * v),
+                      std::span<const float>(draft).first(2 * v),
+                      std::span<const Token>(c.tokens.values()), v, c.streams[0], cpu_emitted, ws),
+                  Error);
+  REQUIRE(cuda_impl::verify_chain_batch(c.params, c.workspace.get(), nullptr) == cudaSuccess);
+  CHECK(c.accepted[0] == -1);
+  CHECK(c.emitted.values() == std::vector<std::int32_t>(3, -1));
+}
+
+TEST_CASE(
+    "review fix: the beam selection kernel is launched with the block size it is declared "
+    "for",
+    "[backend][cuda_kernel]") {
+  emu::ledger.clear();
+  LedgerBeam beam(4, 64);
+  REQUIRE(beam.run() == cudaSuccess);
+  CHECK(emu::ledger.counts.launches == 2);
+  CHECK(emu::ledger.counts.bounds_mismatches == 0);
+}
+
+TEST_CASE(
+    "review fix: a beam level reads no workspace byte it has not written (candidate "
+    "padding)",
+    "[backend][cuda_kernel]") {
+  emu::ledger.clear();
+  LedgerBeam beam(4, 64);
+  REQUIRE(beam.run() == cudaSuccess);
+  CHECK(beam.next_counts[0] == 4);
+  CHECK(emu::ledger.region("workspace").traffic.unwritten_reads == 0);
+}
+
+TEST_CASE(
+    "emulated runtime: a capture refuses pageable staging; pinned staging replays with new "
+    "inputs",
+    "[backend][cuda_kernel]") {
+  emu::ledger.clear();
+  const std::int64_t v = 128;
+  LedgerChain c = probability_chain(2, v, {1, 2, 3, 4});
+  cudaStream_t stream = nullptr;
+  REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);
+  cudaGraph_t graph = nullptr;
+  // Pageable host offsets and streams: the staging copy is refused, the capture invalidated.
+  REQUIRE(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) == cudaSuccess);
+  CHECK(cuda_impl::verify_chain_batch(c.params, c.workspace.get(), stream) ==
+        cudaErrorStreamCaptureUnsupported);
+  CHECK(cudaStreamEndCapture(stream, &graph) == cudaErrorStreamCaptureInvalidated);
+  CHECK(emu::ledger.counts.launches == 0);
+  (void)cudaGetLastError();
+
+  // Pinned staging: captured once, replayed after the pinned inputs change.
+  void* pinned = nullptr;
+  REQUIRE(cudaMallocHost(&pinned, 4 * sizeof(std::int32_t) + 2 * sizeof(RandomStream)) ==
+          cudaSuccess);
+  auto* offsets = static_cast<std::int32_t*>(pinned);
+  auto* streams = reinterpret_cast<RandomStream*>(offsets + 4);
+  std::copy(c.offsets.begin(), c.offsets.end(), offsets);
+  std::copy(c.streams.begin(), c.streams.end(), streams);
+  cuda_impl::ChainVerifyParams p = c.params;
+  p.host_draft_offsets = offsets;
+  p.host_streams = streams;
+  REQUIRE(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) == cudaSuccess);
+  REQUIRE(cuda_impl::verify_chain_batch(p, c.workspace.get(), stream) == cudaSuccess);
+  REQUIRE(cudaStreamEndCapture(stream, &graph) == cudaSuccess);
+  CHECK(emu::ledger.counts.launches == 0);
+  CHECK(emu::ledger.counts.captured_launches == 1);
+  cudaGraphExec_t exec = nullptr;
+  REQUIRE(cudaGraphInstantiate(&exec, graph) == cudaSuccess);
+
+  for (std::uint64_t seed : {21, 22}) {
+    for (std::size_t b = 0; b < 2; ++b) {
+      streams[b] = ledger_stream(seed, static_cast<std::uint32_t>(b));
+      c.streams[b] = streams[b];
+    }
+    REQUIRE(cudaGraphLaunch(exec, stream) == cudaSuccess);
+    const auto replayed = c.emitted.values();
+    const auto replayed_accepted = c.accepted.values();
+    REQUIRE(cuda_impl::verify_chain_batch(c.params, c.workspace.get(), nullptr) == cudaSuccess);
+    CAPTURE(seed);
+    CHECK(replayed == c.emitted.values());
+    CHECK(replayed_accepted == c.accepted.values());
+  }
+  CHECK(cudaGraphExecDestroy(exec) == cudaSuccess);
+  CHECK(cudaGraphDestroy(graph) == cudaSuccess);
+  CHECK(cudaFreeHost(pinned) == cudaSuccess);
+}

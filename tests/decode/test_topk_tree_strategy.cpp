@@ -2,6 +2,7 @@
 // The top-k children tree drafter (EAGLE's stand-in) and its shape policies: lossless under the
 // target-only tree rule whatever the shape, the trees each policy builds, and bad options.
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <vector>
 
 #include "decode/strategy_law.hpp"
@@ -59,6 +60,14 @@ TEST_CASE("An OPT-Tree top-k tree is lossless", "[decode][topk][shape]") {
       {.shape = TreeShapePolicy::kOptTree, .top_k = 3, .depth = 3, .budget = 8, .min_gain = 0.1});
 }
 
+TEST_CASE("A hardware-aware Sequoia top-k tree is lossless", "[decode][topk][shape]") {
+  check_topk_lossless({.shape = TreeShapePolicy::kSequoiaPlanned,
+                       .top_k = 3,
+                       .depth = 3,
+                       .verify_cost = {1.0, 1.0, 1.0, 1.1, 1.2, 1.4},
+                       .draft_cost_per_level = 0.1});
+}
+
 TEST_CASE("A fixed top-k tree holds each node's top-k draft tokens", "[decode][topk]") {
   auto draft = test::markov_draft();
   TopKTreeStrategy strategy(draft, {.shape = TreeShapePolicy::kFixed, .top_k = 2, .depth = 2});
@@ -96,6 +105,43 @@ TEST_CASE("Sequoia's tree follows the acceptance measured while decoding",
   REQUIRE(by_rank.size() >= 2);
   CHECK(by_rank[0].accepted == by_rank[0].offered);
   CHECK(by_rank[1].accepted == 0);
+}
+
+TEST_CASE("The hardware-aware Sequoia tree follows the costs and the acceptance measured",
+          "[decode][topk][shape]") {
+  // On the cycle a first child is always accepted and a second never: with a flat target cost
+  // and cheap drafting the plan becomes the deepest chain; when each node costs more than it
+  // can bring, the plan is no tree and the target decodes alone.
+  auto target = cycle_provider();
+  auto draft = cycle_provider();
+  TopKDecoder cheap(target,
+                    TopKTreeStrategy(draft, {.shape = TreeShapePolicy::kSequoiaPlanned,
+                                             .top_k = 2,
+                                             .depth = 5,
+                                             .budget = 5,
+                                             .draft_cost_per_level = 0.05}),
+                    {.max_new_tokens = 1000});
+  cheap.reset(std::vector<Token>{0});
+  for (int i = 0; i < 30; ++i) cheap.step();
+  const auto& plan = cheap.strategy().plan();
+  CHECK(plan.budget == 5);
+  CHECK(plan.depth == 5);
+  CHECK(cheap.strategy().drafted().parents == std::vector<std::int32_t>{-1, 0, 1, 2, 3});
+  CHECK(cheap.step().size() == 6);
+
+  auto target2 = cycle_provider();
+  auto draft2 = cycle_provider();
+  TopKDecoder dear(target2,
+                   TopKTreeStrategy(draft2, {.shape = TreeShapePolicy::kSequoiaPlanned,
+                                             .top_k = 2,
+                                             .depth = 4,
+                                             .verify_cost = {1.0, 3.0, 5.0, 7.0},
+                                             .draft_cost_per_level = 0.0}),
+                   {.max_new_tokens = 1000});
+  dear.reset(std::vector<Token>{0});
+  for (int i = 0; i < 5; ++i) CHECK(dear.step().size() == 1);
+  CHECK(dear.strategy().plan().budget == 0);
+  CHECK(dear.strategy().drafted().empty());
 }
 
 TEST_CASE("EAGLE-2, SpecExec and OPT-Tree keep to the budget and the stop threshold",
@@ -143,6 +189,13 @@ TEST_CASE("Bad top-k tree options name the field", "[decode][topk][errors]") {
   CHECK(argument({.shape = TreeShapePolicy::kOptTree, .min_gain = 0.0}) == "min_gain");
   CHECK(argument({.shape = TreeShapePolicy::kSequoia, .prior = {.rate = 2.0}}) == "prior.rate");
   CHECK(argument({.shape = static_cast<TreeShapePolicy>(9)}) == "shape");
+  const auto planned = TreeShapePolicy::kSequoiaPlanned;
+  CHECK(argument({.shape = planned, .verify_cost = {1.0, -1.0}}) == "verify_cost[1]");
+  CHECK(argument({.shape = planned, .verify_cost = std::vector<double>(1026, 1.0)}) ==
+        "verify_cost");
+  CHECK(argument({.shape = planned, .draft_cost_per_level = std::nan("")}) ==
+        "draft_cost_per_level");
+  CHECK(argument({.shape = planned, .budget = 1025}) == "budget");
   CHECK(test::error_argument([] { parse_tree_shape_policy("k-ary"); }) == "shape");
   toy::MarkovProvider wide(toy::MarkovModel::from_rows({{0.5f, 0.5f}, {0.5f, 0.5f}}));
   CHECK(test::error_argument([&] { TopKDecoder(target, TopKTreeStrategy(wide, {}), {}); }) ==

@@ -660,7 +660,7 @@ struct DrafterArgs {
 };
 
 /// Runs `body`, renaming a strategy option the error names to the argument the Python caller
-/// typed (options.width for top_k, options.depth for max_draft / max_length, ...).
+/// typed (options.width, options.depth for max_draft / max_length, ...).
 template <class F>
 auto with_decode_names(F&& body) {
   try {
@@ -671,7 +671,7 @@ auto with_decode_names(F&& body) {
     const std::string field = dot == std::string::npos ? name : name.substr(dot + 1);
     const bool nested = dot != std::string::npos;
     std::string renamed = name;
-    if (name == "top_k") renamed = "options.width";
+    if (name == "width") renamed = "options.width";
     if (name == "depth") renamed = "options.depth";
     if (name == "max_draft" || (nested && (field == "max_length" || field == "initial"))) {
       renamed = "options.depth";
@@ -723,11 +723,13 @@ class AnyDecoderOf final : public AnyDecoder {
 std::unique_ptr<AnyDecoder> make_decoder(AnyLogitsProvider& target, AnyLogitsProvider& draft,
                                          const DecodeOptions& options, const DrafterArgs& args) {
   using P = AnyLogitsProvider;
-  if (!args.renames()) return std::make_unique<AnyDecoderOf<MethodDecoder<P, P>>>(target, draft, options);
+  if (!args.renames()) {
+    return std::make_unique<AnyDecoderOf<MethodDecoder<P, P>>>(target, draft, options);
+  }
   return with_decode_names([&]() -> std::unique_ptr<AnyDecoder> {
     if (args.drafter == "topk_tree") {
       TopKTreeOptions topk{.shape = parse_tree_shape_policy(args.shape),
-                           .top_k = options.width,
+                           .width = options.width,
                            .depth = options.depth,
                            .budget = args.budget,
                            .min_gain = args.min_gain,

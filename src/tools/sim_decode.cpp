@@ -368,10 +368,12 @@ void check_memory(Drafter drafter, const DecodeOptions& o, const TopKTreeOptions
       histogram ? 12.0 * static_cast<double>(runs) * (o.max_new_tokens + 1.0) : 0.0;
   const double total = per_thread * workers + histogram_bytes;
   if (total <= static_cast<double>(limits.max_memory)) return;
-  const char* field = histogram_bytes > per_thread * workers       ? "histogram"
-                      : drafter == Drafter::kTopKTree && topk.shape == TreeShapePolicy::kSequoiaPlanned &&
-                              !topk.verify_cost.empty()
-                          ? "verify_cost"
+  // A planned tree's size comes from verify_cost when the request gives one.
+  const bool sized_by_costs = drafter == Drafter::kTopKTree &&
+                              topk.shape == TreeShapePolicy::kSequoiaPlanned &&
+                              !topk.verify_cost.empty();
+  const char* field = histogram_bytes > per_thread * workers ? "histogram"
+                      : sized_by_costs                       ? "verify_cost"
                       : drafter == Drafter::kTopKTree && topk.shape != TreeShapePolicy::kFixed
                           ? "budget"
                       : o.method == Method::kRsdC && drafter == Drafter::kMethod ? "branching"
@@ -411,7 +413,7 @@ TopKTreeOptions parse_topk_tree(const Json& request, const DecodeOptions& o, std
                                           widest));
   }
   if (o.depth > 64) throw UsageError("depth", fmt::format("{} is outside [1, 64]", o.depth));
-  topk.top_k = o.width;
+  topk.width = o.width;
   topk.depth = o.depth;
   const auto budget = get_integer(request, "budget", topk.budget);
   if (budget < 0 || budget > 1024) {
@@ -425,11 +427,8 @@ TopKTreeOptions parse_topk_tree(const Json& request, const DecodeOptions& o, std
     topk.validate(vocab);
   } catch (const Error& e) {
     // The strategy's field names as the request spells them.
-    const std::string& name = e.argument();
-    const std::string field = name == "top_k"                  ? "width"
-                              : name == "draft_cost_per_level" ? "draft_cost_ratio"
-                                                               : name;
-    throw UsageError(field, e.problem());
+    if (e.argument() != "draft_cost_per_level") throw;
+    throw UsageError("draft_cost_ratio", e.problem());
   }
   return topk;
 }

@@ -95,8 +95,8 @@ TEST_CASE("ReDrafter steps allocate nothing after warm-up, in every verification
        {ReDrafterVerification::kExact, ReDrafterVerification::kGreedy,
         ReDrafterVerification::kTypical, ReDrafterVerification::kParity}) {
     TableProvider target(test::target_table());
-    const auto head = toy::markov_head(toy::MarkovModel::from_rows(test::draft_table()),
-                                       target.hidden_size());
+    const auto head =
+        toy::markov_head(toy::MarkovModel::from_rows(test::draft_table()), target.hidden_size());
     ReDrafterOptions options;
     options.verification = verification;
     options.width = 3;
@@ -120,7 +120,7 @@ TEST_CASE("Top-k tree steps allocate nothing after warm-up, for every shape poli
     // min_gain low enough that OPT-Tree's trees vary in size; the plan's costs make its budget
     // and depth follow the acceptance measured.
     const TopKTreeOptions options{.shape = shape,
-                                  .top_k = 2,
+                                  .width = 2,
                                   .depth = 3,
                                   .budget = 6,
                                   .min_gain = 0.1,

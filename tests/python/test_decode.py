@@ -537,13 +537,17 @@ def test_decoder_and_decode_batch_take_the_drafter_keywords(keywords):
 
 def test_decoder_and_decode_batch_name_bad_drafter_keywords_as_decode_does():
     target, draft = toy_pair()
-    options = specdec.DecodeOptions(width=9, depth=3)
+    wide = specdec.DecodeOptions(width=9, depth=3)
+    ok = specdec.DecodeOptions(width=2, depth=3)
     cases = [
-        (dict(drafter="medusa"), "drafter"),
-        (dict(drafter="topk_tree"), "options.width"),
-        (dict(drafter="topk_tree", shape="sequoia_planned", verify_cost=[-1.0]), "verify_cost[0]"),
+        (ok, dict(drafter="medusa"), "drafter"),
+        (wide, dict(drafter="topk_tree"), "options.width"),
+        (ok, dict(drafter="topk_tree", shape="sequoia_planned", verify_cost=[-1.0]),
+         "verify_cost[0]"),
+        (ok, dict(drafter="topk_tree", shape="sequoia_planned", draft_cost_ratio=-1.0),
+         "draft_cost_ratio"),
     ]
-    for kwargs, argument in cases:
+    for options, kwargs, argument in cases:
         with pytest.raises(specdec.Error) as caught:
             specdec.Decoder(target, draft, options, **kwargs)
         assert caught.value.argument == argument, kwargs

@@ -33,9 +33,9 @@ namespace specdec {
 
 /// How TopKTreeStrategy chooses the shape of each step's tree.
 enum class TreeShapePolicy {
-  kFixed,     // every node to `depth` gets its top_k children: a full k-ary tree
+  kFixed,     // every node to `depth` gets its `width` children: a full k-ary tree
   kSequoia,   // sequoia_tree(acceptance by rank measured so far, budget, depth), rebuilt each step
-  kEagle2,    // EAGLE-2: expand the top_k best nodes per level, rerank to `budget` by path score
+  kEagle2,    // EAGLE-2: expand the `width` best nodes per level, rerank to `budget` by path score
   kSpecExec,  // SpecExec: best-first growth by path score to `budget` nodes
   kOptTree,   // EAGLE-2's expansion, keeping nodes whose path probability is >= min_gain
   kSequoiaPlanned,  // sequoia_plan: the budget and depth of least time per token, each step
@@ -69,7 +69,8 @@ inline TreeShapePolicy parse_tree_shape_policy(std::string_view name) {
   for (const auto shape : kAllTreeShapePolicies) {
     if (tree_shape_policy_name(shape) == name) return shape;
   }
-  detail::fail("shape", "'{}' is not a tree shape (fixed, sequoia, eagle2, specexec, opt_tree, "
+  detail::fail("shape",
+               "'{}' is not a tree shape (fixed, sequoia, eagle2, specexec, opt_tree, "
                "sequoia_planned)",
                name);
 }
@@ -77,9 +78,10 @@ inline TreeShapePolicy parse_tree_shape_policy(std::string_view name) {
 /// Options of TopKTreeStrategy.
 struct TopKTreeOptions {
   TreeShapePolicy shape = TreeShapePolicy::kFixed;
-  std::int32_t top_k = 2;   // children tried per node (the ranks Sequoia weighs)
+  std::int32_t width = 2;   // children tried per node (the ranks Sequoia weighs)
   std::int32_t depth = 3;   // the deepest level
-  std::int32_t budget = 8;  // nodes per tree: sequoia, eagle2, specexec, opt_tree
+  std::int32_t budget = 8;  // nodes per tree: sequoia, eagle2, specexec, opt_tree (and the
+                            // largest for sequoia_planned without verify_cost)
   double min_gain = 0.05;   // opt_tree: the smallest path probability kept, in (0, 1]
   AcceptancePrior prior{};  // sequoia, sequoia_planned: where the acceptance estimate starts
   /// sequoia_planned: verify_cost[n] is the time of one target pass over a tree of n nodes, for
@@ -89,7 +91,7 @@ struct TopKTreeOptions {
   /// sequoia_planned: the time of one draft pass (one level), in verify_cost's unit.
   double draft_cost_per_level = 0.0;
 
-  /// Throws specdec::Error naming the field: shape, top_k ([1, min(vocab, 64)]), depth
+  /// Throws specdec::Error naming the field: shape, width ([1, min(vocab, 64)]), depth
   /// ([1, 64]), the fixed tree's size (at most 2^16 nodes, named "depth"), budget ([0, 1024]
   /// where used), min_gain (opt_tree: in (0, 1]), verify_cost (sequoia_planned: at most 1025
   /// entries), verify_cost[n] and draft_cost_per_level (finite and >= 0), prior.rate,
@@ -97,10 +99,10 @@ struct TopKTreeOptions {
   void validate(std::int64_t vocab) const {
     tree_shape_policy_name(shape);
     const auto widest = std::min<std::int64_t>(vocab, 64);
-    if (top_k < 1 || top_k > widest) detail::fail("top_k", "{} is outside [1, {}]", top_k, widest);
+    if (width < 1 || width > widest) detail::fail("width", "{} is outside [1, {}]", width, widest);
     if (depth < 1 || depth > 64) detail::fail("depth", "{} is outside [1, 64]", depth);
     if (shape == TreeShapePolicy::kFixed && fixed_tree_size() > kMaxNodes) {
-      detail::fail("depth", "{} with top_k {} makes a tree of more than {} nodes", depth, top_k,
+      detail::fail("depth", "{} with width {} makes a tree of more than {} nodes", depth, width,
                    kMaxNodes);
     }
     if (shape != TreeShapePolicy::kFixed && (budget < 0 || budget > 1024)) {
@@ -136,11 +138,11 @@ struct TopKTreeOptions {
     return budget;
   }
 
-  /// Nodes of the full top_k-ary tree of `depth` levels (saturating above 2^20).
+  /// Nodes of the full width-ary tree of `depth` levels (saturating above 2^20).
   std::int64_t fixed_tree_size() const {
     std::int64_t level = 1, total = 0;
     for (std::int32_t d = 0; d < depth && total <= (std::int64_t{1} << 20); ++d) {
-      level *= top_k;
+      level *= width;
       total += level;
     }
     return total;
@@ -158,14 +160,14 @@ struct TopKTreeOptions {
 ///
 /// Shapes (TreeShapePolicy): kFixed and kSequoia fill a shape level by level, one draft call per
 /// level, the r-th child of a node being its parent's rank-r token; kSequoia's shape is
-/// sequoia_tree(acceptance_by_rank(top_k), budget, depth) of the AcceptanceEstimator this
+/// sequoia_tree(acceptance_by_rank(width), budget, depth) of the AcceptanceEstimator this
 /// strategy updates after every step (acceptance()); kSequoiaPlanned's is the shape of
 /// sequoia_plan(that acceptance, {verify_cost, draft_cost_per_level, depth}) (plan()), which may
-/// be empty (the target decodes alone while drafting does not pay). kEagle2 / kOptTree expand the top_k nodes of
-/// best path score at each level with their top_k children (one draft call per level), then keep
-/// select_by_path_score's top `budget` nodes (with min_gain for kOptTree). kSpecExec grows with
-/// grow_best_first (top_k candidates per node, one draft call per expanded node, at most `depth`
-/// deep). Randomness: verify_tree_target_only's draws of the verify stream.
+/// be empty (the target decodes alone while drafting does not pay). kEagle2 / kOptTree expand the
+/// width nodes of best path score at each level with their width children (one draft call per
+/// level), then keep select_by_path_score's top `budget` nodes (with min_gain for kOptTree).
+/// kSpecExec grows with grow_best_first (width candidates per node, one draft call per expanded
+/// node, at most `depth` deep). Randomness: verify_tree_target_only's draws of the verify stream.
 /// Steps allocate nothing after warm-up, whatever the shape: the selection functions write into
 /// buffers and workspaces the strategy keeps.
 template <LogitsProvider Draft>
@@ -195,7 +197,7 @@ class TopKTreeStrategy {
       for (std::int32_t d = 0; d < options_.depth; ++d) {
         const auto begin = static_cast<std::int32_t>(shape_parents_.size());
         for (std::int32_t p = first; p <= last; ++p) {
-          for (std::int32_t r = 0; r < options_.top_k; ++r) shape_parents_.push_back(p);
+          for (std::int32_t r = 0; r < options_.width; ++r) shape_parents_.push_back(p);
         }
         first = begin;
         last = static_cast<std::int32_t>(shape_parents_.size()) - 1;
@@ -205,11 +207,11 @@ class TopKTreeStrategy {
       costs_ = options_.verify_cost;
       if (costs_.empty()) costs_.assign(static_cast<std::size_t>(options_.budget) + 1, 1.0);
     }
-    rates_.resize(static_cast<std::size_t>(options_.top_k));
+    rates_.resize(static_cast<std::size_t>(options_.width));
     const auto nodes = static_cast<std::size_t>(options_.max_tree_size());
     tree_.reserve(nodes);
     accepted_.reserve(static_cast<std::size_t>(options_.depth));
-    top_.resize(static_cast<std::size_t>(options_.top_k));
+    top_.resize(static_cast<std::size_t>(options_.width));
     workspace.reserve(static_cast<std::size_t>(vocab) * 8 + (nodes + 1) * 64 + (1 << 12));
   }
 
@@ -294,7 +296,7 @@ class TopKTreeStrategy {
     }
   }
 
-  // EAGLE-2: per level, the top_k nodes of best path score get their top_k children; then the
+  // EAGLE-2: per level, the width nodes of best path score get their width children; then the
   // top `budget` nodes of the expanded tree (OPT-Tree: those above min_gain).
   void expand_and_select(const StepContext& context) {
     expanded_.clear();
@@ -303,7 +305,7 @@ class TopKTreeStrategy {
     std::size_t level_begin = 0, level_end = 0;  // the last expanded level's node range
     for (std::int32_t d = 0; d < options_.depth; ++d) {
       const auto logits = draft_.evaluate(expanded_, context.sequence.length(), context.vocab);
-      // Parents of this level: the root, or the top_k nodes of the level above by path score.
+      // Parents of this level: the root, or the width nodes of the level above by path score.
       frontier_.clear();
       if (d == 0) {
         frontier_.push_back(-1);
@@ -312,7 +314,7 @@ class TopKTreeStrategy {
           frontier_.push_back(static_cast<std::int32_t>(i));
         }
         const auto keep =
-            std::min<std::size_t>(frontier_.size(), static_cast<std::size_t>(options_.top_k));
+            std::min<std::size_t>(frontier_.size(), static_cast<std::size_t>(options_.width));
         std::partial_sort(frontier_.begin(), frontier_.begin() + static_cast<std::ptrdiff_t>(keep),
                           frontier_.end(), [&](std::int32_t a, std::int32_t b) {
                             const auto sa = path_scores_[static_cast<std::size_t>(a)];
@@ -326,9 +328,9 @@ class TopKTreeStrategy {
       for (const auto parent : frontier_) {
         const auto row = logits.row(parent + 1);
         const double normaliser = detail::log_normaliser(row);
-        detail::top_tokens(row, options_.top_k, top_.data());
+        detail::top_tokens(row, options_.width, top_.data());
         const double base = parent < 0 ? 0.0 : path_scores_[static_cast<std::size_t>(parent)];
-        for (std::int32_t r = 0; r < options_.top_k; ++r) {
+        for (std::int32_t r = 0; r < options_.width; ++r) {
           const float lp =
               detail::draft_log_prob(row, normaliser, top_[static_cast<std::size_t>(r)]);
           expanded_.add(top_[static_cast<std::size_t>(r)], parent);
@@ -355,7 +357,7 @@ class TopKTreeStrategy {
       const auto logits = draft_.evaluate(path_tree_, context.sequence.length(), context.vocab);
       const auto row = logits.row(static_cast<std::int64_t>(path.size()));
       const double normaliser = detail::log_normaliser(row);
-      detail::top_tokens(row, options_.top_k, top_.data());
+      detail::top_tokens(row, options_.width, top_.data());
       for (const auto token : top_) {
         children.push_back({token, detail::draft_log_prob(row, normaliser, token)});
       }

@@ -385,11 +385,10 @@ void check_memory(Drafter drafter, const DecodeOptions& o, const TopKTreeOptions
                                       total, nodes, vocab, workers, limits.max_memory));
 }
 
-/// An optional array of numbers (`fallback` when absent).
-std::vector<double> get_numbers(const Json& request, const char* field,
-                                std::vector<double> fallback) {
+/// An optional array of numbers (empty when absent).
+std::vector<double> get_numbers(const Json& request, const char* field) {
   const Json* v = find(request, field);
-  if (!v) return fallback;
+  if (!v) return {};
   if (!v->is_array() || v->empty()) throw UsageError(field, "must be a non-empty array of numbers");
   std::vector<double> out;
   out.reserve(v->size());
@@ -421,7 +420,10 @@ TopKTreeOptions parse_topk_tree(const Json& request, const DecodeOptions& o, std
   }
   topk.budget = static_cast<std::int32_t>(budget);
   topk.min_gain = get_number(request, "min_gain", topk.min_gain);
-  topk.verify_cost = get_numbers(request, "verify_cost", {});
+  topk.verify_cost = get_numbers(request, "verify_cost");
+  if (find(request, "verify_cost") && topk.shape != TreeShapePolicy::kSequoiaPlanned) {
+    throw UsageError("verify_cost", "is for \"shape\": \"sequoia_planned\" only");
+  }
   topk.draft_cost_per_level = cost_ratio;
   try {
     topk.validate(vocab);

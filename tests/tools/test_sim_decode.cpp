@@ -168,6 +168,10 @@ TEST_CASE("specdec-sim decode rejects bad drafter options with exit status 2", "
                                "verify_cost": [1, -2], )" +
                                model + ", " + ok + "}",
                            "verify_cost[1]");
+  check_decode_usage_error(R"({"method": "topk_tree", "shape": "sequoia",
+                               "verify_cost": [1, 1], )" +
+                               model + ", " + ok + "}",
+                           "verify_cost");
   check_decode_usage_error(R"({"method": "topk_tree", "shape": "sequoia_planned",
                                "verify_cost": [], )" +
                                model + ", " + ok + "}",

@@ -55,19 +55,7 @@ struct GrownTree {
 /// Scratch memory of the selection and growth functions, reused between calls: a call that
 /// selects or grows no more nodes than an earlier call with the same workspace allocates nothing.
 /// Its contents between calls are unspecified.
-class SelectWorkspace {
- public:
-  /// Room for trees of `nodes` nodes (expanded drafts or frontiers of that many candidates).
-  void reserve(std::size_t nodes) {
-    for (auto* v : {&ids, &local, &order, &children, &fill, &position, &parents, &depths}) {
-      v->reserve(nodes);
-    }
-    start.reserve(nodes + 2);
-    score.reserve(nodes);
-    tokens.reserve(nodes);
-    path.reserve(nodes);
-  }
-
+struct SelectWorkspace {
   // Members are named for the functions below; callers treat them as opaque.
   std::vector<double> score;
   std::vector<std::int32_t> ids, local, order, start, children, fill, position, parents, depths;

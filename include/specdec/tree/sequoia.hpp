@@ -181,8 +181,7 @@ class SequoiaTable {
 /// Memory that sequoia_tree and sequoia_plan reuse between calls: a call with a budget, depth and
 /// rank count no larger than an earlier call's allocates nothing (its result's vectors too, when
 /// the same output is passed again).
-class SequoiaWorkspace {
- public:
+struct SequoiaWorkspace {
   detail::SequoiaTable table;
 };
 

@@ -12,6 +12,7 @@
 #include <pybind11/stl.h>
 
 #include <cctype>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -618,22 +619,185 @@ struct Providers {
   AnyLogitsProvider& draft_provider() { return draft_is_target ? target : draft; }
 };
 
+/// The drafter options that decode, decode_batch and Decoder take besides DecodeOptions, as
+/// specdec-sim decode reads them: options.width is the top-k tree's k, options.depth its depth,
+/// the n-gram drafter's most draft tokens and a controlled chain's longest length.
+struct DrafterArgs {
+  std::optional<std::string> drafter;  // "topk_tree", "ngram" or None
+  std::string shape = "fixed";
+  std::int32_t budget = 8;
+  double min_gain = 0.05;
+  std::optional<std::vector<double>> verify_cost;  // sequoia_planned's cost per tree size
+  std::int32_t ngram = 3;
+  std::optional<std::string> length;  // a length controller's name or None
+  std::optional<double> threshold;
+  double draft_cost_ratio = 0.0;
+
+  /// Throws specdec::Error naming drafter, length or verify_cost for a combination that does
+  /// not exist.
+  void check(const DecodeOptions& options) const {
+    if (drafter && *drafter != "topk_tree" && *drafter != "ngram") {
+      throw Error("drafter",
+                  fmt::format("'{}' is not a drafter (topk_tree, ngram or None)", *drafter));
+    }
+    if (length && (drafter || options.method != Method::kSd)) {
+      throw Error("length", "sets the chain length of Method.SD only (and no drafter)");
+    }
+    if (verify_cost && !(drafter == "topk_tree" && shape == "sequoia_planned")) {
+      throw Error("verify_cost", "is for drafter='topk_tree', shape='sequoia_planned' only");
+    }
+  }
+
+  /// A drafter or a length controller is named: its options come from DecodeOptions fields
+  /// and keywords, and errors are renamed to those.
+  bool renames() const { return drafter.has_value() || length.has_value(); }
+
+  /// The method whose draft needs the providers check: the n-gram drafter needs no draft model
+  /// (None is allowed as for autoregressive decoding).
+  Method provider_method(const DecodeOptions& options) const {
+    return drafter == "ngram" ? Method::kAutoregressive : drafter ? Method::kSd : options.method;
+  }
+};
+
+/// Runs `body`, renaming a strategy option the error names to the argument the Python caller
+/// typed (options.width, options.depth for max_draft / max_length, ...).
+template <class F>
+auto with_decode_names(F&& body) {
+  try {
+    return body();
+  } catch (const Error& e) {
+    const std::string& name = e.argument();
+    const auto dot = name.find('.');
+    const std::string field = dot == std::string::npos ? name : name.substr(dot + 1);
+    const bool nested = dot != std::string::npos;
+    std::string renamed = name;
+    if (name == "width") renamed = "options.width";
+    if (name == "depth") renamed = "options.depth";
+    if (name == "max_draft" || (nested && (field == "max_length" || field == "initial"))) {
+      renamed = "options.depth";
+    }
+    if (name == "max_ngram") renamed = "ngram";
+    if (nested && (field == "threshold" || field == "confidence_threshold")) renamed = "threshold";
+    if ((nested && field == "draft_cost") || name == "draft_cost_per_level") {
+      renamed = "draft_cost_ratio";
+    }
+    if (renamed == name) throw;
+    throw Error(renamed, e.problem());
+  }
+}
+
+/// A decoding loop whatever its strategy: what Decoder and decode need of it.
+class AnyDecoder {
+ public:
+  virtual ~AnyDecoder() = default;
+  virtual void reset(std::span<const Token> prompt, std::uint32_t sequence) = 0;
+  virtual std::span<const Token> step() = 0;
+  virtual DecodeResult run() = 0;
+  virtual bool finished() const = 0;
+  virtual std::span<const Token> generated() const = 0;
+  virtual const DecodeMetrics& metrics() const = 0;
+  virtual std::int64_t vocab_size() const = 0;
+};
+
+template <class D>
+class AnyDecoderOf final : public AnyDecoder {
+ public:
+  template <class... Args>
+  explicit AnyDecoderOf(Args&&... args) : decoder_(std::forward<Args>(args)...) {}
+  void reset(std::span<const Token> prompt, std::uint32_t sequence) override {
+    decoder_.reset(prompt, sequence);
+  }
+  std::span<const Token> step() override { return decoder_.step(); }
+  DecodeResult run() override { return decoder_.run(); }
+  bool finished() const override { return decoder_.finished(); }
+  std::span<const Token> generated() const override { return decoder_.generated(); }
+  const DecodeMetrics& metrics() const override { return decoder_.metrics(); }
+  std::int64_t vocab_size() const override { return decoder_.vocab_size(); }
+
+ private:
+  D decoder_;
+};
+
+/// The Decoder of the drafter `args` names (see DrafterArgs), or of options.method. Throws
+/// specdec::Error naming the argument as Python spells it.
+std::unique_ptr<AnyDecoder> make_decoder(AnyLogitsProvider& target, AnyLogitsProvider& draft,
+                                         const DecodeOptions& options, const DrafterArgs& args) {
+  using P = AnyLogitsProvider;
+  if (!args.renames()) {
+    return std::make_unique<AnyDecoderOf<MethodDecoder<P, P>>>(target, draft, options);
+  }
+  return with_decode_names([&]() -> std::unique_ptr<AnyDecoder> {
+    if (args.drafter == "topk_tree") {
+      TopKTreeOptions topk{.shape = parse_tree_shape_policy(args.shape),
+                           .width = options.width,
+                           .depth = options.depth,
+                           .budget = args.budget,
+                           .min_gain = args.min_gain,
+                           .verify_cost = args.verify_cost.value_or(std::vector<double>{}),
+                           .draft_cost_per_level = args.draft_cost_ratio};
+      return std::make_unique<AnyDecoderOf<Decoder<P, TopKTreeStrategy<P>>>>(
+          target, TopKTreeStrategy<P>(draft, std::move(topk)), options.loop());
+    }
+    if (args.drafter == "ngram") {
+      const NGramOptions ngram{.max_ngram = args.ngram, .max_draft = options.depth};
+      return std::make_unique<AnyDecoderOf<Decoder<P, NGramStrategy>>>(
+          target, NGramStrategy(ngram), options.loop());
+    }
+    if (args.length) {
+      ChainLengthOptions chain{.policy = parse_length_policy(*args.length),
+                               .draft_warp = options.warp};
+      const std::int32_t most = options.depth;
+      const double threshold =
+          args.threshold.value_or(chain.policy == LengthPolicy::kCumulative ? 0.7 : 0.4);
+      chain.cumulative = {.threshold = threshold, .max_length = most};
+      chain.heuristic = {
+          .initial = std::min(5, most), .max_length = most, .confidence_threshold = threshold};
+      chain.batch_average = {.initial = std::min(4, most), .max_length = most};
+      chain.goodput = {.draft_cost = args.draft_cost_ratio, .verify_cost = 1.0, .max_length = most};
+      return std::make_unique<AnyDecoderOf<Decoder<P, ChainLengthStrategy<P>>>>(
+          target, ChainLengthStrategy<P>(draft, chain), options.loop());
+    }
+    throw Error("drafter", "names no drafter");  // unreachable: renames() said one is named
+  });
+}
+
+/// decode() with the drafter that `args` names.
+DecodeResult decode_with(AnyLogitsProvider& target, AnyLogitsProvider& draft,
+                         std::span<const Token> prompt, const DecodeOptions& options,
+                         std::uint32_t sequence, const DrafterArgs& args) {
+  auto decoder = make_decoder(target, draft, options, args);
+  const auto go = [&] {
+    decoder->reset(prompt, sequence);
+    return decoder->run();
+  };
+  return args.renames() ? with_decode_names(go) : go();
+}
+
 /// Decoder for Python: the providers (kept alive through their Python objects) and the C++
-/// Decoder of a built-in method over them.
+/// Decoder of a built-in method or drafter over them.
 class PyDecoder {
  public:
-  PyDecoder(py::object target, py::object draft, const DecodeOptions& options)
+  PyDecoder(py::object target, py::object draft, const DecodeOptions& options,
+            const DrafterArgs& args)
       : target_obj_(std::move(target)),
         draft_obj_(std::move(draft)),
-        providers_(target_obj_, draft_obj_, options.method, errors_) {
+        providers_(target_obj_, draft_obj_, args.provider_method(options), errors_),
+        renames_(args.renames()) {
     run_unlocked(errors_, [&] {
-      decoder_.emplace(providers_.target, providers_.draft_provider(), options);
+      decoder_ = make_decoder(providers_.target, providers_.draft_provider(), options, args);
     });
   }
 
   void reset(py::handle prompt, std::uint32_t sequence) {
     const auto tokens = prompt_arg(prompt);
-    run_unlocked(errors_, [&] { decoder_->reset(tokens, sequence); });
+    run_unlocked(errors_, [&] {
+      const auto go = [&] { decoder_->reset(tokens, sequence); };
+      if (renames_) {
+        with_decode_names(go);
+      } else {
+        go();
+      }
+    });
   }
   py::object step() {
     std::vector<Token> emitted;
@@ -657,146 +821,85 @@ class PyDecoder {
   ProviderErrors errors_;
   py::object target_obj_, draft_obj_;
   Providers providers_;
-  std::optional<MethodDecoder<AnyLogitsProvider, AnyLogitsProvider>> decoder_;
+  bool renames_;
+  std::unique_ptr<AnyDecoder> decoder_;
 };
 
-/// The drafter options `decode` takes besides DecodeOptions, as specdec-sim decode reads them:
-/// options.width is the top-k tree's k, options.depth its depth, the n-gram drafter's most
-/// draft tokens and a controlled chain's longest length.
-struct DrafterArgs {
-  std::optional<std::string> drafter;  // "topk_tree", "ngram" or None
-  std::string shape;
-  std::int32_t budget;
-  double min_gain;
-  std::int32_t ngram;
-  std::optional<std::string> length;  // a length controller's name or None
-  std::optional<double> threshold;
-  double draft_cost_ratio;
-};
+constexpr const char* kDrafterDoc =
+    "Drafters whose tokens come without draft probabilities, verified against the target\n"
+    "alone (lossless; options.method is then unused, options' warp, max_new_tokens,\n"
+    "end_token and seed apply):\n"
+    "  drafter='topk_tree': each node's children are the draft's top options.width tokens, to\n"
+    "    options.depth levels; shape 'fixed' (the full tree), 'sequoia' (Sequoia's tree of\n"
+    "    `budget` nodes from the acceptance measured so far), 'sequoia_planned' (Sequoia's\n"
+    "    hardware-aware plan: each step, the budget and depth of least time per token, from\n"
+    "    `verify_cost[n]`, the time of a target pass over n nodes, n = 0 .. the largest budget\n"
+    "    (None: 1 for every n up to `budget`), and `draft_cost_ratio`, the time of one draft\n"
+    "    level), 'eagle2' (rerank to `budget`), 'specexec' (best-first growth to `budget`) or\n"
+    "    'opt_tree' (EAGLE-2's expansion, nodes of path probability >= min_gain).\n"
+    "  drafter='ngram': prompt lookup: the continuation of an earlier occurrence of the last\n"
+    "    `ngram` tokens (then fewer, down to 1; the latest followed by options.depth tokens,\n"
+    "    else the earliest), at most options.depth tokens; `draft` may be None.\n"
+    "length='cumulative' | 'heuristic' | 'batch_average' | 'goodput' (Method.SD only): the\n"
+    "chain length is set each step by that controller, at most options.depth; `threshold` is\n"
+    "the cumulative stop's threshold (default 0.7) or the heuristic confidence threshold\n"
+    "(default 0.4); `draft_cost_ratio` the goodput draft cost (one verification costs 1).\n"
+    "Bad values raise specdec.Error naming the argument (drafter, shape, budget, min_gain,\n"
+    "verify_cost, ngram, length, threshold, draft_cost_ratio, options.width, options.depth).";
 
-/// Runs `body`, renaming a strategy option the error names to the argument `decode` takes.
-template <class F>
-auto with_decode_names(F&& body) {
-  try {
-    return body();
-  } catch (const Error& e) {
-    const std::string& name = e.argument();
-    const auto dot = name.find('.');
-    const std::string field = dot == std::string::npos ? name : name.substr(dot + 1);
-    const bool nested = dot != std::string::npos;
-    std::string renamed = name;
-    if (name == "top_k") renamed = "options.width";
-    if (name == "depth") renamed = "options.depth";
-    if (name == "max_draft" || (nested && (field == "max_length" || field == "initial"))) {
-      renamed = "options.depth";
-    }
-    if (name == "max_ngram") renamed = "ngram";
-    if (nested && (field == "threshold" || field == "confidence_threshold")) renamed = "threshold";
-    if (nested && (field == "draft_cost")) renamed = "draft_cost_ratio";
-    if (renamed == name) throw;
-    throw Error(renamed, e.problem());
-  }
-}
-
-/// decode() with the drafter that `args` names (see DrafterArgs).
-DecodeResult decode_with(AnyLogitsProvider& target, AnyLogitsProvider& draft,
-                         std::span<const Token> prompt, const DecodeOptions& options,
-                         std::uint32_t sequence, const DrafterArgs& args) {
-  if (args.drafter == "topk_tree") {
-    const TopKTreeOptions topk{.shape = parse_tree_shape_policy(args.shape),
-                               .top_k = options.width,
-                               .depth = options.depth,
-                               .budget = args.budget,
-                               .min_gain = args.min_gain};
-    return with_decode_names(
-        [&] { return decode(target, TopKTreeStrategy(draft, topk), options.loop(), prompt, sequence); });
-  }
-  if (args.drafter == "ngram") {
-    const NGramOptions ngram{.max_ngram = args.ngram, .max_draft = options.depth};
-    return with_decode_names(
-        [&] { return decode(target, NGramStrategy(ngram), options.loop(), prompt, sequence); });
-  }
-  if (args.length) {
-    ChainLengthOptions chain{.policy = parse_length_policy(*args.length), .draft_warp = options.warp};
-    const std::int32_t most = options.depth;
-    const double threshold =
-        args.threshold.value_or(chain.policy == LengthPolicy::kCumulative ? 0.7 : 0.4);
-    chain.cumulative = {.threshold = threshold, .max_length = most};
-    chain.heuristic = {
-        .initial = std::min(5, most), .max_length = most, .confidence_threshold = threshold};
-    chain.batch_average = {.initial = std::min(4, most), .max_length = most};
-    chain.goodput = {.draft_cost = args.draft_cost_ratio, .verify_cost = 1.0, .max_length = most};
-    return with_decode_names([&] {
-      return decode(target, ChainLengthStrategy(draft, chain), options.loop(), prompt, sequence);
-    });
-  }
-  return decode(target, draft, prompt, options, sequence);
-}
+/// The drafter keywords, in the order every binding takes them.
+#define SPECDEC_DRAFTER_PY_ARGS                                                                \
+  py::kw_only(), py::arg("drafter") = py::none(), py::arg("shape") = "fixed",                  \
+      py::arg("budget") = 8, py::arg("min_gain") = 0.05, py::arg("verify_cost") = py::none(),  \
+      py::arg("ngram") = 3, py::arg("length") = py::none(), py::arg("threshold") = py::none(), \
+      py::arg("draft_cost_ratio") = 0.0
 
 void bind_decoding(py::module_& m) {
   m.def(
       "decode",
       [](py::object target, py::object draft, py::handle prompt, const DecodeOptions& options,
          std::uint32_t sequence, std::optional<std::string> drafter, std::string shape,
-         std::int32_t budget, double min_gain, std::int32_t ngram,
-         std::optional<std::string> length, std::optional<double> threshold,
+         std::int32_t budget, double min_gain, std::optional<std::vector<double>> verify_cost,
+         std::int32_t ngram, std::optional<std::string> length, std::optional<double> threshold,
          double draft_cost_ratio) {
-        if (drafter && *drafter != "topk_tree" && *drafter != "ngram") {
-          throw Error("drafter",
-                      fmt::format("'{}' is not a drafter (topk_tree, ngram or None)", *drafter));
-        }
-        if (length && (drafter || options.method != Method::kSd)) {
-          throw Error("length", "sets the chain length of Method.SD only (and no drafter)");
-        }
+        const DrafterArgs args{drafter,     std::move(shape), budget, min_gain,
+                               verify_cost, ngram,            length, threshold,
+                               draft_cost_ratio};
+        args.check(options);
         const auto tokens = prompt_arg(prompt);
         ProviderErrors errors;
-        // The n-gram drafter needs no draft model: None is allowed as for autoregressive decoding.
-        Providers providers(target, draft,
-                            drafter == "ngram" ? Method::kAutoregressive
-                            : drafter          ? Method::kSd
-                                               : options.method,
-                            errors);
-        const DrafterArgs args{drafter, std::move(shape), budget, min_gain, ngram,
-                               length,  threshold,        draft_cost_ratio};
+        Providers providers(target, draft, args.provider_method(options), errors);
         return run_unlocked(errors, [&] {
           return decode_with(providers.target, providers.draft_provider(),
                              std::span<const Token>(tokens), options, sequence, args);
         });
       },
       py::arg("target"), py::arg("draft"), py::arg("prompt"), py::arg("options"),
-      py::arg("sequence") = 0, py::kw_only(), py::arg("drafter") = py::none(),
-      py::arg("shape") = "fixed", py::arg("budget") = 8, py::arg("min_gain") = 0.05,
-      py::arg("ngram") = 3, py::arg("length") = py::none(), py::arg("threshold") = py::none(),
-      py::arg("draft_cost_ratio") = 0.0,
-      "Generates from `prompt` with a built-in method. `target` and `draft` are providers: a\n"
-      "toy provider (MarkovProvider, NGramProvider: runs without the GIL) or any object with the\n"
-      "LogitsProvider methods (see specdec.LogitsProvider); `draft` may be None for\n"
-      "Method.AUTOREGRESSIVE. The same options.seed and `sequence` give the same tokens. The GIL\n"
-      "is released while the loop runs and taken back for each Python provider call; an\n"
-      "exception raised by a provider propagates unchanged. Bad provider rows raise\n"
-      "specdec.Error naming target.logits / draft.logits.\n"
-      "Drafters whose tokens come without draft probabilities, verified against the target\n"
-      "alone (lossless; options.method is then unused, options' warp, max_new_tokens,\n"
-      "end_token and seed apply):\n"
-      "  drafter='topk_tree': each node's children are the draft's top options.width tokens, to\n"
-      "    options.depth levels; shape 'fixed' (the full tree), 'sequoia' (Sequoia's tree of\n"
-      "    `budget` nodes from the acceptance measured so far), 'eagle2' (rerank to `budget`),\n"
-      "    'specexec' (best-first growth to `budget`) or 'opt_tree' (EAGLE-2's expansion, nodes\n"
-      "    of path probability >= min_gain).\n"
-      "  drafter='ngram': prompt lookup: the continuation of an earlier occurrence of the last\n"
-      "    `ngram` tokens (then fewer, down to 1; the latest followed by options.depth tokens,\n"
-      "    else the earliest), at most options.depth tokens; `draft` may be None.\n"
-      "length='cumulative' | 'heuristic' | 'batch_average' | 'goodput' (Method.SD only): the\n"
-      "chain length is set each step by that controller, at most options.depth; `threshold` is\n"
-      "the cumulative stop's threshold (default 0.7) or the heuristic confidence threshold\n"
-      "(default 0.4); `draft_cost_ratio` the goodput draft cost (one verification costs 1).\n"
-      "Bad values raise specdec.Error naming the argument (drafter, shape, budget, min_gain,\n"
-      "ngram, length, threshold, options.width, options.depth).");
+      py::arg("sequence") = 0, SPECDEC_DRAFTER_PY_ARGS,
+      (std::string(
+           "Generates from `prompt` with a built-in method. `target` and `draft` are providers: "
+           "a\ntoy provider (MarkovProvider, NGramProvider: runs without the GIL) or any object "
+           "with the\nLogitsProvider methods (see specdec.LogitsProvider); `draft` may be None "
+           "for\nMethod.AUTOREGRESSIVE. The same options.seed and `sequence` give the same "
+           "tokens. The GIL\nis released while the loop runs and taken back for each Python "
+           "provider call; an\nexception raised by a provider propagates unchanged. Bad "
+           "provider rows raise\nspecdec.Error naming target.logits / draft.logits.\n") +
+       kDrafterDoc)
+          .c_str());
 
   m.def(
       "decode_batch",
       [](const py::sequence& targets, const py::sequence& drafts, const py::sequence& prompts,
-         const DecodeOptions& options, int threads) {
+         const DecodeOptions& options, int threads, std::optional<std::string> drafter,
+         std::string shape, std::int32_t budget, double min_gain,
+         std::optional<std::vector<double>> verify_cost, std::int32_t ngram,
+         std::optional<std::string> length, std::optional<double> threshold,
+         double draft_cost_ratio) {
+        const DrafterArgs args{drafter,     std::move(shape), budget, min_gain,
+                               verify_cost, ngram,            length, threshold,
+                               draft_cost_ratio};
+        args.check(options);
+        if (threads < 0) throw Error("threads", fmt::format("{} must be >= 0 (0 = all)", threads));
         const auto count = prompts.size();
         if (targets.size() != count) {
           throw Error("targets",
@@ -817,7 +920,7 @@ void bind_decoding(py::module_& m) {
             if (prompt_list.back().empty()) {
               throw Error("prompt", "is empty: the root of every step is the last committed token");
             }
-            providers.emplace_back(targets[i], drafts[i], options.method, errors);
+            providers.emplace_back(targets[i], drafts[i], args.provider_method(options), errors);
             // Checked here so that a bad token is named by its sequence (decoding names none).
             const Array checked = token_arg(prompts[i], "prompt", 1);
             check_vocab_tokens(checked, "prompt", targets[i].attr("vocab_size")().cast<std::int64_t>());
@@ -830,26 +933,49 @@ void bind_decoding(py::module_& m) {
           }
         }
         return run_unlocked(errors, [&] {
-          return decode_batch(
-              [&](std::size_t i) { return AnyLogitsProvider(std::ref(providers[i].target)); },
-              [&](std::size_t i) {
-                return AnyLogitsProvider(std::ref(providers[i].draft_provider()));
-              },
-              std::span<const std::vector<Token>>(prompt_list), options, backend::Cpu{threads});
+          // As specdec::decode_batch, with any drafter: sequence i on the pool, results in order.
+          std::vector<DecodeResult> results(count);
+          backend::default_thread_pool().run(
+              static_cast<std::int64_t>(count), threads, [&](std::int64_t i, int /*slot*/) {
+                const auto k = static_cast<std::size_t>(i);
+                results[k] = decode_with(providers[k].target, providers[k].draft_provider(),
+                                         std::span<const Token>(prompt_list[k]), options,
+                                         static_cast<std::uint32_t>(i), args);
+              });
+          return results;
         });
       },
       py::arg("targets"), py::arg("drafts"), py::arg("prompts"), py::arg("options"),
-      py::arg("threads") = 0,
-      "Decodes prompts[i] with targets[i] and drafts[i] as sequence i, on the CPU thread pool\n"
-      "(`threads`, 0 = every hardware thread); result i equals decode(targets[i], drafts[i],\n"
-      "prompts[i], options, sequence=i). Toy providers run in parallel; Python providers take\n"
-      "the GIL for each call. Each provider belongs to one sequence.");
+      py::arg("threads") = 0, SPECDEC_DRAFTER_PY_ARGS,
+      (std::string("Decodes prompts[i] with targets[i] and drafts[i] as sequence i, on the CPU "
+                   "thread pool\n(`threads`, 0 = every hardware thread); result i equals "
+                   "decode(targets[i], drafts[i],\nprompts[i], options, sequence=i, **drafter "
+                   "keywords). Toy providers run in parallel; Python\nproviders take the GIL for "
+                   "each call. Each provider belongs to one sequence. The drafter\nkeywords are "
+                   "decode's:\n") +
+       kDrafterDoc)
+          .c_str());
 
   py::class_<PyDecoder>(m, "Decoder",
                         "One sequence's decoding loop, step by step: reset(prompt), then step()\n"
                         "until finished() (or run()). Holds its providers for its lifetime.")
-      .def(py::init<py::object, py::object, const DecodeOptions&>(), py::arg("target"),
-           py::arg("draft"), py::arg("options"))
+      .def(py::init([](py::object target, py::object draft, const DecodeOptions& options,
+                       std::optional<std::string> drafter, std::string shape, std::int32_t budget,
+                       double min_gain, std::optional<std::vector<double>> verify_cost,
+                       std::int32_t ngram, std::optional<std::string> length,
+                       std::optional<double> threshold, double draft_cost_ratio) {
+             const DrafterArgs args{drafter,     std::move(shape), budget, min_gain,
+                                    verify_cost, ngram,            length, threshold,
+                                    draft_cost_ratio};
+             args.check(options);
+             return std::make_unique<PyDecoder>(std::move(target), std::move(draft), options,
+                                                args);
+           }),
+           py::arg("target"), py::arg("draft"), py::arg("options"), SPECDEC_DRAFTER_PY_ARGS,
+           (std::string("A decoder of options.method, or of the drafter the keywords name (as "
+                        "decode's):\n") +
+            kDrafterDoc)
+               .c_str())
       .def("reset", &PyDecoder::reset, py::arg("prompt"), py::arg("sequence") = 0,
            "Starts sequence `sequence` from `prompt` (resets the providers and the metrics).")
       .def("step", &PyDecoder::step,
@@ -861,6 +987,8 @@ void bind_decoding(py::module_& m) {
       .def("metrics", &PyDecoder::metrics, py::return_value_policy::copy)
       .def("vocab_size", &PyDecoder::vocab_size);
 }
+
+#undef SPECDEC_DRAFTER_PY_ARGS
 
 void bind_redrafter_decoding(py::module_& m) {
   py::enum_<ReDrafterVerification>(m, "ReDrafterVerification",

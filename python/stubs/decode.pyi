@@ -97,18 +97,32 @@ class DecodeResult:
 
 def decode(target: Provider, draft: Provider | None, prompt: ArrayLike, options: DecodeOptions,
            sequence: int = 0, *, drafter: str | None = None, shape: str = "fixed",
-           budget: int = 8, min_gain: float = 0.05, ngram: int = 3, length: str | None = None,
-           threshold: float | None = None, draft_cost_ratio: float = 0.0) -> DecodeResult:
+           budget: int = 8, min_gain: float = 0.05, verify_cost: Sequence[float] | None = None,
+           ngram: int = 3, length: str | None = None, threshold: float | None = None,
+           draft_cost_ratio: float = 0.0) -> DecodeResult:
     """Generates from `prompt` with a built-in method, or with drafter "topk_tree" (shape
-    "fixed", "sequoia", "eagle2", "specexec" or "opt_tree") or "ngram", or an SD chain whose
-    length the controller `length` ("cumulative", "heuristic", "batch_average", "goodput") sets."""
+    "fixed", "sequoia", "sequoia_planned", "eagle2", "specexec" or "opt_tree") or "ngram", or
+    an SD chain whose length the controller `length` ("cumulative", "heuristic",
+    "batch_average", "goodput") sets. "sequoia_planned" plans each step's budget and depth from
+    `verify_cost` (the time of a target pass per tree size) and `draft_cost_ratio` (per draft
+    level)."""
 
 def decode_batch(targets: Sequence[Provider], drafts: Sequence[Provider | None],
-                 prompts: Sequence[ArrayLike], options: DecodeOptions,
-                 threads: int = 0) -> list[DecodeResult]: ...
+                 prompts: Sequence[ArrayLike], options: DecodeOptions, threads: int = 0, *,
+                 drafter: str | None = None, shape: str = "fixed", budget: int = 8,
+                 min_gain: float = 0.05, verify_cost: Sequence[float] | None = None,
+                 ngram: int = 3, length: str | None = None, threshold: float | None = None,
+                 draft_cost_ratio: float = 0.0) -> list[DecodeResult]:
+    """Result i equals decode(targets[i], drafts[i], prompts[i], options, sequence=i) with the
+    same drafter keywords."""
 
 class Decoder:
-    def __init__(self, target: Provider, draft: Provider | None, options: DecodeOptions) -> None: ...
+    def __init__(self, target: Provider, draft: Provider | None, options: DecodeOptions, *,
+                 drafter: str | None = None, shape: str = "fixed", budget: int = 8,
+                 min_gain: float = 0.05, verify_cost: Sequence[float] | None = None,
+                 ngram: int = 3, length: str | None = None, threshold: float | None = None,
+                 draft_cost_ratio: float = 0.0) -> None:
+        """A decoder of options.method, or of the drafter the keywords name (as decode's)."""
     def reset(self, prompt: ArrayLike, sequence: int = 0) -> None: ...
     def step(self) -> np.ndarray: ...
     def run(self) -> DecodeResult: ...

@@ -332,8 +332,7 @@ double tree_nodes(Drafter drafter, const DecodeOptions& o, const TopKTreeOptions
   const double depth = o.depth, width = o.width;
   if (drafter == Drafter::kReDrafter) return width * depth;
   if (drafter == Drafter::kTopKTree) {
-    return topk.shape == TreeShapePolicy::kFixed ? static_cast<double>(topk.fixed_tree_size())
-                                                 : topk.budget;
+    return static_cast<double>(topk.max_tree_size());
   }
   switch (o.method) {
     case Method::kAutoregressive:
@@ -369,7 +368,12 @@ void check_memory(Drafter drafter, const DecodeOptions& o, const TopKTreeOptions
       histogram ? 12.0 * static_cast<double>(runs) * (o.max_new_tokens + 1.0) : 0.0;
   const double total = per_thread * workers + histogram_bytes;
   if (total <= static_cast<double>(limits.max_memory)) return;
-  const char* field = histogram_bytes > per_thread * workers       ? "histogram"
+  // A planned tree's size comes from verify_cost when the request gives one.
+  const bool sized_by_costs = drafter == Drafter::kTopKTree &&
+                              topk.shape == TreeShapePolicy::kSequoiaPlanned &&
+                              !topk.verify_cost.empty();
+  const char* field = histogram_bytes > per_thread * workers ? "histogram"
+                      : sized_by_costs                       ? "verify_cost"
                       : drafter == Drafter::kTopKTree && topk.shape != TreeShapePolicy::kFixed
                           ? "budget"
                       : o.method == Method::kRsdC && drafter == Drafter::kMethod ? "branching"
@@ -381,9 +385,25 @@ void check_memory(Drafter drafter, const DecodeOptions& o, const TopKTreeOptions
                                       total, nodes, vocab, workers, limits.max_memory));
 }
 
+/// An optional array of numbers (empty when absent).
+std::vector<double> get_numbers(const Json& request, const char* field) {
+  const Json* v = find(request, field);
+  if (!v) return {};
+  if (!v->is_array() || v->empty()) throw UsageError(field, "must be a non-empty array of numbers");
+  std::vector<double> out;
+  out.reserve(v->size());
+  for (std::size_t i = 0; i < v->size(); ++i) {
+    if (!(*v)[i].is_number()) throw UsageError(fmt::format("{}[{}]", field, i), "must be a number");
+    out.push_back((*v)[i].get<double>());
+  }
+  return out;
+}
+
 /// The top-k tree drafter's options: "width" is k, "depth" the deepest level, "shape", "budget"
-/// and "min_gain" the shape policy's.
-TopKTreeOptions parse_topk_tree(const Json& request, const DecodeOptions& o, std::int64_t vocab) {
+/// and "min_gain" the shape policy's; sequoia_planned's "verify_cost" (per tree size) and
+/// "draft_cost_ratio" (per draft level). Errors name the request's fields.
+TopKTreeOptions parse_topk_tree(const Json& request, const DecodeOptions& o, std::int64_t vocab,
+                                double cost_ratio) {
   TopKTreeOptions topk;
   topk.shape = parse_tree_shape_policy(get_string(request, "shape", "fixed"));
   const auto widest = std::min<std::int64_t>(vocab, 64);
@@ -392,7 +412,7 @@ TopKTreeOptions parse_topk_tree(const Json& request, const DecodeOptions& o, std
                                           widest));
   }
   if (o.depth > 64) throw UsageError("depth", fmt::format("{} is outside [1, 64]", o.depth));
-  topk.top_k = o.width;
+  topk.width = o.width;
   topk.depth = o.depth;
   const auto budget = get_integer(request, "budget", topk.budget);
   if (budget < 0 || budget > 1024) {
@@ -400,6 +420,18 @@ TopKTreeOptions parse_topk_tree(const Json& request, const DecodeOptions& o, std
   }
   topk.budget = static_cast<std::int32_t>(budget);
   topk.min_gain = get_number(request, "min_gain", topk.min_gain);
+  topk.verify_cost = get_numbers(request, "verify_cost");
+  if (find(request, "verify_cost") && topk.shape != TreeShapePolicy::kSequoiaPlanned) {
+    throw UsageError("verify_cost", "is for \"shape\": \"sequoia_planned\" only");
+  }
+  topk.draft_cost_per_level = cost_ratio;
+  try {
+    topk.validate(vocab);
+  } catch (const Error& e) {
+    // The strategy's field names as the request spells them.
+    if (e.argument() != "draft_cost_per_level") throw;
+    throw UsageError("draft_cost_ratio", e.problem());
+  }
   return topk;
 }
 
@@ -468,7 +500,8 @@ Json run_decode(const Json& request, const Limits& limits) {
                                "min_gain",
                                "ngram",
                                "length",
-                               "threshold"});
+                               "threshold",
+                               "verify_cost"});
   const std::string method_text = require_string(request, "method");
   const Drafter drafter = method_text == "redrafter"   ? Drafter::kReDrafter
                           : method_text == "topk_tree" ? Drafter::kTopKTree
@@ -483,8 +516,12 @@ Json run_decode(const Json& request, const Limits& limits) {
   const Models models = parse_model(request, uses_draft(method) && drafter != Drafter::kNGram);
   const std::int64_t vocab =
       models.markov_target ? models.markov_target->vocab_size() : models.ngram_target->vocab_size();
+  const double cost_ratio = get_number(request, "draft_cost_ratio", 0.0);
+  if (!(cost_ratio >= 0.0) || !std::isfinite(cost_ratio)) {
+    throw UsageError("draft_cost_ratio", fmt::format("{} must be finite and >= 0", cost_ratio));
+  }
   const TopKTreeOptions topk = drafter == Drafter::kTopKTree
-                                   ? parse_topk_tree(request, options, vocab)
+                                   ? parse_topk_tree(request, options, vocab, cost_ratio)
                                    : TopKTreeOptions{};
   const NGramOptions ngram = drafter == Drafter::kNGram ? parse_ngram(request, options)
                                                         : NGramOptions{};
@@ -515,10 +552,6 @@ Json run_decode(const Json& request, const Limits& limits) {
   const auto runs = get_integer(request, "runs", 1);
   if (runs < 1 || runs > kMaxRuns) {
     throw UsageError("runs", fmt::format("{} is outside [1, {}]", runs, kMaxRuns));
-  }
-  const double cost_ratio = get_number(request, "draft_cost_ratio", 0.0);
-  if (!(cost_ratio >= 0.0) || !std::isfinite(cost_ratio)) {
-    throw UsageError("draft_cost_ratio", fmt::format("{} must be finite and >= 0", cost_ratio));
   }
   const ChainLengthOptions chain =
       controlled ? parse_chain_length(request, options, cost_ratio) : ChainLengthOptions{};

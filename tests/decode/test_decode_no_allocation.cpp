@@ -12,6 +12,8 @@
 #include "specdec/decode/redrafter_strategy.hpp"
 #include "specdec/decode/topk_tree_strategy.hpp"
 #include "specdec/toy/toy.hpp"
+#include "specdec/tree/select.hpp"
+#include "specdec/tree/sequoia.hpp"
 #include "support/allocation_counter.hpp"
 
 using namespace specdec;
@@ -93,8 +95,8 @@ TEST_CASE("ReDrafter steps allocate nothing after warm-up, in every verification
        {ReDrafterVerification::kExact, ReDrafterVerification::kGreedy,
         ReDrafterVerification::kTypical, ReDrafterVerification::kParity}) {
     TableProvider target(test::target_table());
-    const auto head = toy::markov_head(toy::MarkovModel::from_rows(test::draft_table()),
-                                       target.hidden_size());
+    const auto head =
+        toy::markov_head(toy::MarkovModel::from_rows(test::draft_table()), target.hidden_size());
     ReDrafterOptions options;
     options.verification = verification;
     options.width = 3;
@@ -110,17 +112,31 @@ TEST_CASE("ReDrafter steps allocate nothing after warm-up, in every verification
   }
 }
 
-TEST_CASE("Fixed top-k tree and n-gram steps allocate nothing after warm-up",
-          "[decode][allocation][topk][ngram]") {
+TEST_CASE("Top-k tree steps allocate nothing after warm-up, for every shape policy",
+          "[decode][allocation][topk]") {
   const std::vector<Token> prompt{1, 2, 3, 1, 2};
-  {
+  for (const auto shape : kAllTreeShapePolicies) {
     TableProvider target(test::target_table()), draft(test::draft_table());
+    // min_gain low enough that OPT-Tree's trees vary in size; the plan's costs make its budget
+    // and depth follow the acceptance measured.
+    const TopKTreeOptions options{.shape = shape,
+                                  .width = 2,
+                                  .depth = 3,
+                                  .budget = 6,
+                                  .min_gain = 0.1,
+                                  .verify_cost = {1.0, 1.0, 1.05, 1.1, 1.2, 1.3, 1.5},
+                                  .draft_cost_per_level = 0.05};
     Decoder<TableProvider, TopKTreeStrategy<TableProvider>> decoder(
-        target, TopKTreeStrategy(draft, {.shape = TreeShapePolicy::kFixed, .top_k = 2, .depth = 3}),
-        {.max_new_tokens = 1000});
+        target, TopKTreeStrategy(draft, options), {.max_new_tokens = 1000});
     decoder.reset(prompt, 3);
-    CHECK(test::allocations_after_warm_up([&] { decoder.step(); }, 50, 20) == 0);
+    INFO(tree_shape_policy_name(shape));
+    // A long warm-up sees the largest tree and its longest accepted path.
+    CHECK(test::allocations_after_warm_up([&] { decoder.step(); }, 50, 150) == 0);
   }
+}
+
+TEST_CASE("N-gram steps allocate nothing after warm-up", "[decode][allocation][ngram]") {
+  const std::vector<Token> prompt{1, 2, 3, 1, 2};
   TableProvider target(test::target_table());
   Decoder<TableProvider, NGramStrategy> decoder(target, NGramStrategy({.max_draft = 3}),
                                                 {.max_new_tokens = 1000});
@@ -128,6 +144,36 @@ TEST_CASE("Fixed top-k tree and n-gram steps allocate nothing after warm-up",
   // Chains vary in length: a long warm-up sees the longest chain fully accepted (the decoder's
   // output buffer then has its largest size).
   CHECK(test::allocations_after_warm_up([&] { decoder.step(); }, 50, 150) == 0);
+}
+
+TEST_CASE("The tree selection functions reuse their workspace without allocating",
+          "[decode][allocation][shape]") {
+  const std::vector<std::int32_t> parents{-1, -1, 0, 0, 1, 2, 2, 4};
+  const std::vector<Token> tokens{3, 1, 0, 2, 4, 1, 3, 0};
+  const std::vector<float> log_probs{-0.2f, -1.8f, -0.5f, -1.0f, -0.1f, -0.3f, -2.0f, -0.4f};
+  const std::vector<double> acceptance{0.8, 0.4, 0.1};
+  const std::vector<double> verify_cost{1.0, 1.0, 1.1, 1.2, 1.4, 1.6, 2.0};
+  SelectWorkspace select_workspace;
+  TreeSelection selection;
+  DraftTree tree;
+  GrownTree grown;
+  SequoiaWorkspace sequoia_workspace;
+  TreeShape shape;
+  SequoiaPlan plan;
+  const auto expand = [](std::span<const Token> path, std::vector<DraftCandidate>& children) {
+    const auto base = static_cast<Token>(path.size());
+    children.push_back({base, -0.3f});
+    children.push_back({static_cast<Token>(base + 1), -1.2f});
+  };
+  const auto all = [&] {
+    select_by_path_score(parents, log_probs, {.budget = 5}, selection, select_workspace);
+    selected_tree(TreeView{tokens, parents}, selection, tree);
+    grow_best_first(expand, {.budget = 6, .max_depth = 3}, grown, select_workspace);
+    sequoia_tree(acceptance, 6, 3, shape, sequoia_workspace);
+    sequoia_plan(acceptance, {.verify_cost = verify_cost, .draft_cost_per_level = 0.1}, plan,
+                 sequoia_workspace);
+  };
+  CHECK(test::allocations_after_warm_up(all, 5, 1) == 0);
 }
 
 TEST_CASE("Length-controlled chain steps allocate nothing after warm-up, for every controller",

@@ -2,6 +2,7 @@
 // The top-k children tree drafter (EAGLE's stand-in) and its shape policies: lossless under the
 // target-only tree rule whatever the shape, the trees each policy builds, and bad options.
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <vector>
 
 #include "decode/strategy_law.hpp"
@@ -37,31 +38,39 @@ toy::MarkovProvider cycle_provider() {
 
 TEST_CASE("A fixed top-k tree is lossless", "[decode][topk]") {
   // Two chi-square tests (T = 1; top-p 0.8): false-failure probability 2e-6 in all.
-  check_topk_lossless({.shape = TreeShapePolicy::kFixed, .top_k = 2, .depth = 2});
-  check_topk_lossless({.shape = TreeShapePolicy::kFixed, .top_k = 3, .depth = 2},
+  check_topk_lossless({.shape = TreeShapePolicy::kFixed, .width = 2, .depth = 2});
+  check_topk_lossless({.shape = TreeShapePolicy::kFixed, .width = 3, .depth = 2},
                       Warp{.top_p = 0.8f});
 }
 
 TEST_CASE("A Sequoia-shaped top-k tree is lossless", "[decode][topk][shape]") {
-  check_topk_lossless({.shape = TreeShapePolicy::kSequoia, .top_k = 3, .depth = 3, .budget = 5});
+  check_topk_lossless({.shape = TreeShapePolicy::kSequoia, .width = 3, .depth = 3, .budget = 5});
 }
 
 TEST_CASE("An EAGLE-2 top-k tree is lossless", "[decode][topk][shape]") {
-  check_topk_lossless({.shape = TreeShapePolicy::kEagle2, .top_k = 2, .depth = 3, .budget = 4});
+  check_topk_lossless({.shape = TreeShapePolicy::kEagle2, .width = 2, .depth = 3, .budget = 4});
 }
 
 TEST_CASE("A SpecExec top-k tree is lossless", "[decode][topk][shape]") {
-  check_topk_lossless({.shape = TreeShapePolicy::kSpecExec, .top_k = 2, .depth = 3, .budget = 4});
+  check_topk_lossless({.shape = TreeShapePolicy::kSpecExec, .width = 2, .depth = 3, .budget = 4});
 }
 
 TEST_CASE("An OPT-Tree top-k tree is lossless", "[decode][topk][shape]") {
   check_topk_lossless(
-      {.shape = TreeShapePolicy::kOptTree, .top_k = 3, .depth = 3, .budget = 8, .min_gain = 0.1});
+      {.shape = TreeShapePolicy::kOptTree, .width = 3, .depth = 3, .budget = 8, .min_gain = 0.1});
+}
+
+TEST_CASE("A hardware-aware Sequoia top-k tree is lossless", "[decode][topk][shape]") {
+  check_topk_lossless({.shape = TreeShapePolicy::kSequoiaPlanned,
+                       .width = 3,
+                       .depth = 3,
+                       .verify_cost = {1.0, 1.0, 1.0, 1.1, 1.2, 1.4},
+                       .draft_cost_per_level = 0.1});
 }
 
 TEST_CASE("A fixed top-k tree holds each node's top-k draft tokens", "[decode][topk]") {
   auto draft = test::markov_draft();
-  TopKTreeStrategy strategy(draft, {.shape = TreeShapePolicy::kFixed, .top_k = 2, .depth = 2});
+  TopKTreeStrategy strategy(draft, {.shape = TreeShapePolicy::kFixed, .width = 2, .depth = 2});
   Workspace workspace;
   strategy.prepare(4, workspace);
   const std::vector<Token> prompt{0, 2};
@@ -82,7 +91,7 @@ TEST_CASE("Sequoia's tree follows the acceptance measured while decoding",
   TopKDecoder decoder(
       target,
       TopKTreeStrategy(draft,
-                       {.shape = TreeShapePolicy::kSequoia, .top_k = 2, .depth = 6, .budget = 6}),
+                       {.shape = TreeShapePolicy::kSequoia, .width = 2, .depth = 6, .budget = 6}),
       {.max_new_tokens = 1000});
   const std::vector<Token> prompt{0};
   decoder.reset(prompt);
@@ -98,13 +107,50 @@ TEST_CASE("Sequoia's tree follows the acceptance measured while decoding",
   CHECK(by_rank[1].accepted == 0);
 }
 
+TEST_CASE("The hardware-aware Sequoia tree follows the costs and the acceptance measured",
+          "[decode][topk][shape]") {
+  // On the cycle a first child is always accepted and a second never: with a flat target cost
+  // and cheap drafting the plan becomes the deepest chain; when each node costs more than it
+  // can bring, the plan is no tree and the target decodes alone.
+  auto target = cycle_provider();
+  auto draft = cycle_provider();
+  TopKDecoder cheap(target,
+                    TopKTreeStrategy(draft, {.shape = TreeShapePolicy::kSequoiaPlanned,
+                                             .width = 2,
+                                             .depth = 5,
+                                             .budget = 5,
+                                             .draft_cost_per_level = 0.05}),
+                    {.max_new_tokens = 1000});
+  cheap.reset(std::vector<Token>{0});
+  for (int i = 0; i < 30; ++i) cheap.step();
+  const auto& plan = cheap.strategy().plan();
+  CHECK(plan.budget == 5);
+  CHECK(plan.depth == 5);
+  CHECK(cheap.strategy().drafted().parents == std::vector<std::int32_t>{-1, 0, 1, 2, 3});
+  CHECK(cheap.step().size() == 6);
+
+  auto target2 = cycle_provider();
+  auto draft2 = cycle_provider();
+  TopKDecoder dear(target2,
+                   TopKTreeStrategy(draft2, {.shape = TreeShapePolicy::kSequoiaPlanned,
+                                             .width = 2,
+                                             .depth = 4,
+                                             .verify_cost = {1.0, 3.0, 5.0, 7.0},
+                                             .draft_cost_per_level = 0.0}),
+                   {.max_new_tokens = 1000});
+  dear.reset(std::vector<Token>{0});
+  for (int i = 0; i < 5; ++i) CHECK(dear.step().size() == 1);
+  CHECK(dear.strategy().plan().budget == 0);
+  CHECK(dear.strategy().drafted().empty());
+}
+
 TEST_CASE("EAGLE-2, SpecExec and OPT-Tree keep to the budget and the stop threshold",
           "[decode][topk][shape]") {
   auto target = test::markov_target();
   for (const auto shape : {TreeShapePolicy::kEagle2, TreeShapePolicy::kSpecExec}) {
     auto draft = test::markov_draft();
     TopKDecoder decoder(
-        target, TopKTreeStrategy(draft, {.shape = shape, .top_k = 3, .depth = 3, .budget = 5}),
+        target, TopKTreeStrategy(draft, {.shape = shape, .width = 3, .depth = 3, .budget = 5}),
         {.max_new_tokens = 200});
     decoder.reset(test::kLawPrompt);
     INFO(tree_shape_policy_name(shape));
@@ -119,7 +165,7 @@ TEST_CASE("EAGLE-2, SpecExec and OPT-Tree keep to the budget and the stop thresh
   auto draft = test::markov_draft();
   TopKDecoder decoder(target,
                       TopKTreeStrategy(draft, {.shape = TreeShapePolicy::kOptTree,
-                                               .top_k = 3,
+                                               .width = 3,
                                                .depth = 3,
                                                .budget = 5,
                                                .min_gain = 0.5}),
@@ -135,14 +181,21 @@ TEST_CASE("Bad top-k tree options name the field", "[decode][topk][errors]") {
     auto draft = test::markov_draft();
     return test::error_argument([&] { TopKDecoder(target, TopKTreeStrategy(draft, options), {}); });
   };
-  CHECK(argument({.top_k = 0}) == "top_k");
-  CHECK(argument({.top_k = 5}) == "top_k");  // more children than tokens
+  CHECK(argument({.width = 0}) == "width");
+  CHECK(argument({.width = 5}) == "width");  // more children than tokens
   CHECK(argument({.depth = 0}) == "depth");
-  CHECK(argument({.top_k = 4, .depth = 9}) == "depth");  // 4^9 nodes
+  CHECK(argument({.width = 4, .depth = 9}) == "depth");  // 4^9 nodes
   CHECK(argument({.shape = TreeShapePolicy::kSequoia, .budget = -1}) == "budget");
   CHECK(argument({.shape = TreeShapePolicy::kOptTree, .min_gain = 0.0}) == "min_gain");
   CHECK(argument({.shape = TreeShapePolicy::kSequoia, .prior = {.rate = 2.0}}) == "prior.rate");
   CHECK(argument({.shape = static_cast<TreeShapePolicy>(9)}) == "shape");
+  const auto planned = TreeShapePolicy::kSequoiaPlanned;
+  CHECK(argument({.shape = planned, .verify_cost = {1.0, -1.0}}) == "verify_cost[1]");
+  CHECK(argument({.shape = planned, .verify_cost = std::vector<double>(1026, 1.0)}) ==
+        "verify_cost");
+  CHECK(argument({.shape = planned, .draft_cost_per_level = std::nan("")}) ==
+        "draft_cost_per_level");
+  CHECK(argument({.shape = planned, .budget = 1025}) == "budget");
   CHECK(test::error_argument([] { parse_tree_shape_policy("k-ary"); }) == "shape");
   toy::MarkovProvider wide(toy::MarkovModel::from_rows({{0.5f, 0.5f}, {0.5f, 0.5f}}));
   CHECK(test::error_argument([&] { TopKDecoder(target, TopKTreeStrategy(wide, {}), {}); }) ==

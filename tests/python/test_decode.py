@@ -423,7 +423,8 @@ def test_every_binding_of_this_area_is_exercised():
     assert missing == []
 
 
-@pytest.mark.parametrize("shape", ["fixed", "sequoia", "eagle2", "specexec", "opt_tree"])
+@pytest.mark.parametrize("shape", ["fixed", "sequoia", "eagle2", "specexec", "opt_tree",
+                                   "sequoia_planned"])
 def test_topk_tree_drafter_runs_every_shape(shape):
     target, draft = toy_pair()
     result = specdec.decode(target, draft, [1, 4], specdec.DecodeOptions(
@@ -474,6 +475,12 @@ def test_bad_drafter_options_name_the_argument():
         (dict(length="adaptive"), "length"),
         (dict(drafter="ngram", length="goodput"), "length"),
         (dict(length="cumulative", threshold=1.5), "threshold"),
+        (dict(drafter="topk_tree", shape="sequoia_planned", verify_cost=[1.0, -1.0]),
+         "verify_cost[1]"),
+        (dict(drafter="topk_tree", shape="sequoia", verify_cost=[1.0, 1.0]), "verify_cost"),
+        (dict(drafter="topk_tree", shape="sequoia_planned", draft_cost_ratio=float("nan")),
+         "draft_cost_ratio"),
+        (dict(length="goodput", draft_cost_ratio=-1.0), "draft_cost_ratio"),
     ]
     for kwargs, argument in cases:
         with pytest.raises(specdec.Error) as caught:
@@ -482,3 +489,68 @@ def test_bad_drafter_options_name_the_argument():
     with pytest.raises(specdec.Error) as caught:
         specdec.decode(target, draft, [1], specdec.DecodeOptions(width=9), drafter="topk_tree")
     assert caught.value.argument == "options.width"
+
+
+def test_hardware_aware_sequoia_plans_no_tree_when_drafting_cannot_pay():
+    target, draft = toy_pair()
+    options = specdec.DecodeOptions(width=2, depth=3, max_new_tokens=20, seed=1)
+    # Any node costs more than the tokens it can bring: every step is the target's alone.
+    dear = specdec.decode(target, draft, [1, 4], options, drafter="topk_tree",
+                          shape="sequoia_planned", verify_cost=[1.0, 5.0, 9.0])
+    assert dear.metrics.target_calls == 20
+    assert dear.metrics.draft_calls == 0
+    cheap = specdec.decode(target, draft, [1, 4], options, drafter="topk_tree",
+                           shape="sequoia_planned", verify_cost=[1.0] * 7, draft_cost_ratio=0.01)
+    assert cheap.metrics.block_efficiency() > 1.0
+
+
+DRAFTER_KEYWORDS = [
+    dict(drafter="topk_tree", shape="sequoia_planned", verify_cost=[1.0, 1.0, 1.1, 1.2, 1.4],
+         draft_cost_ratio=0.1),
+    dict(drafter="topk_tree", shape="eagle2", budget=5),
+    dict(drafter="ngram", ngram=2),
+    dict(length="goodput", draft_cost_ratio=0.1),
+]
+
+
+@pytest.mark.parametrize("keywords", DRAFTER_KEYWORDS, ids=lambda k: k.get("shape", "") or
+                         k.get("drafter", "") or k["length"])
+def test_decoder_and_decode_batch_take_the_drafter_keywords(keywords):
+    options = specdec.DecodeOptions(method=Method.SD, width=2, depth=3, max_new_tokens=24, seed=7)
+    prompts = [[1, 4], [2], [0, 3, 1]]
+    pairs = [toy_pair() for _ in prompts]
+    batch = specdec.decode_batch([p[0] for p in pairs], [p[1] for p in pairs], prompts, options,
+                                 threads=2, **keywords)
+    for sequence, prompt in enumerate(prompts):
+        target, draft = toy_pair()
+        alone = specdec.decode(target, draft, prompt, options, sequence, **keywords)
+        np.testing.assert_array_equal(batch[sequence].tokens, alone.tokens)
+        target, draft = toy_pair()
+        decoder = specdec.Decoder(target, draft, options, **keywords)
+        decoder.reset(prompt, sequence)
+        stepped = []
+        while not decoder.finished():
+            stepped.extend(decoder.step())
+        np.testing.assert_array_equal(stepped, alone.tokens)
+        assert decoder.metrics().target_calls == alone.metrics.target_calls
+
+
+def test_decoder_and_decode_batch_name_bad_drafter_keywords_as_decode_does():
+    target, draft = toy_pair()
+    wide = specdec.DecodeOptions(width=9, depth=3)
+    ok = specdec.DecodeOptions(width=2, depth=3)
+    cases = [
+        (ok, dict(drafter="medusa"), "drafter"),
+        (wide, dict(drafter="topk_tree"), "options.width"),
+        (ok, dict(drafter="topk_tree", shape="sequoia_planned", verify_cost=[-1.0]),
+         "verify_cost[0]"),
+        (ok, dict(drafter="topk_tree", shape="sequoia_planned", draft_cost_ratio=-1.0),
+         "draft_cost_ratio"),
+    ]
+    for options, kwargs, argument in cases:
+        with pytest.raises(specdec.Error) as caught:
+            specdec.Decoder(target, draft, options, **kwargs)
+        assert caught.value.argument == argument, kwargs
+        with pytest.raises(specdec.Error) as caught:
+            specdec.decode_batch([target], [draft], [[1]], options, **kwargs)
+        assert caught.value.argument == argument, kwargs

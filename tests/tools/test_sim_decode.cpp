@@ -123,6 +123,10 @@ TEST_CASE("specdec-sim decode runs the top-k tree, n-gram and length-controlled 
     requests.push_back(R"({"method": "topk_tree", "shape": ")" + shape + R"(", )" +
                        markov_model() + ok);
   }
+  // The hardware-aware plan: costs per tree size of 0 .. 5 nodes, draft_cost_ratio per level.
+  requests.push_back(R"({"method": "topk_tree", "shape": "sequoia_planned",
+                         "verify_cost": [1, 1, 1.05, 1.1, 1.2, 1.3], )" +
+                     markov_model() + ok);
   requests.push_back(R"({"method": "ngram", "ngram": 2, )" + markov_model() + ok);
   for (const std::string length : {"cumulative", "heuristic", "batch_average", "goodput"}) {
     requests.push_back(R"({"method": "sd", "length": ")" + length + R"(", )" + markov_model() +
@@ -140,10 +144,11 @@ TEST_CASE("specdec-sim decode runs the top-k tree, n-gram and length-controlled 
           Catch::Detail::Approx(360.0 / j["target_calls"].get<double>()));
   }
   // The n-gram drafter calls no draft model; the response names the shape and the controller.
-  const auto ngram = nlohmann::json::parse(run_decode(requests[5]).out);
+  const auto ngram = nlohmann::json::parse(run_decode(requests[6]).out);
   CHECK(ngram["draft_calls"] == 0);
   CHECK(nlohmann::json::parse(run_decode(requests[1]).out)["shape"] == "sequoia");
-  CHECK(nlohmann::json::parse(run_decode(requests[9]).out)["length"] == "goodput");
+  CHECK(nlohmann::json::parse(run_decode(requests[5]).out)["shape"] == "sequoia_planned");
+  CHECK(nlohmann::json::parse(run_decode(requests[10]).out)["length"] == "goodput");
 }
 
 TEST_CASE("specdec-sim decode rejects bad drafter options with exit status 2", "[tools][sim]") {
@@ -159,6 +164,18 @@ TEST_CASE("specdec-sim decode rejects bad drafter options with exit status 2", "
   check_decode_usage_error(R"({"method": "topk_tree", "shape": "opt_tree", "min_gain": 0, )" +
                                model + ", " + ok + "}",
                            "min_gain");
+  check_decode_usage_error(R"({"method": "topk_tree", "shape": "sequoia_planned",
+                               "verify_cost": [1, -2], )" +
+                               model + ", " + ok + "}",
+                           "verify_cost[1]");
+  check_decode_usage_error(R"({"method": "topk_tree", "shape": "sequoia",
+                               "verify_cost": [1, 1], )" +
+                               model + ", " + ok + "}",
+                           "verify_cost");
+  check_decode_usage_error(R"({"method": "topk_tree", "shape": "sequoia_planned",
+                               "verify_cost": [], )" +
+                               model + ", " + ok + "}",
+                           "verify_cost");
   check_decode_usage_error(R"({"method": "ngram", "ngram": 0, )" + model + ", " + ok + "}",
                            "ngram");
   check_decode_usage_error(R"({"method": "sd", "length": "adaptive", )" + model + ", " + ok + "}",

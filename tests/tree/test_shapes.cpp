@@ -402,6 +402,55 @@ TEST_CASE("grow_best_first: depth limit, OPT-Tree stop, and the paths it asks ab
                     Catch::StartsWith("children[0]"));
 }
 
+TEST_CASE("Selection and Sequoia forms with a reused workspace equal the returning forms",
+          "[tree][select][sequoia]") {
+  // One workspace and one output through a large call, then smaller and different ones: stale
+  // contents must not leak into a later result.
+  SelectWorkspace select_workspace;
+  TreeSelection selection;
+  GrownTree grown;
+  SequoiaWorkspace sequoia_workspace;
+  TreeShape shape;
+  SequoiaPlan plan;
+  const std::vector<std::int32_t> parents = {-1, -1, 0, 0, 1, 2, 2, 4, 3, 5};
+  const std::vector<float> log_probs = {-0.2f, -1.8f, -0.5f, -1.0f, -0.1f,
+                                        -0.3f, -2.0f, -0.4f, -0.1f, -0.2f};
+  for (const std::int32_t budget : {10, 3, 7, 0}) {
+    for (const double min_gain : {0.0, 0.3}) {
+      const SelectOptions options{.budget = budget, .min_gain = min_gain};
+      select_by_path_score(parents, log_probs, options, selection, select_workspace);
+      const auto fresh = select_by_path_score(parents, log_probs, options);
+      CHECK(selection.nodes == fresh.nodes);
+      CHECK(selection.parents == fresh.parents);
+      grow_best_first(fixed_draft, {.budget = budget, .min_gain = min_gain, .max_depth = 3}, grown,
+                      select_workspace);
+      const auto fresh_grown =
+          grow_best_first(fixed_draft, {.budget = budget, .min_gain = min_gain, .max_depth = 3});
+      CHECK(grown.tree.tokens == fresh_grown.tree.tokens);
+      CHECK(grown.tree.parents == fresh_grown.tree.parents);
+      CHECK(grown.path_scores == fresh_grown.path_scores);
+    }
+  }
+  const std::vector<std::vector<double>> acceptances = {{0.9, 0.5, 0.2}, {0.7}, {0.6, 0.6}};
+  for (const auto& acceptance : acceptances) {
+    for (const std::int32_t budget : {12, 4, 0}) {
+      sequoia_tree(acceptance, budget, 3, shape, sequoia_workspace);
+      const auto fresh = sequoia_tree(acceptance, budget, 3);
+      CHECK(shape.parents == fresh.parents);
+      CHECK(shape.ranks == fresh.ranks);
+      CHECK(shape.expected_accepted == fresh.expected_accepted);
+    }
+    const std::vector<double> verify_cost = {1.0, 1.0, 1.1, 1.3, 1.6, 2.0};
+    const SequoiaCosts costs{.verify_cost = verify_cost, .draft_cost_per_level = 0.1};
+    sequoia_plan(acceptance, costs, plan, sequoia_workspace);
+    const auto fresh = sequoia_plan(acceptance, costs);
+    CHECK(plan.budget == fresh.budget);
+    CHECK(plan.depth == fresh.depth);
+    CHECK(plan.time_per_token == fresh.time_per_token);
+    CHECK(plan.shape.parents == fresh.shape.parents);
+  }
+}
+
 // ---- the acceptance estimator -----------------------------------------------------------------
 
 TEST_CASE("AcceptanceEstimator counts by rank and by depth from accepted paths",

@@ -2,7 +2,8 @@
 // A tree drafter standing in for EAGLE: each node's children are the draft model's top tokens at
 // that node, deterministic, verified against the target alone (verify_tree_target_only), with
 // the tree's shape chosen by a policy: a fixed k-ary tree, Sequoia's tree from the acceptance
-// measured so far, EAGLE-2's rerank, SpecExec's best-first growth or OPT-Tree's stop.
+// measured so far (or its hardware-aware plan), EAGLE-2's rerank, SpecExec's best-first growth or
+// OPT-Tree's stop.
 #pragma once
 
 #include <algorithm>
@@ -32,18 +33,19 @@ namespace specdec {
 
 /// How TopKTreeStrategy chooses the shape of each step's tree.
 enum class TreeShapePolicy {
-  kFixed,     // every node to `depth` gets its top_k children: a full k-ary tree
+  kFixed,     // every node to `depth` gets its `width` children: a full k-ary tree
   kSequoia,   // sequoia_tree(acceptance by rank measured so far, budget, depth), rebuilt each step
-  kEagle2,    // EAGLE-2: expand the top_k best nodes per level, rerank to `budget` by path score
+  kEagle2,    // EAGLE-2: expand the `width` best nodes per level, rerank to `budget` by path score
   kSpecExec,  // SpecExec: best-first growth by path score to `budget` nodes
   kOptTree,   // EAGLE-2's expansion, keeping nodes whose path probability is >= min_gain
+  kSequoiaPlanned,  // sequoia_plan: the budget and depth of least time per token, each step
 };
 
 inline constexpr TreeShapePolicy kAllTreeShapePolicies[] = {
-    TreeShapePolicy::kFixed, TreeShapePolicy::kSequoia, TreeShapePolicy::kEagle2,
-    TreeShapePolicy::kSpecExec, TreeShapePolicy::kOptTree};
+    TreeShapePolicy::kFixed,    TreeShapePolicy::kSequoia, TreeShapePolicy::kEagle2,
+    TreeShapePolicy::kSpecExec, TreeShapePolicy::kOptTree, TreeShapePolicy::kSequoiaPlanned};
 
-/// "fixed", "sequoia", "eagle2", "specexec" or "opt_tree".
+/// "fixed", "sequoia", "eagle2", "specexec", "opt_tree" or "sequoia_planned".
 inline std::string_view tree_shape_policy_name(TreeShapePolicy shape) {
   switch (shape) {
     case TreeShapePolicy::kFixed:
@@ -56,6 +58,8 @@ inline std::string_view tree_shape_policy_name(TreeShapePolicy shape) {
       return "specexec";
     case TreeShapePolicy::kOptTree:
       return "opt_tree";
+    case TreeShapePolicy::kSequoiaPlanned:
+      return "sequoia_planned";
   }
   detail::fail("shape", "{} is not a TreeShapePolicy", static_cast<int>(shape));
 }
@@ -65,29 +69,40 @@ inline TreeShapePolicy parse_tree_shape_policy(std::string_view name) {
   for (const auto shape : kAllTreeShapePolicies) {
     if (tree_shape_policy_name(shape) == name) return shape;
   }
-  detail::fail("shape", "'{}' is not a tree shape (fixed, sequoia, eagle2, specexec, opt_tree)",
+  detail::fail("shape",
+               "'{}' is not a tree shape (fixed, sequoia, eagle2, specexec, opt_tree, "
+               "sequoia_planned)",
                name);
 }
 
 /// Options of TopKTreeStrategy.
 struct TopKTreeOptions {
   TreeShapePolicy shape = TreeShapePolicy::kFixed;
-  std::int32_t top_k = 2;   // children tried per node (the ranks Sequoia weighs)
+  std::int32_t width = 2;   // children tried per node (the ranks Sequoia weighs)
   std::int32_t depth = 3;   // the deepest level
-  std::int32_t budget = 8;  // nodes per tree: sequoia, eagle2, specexec, opt_tree
+  std::int32_t budget = 8;  // nodes per tree: sequoia, eagle2, specexec, opt_tree (and the
+                            // largest for sequoia_planned without verify_cost)
   double min_gain = 0.05;   // opt_tree: the smallest path probability kept, in (0, 1]
-  AcceptancePrior prior{};  // sequoia: where the acceptance estimate starts
+  AcceptancePrior prior{};  // sequoia, sequoia_planned: where the acceptance estimate starts
+  /// sequoia_planned: verify_cost[n] is the time of one target pass over a tree of n nodes, for
+  /// n = 0 .. the largest budget considered; empty = 1 for every n = 0 .. budget (a memory-bound
+  /// target, whose pass costs the same for any small tree).
+  std::vector<double> verify_cost{};
+  /// sequoia_planned: the time of one draft pass (one level), in verify_cost's unit.
+  double draft_cost_per_level = 0.0;
 
-  /// Throws specdec::Error naming the field: shape, top_k ([1, min(vocab, 64)]), depth
+  /// Throws specdec::Error naming the field: shape, width ([1, min(vocab, 64)]), depth
   /// ([1, 64]), the fixed tree's size (at most 2^16 nodes, named "depth"), budget ([0, 1024]
-  /// where used), min_gain (opt_tree: in (0, 1]), prior.rate, prior.weight.
+  /// where used), min_gain (opt_tree: in (0, 1]), verify_cost (sequoia_planned: at most 1025
+  /// entries), verify_cost[n] and draft_cost_per_level (finite and >= 0), prior.rate,
+  /// prior.weight.
   void validate(std::int64_t vocab) const {
     tree_shape_policy_name(shape);
     const auto widest = std::min<std::int64_t>(vocab, 64);
-    if (top_k < 1 || top_k > widest) detail::fail("top_k", "{} is outside [1, {}]", top_k, widest);
+    if (width < 1 || width > widest) detail::fail("width", "{} is outside [1, {}]", width, widest);
     if (depth < 1 || depth > 64) detail::fail("depth", "{} is outside [1, 64]", depth);
     if (shape == TreeShapePolicy::kFixed && fixed_tree_size() > kMaxNodes) {
-      detail::fail("depth", "{} with top_k {} makes a tree of more than {} nodes", depth, top_k,
+      detail::fail("depth", "{} with width {} makes a tree of more than {} nodes", depth, width,
                    kMaxNodes);
     }
     if (shape != TreeShapePolicy::kFixed && (budget < 0 || budget > 1024)) {
@@ -96,14 +111,38 @@ struct TopKTreeOptions {
     if (shape == TreeShapePolicy::kOptTree && !(min_gain > 0.0 && min_gain <= 1.0)) {
       detail::fail("min_gain", "{} is outside (0, 1]", min_gain);
     }
+    if (shape == TreeShapePolicy::kSequoiaPlanned) {
+      if (verify_cost.size() > 1025) {
+        detail::fail("verify_cost", "has {} entries (at most 1025: budgets 0 .. 1024)",
+                     verify_cost.size());
+      }
+      for (std::size_t n = 0; n < verify_cost.size(); ++n) {
+        if (!(std::isfinite(verify_cost[n]) && verify_cost[n] >= 0.0)) {
+          detail::fail(ArgName("verify_cost", static_cast<std::int64_t>(n)),
+                       "{} must be finite and >= 0", verify_cost[n]);
+        }
+      }
+      if (!(std::isfinite(draft_cost_per_level) && draft_cost_per_level >= 0.0)) {
+        detail::fail("draft_cost_per_level", "{} must be finite and >= 0", draft_cost_per_level);
+      }
+    }
     AcceptanceEstimator check(prior);
   }
 
-  /// Nodes of the full top_k-ary tree of `depth` levels (saturating above 2^20).
+  /// The most nodes a step's tree may have under this shape policy.
+  std::int64_t max_tree_size() const {
+    if (shape == TreeShapePolicy::kFixed) return fixed_tree_size();
+    if (shape == TreeShapePolicy::kSequoiaPlanned && !verify_cost.empty()) {
+      return static_cast<std::int64_t>(verify_cost.size()) - 1;
+    }
+    return budget;
+  }
+
+  /// Nodes of the full width-ary tree of `depth` levels (saturating above 2^20).
   std::int64_t fixed_tree_size() const {
     std::int64_t level = 1, total = 0;
     for (std::int32_t d = 0; d < depth && total <= (std::int64_t{1} << 20); ++d) {
-      level *= top_k;
+      level *= width;
       total += level;
     }
     return total;
@@ -121,14 +160,16 @@ struct TopKTreeOptions {
 ///
 /// Shapes (TreeShapePolicy): kFixed and kSequoia fill a shape level by level, one draft call per
 /// level, the r-th child of a node being its parent's rank-r token; kSequoia's shape is
-/// sequoia_tree(acceptance_by_rank(top_k), budget, depth) of the AcceptanceEstimator this
-/// strategy updates after every step (acceptance()). kEagle2 / kOptTree expand the top_k nodes of
-/// best path score at each level with their top_k children (one draft call per level), then keep
-/// select_by_path_score's top `budget` nodes (with min_gain for kOptTree). kSpecExec grows with
-/// grow_best_first (top_k candidates per node, one draft call per expanded node, at most `depth`
-/// deep). Randomness: verify_tree_target_only's draws of the verify stream.
-/// Steps of kFixed allocate nothing after the first; the others build their trees with the
-/// tree/ selection functions, which allocate.
+/// sequoia_tree(acceptance_by_rank(width), budget, depth) of the AcceptanceEstimator this
+/// strategy updates after every step (acceptance()); kSequoiaPlanned's is the shape of
+/// sequoia_plan(that acceptance, {verify_cost, draft_cost_per_level, depth}) (plan()), which may
+/// be empty (the target decodes alone while drafting does not pay). kEagle2 / kOptTree expand the
+/// width nodes of best path score at each level with their width children (one draft call per
+/// level), then keep select_by_path_score's top `budget` nodes (with min_gain for kOptTree).
+/// kSpecExec grows with grow_best_first (width candidates per node, one draft call per expanded
+/// node, at most `depth` deep). Randomness: verify_tree_target_only's draws of the verify stream.
+/// Steps allocate nothing after warm-up, whatever the shape: the selection functions write into
+/// buffers and workspaces the strategy keeps.
 template <LogitsProvider Draft>
 class TopKTreeStrategy {
  public:
@@ -140,6 +181,8 @@ class TopKTreeStrategy {
   const DraftTree& drafted() const { return tree_; }
   /// The acceptance by child rank and depth measured over this sequence's steps so far.
   const AcceptanceEstimator& acceptance() const { return estimator_; }
+  /// kSequoiaPlanned: the plan of the last step's tree.
+  const SequoiaPlan& plan() const { return plan_; }
 
   /// Throws specdec::Error naming "draft" (a vocabulary other than the target's) or the field of
   /// the options.
@@ -154,18 +197,21 @@ class TopKTreeStrategy {
       for (std::int32_t d = 0; d < options_.depth; ++d) {
         const auto begin = static_cast<std::int32_t>(shape_parents_.size());
         for (std::int32_t p = first; p <= last; ++p) {
-          for (std::int32_t r = 0; r < options_.top_k; ++r) shape_parents_.push_back(p);
+          for (std::int32_t r = 0; r < options_.width; ++r) shape_parents_.push_back(p);
         }
         first = begin;
         last = static_cast<std::int32_t>(shape_parents_.size()) - 1;
       }
     }
-    const auto nodes = options_.shape == TreeShapePolicy::kFixed
-                           ? shape_parents_.size()
-                           : static_cast<std::size_t>(options_.budget);
+    if (options_.shape == TreeShapePolicy::kSequoiaPlanned) {
+      costs_ = options_.verify_cost;
+      if (costs_.empty()) costs_.assign(static_cast<std::size_t>(options_.budget) + 1, 1.0);
+    }
+    rates_.resize(static_cast<std::size_t>(options_.width));
+    const auto nodes = static_cast<std::size_t>(options_.max_tree_size());
     tree_.reserve(nodes);
     accepted_.reserve(static_cast<std::size_t>(options_.depth));
-    top_.resize(static_cast<std::size_t>(options_.top_k));
+    top_.resize(static_cast<std::size_t>(options_.width));
     workspace.reserve(static_cast<std::size_t>(vocab) * 8 + (nodes + 1) * 64 + (1 << 12));
   }
 
@@ -183,12 +229,20 @@ class TopKTreeStrategy {
       case TreeShapePolicy::kFixed:
         fill_shape(context, shape_parents_);
         break;
-      case TreeShapePolicy::kSequoia: {
-        const auto rates = estimator_.acceptance_by_rank(options_.top_k);
-        shape_parents_ = sequoia_tree(rates, options_.budget, options_.depth).parents;
-        fill_shape(context, shape_parents_);
+      case TreeShapePolicy::kSequoia:
+        estimator_.fill_acceptance_by_rank(rates_);
+        sequoia_tree(rates_, options_.budget, options_.depth, sequoia_shape_, sequoia_workspace_);
+        fill_shape(context, sequoia_shape_.parents);
         break;
-      }
+      case TreeShapePolicy::kSequoiaPlanned:
+        estimator_.fill_acceptance_by_rank(rates_);
+        sequoia_plan(rates_,
+                     {.verify_cost = costs_,
+                      .draft_cost_per_level = options_.draft_cost_per_level,
+                      .max_depth = options_.depth},
+                     plan_, sequoia_workspace_);
+        fill_shape(context, plan_.shape.parents);
+        break;
       case TreeShapePolicy::kSpecExec:
         grow(context);
         break;
@@ -242,7 +296,7 @@ class TopKTreeStrategy {
     }
   }
 
-  // EAGLE-2: per level, the top_k nodes of best path score get their top_k children; then the
+  // EAGLE-2: per level, the width nodes of best path score get their width children; then the
   // top `budget` nodes of the expanded tree (OPT-Tree: those above min_gain).
   void expand_and_select(const StepContext& context) {
     expanded_.clear();
@@ -251,7 +305,7 @@ class TopKTreeStrategy {
     std::size_t level_begin = 0, level_end = 0;  // the last expanded level's node range
     for (std::int32_t d = 0; d < options_.depth; ++d) {
       const auto logits = draft_.evaluate(expanded_, context.sequence.length(), context.vocab);
-      // Parents of this level: the root, or the top_k nodes of the level above by path score.
+      // Parents of this level: the root, or the width nodes of the level above by path score.
       frontier_.clear();
       if (d == 0) {
         frontier_.push_back(-1);
@@ -260,7 +314,7 @@ class TopKTreeStrategy {
           frontier_.push_back(static_cast<std::int32_t>(i));
         }
         const auto keep =
-            std::min<std::size_t>(frontier_.size(), static_cast<std::size_t>(options_.top_k));
+            std::min<std::size_t>(frontier_.size(), static_cast<std::size_t>(options_.width));
         std::partial_sort(frontier_.begin(), frontier_.begin() + static_cast<std::ptrdiff_t>(keep),
                           frontier_.end(), [&](std::int32_t a, std::int32_t b) {
                             const auto sa = path_scores_[static_cast<std::size_t>(a)];
@@ -274,9 +328,9 @@ class TopKTreeStrategy {
       for (const auto parent : frontier_) {
         const auto row = logits.row(parent + 1);
         const double normaliser = detail::log_normaliser(row);
-        detail::top_tokens(row, options_.top_k, top_.data());
+        detail::top_tokens(row, options_.width, top_.data());
         const double base = parent < 0 ? 0.0 : path_scores_[static_cast<std::size_t>(parent)];
-        for (std::int32_t r = 0; r < options_.top_k; ++r) {
+        for (std::int32_t r = 0; r < options_.width; ++r) {
           const float lp =
               detail::draft_log_prob(row, normaliser, top_[static_cast<std::size_t>(r)]);
           expanded_.add(top_[static_cast<std::size_t>(r)], parent);
@@ -289,7 +343,8 @@ class TopKTreeStrategy {
     const SelectOptions select{
         .budget = options_.budget,
         .min_gain = options_.shape == TreeShapePolicy::kOptTree ? options_.min_gain : 0.0};
-    tree_ = selected_tree(expanded_, select_by_path_score(expanded_.parents, log_probs_, select));
+    select_by_path_score(expanded_.parents, log_probs_, select, selection_, select_workspace_);
+    selected_tree(expanded_, selection_, tree_);
   }
 
   // SpecExec: best-first growth, one draft call per node whose children are proposed.
@@ -302,14 +357,14 @@ class TopKTreeStrategy {
       const auto logits = draft_.evaluate(path_tree_, context.sequence.length(), context.vocab);
       const auto row = logits.row(static_cast<std::int64_t>(path.size()));
       const double normaliser = detail::log_normaliser(row);
-      detail::top_tokens(row, options_.top_k, top_.data());
+      detail::top_tokens(row, options_.width, top_.data());
       for (const auto token : top_) {
         children.push_back({token, detail::draft_log_prob(row, normaliser, token)});
       }
     };
-    tree_ = grow_best_first(expand,
-                            SelectOptions{.budget = options_.budget, .max_depth = options_.depth})
-                .tree;
+    grow_best_first(expand, SelectOptions{.budget = options_.budget, .max_depth = options_.depth},
+                    grown_, select_workspace_);
+    tree_ = grown_.tree;  // copies into kept capacity
   }
 
   detail::DraftModelCalls<Draft> draft_;
@@ -319,7 +374,14 @@ class TopKTreeStrategy {
   std::vector<std::int32_t> shape_parents_, frontier_, accepted_;
   std::vector<Token> top_;
   std::vector<float> log_probs_;
-  std::vector<double> path_scores_;
+  std::vector<double> path_scores_, rates_, costs_;
+  // Reused by the selection functions, so that steps allocate nothing after warm-up.
+  SequoiaWorkspace sequoia_workspace_;
+  TreeShape sequoia_shape_;
+  SequoiaPlan plan_;
+  SelectWorkspace select_workspace_;
+  TreeSelection selection_;
+  GrownTree grown_;
 };
 
 }  // namespace specdec

@@ -97,6 +97,12 @@ class AcceptanceEstimator {
     if (ranks < 1) detail::fail("ranks", "{} must be >= 1", ranks);
     return rates(by_rank_, static_cast<std::size_t>(ranks));
   }
+  /// acceptance_by_rank(out.size()) written to `out` (no allocation). Throws specdec::Error
+  /// naming ranks when `out` is empty.
+  void fill_acceptance_by_rank(std::span<double> out) const {
+    if (out.empty()) detail::fail("ranks", "0 must be >= 1");
+    fill_rates(by_rank_, out);
+  }
   /// The same by depth, for `depths` levels (index 0 = depth 1).
   std::vector<double> acceptance_by_depth(std::int32_t depths) const {
     if (depths < 1) detail::fail("depths", "{} must be >= 1", depths);
@@ -114,14 +120,20 @@ class AcceptanceEstimator {
   }
 
   std::vector<double> rates(const std::vector<AcceptanceCount>& counts, std::size_t size) const {
-    std::vector<double> out(size, prior_.rate);
-    for (std::size_t k = 0; k < size && k < counts.size(); ++k) {
-      const double offered = static_cast<double>(counts[k].offered) + prior_.weight;
+    std::vector<double> out(size);
+    fill_rates(counts, out);
+    return out;
+  }
+
+  void fill_rates(const std::vector<AcceptanceCount>& counts, std::span<double> out) const {
+    for (std::size_t k = 0; k < out.size(); ++k) {
+      out[k] = prior_.rate;
+      const double offered =
+          k < counts.size() ? static_cast<double>(counts[k].offered) + prior_.weight : 0.0;
       if (offered > 0.0) {
         out[k] = (static_cast<double>(counts[k].accepted) + prior_.rate * prior_.weight) / offered;
       }
     }
-    return out;
   }
 
   AcceptancePrior prior_;

@@ -46,23 +46,32 @@ inline void check_acceptance(const ArgName& name, std::span<const double> accept
 
 /// The dynamic programme of Sequoia over (nodes, depth, child rank), for every budget up to
 /// `budget` and every depth up to `max_depth` at once. With W = min(ranks, budget) and
-/// D = min(max_depth, budget): O(budget^2 x D x W) time, O(budget x D x W) memory.
+/// D = min(max_depth, budget): O(budget^2 x D x W) time, O(budget x D x W) memory. Rebuilding a
+/// table no larger than before reuses its memory.
 class SequoiaTable {
  public:
-  SequoiaTable(std::span<const double> acceptance, std::int32_t budget, std::int32_t max_depth)
-      : acceptance_(acceptance) {
+  SequoiaTable() = default;
+  SequoiaTable(std::span<const double> acceptance, std::int32_t budget, std::int32_t max_depth) {
+    build(acceptance, budget, max_depth);
+  }
+
+  /// Fills the table for `acceptance` (held by reference until the next build).
+  void build(std::span<const double> acceptance, std::int32_t budget, std::int32_t max_depth) {
     if (budget < 0) fail("budget", "{} must be >= 0", budget);
     if (max_depth < 1) fail("max_depth", "{} must be >= 1", max_depth);
-    budget_ = budget;
-    width_ = static_cast<std::int32_t>(
+    const auto width = static_cast<std::int32_t>(
         std::min<std::size_t>(acceptance.size(), static_cast<std::size_t>(budget)));
-    depth_ = std::min(max_depth, budget);
-    const auto entries = static_cast<double>(depth_) * (budget_ + 1) * width_;
+    const auto depth = std::min(max_depth, budget);
+    const auto entries = static_cast<double>(depth) * (budget + 1) * width;
     if (entries > static_cast<double>(kMaxEntries)) {
       fail("budget", "{} with depth {} and {} ranks needs a table of {} entries (at most {})",
-           budget, depth_, width_, entries, kMaxEntries);
+           budget, depth, width, entries, kMaxEntries);
     }
-    build();
+    acceptance_ = acceptance;
+    budget_ = budget;
+    width_ = width;
+    depth_ = depth;
+    fill();
   }
 
   /// g(m, L): the best expected accepted count of m nodes below a node, subtrees at most L deep.
@@ -71,51 +80,63 @@ class SequoiaTable {
     return depth == 0 || budget == 0 ? 0.0 : best_[index(depth, budget)];
   }
 
-  /// The tree reaching value(budget, depth), in level order (budget, depth within the table's).
-  TreeShape shape(std::int32_t budget, std::int32_t depth) const {
-    TreeShape out;
+  /// The tree reaching value(budget, depth), in level order (budget, depth within the table's),
+  /// written to `out`.
+  void shape(std::int32_t budget, std::int32_t depth, TreeShape& out) {
+    out.parents.clear();
+    out.ranks.clear();
     depth = std::min(depth, depth_);
     // Breadth first from the root: (nodes left for the children, depth left below) per node.
-    struct Pending {
-      std::int32_t nodes, depth;
-    };
-    std::vector<Pending> pending = {{budget, depth}};
-    for (std::size_t k = 0; k < pending.size(); ++k) {
-      auto [nodes, below] = pending[k];
+    pending_.clear();
+    pending_.push_back({budget, depth});
+    for (std::size_t k = 0; k < pending_.size(); ++k) {
+      auto [nodes, below] = pending_[k];
       for (std::int32_t r = 0; r < width_ && nodes > 0 && below > 0; ++r) {
         const std::int32_t take = choice_[index(below, nodes) * width_ + r];
         if (take == 0) break;
         out.parents.push_back(static_cast<std::int32_t>(k) - 1);
         out.ranks.push_back(r);
-        pending.push_back({take - 1, below - 1});
+        pending_.push_back({take - 1, below - 1});
         nodes -= take;
       }
     }
     double total = 0.0;
-    std::vector<double> reach(out.parents.size());
-    for (std::size_t i = 0; i < reach.size(); ++i) {
+    reach_.resize(out.parents.size());
+    for (std::size_t i = 0; i < reach_.size(); ++i) {
       const double above =
-          out.parents[i] < 0 ? 1.0 : reach[static_cast<std::size_t>(out.parents[i])];
-      reach[i] = above * acceptance_[static_cast<std::size_t>(out.ranks[i])];
-      total += reach[i];
+          out.parents[i] < 0 ? 1.0 : reach_[static_cast<std::size_t>(out.parents[i])];
+      reach_[i] = above * acceptance_[static_cast<std::size_t>(out.ranks[i])];
+      total += reach_[i];
     }
     out.expected_accepted = total;
+  }
+
+  TreeShape shape(std::int32_t budget, std::int32_t depth) {
+    TreeShape out;
+    shape(budget, depth, out);
     return out;
   }
 
  private:
   static constexpr std::size_t kMaxEntries = std::size_t{1} << 28;
 
+  struct Pending {
+    std::int32_t nodes, depth;
+  };
+
   std::size_t index(std::int32_t depth, std::int32_t nodes) const {
     return static_cast<std::size_t>(depth - 1) * static_cast<std::size_t>(budget_ + 1) +
            static_cast<std::size_t>(nodes);
   }
 
-  void build() {
+  void fill() {
     const auto columns = static_cast<std::size_t>(budget_ + 1);
     best_.assign(static_cast<std::size_t>(depth_) * columns, 0.0);
     choice_.assign(best_.size() * static_cast<std::size_t>(width_), 0);
-    std::vector<double> subtree(columns), next(columns), current(columns);
+    subtree_.resize(columns);
+    next_.resize(columns);
+    current_.resize(columns);
+    auto& subtree = subtree_;
     for (std::int32_t depth = 1; depth <= depth_; ++depth) {
       // subtree[s]: a child's subtree of s nodes, itself included, at most `depth` deep.
       subtree[0] = 0.0;
@@ -124,26 +145,26 @@ class SequoiaTable {
             1.0 + (depth > 1 ? best_[index(depth - 1, static_cast<std::int32_t>(s - 1))] : 0.0);
       }
       // Ranks from the last: current[m] = best over m nodes given to ranks r, r + 1, ...
-      std::fill(next.begin(), next.end(), 0.0);
+      std::fill(next_.begin(), next_.end(), 0.0);
       for (std::int32_t r = width_ - 1; r >= 0; --r) {
         const double p = acceptance_[static_cast<std::size_t>(r)];
         for (std::size_t m = 0; m < columns; ++m) {
           double best = 0.0;  // no child of rank r (nor later): ties keep the smaller tree
           std::int32_t take = 0;
           for (std::size_t s = 1; s <= m; ++s) {
-            const double v = p * subtree[s] + next[m - s];
+            const double v = p * subtree[s] + next_[m - s];
             if (v > best) {
               best = v;
               take = static_cast<std::int32_t>(s);
             }
           }
-          current[m] = best;
+          current_[m] = best;
           choice_[index(depth, static_cast<std::int32_t>(m)) * width_ + r] = take;
         }
-        std::swap(current, next);
+        std::swap(current_, next_);
       }
       for (std::size_t m = 0; m < columns; ++m)
-        best_[index(depth, static_cast<std::int32_t>(m))] = next[m];
+        best_[index(depth, static_cast<std::int32_t>(m))] = next_[m];
     }
   }
 
@@ -151,23 +172,41 @@ class SequoiaTable {
   std::int32_t budget_ = 0, width_ = 0, depth_ = 0;
   std::vector<double> best_;          // [depth - 1][nodes]: g(nodes, depth) from rank 0
   std::vector<std::int32_t> choice_;  // [depth - 1][nodes][rank]: the rank's subtree size, 0 = stop
+  std::vector<double> subtree_, next_, current_, reach_;  // scratch of fill() and shape()
+  std::vector<Pending> pending_;
 };
 
 }  // namespace detail
 
+/// Memory that sequoia_tree and sequoia_plan reuse between calls: a call with a budget, depth and
+/// rank count no larger than an earlier call's allocates nothing (its result's vectors too, when
+/// the same output is passed again).
+struct SequoiaWorkspace {
+  detail::SequoiaTable table;
+};
+
 /// Sequoia's tree: among the trees of at most `budget` nodes and at most `max_depth` levels whose
 /// nodes have at most acceptance_by_rank.size() children, the one maximising the expected accepted
 /// count, where the r-th child of a node (r = 0 first) is accepted with probability
-/// acceptance_by_rank[r] given its parent was. Nodes that add nothing (a probability of 0 on their
-/// path) are left out. Throws specdec::Error naming acceptance_by_rank[r] (not in [0, 1], NaN),
-/// budget (< 0) or max_depth (< 1).
+/// acceptance_by_rank[r] given its parent was; written to `out`. Nodes that add nothing (a
+/// probability of 0 on their path) are left out. Throws specdec::Error naming
+/// acceptance_by_rank[r] (not in [0, 1], NaN), budget (< 0) or max_depth (< 1).
 /// Complexity: O(budget^2 x D x W) time, O(budget x D x W) memory, D = min(max_depth, budget),
 /// W = min(acceptance_by_rank.size(), budget).
+inline void sequoia_tree(std::span<const double> acceptance_by_rank, std::int32_t budget,
+                         std::int32_t max_depth, TreeShape& out, SequoiaWorkspace& workspace) {
+  detail::check_acceptance("acceptance_by_rank", acceptance_by_rank);
+  workspace.table.build(acceptance_by_rank, budget, max_depth);
+  workspace.table.shape(budget, max_depth, out);
+}
+
+/// sequoia_tree returning its shape (allocates).
 inline TreeShape sequoia_tree(std::span<const double> acceptance_by_rank, std::int32_t budget,
                               std::int32_t max_depth) {
-  detail::check_acceptance("acceptance_by_rank", acceptance_by_rank);
-  const detail::SequoiaTable table(acceptance_by_rank, budget, max_depth);
-  return table.shape(budget, max_depth);
+  SequoiaWorkspace workspace;
+  TreeShape out;
+  sequoia_tree(acceptance_by_rank, budget, max_depth, out, workspace);
+  return out;
 }
 
 /// The expected accepted count of any tree (`parents[i]` -1 or an earlier node; a node's rank is
@@ -220,12 +259,13 @@ struct SequoiaPlan {
 
 /// Sequoia's hardware-aware form: the budget (0 .. verify_cost.size() - 1) and depth
 /// (1 .. max_depth; 0 with budget 0) minimising the time per emitted token, a step emitting
-/// expected_accepted + 1 tokens (the bonus counted). Ties go to the smaller budget, then the
-/// smaller depth. Throws specdec::Error naming acceptance_by_rank[r], verify_cost (empty),
-/// verify_cost[n] (negative or not finite), draft_cost_per_level or max_depth.
-/// Complexity: one table of sequoia_tree for budget = verify_cost.size() - 1.
-inline SequoiaPlan sequoia_plan(std::span<const double> acceptance_by_rank,
-                                const SequoiaCosts& costs) {
+/// expected_accepted + 1 tokens (the bonus counted), written to `out`. Ties go to the smaller
+/// budget, then the smaller depth. Throws specdec::Error naming acceptance_by_rank[r],
+/// verify_cost (empty), verify_cost[n] (negative or not finite), draft_cost_per_level or
+/// max_depth. Complexity: one table of sequoia_tree for budget = verify_cost.size() - 1, then
+/// O(budget x max_depth).
+inline void sequoia_plan(std::span<const double> acceptance_by_rank, const SequoiaCosts& costs,
+                         SequoiaPlan& out, SequoiaWorkspace& workspace) {
   detail::check_acceptance("acceptance_by_rank", acceptance_by_rank);
   if (costs.verify_cost.empty()) {
     detail::fail("verify_cost", "is empty (it needs the cost of n = 0 nodes and up)");
@@ -242,30 +282,44 @@ inline SequoiaPlan sequoia_plan(std::span<const double> acceptance_by_rank,
   }
   const auto max_budget = static_cast<std::int32_t>(std::min<std::size_t>(
       costs.verify_cost.size() - 1, std::numeric_limits<std::int32_t>::max()));
+  auto& table = workspace.table;
   // The largest budget is verify_cost's: a table too large is named after it.
-  const auto table = [&] {
-    try {
-      return detail::SequoiaTable(acceptance_by_rank, max_budget, costs.max_depth);
-    } catch (const Error& e) {
-      if (e.argument() != "budget") throw;
-      detail::fail("verify_cost", "has {} entries: {}", costs.verify_cost.size(), e.problem());
-    }
-  }();
-  SequoiaPlan plan;
-  plan.time_per_token = costs.verify_cost[0];
+  try {
+    table.build(acceptance_by_rank, max_budget, costs.max_depth);
+  } catch (const Error& e) {
+    if (e.argument() != "budget") throw;
+    detail::fail("verify_cost", "has {} entries: {}", costs.verify_cost.size(), e.problem());
+  }
+  out.budget = 0;
+  out.depth = 0;
+  out.time_per_token = costs.verify_cost[0];
   for (std::int32_t budget = 1; budget <= max_budget; ++budget) {
     for (std::int32_t depth = 1; depth <= std::min(costs.max_depth, budget); ++depth) {
       const double step =
           costs.verify_cost[static_cast<std::size_t>(budget)] + depth * costs.draft_cost_per_level;
       const double time = step / (table.value(budget, depth) + 1.0);
-      if (time < plan.time_per_token) {
-        plan.budget = budget;
-        plan.depth = depth;
-        plan.time_per_token = time;
+      if (time < out.time_per_token) {
+        out.budget = budget;
+        out.depth = depth;
+        out.time_per_token = time;
       }
     }
   }
-  if (plan.budget > 0) plan.shape = table.shape(plan.budget, plan.depth);
+  if (out.budget > 0) {
+    table.shape(out.budget, out.depth, out.shape);
+  } else {
+    out.shape.parents.clear();
+    out.shape.ranks.clear();
+    out.shape.expected_accepted = 0.0;
+  }
+}
+
+/// sequoia_plan returning its plan (allocates).
+inline SequoiaPlan sequoia_plan(std::span<const double> acceptance_by_rank,
+                                const SequoiaCosts& costs) {
+  SequoiaWorkspace workspace;
+  SequoiaPlan plan;
+  sequoia_plan(acceptance_by_rank, costs, plan, workspace);
   return plan;
 }
 

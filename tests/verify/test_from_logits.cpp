@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Verification from logits (verify_chain_logits, verify_block_logits, verify_tree_logits,
-// verify_tree_target_only_logits, unchecked::verify_chain_logits): the same verdicts and tokens
+// verify_tree_target_only_logits, verify_chain_target_only_logits and their unchecked forms): the
+// same verdicts and tokens
 // as the row-based entries on the warped rows, for the same streams, and bad input named.
 #include <cmath>
 #include <limits>
@@ -9,6 +10,7 @@
 #include "specdec/toy/random.hpp"
 #include "specdec/unchecked.hpp"
 #include "specdec/verify/block_logits.hpp"
+#include "specdec/verify/target_only_logits.hpp"
 #include "specdec/verify/tree_logits.hpp"
 
 using namespace specdec;
@@ -306,6 +308,84 @@ TEST_CASE("verify_tree_target_only_logits equals verify_tree_target_only", "[ver
   }
 }
 
+TEST_CASE("verify_chain_target_only_logits equals verify_chain_target_only on the warped rows",
+          "[verify][logits]") {
+  toy::ToyRandom rng(45);
+  Workspace ws;
+  const std::size_t length = 4;
+  std::int32_t rejections = 0, full = 0;
+  for (const auto vocab : kLogitVocabs) {
+    for (const auto& warp : logit_warps()) {
+      // Tokens drawn from nearby draft rows: accepted and rejected positions both occur.
+      const auto c = make_logit_chain(warp, vocab, length, rng);
+      std::vector<std::byte> scratch(verify_chain_logits_workspace_size(vocab) + 64);
+      auto* aligned = reinterpret_cast<std::byte*>(
+          (reinterpret_cast<std::uintptr_t>(scratch.data()) + 63) / 64 * 64);
+      for (std::uint32_t seed = 0; seed < 12; ++seed) {
+        INFO("vocab " << vocab << " temperature " << warp.temperature << " top_k " << warp.top_k
+                      << " top_p " << warp.top_p << " min_p " << warp.min_p << " seed " << seed);
+        const RandomStream stream{seed, 5, 2};
+        std::vector<Token> want(length + 1), got(length + 1), fast(length + 1);
+        const auto expected =
+            verify_chain_target_only<float>(c.target_rows, c.tokens, vocab, stream, want, ws);
+        const auto verdict = verify_chain_target_only_logits<float>(warp, c.target, c.tokens,
+                                                                    vocab, stream, got, ws);
+        const auto unchecked_verdict = unchecked::verify_chain_target_only_logits(
+            warp,
+            ChainLogits<float>{.target = c.target.data(),
+                               .draft_tokens = c.tokens.data(),
+                               .length = length,
+                               .vocab = vocab},
+            stream, fast.data(), aligned);
+        CHECK(verdict.accepted == expected.accepted);
+        CHECK(verdict.emitted == expected.emitted);
+        CHECK(unchecked_verdict.accepted == expected.accepted);
+        const auto emitted = static_cast<std::size_t>(expected.emitted);
+        CHECK(std::vector<Token>(got.begin(), got.begin() + emitted) ==
+              std::vector<Token>(want.begin(), want.begin() + emitted));
+        CHECK(std::vector<Token>(fast.begin(), fast.begin() + emitted) ==
+              std::vector<Token>(want.begin(), want.begin() + emitted));
+        rejections += expected.accepted < static_cast<std::int32_t>(length) ? 1 : 0;
+        full += expected.accepted == static_cast<std::int32_t>(length) ? 1 : 0;
+      }
+    }
+  }
+  CHECK(rejections > 20);
+  CHECK(full > 5);
+}
+
+TEST_CASE("verify_chain_target_only_logits draws a correction other than the rejected token",
+          "[verify][logits]") {
+  // Token 3 holds 0.9 of row 0 at every size (uncut rows, written or drawn a block at a time):
+  // a correction that kept it would repeat it nine times in ten.
+  Workspace ws;
+  for (const auto vocab : kLogitVocabs) {
+    std::vector<float> target(static_cast<std::size_t>(2 * vocab), 0.0f);
+    target[3] = static_cast<float>(std::log(9.0 * static_cast<double>(vocab - 1)));
+    const auto target_rows = warp_rows(Warp{}, target, vocab);
+    const std::vector<Token> tokens = {3};
+    std::int32_t rejections = 0;
+    for (std::uint32_t seed = 0; seed < 200; ++seed) {
+      INFO("vocab " << vocab << " seed " << seed);
+      const RandomStream stream{seed, 6};
+      std::vector<Token> want(2), got(2);
+      const auto expected =
+          verify_chain_target_only<float>(target_rows, tokens, vocab, stream, want, ws);
+      const auto verdict =
+          verify_chain_target_only_logits<float>(Warp{}, target, tokens, vocab, stream, got, ws);
+      CHECK(verdict.accepted == expected.accepted);
+      CHECK(got[0] == want[0]);
+      if (expected.accepted == 0) {
+        ++rejections;
+        CHECK(got[0] != 3);
+      } else {
+        CHECK(got[1] == want[1]);
+      }
+    }
+    CHECK(rejections > 5);
+  }
+}
+
 TEST_CASE("verification from logits names bad input", "[verify][logits][bad]") {
   Workspace ws;
   const std::int64_t vocab = 4;
@@ -343,6 +423,21 @@ TEST_CASE("verification from logits names bad input", "[verify][logits][bad]") {
   CHECK_THROWS_WITH(verify_block_logits<float>(warp, nan_target, draft, tokens, vocab, stream,
                                                out, ws),
                     Contains("target_logits[0]"));
+
+  const auto target_only = [&](const Warp& w, std::span<const float> t, std::span<const Token> x,
+                               std::int64_t v, std::span<Token> o) {
+    return verify_chain_target_only_logits<float>(w, t, x, v, stream, o, ws);
+  };
+  CHECK_THROWS_WITH(target_only(warp, target, tokens, 0, out), Contains("vocab"));
+  CHECK_THROWS_WITH(target_only(Warp{.min_p = -1.0f}, target, tokens, vocab, out),
+                    Contains("min_p"));
+  CHECK_THROWS_WITH(target_only(warp, std::span<const float>(target).first(8), tokens, vocab, out),
+                    Contains("target_logits"));
+  CHECK_THROWS_WITH(target_only(warp, target, std::vector<Token>{1, -1}, vocab, out),
+                    Contains("draft_tokens[1]"));
+  CHECK_THROWS_WITH(target_only(warp, target, tokens, vocab, std::span<Token>(out).first(2)),
+                    Contains("out"));
+  CHECK_THROWS_WITH(target_only(warp, nan_target, tokens, vocab, out), Contains("target_logits[0]"));
 
   // Trees: two children of the root with the same token, then a child of node 0.
   const std::vector<Token> tree_tokens = {1, 1, 2};

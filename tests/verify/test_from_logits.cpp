@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "helpers.hpp"
+#include "specdec/backend/cpu/verify_batch.hpp"
 #include "specdec/toy/random.hpp"
 #include "specdec/unchecked.hpp"
 #include "specdec/verify/block_logits.hpp"
@@ -384,6 +385,82 @@ TEST_CASE("verify_chain_target_only_logits draws a correction other than the rej
     }
     CHECK(rejections > 5);
   }
+}
+
+TEST_CASE("verify_chain_batch_target_only_logits equals the single-sequence calls",
+          "[verify][logits][batch]") {
+  // Three sequences of 3, 0 and 2 drafts at V = 9000, a warp each, on two threads.
+  toy::ToyRandom rng(46);
+  const std::int64_t vocab = 9000;
+  const auto v = static_cast<std::size_t>(vocab);
+  const std::vector<std::int32_t> offsets = {0, 3, 3, 5};
+  const std::vector<Warp> warps = {Warp{.top_p = 0.8f}, Warp{.temperature = 0.7f},
+                                   Warp{.temperature = 0.9f, .top_k = 20, .top_p = 0.9f}};
+  std::vector<float> logits;
+  std::vector<Token> tokens;
+  for (std::size_t b = 0; b < 3; ++b) {
+    const auto gamma = static_cast<std::size_t>(offsets[b + 1] - offsets[b]);
+    const auto c = make_logit_chain(warps[b], vocab, gamma, rng);
+    logits.insert(logits.end(), c.target.begin(), c.target.end());
+    tokens.insert(tokens.end(), c.tokens.begin(), c.tokens.end());
+  }
+  Workspace ws;
+  for (std::uint32_t seed = 0; seed < 6; ++seed) {
+    std::vector<RandomStream> streams;
+    for (std::uint32_t b = 0; b < 3; ++b) streams.push_back(RandomStream{seed, b});
+    std::vector<Token> emitted(8, 99);
+    std::vector<std::int32_t> accepted(3, -5);
+    verify_chain_batch_target_only_logits(
+        backend::cpu.with_threads(2),
+        ChainBatchLogitsArgs<float>{.draft_offsets = offsets,
+                                    .target_logits = {logits.data(), 8, vocab},
+                                    .warps = warps,
+                                    .draft_tokens = tokens,
+                                    .streams = streams,
+                                    .emitted = emitted,
+                                    .accepted = accepted},
+        ws);
+    for (std::size_t b = 0; b < 3; ++b) {
+      INFO("seed " << seed << " sequence " << b);
+      const auto first = static_cast<std::size_t>(offsets[b]);
+      const auto gamma = static_cast<std::size_t>(offsets[b + 1]) - first;
+      std::vector<Token> want(gamma + 1);
+      const auto verdict = verify_chain_target_only_logits<float>(
+          warps[b], std::span<const float>(logits).subspan((first + b) * v, (gamma + 1) * v),
+          std::span<const Token>(tokens).subspan(first, gamma), vocab, streams[b], want, ws);
+      std::fill(want.begin() + verdict.emitted, want.end(), kNoToken);
+      CHECK(accepted[b] == verdict.accepted);
+      CHECK(std::vector<Token>(emitted.begin() + static_cast<std::ptrdiff_t>(first + b),
+                               emitted.begin() + static_cast<std::ptrdiff_t>(first + b + gamma + 1)) ==
+            want);
+    }
+  }
+  // Bad input named: draft logits given, a placeholder token, a bad row of sequence 2.
+  const auto run = [&](std::vector<Token> x, MatrixView<const float> draft,
+                       std::vector<float> target) {
+    const std::vector<RandomStream> streams = {RandomStream{1}, RandomStream{2}, RandomStream{3}};
+    std::vector<Token> emitted(8);
+    std::vector<std::int32_t> accepted(3);
+    verify_chain_batch_target_only_logits(
+        backend::cpu,
+        ChainBatchLogitsArgs<float>{.draft_offsets = offsets,
+                                    .target_logits = {target.data(), 8, vocab},
+                                    .draft_logits = draft,
+                                    .warps = warps,
+                                    .draft_tokens = x,
+                                    .streams = streams,
+                                    .emitted = emitted,
+                                    .accepted = accepted},
+        ws);
+  };
+  CHECK_THROWS_WITH(run(tokens, {logits.data(), 5, vocab}, logits),
+                    Catch::StartsWith("draft_logits"));
+  auto placeholder = tokens;
+  placeholder[4] = -1;
+  CHECK_THROWS_WITH(run(placeholder, {}, logits), Contains("draft_tokens[2][1]"));
+  auto nan_logits = logits;
+  nan_logits[5 * v + 1] = std::numeric_limits<float>::quiet_NaN();  // row 5: sequence 2's first
+  CHECK_THROWS_WITH(run(tokens, {}, nan_logits), Contains("target_logits[5]"));
 }
 
 TEST_CASE("verification from logits names bad input", "[verify][logits][bad]") {

@@ -215,6 +215,8 @@ BENCHMARK(BM_StreamRows)
     ->Args({128256, 5, 1})
     ->Args({32000, 6, 1})
     ->Args({128256, 6, 1})
+    ->Args({32000, 1, 1})
+    ->Args({128256, 1, 1})
     ->Args({128256, 11 * 64, 1})
     ->Args({128256, 11 * 64, 2})
     ->UseRealTime();
@@ -434,9 +436,11 @@ BENCHMARK(BM_DecoderStep)->ArgNames({"V", "path"})->ArgsProduct({{128256}, {0, 1
 
 // A gamma = 5 chain of drafts without draft rows (n-gram copies, top-1 heads), T 0.8 + top-p 0.9:
 // verify_chain_target_only_logits (logits 1) against warping the 6 target rows and calling
-// verify_chain_target_only (logits 0). accept 0: each drafted token's logit raised by 12 (every
-// position accepted: 5 rows read for p(x), the bonus row drawn from; BM_StreamRows/V/6 is their
-// read); accept 2: tokens drawn from draft logits = target + normal(0, 0.5).
+// verify_chain_target_only (logits 0). accept 0: each drafted token's logit raised by 12, so it
+// holds the nucleus alone, as a confident target's copied token does (every position accepted: 5
+// rows read for p(x), the bonus row drawn from; BM_StreamRows/V/6 is their read); accept 2:
+// tokens drawn from draft logits = target + normal(0, 0.5) (on these flat rows p(x) is small: a
+// rejection at position 0, BM_StreamRows/V/1 its read).
 void BM_ChainTargetOnly(benchmark::State& state) {
   const auto vocab = state.range(0);
   const bool from_logits = state.range(1) != 0;

@@ -387,6 +387,32 @@ TEST_CASE("verify_chain_target_only_logits draws a correction other than the rej
   }
 }
 
+TEST_CASE("verify_chain_target_only_logits accepts a token that holds the nucleus alone",
+          "[verify][logits]") {
+  // Row 0 gives token 5 about 0.97 of its softmax mass, above top_p = 0.9: the nucleus is token
+  // 5 alone and its warped probability 1 (to rounding), decided on the rough pass.
+  Workspace ws;
+  const std::int64_t vocab = 9000;
+  toy::ToyRandom rng(47);
+  auto target = random_logit_rows(2, vocab, rng);
+  target[5] = static_cast<float>(std::log(9000.0 * 30.0)) + 6.0f;
+  const std::vector<Token> tokens = {5};
+  for (const auto& warp : {Warp{.top_p = 0.9f}, Warp{.temperature = 1.2f, .top_p = 0.5f}}) {
+    const auto target_rows = warp_rows(warp, target, vocab);
+    REQUIRE(target_rows[5] > 0.999f);
+    for (std::uint32_t seed = 0; seed < 20; ++seed) {
+      const RandomStream stream{seed, 8};
+      std::vector<Token> want(2), got(2);
+      const auto expected =
+          verify_chain_target_only<float>(target_rows, tokens, vocab, stream, want, ws);
+      const auto verdict =
+          verify_chain_target_only_logits<float>(warp, target, tokens, vocab, stream, got, ws);
+      CHECK(verdict.accepted == expected.accepted);
+      CHECK(got == want);
+    }
+  }
+}
+
 TEST_CASE("verify_chain_batch_target_only_logits equals the single-sequence calls",
           "[verify][logits][batch]") {
   // Three sequences of 3, 0 and 2 drafts at V = 9000, a warp each, on two threads.

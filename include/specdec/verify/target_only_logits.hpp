@@ -17,6 +17,18 @@
 
 namespace specdec::detail {
 
+/// A lower bound on the warped probability of an entry that holds top_p of the softmax mass on
+/// its own (which warped_probability_bounds leaves undecided), else 0. More than half the mass
+/// makes it the unique first entry, and reaching top_p makes it the whole nucleus: its warped
+/// probability is p / p, 1 to within float rounding.
+inline float nucleus_of_one_bound(const RoughRow& row, float top_p, float logit) {
+  if (!(top_p < 1.0f)) return 0.0f;
+  const auto term =
+      static_cast<double>(exp_flush(scaled_exponent(logit, row.max, row.inv_temperature)));
+  const double lo = term / (row.sum * (1.0 + kRoughSum)) * (1.0 - 1e-6);
+  return lo >= static_cast<double>(top_p) * (1.0 + 1e-3) && lo > 0.5 ? 1.0f - 1e-5f : 0.0f;
+}
+
 /// Whether one rough pass over row i of `target` proves u < p(x), target_only_row's first test
 /// (a point-mass draft, mass 1); false decides nothing.
 template <class T>
@@ -28,7 +40,9 @@ bool target_only_accepted_on_rough_bound(const Warp& w, const LogitRows<T>& targ
       rough_row(w, target.row(i), vocab, logit, warp_scratch(scratch.warp, vocab).tiles);
   if (rough.invalid) return false;
   const ProbabilityBounds p = warped_probability_bounds(rough, w.top_p, logit);
-  return p.lo > 0.0f && accepts(u, 1.0f, 1.0f, p.lo);
+  // A confident target (where copied drafts are accepted most) often puts top_p on x alone.
+  const float lo = p.lo > 0.0f ? p.lo : nucleus_of_one_bound(rough, w.top_p, logit);
+  return lo > 0.0f && accepts(u, 1.0f, 1.0f, lo);
 }
 
 /// target_only_row's correction after rejecting x (probability px) on row i, whose statistics

@@ -61,8 +61,8 @@ py::tuple chain_with_draft(const Warp& warp, py::handle target_object, py::handl
       visit_floats(target, "target_logits", [&]<class T>(std::span<const T> target_logits) {
         const auto draft_logits = draft.span<T>("draft_logits");  // the target's dtype
         py::gil_scoped_release unlocked;
-        return verify.template operator()<T>(warp, target_logits, draft_logits, draft_tokens,
-                                             vocab, std::span<Token>(out));
+        return verify.template operator()<T>(warp, target_logits, draft_logits, draft_tokens, vocab,
+                                             std::span<Token>(out));
       });
   const auto emitted = std::span<const Token>(out).first(static_cast<std::size_t>(verdict.emitted));
   return py::make_tuple(verdict, output_from(emitted, kind_of(target, draft, tokens)));
@@ -135,8 +135,8 @@ void bind_logits(py::module_& m) {
 
   m.def(
       "verify_tree_logits",
-      [](py::handle rule_object, const Warp& warp, py::handle tree_object,
-         py::handle target_object, py::handle draft_object, const RandomStream& stream) {
+      [](py::handle rule_object, const Warp& warp, py::handle tree_object, py::handle target_object,
+         py::handle draft_object, const RandomStream& stream) {
         const Rule rule = rule_arg(rule_object);
         const DraftTree& tree = tree_arg(tree_object);
         const Array target = rows_arg(target_object, "target_logits", 2);

@@ -329,8 +329,8 @@ TEST_CASE("verify_chain_target_only_logits equals verify_chain_target_only on th
         std::vector<Token> want(length + 1), got(length + 1), fast(length + 1);
         const auto expected =
             verify_chain_target_only<float>(c.target_rows, c.tokens, vocab, stream, want, ws);
-        const auto verdict = verify_chain_target_only_logits<float>(warp, c.target, c.tokens,
-                                                                    vocab, stream, got, ws);
+        const auto verdict = verify_chain_target_only_logits<float>(warp, c.target, c.tokens, vocab,
+                                                                    stream, got, ws);
         const auto unchecked_verdict = unchecked::verify_chain_target_only_logits(
             warp,
             ChainLogits<float>{.target = c.target.data(),
@@ -456,9 +456,9 @@ TEST_CASE("verify_chain_batch_target_only_logits equals the single-sequence call
           std::span<const Token>(tokens).subspan(first, gamma), vocab, streams[b], want, ws);
       std::fill(want.begin() + verdict.emitted, want.end(), kNoToken);
       CHECK(accepted[b] == verdict.accepted);
-      CHECK(std::vector<Token>(emitted.begin() + static_cast<std::ptrdiff_t>(first + b),
-                               emitted.begin() + static_cast<std::ptrdiff_t>(first + b + gamma + 1)) ==
-            want);
+      CHECK(std::vector<Token>(
+                emitted.begin() + static_cast<std::ptrdiff_t>(first + b),
+                emitted.begin() + static_cast<std::ptrdiff_t>(first + b + gamma + 1)) == want);
     }
   }
   // Bad input named: draft logits given, a placeholder token, a bad row of sequence 2.
@@ -540,7 +540,8 @@ TEST_CASE("verification from logits names bad input", "[verify][logits][bad]") {
                     Contains("draft_tokens[1]"));
   CHECK_THROWS_WITH(target_only(warp, target, tokens, vocab, std::span<Token>(out).first(2)),
                     Contains("out"));
-  CHECK_THROWS_WITH(target_only(warp, nan_target, tokens, vocab, out), Contains("target_logits[0]"));
+  CHECK_THROWS_WITH(target_only(warp, nan_target, tokens, vocab, out),
+                    Contains("target_logits[0]"));
 
   // Trees: two children of the root with the same token, then a child of node 0.
   const std::vector<Token> tree_tokens = {1, 1, 2};

@@ -32,8 +32,8 @@ inline float nucleus_of_one_bound(const RoughRow& row, float top_p, float logit)
 /// Whether one rough pass over row i of `target` proves u < p(x), target_only_row's first test
 /// (a point-mass draft, mass 1); false decides nothing.
 template <class T>
-bool target_only_accepted_on_rough_bound(const Warp& w, const LogitRows<T>& target,
-                                         std::int64_t i, Token x, std::int64_t vocab, float u,
+bool target_only_accepted_on_rough_bound(const Warp& w, const LogitRows<T>& target, std::int64_t i,
+                                         Token x, std::int64_t vocab, float u,
                                          const ChainLogitsScratch& scratch) {
   const float logit = to_float(target.row(i)[x]);
   const RoughRow rough =
@@ -113,8 +113,8 @@ ChainVerdict verify_chain_target_only_logits_unchecked(const Warp& w, const Logi
   for (std::int64_t i = 0; i < gamma; ++i) {
     const Token x = tokens[i];
     const auto s = stream.at_position(stream.position + static_cast<std::uint32_t>(i));
-    if (rough && target_only_accepted_on_rough_bound(w, target, i, x, vocab, s.uniform(0),
-                                                     scratch)) {
+    if (rough &&
+        target_only_accepted_on_rough_bound(w, target, i, x, vocab, s.uniform(0), scratch)) {
       out[i] = x;
       continue;
     }

@@ -276,8 +276,8 @@ struct ChainBatchTargetOnlyImpl<backend::Cpu> {
     auto scope = ws.scope();
     auto bytes = ws.take<std::byte>(per_thread * static_cast<std::size_t>(threads));
     pool.run(batch, threads, [&](std::int64_t b, int slot) {
-      const ChainLogitsScratch scratch = chain_logits_scratch(
-          bytes.data() + static_cast<std::size_t>(slot) * per_thread, vocab);
+      const ChainLogitsScratch scratch =
+          chain_logits_scratch(bytes.data() + static_cast<std::size_t>(slot) * per_thread, vocab);
       const Chain::Sequence seq = Chain::sequence(args.draft_offsets, b);
       const Warp& w = args.warps[args.warps.size() == 1 ? 0 : static_cast<std::size_t>(b)];
       const LogitRows<T> target{args.target_logits.row_data(seq.first_target()),

@@ -18,6 +18,7 @@
 #include "specdec/core/warp.hpp"
 #include "specdec/decode/decoder.hpp"
 #include "specdec/toy/random.hpp"
+#include "specdec/verify/target_only_logits.hpp"
 #include "specdec/verify/tree_logits.hpp"
 
 namespace sb = specdec::bench;
@@ -212,6 +213,10 @@ BENCHMARK(BM_StreamRows)
     ->ArgNames({"V", "rows", "threads"})
     ->ArgsProduct({{32000, 128256, 151936, 256000}, {2, 11}, {1}})
     ->Args({128256, 5, 1})
+    ->Args({32000, 6, 1})
+    ->Args({128256, 6, 1})
+    ->Args({32000, 1, 1})
+    ->Args({128256, 1, 1})
     ->Args({128256, 11 * 64, 1})
     ->Args({128256, 11 * 64, 2})
     ->UseRealTime();
@@ -428,6 +433,53 @@ void BM_DecoderStep(benchmark::State& state) {
   sb::set_vocab_counters(state, vocab, static_cast<double>(2 * kGamma + 1));
 }
 BENCHMARK(BM_DecoderStep)->ArgNames({"V", "path"})->ArgsProduct({{128256}, {0, 1, 2}})->UseRealTime();
+
+// A gamma = 5 chain of drafts without draft rows (n-gram copies, top-1 heads), T 0.8 + top-p 0.9:
+// verify_chain_target_only_logits (logits 1) against warping the 6 target rows and calling
+// verify_chain_target_only (logits 0). accept 0: each drafted token's logit raised by 12, so it
+// holds the nucleus alone, as a confident target's copied token does (every position accepted: 5
+// rows read for p(x), the bonus row drawn from; BM_StreamRows/V/6 is their read); accept 2:
+// tokens drawn from draft logits = target + normal(0, 0.5) (on these flat rows p(x) is small: a
+// rejection at position 0, BM_StreamRows/V/1 its read).
+void BM_ChainTargetOnly(benchmark::State& state) {
+  const auto vocab = state.range(0);
+  const bool from_logits = state.range(1) != 0;
+  const auto acceptance = static_cast<Acceptance>(state.range(2));
+  const auto warp = hot_warp(2);
+  const auto v = static_cast<std::size_t>(vocab);
+  auto in = make_chain_inputs(1, vocab, warp, kRealistic, true);
+  if (acceptance == kAll) {
+    for (std::size_t i = 0; i < in.tokens.size(); ++i) {
+      in.target[i * v + static_cast<std::size_t>(in.tokens[i])] += 12.0f;
+    }
+  }
+  specdec::Workspace ws;
+  std::vector<float> target_rows(in.target.size());
+  std::vector<specdec::Token> out(kGamma + 1);
+  specdec::ChainVerdict verdict;
+  for (auto _ : state) {
+    if (from_logits) {
+      verdict = specdec::verify_chain_target_only_logits<float>(warp, in.target, in.tokens, vocab,
+                                                                in.streams[0], out, ws);
+    } else {
+      for (std::size_t r = 0; r * v < in.target.size(); ++r) {
+        specdec::warp_logits<float>(warp, std::span<const float>(in.target).subspan(r * v, v),
+                                    std::span<float>(target_rows).subspan(r * v, v), ws);
+      }
+      verdict = specdec::verify_chain_target_only<float>(target_rows, in.tokens, vocab,
+                                                         in.streams[0], out, ws);
+    }
+    benchmark::DoNotOptimize(verdict);
+  }
+  if (acceptance == kAll && verdict.accepted != kGamma) {
+    state.SkipWithError("expected full acceptance");
+  }
+  state.counters["accepted"] = verdict.accepted;
+}
+BENCHMARK(BM_ChainTargetOnly)
+    ->ArgNames({"V", "logits", "accept"})
+    ->ArgsProduct({{32000, 128256}, {0, 1}, {0, 2}})
+    ->UseRealTime();
 
 // RRS on a 16-node tree (4 children of the root, 3 under each), V = 128256, T 0.8 + top-p 0.9:
 // verify_tree_logits (path 1) against warping the 17 target and 17 draft rows and calling

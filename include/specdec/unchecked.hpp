@@ -23,6 +23,7 @@
 #include "specdec/verify/chain_logits.hpp"
 #include "specdec/verify/rule.hpp"
 #include "specdec/verify/target_only.hpp"
+#include "specdec/verify/target_only_logits.hpp"
 #include "specdec/verify/tree.hpp"
 
 namespace specdec {
@@ -147,6 +148,21 @@ ChainVerdict verify_chain_target_only(const ChainRows<T>& rows, const RandomStre
                                       Token* out, float* scratch) {
   return detail::verify_chain_target_only_unchecked<T>(rows.target, rows.draft_tokens, rows.length,
                                                        rows.vocab, stream, out, scratch);
+}
+
+/// verify_chain_target_only_logits without validation, same draws and bits: reads
+/// `logits.target` ((length + 1) * vocab logits), `logits.draft_tokens`, `logits.length` and
+/// `logits.vocab` (no draft logits), `warp` valid for the vocabulary; `out` holds length + 1
+/// tokens and `scratch` verify_chain_logits_workspace_size(vocab) bytes aligned to 64. A row
+/// holding a NaN or +inf may throw specdec::Error instead of giving a result.
+template <class T>
+ChainVerdict verify_chain_target_only_logits(const Warp& warp, const ChainLogits<T>& logits,
+                                             const RandomStream& stream, Token* out,
+                                             std::byte* scratch) {
+  return detail::verify_chain_target_only_logits_unchecked<T>(
+      warp, detail::LogitRows<T>{logits.target, logits.vocab, "target_logits", 0},
+      logits.draft_tokens, static_cast<std::int64_t>(logits.length), logits.vocab, stream, out,
+      detail::chain_logits_scratch(scratch, logits.vocab));
 }
 
 /// verify_tree_target_only without validation, same draws and bits: a tree of n nodes in level

@@ -17,6 +17,7 @@ Workspace& thread_workspace();
 void bind_core(py::module_& m);    // Error, RandomStream, Warp, warps, sampling
 void bind_rules(py::module_& m);   // the rule classes and verdicts
 void bind_verify(py::module_& m);  // node/chain/block/tree verification, MTAD, exact laws
+void bind_logits(py::module_& m);  // chain/block/tree verification of one sequence from logits
 void bind_batch(py::module_& m);   // batched chain and tree verification (CPU, CUDA)
 void bind_draft(py::module_& m);   // drafters and the ReDrafter head
 void bind_tree(py::module_& m);    // trees, masks, positions, KV compaction, exporters

@@ -17,6 +17,7 @@ PYBIND11_MODULE(_specdec, m) {
   specdec::python::bind_core(m);
   specdec::python::bind_rules(m);
   specdec::python::bind_verify(m);
+  specdec::python::bind_logits(m);
   specdec::python::bind_batch(m);
   specdec::python::bind_draft(m);
   specdec::python::bind_tree(m);

@@ -1,5 +1,5 @@
 # Node rules, node / chain / block / tree verification, MTAD, exact distributions and the
-# batched entry points (src/bind_verify.cpp).
+# batched entry points (src/bind_verify.cpp, src/bind_logits.cpp).
 
 class Deferral(enum.IntEnum):
     CHOW = 0
@@ -136,6 +136,29 @@ def verify_tree_target_only_thresholded(
     final_uniform: float = 0.5) -> tuple[TreeVerdict, Array]: ...
 def verify_tree_target_only_typical(tree: DraftTree, target_rows: ArrayLike, rule: Typical,
                                     stream: RandomStream) -> tuple[TreeVerdict, Array]: ...
+def verify_chain_logits(warp: Warp, target_logits: ArrayLike, draft_logits: ArrayLike,
+                        draft_tokens: ArrayLike,
+                        stream: RandomStream) -> tuple[ChainVerdict, Array]:
+    """verify_chain(Rejection(), ...) on the rows `warp` makes of the logits ([L + 1, V] and
+    [L, V], one dtype), without writing them: the same tokens, draws and verdict."""
+def verify_block_logits(warp: Warp, target_logits: ArrayLike, draft_logits: ArrayLike,
+                        draft_tokens: ArrayLike,
+                        stream: RandomStream) -> tuple[ChainVerdict, Array]:
+    """verify_block on the rows `warp` makes of the logits: the same tokens, draws and verdict."""
+def verify_chain_target_only_logits(warp: Warp, target_logits: ArrayLike,
+                                    draft_tokens: ArrayLike,
+                                    stream: RandomStream) -> tuple[ChainVerdict, Array]:
+    """verify_chain_target_only on the rows `warp` makes of the logits ([L + 1, V]): p(x) per
+    position, one draw from the kept entries at a rejection, no row written."""
+def verify_tree_logits(rule: Rule, warp: Warp, tree: DraftTree, target_logits: ArrayLike,
+                       draft_logits: ArrayLike,
+                       stream: RandomStream) -> tuple[TreeVerdict, Array]:
+    """verify_tree with any rule on the rows `warp` makes of the logits ([N + 1, V] each): the
+    same walk, draws and verdict."""
+def verify_tree_target_only_logits(warp: Warp, tree: DraftTree, target_logits: ArrayLike,
+                                   stream: RandomStream) -> tuple[TreeVerdict, Array]:
+    """verify_tree_target_only on the rows `warp` makes of the logits ([N + 1, V]): the same
+    walk, draws and verdict."""
 def verify_mtad(draft_tokens: ArrayLike, draft_log_probs: ArrayLike, target_rows: ArrayLike,
                 tau: float, stream: RandomStream) -> MtadVerdict: ...
 

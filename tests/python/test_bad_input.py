@@ -204,6 +204,26 @@ def examples(tmp_path):
             lambda **a: specdec.verify_tree_target_only_typical(
                 tree(), rule=specdec.Typical(epsilon=0.3, delta=0.09), stream=stream(), **a),
             target_rows=rows(4, V)),
+        "verify_chain_logits": Example(
+            lambda **a: specdec.verify_chain_logits(specdec.Warp(), stream=stream(), **a),
+            ids={"draft_tokens"}, target_logits=rows(3, V), draft_logits=rows(2, V, seed=1),
+            draft_tokens=tokens(1, 2)),
+        "verify_block_logits": Example(
+            lambda **a: specdec.verify_block_logits(specdec.Warp(), stream=stream(), **a),
+            ids={"draft_tokens"}, target_logits=rows(3, V), draft_logits=rows(2, V, seed=1),
+            draft_tokens=tokens(1, 2)),
+        "verify_chain_target_only_logits": Example(
+            lambda **a: specdec.verify_chain_target_only_logits(specdec.Warp(), stream=stream(),
+                                                                **a),
+            ids={"draft_tokens"}, target_logits=rows(3, V), draft_tokens=tokens(1, 2)),
+        "verify_tree_logits": Example(
+            lambda **a: specdec.verify_tree_logits(specdec.Recursive(), specdec.Warp(), tree(),
+                                                   stream=stream(), **a),
+            target_logits=rows(4, V), draft_logits=rows(4, V, seed=1)),
+        "verify_tree_target_only_logits": Example(
+            lambda **a: specdec.verify_tree_target_only_logits(specdec.Warp(), tree(),
+                                                               stream=stream(), **a),
+            target_logits=rows(4, V)),
         "verify_mtad": Example(
             lambda **a: specdec.verify_mtad(tau=0.5, stream=stream(), **a), ids={"draft_tokens"},
             draft_tokens=tokens(1, 2), draft_log_probs=np.log(np.array([0.5, 0.4], np.float32)),

@@ -1,14 +1,17 @@
 // SPDX-License-Identifier: MIT
 // Verification from logits (verify_chain_logits, verify_block_logits, verify_tree_logits,
-// verify_tree_target_only_logits, unchecked::verify_chain_logits): the same verdicts and tokens
+// verify_tree_target_only_logits, verify_chain_target_only_logits and their unchecked forms): the
+// same verdicts and tokens
 // as the row-based entries on the warped rows, for the same streams, and bad input named.
 #include <cmath>
 #include <limits>
 
 #include "helpers.hpp"
+#include "specdec/backend/cpu/verify_batch.hpp"
 #include "specdec/toy/random.hpp"
 #include "specdec/unchecked.hpp"
 #include "specdec/verify/block_logits.hpp"
+#include "specdec/verify/target_only_logits.hpp"
 #include "specdec/verify/tree_logits.hpp"
 
 using namespace specdec;
@@ -306,6 +309,186 @@ TEST_CASE("verify_tree_target_only_logits equals verify_tree_target_only", "[ver
   }
 }
 
+TEST_CASE("verify_chain_target_only_logits equals verify_chain_target_only on the warped rows",
+          "[verify][logits]") {
+  toy::ToyRandom rng(45);
+  Workspace ws;
+  const std::size_t length = 4;
+  std::int32_t rejections = 0, full = 0;
+  for (const auto vocab : kLogitVocabs) {
+    for (const auto& warp : logit_warps()) {
+      // Tokens drawn from nearby draft rows: accepted and rejected positions both occur.
+      const auto c = make_logit_chain(warp, vocab, length, rng);
+      std::vector<std::byte> scratch(verify_chain_logits_workspace_size(vocab) + 64);
+      auto* aligned = reinterpret_cast<std::byte*>(
+          (reinterpret_cast<std::uintptr_t>(scratch.data()) + 63) / 64 * 64);
+      for (std::uint32_t seed = 0; seed < 12; ++seed) {
+        INFO("vocab " << vocab << " temperature " << warp.temperature << " top_k " << warp.top_k
+                      << " top_p " << warp.top_p << " min_p " << warp.min_p << " seed " << seed);
+        const RandomStream stream{seed, 5, 2};
+        std::vector<Token> want(length + 1), got(length + 1), fast(length + 1);
+        const auto expected =
+            verify_chain_target_only<float>(c.target_rows, c.tokens, vocab, stream, want, ws);
+        const auto verdict = verify_chain_target_only_logits<float>(warp, c.target, c.tokens, vocab,
+                                                                    stream, got, ws);
+        const auto unchecked_verdict = unchecked::verify_chain_target_only_logits(
+            warp,
+            ChainLogits<float>{.target = c.target.data(),
+                               .draft_tokens = c.tokens.data(),
+                               .length = length,
+                               .vocab = vocab},
+            stream, fast.data(), aligned);
+        CHECK(verdict.accepted == expected.accepted);
+        CHECK(verdict.emitted == expected.emitted);
+        CHECK(unchecked_verdict.accepted == expected.accepted);
+        const auto emitted = static_cast<std::size_t>(expected.emitted);
+        CHECK(std::vector<Token>(got.begin(), got.begin() + emitted) ==
+              std::vector<Token>(want.begin(), want.begin() + emitted));
+        CHECK(std::vector<Token>(fast.begin(), fast.begin() + emitted) ==
+              std::vector<Token>(want.begin(), want.begin() + emitted));
+        rejections += expected.accepted < static_cast<std::int32_t>(length) ? 1 : 0;
+        full += expected.accepted == static_cast<std::int32_t>(length) ? 1 : 0;
+      }
+    }
+  }
+  CHECK(rejections > 20);
+  CHECK(full > 5);
+}
+
+TEST_CASE("verify_chain_target_only_logits draws a correction other than the rejected token",
+          "[verify][logits]") {
+  // Token 3 holds 0.9 of row 0 at every size (uncut rows, written or drawn a block at a time):
+  // a correction that kept it would repeat it nine times in ten.
+  Workspace ws;
+  for (const auto vocab : kLogitVocabs) {
+    std::vector<float> target(static_cast<std::size_t>(2 * vocab), 0.0f);
+    target[3] = static_cast<float>(std::log(9.0 * static_cast<double>(vocab - 1)));
+    const auto target_rows = warp_rows(Warp{}, target, vocab);
+    const std::vector<Token> tokens = {3};
+    std::int32_t rejections = 0;
+    for (std::uint32_t seed = 0; seed < 200; ++seed) {
+      INFO("vocab " << vocab << " seed " << seed);
+      const RandomStream stream{seed, 6};
+      std::vector<Token> want(2), got(2);
+      const auto expected =
+          verify_chain_target_only<float>(target_rows, tokens, vocab, stream, want, ws);
+      const auto verdict =
+          verify_chain_target_only_logits<float>(Warp{}, target, tokens, vocab, stream, got, ws);
+      CHECK(verdict.accepted == expected.accepted);
+      CHECK(got[0] == want[0]);
+      if (expected.accepted == 0) {
+        ++rejections;
+        CHECK(got[0] != 3);
+      } else {
+        CHECK(got[1] == want[1]);
+      }
+    }
+    CHECK(rejections > 5);
+  }
+}
+
+TEST_CASE("verify_chain_target_only_logits accepts a token that holds the nucleus alone",
+          "[verify][logits]") {
+  // Row 0 gives token 5 about 0.97 of its softmax mass, above top_p = 0.9: the nucleus is token
+  // 5 alone and its warped probability 1 (to rounding), decided on the rough pass.
+  Workspace ws;
+  const std::int64_t vocab = 9000;
+  toy::ToyRandom rng(47);
+  auto target = random_logit_rows(2, vocab, rng);
+  target[5] = static_cast<float>(std::log(9000.0 * 30.0)) + 6.0f;
+  const std::vector<Token> tokens = {5};
+  for (const auto& warp : {Warp{.top_p = 0.9f}, Warp{.temperature = 1.2f, .top_p = 0.5f}}) {
+    const auto target_rows = warp_rows(warp, target, vocab);
+    REQUIRE(target_rows[5] > 0.999f);
+    for (std::uint32_t seed = 0; seed < 20; ++seed) {
+      const RandomStream stream{seed, 8};
+      std::vector<Token> want(2), got(2);
+      const auto expected =
+          verify_chain_target_only<float>(target_rows, tokens, vocab, stream, want, ws);
+      const auto verdict =
+          verify_chain_target_only_logits<float>(warp, target, tokens, vocab, stream, got, ws);
+      CHECK(verdict.accepted == expected.accepted);
+      CHECK(got == want);
+    }
+  }
+}
+
+TEST_CASE("verify_chain_batch_target_only_logits equals the single-sequence calls",
+          "[verify][logits][batch]") {
+  // Three sequences of 3, 0 and 2 drafts at V = 9000, a warp each, on two threads.
+  toy::ToyRandom rng(46);
+  const std::int64_t vocab = 9000;
+  const auto v = static_cast<std::size_t>(vocab);
+  const std::vector<std::int32_t> offsets = {0, 3, 3, 5};
+  const std::vector<Warp> warps = {Warp{.top_p = 0.8f}, Warp{.temperature = 0.7f},
+                                   Warp{.temperature = 0.9f, .top_k = 20, .top_p = 0.9f}};
+  std::vector<float> logits;
+  std::vector<Token> tokens;
+  for (std::size_t b = 0; b < 3; ++b) {
+    const auto gamma = static_cast<std::size_t>(offsets[b + 1] - offsets[b]);
+    const auto c = make_logit_chain(warps[b], vocab, gamma, rng);
+    logits.insert(logits.end(), c.target.begin(), c.target.end());
+    tokens.insert(tokens.end(), c.tokens.begin(), c.tokens.end());
+  }
+  Workspace ws;
+  for (std::uint32_t seed = 0; seed < 6; ++seed) {
+    std::vector<RandomStream> streams;
+    for (std::uint32_t b = 0; b < 3; ++b) streams.push_back(RandomStream{seed, b});
+    std::vector<Token> emitted(8, 99);
+    std::vector<std::int32_t> accepted(3, -5);
+    verify_chain_batch_target_only_logits(
+        backend::cpu.with_threads(2),
+        ChainBatchLogitsArgs<float>{.draft_offsets = offsets,
+                                    .target_logits = {logits.data(), 8, vocab},
+                                    .warps = warps,
+                                    .draft_tokens = tokens,
+                                    .streams = streams,
+                                    .emitted = emitted,
+                                    .accepted = accepted},
+        ws);
+    for (std::size_t b = 0; b < 3; ++b) {
+      INFO("seed " << seed << " sequence " << b);
+      const auto first = static_cast<std::size_t>(offsets[b]);
+      const auto gamma = static_cast<std::size_t>(offsets[b + 1]) - first;
+      std::vector<Token> want(gamma + 1);
+      const auto verdict = verify_chain_target_only_logits<float>(
+          warps[b], std::span<const float>(logits).subspan((first + b) * v, (gamma + 1) * v),
+          std::span<const Token>(tokens).subspan(first, gamma), vocab, streams[b], want, ws);
+      std::fill(want.begin() + verdict.emitted, want.end(), kNoToken);
+      CHECK(accepted[b] == verdict.accepted);
+      CHECK(std::vector<Token>(
+                emitted.begin() + static_cast<std::ptrdiff_t>(first + b),
+                emitted.begin() + static_cast<std::ptrdiff_t>(first + b + gamma + 1)) == want);
+    }
+  }
+  // Bad input named: draft logits given, a placeholder token, a bad row of sequence 2.
+  const auto run = [&](std::vector<Token> x, MatrixView<const float> draft,
+                       std::vector<float> target) {
+    const std::vector<RandomStream> streams = {RandomStream{1}, RandomStream{2}, RandomStream{3}};
+    std::vector<Token> emitted(8);
+    std::vector<std::int32_t> accepted(3);
+    verify_chain_batch_target_only_logits(
+        backend::cpu,
+        ChainBatchLogitsArgs<float>{.draft_offsets = offsets,
+                                    .target_logits = {target.data(), 8, vocab},
+                                    .draft_logits = draft,
+                                    .warps = warps,
+                                    .draft_tokens = x,
+                                    .streams = streams,
+                                    .emitted = emitted,
+                                    .accepted = accepted},
+        ws);
+  };
+  CHECK_THROWS_WITH(run(tokens, {logits.data(), 5, vocab}, logits),
+                    Catch::StartsWith("draft_logits"));
+  auto placeholder = tokens;
+  placeholder[4] = -1;
+  CHECK_THROWS_WITH(run(placeholder, {}, logits), Contains("draft_tokens[2][1]"));
+  auto nan_logits = logits;
+  nan_logits[5 * v + 1] = std::numeric_limits<float>::quiet_NaN();  // row 5: sequence 2's first
+  CHECK_THROWS_WITH(run(tokens, {}, nan_logits), Contains("target_logits[5]"));
+}
+
 TEST_CASE("verification from logits names bad input", "[verify][logits][bad]") {
   Workspace ws;
   const std::int64_t vocab = 4;
@@ -342,6 +525,22 @@ TEST_CASE("verification from logits names bad input", "[verify][logits][bad]") {
       Contains("draft_tokens[0]"));
   CHECK_THROWS_WITH(verify_block_logits<float>(warp, nan_target, draft, tokens, vocab, stream,
                                                out, ws),
+                    Contains("target_logits[0]"));
+
+  const auto target_only = [&](const Warp& w, std::span<const float> t, std::span<const Token> x,
+                               std::int64_t v, std::span<Token> o) {
+    return verify_chain_target_only_logits<float>(w, t, x, v, stream, o, ws);
+  };
+  CHECK_THROWS_WITH(target_only(warp, target, tokens, 0, out), Contains("vocab"));
+  CHECK_THROWS_WITH(target_only(Warp{.min_p = -1.0f}, target, tokens, vocab, out),
+                    Contains("min_p"));
+  CHECK_THROWS_WITH(target_only(warp, std::span<const float>(target).first(8), tokens, vocab, out),
+                    Contains("target_logits"));
+  CHECK_THROWS_WITH(target_only(warp, target, std::vector<Token>{1, -1}, vocab, out),
+                    Contains("draft_tokens[1]"));
+  CHECK_THROWS_WITH(target_only(warp, target, tokens, vocab, std::span<Token>(out).first(2)),
+                    Contains("out"));
+  CHECK_THROWS_WITH(target_only(warp, nan_target, tokens, vocab, out),
                     Contains("target_logits[0]"));
 
   // Trees: two children of the root with the same token, then a child of node 0.

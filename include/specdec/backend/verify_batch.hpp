@@ -226,6 +226,26 @@ inline std::int64_t check_chain_batch_target_only(const ChainBatchArgs& args) {
   return largest;
 }
 
+/// The host checks of a chain batch without draft rows from logits
+/// (verify_chain_batch_target_only_logits): shapes, an empty `draft_logits`, the warps.
+template <class T>
+void check_chain_batch_target_only_logits(const ChainBatchLogitsArgs<T>& args) {
+  check_offsets("draft_offsets", args.draft_offsets);
+  const auto batch = static_cast<std::int64_t>(args.draft_offsets.size() - 1);
+  const std::int64_t drafts = args.draft_offsets.back();
+  const auto& target = args.target_logits;
+  check_rows("target_logits", target.rows, target.cols, target.stride, drafts + batch, "G + B");
+  if (args.draft_logits.rows != 0 || args.draft_logits.data != nullptr) {
+    fail("draft_logits", "has {} rows; target-only verification reads none: leave it empty",
+         args.draft_logits.rows);
+  }
+  detail::check_size("draft_tokens", args.draft_tokens.size(), static_cast<std::size_t>(drafts));
+  detail::check_size("streams", args.streams.size(), static_cast<std::size_t>(batch));
+  detail::check_size("emitted", args.emitted.size(), static_cast<std::size_t>(drafts + batch));
+  detail::check_size("accepted", args.accepted.size(), static_cast<std::size_t>(batch));
+  check_sequence_warps(args.warps, batch, target.cols);
+}
+
 /// Host checks of a tree batch's CSR offsets and shapes (without draft rows when `draft_rows` is
 /// false: target-only verification); returns the largest tree.
 inline std::int64_t check_tree_batch(const TreeBatchArgs& args, bool draft_rows = true) {
@@ -308,6 +328,19 @@ template <backend::BackendPolicy Backend, class Scratch>
 void verify_chain_batch_target_only(const Backend& backend, const ChainBatchArgs& args,
                                     Scratch&& workspace) {
   detail::ChainBatchTargetOnlyImpl<Backend>::run(backend, args, std::forward<Scratch>(workspace));
+}
+
+/// verify_chain_batch_target_only from raw logits (T = float, Eigen::half, Eigen::bfloat16) in
+/// ChainBatchLogitsArgs' layout with `draft_logits` left empty (0 draft tokens allowed): sequence
+/// b is verify_chain_target_only_logits of its rows with warps[b] (or warps[0]) and streams[b],
+/// bit for bit. Size the workspace with ChainBatchShape{..., .from_logits = true}. Throws
+/// specdec::Error naming the bad argument. CPU only for now.
+template <backend::BackendPolicy Backend, class T, class Scratch>
+void verify_chain_batch_target_only_logits(const Backend& backend,
+                                           const ChainBatchLogitsArgs<T>& args,
+                                           Scratch&& workspace) {
+  detail::ChainBatchTargetOnlyImpl<Backend>::template run_logits<T>(
+      backend, args, std::forward<Scratch>(workspace));
 }
 
 /// Tree verification for B ragged trees (layout: TreeBatchArgs): tree b is verify_tree(rule, ...)

@@ -16,6 +16,7 @@
 #include "specdec/verify/chain.hpp"
 #include "specdec/verify/chain_logits.hpp"
 #include "specdec/verify/target_only.hpp"
+#include "specdec/verify/target_only_logits.hpp"
 #include "specdec/verify/tree.hpp"
 
 namespace specdec::detail {
@@ -251,6 +252,43 @@ struct ChainBatchTargetOnlyImpl<backend::Cpu> {
       }
       std::fill(emitted.begin() + verdict.emitted, emitted.end(), kNoToken);
       args.accepted[static_cast<std::size_t>(b)] = verdict.accepted;
+    });
+  }
+
+  /// Verifies each sequence from its target logits' statistics (verify/target_only_logits.hpp).
+  template <class T>
+  static void run_logits(const backend::Cpu& cpu, const ChainBatchLogitsArgs<T>& args,
+                         Workspace& ws) {
+    check_chain_batch_target_only_logits(args);
+    const auto batch = static_cast<std::int64_t>(args.draft_offsets.size() - 1);
+    const std::int64_t vocab = args.target_logits.cols;
+    for (std::int64_t b = 0; b < batch; ++b) {
+      const Chain::Sequence seq = Chain::sequence(args.draft_offsets, b);
+      for (std::int64_t i = 0; i < seq.gamma; ++i) {
+        // Tokens are checked up front (a -1 placeholder is never an index); rows as reached.
+        check_token(ArgName("draft_tokens", b)[i],
+                    args.draft_tokens[static_cast<std::size_t>(seq.first_draft + i)], vocab);
+      }
+    }
+    auto& pool = backend::default_thread_pool();
+    const int threads = pool.resolve(batch, cpu.threads);
+    const std::size_t per_thread = chain_logits_scratch_size(vocab);
+    auto scope = ws.scope();
+    auto bytes = ws.take<std::byte>(per_thread * static_cast<std::size_t>(threads));
+    pool.run(batch, threads, [&](std::int64_t b, int slot) {
+      const ChainLogitsScratch scratch =
+          chain_logits_scratch(bytes.data() + static_cast<std::size_t>(slot) * per_thread, vocab);
+      const Chain::Sequence seq = Chain::sequence(args.draft_offsets, b);
+      const Warp& w = args.warps[args.warps.size() == 1 ? 0 : static_cast<std::size_t>(b)];
+      const LogitRows<T> target{args.target_logits.row_data(seq.first_target()),
+                                args.target_logits.stride, "target_logits", seq.first_target()};
+      const auto emitted = args.emitted.subspan(static_cast<std::size_t>(seq.first_target()),
+                                                static_cast<std::size_t>(seq.gamma) + 1);
+      const auto verdict = verify_chain_target_only_logits_unchecked<T>(
+          w, target, args.draft_tokens.data() + seq.first_draft, seq.gamma, vocab,
+          args.streams[static_cast<std::size_t>(b)], emitted.data(), scratch);
+      args.accepted[static_cast<std::size_t>(b)] = verdict.accepted;
+      std::fill(emitted.begin() + verdict.emitted, emitted.end(), kNoToken);
     });
   }
 };

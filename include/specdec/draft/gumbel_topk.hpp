@@ -14,9 +14,9 @@
 #include "specdec/core/noise.hpp"
 #include "specdec/core/numerics.hpp"
 #include "specdec/core/philox.hpp"
+#include "specdec/core/row_gather.hpp"
 #include "specdec/core/token.hpp"
 #include "specdec/core/validate.hpp"
-#include "specdec/core/warp_stats.hpp"
 #include "specdec/core/workspace.hpp"
 #include "specdec/draft/drafting_rows.hpp"
 

@@ -740,13 +740,15 @@ TEMPLATE_LIST_TEST_CASE("verify_tree_batch_target_only equals verify_tree_target
     const auto n = static_cast<std::size_t>(c.offsets[b + 1]) - begin;
     std::vector<std::int32_t> nodes(n);
     const auto want = verify_tree_target_only<float>(
-        c.view().subtree(begin, n), std::span<const float>(c.target).subspan((begin + b) * v, (n + 1) * v),
-        c.vocab, c.streams[b], nodes, ws);
+        c.view().subtree(begin, n),
+        std::span<const float>(c.target).subspan((begin + b) * v, (n + 1) * v), c.vocab,
+        c.streams[b], nodes, ws);
     CHECK(got.accepted[b] == want.accepted);
     CHECK(got.final_tokens[b] == want.token);
     CHECK(got.bonus[b] == (want.bonus ? 1 : 0));
     for (std::int32_t i = 0; i < want.accepted; ++i)
-      CHECK(got.accepted_nodes[begin + static_cast<std::size_t>(i)] == nodes[static_cast<std::size_t>(i)]);
+      CHECK(got.accepted_nodes[begin + static_cast<std::size_t>(i)] ==
+            nodes[static_cast<std::size_t>(i)]);
     walked += want.accepted;
   }
   CHECK(walked > 0);

@@ -4,6 +4,7 @@
 // verify_tree_batch_target_only: equal tokens and counts, and the traffic the kernels cause.
 #include "emulation/emulated_cuda.hpp"
 // The emulation must come first: the launchers then see its built-ins and runtime.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <cstdlib>
@@ -29,7 +30,8 @@ class TargetOnlyBuffer {
  public:
   TargetOnlyBuffer(std::string name, const std::vector<T>& values, bool initialised = true)
       : count_(values.size()),
-        data_(static_cast<T*>(std::aligned_alloc(256, (count_ * sizeof(T) + 255) / 256 * 256 + 256))) {
+        data_(static_cast<T*>(
+            std::aligned_alloc(256, (count_ * sizeof(T) + 255) / 256 * 256 + 256))) {
     std::copy(values.begin(), values.end(), data_);
     emu::ledger.add(std::move(name), data_, count_ * sizeof(T), initialised);
   }
@@ -69,9 +71,10 @@ std::vector<float> target_only_rows(std::int64_t rows, std::int64_t vocab, toy::
 }
 
 /// A draft token for `row`: mostly drawn from the row itself (accepted often), else uniform.
-std::int32_t target_only_token(const std::vector<float>& rows, std::int64_t row,
-                               std::int64_t vocab, toy::ToyRandom& rng) {
-  if (rng.uniform() < 0.25f) return static_cast<std::int32_t>(rng.uniform() * static_cast<float>(vocab - 1));
+std::int32_t target_only_token(const std::vector<float>& rows, std::int64_t row, std::int64_t vocab,
+                               toy::ToyRandom& rng) {
+  if (rng.uniform() < 0.25f)
+    return static_cast<std::int32_t>(rng.uniform() * static_cast<float>(vocab - 1));
   const float u = rng.uniform();
   double running = 0.0;
   for (std::int64_t i = 0; i < vocab; ++i) {
@@ -101,8 +104,8 @@ TargetOnlyChain target_only_chain(const std::vector<std::int32_t>& gammas, std::
   c.rows = target_only_rows(drafts + batch, vocab, rng);
   for (std::int64_t b = 0; b < batch; ++b) {
     for (std::int32_t i = 0; i < gammas[static_cast<std::size_t>(b)]; ++i)
-      c.tokens.push_back(target_only_token(c.rows, c.offsets[static_cast<std::size_t>(b)] + b + i,
-                                           vocab, rng));
+      c.tokens.push_back(
+          target_only_token(c.rows, c.offsets[static_cast<std::size_t>(b)] + b + i, vocab, rng));
     c.streams.push_back(target_only_stream(seed, static_cast<std::uint32_t>(b)));
   }
   return c;
@@ -149,15 +152,22 @@ ChainOutputs chain_on_cpu(const TargetOnlyChain& c) {
 ChainOutputs chain_on_emulated_cuda(const TargetOnlyChain& c) {
   const auto batch = static_cast<std::int64_t>(c.streams.size());
   TargetOnlyBuffer<float> target("target", c.rows);
-  TargetOnlyBuffer<std::int32_t> tokens("tokens", c.tokens.empty() ? std::vector<std::int32_t>{0}
-                                                                   : c.tokens);
+  TargetOnlyBuffer<std::int32_t> tokens("tokens",
+                                        c.tokens.empty() ? std::vector<std::int32_t>{0} : c.tokens);
   TargetOnlyBuffer<std::int32_t> emitted("emitted", c.tokens.size() + c.streams.size());
   TargetOnlyBuffer<std::int32_t> accepted("accepted", c.streams.size());
   TargetOnlyBuffer<unsigned char> workspace("workspace", cuda_impl::chain_workspace_size(batch));
-  const cuda_impl::ChainVerifyParams p{target.get(),  c.vocab,        nullptr,
-                                       0,             cuda_impl::DType::kF32,
-                                       batch,         c.vocab,        c.offsets.data(),
-                                       tokens.get(),  c.streams.data(), emitted.get(),
+  const cuda_impl::ChainVerifyParams p{target.get(),
+                                       c.vocab,
+                                       nullptr,
+                                       0,
+                                       cuda_impl::DType::kF32,
+                                       batch,
+                                       c.vocab,
+                                       c.offsets.data(),
+                                       tokens.get(),
+                                       c.streams.data(),
+                                       emitted.get(),
                                        accepted.get()};
   emu::ledger.reset();
   REQUIRE(cuda_impl::verify_chain_batch_target_only(p, workspace.get(), nullptr) == cudaSuccess);
@@ -208,8 +218,7 @@ TargetOnlyTrees target_only_trees(std::int64_t batch, std::int64_t vocab, int wi
         for (int k = 0; k < children && b != 1; ++k) {  // tree 1 has no nodes
           const auto row = parent + 1;
           const bool repeat = k > 0 && rng.uniform() < 0.3f;
-          tokens.push_back(repeat ? tokens.back()
-                                  : target_only_token(rows, row, vocab, rng));
+          tokens.push_back(repeat ? tokens.back() : target_only_token(rows, row, vocab, rng));
           parents.push_back(parent);
           next.push_back(static_cast<std::int32_t>(tokens.size()) - 1);
           const auto r = target_only_rows(1, vocab, rng);
@@ -258,8 +267,8 @@ TreeOutputs trees_on_emulated_cuda(const TargetOnlyTrees& t) {
   const auto batch = static_cast<std::int64_t>(t.streams.size());
   const auto nodes = t.tokens.empty() ? std::size_t{1} : t.tokens.size();
   TargetOnlyBuffer<float> target("target", t.rows);
-  TargetOnlyBuffer<std::int32_t> tokens(
-      "tokens", t.tokens.empty() ? std::vector<std::int32_t>{0} : t.tokens);
+  TargetOnlyBuffer<std::int32_t> tokens("tokens",
+                                        t.tokens.empty() ? std::vector<std::int32_t>{0} : t.tokens);
   TargetOnlyBuffer<std::int32_t> parents(
       "parents", t.parents.empty() ? std::vector<std::int32_t>{0} : t.parents);
   // accepted_nodes holds what the CPU leaves past each walk, so the whole vectors compare.
@@ -269,11 +278,21 @@ TreeOutputs trees_on_emulated_cuda(const TargetOnlyTrees& t) {
   TargetOnlyBuffer<std::int32_t> final_tokens("final_tokens", t.streams.size());
   TargetOnlyBuffer<std::uint8_t> bonus("bonus", t.streams.size());
   TargetOnlyBuffer<unsigned char> workspace("workspace", cuda_impl::chain_workspace_size(batch));
-  const cuda_impl::TreeVerifyParams p{t.offsets.data(),   batch,          0,
-                                      tokens.get(),       parents.get(),  target.get(),
-                                      t.vocab,            nullptr,        0,
-                                      t.vocab,            t.streams.data(), accepted_nodes.get(),
-                                      accepted.get(),     final_tokens.get(), bonus.get()};
+  const cuda_impl::TreeVerifyParams p{t.offsets.data(),
+                                      batch,
+                                      0,
+                                      tokens.get(),
+                                      parents.get(),
+                                      target.get(),
+                                      t.vocab,
+                                      nullptr,
+                                      0,
+                                      t.vocab,
+                                      t.streams.data(),
+                                      accepted_nodes.get(),
+                                      accepted.get(),
+                                      final_tokens.get(),
+                                      bonus.get()};
   emu::ledger.reset();
   REQUIRE(cuda_impl::verify_tree_batch_target_only(p, workspace.get(), nullptr) == cudaSuccess);
   CHECK(emu::ledger.counts.launches == 1);
@@ -283,8 +302,8 @@ TreeOutputs trees_on_emulated_cuda(const TargetOnlyTrees& t) {
   CHECK(emu::ledger.region("target").traffic.written == 0);
   CHECK(emu::ledger.region("tokens").traffic.written == 0);
   CHECK(emu::ledger.region("parents").traffic.written == 0);
-  last_traffic = target_only_traffic(
-      {"accepted_nodes", "accepted", "final_tokens", "bonus", "workspace"});
+  last_traffic =
+      target_only_traffic({"accepted_nodes", "accepted", "final_tokens", "bonus", "workspace"});
   auto nodes_out = accepted_nodes.values();
   nodes_out.resize(t.tokens.size());
   return {nodes_out, accepted.values(), final_tokens.values(), bonus.values()};
@@ -299,7 +318,8 @@ TEST_CASE("the emulated CUDA target-only chain equals verify_chain_batch_target_
   int completions = 0;
   for (const std::int64_t vocab : {50, 3000}) {
     for (std::size_t k = 0; k < batches.size(); ++k) {
-      const auto c = target_only_chain(batches[k], vocab, 40 + k + static_cast<std::uint64_t>(vocab));
+      const auto c =
+          target_only_chain(batches[k], vocab, 40 + k + static_cast<std::uint64_t>(vocab));
       const auto want = chain_on_cpu(c);
       const auto got = chain_on_emulated_cuda(c);
       CHECK(got.accepted == want.accepted);
@@ -355,9 +375,10 @@ TEST_CASE("the emulated CUDA target-only tree walk equals verify_tree_batch_targ
   CHECK(corrections > 0);
 }
 
-TEST_CASE("target-only draft tokens outside the vocabulary: an Error on the CPU, never an index "
-          "on CUDA",
-          "[backend][cuda_kernel][target_only]") {
+TEST_CASE(
+    "target-only draft tokens outside the vocabulary: an Error on the CPU, never an index "
+    "on CUDA",
+    "[backend][cuda_kernel][target_only]") {
   for (const std::int32_t bad : {-1, 50}) {
     auto c = target_only_chain({1, 2}, 50, 5);
     c.tokens[2] = bad;
@@ -381,5 +402,25 @@ TEST_CASE("target-only draft tokens outside the vocabulary: an Error on the CPU,
     const auto tree = trees_on_emulated_cuda(t);
     CHECK(tree.accepted[0] == -1);
     CHECK(tree.final_tokens[0] == -1);
+  }
+}
+
+TEST_CASE("the emulated CUDA target-only chain equals the CPU on rows longer than one chunk",
+          "[backend][cuda_kernel][target_only]") {
+  // 2^18 + 1000 entries: the block sums no longer fit one pass of the block (one rejection and
+  // one bonus row).
+  const std::int64_t vocab = 263144;
+  for (const bool reject : {false, true}) {
+    auto c = target_only_chain({1, 0}, vocab, 3);
+    // The least likely token of its row: rejected, so the correction walks the long residual.
+    if (reject) {
+      const auto row = c.rows.begin();
+      c.tokens[0] = static_cast<std::int32_t>(std::min_element(row, row + vocab) - row);
+    }
+    const auto want = chain_on_cpu(c);
+    if (reject) CHECK(want.accepted[0] == 0);
+    const auto got = chain_on_emulated_cuda(c);
+    CHECK(got.emitted == want.emitted);
+    CHECK(got.accepted == want.accepted);
   }
 }

@@ -114,8 +114,7 @@ __device__ bool scan_chunk(const Value& value, std::int64_t n, std::int64_t base
 /// detail::sample_row of a row of at most one chunk whose block sums sh.sums already holds: the
 /// row is read only in the scanned block.
 template <class Value>
-__device__ int sample_from_sums(const Value& value, std::int64_t n, float u,
-                                TargetOnlyShared& sh) {
+__device__ int sample_from_sums(const Value& value, std::int64_t n, float u, TargetOnlyShared& sh) {
   constexpr std::int64_t kBlock = specdec::detail::kBlockedSumBlock;
   const int count = static_cast<int>((n + kBlock - 1) / kBlock);
   double total = 0.0;
@@ -134,8 +133,7 @@ __device__ int sample_from_sums(const Value& value, std::int64_t n, float u,
 /// detail::sample_row of value(0 .. n-1) with uniform u, bit for bit. A row of at most one chunk
 /// is read once plus the scanned block; a longer one twice (its block sums are recomputed).
 template <class Value>
-__device__ int exact_sample_row(const Value& value, std::int64_t n, float u,
-                                TargetOnlyShared& sh) {
+__device__ int exact_sample_row(const Value& value, std::int64_t n, float u, TargetOnlyShared& sh) {
   constexpr std::int64_t kChunk = specdec::detail::kBlockedSumBlock * kTargetOnlyThreads;
   if (n <= kChunk) {
     chunk_sums(value, n, 0, sh);
@@ -159,14 +157,15 @@ __device__ int exact_sample_row(const Value& value, std::int64_t n, float u,
 
 /// Recomputes, in sh.sums (the block sums of the unmasked row, one chunk), the sums of the blocks
 /// holding a removed token: the masked row's block sums at the cost of those blocks only.
-__device__ __forceinline__ void refresh_removed_blocks(const RemovedRowValue& value,
-                                                       std::int64_t n, TargetOnlyShared& sh) {
+__device__ __forceinline__ void refresh_removed_blocks(const RemovedRowValue& value, std::int64_t n,
+                                                       TargetOnlyShared& sh) {
   constexpr std::int64_t kBlock = specdec::detail::kBlockedSumBlock;
   const std::int64_t b = static_cast<std::int64_t>(threadIdx.x) * kBlock;
   const std::int64_t e = b + kBlock < n ? b + kBlock : n;
   __syncthreads();
   bool hit = false;
-  for (int k = 0; k < value.count; ++k) hit = hit || (value.removed[k] >= b && value.removed[k] < e);
+  for (int k = 0; k < value.count; ++k)
+    hit = hit || (value.removed[k] >= b && value.removed[k] < e);
   if (b < n && hit) sh.sums[threadIdx.x] = specdec::detail::block_sum(value, b, e);
   __syncthreads();
 }
@@ -270,15 +269,11 @@ __global__ void __launch_bounds__(kTargetOnlyThreads)
 /// streams[b].at_node(current + 1). A child token outside [0, n) or a node with more than
 /// kMaxRemovedTokens children (device data is not scanned on the host) is never used as an index:
 /// the tree gets accepted[b] = -1 and final_tokens[b] = -1. bonus may be null.
-__global__ void __launch_bounds__(kTargetOnlyThreads)
-    verify_tree_target_only_kernel(Global<const std::int32_t> offsets,
-                                   Global<const std::int32_t> tokens,
-                                   Global<const std::int32_t> parents, Global<const float> target,
-                                   std::int64_t target_stride, std::int64_t n,
-                                   Global<const RandomStream> streams,
-                                   Global<std::int32_t> accepted_nodes,
-                                   Global<std::int32_t> accepted,
-                                   Global<std::int32_t> final_tokens, Global<std::uint8_t> bonus) {
+__global__ void __launch_bounds__(kTargetOnlyThreads) verify_tree_target_only_kernel(
+    Global<const std::int32_t> offsets, Global<const std::int32_t> tokens,
+    Global<const std::int32_t> parents, Global<const float> target, std::int64_t target_stride,
+    std::int64_t n, Global<const RandomStream> streams, Global<std::int32_t> accepted_nodes,
+    Global<std::int32_t> accepted, Global<std::int32_t> final_tokens, Global<std::uint8_t> bonus) {
   expect_block_threads(kTargetOnlyThreads);
   __shared__ TargetOnlyShared sh;
   const std::int64_t b = blockIdx.x;

@@ -642,3 +642,114 @@ TEST_CASE("CUDA verify_tree_batch rejects a rule it does not implement and a sma
       Catch::Contains("workspace: holds 64 bytes"));
 }
 #endif
+
+namespace {
+
+/// verify_chain_batch_target_only of c's target rows and tokens (its draft rows unused).
+template <class Backend>
+void run_chain_target_only(const Backend& backend, const ChainCase& c, std::vector<Token>& emitted,
+                           std::vector<std::int32_t>& accepted) {
+  test::Buffer<Backend, float> target(c.target);
+  test::Buffer<Backend, Token> tokens(c.tokens);
+  const auto outputs = static_cast<std::size_t>(c.drafts() + c.batch());
+  test::Buffer<Backend, Token> out(std::vector<Token>(outputs, -7));
+  test::Buffer<Backend, std::int32_t> acc(static_cast<std::size_t>(c.batch()));
+  test::Scratch<Backend> scratch(workspace_size(
+      backend,
+      ChainBatchShape{.batch = c.batch(), .max_gamma = c.max_gamma(), .vocab = c.vocab}));
+  verify_chain_batch_target_only(
+      backend,
+      ChainBatchArgs{
+          .draft_offsets = c.offsets,
+          .target_rows = MatrixView<const float>(target.data(), c.drafts() + c.batch(), c.vocab),
+          .draft_tokens = std::span<const Token>(tokens.data(), c.tokens.size()),
+          .streams = c.streams,
+          .emitted = std::span<Token>(out.data(), outputs),
+          .accepted = std::span<std::int32_t>(acc.data(), static_cast<std::size_t>(c.batch()))},
+      scratch.get());
+  emitted = out.to_host();
+  accepted = acc.to_host();
+}
+
+/// verify_tree_batch_target_only of c's trees and target rows (its draft rows unused).
+template <class Backend>
+TreeResult run_tree_target_only(const Backend& backend, const TreeCase& c) {
+  const auto batch = static_cast<std::int64_t>(c.offsets.size() - 1);
+  const auto rows = static_cast<std::int64_t>(c.tokens.size()) + batch;
+  std::int64_t largest = 0;
+  for (std::size_t b = 0; b + 1 < c.offsets.size(); ++b)
+    largest = std::max<std::int64_t>(largest, c.offsets[b + 1] - c.offsets[b]);
+  test::Buffer<Backend, Token> tokens(c.tokens);
+  test::Buffer<Backend, std::int32_t> parents(c.parents);
+  test::Buffer<Backend, float> target(c.target);
+  test::Buffer<Backend, std::int32_t> nodes(std::vector<std::int32_t>(c.tokens.size(), -7));
+  test::Buffer<Backend, std::int32_t> accepted(static_cast<std::size_t>(batch));
+  test::Buffer<Backend, Token> final_tokens(static_cast<std::size_t>(batch));
+  test::Buffer<Backend, std::uint8_t> bonus(static_cast<std::size_t>(batch));
+  test::Scratch<Backend> scratch(workspace_size(backend, TreeBatchShape{batch, largest, c.vocab}));
+  const auto b = static_cast<std::size_t>(batch);
+  verify_tree_batch_target_only(
+      backend,
+      TreeBatchArgs{.node_offsets = c.offsets,
+                    .trees = {{tokens.data(), c.tokens.size()}, {parents.data(), c.parents.size()}},
+                    .target_rows = MatrixView<const float>(target.data(), rows, c.vocab),
+                    .streams = c.streams,
+                    .accepted_nodes = std::span<std::int32_t>(nodes.data(), c.tokens.size()),
+                    .accepted = std::span<std::int32_t>(accepted.data(), b),
+                    .final_tokens = std::span<Token>(final_tokens.data(), b),
+                    .bonus = std::span<std::uint8_t>(bonus.data(), b)},
+      scratch.get());
+  return {nodes.to_host(), accepted.to_host(), final_tokens.to_host(), bonus.to_host()};
+}
+
+}  // namespace
+
+TEMPLATE_LIST_TEST_CASE("verify_chain_batch_target_only equals verify_chain_target_only per "
+                        "sequence",
+                        "[backend][batched][target_only]", ChainBackends) {
+  const auto c = make_ragged({3, 0, 5, 1}, 300, 31);
+  std::vector<Token> emitted;
+  std::vector<std::int32_t> accepted;
+  run_chain_target_only(TestType{}, c, emitted, accepted);
+  Workspace ws;
+  const auto v = static_cast<std::size_t>(c.vocab);
+  for (std::size_t b = 0; b < 4; ++b) {
+    const auto first = static_cast<std::size_t>(c.offsets[b]);
+    const auto g = static_cast<std::size_t>(c.offsets[b + 1]) - first;
+    std::vector<Token> want(g + 1, kNoToken);
+    const auto verdict = verify_chain_target_only<float>(
+        std::span<const float>(c.target).subspan((first + b) * v, (g + 1) * v),
+        std::span<const Token>(c.tokens).subspan(first, g), c.vocab, c.streams[b], want, ws);
+    std::fill(want.begin() + verdict.emitted, want.end(), kNoToken);
+    CHECK(accepted[b] == verdict.accepted);
+    CHECK(std::vector<Token>(emitted.begin() + static_cast<std::ptrdiff_t>(first + b),
+                             emitted.begin() + static_cast<std::ptrdiff_t>(first + b + g + 1)) ==
+          want);
+  }
+}
+
+TEMPLATE_LIST_TEST_CASE("verify_tree_batch_target_only equals verify_tree_target_only per tree",
+                        "[backend][batched][target_only]", ChainBackends) {
+  const auto c = make_trees(12, 40, 8);
+  const auto got = run_tree_target_only(TestType{}, c);
+  Workspace ws;
+  const auto v = static_cast<std::size_t>(c.vocab);
+  int walked = 0;
+  for (std::size_t b = 0; b + 1 < c.offsets.size(); ++b) {
+    const auto begin = static_cast<std::size_t>(c.offsets[b]);
+    const auto n = static_cast<std::size_t>(c.offsets[b + 1]) - begin;
+    std::vector<std::int32_t> nodes(n);
+    const auto want = verify_tree_target_only<float>(
+        c.view().subtree(begin, n),
+        std::span<const float>(c.target).subspan((begin + b) * v, (n + 1) * v), c.vocab,
+        c.streams[b], nodes, ws);
+    CHECK(got.accepted[b] == want.accepted);
+    CHECK(got.final_tokens[b] == want.token);
+    CHECK(got.bonus[b] == (want.bonus ? 1 : 0));
+    for (std::int32_t i = 0; i < want.accepted; ++i)
+      CHECK(got.accepted_nodes[begin + static_cast<std::size_t>(i)] ==
+            nodes[static_cast<std::size_t>(i)]);
+    walked += want.accepted;
+  }
+  CHECK(walked > 0);
+}

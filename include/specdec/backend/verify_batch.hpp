@@ -133,13 +133,13 @@ template <class Backend>
 struct ChainBatchTargetOnlyImpl {
   static_assert(dependent_false<Backend>,
                 "verify_chain_batch_target_only: no implementation for this backend; include "
-                "specdec/backend/cpu/verify_batch.hpp");
+                "specdec/backend/cpu/verify_batch.hpp or specdec/backend/cuda/verify_batch.hpp");
 };
 template <class Backend>
 struct TreeBatchTargetOnlyImpl {
   static_assert(dependent_false<Backend>,
                 "verify_tree_batch_target_only: no implementation for this backend; include "
-                "specdec/backend/cpu/verify_batch.hpp");
+                "specdec/backend/cpu/verify_batch.hpp or specdec/backend/cuda/verify_batch.hpp");
 };
 template <class Backend>
 struct TreeBatchImpl {
@@ -322,8 +322,9 @@ void verify_chain_batch_logits(const Backend& backend, const ChainBatchLogitsArg
 /// ragged batch of B sequences in ChainBatchArgs' layout with `draft_rows` left empty (0 draft
 /// tokens allowed). Sequence b is verify_chain_target_only of its rows, bit for bit, with
 /// streams[b]. Size the workspace as verify_chain_batch's (ChainBatchShape). Throws
-/// specdec::Error naming the bad argument ("draft_tokens[3][1]" = sequence 3, token 1). CPU only
-/// for now; the CPU backend needs contiguous rows (stride == V).
+/// specdec::Error naming the bad argument ("draft_tokens[3][1]" = sequence 3, token 1; the CUDA
+/// backend checks shapes only and gives a sequence with a token outside the vocabulary
+/// accepted = -1). The CPU backend needs contiguous rows (stride == V); CUDA takes any stride.
 template <backend::BackendPolicy Backend, class Scratch>
 void verify_chain_batch_target_only(const Backend& backend, const ChainBatchArgs& args,
                                     Scratch&& workspace) {
@@ -358,7 +359,8 @@ void verify_tree_batch(const Backend& backend, const Rule& rule, const TreeBatch
 /// Tree verification of candidate trees without draft rows (verify_tree_target_only per tree) for
 /// B ragged trees in TreeBatchArgs' layout with `draft_rows` left empty: tree b is
 /// verify_tree_target_only of its rows, bit for bit, with streams[b]. Size the workspace as
-/// verify_tree_batch's (TreeBatchShape). CPU only for now (contiguous rows).
+/// verify_tree_batch's (TreeBatchShape). The CPU backend needs contiguous rows; on CUDA a tree
+/// with a token outside the vocabulary gets accepted = -1 and final token -1.
 template <backend::BackendPolicy Backend, class Scratch>
 void verify_tree_batch_target_only(const Backend& backend, const TreeBatchArgs& args,
                                    Scratch&& workspace) {

@@ -8,5 +8,6 @@
 #include "cuda/fill_random.cu"
 #include "cuda/tree_mask_batch.cu"
 #include "cuda/verify_batch.cu"
+#include "cuda/verify_target_only.cu"
 #include "cuda/verify_tree_batch.cu"
 #include "cuda/warp_batch.cu"

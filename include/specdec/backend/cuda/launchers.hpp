@@ -153,6 +153,17 @@ struct TreeVerifyParams {
 cudaError_t verify_tree_batch(TreeRule rule, const TreeVerifyParams& params, void* workspace,
                               cudaStream_t stream);
 
+/// Target-only verification (drafts without draft rows; params.draft unused): copies the B + 1
+/// host offsets and B host streams into the workspace (chain_workspace_size(B) bytes), then
+/// launches one block per sequence over fp32 warped target rows.
+cudaError_t verify_chain_batch_target_only(const ChainVerifyParams& params, void* workspace,
+                                           cudaStream_t stream);
+
+/// As verify_chain_batch_target_only for trees (TreeVerifyParams, draft unused): the same
+/// chain_workspace_size(B) bytes of staged offsets and streams, one block per tree.
+cudaError_t verify_tree_batch_target_only(const TreeVerifyParams& params, void* workspace,
+                                          cudaStream_t stream);
+
 /// Largest k of gumbel_top_k_batch and largest beam width of stochastic_beam_level_batch on the
 /// CUDA backend: a row's winners are ordered in shared memory.
 inline constexpr std::int64_t kMaxDeviceTopK = 1024;

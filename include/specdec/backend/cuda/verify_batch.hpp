@@ -157,4 +157,91 @@ struct TreeBatchImpl<backend::Cuda> {
   }
 };
 
+template <>
+struct ChainBatchTargetOnlyImpl<backend::Cuda> {
+  /// Device bytes: the staged offsets and streams (verify_chain_batch's).
+  static std::size_t workspace_size(const backend::Cuda&, const ChainBatchShape& shape) {
+    return backend::cuda_impl::chain_workspace_size(shape.batch);
+  }
+
+  /// Shapes and offsets are checked on the host (check_chain_batch_target_only, as on the CPU);
+  /// device rows and tokens are not scanned. A sequence with a draft token outside the vocabulary
+  /// (which the CPU backend rejects) never has it used as an index: it gets accepted = -1 and
+  /// only -1 tokens.
+  static void run(const backend::Cuda& cuda, const ChainBatchArgs& args,
+                  const backend::DeviceWorkspace& ws) {
+    check_chain_batch_target_only(args);
+    const auto& target = args.target_rows;
+    if (target.data == nullptr) fail("target_rows", "is a null device pointer");
+    if (!args.draft_tokens.empty() && args.draft_tokens.data() == nullptr)
+      fail("draft_tokens", "is a null device pointer");
+    if (args.emitted.data() == nullptr) fail("emitted", "is a null device pointer");
+    if (args.accepted.data() == nullptr) fail("accepted", "is a null device pointer");
+    const auto batch = static_cast<std::int64_t>(args.draft_offsets.size() - 1);
+    check_device_workspace(ws, backend::cuda_impl::chain_workspace_size(batch));
+    const backend::cuda_impl::ChainVerifyParams p{target.data,
+                                                  target.stride,
+                                                  nullptr,
+                                                  0,
+                                                  backend::cuda_impl::DType::kF32,
+                                                  batch,
+                                                  target.cols,
+                                                  args.draft_offsets.data(),
+                                                  args.draft_tokens.data(),
+                                                  args.streams.data(),
+                                                  args.emitted.data(),
+                                                  args.accepted.data()};
+    check_cuda(backend::cuda_impl::verify_chain_batch_target_only(p, ws.data, cuda.stream),
+               "verify_chain_batch_target_only");
+  }
+};
+
+template <>
+struct TreeBatchTargetOnlyImpl<backend::Cuda> {
+  /// Device bytes: the staged offsets and streams (less than verify_tree_batch's).
+  static std::size_t workspace_size(const backend::Cuda&, const TreeBatchShape& shape) {
+    return backend::cuda_impl::chain_workspace_size(shape.batch);
+  }
+
+  /// Shapes and offsets are checked on the host (check_tree_batch without draft rows, as on the
+  /// CPU); device tokens, parents and rows are not scanned: they must be what the CPU backend
+  /// accepts (level-ordered trees, probability rows). A tree with a token outside the vocabulary
+  /// or a node of more than 256 children never has it used as an index: it gets accepted = -1 and
+  /// final token -1.
+  static void run(const backend::Cuda& cuda, const TreeBatchArgs& args,
+                  const backend::DeviceWorkspace& ws) {
+    const std::int64_t largest = check_tree_batch(args, /*draft_rows=*/false);
+    const auto batch = static_cast<std::int64_t>(args.node_offsets.size() - 1);
+    const auto& target = args.target_rows;
+    if (args.node_offsets.back() > 0) {
+      if (args.trees.tokens.data() == nullptr) fail("trees.tokens", "is a null device pointer");
+      if (args.trees.parents.data() == nullptr) fail("trees.parents", "is a null device pointer");
+      if (args.accepted_nodes.data() == nullptr)
+        fail("accepted_nodes", "is a null device pointer");
+    }
+    if (target.data == nullptr) fail("target_rows", "is a null device pointer");
+    if (args.accepted.data() == nullptr) fail("accepted", "is a null device pointer");
+    if (args.final_tokens.data() == nullptr) fail("final_tokens", "is a null device pointer");
+    check_device_workspace(ws, backend::cuda_impl::chain_workspace_size(batch));
+    const backend::cuda_impl::TreeVerifyParams p{
+        args.node_offsets.data(),
+        batch,
+        largest,
+        args.trees.tokens.data(),
+        args.trees.parents.data(),
+        target.data,
+        target.stride,
+        nullptr,
+        0,
+        target.cols,
+        args.streams.data(),
+        args.accepted_nodes.data(),
+        args.accepted.data(),
+        args.final_tokens.data(),
+        args.bonus.empty() ? nullptr : args.bonus.data()};
+    check_cuda(backend::cuda_impl::verify_tree_batch_target_only(p, ws.data, cuda.stream),
+               "verify_tree_batch_target_only");
+  }
+};
+
 }  // namespace specdec::detail

@@ -1,0 +1,334 @@
+// SPDX-License-Identifier: MIT
+// The batched verification kernels of drafts without draft rows (verify/target_only.hpp): one
+// block per sequence, the candidates of a position or tree node tried in order against the warped
+// target row, the rejected ones removed from it without writing it.
+//
+// Every sum is the CPU's blocked_sum in the CPU's order (one thread per 1024-entry block, the
+// blocks added in order in double) and every draw the CPU's inverse-CDF walk, so tokens equal the
+// CPU backend's bit for bit. Nothing but the outputs is written: the residual row is the target
+// row read through the list of removed tokens.
+// IWYU pragma: private
+#pragma once
+
+#include <cstdint>
+
+#include "specdec/backend/cuda/detail/block_reduce.cuh"
+#include "specdec/backend/cuda/detail/global.cuh"
+#include "specdec/backend/cuda/detail/launch.cuh"
+#include "specdec/backend/cuda/launchers.hpp"
+#include "specdec/core/blocked_sum.hpp"
+#include "specdec/core/inverse_cdf.hpp"
+#include "specdec/core/philox.hpp"
+#include "specdec/verify/residual_walk.hpp"
+
+namespace specdec::backend::cuda_impl::detail {
+
+/// Threads per block of the target-only kernels: one 1024-entry block of the row per thread.
+inline constexpr int kTargetOnlyThreads = 256;
+/// Removed tokens a node can hold (kept in shared memory): a node with more children is refused.
+inline constexpr int kMaxRemovedTokens = 256;
+
+struct TargetOnlyShared {
+  float sums[kTargetOnlyThreads];  // block sums of the current chunk of the row
+  int result;
+  int done;
+  int removed_count;
+  std::int32_t removed[kMaxRemovedTokens];
+};
+
+/// Reads a warped fp32 target row.
+struct TargetRowValue {
+  Global<const float> row;
+  __device__ __forceinline__ float operator()(std::int64_t i) const { return row[i]; }
+};
+
+/// A warped target row with the tokens in `removed` read as +0 (the CPU's zeroed scratch entries).
+struct RemovedRowValue {
+  Global<const float> row;
+  const std::int32_t* removed;
+  int count;
+  __device__ __forceinline__ float operator()(std::int64_t i) const {
+    for (int k = 0; k < count; ++k) {
+      if (removed[k] == i) return 0.0f;
+    }
+    return row[i];
+  }
+};
+
+/// block_sum of every 1024-entry block of chunk `base` (kTargetOnlyThreads blocks) into sh.sums;
+/// returns how many blocks the chunk has. Ends with a barrier.
+template <class Value>
+__device__ __forceinline__ int chunk_sums(const Value& value, std::int64_t n, std::int64_t base,
+                                          TargetOnlyShared& sh) {
+  constexpr std::int64_t kBlock = specdec::detail::kBlockedSumBlock;
+  const std::int64_t b = base + static_cast<std::int64_t>(threadIdx.x) * kBlock;
+  __syncthreads();  // the previous chunk's sums have been read
+  if (b < n) {
+    sh.sums[threadIdx.x] = specdec::detail::block_sum(value, b, b + kBlock < n ? b + kBlock : n);
+  }
+  __syncthreads();
+  const std::int64_t left = (n - base + kBlock - 1) / kBlock;
+  return left < kTargetOnlyThreads ? static_cast<int>(left) : kTargetOnlyThreads;
+}
+
+/// detail::blocked_sum of value(0 .. n-1), bit for bit, by the whole block. Leaves the last
+/// chunk's block sums in sh.sums.
+template <class Value>
+__device__ double exact_row_sum(const Value& value, std::int64_t n, TargetOnlyShared& sh) {
+  constexpr std::int64_t kChunk = specdec::detail::kBlockedSumBlock * kTargetOnlyThreads;
+  double total = 0.0;
+  for (std::int64_t base = 0; base < n; base += kChunk) {
+    const int count = chunk_sums(value, n, base, sh);
+    for (int k = 0; k < count; ++k) total += sh.sums[k];  // every thread, same order
+  }
+  return total;
+}
+
+/// Thread 0's part of detail::sample_row over the `count` block sums of chunk `base` in sh.sums:
+/// skips whole blocks by their sums, scans the one holding the threshold. Returns whether it found
+/// the token (sh.result); at the row's last chunk it always does (last_positive's fallback).
+template <class Value>
+__device__ bool scan_chunk(const Value& value, std::int64_t n, std::int64_t base, int count,
+                           double threshold, double& running, TargetOnlyShared& sh) {
+  constexpr std::int64_t kBlock = specdec::detail::kBlockedSumBlock;
+  constexpr std::int64_t kChunk = kBlock * kTargetOnlyThreads;
+  for (int k = 0; k < count; ++k) {
+    const std::int64_t b = base + k * kBlock, e = b + kBlock < n ? b + kBlock : n;
+    if (running + sh.sums[k] <= threshold && e < n) {
+      running += sh.sums[k];
+      continue;
+    }
+    const std::int64_t found = specdec::detail::inverse_cdf_scan(value, b, e, running, threshold);
+    if (found >= 0) {
+      sh.result = static_cast<int>(found);
+      return true;
+    }
+  }
+  if (base + kChunk >= n) {
+    sh.result = static_cast<int>(specdec::detail::last_positive(value, 0, n, 0));
+    return true;
+  }
+  return false;
+}
+
+/// detail::sample_row of a row of at most one chunk whose block sums sh.sums already holds: the
+/// row is read only in the scanned block.
+template <class Value>
+__device__ int sample_from_sums(const Value& value, std::int64_t n, float u, TargetOnlyShared& sh) {
+  constexpr std::int64_t kBlock = specdec::detail::kBlockedSumBlock;
+  const int count = static_cast<int>((n + kBlock - 1) / kBlock);
+  double total = 0.0;
+  for (int k = 0; k < count; ++k) total += sh.sums[k];  // every thread, blocked_sum's order
+  const double threshold = u * total;
+  if (threadIdx.x == 0) {
+    double running = 0.0;
+    scan_chunk(value, n, 0, count, threshold, running, sh);
+  }
+  __syncthreads();
+  const int token = sh.result;
+  __syncthreads();  // sh.result and sh.sums are read before the next pass writes them
+  return token;
+}
+
+/// detail::sample_row of value(0 .. n-1) with uniform u, bit for bit. A row of at most one chunk
+/// is read once plus the scanned block; a longer one twice (its block sums are recomputed).
+template <class Value>
+__device__ int exact_sample_row(const Value& value, std::int64_t n, float u, TargetOnlyShared& sh) {
+  constexpr std::int64_t kChunk = specdec::detail::kBlockedSumBlock * kTargetOnlyThreads;
+  if (n <= kChunk) {
+    chunk_sums(value, n, 0, sh);
+    return sample_from_sums(value, n, u, sh);
+  }
+  const double threshold = u * exact_row_sum(value, n, sh);
+  double running = 0.0;
+  bool done = false;
+  for (std::int64_t base = 0; base < n && !done; base += kChunk) {
+    const int count = chunk_sums(value, n, base, sh);
+    if (threadIdx.x == 0) {
+      sh.done = scan_chunk(value, n, base, count, threshold, running, sh) ? 1 : 0;
+    }
+    __syncthreads();
+    done = sh.done != 0;  // thread 0's verdict, read by every thread
+  }
+  const int token = sh.result;
+  __syncthreads();  // sh.result is read before the next call writes it
+  return token;
+}
+
+/// Recomputes, in sh.sums (the block sums of the unmasked row, one chunk), the sums of the blocks
+/// holding a removed token: the masked row's block sums at the cost of those blocks only.
+__device__ __forceinline__ void refresh_removed_blocks(const RemovedRowValue& value, std::int64_t n,
+                                                       TargetOnlyShared& sh) {
+  constexpr std::int64_t kBlock = specdec::detail::kBlockedSumBlock;
+  const std::int64_t b = static_cast<std::int64_t>(threadIdx.x) * kBlock;
+  const std::int64_t e = b + kBlock < n ? b + kBlock : n;
+  __syncthreads();
+  bool hit = false;
+  for (int k = 0; k < value.count; ++k)
+    hit = hit || (value.removed[k] >= b && value.removed[k] < e);
+  if (b < n && hit) sh.sums[threadIdx.x] = specdec::detail::block_sum(value, b, e);
+  __syncthreads();
+}
+
+/// One node of detail::target_only_row by the whole block: `count` candidates (candidate(k) their
+/// tokens, each in [0, n)) tried in order against `row` with the draws of `s`. Returns the index
+/// of the accepted candidate and its token, or -1 and the correction; accepted = -2 when the
+/// node has more candidates than kMaxRemovedTokens.
+template <class Candidate>
+__device__ NodeVerdict target_only_node(Global<const float> row, std::int64_t n,
+                                        const Candidate& candidate, int count,
+                                        const RandomStream& s, TargetOnlyShared& sh) {
+  __syncthreads();  // the previous node's removed list has been read
+  if (threadIdx.x == 0) sh.removed_count = 0;
+  __syncthreads();
+  bool materialised = false;
+  double mass = 1.0;
+  for (int k = 0; k < count; ++k) {
+    const std::int32_t x = candidate(k);
+    const RemovedRowValue value{row, sh.removed, sh.removed_count};
+    const float px = value(x);
+    if (specdec::detail::accepts(s.uniform(static_cast<std::uint32_t>(k)), 1.0f,
+                                 static_cast<float>(mass), px)) {
+      return {k, x};
+    }
+    if (!materialised) {
+      mass = exact_row_sum(TargetRowValue{row}, n, sh);
+      materialised = true;
+    }
+    const double rest = mass - static_cast<double>(px);
+    if (rest >= kResidualFloor) {
+      if (sh.removed_count == kMaxRemovedTokens) return {-2, -1};
+      __syncthreads();  // every thread has read removed_count
+      if (threadIdx.x == 0) sh.removed[sh.removed_count++] = x;
+      __syncthreads();
+      mass = rest;
+    }
+  }
+  const float u = s.uniform(static_cast<std::uint32_t>(count));
+  const RemovedRowValue residual{row, sh.removed, sh.removed_count};
+  constexpr std::int64_t kChunk = specdec::detail::kBlockedSumBlock * kTargetOnlyThreads;
+  if (n > kChunk) return {-1, exact_sample_row(residual, n, u, sh)};
+  // sh.sums still holds the unmasked row's block sums from the mass pass.
+  refresh_removed_blocks(residual, n, sh);
+  return {-1, sample_from_sums(residual, n, u, sh)};
+}
+
+/// One block per sequence b (blockIdx.x) of a ragged batch laid out as specdec::ChainBatchArgs
+/// (gamma = offsets[b + 1] - offsets[b] draft tokens from offsets[b], target rows and emitted
+/// tokens from offsets[b] + b), warped fp32 target rows. Draws: verify_chain_target_only's with
+/// streams[b]. A draft token outside [0, n) (what the CPU rejects as bad input) is never used as
+/// an index: the sequence gets accepted[b] = -1 and only -1 tokens.
+__global__ void __launch_bounds__(kTargetOnlyThreads)
+    verify_chain_target_only_kernel(Global<const float> target, std::int64_t target_stride,
+                                    Global<const std::int32_t> offsets,
+                                    Global<const std::int32_t> tokens, std::int64_t n,
+                                    Global<const RandomStream> streams,
+                                    Global<std::int32_t> emitted, Global<std::int32_t> accepted) {
+  expect_block_threads(kTargetOnlyThreads);
+  __shared__ TargetOnlyShared sh;
+  const std::int64_t b = blockIdx.x;
+  const std::int64_t first_draft = offsets[b];
+  const int gamma = static_cast<int>(offsets[b + 1] - first_draft);
+  const std::int64_t first_target = first_draft + b;
+  const RandomStream stream = streams[b];
+  const Global<std::int32_t> out = emitted + first_target;
+  bool invalid = false;
+  for (int j = 0; j < gamma; ++j) {
+    const std::int32_t x = tokens[first_draft + j];
+    invalid = invalid || x < 0 || x >= n;
+  }
+  int i = 0;
+  int token = -1;
+  for (; i < gamma && !invalid; ++i) {
+    const std::int32_t x = tokens[first_draft + i];
+    const RandomStream s = stream.at_position(stream.position + static_cast<std::uint32_t>(i));
+    const NodeVerdict verdict = target_only_node(
+        target + (first_target + i) * target_stride, n, [x](int) { return x; }, 1, s, sh);
+    if (verdict.accepted < 0) {
+      token = verdict.token;
+      break;
+    }
+    if (threadIdx.x == 0) out[i] = x;
+  }
+  if (i == gamma && !invalid) {
+    const RandomStream s = stream.at_position(stream.position + static_cast<std::uint32_t>(gamma));
+    token = exact_sample_row(TargetRowValue{target + (first_target + gamma) * target_stride}, n,
+                             s.uniform(0), sh);
+  }
+  if (threadIdx.x == 0) {
+    if (!invalid) out[i] = token;
+    accepted[b] = invalid ? -1 : i;
+    for (int j = invalid ? 0 : i + 1; j <= gamma; ++j) out[j] = -1;
+  }
+}
+
+/// One block per tree b (blockIdx.x), laid out as specdec::TreeBatchArgs (offsets cut tokens /
+/// parents into trees; tree b's rows start at row offsets[b] + b, root row first), warped fp32
+/// target rows. The walk of verify_tree_target_only: at the current node its children (later
+/// nodes whose parent it is, in stored order) are tried with target_only_node; draws from
+/// streams[b].at_node(current + 1). A child token outside [0, n) or a node with more than
+/// kMaxRemovedTokens children (device data is not scanned on the host) is never used as an index:
+/// the tree gets accepted[b] = -1 and final_tokens[b] = -1. bonus may be null.
+__global__ void __launch_bounds__(kTargetOnlyThreads) verify_tree_target_only_kernel(
+    Global<const std::int32_t> offsets, Global<const std::int32_t> tokens,
+    Global<const std::int32_t> parents, Global<const float> target, std::int64_t target_stride,
+    std::int64_t n, Global<const RandomStream> streams, Global<std::int32_t> accepted_nodes,
+    Global<std::int32_t> accepted, Global<std::int32_t> final_tokens, Global<std::uint8_t> bonus) {
+  expect_block_threads(kTargetOnlyThreads);
+  __shared__ TargetOnlyShared sh;
+  const std::int64_t b = blockIdx.x;
+  const int begin = offsets[b];
+  const int nodes = offsets[b + 1] - begin;
+  const std::int64_t first_row = begin + b;
+  const RandomStream stream = streams[b];
+  const Global<const std::int32_t> tree_tokens = tokens + begin;
+  const Global<const std::int32_t> tree_parents = parents + begin;
+  bool invalid = false;
+  for (int j = 0; j < nodes; ++j) {
+    const std::int32_t x = tree_tokens[j];
+    invalid = invalid || x < 0 || x >= n;
+  }
+  int current = -1;
+  int walked = 0;
+  int token = -1;
+  bool is_bonus = false;
+  while (!invalid) {
+    int count = 0;
+    for (int j = current + 1; j < nodes; ++j) count += tree_parents[j] == current ? 1 : 0;
+    const Global<const float> row = target + (first_row + current + 1) * target_stride;
+    const RandomStream s = stream.at_node(static_cast<std::uint32_t>(current + 1));
+    if (count == 0) {
+      token = exact_sample_row(TargetRowValue{row}, n, s.uniform(0), sh);
+      is_bonus = true;
+      break;
+    }
+    // The k-th child of `current` in stored order (a walk over the later nodes: trees are small).
+    const auto child = [&](int k) {
+      int j = current + 1;
+      for (; j < nodes - 1; ++j) {
+        if (tree_parents[j] == current && k-- == 0) break;
+      }
+      return j;
+    };
+    const NodeVerdict verdict = target_only_node(
+        row, n, [&](int k) { return tree_tokens[child(k)]; }, count, s, sh);
+    if (verdict.accepted == -2) {
+      invalid = true;
+      break;
+    }
+    if (verdict.accepted < 0) {
+      token = verdict.token;
+      break;
+    }
+    current = child(verdict.accepted);
+    if (threadIdx.x == 0) accepted_nodes[begin + walked] = current;
+    ++walked;
+  }
+  if (threadIdx.x == 0) {
+    accepted[b] = invalid ? -1 : walked;
+    final_tokens[b] = invalid ? -1 : token;
+    if (bonus != nullptr) bonus[b] = invalid ? 0 : (is_bonus ? 1 : 0);
+  }
+}
+
+}  // namespace specdec::backend::cuda_impl::detail

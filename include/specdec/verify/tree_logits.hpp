@@ -126,7 +126,7 @@ TreeVerdict verify_tree_logits_unchecked(const Rule& rule, const Warp& w, TreeVi
   };
   const auto bonus = [&](std::size_t row, const RandomStream& s) {
     const auto r = static_cast<std::int64_t>(row);
-    if (std::holds_alternative<Greedy>(rule)) {
+    if (corrects_by_argmax(rule)) {  // Greedy, Lossy{greedy}: the bonus is the argmax too
       write_warp_of_row(w, target, r, vocab, rows.warp, rows.target_row);
       return bonus_token(rule, rows.target_row, vocab, s);
     }

@@ -113,11 +113,14 @@ def options():
 class Example:
     """A call with good arguments: `call(**args)` succeeds. `ids` names the arguments holding
     token ids of the vocabulary V (so V is out of range); `empty_ok` those an empty array is
-    valid for; `any_shape` those any matrix is valid for (no other argument fixes its shape)."""
+    valid for; `any_shape` those any matrix is valid for (no other argument fixes its shape);
+    `any_rank` those any array is valid for, whatever its number of dimensions (a file's tensors)."""
 
-    def __init__(self, call, ids=(), empty_ok=(), any_shape=(), **args):
+    def __init__(self, call, ids=(), empty_ok=(), any_shape=(), any_rank=(), **args):
         self.call, self.args = call, args
-        self.ids, self.empty_ok, self.any_shape = set(ids), set(empty_ok), set(any_shape)
+        self.ids, self.empty_ok = set(ids), set(empty_ok)
+        self.any_rank = set(any_rank)
+        self.any_shape = set(any_shape) | self.any_rank
 
 
 def two_streams():
@@ -290,6 +293,9 @@ def examples(tmp_path):
         "load_redrafter_head": Example(
             lambda **a: specdec.load_redrafter_head(saved_head(tmp_path), **a),
             embedding=rows(V, 4)),
+        "write_safetensors": Example(
+            lambda **a: specdec.write_safetensors(str(tmp_path / "written.safetensors"), **a),
+            any_rank={"tensors"}, tensors={"weight": rows(2, V)}),
         "redrafter_head_from_tensors": Example(
             lambda **a: specdec.redrafter_head_from_tensors(**a),
             tensors=tensors_embedding_last(), embedding=rows(V, 4)),
@@ -418,7 +424,8 @@ def bad_values(good, kind, example, name):
                                                  -3, good).astype(good.dtype)))
                 out.append(("out of range", np.where(np.arange(good.size).reshape(good.shape) == 0,
                                                      V, good).astype(good.dtype)))
-    out.append(("one dimension more", good[None] if good.ndim > 1 else good[:, None]))
+    if name not in example.any_rank:
+        out.append(("one dimension more", good[None] if good.ndim > 1 else good[:, None]))
     if good.ndim >= 2 and good.shape[0] != good.shape[1] and name not in example.any_shape:
         swapped = good.reshape((good.shape[1], good.shape[0]) + good.shape[2:])
         out.append(("leading dimensions swapped", swapped))

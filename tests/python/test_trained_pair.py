@@ -85,3 +85,16 @@ def test_sampled_speculative_decode_runs_on_the_pair(pair):
                             options)
     assert len(result.tokens) == 16 and max(int(t) for t in result.tokens) < 128
     assert result.metrics.block_efficiency() > 1.0
+
+
+def test_write_safetensors_round_trips_through_the_reader(tmp_path):
+    weights = {"a": np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4),
+               "b": np.array([1.0, 1.0 / 3.0], np.float32)}
+    for dtype, tolerance in ((specdec.TensorDType.F32, 0.0), (specdec.TensorDType.F16, 1e-3)):
+        path = tmp_path / f"weights_{dtype.name}.safetensors"
+        specdec.write_safetensors(str(path), weights, dtype)
+        back = specdec.read_safetensors(str(path))
+        assert sorted(back) == ["a", "b"]
+        for name, values in weights.items():
+            assert back[name].shape == values.shape
+            np.testing.assert_allclose(back[name], values, rtol=tolerance, atol=0)

@@ -251,3 +251,15 @@ inline cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
   delete exec;
   return cudaSuccess;
 }
+
+enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount = 16 };
+/// The emulated device has as many SMs as an H100 (kernels' launch configurations depend on it).
+inline cudaError_t cudaGetDevice(int* device) {
+  *device = 0;
+  return cudaSuccess;
+}
+inline cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int) {
+  if (attr != cudaDevAttrMultiProcessorCount) return cudaErrorInvalidValue;
+  *value = 132;
+  return cudaSuccess;
+}

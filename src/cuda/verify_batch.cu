@@ -6,22 +6,28 @@
 #include <cuda_runtime.h>
 
 #include "specdec/backend/cuda/detail/chain_kernels.cuh"
+#include "specdec/backend/cuda/detail/chain_logits_kernels.cuh"
 #include "specdec/backend/cuda/launchers.hpp"
 
 namespace specdec::backend::cuda_impl {
 
 namespace {
 
-/// The staged copies in a chain workspace (chain_workspace_size's layout, then the logits part).
+/// The staged copies in a chain workspace (chain_workspace_size's layout, then the logits part:
+/// warps, the rows' statistics, warped rows).
 struct Staged {
   std::int32_t* offsets;
   RandomStream* streams;
   DeviceWarp* warps;  // logits only
-  float* rows;        // logits only
+  TileStats* tiles;   // logits only: row_stats_workspace_size(rows, vocab)
+  unsigned int* counters;
+  RowStats* stats;
+  float* rows;  // logits with a cutting warp only
 };
 
-Staged carve(void* workspace, std::int64_t batch) {
+Staged carve(void* workspace, std::int64_t batch, std::int64_t rows = 0, std::int64_t vocab = 0) {
   const auto b = static_cast<std::size_t>(batch);
+  const auto r = static_cast<std::size_t>(rows);
   auto* base = static_cast<unsigned char*>(workspace);
   Staged out{};
   out.offsets = reinterpret_cast<std::int32_t*>(base);
@@ -30,8 +36,59 @@ Staged carve(void* workspace, std::int64_t batch) {
   base += device_round_up(b * sizeof(RandomStream));
   out.warps = reinterpret_cast<DeviceWarp*>(base);
   base += device_round_up(b * sizeof(DeviceWarp));
+  out.tiles = reinterpret_cast<TileStats*>(base);
+  base += device_round_up(r * static_cast<std::size_t>(row_split(1, vocab, 1).tiles) *
+                          sizeof(TileStats));
+  out.counters = reinterpret_cast<unsigned int*>(base);
+  base += device_round_up(r * sizeof(unsigned int));
+  out.stats = reinterpret_cast<RowStats*>(base);
+  base += device_round_up(r * sizeof(RowStats));
   out.rows = reinterpret_cast<float*>(base);
   return out;
+}
+
+/// The SMs of the current device (the split of rows over blocks fills them).
+int sm_count() {
+  int device = 0, count = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+      count < 1) {
+    return kH100Sms;
+  }
+  return count;
+}
+
+/// The two launches of a chain step from logits with warps that do not cut: the statistics of
+/// every target and draft row, then one block per sequence.
+template <class T>
+cudaError_t launch_chain_statistics(const ChainVerifyParams& p, const Staged& staged,
+                                    const DeviceWarp& shared_warp, const DeviceWarp* warps,
+                                    std::int64_t drafts, cudaStream_t stream) {
+  const std::int64_t target_rows = drafts + p.batch, rows = target_rows + drafts;
+  const detail::LogitRowSet<T> set{static_cast<const T*>(p.target), p.target_stride, target_rows,
+                                   static_cast<const T*>(p.draft), p.draft_stride};
+  const RowSplit split = row_split(rows, p.vocab, sm_count());
+  cudaError_t status = cudaMemsetAsync(
+      staged.counters, 0, static_cast<std::size_t>(rows) * sizeof(unsigned int), stream);
+  if (status != cudaSuccess) return status;
+  const detail::RowWarps row_warps{shared_warp, warps, staged.offsets, p.batch, target_rows};
+  status = detail::launch(detail::row_stats_kernel<T>,
+                          dim3(static_cast<unsigned int>(rows),
+                               static_cast<unsigned int>(split.blocks_per_row)),
+                          detail::kStatsThreads, stream, set, p.vocab, split, row_warps,
+                          staged.tiles, staged.counters, staged.stats);
+  if (status != cudaSuccess) return status;
+  return detail::launch(detail::chain_logits_finish_kernel<T>, static_cast<unsigned int>(p.batch),
+                        detail::kTargetOnlyThreads, stream, set, p.vocab,
+                        static_cast<const RowStats*>(staged.stats),
+                        static_cast<const std::int32_t*>(staged.offsets), p.draft_tokens,
+                        static_cast<const RandomStream*>(staged.streams), p.emitted, p.accepted);
+}
+
+/// Whether a warp leaves every entry of a row positive or makes it one-hot: no top-k, top-p or
+/// min-p cut.
+bool uncut(const DeviceWarp& w) {
+  return w.temperature == 0.0f || (w.top_k == 0 && w.top_p >= 1.0f && w.min_p <= 0.0f);
 }
 
 cudaError_t stage(const ChainVerifyParams& p, const Staged& staged, cudaStream_t stream) {
@@ -71,11 +128,14 @@ cudaError_t verify_chain_batch(const ChainVerifyParams& params, void* workspace,
 cudaError_t verify_chain_batch_logits(const ChainVerifyParams& params, const DeviceWarp* host_warps,
                                       std::int64_t warp_count, void* workspace,
                                       cudaStream_t stream) {
-  const Staged staged = carve(workspace, params.batch);
+  const std::int64_t drafts = params.host_draft_offsets[params.batch];
+  const Staged staged = carve(workspace, params.batch, 2 * drafts + params.batch, params.vocab);
   cudaError_t status = stage(params, staged, stream);
   if (status != cudaSuccess) return status;
   const DeviceWarp shared_warp = host_warps[0];
   const DeviceWarp* row_warps = nullptr;
+  bool statistics = true;
+  for (std::int64_t k = 0; k < warp_count; ++k) statistics = statistics && uncut(host_warps[k]);
   if (warp_count > 1) {
     status = cudaMemcpyAsync(staged.warps, host_warps,
                              static_cast<std::size_t>(warp_count) * sizeof(DeviceWarp),
@@ -85,11 +145,20 @@ cudaError_t verify_chain_batch_logits(const ChainVerifyParams& params, const Dev
   }
   switch (params.dtype) {
     case DType::kF32:
-      return launch_chain<true, float>(params, staged, shared_warp, row_warps, stream);
+      return statistics
+                 ? launch_chain_statistics<float>(params, staged, shared_warp, row_warps, drafts,
+                                                  stream)
+                 : launch_chain<true, float>(params, staged, shared_warp, row_warps, stream);
     case DType::kF16:
-      return launch_chain<true, __half>(params, staged, shared_warp, row_warps, stream);
+      return statistics
+                 ? launch_chain_statistics<__half>(params, staged, shared_warp, row_warps, drafts,
+                                                   stream)
+                 : launch_chain<true, __half>(params, staged, shared_warp, row_warps, stream);
     case DType::kBF16:
-      return launch_chain<true, __nv_bfloat16>(params, staged, shared_warp, row_warps, stream);
+      return statistics ? launch_chain_statistics<__nv_bfloat16>(params, staged, shared_warp,
+                                                                 row_warps, drafts, stream)
+                        : launch_chain<true, __nv_bfloat16>(params, staged, shared_warp,
+                                                            row_warps, stream);
     default:
       return cudaErrorInvalidValue;
   }

@@ -117,7 +117,7 @@ struct LedgerChain {
         tokens("tokens", draft_tokens),
         emitted("emitted", static_cast<std::size_t>(batch * (gamma + 1))),
         accepted("accepted", static_cast<std::size_t>(batch)),
-        workspace("workspace", cuda_impl::chain_logits_workspace_size(batch, vocab)) {
+        workspace("workspace", cuda_impl::chain_logits_workspace_size(batch, gamma, vocab)) {
     for (std::int64_t b = 0; b <= batch; ++b)
       offsets.push_back(static_cast<std::int32_t>(b * gamma));
     for (std::int64_t b = 0; b < batch; ++b)

@@ -14,6 +14,23 @@ namespace specdec::detail {
 
 inline constexpr std::uint32_t kExpFloorBits = 0xc2b00000u;  // -88.0f's bits: exp_flush's floor
 
+/// a * b and a + b each rounded on its own: nvcc fuses a product feeding a sum into one FMA by
+/// default, which would give the device other bits than the host.
+SPECDEC_ENTRY_INLINE float mul_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+SPECDEC_ENTRY_INLINE float add_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+
 /// e^x for -88 <= x <= 0: Cody-Waite reduction x = k ln 2 + r (ln 2 = 0.693359375, whose k
 /// multiples are exact, - 2.12194440e-4), then a degree-5 minimax polynomial for e^r on |r| <= ln 2
 /// / 2 (relative error below 2e-7 wherever the result is normal, checked in tests/core/
@@ -22,18 +39,18 @@ inline constexpr std::uint32_t kExpFloorBits = 0xc2b00000u;  // -88.0f's bits: e
 /// alone give the same bits. Loops whose arguments are at least -88 call it; others exp_flush.
 SPECDEC_ENTRY_INLINE float exp_in_range(float x) {
   constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
-  const float shifted = x * std::numbers::log2e_v<float> + kRound;
+  const float shifted = add_rn(mul_rn(x, std::numbers::log2e_v<float>), kRound);
   const float k = shifted - kRound;
-  const float r = (x - k * 0.693359375f) - k * -2.12194440e-4f;
+  const float r = (x - mul_rn(k, 0.693359375f)) - mul_rn(k, -2.12194440e-4f);
   float y = 8.2962177694e-3f;
-  y = y * r + 4.1896615177e-2f;
-  y = y * r + 1.6667549312e-1f;
-  y = y * r + 4.9999171495e-1f;
-  y = y * r + 9.9999976158e-1f;
-  y = y * r + 1.0f;
+  y = add_rn(mul_rn(y, r), 4.1896615177e-2f);
+  y = add_rn(mul_rn(y, r), 1.6667549312e-1f);
+  y = add_rn(mul_rn(y, r), 4.9999171495e-1f);
+  y = add_rn(mul_rn(y, r), 9.9999976158e-1f);
+  y = add_rn(mul_rn(y, r), 1.0f);
   // 2^k: `shifted` holds 1.5 * 2^23 + k exactly, so its bits are those of 1.5 * 2^23 plus k, and
   // adding 127 and shifting into the exponent field leaves (k + 127) << 23 (the rest shifts out).
-  return y * std::bit_cast<float>((std::bit_cast<std::uint32_t>(shifted) + 127u) << 23);
+  return mul_rn(y, std::bit_cast<float>((std::bit_cast<std::uint32_t>(shifted) + 127u) << 23));
 }
 
 /// e^x for x <= 0 (-inf included): exp_in_range after a clamp to -88, where the result is exactly

@@ -26,8 +26,11 @@
 #define SPECDEC_BOUND_LOOP
 #endif
 
-// Entry functions the row loops call: inlined always, or the loops do not vectorise.
-#if defined(__GNUC__)
+// Entry functions the row loops call: inlined always, or the loops do not vectorise. nvcc compiles
+// them for the device too: the CUDA kernels compute the same entries with the same operations.
+#if defined(__CUDACC__)
+#define SPECDEC_ENTRY_INLINE __host__ __device__ __forceinline__
+#elif defined(__GNUC__)
 #define SPECDEC_ENTRY_INLINE [[gnu::always_inline]] inline
 #else
 #define SPECDEC_ENTRY_INLINE inline

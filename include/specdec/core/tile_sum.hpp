@@ -94,16 +94,20 @@ struct RowSum {
 
 /// The row's sum from its tiles: each tile's sum times exp((tile max - max) * inv_t), the product
 /// exact in double, added in double in tile order. A tile without a finite entry adds nothing.
-inline RowSum combine_tiles(const TileSum* tiles, std::int64_t count, float inv_t) {
+/// `tiles[t]` gives tile t's TileSum: a pointer, or a CUDA kernel's view of global memory.
+template <class Tiles>
+SPECDEC_ENTRY_INLINE RowSum combine_tiles(const Tiles& tiles, std::int64_t count, float inv_t) {
   RowSum row;
-  for (std::int64_t t = 0; t < count; ++t)
-    row.max = tiles[t].max > row.max ? tiles[t].max : row.max;
   for (std::int64_t t = 0; t < count; ++t) {
-    if (!(tiles[t].max > kNegInf)) continue;
-    const auto scale =
-        static_cast<double>(exp_flush(scaled_exponent(tiles[t].max, row.max, inv_t)));
-    row.sum += static_cast<double>(tiles[t].sum) * scale;
-    row.above += static_cast<double>(tiles[t].above) * scale;
+    const float max = TileSum(tiles[t]).max;
+    row.max = max > row.max ? max : row.max;
+  }
+  for (std::int64_t t = 0; t < count; ++t) {
+    const TileSum tile = tiles[t];
+    if (!(tile.max > kNegInf)) continue;
+    const auto scale = static_cast<double>(exp_flush(scaled_exponent(tile.max, row.max, inv_t)));
+    row.sum += static_cast<double>(tile.sum) * scale;
+    row.above += static_cast<double>(tile.above) * scale;
   }
   return row;
 }

@@ -48,6 +48,7 @@ struct Graph {
 
 struct Runtime {
   cudaError_t last_error = cudaSuccess;
+  int sm_count = 132;  // an H100's: launch configurations depend on it
   std::vector<std::pair<const void*, std::size_t>> pinned;  // cudaMallocHost ranges
   cudaStream_t capturing = nullptr;                         // the stream being captured
   bool capture_valid = true;
@@ -253,13 +254,13 @@ inline cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
 }
 
 enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount = 16 };
-/// The emulated device has as many SMs as an H100 (kernels' launch configurations depend on it).
+/// The emulated device has runtime.sm_count SMs (an H100's 132 unless a test sets another).
 inline cudaError_t cudaGetDevice(int* device) {
   *device = 0;
   return cudaSuccess;
 }
 inline cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int) {
   if (attr != cudaDevAttrMultiProcessorCount) return cudaErrorInvalidValue;
-  *value = 132;
+  *value = specdec_emulation::runtime.sm_count;
   return cudaSuccess;
 }

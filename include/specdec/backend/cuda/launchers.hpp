@@ -75,12 +75,25 @@ constexpr std::size_t chain_workspace_size(std::int64_t batch) {
          device_round_up(b * sizeof(RandomStream));
 }
 
-/// Device bytes verify_chain_batch_logits needs: chain_workspace_size's, the staged per-sequence
-/// warps and two warped rows per sequence.
-constexpr std::size_t chain_logits_workspace_size(std::int64_t batch, std::int64_t vocab) {
+/// Device bytes of the statistics of `rows` rows of `vocab` logits split over blocks: a TileStats
+/// (16 bytes) per 1024-entry tile, a counter and a RowStats per row.
+constexpr std::size_t row_stats_workspace_size(std::int64_t rows, std::int64_t vocab) {
+  const auto r = static_cast<std::size_t>(rows < 0 ? 0 : rows);
+  const auto tiles = static_cast<std::size_t>(vocab < 1 ? 1 : (vocab + 1023) / 1024);
+  return device_round_up(r * tiles * 16) + device_round_up(r * sizeof(unsigned int)) +
+         device_round_up(r * 20);
+}
+
+/// Device bytes verify_chain_batch_logits needs for B sequences of at most max_gamma drafts:
+/// chain_workspace_size's, the staged per-sequence warps, the statistics of every row, and (for
+/// warps that cut: top-k, top-p, min-p) two warped rows per sequence.
+constexpr std::size_t chain_logits_workspace_size(std::int64_t batch, std::int64_t max_gamma,
+                                                  std::int64_t vocab) {
   const auto b = static_cast<std::size_t>(batch < 0 ? 0 : batch);
   const auto v = static_cast<std::size_t>(vocab < 0 ? 0 : vocab);
+  const std::int64_t gamma = max_gamma < 0 ? 0 : max_gamma;
   return chain_workspace_size(batch) + device_round_up(b * sizeof(DeviceWarp)) +
+         row_stats_workspace_size((batch < 0 ? 0 : batch) * (2 * gamma + 1), vocab) +
          device_round_up(b * 2 * v * sizeof(float));
 }
 
@@ -106,8 +119,11 @@ struct ChainVerifyParams {
 cudaError_t verify_chain_batch(const ChainVerifyParams& params, void* workspace,
                                cudaStream_t stream);
 
-/// As verify_chain_batch over logits of `dtype`, warped on the fly with host_warps[0]
-/// (warp_count 1) or host_warps[b] (warp_count B, also copied into the workspace).
+/// As verify_chain_batch over logits of `dtype` warped with host_warps[0] (warp_count 1) or
+/// host_warps[b] (warp_count B, also copied into the workspace). Warps without a cut (temperature
+/// alone, or greedy) take two launches: the statistics of every row, split over blocks, then one
+/// block per sequence drawing from rows recomputed from the logits, the CPU's tokens bit for bit.
+/// Warps that cut are warped row by row into the workspace by one block per sequence.
 cudaError_t verify_chain_batch_logits(const ChainVerifyParams& params, const DeviceWarp* host_warps,
                                       std::int64_t warp_count, void* workspace,
                                       cudaStream_t stream);

@@ -3,6 +3,7 @@
 // counts and tokens out, one block per sequence on the backend's stream.
 #pragma once
 
+#include <algorithm>
 #include <climits>
 #include <cstddef>
 #include <cstdint>
@@ -22,8 +23,8 @@ struct ChainBatchImpl<backend::Cuda> {
   /// Device bytes: the staged offsets and streams; from logits also the warps and two warped rows
   /// per sequence.
   static std::size_t workspace_size(const backend::Cuda&, const ChainBatchShape& shape) {
-    return shape.from_logits ? backend::cuda_impl::chain_logits_workspace_size(shape.batch,
-                                                                               shape.vocab)
+    return shape.from_logits ? backend::cuda_impl::chain_logits_workspace_size(
+                                   shape.batch, shape.max_gamma, shape.vocab)
                              : backend::cuda_impl::chain_workspace_size(shape.batch);
   }
 
@@ -87,8 +88,16 @@ struct ChainBatchImpl<backend::Cuda> {
     const auto p =
         params<T>(args, args.target_logits, args.draft_logits, "target_logits", "draft_logits");
     check_sequence_warps(args.warps, p.batch, p.vocab);
-    check_device_workspace(
-        ws, workspace_size(cuda, {.batch = p.batch, .vocab = p.vocab, .from_logits = true}));
+    std::int64_t max_gamma = 0;
+    for (std::int64_t b = 0; b < p.batch; ++b) {
+      max_gamma = std::max<std::int64_t>(
+          max_gamma, args.draft_offsets[static_cast<std::size_t>(b) + 1] -
+                         args.draft_offsets[static_cast<std::size_t>(b)]);
+    }
+    check_device_workspace(ws, workspace_size(cuda, {.batch = p.batch,
+                                                     .max_gamma = max_gamma,
+                                                     .vocab = p.vocab,
+                                                     .from_logits = true}));
     check_cuda(backend::cuda_impl::verify_chain_batch_logits(
                    p, reinterpret_cast<const backend::cuda_impl::DeviceWarp*>(args.warps.data()),
                    static_cast<std::int64_t>(args.warps.size()), ws.data, cuda.stream),

@@ -83,6 +83,10 @@ class Global {
 
   SPECDEC_HOST_DEVICE Global operator+(std::int64_t offset) const { return Global(p_ + offset); }
   SPECDEC_HOST_DEVICE bool operator==(std::nullptr_t) const { return p_ == nullptr; }
+  /// Whether element i starts a 16-byte aligned vector (load_vec may read there).
+  SPECDEC_HOST_DEVICE bool vector_aligned(std::int64_t i) const {
+    return reinterpret_cast<std::uintptr_t>(p_ + i) % 16 == 0;
+  }
 
   SPECDEC_HOST_DEVICE Value load(std::int64_t i) const {
     SPECDEC_GLOBAL_RECORD(load, p_ + i, sizeof(T), kUnique);

@@ -1,0 +1,249 @@
+// SPDX-License-Identifier: MIT
+// The statistics of warped rows of logits, a row split over several blocks (the first launch of
+// the chain step and of the warp): each block reads its whole 1024-entry tiles once and writes
+// their TileStats; the last block of a row to finish (a fence, then a per-row counter) combines
+// the tiles in tile order into the row's RowStats. A tile's sum keeps the CPU's 16 lanes and
+// order (core/tile_sum.hpp) and the tiles combine as combine_tiles does, so the statistics are
+// warp_stats's bits for a warp without a cut (temperature alone, or greedy), however many blocks
+// share a row and in whatever order they run.
+// IWYU pragma: private
+#pragma once
+
+#include <cstdint>
+
+#include "specdec/backend/cuda/detail/global.cuh"
+#include "specdec/backend/cuda/detail/launch.cuh"
+#include "specdec/backend/cuda/launchers.hpp"
+#include "specdec/backend/cuda/row_split.hpp"
+#include "specdec/core/order_key.hpp"
+#include "specdec/core/tile_sum.hpp"
+#include "specdec/core/warped_row.hpp"
+
+namespace specdec::backend::cuda_impl {
+
+/// One tile of a row: its largest logit, the tile rule's sum of exp((logit - max) / T), the id
+/// of its first largest entry, and whether it holds a NaN or +inf. 16 bytes.
+struct TileStats {
+  float max;
+  float sum;
+  std::int32_t argmax;
+  std::int32_t bad;
+};
+
+/// A row's statistics in device memory: what specdec::detail::WarpStats holds for a warp without
+/// a cut, and whether the row is invalid (a NaN or +inf, or no finite entry).
+struct RowStats {
+  float inv_temperature;
+  float max;
+  float inv_sum;
+  std::int32_t greedy;  // >= 0: the row is one-hot there
+  std::int32_t invalid;
+
+  SPECDEC_HOST_DEVICE specdec::detail::WarpStats warp_stats() const {
+    specdec::detail::WarpStats s;
+    s.inv_temperature = inv_temperature;
+    s.greedy = greedy;
+    s.max = max;
+    s.inv_sum = inv_sum;
+    return s;
+  }
+};
+
+namespace detail {
+
+template <>
+inline constexpr bool kDense<TileStats> = true;
+static_assert(sizeof(TileStats) == 16, "TileStats has no padding");
+template <>
+inline constexpr bool kDense<RowStats> = true;
+static_assert(sizeof(RowStats) == 20, "RowStats has no padding");
+
+/// Threads per block of the statistics kernel: one warp per tile at a time.
+inline constexpr int kStatsThreads = 256;
+inline constexpr int kStatsWarps = kStatsThreads / 32;
+inline constexpr int kTile = static_cast<int>(specdec::detail::kSumTile);
+inline constexpr int kTileLanes = specdec::detail::kSumLanes;
+
+/// The logit rows of one call: `target_rows` rows of `target`, then the rows of `draft` (row r of
+/// the set is draft row r - target_rows).
+template <class T>
+struct LogitRowSet {
+  Global<const T> target;
+  std::int64_t target_stride;
+  std::int64_t target_rows;
+  Global<const T> draft;
+  std::int64_t draft_stride;
+
+  __device__ __forceinline__ Global<const T> row(std::int64_t r) const {
+    return r < target_rows ? target + r * target_stride
+                           : draft + (r - target_rows) * draft_stride;
+  }
+};
+
+/// Which warp a row of the set takes: `shared` for every row, or warps[b] for the rows of
+/// sequence b, where target row r belongs to the b with offsets[b] + b <= r < offsets[b + 1] + b
+/// + 1 and draft row r to the b with offsets[b] <= r < offsets[b + 1] (a chain batch's layout).
+/// With one row per sequence (a warp batch) offsets is null and row r takes warps[r].
+struct RowWarps {
+  DeviceWarp shared;
+  Global<const DeviceWarp> warps;
+  Global<const std::int32_t> offsets;  // B + 1, or null
+  std::int64_t batch;
+  std::int64_t target_rows;
+
+  __device__ __forceinline__ DeviceWarp of(std::int64_t r) const {
+    if (warps == nullptr) return shared;
+    if (offsets == nullptr) return warps[r];
+    const bool is_target = r < target_rows;
+    const std::int64_t row = is_target ? r : r - target_rows;
+    // The last b whose first row is at most `row` (binary search over the offsets).
+    std::int64_t lo = 0, hi = batch - 1;
+    while (lo < hi) {
+      const std::int64_t mid = (lo + hi + 1) / 2;
+      const std::int64_t first = offsets[mid] + (is_target ? mid : 0);
+      if (first <= row) {
+        lo = mid;
+      } else {
+        hi = mid - 1;
+      }
+    }
+    return warps[lo];
+  }
+};
+
+struct StatsShared {
+  float tile[kStatsWarps][kTile];
+  int last;
+};
+
+/// One tile (count <= kTile entries at `tile`) by one warp: the entries into buf, then the
+/// CPU's tile rule. Lane 0 returns the tile's TileStats.
+template <class T>
+__device__ __forceinline__ TileStats tile_stats(Global<const T> tile, int count, float inv_t,
+                                                float* buf) {
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  constexpr int kVector = 16 / static_cast<int>(sizeof(T));
+  std::int32_t best = specdec::detail::signed_order_key(specdec::kNegInf);
+  std::int32_t bad = 0;
+  const auto take = [&](int i, float x) {
+    buf[i] = x;
+    bad |= (x != x || x == -specdec::kNegInf) ? 1 : 0;
+    const std::int32_t key = specdec::detail::signed_order_key(x);
+    best = key > best ? key : best;
+  };
+  if (count == kTile && tile.vector_aligned(0)) {
+    for (int v = lane; v < kTile / kVector; v += 32) {  // 16-byte loads, coalesced
+      const auto packed = tile.template load_vec<kVector>(static_cast<std::int64_t>(v) * kVector);
+      for (int j = 0; j < kVector; ++j) take(v * kVector + j, specdec::detail::to_float(packed.v[j]));
+    }
+  } else {
+    for (int i = lane; i < count; i += 32) take(i, specdec::detail::to_float(tile[i]));
+  }
+  for (int mask = 16; mask > 0; mask /= 2) {
+    const std::int32_t other = __shfl_xor_sync(0xffffffffu, best, mask);
+    best = other > best ? other : best;
+    bad |= __shfl_xor_sync(0xffffffffu, bad, mask);
+  }
+  __syncwarp();
+  const float max = specdec::detail::from_signed_order_key(best);
+  // The first entry holding the largest key (row_argmax's: -0 and +0 equal).
+  int first = kTile;
+  for (int i = lane; i < count; i += 32) {
+    if (specdec::detail::signed_order_key(buf[i] + 0.0f) ==
+            specdec::detail::signed_order_key(max + 0.0f) &&
+        i < first) {
+      first = i;
+    }
+  }
+  for (int mask = 16; mask > 0; mask /= 2) {
+    const int other = __shfl_xor_sync(0xffffffffu, first, mask);
+    first = other < first ? other : first;
+  }
+  // Lane j < 16 adds the entries at offsets j mod 16 in order, as the CPU's lane j does.
+  float sum = 0.0f;
+  if (lane < kTileLanes && max > specdec::kNegInf) {
+    for (int i = lane; i < count; i += kTileLanes) {
+      sum = specdec::detail::add_rn(
+          sum, specdec::detail::exp_flush(specdec::detail::scaled_exponent(buf[i], max, inv_t)));
+    }
+  }
+  // The lanes added in order 0..15 (add_lanes).
+  float total = 0.0f;
+  for (int j = 0; j < kTileLanes; ++j) {
+    total = specdec::detail::add_rn(total, __shfl_sync(0xffffffffu, sum, j));
+  }
+  __syncwarp();
+  return {max, total, first, bad};
+}
+
+/// A row's tiles read as the TileSums combine_tiles takes.
+struct TileSums {
+  Global<const TileStats> tiles;
+  __device__ __forceinline__ specdec::detail::TileSum operator[](std::int64_t t) const {
+    const TileStats s = tiles[t];
+    return {s.max, s.sum, 0.0f};
+  }
+};
+
+/// The statistics of every row of `rows` (row r of the set is blockIdx.x), blockIdx.y taking
+/// split.tiles_per_block tiles of it: TileStats into tiles[r * split.tiles ..], and from the last
+/// block of the row RowStats into stats[r]. counters[r] must be 0 at launch; it is 0 again after.
+template <class T>
+__global__ void __launch_bounds__(kStatsThreads)
+    row_stats_kernel(LogitRowSet<T> rows, std::int64_t n, RowSplit split, RowWarps warps,
+                     Global<TileStats> tiles, Global<unsigned int> counters,
+                     Global<RowStats> stats) {
+  expect_block_threads(kStatsThreads);
+  __shared__ StatsShared sh;
+  const std::int64_t r = blockIdx.x;
+  const Global<const T> row = rows.row(r);
+  const DeviceWarp w = warps.of(r);
+  const bool greedy = w.temperature == 0.0f;
+  const float inv_t = greedy ? 1.0f : 1.0f / w.temperature;
+  const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
+  const std::int64_t first_tile = blockIdx.y * split.tiles_per_block;
+  const std::int64_t end_tile =
+      first_tile + split.tiles_per_block < split.tiles ? first_tile + split.tiles_per_block
+                                                       : split.tiles;
+  const Global<TileStats> row_tiles = tiles + r * split.tiles;
+  for (std::int64_t t = first_tile + warp; t < end_tile; t += kStatsWarps) {
+    const std::int64_t b = t * kTile;
+    const int count = static_cast<int>(n - b < kTile ? n - b : kTile);
+    TileStats s = tile_stats(row + b, count, inv_t, sh.tile[warp]);
+    s.argmax += static_cast<std::int32_t>(b);
+    if (lane == 0) row_tiles[t] = s;
+  }
+  // The last block of the row to finish combines its tiles.
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    const unsigned int done = counters.atomic_add(r, 1u);
+    sh.last = done + 1 == static_cast<unsigned int>(split.blocks_per_row) ? 1 : 0;
+  }
+  __syncthreads();
+  if (sh.last == 0 || threadIdx.x != 0) return;
+  __threadfence();
+  counters[r] = 0u;
+  std::int32_t bad = 0;
+  for (std::int64_t t = 0; t < split.tiles; ++t) bad |= TileStats(row_tiles[t]).bad;
+  const specdec::detail::RowSum sum =
+      specdec::detail::combine_tiles(TileSums{row_tiles}, split.tiles, inv_t);
+  RowStats out{inv_t, sum.max, 1.0f / static_cast<float>(sum.sum), -1, 0};
+  out.invalid = bad != 0 || !(sum.max > specdec::kNegInf) ? 1 : 0;
+  if (greedy && out.invalid == 0) {
+    for (std::int64_t t = 0; t < split.tiles; ++t) {
+      const TileStats s = row_tiles[t];
+      if (s.max == sum.max) {
+        out.greedy = s.argmax;
+        break;
+      }
+    }
+    out.inv_temperature = 1.0f;
+    out.max = 0.0f;
+    out.inv_sum = 1.0f;
+  }
+  stats[r] = out;
+}
+
+}  // namespace detail
+}  // namespace specdec::backend::cuda_impl

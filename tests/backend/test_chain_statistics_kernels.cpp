@@ -1,0 +1,186 @@
+// SPDX-License-Identifier: MIT
+// The chain step from logits on the CUDA backend's statistics path (warps without a cut), run
+// whole through its launcher under the emulation: the CPU's tokens bit for bit in every slot of a
+// ragged batch, whatever the number of blocks sharing a row and the order they run in, and the
+// traffic of section 3 of the design (each logit read once, the draws' rows once more).
+#include "emulation/emulated_cuda.hpp"
+// The emulation must come first: the launchers then see its built-ins and runtime.
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <cstdlib>
+#include <vector>
+
+#include "specdec/backend/cuda/launchers.hpp"
+#include "specdec/backend/cuda/row_split.hpp"
+#include "specdec/core/workspace.hpp"
+#include "specdec/toy/random.hpp"
+#include "specdec/verify/chain_logits.hpp"
+
+using namespace specdec;
+namespace cuda_impl = specdec::backend::cuda_impl;
+namespace emu = specdec_emulation;
+
+namespace {
+
+/// Host memory that the emulation sees as device memory (a named region, 256-byte aligned).
+template <class T>
+class StatsBuffer {
+ public:
+  StatsBuffer(const char* name, const std::vector<T>& values, bool written = true)
+      : size_(values.size()),
+        data_(static_cast<T*>(std::aligned_alloc(256, (size_ * sizeof(T) + 255) / 256 * 256))) {
+    std::copy(values.begin(), values.end(), data_);
+    emu::ledger.add(name, data_, size_ * sizeof(T), written);
+  }
+  StatsBuffer(const char* name, std::size_t count)
+      : StatsBuffer(name, std::vector<T>(count), false) {}
+  StatsBuffer(const StatsBuffer&) = delete;
+  StatsBuffer& operator=(const StatsBuffer&) = delete;
+  ~StatsBuffer() {
+    emu::ledger.remove(data_);
+    std::free(data_);
+  }
+  T* get() { return data_; }
+  std::vector<T> values() const { return {data_, data_ + size_}; }
+
+ private:
+  std::size_t size_;
+  T* data_;
+};
+
+/// A ragged batch: draft logits, target logits near them (so some drafts are rejected), tokens
+/// drawn near the draft's top.
+struct StatsBatch {
+  std::vector<std::int32_t> offsets;
+  std::vector<float> target, draft;
+  std::vector<std::int32_t> tokens;
+  std::vector<RandomStream> streams;
+  std::int64_t vocab;
+
+  /// argmax_only: every token is its draft row's argmax (what a greedy draft draws).
+  StatsBatch(const std::vector<std::int32_t>& gammas, std::int64_t v, std::uint64_t seed,
+             bool argmax_only = false)
+      : vocab(v) {
+    toy::ToyRandom rng(seed);
+    offsets.push_back(0);
+    for (const std::int32_t g : gammas) offsets.push_back(offsets.back() + g);
+    const std::int64_t drafts = offsets.back(), batch = static_cast<std::int64_t>(gammas.size());
+    for (std::int64_t r = 0; r < drafts * v; ++r) draft.push_back(static_cast<float>(2.0 * rng.normal()));
+    for (std::int64_t b = 0; b < batch; ++b) {
+      for (std::int32_t i = 0; i <= gammas[static_cast<std::size_t>(b)]; ++i) {
+        const std::int64_t d = offsets[static_cast<std::size_t>(b)] +
+                               std::min(i, std::max(gammas[static_cast<std::size_t>(b)] - 1, 0));
+        for (std::int64_t j = 0; j < v; ++j) {
+          const float base = drafts > 0 ? draft[static_cast<std::size_t>(d * v + j)] : 0.0f;
+          target.push_back(base + static_cast<float>(0.7 * rng.normal()));
+        }
+      }
+      RandomStream s;
+      s.seed = seed;
+      s.sequence = static_cast<std::uint32_t>(b);
+      s.position = 5;
+      streams.push_back(s);
+    }
+    for (std::int64_t r = 0; r < drafts; ++r) {
+      // One of the row's largest entries: drawable under any warp (greedy drafts its argmax).
+      std::int64_t best = 0;
+      for (std::int64_t j = 1; j < v; ++j) {
+        if (draft[static_cast<std::size_t>(r * v + j)] > draft[static_cast<std::size_t>(r * v + best)])
+          best = j;
+      }
+      const auto other = static_cast<std::int64_t>(rng.uniform() * static_cast<double>(v));
+      tokens.push_back(static_cast<std::int32_t>(argmax_only || rng.uniform() < 0.6 ? best : other));
+    }
+  }
+  std::int64_t batch() const { return static_cast<std::int64_t>(offsets.size()) - 1; }
+  std::int64_t drafts() const { return offsets.back(); }
+  std::int64_t max_gamma() const {
+    std::int64_t m = 0;
+    for (std::size_t b = 0; b + 1 < offsets.size(); ++b) m = std::max<std::int64_t>(m, offsets[b + 1] - offsets[b]);
+    return m;
+  }
+};
+
+/// The CPU's tokens and counts: verify_chain_logits sequence by sequence (-1 padded).
+void cpu_chain(const StatsBatch& c, const Warp& w, std::vector<std::int32_t>& emitted,
+               std::vector<std::int32_t>& accepted) {
+  const std::int64_t v = c.vocab;
+  Workspace ws(verify_chain_logits_workspace_size(v));
+  emitted.assign(static_cast<std::size_t>(c.drafts() + c.batch()), -1);
+  accepted.assign(static_cast<std::size_t>(c.batch()), -1);
+  for (std::int64_t b = 0; b < c.batch(); ++b) {
+    const std::int64_t first = c.offsets[static_cast<std::size_t>(b)];
+    const std::int64_t g = c.offsets[static_cast<std::size_t>(b) + 1] - first;
+    const std::span<const float> target(c.target.data() + (first + b) * v,
+                                        static_cast<std::size_t>((g + 1) * v));
+    const std::span<const float> draft(c.draft.data() + first * v, static_cast<std::size_t>(g * v));
+    const std::span<const Token> tokens(c.tokens.data() + first, static_cast<std::size_t>(g));
+    const std::span<Token> out(emitted.data() + first + b, static_cast<std::size_t>(g + 1));
+    const ChainVerdict verdict =
+        verify_chain_logits<float>(w, target, draft, tokens, v, c.streams[static_cast<std::size_t>(b)], out, ws);
+    accepted[static_cast<std::size_t>(b)] = verdict.accepted;
+    for (std::int64_t j = verdict.accepted + 1; j <= g; ++j) out[static_cast<std::size_t>(j)] = -1;
+  }
+}
+
+/// The CUDA launcher's tokens and counts on the emulation.
+struct CudaChainRun {
+  std::vector<std::int32_t> emitted, accepted;
+};
+CudaChainRun cuda_chain(const StatsBatch& c, const Warp& w) {
+  StatsBuffer<float> target("target", c.target), draft("draft", c.draft);
+  StatsBuffer<std::int32_t> tokens("tokens", c.tokens);
+  StatsBuffer<std::int32_t> emitted("emitted", static_cast<std::size_t>(c.drafts() + c.batch()));
+  StatsBuffer<std::int32_t> accepted("accepted", static_cast<std::size_t>(c.batch()));
+  StatsBuffer<unsigned char> workspace(
+      "workspace", cuda_impl::chain_logits_workspace_size(c.batch(), c.max_gamma(), c.vocab));
+  const cuda_impl::ChainVerifyParams p{target.get(),           c.vocab,           draft.get(),
+                                       c.vocab,                cuda_impl::DType::kF32,
+                                       c.batch(),              c.vocab,           c.offsets.data(),
+                                       tokens.get(),           c.streams.data(),  emitted.get(),
+                                       accepted.get()};
+  const cuda_impl::DeviceWarp dw{w.temperature, w.top_k, w.top_p, w.min_p};
+  REQUIRE(cuda_impl::verify_chain_batch_logits(p, &dw, 1, workspace.get(), nullptr) == cudaSuccess);
+  return {emitted.values(), accepted.values()};
+}
+
+}  // namespace
+
+TEST_CASE("chain from logits on the statistics path: the CPU's tokens bit for bit",
+          "[backend][cuda_kernel][chain_statistics]") {
+  const Warp warp = GENERATE(Warp{.temperature = 1.0f}, Warp{.temperature = 0.7f},
+                             Warp{.temperature = 0.0f});
+  // (V, SMs, seed): one tile per row; several tiles with one block per row, a few, or one per
+  // tile (the emulated device's SM count sets the split).
+  const auto [vocab, sm_count, seed] = GENERATE(table<std::int64_t, int, std::uint64_t>(
+      {{300, 132, 1}, {9000, 1, 2}, {9000, 4, 3}, {20000, 132, 4}, {20000, 8, 5}}));
+  const StatsBatch c({2, 0, 4}, vocab, 10 * seed + static_cast<std::uint64_t>(vocab),
+                     warp.is_greedy());
+  emu::runtime.sm_count = sm_count;
+  emu::ledger.seed = seed;  // the order blocks run in
+  std::vector<std::int32_t> emitted, accepted;
+  cpu_chain(c, warp, emitted, accepted);
+  const CudaChainRun run = cuda_chain(c, warp);
+  emu::runtime.sm_count = 132;
+  INFO("T " << warp.temperature << ", V " << vocab << ", blocks per row "
+            << cuda_impl::row_split(2 * c.drafts() + c.batch(), vocab, sm_count).blocks_per_row);
+  CHECK(run.accepted == accepted);
+  CHECK(run.emitted == emitted);
+}
+
+TEST_CASE("chain from logits on the statistics path: rejections and full acceptance both occur",
+          "[backend][cuda_kernel][chain_statistics]") {
+  // The cases above must exercise both draws: count them over the seeds.
+  int rejected = 0, completed = 0;
+  for (std::uint64_t seed = 1; seed <= 2; ++seed) {
+    const StatsBatch c({2, 0, 4}, 9000, 10 * seed + 9000);
+    std::vector<std::int32_t> emitted, accepted;
+    cpu_chain(c, Warp{.temperature = 0.7f}, emitted, accepted);
+    for (std::int64_t b = 0; b < c.batch(); ++b) {
+      const std::int32_t g = c.offsets[static_cast<std::size_t>(b) + 1] - c.offsets[static_cast<std::size_t>(b)];
+      (accepted[static_cast<std::size_t>(b)] < g ? rejected : completed) += 1;
+    }
+  }
+  CHECK(rejected > 0);
+  CHECK(completed > 0);
+}

@@ -128,10 +128,18 @@ cudaError_t verify_chain_batch(const ChainVerifyParams& params, void* workspace,
 cudaError_t verify_chain_batch_logits(const ChainVerifyParams& params, const DeviceWarp* host_warps,
                                       std::int64_t warp_count, void* workspace,
                                       cudaStream_t stream) {
-  const std::int64_t drafts = params.host_draft_offsets[params.batch];
-  const Staged staged = carve(workspace, params.batch, 2 * drafts + params.batch, params.vocab);
-  cudaError_t status = stage(params, staged, stream);
-  if (status != cudaSuccess) return status;
+  const bool resident = params.device_draft_offsets != nullptr;
+  const std::int64_t drafts = resident ? params.drafts : params.host_draft_offsets[params.batch];
+  Staged staged = carve(workspace, params.batch, 2 * drafts + params.batch, params.vocab);
+  cudaError_t status = cudaSuccess;
+  if (resident) {
+    // Graph-safe: the kernels read the caller's device arrays; nothing is staged.
+    staged.offsets = const_cast<std::int32_t*>(params.device_draft_offsets);
+    staged.streams = const_cast<RandomStream*>(params.device_streams);
+  } else {
+    status = stage(params, staged, stream);
+    if (status != cudaSuccess) return status;
+  }
   const DeviceWarp shared_warp = host_warps[0];
   const DeviceWarp* row_warps = nullptr;
   bool statistics = true;

@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "specdec/backend/cuda/launchers.hpp"
+#include "specdec/backend/cpu/verify_batch.hpp"
+#include "specdec/backend/cuda/verify_batch.hpp"
 #include "specdec/backend/cuda/row_split.hpp"
 #include "specdec/core/workspace.hpp"
 #include "specdec/toy/random.hpp"
@@ -42,6 +44,8 @@ class StatsBuffer {
   }
   T* get() { return data_; }
   std::vector<T> values() const { return {data_, data_ + size_}; }
+  void assign(const std::vector<T>& values) { std::copy(values.begin(), values.end(), data_); }
+  std::size_t size() const { return size_; }
 
  private:
   std::size_t size_;
@@ -183,4 +187,129 @@ TEST_CASE("chain from logits on the statistics path: rejections and full accepta
   }
   CHECK(rejected > 0);
   CHECK(completed > 0);
+}
+
+namespace {
+
+/// A chain batch in emulated device memory, offsets and streams included (the graph-safe form).
+struct ResidentChain {
+  explicit ResidentChain(const StatsBatch& c)
+      : target("target", c.target),
+        draft("draft", c.draft),
+        tokens("tokens", c.tokens),
+        offsets("offsets", c.offsets),
+        streams("streams", c.streams),
+        emitted("emitted", static_cast<std::size_t>(c.drafts() + c.batch())),
+        accepted("accepted", static_cast<std::size_t>(c.batch())),
+        workspace("workspace",
+                  cuda_impl::chain_logits_workspace_size(c.batch(), c.max_gamma(), c.vocab)),
+        vocab(c.vocab),
+        batch(c.batch()),
+        drafts(c.drafts()) {}
+
+  void assign(const StatsBatch& c) {
+    target.assign(c.target);
+    draft.assign(c.draft);
+    tokens.assign(c.tokens);
+    offsets.assign(c.offsets);
+    streams.assign(c.streams);
+  }
+  void run(const Warp& warp, cudaStream_t stream = nullptr) {
+    const ChainBatchLogitsArgs<float> args{
+        .target_logits = {target.get(), drafts + batch, vocab},
+        .draft_logits = {draft.get(), drafts, vocab},
+        .warps = {&warp, 1},
+        .draft_tokens = {tokens.get(), tokens.size()},
+        .emitted = {emitted.get(), emitted.size()},
+        .accepted = {accepted.get(), accepted.size()},
+        .device_draft_offsets = offsets.get(),
+        .device_streams = streams.get()};
+    verify_chain_batch_logits(backend::cuda.on(stream), args,
+                              backend::DeviceWorkspace{workspace.get(), workspace.size()});
+  }
+
+  StatsBuffer<float> target, draft;
+  StatsBuffer<std::int32_t> tokens, offsets;
+  StatsBuffer<RandomStream> streams;
+  StatsBuffer<std::int32_t> emitted, accepted;
+  StatsBuffer<unsigned char> workspace;
+  std::int64_t vocab, batch, drafts;
+};
+
+}  // namespace
+
+TEST_CASE("chain from logits, device-resident offsets and streams: no copy, the CPU's tokens",
+          "[backend][cuda_kernel][chain_statistics][ledger]") {
+  emu::ledger.clear();
+  const Warp warp{.temperature = 0.8f};
+  const StatsBatch c({3, 1}, 9000, 71);
+  ResidentChain device(c);
+  emu::ledger.reset();
+  device.run(warp);
+  const emu::RuntimeCounts counts = emu::ledger.counts;
+  std::vector<std::int32_t> emitted, accepted;
+  cpu_chain(c, warp, emitted, accepted);
+  CHECK(device.emitted.values() == emitted);
+  CHECK(device.accepted.values() == accepted);
+  CHECK(counts.launches == 2);
+  CHECK(counts.copies() == 0);
+  CHECK(counts.syncs == 0);
+  CHECK(counts.allocations == 0);
+}
+
+TEST_CASE("chain from logits, device-resident: a captured call replayed on new inputs equals a "
+          "fresh run",
+          "[backend][cuda_kernel][chain_statistics]") {
+  emu::ledger.clear();
+  const Warp warp{.temperature = 1.0f};
+  const StatsBatch first({2, 3}, 5000, 81), second({2, 3}, 5000, 82);
+  ResidentChain device(first);
+  cudaStream_t stream = nullptr;
+  REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);
+  REQUIRE(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) == cudaSuccess);
+  device.run(warp, stream);
+  cudaGraph_t graph = nullptr;
+  REQUIRE(cudaStreamEndCapture(stream, &graph) == cudaSuccess);
+  cudaGraphExec_t exec = nullptr;
+  REQUIRE(cudaGraphInstantiate(&exec, graph) == cudaSuccess);
+  for (const StatsBatch* c : {&first, &second}) {
+    device.assign(*c);
+    REQUIRE(cudaGraphLaunch(exec, stream) == cudaSuccess);
+    std::vector<std::int32_t> emitted, accepted;
+    cpu_chain(*c, warp, emitted, accepted);
+    CHECK(device.emitted.values() == emitted);
+    CHECK(device.accepted.values() == accepted);
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+}
+
+TEST_CASE("chain from logits, device-resident: bad arguments are named",
+          "[backend][cuda_kernel][chain_statistics]") {
+  const StatsBatch c({2}, 300, 91);
+  ResidentChain device(c);
+  const Warp warp{.temperature = 1.0f};
+  const std::int32_t host_offsets[] = {0, 2};
+  ChainBatchLogitsArgs<float> args{.target_logits = {device.target.get(), 3, 300},
+                                   .draft_logits = {device.draft.get(), 2, 300},
+                                   .warps = {&warp, 1},
+                                   .draft_tokens = {device.tokens.get(), 2},
+                                   .emitted = {device.emitted.get(), 3},
+                                   .accepted = {device.accepted.get(), 1},
+                                   .device_draft_offsets = device.offsets.get()};
+  const backend::DeviceWorkspace ws{device.workspace.get(), device.workspace.size()};
+  CHECK_THROWS_WITH(verify_chain_batch_logits(backend::cuda, args, ws),
+                    Catch::Contains("device_streams"));
+  args.device_streams = device.streams.get();
+  args.draft_offsets = host_offsets;
+  CHECK_THROWS_WITH(verify_chain_batch_logits(backend::cuda, args, ws),
+                    Catch::Contains("draft_offsets"));
+  args.draft_offsets = {};
+  args.target_logits.rows = 2;
+  CHECK_THROWS_WITH(verify_chain_batch_logits(backend::cuda, args, ws),
+                    Catch::Contains("target_logits"));
+  args.target_logits.rows = 3;
+  Workspace host(1 << 16);
+  CHECK_THROWS_WITH(verify_chain_batch_logits(backend::cpu, args, host),
+                    Catch::Contains("device_draft_offsets"));
 }

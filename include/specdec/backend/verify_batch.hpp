@@ -68,6 +68,14 @@ struct ChainBatchArgs {
 
 /// ChainBatchArgs with logits in place of warped rows (verify_chain_batch_logits): the same
 /// layout, and `warps` holds one Warp per sequence or one for all (host memory).
+///
+/// Graph-safe form (CUDA backend): `device_draft_offsets` (B + 1) and `device_streams` (B) in
+/// device memory in place of draft_offsets and streams, which stay empty; B is accepted.size()
+/// and G draft_tokens.size(). The call then makes no host copy, allocation or synchronisation,
+/// so it can be captured in a CUDA graph and replayed after new offsets, streams and logits are
+/// written to the same buffers. The device arrays are not scanned: offsets must be a valid
+/// layout of G drafts (non-decreasing from 0 to G). With one warp for all sequences nothing else
+/// is copied; per-sequence warps are copied from host memory (not capturable).
 template <class T>
 struct ChainBatchLogitsArgs {
   std::span<const std::int32_t> draft_offsets{};
@@ -78,6 +86,8 @@ struct ChainBatchLogitsArgs {
   std::span<const RandomStream> streams{};
   std::span<Token> emitted{};
   std::span<std::int32_t> accepted{};
+  const std::int32_t* device_draft_offsets = nullptr;
+  const RandomStream* device_streams = nullptr;
 };
 
 /// The views of a batch of B ragged trees in CSR layout (verify_tree_batch). N = node_offsets[B]
@@ -193,6 +203,19 @@ std::int64_t check_chain_batch(std::span<const std::int32_t> draft_offsets,
   detail::check_size("emitted", emitted, static_cast<std::size_t>(drafts + batch));
   detail::check_size("accepted", accepted, static_cast<std::size_t>(batch));
   return largest;
+}
+
+/// A backend that reads offsets and streams from host memory refuses their device forms.
+template <class Args>
+void check_host_offsets_and_streams(const Args& args, std::string_view backend) {
+  if (args.device_draft_offsets != nullptr) {
+    fail("device_draft_offsets", "is read by the CUDA backend only; the {} backend takes "
+         "draft_offsets", backend);
+  }
+  if (args.device_streams != nullptr) {
+    fail("device_streams", "is read by the CUDA backend only; the {} backend takes streams",
+         backend);
+  }
 }
 
 /// The checks every backend makes on warps given per sequence (one shared, or one per sequence).

@@ -61,7 +61,8 @@ SPECDEC_ENTRY_INLINE float exp_flush(float x) {
   // zero and positive floats smaller ones): a float select keeps GCC from vectorising the loop
   // without SSE4.1.
   const auto bits = std::bit_cast<std::uint32_t>(x);
-  return exp_in_range(std::bit_cast<float>(bits < kExpFloorBits ? bits : kExpFloorBits));
+  const std::uint32_t floor_bits = kExpFloorBits;  // a value: device code cannot bind the constant
+  return exp_in_range(std::bit_cast<float>(bits < floor_bits ? bits : floor_bits));
 }
 
 /// 2^(d * scale) for d * scale in [-126, 0], to a relative 1.1e-4 (a degree-3 minimax polynomial,

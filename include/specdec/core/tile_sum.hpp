@@ -17,36 +17,9 @@
 #include "specdec/core/key_range.hpp"
 #include "specdec/core/numerics.hpp"
 #include "specdec/core/row_loop.hpp"
+#include "specdec/core/tile_combine.hpp"
 
 namespace specdec::detail {
-
-/// The softmax sum's tiles and lanes.
-inline constexpr std::int64_t kSumTile = 1024;
-inline constexpr int kSumLanes = 16;
-
-/// The exponent of a logit's softmax term, (logit - max) / temperature. The one form every path
-/// uses: a product feeding a subtraction could be fused into an FMA in one context and not in
-/// another, a subtraction feeding a product cannot.
-SPECDEC_ENTRY_INLINE float scaled_exponent(float logit, float max, float inv_temperature) {
-  return (logit - max) * inv_temperature;
-}
-
-/// `value` when `keep`, else +0, by masking its bits.
-SPECDEC_ENTRY_INLINE float keep_if(bool keep, float value) {
-  return std::bit_cast<float>(std::bit_cast<std::int32_t>(value) &
-                              -static_cast<std::int32_t>(keep));
-}
-
-/// One tile of the reduction rule: its largest logit and the float sum of
-/// exp((logit - max) * inv_t) over its entries, with max the tile's own; `above` is the same sum
-/// over the entries at or above a threshold, when the pass was asked for one.
-struct TileSum {
-  float max;
-  float sum;
-  float above;
-};
-
-inline std::int64_t tile_count(std::int64_t n) { return (n + kSumTile - 1) / kSumTile; }
 
 /// The tile rule's lane sums over `count` (at most kSumTile) entries of a tile: lane j adds
 /// exp((logit - max) * inv_t) of the entries at offsets j mod kSumLanes in order (an entry past
@@ -82,34 +55,6 @@ SPECDEC_ENTRY_INLINE float add_lanes(const float* lanes) {
   float sum = 0.0f;
   for (int j = 0; j < kSumLanes; ++j) sum += lanes[j];
   return sum;
-}
-
-/// A row's largest logit and its softmax sum: sum of exp((logit - max) * inv_t) over the row
-/// (`above`: over the entries at or above the pass's threshold).
-struct RowSum {
-  float max = kNegInf;
-  double sum = 0.0;
-  double above = 0.0;
-};
-
-/// The row's sum from its tiles: each tile's sum times exp((tile max - max) * inv_t), the product
-/// exact in double, added in double in tile order. A tile without a finite entry adds nothing.
-/// `tiles[t]` gives tile t's TileSum: a pointer, or a CUDA kernel's view of global memory.
-template <class Tiles>
-SPECDEC_ENTRY_INLINE RowSum combine_tiles(const Tiles& tiles, std::int64_t count, float inv_t) {
-  RowSum row;
-  for (std::int64_t t = 0; t < count; ++t) {
-    const float max = TileSum(tiles[t]).max;
-    row.max = max > row.max ? max : row.max;
-  }
-  for (std::int64_t t = 0; t < count; ++t) {
-    const TileSum tile = tiles[t];
-    if (!(tile.max > kNegInf)) continue;
-    const auto scale = static_cast<double>(exp_flush(scaled_exponent(tile.max, row.max, inv_t)));
-    row.sum += static_cast<double>(tile.sum) * scale;
-    row.above += static_cast<double>(tile.above) * scale;
-  }
-  return row;
 }
 
 /// The tile rule over the entries ids[0, m) (ascending) of a row, every other entry counting as

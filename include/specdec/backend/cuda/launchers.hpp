@@ -84,17 +84,23 @@ constexpr std::size_t row_stats_workspace_size(std::int64_t rows, std::int64_t v
          device_round_up(r * 20);
 }
 
-/// Device bytes verify_chain_batch_logits needs for B sequences of at most max_gamma drafts:
+/// Device bytes verify_chain_batch_logits needs for B sequences of G drafts in all:
 /// chain_workspace_size's, the staged per-sequence warps, the statistics of every row, and (for
 /// warps that cut: top-k, top-p, min-p) two warped rows per sequence.
-constexpr std::size_t chain_logits_workspace_size(std::int64_t batch, std::int64_t max_gamma,
-                                                  std::int64_t vocab) {
+constexpr std::size_t chain_logits_workspace_bytes(std::int64_t batch, std::int64_t drafts,
+                                                   std::int64_t vocab) {
   const auto b = static_cast<std::size_t>(batch < 0 ? 0 : batch);
   const auto v = static_cast<std::size_t>(vocab < 0 ? 0 : vocab);
-  const std::int64_t gamma = max_gamma < 0 ? 0 : max_gamma;
   return chain_workspace_size(batch) + device_round_up(b * sizeof(DeviceWarp)) +
-         row_stats_workspace_size((batch < 0 ? 0 : batch) * (2 * gamma + 1), vocab) +
+         row_stats_workspace_size((batch < 0 ? 0 : batch) + 2 * (drafts < 0 ? 0 : drafts), vocab) +
          device_round_up(b * 2 * v * sizeof(float));
+}
+
+/// chain_logits_workspace_bytes for B sequences of at most max_gamma drafts each.
+constexpr std::size_t chain_logits_workspace_size(std::int64_t batch, std::int64_t max_gamma,
+                                                  std::int64_t vocab) {
+  return chain_logits_workspace_bytes(batch, (batch < 0 ? 0 : batch) * (max_gamma < 0 ? 0 : max_gamma),
+                                      vocab);
 }
 
 /// The views of one ragged chain batch (the layout of specdec::ChainBatchArgs, strides in
@@ -112,6 +118,11 @@ struct ChainVerifyParams {
   const RandomStream* host_streams;        // B
   std::int32_t* emitted;                   // G + B
   std::int32_t* accepted;                  // B
+  // Graph-safe calls: offsets and streams already in device memory (the host ones null, nothing
+  // staged), and G, which the host cannot read from them.
+  const std::int32_t* device_draft_offsets = nullptr;
+  const RandomStream* device_streams = nullptr;
+  std::int64_t drafts = -1;  // G; -1: host_draft_offsets[batch]
 };
 
 /// Copies the B + 1 host offsets and B host streams into the workspace, then launches one block

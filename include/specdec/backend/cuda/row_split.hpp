@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "specdec/core/tile_sum.hpp"
+#include "specdec/core/tile_combine.hpp"
 
 namespace specdec::backend::cuda_impl {
 

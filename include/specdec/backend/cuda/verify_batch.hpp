@@ -81,23 +81,60 @@ struct ChainBatchImpl<backend::Cuda> {
                "verify_chain_batch");
   }
 
+  /// The host checks of a graph-safe chain batch (device_draft_offsets and device_streams set):
+  /// B = accepted.size(), G = draft_tokens.size(); returns the launcher's views.
+  template <class T>
+  static backend::cuda_impl::ChainVerifyParams resident_params(const ChainBatchLogitsArgs<T>& args) {
+    if (args.device_draft_offsets == nullptr)
+      fail("device_draft_offsets", "is null while device_streams is set: give both");
+    if (args.device_streams == nullptr)
+      fail("device_streams", "is null while device_draft_offsets is set: give both");
+    if (!args.draft_offsets.empty())
+      fail("draft_offsets", "must be empty when device_draft_offsets is given");
+    if (!args.streams.empty()) fail("streams", "must be empty when device_streams is given");
+    const auto batch = static_cast<std::int64_t>(args.accepted.size());
+    const auto drafts = static_cast<std::int64_t>(args.draft_tokens.size());
+    if (batch < 1) fail("accepted", "is empty: with device_draft_offsets it holds the B >= 1 counts");
+    const auto& target = args.target_logits;
+    const auto& draft = args.draft_logits;
+    check_rows("target_logits", target.rows, target.cols, target.stride, drafts + batch, "G + B");
+    check_rows("draft_logits", draft.rows, draft.cols, draft.stride, drafts, "G");
+    if (draft.cols != target.cols) {
+      fail("draft_logits", "has {} columns, expected {} like target_logits", draft.cols,
+           target.cols);
+    }
+    check_size("emitted", args.emitted.size(), static_cast<std::size_t>(drafts + batch));
+    if (target.cols > INT_MAX)
+      fail("target_logits", "has {} columns, at most {} are supported", target.cols, INT_MAX);
+    if (target.data == nullptr) fail("target_logits", "is a null device pointer");
+    if (drafts > 0) {
+      if (draft.data == nullptr) fail("draft_logits", "is a null device pointer");
+      if (args.draft_tokens.data() == nullptr) fail("draft_tokens", "is a null device pointer");
+    }
+    if (args.emitted.data() == nullptr) fail("emitted", "is a null device pointer");
+    if (args.accepted.data() == nullptr) fail("accepted", "is a null device pointer");
+    backend::cuda_impl::ChainVerifyParams p{
+        target.data, target.stride,         draft.data,          draft.stride,
+        device_dtype<T>(), batch,           target.cols,         nullptr,
+        args.draft_tokens.data(), nullptr,  args.emitted.data(), args.accepted.data()};
+    p.device_draft_offsets = args.device_draft_offsets;
+    p.device_streams = args.device_streams;
+    p.drafts = drafts;
+    return p;
+  }
+
   /// Device logits are not scanned: rows must hold no NaN or +inf and at least one finite value.
   template <class T>
   static void run_logits(const backend::Cuda& cuda, const ChainBatchLogitsArgs<T>& args,
                          const backend::DeviceWorkspace& ws) {
-    const auto p =
-        params<T>(args, args.target_logits, args.draft_logits, "target_logits", "draft_logits");
+    const bool resident = args.device_draft_offsets != nullptr || args.device_streams != nullptr;
+    const auto p = resident ? resident_params(args)
+                            : params<T>(args, args.target_logits, args.draft_logits,
+                                        "target_logits", "draft_logits");
     check_sequence_warps(args.warps, p.batch, p.vocab);
-    std::int64_t max_gamma = 0;
-    for (std::int64_t b = 0; b < p.batch; ++b) {
-      max_gamma = std::max<std::int64_t>(
-          max_gamma, args.draft_offsets[static_cast<std::size_t>(b) + 1] -
-                         args.draft_offsets[static_cast<std::size_t>(b)]);
-    }
-    check_device_workspace(ws, workspace_size(cuda, {.batch = p.batch,
-                                                     .max_gamma = max_gamma,
-                                                     .vocab = p.vocab,
-                                                     .from_logits = true}));
+    const std::int64_t drafts = resident ? p.drafts : args.draft_offsets.back();
+    check_device_workspace(ws, backend::cuda_impl::chain_logits_workspace_bytes(p.batch, drafts,
+                                                                                p.vocab));
     check_cuda(backend::cuda_impl::verify_chain_batch_logits(
                    p, reinterpret_cast<const backend::cuda_impl::DeviceWarp*>(args.warps.data()),
                    static_cast<std::int64_t>(args.warps.size()), ws.data, cuda.stream),

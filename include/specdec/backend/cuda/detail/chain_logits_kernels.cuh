@@ -12,7 +12,7 @@
 
 #include "specdec/backend/cuda/detail/row_stats_kernels.cuh"
 #include "specdec/backend/cuda/detail/target_only_kernels.cuh"
-#include "specdec/core/warped_row.hpp"
+#include "specdec/core/warped_probability.hpp"
 #include "specdec/verify/residual_walk.hpp"
 
 namespace specdec::backend::cuda_impl::detail {

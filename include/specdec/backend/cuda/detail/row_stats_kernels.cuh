@@ -16,8 +16,8 @@
 #include "specdec/backend/cuda/launchers.hpp"
 #include "specdec/backend/cuda/row_split.hpp"
 #include "specdec/core/order_key.hpp"
-#include "specdec/core/tile_sum.hpp"
-#include "specdec/core/warped_row.hpp"
+#include "specdec/core/tile_combine.hpp"
+#include "specdec/core/warped_probability.hpp"
 
 namespace specdec::backend::cuda_impl {
 

@@ -1,0 +1,72 @@
+// SPDX-License-Identifier: MIT
+// The parts of the softmax sum's reduction rule (core/tile_sum.hpp) that the CUDA kernels share
+// with the host: the tiles and lanes, a tile's result (TileSum), and the combination of a row's
+// tiles in tile order. Nothing here formats or allocates, so nvcc compiles it for the device.
+#pragma once
+
+#include <bit>
+#include <cstdint>
+
+#include "specdec/config.hpp"
+#include "specdec/core/exponential.hpp"
+#include "specdec/core/log_space.hpp"
+
+namespace specdec::detail {
+
+/// The softmax sum's tiles and lanes.
+inline constexpr std::int64_t kSumTile = 1024;
+inline constexpr int kSumLanes = 16;
+
+/// The exponent of a logit's softmax term, (logit - max) / temperature. The one form every path
+/// uses: a product feeding a subtraction could be fused into an FMA in one context and not in
+/// another, a subtraction feeding a product cannot.
+SPECDEC_ENTRY_INLINE float scaled_exponent(float logit, float max, float inv_temperature) {
+  return (logit - max) * inv_temperature;
+}
+
+/// `value` when `keep`, else +0, by masking its bits.
+SPECDEC_ENTRY_INLINE float keep_if(bool keep, float value) {
+  return std::bit_cast<float>(std::bit_cast<std::int32_t>(value) &
+                              -static_cast<std::int32_t>(keep));
+}
+
+/// One tile of the reduction rule: its largest logit and the float sum of
+/// exp((logit - max) * inv_t) over its entries, with max the tile's own; `above` is the same sum
+/// over the entries at or above a threshold, when the pass was asked for one.
+struct TileSum {
+  float max;
+  float sum;
+  float above;
+};
+
+inline std::int64_t tile_count(std::int64_t n) { return (n + kSumTile - 1) / kSumTile; }
+
+/// A row's largest logit and its softmax sum: sum of exp((logit - max) * inv_t) over the row
+/// (`above`: over the entries at or above the pass's threshold).
+struct RowSum {
+  float max = kNegInf;
+  double sum = 0.0;
+  double above = 0.0;
+};
+
+/// The row's sum from its tiles: each tile's sum times exp((tile max - max) * inv_t), the product
+/// exact in double, added in double in tile order. A tile without a finite entry adds nothing.
+/// `tiles[t]` gives tile t's TileSum: a pointer, or a CUDA kernel's view of global memory.
+template <class Tiles>
+SPECDEC_ENTRY_INLINE RowSum combine_tiles(const Tiles& tiles, std::int64_t count, float inv_t) {
+  RowSum row;
+  for (std::int64_t t = 0; t < count; ++t) {
+    const float max = TileSum(tiles[t]).max;
+    row.max = max > row.max ? max : row.max;
+  }
+  for (std::int64_t t = 0; t < count; ++t) {
+    const TileSum tile = tiles[t];
+    if (!(tile.max > kNegInf)) continue;
+    const auto scale = static_cast<double>(exp_flush(scaled_exponent(tile.max, row.max, inv_t)));
+    row.sum += static_cast<double>(tile.sum) * scale;
+    row.above += static_cast<double>(tile.above) * scale;
+  }
+  return row;
+}
+
+}  // namespace specdec::detail

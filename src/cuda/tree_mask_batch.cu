@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// Launchers of the batched tree mask, position and prefix match kernels.
+// Launchers of the batched tree mask, position and prefix match kernels (offsets and context
+// lengths staged from the host or read in place on the device).
 #include <cuda_runtime.h>
 
 #include "specdec/backend/cuda/detail/launch.cuh"
@@ -10,36 +11,48 @@ namespace specdec::backend::cuda_impl {
 
 cudaError_t packed_tree_masks_batch(const TreeMaskParams& params, void* workspace,
                                     cudaStream_t stream) {
-  auto* offsets = static_cast<std::int32_t*>(workspace);
-  const cudaError_t status =
-      cudaMemcpyAsync(offsets, params.host_node_offsets,
-                      static_cast<std::size_t>(params.batch + 1) * sizeof(std::int32_t),
-                      cudaMemcpyHostToDevice, stream);
-  if (status != cudaSuccess) return status;
+  const std::int32_t* offsets = params.device_node_offsets;
+  if (offsets == nullptr) {
+    auto* staged = static_cast<std::int32_t*>(workspace);
+    const cudaError_t status =
+        cudaMemcpyAsync(staged, params.host_node_offsets,
+                        static_cast<std::size_t>(params.batch + 1) * sizeof(std::int32_t),
+                        cudaMemcpyHostToDevice, stream);
+    if (status != cudaSuccess) return status;
+    offsets = staged;
+  }
   return detail::launch(detail::packed_tree_masks_kernel, static_cast<unsigned int>(params.batch),
-                        detail::kTreeMaskThreads, stream, static_cast<const std::int32_t*>(offsets),
-                        params.parents, params.masks, static_cast<int>(params.words),
-                        params.mask_stride);
+                        detail::kTreeMaskThreads, stream, offsets, params.parents, params.masks,
+                        static_cast<int>(params.words), params.mask_stride);
 }
 
 cudaError_t tree_positions_batch(const TreePositionsParams& params, void* workspace,
                                  cudaStream_t stream) {
   const auto b = static_cast<std::size_t>(params.batch);
-  auto* offsets = static_cast<std::int32_t*>(workspace);
-  auto* contexts = reinterpret_cast<std::int32_t*>(static_cast<unsigned char*>(workspace) +
+  const std::int32_t* offsets = params.device_node_offsets;
+  if (offsets == nullptr) {
+    auto* staged = static_cast<std::int32_t*>(workspace);
+    const cudaError_t status =
+        cudaMemcpyAsync(staged, params.host_node_offsets, (b + 1) * sizeof(std::int32_t),
+                        cudaMemcpyHostToDevice, stream);
+    if (status != cudaSuccess) return status;
+    offsets = staged;
+  }
+  const std::int32_t* contexts = params.device_context_lengths;
+  if (contexts == nullptr) {
+    auto* staged = reinterpret_cast<std::int32_t*>(static_cast<unsigned char*>(workspace) +
                                                    device_round_up((b + 1) * sizeof(std::int32_t)));
-  cudaError_t status =
-      cudaMemcpyAsync(offsets, params.host_node_offsets, (b + 1) * sizeof(std::int32_t),
-                      cudaMemcpyHostToDevice, stream);
-  if (status != cudaSuccess) return status;
-  status = cudaMemcpyAsync(contexts, params.host_context_lengths, b * sizeof(std::int32_t),
-                           cudaMemcpyHostToDevice, stream);
-  if (status != cudaSuccess) return status;
+    const cudaError_t status =
+        cudaMemcpyAsync(staged, params.host_context_lengths, b * sizeof(std::int32_t),
+                        cudaMemcpyHostToDevice, stream);
+    if (status != cudaSuccess) return status;
+    contexts = staged;
+  }
   constexpr unsigned int kThreads = detail::kTreeMaskThreads;
-  return detail::launch(
-      detail::tree_positions_kernel, static_cast<unsigned int>((b + kThreads - 1) / kThreads),
-      kThreads, stream, static_cast<const std::int32_t*>(offsets), static_cast<int>(params.batch),
-      params.parents, static_cast<const std::int32_t*>(contexts), params.positions);
+  return detail::launch(detail::tree_positions_kernel,
+                        static_cast<unsigned int>((b + kThreads - 1) / kThreads), kThreads, stream,
+                        offsets, static_cast<int>(params.batch), params.parents, contexts,
+                        params.positions);
 }
 
 cudaError_t prefix_match_batch(const std::int32_t* beams, std::int64_t rows,

@@ -313,3 +313,65 @@ TEST_CASE("chain from logits, device-resident: bad arguments are named",
   CHECK_THROWS_WITH(verify_chain_batch_logits(backend::cpu, args, host),
                     Catch::Contains("device_draft_offsets"));
 }
+
+namespace {
+
+/// Bytes read from a region per byte of it.
+double reads_per_byte(const char* name) { return emu::ledger.region(name).reads_per_byte(); }
+
+}  // namespace
+
+TEST_CASE("ledger: the chain step from logits on the statistics path reads each logit at most "
+          "twice, once on rows the first launch decides",
+          "[backend][cuda_kernel][chain_statistics][ledger]") {
+  emu::ledger.clear();
+  const Warp warp{.temperature = 0.8f};
+  const std::int64_t v = 12000;
+  const StatsBatch c({5, 3, 0, 2}, v, 101);
+  std::vector<std::int32_t> emitted, accepted;
+  cpu_chain(c, warp, emitted, accepted);
+  ResidentChain device(c);
+  emu::ledger.reset();
+  device.run(warp);
+  REQUIRE(device.accepted.values() == accepted);
+  // Rows a draw reads again: the target and draft rows of a rejection, or the bonus row.
+  double drawn_target = 0, drawn_draft = 0;
+  for (std::int64_t b = 0; b < c.batch(); ++b) {
+    const std::int32_t g = c.offsets[static_cast<std::size_t>(b) + 1] - c.offsets[static_cast<std::size_t>(b)];
+    drawn_target += 1;
+    drawn_draft += accepted[static_cast<std::size_t>(b)] < g ? 1 : 0;
+  }
+  const double target_rows = static_cast<double>(c.drafts() + c.batch());
+  const double drafts = static_cast<double>(c.drafts());
+  INFO("target reads per byte " << reads_per_byte("target") << ", draft "
+                                << reads_per_byte("draft"));
+  // Once by the statistics, once more for each drawn row, plus the entries at the drafted tokens.
+  CHECK(reads_per_byte("target") <= (target_rows + drawn_target) / target_rows + 0.01);
+  CHECK(reads_per_byte("draft") <= (drafts + drawn_draft) / drafts + 0.01);
+  CHECK(reads_per_byte("target") <= 2.0);
+  CHECK(reads_per_byte("draft") <= 2.0);
+  // Writes: 16 bytes per tile per row, a counter and 20 bytes of statistics per row, outputs.
+  const auto rows = static_cast<std::uint64_t>(2 * c.drafts() + c.batch());
+  const auto tiles = static_cast<std::uint64_t>(cuda_impl::row_split(1, v, 1).tiles);
+  CHECK(emu::ledger.region("workspace").traffic.written <= rows * (16 * tiles + 4 + 4 + 20));
+  CHECK(emu::ledger.region("target").traffic.written == 0);
+  CHECK(emu::ledger.region("draft").traffic.written == 0);
+  // The streaming pass's loads are coalesced; nothing unwritten is read.
+  CHECK(emu::ledger.region("draft").traffic.sector_efficiency() >= 0.9);
+  CHECK(emu::ledger.region("target").traffic.sector_efficiency() >= 0.9);
+  CHECK(emu::ledger.total().unwritten_reads == 0);
+  CHECK(emu::ledger.counts.launches <= 3);
+}
+
+TEST_CASE("launch configuration: a chain step at B = 1, V = 128256 puts a block on every SM of "
+          "an H100",
+          "[backend][cuda_kernel][chain_statistics]") {
+  // gamma = 5: 6 target and 5 draft rows; each block whole tiles of 1024 entries.
+  const cuda_impl::RowSplit split = cuda_impl::row_split(11, 128256, cuda_impl::kH100Sms);
+  CHECK(split.blocks(11) >= cuda_impl::kH100Sms);
+  CHECK(split.tiles == 126);
+  CHECK(split.tiles_per_block * split.blocks_per_row >= split.tiles);
+  CHECK((split.blocks_per_row - 1) * split.tiles_per_block < split.tiles);  // no empty block
+  // At B = 256 a block per row already fills the device twice over.
+  CHECK(cuda_impl::row_split(256 * 11, 128256, cuda_impl::kH100Sms).blocks_per_row == 1);
+}

@@ -1,17 +1,29 @@
 // SPDX-License-Identifier: MIT
 // The host emulation of CUDA itself (emulation/): small kernels that pin down what the ledger
 // records (bytes, never-written bytes, sectors of coalesced and strided warp accesses) and that
-// the built-ins behave as on a GPU (2-D grids, atomics and fences, ballots and shuffles).
+// the built-ins behave as on a GPU (2-D grids, atomics and fences, ballots and shuffles). Then
+// graph-safe entry points: with device-resident offsets and streams a call copies, allocates and
+// synchronises nothing, and its captured graph replays on new inputs as a fresh call would.
 #include "emulation/emulated_cuda.hpp"
 // The emulation must come first: the kernels below then see its built-ins.
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
+#include "specdec/backend/cpu/fill_random.hpp"
+#include "specdec/backend/cpu/tree_mask_batch.hpp"
+#include "specdec/backend/cpu/verify_batch.hpp"
 #include "specdec/backend/cuda/detail/global.cuh"
 #include "specdec/backend/cuda/detail/launch.cuh"
+#include "specdec/backend/cuda/fill_random.hpp"
+#include "specdec/backend/cuda/tree_mask_batch.hpp"
+#include "specdec/backend/cuda/verify_batch.hpp"
+#include "tree_cases.hpp"
 
 namespace kernels = specdec::backend::cuda_impl::detail;
 namespace emu = specdec_emulation;
@@ -22,7 +34,9 @@ namespace {
 // Kernel code cannot reach global memory around the ledger: a view neither dereferences nor
 // converts to its pointer.
 template <class G>
-concept Dereferenceable = requires(G g) { *g; };
+concept Dereferenceable = requires(G g) {
+  *g;
+};
 static_assert(!Dereferenceable<Global<const float>> && !Dereferenceable<Global<float>>);
 static_assert(!std::is_convertible_v<Global<float>, float*> &&
               !std::is_convertible_v<Global<const float>, const float*>);
@@ -183,4 +197,405 @@ TEST_CASE("emulated runtime: a launch outside the limits fails with its own erro
         cudaErrorInvalidConfiguration);
   CHECK(emu::ledger.counts.launches == 0);
   (void)cudaGetLastError();
+}
+
+namespace {
+
+/// A call on `stream` (nullptr: the legacy default stream, not captured).
+using GraphCall = std::function<void(cudaStream_t)>;
+
+/// Captures `call` on a new stream and instantiates the graph, runs `write_new` (new contents of
+/// the same device buffers), replays the graph and reads the outputs with `read`; then runs
+/// `call` afresh on those inputs. Returns {replayed, fresh}.
+template <class Read>
+auto graph_replay(const GraphCall& call, const std::function<void()>& write_new, const Read& read) {
+  emu::ledger.reset();
+  cudaStream_t stream = nullptr;
+  REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);
+  REQUIRE(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) == cudaSuccess);
+  call(stream);
+  cudaGraph_t graph = nullptr;
+  REQUIRE(cudaStreamEndCapture(stream, &graph) == cudaSuccess);
+  CHECK(emu::ledger.counts.launches == 0);  // recorded, not run
+  CHECK(emu::ledger.counts.captured_launches >= 1);
+  cudaGraphExec_t exec = nullptr;
+  REQUIRE(cudaGraphInstantiate(&exec, graph) == cudaSuccess);
+  write_new();
+  REQUIRE(cudaGraphLaunch(exec, stream) == cudaSuccess);
+  auto replayed = read();
+  call(nullptr);
+  auto fresh = read();
+  CHECK(cudaGraphExecDestroy(exec) == cudaSuccess);
+  CHECK(cudaGraphDestroy(graph) == cudaSuccess);
+  CHECK(cudaStreamDestroy(stream) == cudaSuccess);
+  return std::pair{std::move(replayed), std::move(fresh)};
+}
+
+/// A capture of `call` (host arrays staged) fails with a specdec::Error naming `host_name` and
+/// the device field to use; the capture is invalidated.
+void graph_capture_refused(const GraphCall& call, const std::string& host_name,
+                           const std::string& device_name) {
+  cudaStream_t stream = nullptr;
+  REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);
+  REQUIRE(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) == cudaSuccess);
+  CHECK_THROWS_AS(call(stream), specdec::Error);
+  CHECK_THROWS_WITH(call(stream),
+                    Catch::StartsWith(host_name + ":") && Catch::Contains(device_name));
+  cudaGraph_t graph = nullptr;
+  CHECK(cudaStreamEndCapture(stream, &graph) == cudaErrorStreamCaptureInvalidated);
+  CHECK(graph == nullptr);
+  (void)cudaGetLastError();
+}
+
+/// The call copies, allocates and synchronises nothing: it runs its launches only.
+void graph_check_device_resident(const GraphCall& call, std::uint64_t launches) {
+  emu::ledger.reset();
+  call(nullptr);
+  CHECK(emu::ledger.counts.copies() == 0);
+  CHECK(emu::ledger.counts.memsets == 0);
+  CHECK(emu::ledger.counts.allocations == 0);
+  CHECK(emu::ledger.counts.syncs == 0);
+  CHECK(emu::ledger.counts.launches == launches);
+}
+
+/// The trees of `c` in reverse order, with new streams: new offsets, tokens, rows and draws in
+/// buffers of the same sizes.
+specdec::test::TreeCase graph_reversed(const specdec::test::TreeCase& c, std::uint64_t seed) {
+  specdec::test::TreeCase r;
+  r.vocab = c.vocab;
+  const auto v = static_cast<std::size_t>(c.vocab);
+  for (std::size_t b = c.offsets.size() - 1; b-- > 0;) {
+    const auto begin = static_cast<std::size_t>(c.offsets[b]);
+    const auto end = static_cast<std::size_t>(c.offsets[b + 1]);
+    r.tokens.insert(r.tokens.end(), c.tokens.begin() + begin, c.tokens.begin() + end);
+    r.parents.insert(r.parents.end(), c.parents.begin() + begin, c.parents.begin() + end);
+    const auto rows = (begin + b) * v, rows_end = (end + b + 1) * v;
+    r.target.insert(r.target.end(), c.target.begin() + rows, c.target.begin() + rows_end);
+    r.draft.insert(r.draft.end(), c.draft.begin() + rows, c.draft.begin() + rows_end);
+    r.offsets.push_back(r.offsets.back() + static_cast<std::int32_t>(end - begin));
+    r.streams.push_back(specdec::test::verify_stream(seed, static_cast<std::uint32_t>(b), 2));
+  }
+  return r;
+}
+
+/// verify_tree_batch's workspace bytes for the trees of `c`.
+std::size_t graph_tree_workspace(const specdec::test::TreeCase& c) {
+  std::int64_t largest = 0;
+  for (std::size_t b = 0; b + 1 < c.offsets.size(); ++b)
+    largest = std::max<std::int64_t>(largest, c.offsets[b + 1] - c.offsets[b]);
+  return specdec::backend::cuda_impl::tree_workspace_size(
+      static_cast<std::int64_t>(c.streams.size()), largest, c.vocab);
+}
+
+/// A tree batch in emulated device memory, offsets and streams included.
+struct GraphTrees {
+  explicit GraphTrees(const specdec::test::TreeCase& c)
+      : offsets("offsets", c.offsets, true),
+        tokens("tokens", c.tokens, true),
+        parents("parents", c.parents, true),
+        target("target", c.target, true),
+        draft("draft", c.draft, true),
+        streams("streams", c.streams, true),
+        accepted_nodes("accepted_nodes", std::vector<std::int32_t>(c.tokens.size(), -7), true),
+        accepted("accepted", std::vector<std::int32_t>(c.streams.size(), -7), true),
+        final_tokens("final_tokens", std::vector<std::int32_t>(c.streams.size(), -7), true),
+        bonus("bonus", std::vector<std::uint8_t>(c.streams.size(), 7), true),
+        vocab(c.vocab) {}
+
+  void write(const specdec::test::TreeCase& c) {
+    REQUIRE(c.tokens.size() == tokens.data.size());
+    offsets.data = c.offsets;
+    tokens.data = c.tokens;
+    parents.data = c.parents;
+    target.data = c.target;
+    draft.data = c.draft;
+    streams.data = c.streams;
+  }
+  specdec::test::TreeResult result() const {
+    return {accepted_nodes.data, accepted.data, final_tokens.data, bonus.data};
+  }
+  /// TreeBatchArgs over the device buffers: device offsets and streams, or the host ones of `c`.
+  specdec::TreeBatchArgs args(const specdec::test::TreeCase* host, bool draft_rows) {
+    const auto batch = static_cast<std::int64_t>(accepted.data.size());
+    const auto rows = static_cast<std::int64_t>(tokens.data.size()) + batch;
+    specdec::TreeBatchArgs a{
+        .trees = {tokens.data, parents.data},
+        .target_rows = {target.data.data(), rows, vocab},
+        .draft_rows = draft_rows ? specdec::MatrixView<const float>(draft.data.data(), rows, vocab)
+                                 : specdec::MatrixView<const float>{},
+        .accepted_nodes = accepted_nodes.data,
+        .accepted = accepted.data,
+        .final_tokens = final_tokens.data,
+        .bonus = bonus.data};
+    if (host != nullptr) {
+      a.node_offsets = host->offsets;
+      a.streams = host->streams;
+    } else {
+      a.device_offsets = offsets.data.data();
+      a.device_streams = streams.data.data();
+    }
+    return a;
+  }
+
+  ProbeBuffer<std::int32_t> offsets, tokens, parents;
+  ProbeBuffer<float> target, draft;
+  ProbeBuffer<specdec::RandomStream> streams;
+  ProbeBuffer<std::int32_t> accepted_nodes, accepted, final_tokens;
+  ProbeBuffer<std::uint8_t> bonus;
+  std::int64_t vocab;
+};
+
+}  // namespace
+
+TEST_CASE("graph: verify_tree_batch with device offsets and streams replays on new inputs",
+          "[backend][cuda_kernel][graph]") {
+  using namespace specdec;
+  emu::ledger.clear();
+  const test::TreeCase first = test::make_trees(3, 96, 71);
+  const test::TreeCase second = graph_reversed(first, 72);
+  GraphTrees d(first);
+  ProbeBuffer<unsigned char> ws("workspace",
+                                std::vector<unsigned char>(graph_tree_workspace(first)), false);
+  const backend::DeviceWorkspace dws{ws.data.data(), ws.data.size()};
+  const GraphCall call = [&](cudaStream_t s) {
+    verify_tree_batch(backend::cuda.on(s), Recursive{}, d.args(nullptr, true), dws);
+  };
+  graph_check_device_resident(call, 1);
+  const test::TreeResult on_first = d.result();
+  CHECK(on_first.accepted == test::tree_oracle(Recursive{}, first).accepted);
+  const auto [replayed, fresh] = graph_replay(
+      call, [&] { d.write(second); }, [&] { return d.result(); });
+  CHECK(replayed == fresh);
+  CHECK(fresh.accepted == test::tree_oracle(Recursive{}, second).accepted);
+  CHECK(fresh.final_tokens != on_first.final_tokens);  // the replay saw the new inputs
+  // Host offsets and streams are staged by a copy, which a capture refuses.
+  graph_capture_refused(
+      [&](cudaStream_t s) {
+        verify_tree_batch(backend::cuda.on(s), MultiRound{}, d.args(&second, true), dws);
+      },
+      "node_offsets", "device_offsets");
+}
+
+TEST_CASE("graph: verify_tree_batch_target_only with device offsets and streams replays",
+          "[backend][cuda_kernel][graph]") {
+  using namespace specdec;
+  emu::ledger.clear();
+  const test::TreeCase first = test::make_trees(3, 96, 73);
+  const test::TreeCase second = graph_reversed(first, 74);
+  GraphTrees d(first);
+  const GraphCall call = [&](cudaStream_t s) {
+    // Device offsets and streams: no staging, so no workspace.
+    verify_tree_batch_target_only(backend::cuda.on(s), d.args(nullptr, false),
+                                  backend::DeviceWorkspace{});
+  };
+  graph_check_device_resident(call, 1);
+  const test::TreeResult on_first = d.result();
+  const auto [replayed, fresh] = graph_replay(
+      call, [&] { d.write(second); }, [&] { return d.result(); });
+  CHECK(replayed == fresh);
+  CHECK(fresh.final_tokens != on_first.final_tokens);
+  Workspace cpu_ws;
+  std::vector<std::int32_t> want(second.streams.size());
+  std::vector<std::int32_t> want_nodes(second.tokens.size(), -7), want_tokens(want.size());
+  verify_tree_batch_target_only(
+      backend::cpu,
+      TreeBatchArgs{
+          .node_offsets = second.offsets,
+          .trees = second.view(),
+          .target_rows = {second.target.data(),
+                          static_cast<std::int64_t>(second.tokens.size() + second.streams.size()),
+                          second.vocab},
+          .streams = second.streams,
+          .accepted_nodes = want_nodes,
+          .accepted = want,
+          .final_tokens = want_tokens},
+      cpu_ws);
+  CHECK(fresh.accepted == want);
+  CHECK(fresh.final_tokens == want_tokens);
+  ProbeBuffer<unsigned char> ws("workspace", std::vector<unsigned char>(4096), false);
+  graph_capture_refused(
+      [&](cudaStream_t s) {
+        verify_tree_batch_target_only(backend::cuda.on(s), d.args(&second, false),
+                                      backend::DeviceWorkspace{ws.data.data(), ws.data.size()});
+      },
+      "node_offsets", "device_offsets");
+}
+
+TEST_CASE("graph: a tree batch refuses device offsets given with host offsets",
+          "[backend][cuda_kernel][graph]") {
+  using namespace specdec;
+  emu::ledger.clear();
+  const test::TreeCase c = test::make_trees(2, 32, 75);
+  GraphTrees d(c);
+  TreeBatchArgs a = d.args(nullptr, false);
+  a.node_offsets = c.offsets;
+  CHECK_THROWS_WITH(verify_tree_batch_target_only(backend::cuda, a, backend::DeviceWorkspace{}),
+                    Catch::StartsWith("device_offsets:"));
+  a = d.args(nullptr, false);
+  a.streams = c.streams;
+  CHECK_THROWS_WITH(verify_tree_batch_target_only(backend::cuda, a, backend::DeviceWorkspace{}),
+                    Catch::StartsWith("device_streams:"));
+  // On the CPU backend the device arrays are host memory: the same tokens as host spans.
+  Workspace ws;
+  a = d.args(nullptr, false);
+  verify_tree_batch_target_only(backend::cpu, a, ws);
+  const test::TreeResult with_device = d.result();
+  verify_tree_batch_target_only(backend::cpu, d.args(&c, false), ws);
+  CHECK(d.result() == with_device);
+  CHECK(emu::ledger.counts.launches == 0);
+}
+
+TEST_CASE("graph: fill_random with device streams replays on new streams",
+          "[backend][cuda_kernel][graph]") {
+  using namespace specdec;
+  emu::ledger.clear();
+  const std::int64_t rows = 3, count = 40;
+  std::vector<RandomStream> first, second;
+  for (std::uint32_t s = 0; s < rows; ++s) {
+    first.push_back(test::verify_stream(81, s, 4));
+    second.push_back(test::verify_stream(82, s, 9));
+  }
+  ProbeBuffer<RandomStream> streams("streams", first, true);
+  ProbeBuffer<float> out("out", std::vector<float>(static_cast<std::size_t>(rows * count)), false);
+  const MatrixView<float> view(out.data.data(), rows, count);
+  const GraphCall call = [&](cudaStream_t s) {
+    fill_random(backend::cuda.on(s),
+                FillRandomArgs{.first = 7,
+                               .out = view,
+                               .kind = RandomKind::kGumbel,
+                               .device_streams = streams.data.data()},
+                backend::DeviceWorkspace{});
+  };
+  graph_check_device_resident(call, 1);
+  const auto [replayed, fresh] = graph_replay(
+      call, [&] { streams.data = second; }, [&] { return out.data; });
+  CHECK(replayed == fresh);
+  std::vector<float> want(out.data.size());
+  Workspace ws;
+  fill_random(backend::cpu, second, 7, MatrixView<float>(want.data(), rows, count),
+              RandomKind::kGumbel, ws);
+  CHECK(fresh == want);
+  ProbeBuffer<unsigned char> staging("workspace", std::vector<unsigned char>(1024), false);
+  graph_capture_refused(
+      [&](cudaStream_t s) {
+        fill_random(backend::cuda.on(s), second, 7, view, RandomKind::kUniform,
+                    backend::DeviceWorkspace{staging.data.data(), staging.data.size()});
+      },
+      "streams", "device_streams");
+  CHECK_THROWS_WITH(
+      fill_random(
+          backend::cuda,
+          FillRandomArgs{.streams = second, .out = view, .device_streams = streams.data.data()},
+          backend::DeviceWorkspace{}),
+      Catch::StartsWith("device_streams:"));
+}
+
+namespace {
+
+/// The trees of a forest in reverse order (new offsets and parents in buffers of the same size).
+specdec::test::Forest graph_reversed_forest(const specdec::test::Forest& f) {
+  specdec::test::Forest r;
+  for (std::size_t b = f.trees.size(); b-- > 0;) {
+    const auto& t = f.trees[b];
+    r.tokens.insert(r.tokens.end(), t.tokens.begin(), t.tokens.end());
+    r.parents.insert(r.parents.end(), t.parents.begin(), t.parents.end());
+    r.offsets.push_back(r.offsets.back() + t.size());
+    r.trees.push_back(t);
+  }
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("graph: packed_tree_masks_batch with device offsets replays on new trees",
+          "[backend][cuda_kernel][graph]") {
+  using namespace specdec;
+  emu::ledger.clear();
+  const test::Forest first = test::random_forest(4, 83);
+  const test::Forest second = graph_reversed_forest(first);
+  const auto total = static_cast<std::int64_t>(first.parents.size());
+  const std::int64_t words = 3;
+  ProbeBuffer<std::int32_t> offsets("offsets", first.offsets, true);
+  ProbeBuffer<std::int32_t> parents("parents", first.parents, true);
+  ProbeBuffer<std::uint32_t> masks(
+      "masks", std::vector<std::uint32_t>(static_cast<std::size_t>(total * 3)), false);
+  const MatrixView<std::uint32_t> view(masks.data.data(), total, words);
+  const GraphCall call = [&](cudaStream_t s) {
+    packed_tree_masks_batch(backend::cuda.on(s),
+                            TreeMaskBatchArgs{.trees = {first.tokens, parents.data},
+                                              .masks = view,
+                                              .device_offsets = offsets.data.data(),
+                                              .batch = 4},
+                            backend::DeviceWorkspace{});
+  };
+  graph_check_device_resident(call, 1);
+  const auto on_first = masks.data;
+  const auto [replayed, fresh] = graph_replay(
+      call,
+      [&] {
+        offsets.data = second.offsets;
+        parents.data = second.parents;
+      },
+      [&] { return masks.data; });
+  CHECK(replayed == fresh);
+  CHECK(fresh != on_first);
+  std::vector<std::uint32_t> want(masks.data.size());
+  Workspace ws;
+  packed_tree_masks_batch(backend::cpu, second.offsets, second.view(),
+                          MatrixView<std::uint32_t>(want.data(), total, words), ws);
+  CHECK(fresh == want);
+  ProbeBuffer<unsigned char> staging("workspace", std::vector<unsigned char>(1024), false);
+  graph_capture_refused(
+      [&](cudaStream_t s) {
+        packed_tree_masks_batch(backend::cuda.on(s), second.offsets, second.view(), view,
+                                backend::DeviceWorkspace{staging.data.data(), staging.data.size()});
+      },
+      "node_offsets", "device_offsets");
+}
+
+TEST_CASE("graph: tree_positions_batch with device offsets and context lengths replays",
+          "[backend][cuda_kernel][graph]") {
+  using namespace specdec;
+  emu::ledger.clear();
+  const test::Forest first = test::random_forest(4, 84);
+  const test::Forest second = graph_reversed_forest(first);
+  const std::vector<std::int32_t> contexts_first{5, 1, 9, 30}, contexts_second{2, 7, 1, 11};
+  ProbeBuffer<std::int32_t> offsets("offsets", first.offsets, true);
+  ProbeBuffer<std::int32_t> parents("parents", first.parents, true);
+  ProbeBuffer<std::int32_t> contexts("contexts", contexts_first, true);
+  ProbeBuffer<std::int32_t> positions("positions", std::vector<std::int32_t>(first.parents.size()),
+                                      false);
+  const GraphCall call = [&](cudaStream_t s) {
+    tree_positions_batch(backend::cuda.on(s),
+                         TreePositionsBatchArgs{.trees = {first.tokens, parents.data},
+                                                .positions = positions.data,
+                                                .device_offsets = offsets.data.data(),
+                                                .device_context_lengths = contexts.data.data(),
+                                                .batch = 4},
+                         backend::DeviceWorkspace{});
+  };
+  graph_check_device_resident(call, 1);
+  const auto on_first = positions.data;
+  const auto [replayed, fresh] = graph_replay(
+      call,
+      [&] {
+        offsets.data = second.offsets;
+        parents.data = second.parents;
+        contexts.data = contexts_second;
+      },
+      [&] { return positions.data; });
+  CHECK(replayed == fresh);
+  CHECK(fresh != on_first);
+  std::vector<std::int32_t> want(positions.data.size());
+  Workspace ws;
+  tree_positions_batch(backend::cpu, second.offsets, second.view(), contexts_second, want, ws);
+  CHECK(fresh == want);
+  ProbeBuffer<unsigned char> staging("workspace", std::vector<unsigned char>(1024), false);
+  graph_capture_refused(
+      [&](cudaStream_t s) {
+        tree_positions_batch(backend::cuda.on(s), second.offsets, second.view(), contexts_second,
+                             positions.data,
+                             backend::DeviceWorkspace{staging.data.data(), staging.data.size()});
+      },
+      "node_offsets", "device_offsets");
 }

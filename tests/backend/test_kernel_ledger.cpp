@@ -6,12 +6,14 @@
 // review fixes it can now show (token range, launch bounds, unwritten bytes).
 #include "emulation/emulated_cuda.hpp"
 // The emulation must come first: the launchers then see its built-ins and runtime.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "specdec/backend/cpu/tree_mask_batch.hpp"
 #include "specdec/backend/cuda/launchers.hpp"
 #include "specdec/toy/distributions.hpp"
 #include "specdec/toy/random.hpp"
@@ -405,6 +407,91 @@ TEST_CASE("ledger: tree verification with RRS", "[backend][cuda_kernel][ledger]"
   CHECK(emu::ledger.counts.copies_pageable == 2);  // offsets and streams
   CHECK(f.syncs == 0);
   CHECK(f.allocations == 0);
+  CHECK(emu::ledger.total().unwritten_reads == 0);
+}
+
+namespace {
+
+/// The nodes of a forest whose parent is -1 (their mask rows read no parent row).
+std::int64_t ledger_roots(const test::Forest& f) {
+  return std::count(f.parents.begin(), f.parents.end(), -1);
+}
+
+}  // namespace
+
+TEST_CASE("ledger: packed tree masks move each mask word once and each parent row once",
+          "[backend][cuda_kernel][ledger]") {
+  emu::ledger.clear();
+  const test::Forest f = test::random_forest(4, 51);
+  const auto n = static_cast<std::int64_t>(f.parents.size());
+  const auto batch = static_cast<std::int64_t>(f.trees.size());
+  const std::int64_t words = 3;  // the largest tree has at most 70 nodes
+  LedgerBuffer<std::int32_t> parents("parents", f.parents);
+  LedgerBuffer<std::int32_t> offsets("offsets", f.offsets);
+  LedgerBuffer<std::uint32_t> masks("masks", static_cast<std::size_t>(n * words));
+  LedgerBuffer<unsigned char> workspace("workspace", cuda_impl::tree_mask_workspace_size(batch));
+  for (const bool device_offsets : {false, true}) {
+    emu::ledger.reset();
+    REQUIRE(cuda_impl::packed_tree_masks_batch(
+                {.host_node_offsets = device_offsets ? nullptr : f.offsets.data(),
+                 .batch = batch,
+                 .parents = parents.get(),
+                 .masks = masks.get(),
+                 .words = words,
+                 .mask_stride = words,
+                 .device_node_offsets = device_offsets ? offsets.get() : nullptr},
+                workspace.get(), nullptr) == cudaSuccess);
+    CAPTURE(device_offsets);
+    // Each mask word written once; a non-root row reads its parent's row once; each of the
+    // `words` threads of a block reads the tree's parents and its two offsets.
+    const auto word_bytes = static_cast<std::uint64_t>(words * 4);
+    CHECK(emu::ledger.region("masks").traffic.written ==
+          static_cast<std::uint64_t>(n) * word_bytes);
+    CHECK(emu::ledger.region("masks").traffic.read ==
+          static_cast<std::uint64_t>(n - ledger_roots(f)) * word_bytes);
+    CHECK(emu::ledger.region("parents").traffic.read == static_cast<std::uint64_t>(n) * word_bytes);
+    const std::uint64_t offset_bytes = static_cast<std::uint64_t>(batch) * 2 * word_bytes;
+    CHECK(emu::ledger.region(device_offsets ? "offsets" : "workspace").traffic.read ==
+          offset_bytes);
+    CHECK(emu::ledger.counts.launches == 1);
+    CHECK(emu::ledger.counts.copies_pageable == (device_offsets ? 0u : 1u));
+    CHECK(emu::ledger.counts.syncs == 0);
+    CHECK(emu::ledger.counts.allocations == 0);
+    CHECK(emu::ledger.total().unwritten_reads == 0);
+  }
+  Workspace ws;
+  std::vector<std::uint32_t> want(masks.values().size());
+  packed_tree_masks_batch(backend::cpu, f.offsets, f.view(),
+                          MatrixView<std::uint32_t>(want.data(), n, words), ws);
+  CHECK(masks.values() == want);
+}
+
+TEST_CASE("ledger: tree positions write each position twice (depth, then position)",
+          "[backend][cuda_kernel][ledger]") {
+  emu::ledger.clear();
+  const test::Forest f = test::random_forest(5, 52);
+  const auto n = static_cast<std::int64_t>(f.parents.size());
+  const auto batch = static_cast<std::int64_t>(f.trees.size());
+  const std::vector<std::int32_t> contexts(static_cast<std::size_t>(batch), 4);
+  LedgerBuffer<std::int32_t> parents("parents", f.parents);
+  LedgerBuffer<std::int32_t> positions("positions", static_cast<std::size_t>(n));
+  LedgerBuffer<unsigned char> workspace("workspace", cuda_impl::tree_mask_workspace_size(batch));
+  emu::ledger.reset();
+  REQUIRE(cuda_impl::tree_positions_batch({.host_node_offsets = f.offsets.data(),
+                                           .batch = batch,
+                                           .parents = parents.get(),
+                                           .host_context_lengths = contexts.data(),
+                                           .positions = positions.get()},
+                                          workspace.get(), nullptr) == cudaSuccess);
+  const auto node_bytes = static_cast<std::uint64_t>(n) * 4;
+  // tree_positions_row writes depths, then turns them into positions in place.
+  CHECK(emu::ledger.region("positions").traffic.written == 2 * node_bytes);
+  CHECK(emu::ledger.region("positions").traffic.read ==
+        node_bytes + static_cast<std::uint64_t>(n - ledger_roots(f)) * 4);
+  CHECK(emu::ledger.region("parents").traffic.read == node_bytes);
+  CHECK(emu::ledger.region("workspace").traffic.read == static_cast<std::uint64_t>(batch) * 12);
+  CHECK(emu::ledger.counts.launches == 1);
+  CHECK(emu::ledger.counts.copies_pageable == 2);  // offsets and context lengths
   CHECK(emu::ledger.total().unwritten_reads == 0);
 }
 

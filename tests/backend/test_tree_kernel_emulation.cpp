@@ -19,10 +19,7 @@ namespace {
 /// Runs verify_tree_kernel over every tree of `c`, one emulated block of `threads` each.
 TreeResult run_kernel(bool recursive, const TreeCase& c, unsigned int threads) {
   const auto batch = c.offsets.size() - 1;
-  int largest = 1;
-  for (std::size_t b = 0; b < batch; ++b)
-    largest = std::max(largest, c.offsets[b + 1] - c.offsets[b]);
-  std::vector<std::int32_t> ints(batch * 2 * static_cast<std::size_t>(largest));
+  std::vector<std::int32_t> ints(2 * c.tokens.size());  // tree b's candidates at 2 offsets[b]
   std::vector<float> scratch(batch * static_cast<std::size_t>(c.vocab));
   TreeResult r{std::vector<std::int32_t>(c.tokens.size(), -7), std::vector<std::int32_t>(batch, -7),
                std::vector<Token>(batch, -7), std::vector<std::uint8_t>(batch, 7)};
@@ -31,9 +28,9 @@ TreeResult run_kernel(bool recursive, const TreeCase& c, unsigned int threads) {
       const auto kernel =
           recursive ? kernels::verify_tree_kernel<true> : kernels::verify_tree_kernel<false>;
       kernel(c.offsets.data(), c.tokens.data(), c.parents.data(), c.target.data(), c.vocab,
-             c.draft.data(), c.vocab, static_cast<int>(c.vocab), c.streams.data(), largest,
-             ints.data(), scratch.data(), r.accepted_nodes.data(), r.accepted.data(),
-             r.final_tokens.data(), r.bonus.data());
+             c.draft.data(), c.vocab, static_cast<int>(c.vocab), c.streams.data(), ints.data(),
+             scratch.data(), r.accepted_nodes.data(), r.accepted.data(), r.final_tokens.data(),
+             r.bonus.data());
     });
   }
   return r;

@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string_view>
+#include <type_traits>
 #include <utility>
 
 #include "specdec/backend/policy.hpp"
@@ -18,6 +20,38 @@
 #include "specdec/tree/tree_view.hpp"
 
 namespace specdec {
+
+/// The views of one packed_tree_masks_batch call (see there). For a call captured in a CUDA graph
+/// the offsets can live in the backend's memory instead: device_offsets, B = batch.
+struct TreeMaskBatchArgs {
+  std::span<const std::int32_t> node_offsets{};  // B + 1, host memory
+  TreeView trees{};
+  MatrixView<std::uint32_t> masks{};
+  /// node_offsets in the backend's memory (batch + 1 entries), read where the backend computes:
+  /// node_offsets must then be empty and `batch` the number of trees. A CUDA call with
+  /// device_offsets makes no host copy, allocation or synchronisation (and needs no workspace),
+  /// so it can be captured in a CUDA graph and replayed with new contents. Not scanned: they must
+  /// be what the host span would hold (0, non-decreasing, ending at N, no tree longer than
+  /// 32 masks.cols nodes).
+  const std::int32_t* device_offsets = nullptr;
+  std::int64_t batch = 0;  // B, read only with device_offsets
+};
+
+/// The views of one tree_positions_batch call (see there), with device-resident offsets and
+/// context lengths as TreeMaskBatchArgs' (B = batch).
+struct TreePositionsBatchArgs {
+  std::span<const std::int32_t> node_offsets{};  // B + 1, host memory
+  TreeView trees{};
+  std::span<const std::int32_t> context_lengths{};  // B, host memory
+  std::span<std::int32_t> positions{};
+  /// As TreeMaskBatchArgs::device_offsets (batch + 1 entries); node_offsets must then be empty.
+  const std::int32_t* device_offsets = nullptr;
+  /// context_lengths in the backend's memory (batch entries); context_lengths must then be
+  /// empty. Not scanned: each must be >= 1 with context + N_b - 1 within int32.
+  const std::int32_t* device_context_lengths = nullptr;
+  std::int64_t batch = 0;  // B, read only with a device array
+};
+
 namespace detail {
 
 template <class Backend>
@@ -109,6 +143,45 @@ inline std::int32_t check_prefix_match_shape(MatrixView<const Token> beams, std:
   return static_cast<std::int32_t>(beams.cols / width);
 }
 
+/// With a device array set, its host span must be empty and `batch` (B) at least 1.
+inline void check_device_batch(std::string_view device_name, const void* device,
+                               std::string_view host_name, std::size_t host_size,
+                               std::int64_t batch) {
+  if (device == nullptr) return;
+  if (host_size != 0) {
+    fail(device_name, "is set, so {} must be empty (it has {} entries): give one or the other",
+         host_name, host_size);
+  }
+  if (batch < 1 || batch > INT32_MAX)
+    fail("batch", "is {}; with {} it must be the number of trees (at least 1)", batch, device_name);
+}
+
+/// The host checks of a TreeMaskBatchArgs whose offsets are device_offsets: sizes only (N is
+/// trees.parents.size()).
+inline void check_device_mask_args(const TreeMaskBatchArgs& args) {
+  check_device_batch("device_offsets", args.device_offsets, "node_offsets",
+                     args.node_offsets.size(), args.batch);
+  const auto total = args.trees.parents.size();
+  detail::check_size("trees.tokens", args.trees.tokens.size(), total);
+  if (args.masks.rows != static_cast<std::int64_t>(total))
+    fail("masks", "has {} rows, expected one per node ({})", args.masks.rows, total);
+  check_mask_rows(args.masks, args.masks.rows, 1);
+}
+
+/// On the CPU backend the backend's memory is the host's: device arrays are the host spans over
+/// them (B = batch), checked as host arrays are.
+inline std::span<const std::int32_t> host_resident_offsets(
+    std::span<const std::int32_t> node_offsets, const std::int32_t* device_offsets,
+    std::int64_t batch) {
+  if (device_offsets == nullptr) return node_offsets;
+  check_device_batch("device_offsets", device_offsets, "node_offsets", node_offsets.size(), batch);
+  return {device_offsets, static_cast<std::size_t>(batch) + 1};
+}
+
+template <class Backend>
+inline constexpr bool kHostMemoryBackend =
+    std::is_same_v<std::remove_cvref_t<Backend>, backend::Cpu>;
+
 }  // namespace detail
 
 /// The workspace of packed_tree_masks_batch and tree_positions_batch: B trees.
@@ -134,8 +207,24 @@ std::size_t workspace_size(const Backend& backend, const TreeMaskBatchShape& sha
 template <backend::BackendPolicy Backend, class Scratch>
 void packed_tree_masks_batch(const Backend& backend, std::span<const std::int32_t> node_offsets,
                              TreeView trees, MatrixView<std::uint32_t> masks, Scratch&& workspace) {
-  detail::TreeMaskBatchImpl<Backend>::masks(backend, node_offsets, trees, masks,
-                                            std::forward<Scratch>(workspace));
+  packed_tree_masks_batch(
+      backend, TreeMaskBatchArgs{.node_offsets = node_offsets, .trees = trees, .masks = masks},
+      std::forward<Scratch>(workspace));
+}
+
+/// packed_tree_masks_batch of TreeMaskBatchArgs: host offsets as above, or device_offsets (B =
+/// args.batch) for a call captured in a CUDA graph. On CUDA, a capture of a call with host offsets
+/// fails with specdec::Error naming node_offsets.
+template <backend::BackendPolicy Backend, class Scratch>
+void packed_tree_masks_batch(const Backend& backend, const TreeMaskBatchArgs& args,
+                             Scratch&& workspace) {
+  if constexpr (detail::kHostMemoryBackend<Backend>) {
+    detail::TreeMaskBatchImpl<Backend>::masks(
+        backend, detail::host_resident_offsets(args.node_offsets, args.device_offsets, args.batch),
+        args.trees, args.masks, std::forward<Scratch>(workspace));
+  } else {
+    detail::TreeMaskBatchImpl<Backend>::masks(backend, args, std::forward<Scratch>(workspace));
+  }
 }
 
 /// Position ids of B ragged trees (CSR as packed_tree_masks_batch): positions[node_offsets[b] + i]
@@ -147,8 +236,33 @@ template <backend::BackendPolicy Backend, class Scratch>
 void tree_positions_batch(const Backend& backend, std::span<const std::int32_t> node_offsets,
                           TreeView trees, std::span<const std::int32_t> context_lengths,
                           std::span<std::int32_t> positions, Scratch&& workspace) {
-  detail::TreeMaskBatchImpl<Backend>::positions(backend, node_offsets, trees, context_lengths,
-                                                positions, std::forward<Scratch>(workspace));
+  tree_positions_batch(backend,
+                       TreePositionsBatchArgs{.node_offsets = node_offsets,
+                                              .trees = trees,
+                                              .context_lengths = context_lengths,
+                                              .positions = positions},
+                       std::forward<Scratch>(workspace));
+}
+
+/// tree_positions_batch of TreePositionsBatchArgs: host arrays as above, or device_offsets /
+/// device_context_lengths (B = args.batch) for a call captured in a CUDA graph. On CUDA, a
+/// capture of a call with host arrays fails with specdec::Error naming the host array.
+template <backend::BackendPolicy Backend, class Scratch>
+void tree_positions_batch(const Backend& backend, const TreePositionsBatchArgs& args,
+                          Scratch&& workspace) {
+  if constexpr (detail::kHostMemoryBackend<Backend>) {
+    std::span<const std::int32_t> contexts = args.context_lengths;
+    if (args.device_context_lengths != nullptr) {
+      detail::check_device_batch("device_context_lengths", args.device_context_lengths,
+                                 "context_lengths", contexts.size(), args.batch);
+      contexts = {args.device_context_lengths, static_cast<std::size_t>(args.batch)};
+    }
+    detail::TreeMaskBatchImpl<Backend>::positions(
+        backend, detail::host_resident_offsets(args.node_offsets, args.device_offsets, args.batch),
+        args.trees, contexts, args.positions, std::forward<Scratch>(workspace));
+  } else {
+    detail::TreeMaskBatchImpl<Backend>::positions(backend, args, std::forward<Scratch>(workspace));
+  }
 }
 
 /// ReDrafter's prefix match for B rows of `width` beams: row b of `beams` holds W beams of L

@@ -104,6 +104,8 @@ struct ChainBatchLogitsArgs {
 ///                  node_offsets[b] .. node_offsets[b] + accepted[b] (the rest untouched);
 ///   accepted:      B counts; final_tokens: B correction or bonus tokens;
 ///   bonus:         B flags (1 = the walk ended at a leaf), or empty.
+/// For a call captured in a CUDA graph, the offsets and streams can live in the backend's memory
+/// instead (device_offsets, device_streams): then B is accepted.size().
 struct TreeBatchArgs {
   std::span<const std::int32_t> node_offsets{};
   TreeView trees{};
@@ -114,6 +116,15 @@ struct TreeBatchArgs {
   std::span<std::int32_t> accepted{};
   std::span<Token> final_tokens{};
   std::span<std::uint8_t> bonus{};
+  /// node_offsets in the backend's memory (B + 1 entries, B = accepted.size()), read where the
+  /// backend computes: node_offsets must then be empty. A CUDA call with device_offsets and
+  /// device_streams makes no host copy, allocation or synchronisation, so it can be captured in
+  /// a CUDA graph and replayed with new contents. Not scanned: the offsets must be what the host
+  /// span would hold (starting at 0, non-decreasing, ending at N = trees.tokens.size()).
+  const std::int32_t* device_offsets = nullptr;
+  /// streams in the backend's memory (B entries), read where the backend computes: streams must
+  /// then be empty. Not scanned.
+  const RandomStream* device_streams = nullptr;
 };
 
 /// Fills `offsets` (B + 1 entries) with the draft offsets of B sequences of `gamma` draft tokens
@@ -269,12 +280,79 @@ void check_chain_batch_target_only_logits(const ChainBatchLogitsArgs<T>& args) {
   check_sequence_warps(args.warps, batch, target.cols);
 }
 
+/// The host checks of a device-resident array: when it is set, its host span must be empty.
+inline void check_device_resident(std::string_view device_name, const void* device,
+                                  std::string_view host_name, std::size_t host_size) {
+  if (device != nullptr && host_size != 0) {
+    fail(device_name, "is set, so {} must be empty (it has {} entries): give one or the other",
+         host_name, host_size);
+  }
+}
+
+/// The batch and node count of a tree batch: from node_offsets, or with device_offsets from the
+/// sizes of accepted (B) and trees.tokens (N); largest is then ceil(N / B), the tree size a
+/// workspace sized for the largest tree is laid out for at least.
+struct TreeBatchSizes {
+  std::int64_t batch = 0;
+  std::int64_t total = 0;
+  std::int64_t largest = 0;
+};
+
+inline TreeBatchSizes tree_batch_sizes(const TreeBatchArgs& args) {
+  check_device_resident("device_offsets", args.device_offsets, "node_offsets",
+                        args.node_offsets.size());
+  check_device_resident("device_streams", args.device_streams, "streams", args.streams.size());
+  if (args.device_offsets == nullptr) {
+    const std::int64_t largest = check_offsets("node_offsets", args.node_offsets);
+    return {static_cast<std::int64_t>(args.node_offsets.size() - 1), args.node_offsets.back(),
+            largest};
+  }
+  const auto batch = static_cast<std::int64_t>(args.accepted.size());
+  if (batch < 1)
+    fail("accepted", "is empty: with device_offsets, B is the size of accepted (at least 1)");
+  const auto total = static_cast<std::int64_t>(args.trees.tokens.size());
+  if (total > INT32_MAX)
+    fail("trees.tokens", "has {} nodes, at most {} are supported", total, INT32_MAX);
+  return {batch, total, (total + batch - 1) / batch};
+}
+
+/// On the CPU backend the backend's memory is the host's: device_offsets and device_streams
+/// become the host spans over them (B = accepted.size()), checked as host arrays are.
+inline TreeBatchArgs host_resident(const TreeBatchArgs& args) {
+  TreeBatchArgs out = args;
+  const std::size_t batch = args.accepted.size();
+  if (args.device_offsets != nullptr) {
+    check_device_resident("device_offsets", args.device_offsets, "node_offsets",
+                          args.node_offsets.size());
+    out.node_offsets = {args.device_offsets, batch + 1};
+    out.device_offsets = nullptr;
+  }
+  if (args.device_streams != nullptr) {
+    check_device_resident("device_streams", args.device_streams, "streams", args.streams.size());
+    out.streams = {args.device_streams, batch};
+    out.device_streams = nullptr;
+  }
+  return out;
+}
+
+/// The args a backend's implementation sees: unchanged, or host_resident on the CPU.
+template <class Backend>
+TreeBatchArgs resident_args(const TreeBatchArgs& args) {
+  if constexpr (std::is_same_v<std::remove_cvref_t<Backend>, backend::Cpu>) {
+    return host_resident(args);
+  } else {
+    return args;
+  }
+}
+
 /// Host checks of a tree batch's CSR offsets and shapes (without draft rows when `draft_rows` is
-/// false: target-only verification); returns the largest tree.
+/// false: target-only verification); returns the largest tree (with device_offsets, ceil(N / B):
+/// see TreeBatchSizes).
 inline std::int64_t check_tree_batch(const TreeBatchArgs& args, bool draft_rows = true) {
-  const std::int64_t largest = check_offsets("node_offsets", args.node_offsets);
-  const auto batch = static_cast<std::int64_t>(args.node_offsets.size() - 1);
-  const auto total = static_cast<std::size_t>(args.node_offsets.back());
+  const TreeBatchSizes sizes = tree_batch_sizes(args);
+  const std::int64_t largest = sizes.largest;
+  const std::int64_t batch = sizes.batch;
+  const auto total = static_cast<std::size_t>(sizes.total);
   detail::check_size("trees.tokens", args.trees.tokens.size(), total);
   detail::check_size("trees.parents", args.trees.parents.size(), total);
   const auto& target = args.target_rows;
@@ -288,7 +366,8 @@ inline std::int64_t check_tree_batch(const TreeBatchArgs& args, bool draft_rows 
   } else {
     check_no_draft_rows(draft);
   }
-  detail::check_size("streams", args.streams.size(), static_cast<std::size_t>(batch));
+  if (args.device_streams == nullptr)
+    detail::check_size("streams", args.streams.size(), static_cast<std::size_t>(batch));
   detail::check_size("accepted_nodes", args.accepted_nodes.size(), total);
   detail::check_size("accepted", args.accepted.size(), static_cast<std::size_t>(batch));
   detail::check_size("final_tokens", args.final_tokens.size(), static_cast<std::size_t>(batch));
@@ -373,10 +452,13 @@ void verify_chain_batch_target_only_logits(const Backend& backend,
 /// The CUDA backend takes Recursive, MultiRound and Rejection (one block per tree).
 /// Randomness: verify_tree's per sequence (node n's children use streams[b].at_node(n + 1)).
 /// Size the workspace with TreeBatchShape{.batch = B, .max_nodes = largest N_b, .vocab = V}.
+/// With device_offsets and device_streams (TreeBatchArgs) a CUDA call copies nothing from the
+/// host and can be captured in a CUDA graph; with host spans a capture fails with specdec::Error.
 template <backend::BackendPolicy Backend, class Scratch>
 void verify_tree_batch(const Backend& backend, const Rule& rule, const TreeBatchArgs& args,
                        Scratch&& workspace) {
-  detail::TreeBatchImpl<Backend>::run(backend, rule, args, std::forward<Scratch>(workspace));
+  detail::TreeBatchImpl<Backend>::run(backend, rule, detail::resident_args<Backend>(args),
+                                      std::forward<Scratch>(workspace));
 }
 
 /// Tree verification of candidate trees without draft rows (verify_tree_target_only per tree) for
@@ -387,7 +469,8 @@ void verify_tree_batch(const Backend& backend, const Rule& rule, const TreeBatch
 template <backend::BackendPolicy Backend, class Scratch>
 void verify_tree_batch_target_only(const Backend& backend, const TreeBatchArgs& args,
                                    Scratch&& workspace) {
-  detail::TreeBatchTargetOnlyImpl<Backend>::run(backend, args, std::forward<Scratch>(workspace));
+  detail::TreeBatchTargetOnlyImpl<Backend>::run(backend, detail::resident_args<Backend>(args),
+                                                std::forward<Scratch>(workspace));
 }
 
 }  // namespace specdec

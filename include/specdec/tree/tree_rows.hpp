@@ -28,7 +28,8 @@ namespace detail {
 
 /// The parent of `node` (`parents[i] < i`, -1 = the root), or -1 where `parents` breaks that
 /// rule: unvalidated device trees then end a walk early instead of looping or reading outside.
-SPECDEC_HOST_DEVICE std::int32_t parent_of(const std::int32_t* parents, std::int32_t node) {
+template <class Parents>
+SPECDEC_HOST_DEVICE std::int32_t parent_of(const Parents& parents, std::int32_t node) {
   const std::int32_t p = parents[node];
   return p < node ? p : -1;
 }
@@ -67,10 +68,11 @@ SPECDEC_HOST_DEVICE void packed_mask_row(const std::int32_t* parents, std::int32
 /// parent's row (null for a child of the root) is already written: a node's row is its parent's
 /// row plus its own bit. Parents come first, so whole masks are built in one pass in node order;
 /// the CUDA kernel gives each thread its own words (first = thread, step = block size), so a
-/// thread only reads words it wrote itself.
-SPECDEC_HOST_DEVICE void packed_mask_row_from_parent(const std::uint32_t* parent_row,
-                                                     std::int32_t node, std::uint32_t* row,
-                                                     std::int32_t words, std::int32_t first = 0,
+/// thread only reads words it wrote itself. Rows are pointers or the kernel's global views.
+template <class ParentRow, class Row>
+SPECDEC_HOST_DEVICE void packed_mask_row_from_parent(const ParentRow& parent_row, std::int32_t node,
+                                                     const Row& row, std::int32_t words,
+                                                     std::int32_t first = 0,
                                                      std::int32_t step = 1) {
   const std::int32_t own_word = node / kMaskWordBits;
   const std::uint32_t own_bit = 1u << static_cast<std::uint32_t>(node % kMaskWordBits);
@@ -96,8 +98,9 @@ SPECDEC_HOST_DEVICE std::int32_t node_position(std::int32_t context_length, std:
 
 /// Row function: depths of the `n` nodes of one tree in node order, each its parent's plus one
 /// (parents come first; a parent breaking `parents[i] < i` counts as the root). O(n).
-SPECDEC_HOST_DEVICE void tree_depths_row(const std::int32_t* parents, std::int32_t n,
-                                         std::int32_t* depths) {
+template <class Parents, class Depths>
+SPECDEC_HOST_DEVICE void tree_depths_row(const Parents& parents, std::int32_t n,
+                                         const Depths& depths) {
   for (std::int32_t i = 0; i < n; ++i) {
     const std::int32_t parent = parent_of(parents, i);
     depths[i] = parent < 0 ? 1 : depths[parent] + 1;
@@ -108,8 +111,10 @@ SPECDEC_HOST_DEVICE void tree_depths_row(const std::int32_t* parents, std::int32
 /// tokens: node_position of each node's depth. The single definition of tree position ids: the
 /// host functions, the CPU batch and the CUDA kernel all call it. The caller checks that
 /// context_length + depth - 1 fits in int32. O(n).
-SPECDEC_HOST_DEVICE void tree_positions_row(const std::int32_t* parents, std::int32_t n,
-                                            std::int32_t context_length, std::int32_t* positions) {
+template <class Parents, class Positions>
+SPECDEC_HOST_DEVICE void tree_positions_row(const Parents& parents, std::int32_t n,
+                                            std::int32_t context_length,
+                                            const Positions& positions) {
   tree_depths_row(parents, n, positions);
   for (std::int32_t i = 0; i < n; ++i) positions[i] = node_position(context_length, positions[i]);
 }
@@ -119,8 +124,9 @@ SPECDEC_HOST_DEVICE void tree_positions_row(const std::int32_t* parents, std::in
 /// first k + 1 tokens equal those of beam i (so j <= i). Uses that beams j and i share k + 1 tokens
 /// iff they share k tokens (equal match at k - 1) and agree at k. O(W^2 L) worst case, O(W L) when
 /// beams agree.
-SPECDEC_HOST_DEVICE void beam_prefix_match(const Token* beams, std::int32_t width,
-                                           std::int32_t length, std::int32_t* out) {
+template <class Beams, class Out>
+SPECDEC_HOST_DEVICE void beam_prefix_match(const Beams& beams, std::int32_t width,
+                                           std::int32_t length, const Out& out) {
   for (std::int32_t i = 0; i < width; ++i) {
     for (std::int32_t k = 0; k < length; ++k) {
       const std::int32_t previous = k > 0 ? out[i * length + k - 1] : -1;

@@ -6,6 +6,7 @@
 #include <span>
 
 #include "specdec/backend/cuda/error.hpp"
+#include "specdec/backend/cuda/host_staging.hpp"
 #include "specdec/backend/cuda/launchers.hpp"
 #include "specdec/backend/cuda/policy.hpp"
 #include "specdec/backend/cuda/warp_batch.hpp"
@@ -15,27 +16,30 @@ namespace specdec::detail {
 
 template <>
 struct FillRandomImpl<backend::Cuda> {
-  /// Device bytes: the streams.
+  /// Device bytes: the staged host streams (a call with device_streams needs none).
   static std::size_t workspace_size(const backend::Cuda&, const FillRandomShape& shape) {
     return backend::cuda_impl::device_round_up(static_cast<std::size_t>(shape.streams) *
                                                sizeof(RandomStream));
   }
 
-  static void run(const backend::Cuda& cuda, std::span<const RandomStream> streams,
-                  std::uint32_t first, MatrixView<float> out, RandomKind kind,
+  /// Checked by fill_random. Device streams are read in place (no copy, no workspace needed).
+  static void run(const backend::Cuda& cuda, const FillRandomArgs& args,
                   const backend::DeviceWorkspace& ws) {
+    const MatrixView<float>& out = args.out;
     if (out.cols == 0) return;
     if (out.data == nullptr) fail("out", "is a null device pointer");
-    check_device_workspace(ws, workspace_size(cuda, {out.rows, out.cols}));
-    check_cuda(backend::cuda_impl::fill_random({.host_streams = streams.data(),
-                                                .stream_count = out.rows,
-                                                .first = first,
-                                                .count = out.cols,
-                                                .out = out.data,
-                                                .out_stride = out.stride,
-                                                .kind = kind},
-                                               ws.data, cuda.stream),
-               "fill_random");
+    const bool staged = args.device_streams == nullptr;
+    check_device_workspace(ws, staged ? workspace_size(cuda, {out.rows, out.cols}) : 0);
+    check_cuda_staged(backend::cuda_impl::fill_random({.host_streams = args.streams.data(),
+                                                       .stream_count = out.rows,
+                                                       .first = args.first,
+                                                       .count = out.cols,
+                                                       .out = out.data,
+                                                       .out_stride = out.stride,
+                                                       .kind = args.kind,
+                                                       .device_streams = args.device_streams},
+                                                      ws.data, cuda.stream),
+                      "fill_random", staged, "streams", "device_streams");
   }
 };
 

@@ -53,18 +53,21 @@ struct WarpBatchParams {
 /// `rows` warps are first copied into the workspace with cudaMemcpyAsync on `stream`.
 cudaError_t warp_logits_batch(const WarpBatchParams& params, void* workspace, cudaStream_t stream);
 
-/// The views of one fill_random call: host streams, a device output of `stream_count` rows.
+/// The views of one fill_random call: host or device streams, a device output of `stream_count`
+/// rows.
 struct FillRandomParams {
-  const RandomStream* host_streams;  // stream_count
+  const RandomStream* host_streams;  // stream_count, or null with device_streams
   std::int64_t stream_count;
   std::uint32_t first;  // the first draw of every stream
   std::int64_t count;   // draws per stream
   float* out;           // stream_count rows, out_stride floats apart
   std::int64_t out_stride;
   RandomKind kind;
+  const RandomStream* device_streams = nullptr;  // stream_count, read in place when not null
 };
 
-/// Copies the host streams into the workspace, then fills out[s * out_stride + i] =
+/// Copies the host streams into the workspace (unless device_streams is given: then nothing is
+/// copied and the workspace is not touched), then fills out[s * out_stride + i] =
 /// streams[s].uniform(first + i) (kUniform) or .gumbel(first + i) (kGumbel) for i < count.
 cudaError_t fill_random(const FillRandomParams& params, void* workspace, cudaStream_t stream);
 
@@ -139,8 +142,9 @@ cudaError_t verify_chain_batch_logits(const ChainVerifyParams& params, const Dev
                                       std::int64_t warp_count, void* workspace,
                                       cudaStream_t stream);
 
-/// Device bytes verify_tree_batch needs: the staged offsets and streams, per tree 2 * max_nodes
-/// ints (candidate tokens and node ids) and one float row of residual scratch.
+/// Device bytes verify_tree_batch needs: the staged offsets and streams, 2 * max_nodes ints per
+/// tree (room for 2 N: candidate tokens and node ids, tree b's at 2 offsets[b]) and one float row
+/// of residual scratch per tree.
 constexpr std::size_t tree_workspace_size(std::int64_t batch, std::int64_t max_nodes,
                                           std::int64_t vocab) {
   const auto b = static_cast<std::size_t>(batch < 0 ? 0 : batch);
@@ -156,9 +160,9 @@ constexpr std::size_t tree_workspace_size(std::int64_t batch, std::int64_t max_n
 enum class TreeRule : int { kRecursive = 0, kMultiRound = 1 };
 
 /// The views of one tree batch (the layout of specdec::TreeBatchArgs, strides in elements):
-/// device nodes, rows and outputs; host offsets and streams.
+/// device nodes, rows and outputs; host or device offsets and streams.
 struct TreeVerifyParams {
-  const std::int32_t* host_node_offsets;  // B + 1
+  const std::int32_t* host_node_offsets;  // B + 1, or null with device_node_offsets
   std::int64_t batch;
   std::int64_t max_nodes;       // the largest tree
   const std::int32_t* tokens;   // N
@@ -168,15 +172,18 @@ struct TreeVerifyParams {
   const float* draft;  // N + B rows
   std::int64_t draft_stride;
   std::int64_t vocab;
-  const RandomStream* host_streams;  // B
-  std::int32_t* accepted_nodes;      // N
-  std::int32_t* accepted;            // B
-  std::int32_t* final_tokens;        // B
-  std::uint8_t* bonus;               // B, or null
+  const RandomStream* host_streams;                   // B
+  std::int32_t* accepted_nodes;                       // N
+  std::int32_t* accepted;                             // B
+  std::int32_t* final_tokens;                         // B
+  std::uint8_t* bonus;                                // B, or null
+  const std::int32_t* device_node_offsets = nullptr;  // B + 1, read in place when not null
+  const RandomStream* device_streams = nullptr;       // B, read in place when not null
 };
 
-/// Copies the B + 1 host offsets and B host streams into the workspace, then launches one block
-/// per tree with `rule` over fp32 warped rows.
+/// Copies the B + 1 host offsets and B host streams into the workspace (each unless its device
+/// array is given: a call with both copies nothing and can be captured in a graph), then launches
+/// one block per tree with `rule` over fp32 warped rows. max_nodes: at least ceil(N / B).
 cudaError_t verify_tree_batch(TreeRule rule, const TreeVerifyParams& params, void* workspace,
                               cudaStream_t stream);
 
@@ -187,7 +194,8 @@ cudaError_t verify_chain_batch_target_only(const ChainVerifyParams& params, void
                                            cudaStream_t stream);
 
 /// As verify_chain_batch_target_only for trees (TreeVerifyParams, draft unused): the same
-/// chain_workspace_size(B) bytes of staged offsets and streams, one block per tree.
+/// chain_workspace_size(B) bytes of staged offsets and streams (device_node_offsets and
+/// device_streams are read in place, as verify_tree_batch's), one block per tree.
 cudaError_t verify_tree_batch_target_only(const TreeVerifyParams& params, void* workspace,
                                           cudaStream_t stream);
 
@@ -282,33 +290,38 @@ constexpr std::size_t tree_mask_workspace_size(std::int64_t batch) {
          device_round_up(b * sizeof(std::int32_t));
 }
 
-/// The views of a batch of tree masks (the layout of specdec::packed_tree_masks_batch): host
-/// offsets, device parents and masks (`words` words per row, rows `mask_stride` words apart).
+/// The views of a batch of tree masks (the layout of specdec::packed_tree_masks_batch): host or
+/// device offsets, device parents and masks (`words` words per row, rows `mask_stride` words
+/// apart).
 struct TreeMaskParams {
-  const std::int32_t* host_node_offsets;  // B + 1
+  const std::int32_t* host_node_offsets;  // B + 1, or null with device_node_offsets
   std::int64_t batch;
   const std::int32_t* parents;  // N
   std::uint32_t* masks;         // N rows
   std::int64_t words;
   std::int64_t mask_stride;
+  const std::int32_t* device_node_offsets = nullptr;  // B + 1, read in place when not null
 };
 
-/// Copies the B + 1 host offsets into the workspace, then launches one block per tree.
+/// Copies the B + 1 host offsets into the workspace (unless device_node_offsets is given), then
+/// launches one block per tree.
 cudaError_t packed_tree_masks_batch(const TreeMaskParams& params, void* workspace,
                                     cudaStream_t stream);
 
 /// The views of a batch of tree position ids (the layout of specdec::tree_positions_batch): host
 /// offsets and context lengths, device parents and positions.
 struct TreePositionsParams {
-  const std::int32_t* host_node_offsets;  // B + 1
+  const std::int32_t* host_node_offsets;  // B + 1, or null with device_node_offsets
   std::int64_t batch;
-  const std::int32_t* parents;               // N
-  const std::int32_t* host_context_lengths;  // B
-  std::int32_t* positions;                   // N
+  const std::int32_t* parents;                           // N
+  const std::int32_t* host_context_lengths;              // B, or null with device_context_lengths
+  std::int32_t* positions;                               // N
+  const std::int32_t* device_node_offsets = nullptr;     // B + 1, read in place when not null
+  const std::int32_t* device_context_lengths = nullptr;  // B, read in place when not null
 };
 
-/// Copies the B + 1 host offsets and B host context lengths into the workspace, then launches one
-/// thread per tree.
+/// Copies the B + 1 host offsets and B host context lengths into the workspace (each unless its
+/// device array is given), then launches one thread per tree.
 cudaError_t tree_positions_batch(const TreePositionsParams& params, void* workspace,
                                  cudaStream_t stream);
 

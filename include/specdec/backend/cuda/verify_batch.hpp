@@ -11,6 +11,7 @@
 #include <variant>
 
 #include "specdec/backend/cuda/error.hpp"
+#include "specdec/backend/cuda/host_staging.hpp"
 #include "specdec/backend/cuda/launchers.hpp"
 #include "specdec/backend/cuda/policy.hpp"
 #include "specdec/backend/cuda/warp_batch.hpp"
@@ -20,8 +21,8 @@ namespace specdec::detail {
 
 template <>
 struct ChainBatchImpl<backend::Cuda> {
-  /// Device bytes: the staged offsets and streams; from logits also the warps and two warped rows
-  /// per sequence.
+  /// Device bytes: the staged offsets and streams; from logits also the warps, the statistics of
+  /// every row and two warped rows per sequence.
   static std::size_t workspace_size(const backend::Cuda&, const ChainBatchShape& shape) {
     return shape.from_logits ? backend::cuda_impl::chain_logits_workspace_size(
                                    shape.batch, shape.max_gamma, shape.vocab)
@@ -53,18 +54,11 @@ struct ChainBatchImpl<backend::Cuda> {
     }
     if (emitted.data() == nullptr) fail("emitted", "is a null device pointer");
     if (accepted.data() == nullptr) fail("accepted", "is a null device pointer");
-    return {target.data,
-            target.stride,
-            draft.data,
-            draft.stride,
-            device_dtype<T>(),
-            static_cast<std::int64_t>(draft_offsets.size() - 1),
-            target.cols,
-            draft_offsets.data(),
-            draft_tokens.data(),
-            streams.data(),
-            emitted.data(),
-            accepted.data()};
+    return {
+        target.data,    target.stride,        draft.data,
+        draft.stride,   device_dtype<T>(),    static_cast<std::int64_t>(draft_offsets.size() - 1),
+        target.cols,    draft_offsets.data(), draft_tokens.data(),
+        streams.data(), emitted.data(),       accepted.data()};
   }
 
   /// Device rows are not scanned: they must be probability rows, and every draft token must lie
@@ -142,9 +136,55 @@ struct ChainBatchImpl<backend::Cuda> {
   }
 };
 
+/// The device pointer checks of a tree batch and the launcher's views (target-only: no draft).
+inline backend::cuda_impl::TreeVerifyParams tree_params(const TreeBatchArgs& args,
+                                                        std::int64_t largest, bool draft_rows) {
+  const TreeBatchSizes sizes = tree_batch_sizes(args);
+  const auto& target = args.target_rows;
+  const auto& draft = args.draft_rows;
+  if (target.cols > INT_MAX)
+    fail("target_rows", "has {} columns, at most {} are supported", target.cols, INT_MAX);
+  if (sizes.total > 0) {
+    if (args.trees.tokens.data() == nullptr) fail("trees.tokens", "is a null device pointer");
+    if (args.trees.parents.data() == nullptr) fail("trees.parents", "is a null device pointer");
+    if (args.accepted_nodes.data() == nullptr) fail("accepted_nodes", "is a null device pointer");
+  }
+  if (target.data == nullptr) fail("target_rows", "is a null device pointer");
+  if (draft_rows && draft.data == nullptr) fail("draft_rows", "is a null device pointer");
+  if (args.accepted.data() == nullptr) fail("accepted", "is a null device pointer");
+  if (args.final_tokens.data() == nullptr) fail("final_tokens", "is a null device pointer");
+  return {.host_node_offsets = args.node_offsets.data(),
+          .batch = sizes.batch,
+          .max_nodes = largest,
+          .tokens = args.trees.tokens.data(),
+          .parents = args.trees.parents.data(),
+          .target = target.data,
+          .target_stride = target.stride,
+          .draft = draft_rows ? draft.data : nullptr,
+          .draft_stride = draft_rows ? draft.stride : 0,
+          .vocab = target.cols,
+          .host_streams = args.streams.data(),
+          .accepted_nodes = args.accepted_nodes.data(),
+          .accepted = args.accepted.data(),
+          .final_tokens = args.final_tokens.data(),
+          .bonus = args.bonus.empty() ? nullptr : args.bonus.data(),
+          .device_node_offsets = args.device_offsets,
+          .device_streams = args.device_streams};
+}
+
+/// check_cuda for a tree batch call: a capture refusing its host offsets or streams is a
+/// specdec::Error naming the host array to move to the device.
+inline void check_tree_call(cudaError_t code, std::string_view call, const TreeBatchArgs& args) {
+  const bool offsets_staged = args.device_offsets == nullptr;
+  check_cuda_staged(code, call, offsets_staged || args.device_streams == nullptr,
+                    offsets_staged ? "node_offsets" : "streams",
+                    "device_offsets and device_streams");
+}
+
 template <>
 struct TreeBatchImpl<backend::Cuda> {
   /// Device bytes: the staged offsets and streams, candidate lists and one float row per tree.
+  /// The workspace is only written by a call: it needs no zeroing.
   static std::size_t workspace_size(const backend::Cuda&, const TreeBatchShape& shape) {
     return backend::cuda_impl::tree_workspace_size(shape.batch, shape.max_nodes, shape.vocab);
   }
@@ -153,7 +193,9 @@ struct TreeBatchImpl<backend::Cuda> {
   /// rows are not scanned: they must be what the CPU backend accepts (level-ordered trees, tokens
   /// with positive draft probability, probability rows). Bad device data cannot make the kernel
   /// fault or hang: a child whose token lies outside the vocabulary is never accepted.
-  /// Rejection runs the multi-round rule (identical for one child per node).
+  /// Rejection runs the multi-round rule (identical for one child per node). With
+  /// device_offsets the workspace is checked against ceil(N / B) nodes per tree (any largest
+  /// tree is at least that) and device offsets are not scanned: wrong ones read wrong rows.
   static void run(const backend::Cuda& cuda, const Rule& rule, const TreeBatchArgs& args,
                   const backend::DeviceWorkspace& ws) {
     using backend::cuda_impl::TreeRule;
@@ -166,40 +208,10 @@ struct TreeBatchImpl<backend::Cuda> {
     }
     const TreeRule node_rule =
         std::holds_alternative<Recursive>(rule) ? TreeRule::kRecursive : TreeRule::kMultiRound;
-    const auto batch = static_cast<std::int64_t>(args.node_offsets.size() - 1);
-    const auto& target = args.target_rows;
-    const auto& draft = args.draft_rows;
-    if (target.cols > INT_MAX)
-      fail("target_rows", "has {} columns, at most {} are supported", target.cols, INT_MAX);
-    if (args.node_offsets.back() > 0) {
-      if (args.trees.tokens.data() == nullptr) fail("trees.tokens", "is a null device pointer");
-      if (args.trees.parents.data() == nullptr) fail("trees.parents", "is a null device pointer");
-      if (args.accepted_nodes.data() == nullptr)
-        fail("accepted_nodes", "is a null device pointer");
-    }
-    if (target.data == nullptr) fail("target_rows", "is a null device pointer");
-    if (draft.data == nullptr) fail("draft_rows", "is a null device pointer");
-    if (args.accepted.data() == nullptr) fail("accepted", "is a null device pointer");
-    if (args.final_tokens.data() == nullptr) fail("final_tokens", "is a null device pointer");
-    check_device_workspace(ws, workspace_size(cuda, {batch, largest, target.cols}));
-    const backend::cuda_impl::TreeVerifyParams p{
-        args.node_offsets.data(),
-        batch,
-        largest,
-        args.trees.tokens.data(),
-        args.trees.parents.data(),
-        target.data,
-        target.stride,
-        draft.data,
-        draft.stride,
-        target.cols,
-        args.streams.data(),
-        args.accepted_nodes.data(),
-        args.accepted.data(),
-        args.final_tokens.data(),
-        args.bonus.empty() ? nullptr : args.bonus.data()};
-    check_cuda(backend::cuda_impl::verify_tree_batch(node_rule, p, ws.data, cuda.stream),
-               "verify_tree_batch");
+    const auto p = tree_params(args, largest, /*draft_rows=*/true);
+    check_device_workspace(ws, workspace_size(cuda, {p.batch, largest, p.vocab}));
+    check_tree_call(backend::cuda_impl::verify_tree_batch(node_rule, p, ws.data, cuda.stream),
+                    "verify_tree_batch", args);
   }
 };
 
@@ -253,40 +265,16 @@ struct TreeBatchTargetOnlyImpl<backend::Cuda> {
   /// CPU); device tokens, parents and rows are not scanned: they must be what the CPU backend
   /// accepts (level-ordered trees, probability rows). A tree with a token outside the vocabulary
   /// or a node of more than 256 children never has it used as an index: it gets accepted = -1 and
-  /// final token -1.
+  /// final token -1. device_offsets and device_streams are read in place (not scanned); with both
+  /// the call needs no workspace.
   static void run(const backend::Cuda& cuda, const TreeBatchArgs& args,
                   const backend::DeviceWorkspace& ws) {
     const std::int64_t largest = check_tree_batch(args, /*draft_rows=*/false);
-    const auto batch = static_cast<std::int64_t>(args.node_offsets.size() - 1);
-    const auto& target = args.target_rows;
-    if (args.node_offsets.back() > 0) {
-      if (args.trees.tokens.data() == nullptr) fail("trees.tokens", "is a null device pointer");
-      if (args.trees.parents.data() == nullptr) fail("trees.parents", "is a null device pointer");
-      if (args.accepted_nodes.data() == nullptr)
-        fail("accepted_nodes", "is a null device pointer");
-    }
-    if (target.data == nullptr) fail("target_rows", "is a null device pointer");
-    if (args.accepted.data() == nullptr) fail("accepted", "is a null device pointer");
-    if (args.final_tokens.data() == nullptr) fail("final_tokens", "is a null device pointer");
-    check_device_workspace(ws, backend::cuda_impl::chain_workspace_size(batch));
-    const backend::cuda_impl::TreeVerifyParams p{
-        args.node_offsets.data(),
-        batch,
-        largest,
-        args.trees.tokens.data(),
-        args.trees.parents.data(),
-        target.data,
-        target.stride,
-        nullptr,
-        0,
-        target.cols,
-        args.streams.data(),
-        args.accepted_nodes.data(),
-        args.accepted.data(),
-        args.final_tokens.data(),
-        args.bonus.empty() ? nullptr : args.bonus.data()};
-    check_cuda(backend::cuda_impl::verify_tree_batch_target_only(p, ws.data, cuda.stream),
-               "verify_tree_batch_target_only");
+    const auto p = tree_params(args, largest, /*draft_rows=*/false);
+    const bool staged = args.device_offsets == nullptr || args.device_streams == nullptr;
+    check_device_workspace(ws, staged ? backend::cuda_impl::chain_workspace_size(p.batch) : 0);
+    check_tree_call(backend::cuda_impl::verify_tree_batch_target_only(p, ws.data, cuda.stream),
+                    "verify_tree_batch_target_only", args);
   }
 };
 

@@ -88,9 +88,10 @@ struct BlockRows {
   }
 };
 
-/// One block per tree b (blockIdx.x). offsets (B + 1, staged) cut tokens / parents into trees;
-/// tree b's rows start at row offsets[b] + b of target / draft (root row first). ints holds
-/// 2 * max_nodes entries per tree (candidate tokens and node ids), scratch `n` floats per tree.
+/// One block per tree b (blockIdx.x). offsets (B + 1, device memory) cut tokens / parents into
+/// trees; tree b's rows start at row offsets[b] + b of target / draft (root row first). ints holds
+/// 2 N entries: tree b's candidate tokens and node ids at 2 offsets[b] (a node has fewer children
+/// than its tree has nodes), so its size needs no largest tree; scratch `n` floats per tree.
 /// Outputs as specdec::verify_tree_batch; bonus may be null. Device data is not trusted: the walk
 /// only moves to later nodes, and a child whose token lies outside [0, n) is never a candidate.
 template <bool kRecursive>
@@ -99,7 +100,7 @@ __global__ void __launch_bounds__(kWarpThreads)
                        Global<const std::int32_t> parents, Global<const float> target,
                        std::int64_t target_stride, Global<const float> draft,
                        std::int64_t draft_stride, int n, Global<const RandomStream> streams,
-                       int max_nodes, Global<std::int32_t> ints, Global<float> scratch_rows,
+                       Global<std::int32_t> ints, Global<float> scratch_rows,
                        Global<std::int32_t> accepted_nodes, Global<std::int32_t> accepted,
                        Global<std::int32_t> final_tokens, Global<std::uint8_t> bonus) {
   expect_block_threads(kWarpThreads);
@@ -109,8 +110,8 @@ __global__ void __launch_bounds__(kWarpThreads)
   const int nodes = offsets[b + 1] - begin;
   const std::int64_t first_row = begin + b;
   const RandomStream stream = streams[b];
-  const Global<std::int32_t> candidates = ints + b * 2 * static_cast<std::int64_t>(max_nodes);
-  const Global<std::int32_t> ids = candidates + max_nodes;
+  const Global<std::int32_t> candidates = ints + 2 * static_cast<std::int64_t>(begin);
+  const Global<std::int32_t> ids = candidates + nodes;
   const Global<float> scratch = scratch_rows + b * static_cast<std::int64_t>(n);
   const Global<const std::int32_t> tree_tokens = tokens + begin;
   const Global<const std::int32_t> tree_parents = parents + begin;

@@ -249,7 +249,7 @@ TEST_CASE("ledger: Gumbel-top-k with k = 8", "[backend][cuda_kernel][ledger]") {
   LedgerBuffer<float> values("values", static_cast<std::size_t>(rows * k));
   LedgerBuffer<std::int32_t> counts("counts", static_cast<std::size_t>(rows));
   LedgerBuffer<unsigned char> workspace("workspace",
-                                        cuda_impl::gumbel_batch_workspace_size(rows, v));
+                                        cuda_impl::gumbel_batch_workspace_size(rows, v, k));
   const std::vector<RandomStream> streams{ledger_stream(5, 0), ledger_stream(5, 1)};
   const cuda_impl::GumbelTopKParams p{logits.get(),
                                       cuda_impl::DType::kF32,

@@ -29,7 +29,7 @@ struct RowSplit {
 /// blocks than a row has tiles.
 constexpr RowSplit row_split(std::int64_t rows, std::int64_t vocab, int sm_count) {
   RowSplit s;
-  s.tiles = std::max<std::int64_t>(1, (vocab + detail::kSumTile - 1) / detail::kSumTile);
+  s.tiles = std::max<std::int64_t>(1, (vocab + specdec::detail::kSumTile - 1) / specdec::detail::kSumTile);
   const std::int64_t r = std::max<std::int64_t>(rows, 1);
   const std::int64_t wanted = std::clamp<std::int64_t>((2 * sm_count + r - 1) / r, 1, s.tiles);
   s.tiles_per_block = (s.tiles + wanted - 1) / wanted;

@@ -132,12 +132,12 @@ std::vector<RandomStream> streams_for(std::int64_t n_rows, std::uint64_t seed) {
   return streams;
 }
 
-/// The CUDA entry point against the CPU backend on `rows` (as T, rows `stride` apart), under two
-/// block orders. Entries listed in `nan_on_device` are NaN in the device rows and banned (-inf or
+/// The CUDA entry point against the CPU backend on `rows` (as T, rows `stride` apart), under
+/// `orders` block orders. Entries listed in `nan_on_device` are NaN in the device rows and banned (-inf or
 /// 0) in the CPU's: a NaN after perturbation is never drawn.
 template <class T>
 void check_gumbel(RowKind kind, const std::vector<float>& rows, std::int64_t vocab,
-                  std::int64_t stride, std::int64_t k,
+                  std::int64_t stride, std::int64_t k, int orders = 1,
                   const std::vector<std::size_t>& nan_on_device = {}) {
   const auto n_rows = static_cast<std::int64_t>(rows.size()) / vocab;
   std::vector<float> banned = rows, nans = rows;
@@ -150,7 +150,8 @@ void check_gumbel(RowKind kind, const std::vector<float>& rows, std::int64_t voc
       run_gumbel_cpu(kind, with_stride<T>(banned, vocab, stride), n_rows, vocab, stride, k, streams);
   const auto device_rows = with_stride<T>(nans, vocab, stride);
   const auto split = backend::cuda_impl::row_split(n_rows, vocab, backend::cuda_impl::kH100Sms);
-  for (const std::uint64_t seed : {1u, 2u}) {
+  for (int order = 1; order <= orders; ++order) {
+    const auto seed = static_cast<std::uint64_t>(order);
     draft_emu::ledger.seed = seed;
     const auto got = run_gumbel_cuda(kind, device_rows, n_rows, vocab, stride, k, streams);
     CAPTURE(kind == RowKind::kProbabilities, sizeof(T), vocab, stride, k, seed,
@@ -203,27 +204,24 @@ TEST_CASE("Gumbel-top-k on emulated CUDA equals the CPU backend with 1, 2 and 7 
   using backend::cuda_impl::kH100Sms;
   using backend::cuda_impl::row_split;
   // V = 1000: one tile, one block per row; 2000: two; 7 * 1024: seven (few rows, 132 SMs).
-  REQUIRE(row_split(5, 1000, kH100Sms).blocks_per_row == 1);
-  REQUIRE(row_split(5, 2000, kH100Sms).blocks_per_row == 2);
-  REQUIRE(row_split(4, 7 * 1024, kH100Sms).blocks_per_row == 7);
-  for (const std::int64_t vocab : {1000, 2000}) {
-    const auto probs = probability_rows(5, vocab, 7);
-    const auto logits = log_rows(probs);
-    for (const std::int64_t k : {1, 8}) {
-      check_gumbel<float>(RowKind::kProbabilities, probs, vocab, vocab, k);
-      check_gumbel<float>(RowKind::kLogWeights, logits, vocab, vocab + 5, k);
-    }
+  REQUIRE(row_split(3, 1000, kH100Sms).blocks_per_row == 1);
+  REQUIRE(row_split(3, 2000, kH100Sms).blocks_per_row == 2);
+  REQUIRE(row_split(3, 7 * 1024, kH100Sms).blocks_per_row == 7);
+  for (const std::int64_t vocab : {1000, 2000, 7 * 1024}) {
+    const auto probs = probability_rows(3, vocab, 7);
+    const int orders = vocab > 1024 ? 2 : 1;  // split rows: two block orders
+    check_gumbel<float>(RowKind::kProbabilities, probs, vocab, vocab, 8, orders);
+    check_gumbel<float>(RowKind::kLogWeights, log_rows(probs), vocab, vocab + 5, 1);
   }
-  const std::int64_t wide = 7 * 1024;
-  const auto probs = probability_rows(4, wide, 8);
-  check_gumbel<float>(RowKind::kProbabilities, probs, wide, wide, 8);
-  check_gumbel<float>(RowKind::kLogWeights, log_rows(probs), wide, wide + 3, 1);
+  const auto probs = probability_rows(3, 2000, 8);
+  check_gumbel<float>(RowKind::kProbabilities, probs, 2000, 2000, 1);
+  check_gumbel<float>(RowKind::kLogWeights, log_rows(probs), 2000, 2000, 8, 2);
 }
 
 TEST_CASE("Gumbel-top-k on emulated CUDA takes fp16 and bf16 rows, split or not",
           "[backend][cuda_kernel]") {
   for (const std::int64_t vocab : {203, 2100}) {
-    const auto probs = probability_rows(4, vocab, 9);
+    const auto probs = probability_rows(3, vocab, 9);
     const auto logits = log_rows(probs);
     check_gumbel<Eigen::half>(RowKind::kLogWeights, logits, vocab, vocab, 8);
     check_gumbel<Eigen::bfloat16>(RowKind::kLogWeights, logits, vocab, vocab + 3, 5);
@@ -237,10 +235,10 @@ TEST_CASE("Gumbel-top-k on emulated CUDA: banned, NaN and scarce entries as the 
   // on the device (where the CPU's row is banned, so that its probabilities still sum to 1) are
   // never drawn; row 2 has one in each of its three blocks.
   const std::int64_t vocab = 3000;
-  const auto probs = probability_rows(4, vocab, 10);
+  const auto probs = probability_rows(3, vocab, 10);
   const std::vector<std::size_t> nans = {3000 + 3, 3000 + 1500, 6000 + 1, 6000 + 1025, 6000 + 2999};
-  check_gumbel<float>(RowKind::kProbabilities, probs, vocab, vocab, 8, nans);
-  check_gumbel<float>(RowKind::kLogWeights, log_rows(probs), vocab, vocab, 8, nans);
+  check_gumbel<float>(RowKind::kProbabilities, probs, vocab, vocab, 8, 1, nans);
+  check_gumbel<float>(RowKind::kLogWeights, log_rows(probs), vocab, vocab, 8, 1, nans);
   // k above the CPU's heap limit (256): its nth_element path; lists of more than a round.
   const auto small = probability_rows(3, 1200, 11);
   check_gumbel<float>(RowKind::kLogWeights, log_rows(small), 1200, 1200, 280);
@@ -488,10 +486,10 @@ void advance(Level& l, const std::vector<std::vector<float>>& rows, std::int32_t
 
 TEST_CASE("the emulated beam level kernels equal the CPU backend level by level",
           "[backend][cuda_kernel]") {
-  // V = 90: one block per beam row; V = 2100: three (9 beam rows, 132 SMs).
-  REQUIRE(backend::cuda_impl::row_split(9, 2100, backend::cuda_impl::kH100Sms).blocks_per_row == 3);
+  // V = 90: one block per beam row; V = 1500: two (9 beam rows, 132 SMs).
+  REQUIRE(backend::cuda_impl::row_split(9, 1500, backend::cuda_impl::kH100Sms).blocks_per_row == 2);
   const std::int64_t batch = 3, width = 3;
-  for (const std::int64_t vocab : {90, 2100}) {
+  for (const std::int64_t vocab : {90, 1500}) {
     toy::ToyRandom rng(12);
     std::vector<std::vector<float>> rows;
     for (int i = 0; i < 4; ++i) rows.push_back(toy::dirichlet(vocab, 0.4, rng));
@@ -503,7 +501,7 @@ TEST_CASE("the emulated beam level kernels equal the CPU backend level by level"
     Level cpu = root_level(batch, width, vocab, roots);
     Level gpu = cpu;
     std::int32_t next_node = 0;
-    for (int level = 0; level < 3; ++level) {
+    for (int level = 0; level < (vocab < 1024 ? 3 : 2); ++level) {
       draft_emu::ledger.seed = static_cast<std::uint64_t>(level + 1);
       run_level_cpu(cpu, streams);
       run_level_cuda(gpu, streams);

@@ -189,11 +189,12 @@ __device__ __forceinline__ int ranked_before_sorted(const float* values, const s
   return lo;
 }
 
-/// How many of n unordered entries rank before (v, id).
+/// How many of n unordered entries rank before (v, id), counted up to `limit` (an entry with
+/// `limit` entries before it has no place in the list: the scan stops there).
 __device__ __forceinline__ int ranked_before_any(const float* values, const std::int32_t* ids,
-                                                 int n, float v, std::int32_t id) {
+                                                 int n, float v, std::int32_t id, int limit) {
   int c = 0;
-  for (int j = 0; j < n; ++j) c += ranks_before(values[j], ids[j], v, id) ? 1 : 0;
+  for (int j = 0; j < n && c < limit; ++j) c += ranks_before(values[j], ids[j], v, id) ? 1 : 0;
   return c;
 }
 
@@ -216,7 +217,7 @@ __device__ inline int merge_candidates(int kept, int s, bool sorted, int k, Spli
     const int place = i + (sorted ? ranked_before_sorted(sh.candidate_values, sh.candidate_ids, s,
                                                          v, id)
                                   : ranked_before_any(sh.candidate_values, sh.candidate_ids, s,
-                                                      v, id));
+                                                      v, id, k - i));
     if (place < k) {
       sh.merged_values[place] = v;
       sh.merged_ids[place] = id;
@@ -225,9 +226,12 @@ __device__ inline int merge_candidates(int kept, int s, bool sorted, int k, Spli
   for (int j = threadIdx.x; j < s; j += blockDim.x) {
     const float v = sh.candidate_values[j];
     const std::int32_t id = sh.candidate_ids[j];
+    const int in_list = ranked_before_sorted(sh.list_values, sh.list_ids, kept, v, id);
+    if (in_list >= k) continue;
     const int place =
-        ranked_before_sorted(sh.list_values, sh.list_ids, kept, v, id) +
-        (sorted ? j : ranked_before_any(sh.candidate_values, sh.candidate_ids, s, v, id));
+        in_list + (sorted ? j
+                          : ranked_before_any(sh.candidate_values, sh.candidate_ids, s, v, id,
+                                              k - in_list));
     if (place < k) {
       sh.merged_values[place] = v;
       sh.merged_ids[place] = id;

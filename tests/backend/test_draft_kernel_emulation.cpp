@@ -17,6 +17,7 @@
 #include "specdec/backend/cuda/detail/draft_kernels.cuh"
 #include "specdec/backend/cuda/draft_batch.hpp"
 #include "specdec/backend/cuda/row_split.hpp"
+#include "specdec/core/tile_sum.hpp"
 #include "specdec/draft/gumbel_topk.hpp"
 #include "specdec/draft/stochastic_beam.hpp"
 #include "specdec/toy/random.hpp"
@@ -26,6 +27,9 @@ using namespace specdec;
 using specdec::test::draft_stream;
 namespace kernels = specdec::backend::cuda_impl::detail;
 namespace draft_emu = specdec_emulation;
+
+static_assert(backend::cuda_impl::kRowSplitTile == detail::kSumTile,
+              "a row split's tiles are the CPU's summation tiles");
 
 namespace {
 

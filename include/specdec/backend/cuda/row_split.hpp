@@ -8,9 +8,11 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "specdec/core/tile_sum.hpp"
-
 namespace specdec::backend::cuda_impl {
+
+/// Entries per tile: core/tile_sum.hpp's kSumTile (the tests assert it), not included here so
+/// that nvcc-compiled launchers can plan a split without the host-only core headers.
+inline constexpr std::int64_t kRowSplitTile = 1024;
 
 /// SMs of an H100 SXM: the count tests assume for a launch configuration.
 inline constexpr int kH100Sms = 132;
@@ -29,7 +31,7 @@ struct RowSplit {
 /// blocks than a row has tiles.
 constexpr RowSplit row_split(std::int64_t rows, std::int64_t vocab, int sm_count) {
   RowSplit s;
-  s.tiles = std::max<std::int64_t>(1, (vocab + specdec::detail::kSumTile - 1) / specdec::detail::kSumTile);
+  s.tiles = std::max<std::int64_t>(1, (vocab + kRowSplitTile - 1) / kRowSplitTile);
   const std::int64_t r = std::max<std::int64_t>(rows, 1);
   const std::int64_t wanted = std::clamp<std::int64_t>((2 * sm_count + r - 1) / r, 1, s.tiles);
   s.tiles_per_block = (s.tiles + wanted - 1) / wanted;

@@ -22,8 +22,8 @@
 #include "specdec/backend/cuda/detail/launch.cuh"
 #include "specdec/backend/cuda/detail/warp_kernels.cuh"
 #include "specdec/backend/cuda/launchers.hpp"
+#include "specdec/backend/cuda/row_split.hpp"
 #include "specdec/core/philox.hpp"
-#include "specdec/core/tile_sum.hpp"
 #include "specdec/draft/drafting_rows.hpp"
 
 namespace specdec::backend::cuda_impl::detail {
@@ -330,7 +330,7 @@ __device__ inline int merge_block_lists(const TopKLists& lists, std::int64_t fir
 }
 
 /// Gumbel-top-k of one row by the blocks blockIdx.y = 0 .. gridDim.y - 1 of a row split (each
-/// `tiles_per_block` tiles of kSumTile entries): each block keeps its best k of its tiles, writes
+/// `tiles_per_block` tiles of kRowSplitTile entries): each block keeps its best k of its tiles, writes
 /// them to `lists` and counts itself done; the last block of the row merges the lists in block
 /// order (the CPU's ranking whatever the order blocks finish in). Returns the row's list size in
 /// that last block (the list in sh), -1 in the others. A single block writes no list.
@@ -338,7 +338,7 @@ template <RowKind kind, class T>
 __device__ int split_top_k(Global<const T> row, int n, int tiles_per_block, bool vec,
                            const RandomStream& stream, int k, const TopKLists& lists,
                            std::int64_t row_index, SplitTopKShared& sh) {
-  const std::int64_t tile = specdec::detail::kSumTile;
+  const std::int64_t tile = kRowSplitTile;
   const std::int64_t begin = static_cast<std::int64_t>(blockIdx.y) * tiles_per_block * tile;
   const std::int64_t stop = begin + tiles_per_block * tile;
   const int kept = block_top_k<kind>(row, begin, stop < n ? stop : n, vec, stream, k, sh);

@@ -1,56 +1,139 @@
 // SPDX-License-Identifier: MIT
-// Launchers of the batched drafting kernels (stage the streams, dispatch on the row type and kind,
-// one block per row, beam or sequence).
+// Launchers of the batched drafting kernels (stage the streams unless they are device-resident,
+// zero the row split's counters, dispatch on the row type and kind, split every row over blocks
+// of whole tiles).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+
 #include "specdec/backend/cuda/detail/draft_kernels.cuh"
 #include "specdec/backend/cuda/launchers.hpp"
+#include "specdec/backend/cuda/row_split.hpp"
 
 namespace specdec::backend::cuda_impl {
 
 namespace {
 
+/// The SMs a row split is planned for: the device's, at most kMaxSplitSms (what the workspace
+/// sizes assume).
+cudaError_t draft_split_sms(int* sms) {
+  int device = 0;
+  cudaError_t status = cudaGetDevice(&device);
+  if (status != cudaSuccess) return status;
+  status = cudaDeviceGetAttribute(sms, cudaDevAttrMultiProcessorCount, device);
+  if (status != cudaSuccess) return status;
+  *sms = std::clamp(*sms, 1, kMaxSplitSms);
+  return cudaSuccess;
+}
+
+/// The per-block lists of a row split in the workspace, and their counters' address (to zero).
+struct DraftLists {
+  detail::TopKLists lists;
+  unsigned int* counters;
+};
+
+/// Carves the per-block lists of `rows` rows split `blocks_per_row` ways, k entries each, from
+/// `base` (advanced past them), as top_k_lists_size counts them.
+DraftLists carve_draft_lists(unsigned char*& base, std::int64_t rows, std::int64_t blocks_per_row,
+                       std::int64_t k) {
+  const auto blocks = static_cast<std::size_t>(rows * blocks_per_row);
+  const auto entries = blocks * static_cast<std::size_t>(k);
+  detail::TopKLists lists;
+  auto* values = reinterpret_cast<float*>(base);
+  base += device_round_up(entries * sizeof(float));
+  auto* ids = reinterpret_cast<std::int32_t*>(base);
+  base += device_round_up(entries * sizeof(std::int32_t));
+  auto* counts = reinterpret_cast<std::int32_t*>(base);
+  base += device_round_up(blocks * sizeof(std::int32_t));
+  auto* counters = reinterpret_cast<unsigned int*>(base);
+  base += device_round_up(static_cast<std::size_t>(rows) * sizeof(unsigned int));
+  lists.values = values;
+  lists.ids = ids;
+  lists.counts = counts;
+  lists.counters = counters;
+  return {lists, counters};
+}
+
+/// Zeroes the counters of a split of more than one block per row (a memset, capturable).
+cudaError_t zero_draft_counters(const RowSplit& split, std::int64_t rows, unsigned int* counters,
+                          cudaStream_t stream) {
+  if (split.blocks_per_row == 1) return cudaSuccess;
+  return cudaMemsetAsync(counters, 0, static_cast<std::size_t>(rows) * sizeof(unsigned int),
+                         stream);
+}
+
+/// Whether every group of four entries of every row is 16-byte aligned (fp32 rows).
+bool draft_groups_aligned(const void* rows, std::int64_t stride_bytes) {
+  return reinterpret_cast<std::uintptr_t>(rows) % 16 == 0 && stride_bytes % 16 == 0;
+}
+
+/// Where the streams are: the device array, or the host ones staged into `staging`.
+cudaError_t stage_draft_streams(const RandomStream* host, const RandomStream* device, std::int64_t count,
+                          RandomStream* staging, const RandomStream** streams,
+                          cudaStream_t stream) {
+  if (device != nullptr) {
+    *streams = device;
+    return cudaSuccess;
+  }
+  *streams = staging;
+  return cudaMemcpyAsync(staging, host, static_cast<std::size_t>(count) * sizeof(RandomStream),
+                         cudaMemcpyHostToDevice, stream);
+}
+
 template <RowKind kind, class T>
-cudaError_t launch_top_k(const GumbelTopKParams& p, const RandomStream* streams, float* perturbed,
+cudaError_t launch_top_k(const GumbelTopKParams& p, const RowSplit& split,
+                         const RandomStream* streams, const detail::TopKLists& lists,
                          cudaStream_t stream) {
-  return detail::launch(detail::gumbel_top_k_kernel<kind, T>,
-                        static_cast<unsigned int>(p.row_count), kWarpThreads, stream,
-                        static_cast<const T*>(p.rows), p.row_stride, static_cast<int>(p.vocab),
-                        static_cast<int>(p.k), streams, perturbed, p.tokens, p.token_stride,
-                        p.values, p.value_stride, p.counts);
+  const bool vec = std::is_same_v<T, float> &&
+                   draft_groups_aligned(p.rows, p.row_stride * static_cast<std::int64_t>(sizeof(T)));
+  return detail::launch(
+      detail::gumbel_top_k_kernel<kind, T>,
+      dim3(static_cast<unsigned int>(p.row_count), static_cast<unsigned int>(split.blocks_per_row)),
+      kWarpThreads, stream, static_cast<const T*>(p.rows), p.row_stride,
+      static_cast<int>(p.vocab), static_cast<int>(p.k), static_cast<int>(split.tiles_per_block),
+      vec, streams, lists, p.tokens, p.token_stride, p.values, p.value_stride, p.counts);
 }
 
 template <class T>
-cudaError_t launch_top_k(const GumbelTopKParams& p, const RandomStream* streams, float* perturbed,
+cudaError_t launch_top_k(const GumbelTopKParams& p, const RowSplit& split,
+                         const RandomStream* streams, const detail::TopKLists& lists,
                          cudaStream_t stream) {
   if (p.kind == RowKind::kProbabilities) {
-    return launch_top_k<RowKind::kProbabilities, T>(p, streams, perturbed, stream);
+    return launch_top_k<RowKind::kProbabilities, T>(p, split, streams, lists, stream);
   }
-  return launch_top_k<RowKind::kLogWeights, T>(p, streams, perturbed, stream);
+  return launch_top_k<RowKind::kLogWeights, T>(p, split, streams, lists, stream);
 }
 
 }  // namespace
 
 cudaError_t gumbel_top_k_batch(const GumbelTopKParams& params, void* workspace,
                                cudaStream_t stream) {
+  int sms = 0;
+  cudaError_t status = draft_split_sms(&sms);
+  if (status != cudaSuccess) return status;
+  const RowSplit split = row_split(params.row_count, params.vocab, sms);
   auto* base = static_cast<unsigned char*>(workspace);
-  auto* streams = reinterpret_cast<RandomStream*>(base);
+  auto* staging = reinterpret_cast<RandomStream*>(base);
   base += device_round_up(static_cast<std::size_t>(params.row_count) * sizeof(RandomStream));
-  auto* perturbed = reinterpret_cast<float*>(base);
-  const cudaError_t status =
-      cudaMemcpyAsync(streams, params.host_streams,
-                      static_cast<std::size_t>(params.row_count) * sizeof(RandomStream),
-                      cudaMemcpyHostToDevice, stream);
+  const DraftLists split_lists = carve_draft_lists(base, params.row_count, split.blocks_per_row,
+                                             params.k);
+  const RandomStream* streams = nullptr;
+  status = stage_draft_streams(params.host_streams, params.device_streams, params.row_count, staging,
+                         &streams, stream);
+  if (status != cudaSuccess) return status;
+  status = zero_draft_counters(split, params.row_count, split_lists.counters, stream);
   if (status != cudaSuccess) return status;
   switch (params.dtype) {
     case DType::kF32:
-      return launch_top_k<float>(params, streams, perturbed, stream);
+      return launch_top_k<float>(params, split, streams, split_lists.lists, stream);
     case DType::kF16:
-      return launch_top_k<__half>(params, streams, perturbed, stream);
+      return launch_top_k<__half>(params, split, streams, split_lists.lists, stream);
     case DType::kBF16:
-      return launch_top_k<__nv_bfloat16>(params, streams, perturbed, stream);
+      return launch_top_k<__nv_bfloat16>(params, split, streams, split_lists.lists, stream);
     default:
       return cudaErrorInvalidValue;
   }
@@ -60,22 +143,33 @@ cudaError_t stochastic_beam_level_batch(const BeamLevelParams& params, void* wor
                                         cudaStream_t stream) {
   const std::int64_t batch = params.batch, width = params.width, vocab = params.vocab;
   const auto b = static_cast<std::size_t>(batch), w = static_cast<std::size_t>(width);
+  int sms = 0;
+  cudaError_t status = draft_split_sms(&sms);
+  if (status != cudaSuccess) return status;
+  const RowSplit split = row_split(batch * width, vocab, sms);
   auto* base = static_cast<unsigned char*>(workspace);
-  auto* streams = reinterpret_cast<RandomStream*>(base);
+  auto* staging = reinterpret_cast<RandomStream*>(base);
   base += device_round_up(b * sizeof(RandomStream));
-  auto* perturbed = reinterpret_cast<float*>(base);
-  base += device_round_up(b * w * static_cast<std::size_t>(vocab) * sizeof(float));
   auto* candidates = reinterpret_cast<specdec::detail::BeamCandidate*>(base);
   base += device_round_up(b * w * w * sizeof(specdec::detail::BeamCandidate));
   auto* children = reinterpret_cast<std::int32_t*>(base);
-  cudaError_t status = cudaMemcpyAsync(streams, params.host_streams, b * sizeof(RandomStream),
-                                       cudaMemcpyHostToDevice, stream);
+  base += device_round_up(b * w * sizeof(std::int32_t));
+  const DraftLists split_lists = carve_draft_lists(base, batch * width, split.blocks_per_row, width);
+  const RandomStream* streams = nullptr;
+  status =
+      stage_draft_streams(params.host_streams, params.device_streams, batch, staging, &streams, stream);
+  if (status != cudaSuccess) return status;
+  status = zero_draft_counters(split, batch * width, split_lists.counters, stream);
   if (status != cudaSuccess) return status;
   const detail::BeamLevelViews views(params.matrices);
-  status =
-      detail::launch(detail::beam_expand_kernel, static_cast<unsigned int>(batch * width),
-                     kWarpThreads, stream, views, static_cast<int>(width), static_cast<int>(vocab),
-                     static_cast<const RandomStream*>(streams), perturbed, candidates, children);
+  const bool vec = draft_groups_aligned(params.matrices.draft_rows,
+                                  params.matrices.draft_stride * static_cast<std::int64_t>(4));
+  status = detail::launch(
+      detail::beam_expand_kernel,
+      dim3(static_cast<unsigned int>(batch * width), static_cast<unsigned int>(split.blocks_per_row)),
+      kWarpThreads, stream, views, static_cast<int>(width), static_cast<int>(vocab),
+      static_cast<int>(split.tiles_per_block), vec, streams, split_lists.lists, candidates,
+      children);
   if (status != cudaSuccess) return status;
   return detail::launch(detail::beam_select_kernel, static_cast<unsigned int>(batch),
                         detail::kBeamSelectThreads, stream, views, static_cast<int>(width),

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // The CUDA drafting kernels' source (Gumbel-top-k, stochastic-beam-search levels), run on the host
-// through emulation/emulated_cuda.hpp (one std::thread per CUDA thread), against the CPU backend:
-// equal bit for bit, since both compute every perturbed value with the same scalar code.
+// through emulation/emulated_cuda.hpp (one fiber per CUDA thread, blocks in a seeded random order)
+// by the public entry points on backend::cuda, against the CPU backend: equal bit for bit, since
+// both compute every perturbed value with the same scalar code and rank them alike.
 #include "emulation/emulated_cuda.hpp"
 // The emulation must come first: the kernel header then sees its built-ins.
 #include <Eigen/Core>
@@ -14,6 +15,9 @@
 
 #include "specdec/backend/cpu/draft_batch.hpp"
 #include "specdec/backend/cuda/detail/draft_kernels.cuh"
+#include "specdec/backend/cuda/draft_batch.hpp"
+#include "specdec/backend/cuda/row_split.hpp"
+#include "specdec/core/tile_sum.hpp"
 #include "specdec/draft/gumbel_topk.hpp"
 #include "specdec/draft/stochastic_beam.hpp"
 #include "specdec/toy/random.hpp"
@@ -22,6 +26,10 @@
 using namespace specdec;
 using specdec::test::draft_stream;
 namespace kernels = specdec::backend::cuda_impl::detail;
+namespace draft_emu = specdec_emulation;
+
+static_assert(backend::cuda_impl::kRowSplitTile == detail::kSumTile,
+              "a row split's tiles are the CPU's summation tiles");
 
 namespace {
 
@@ -47,21 +55,26 @@ std::vector<T> with_stride(const std::vector<float>& rows, std::int64_t vocab,
   return out;
 }
 
-template <RowKind kind, class T>
-TopK run_gumbel_kernel(const std::vector<T>& rows, std::int64_t n_rows, std::int64_t vocab,
-                       std::int64_t stride, std::int64_t k,
-                       const std::vector<RandomStream>& streams, unsigned int threads) {
+/// Gumbel-top-k through backend::cuda's entry point (the launcher and kernel under emulation).
+template <class T>
+TopK run_gumbel_cuda(RowKind kind, const std::vector<T>& rows, std::int64_t n_rows,
+                     std::int64_t vocab, std::int64_t stride, std::int64_t k,
+                     const std::vector<RandomStream>& streams) {
   const auto cells = static_cast<std::size_t>(n_rows * k);
   TopK got{std::vector<Token>(cells, -7), std::vector<float>(cells, 7.0f),
            std::vector<std::int32_t>(static_cast<std::size_t>(n_rows), -7)};
-  std::vector<float> perturbed(static_cast<std::size_t>(n_rows * vocab));
-  for (std::int64_t r = 0; r < n_rows; ++r) {
-    run_emulated_block(threads, static_cast<unsigned int>(r), [&] {
-      kernels::gumbel_top_k_kernel<kind, T>(
-          rows.data(), stride, static_cast<int>(vocab), static_cast<int>(k), streams.data(),
-          perturbed.data(), got.tokens.data(), k, got.values.data(), k, got.counts.data());
-    });
-  }
+  std::vector<unsigned char> ws(
+      workspace_size(backend::cuda, GumbelTopKBatchShape{n_rows, vocab, k}));
+  gumbel_top_k_batch(
+      backend::cuda,
+      GumbelTopKBatchArgs<T>{.kind = kind,
+                             .rows = MatrixView<const T>(rows.data(), n_rows, vocab, stride),
+                             .k = k,
+                             .streams = streams,
+                             .tokens = MatrixView<Token>(got.tokens.data(), n_rows, k),
+                             .values = MatrixView<float>(got.values.data(), n_rows, k),
+                             .counts = got.counts},
+      backend::DeviceWorkspace{ws.data(), ws.size()});
   return got;
 }
 
@@ -123,18 +136,35 @@ std::vector<RandomStream> streams_for(std::int64_t n_rows, std::uint64_t seed) {
   return streams;
 }
 
-template <RowKind kind, class T>
-void check_gumbel(const std::vector<float>& rows, std::int64_t vocab, std::int64_t stride,
-                  std::int64_t k, unsigned int threads) {
+/// The CUDA entry point against the CPU backend on `rows` (as T, rows `stride` apart), under
+/// `orders` block orders. Entries listed in `nan_on_device` are NaN in the device rows and banned (-inf or
+/// 0) in the CPU's: a NaN after perturbation is never drawn.
+template <class T>
+void check_gumbel(RowKind kind, const std::vector<float>& rows, std::int64_t vocab,
+                  std::int64_t stride, std::int64_t k, int orders = 1,
+                  const std::vector<std::size_t>& nan_on_device = {}) {
   const auto n_rows = static_cast<std::int64_t>(rows.size()) / vocab;
-  const auto typed = with_stride<T>(rows, vocab, stride);
+  std::vector<float> banned = rows, nans = rows;
+  for (const std::size_t i : nan_on_device) {
+    banned[i] = kind == RowKind::kProbabilities ? 0.0f : -INFINITY;
+    nans[i] = std::numeric_limits<float>::quiet_NaN();
+  }
   const auto streams = streams_for(n_rows, 21);
-  const auto want = run_gumbel_cpu(kind, typed, n_rows, vocab, stride, k, streams);
-  const auto got = run_gumbel_kernel<kind, T>(typed, n_rows, vocab, stride, k, streams, threads);
-  CAPTURE(kind == RowKind::kProbabilities, sizeof(T), stride, k, threads);
-  CHECK(got.counts == want.counts);
-  CHECK(got.tokens == want.tokens);
-  CHECK(got.values == want.values);
+  const auto want =
+      run_gumbel_cpu(kind, with_stride<T>(banned, vocab, stride), n_rows, vocab, stride, k, streams);
+  const auto device_rows = with_stride<T>(nans, vocab, stride);
+  const auto split = backend::cuda_impl::row_split(n_rows, vocab, backend::cuda_impl::kH100Sms);
+  for (int order = 1; order <= orders; ++order) {
+    const auto seed = static_cast<std::uint64_t>(order);
+    draft_emu::ledger.seed = seed;
+    const auto got = run_gumbel_cuda(kind, device_rows, n_rows, vocab, stride, k, streams);
+    CAPTURE(kind == RowKind::kProbabilities, sizeof(T), vocab, stride, k, seed,
+            split.blocks_per_row);
+    CHECK(got.counts == want.counts);
+    CHECK(got.tokens == want.tokens);
+    CHECK(got.values == want.values);
+  }
+  draft_emu::ledger.seed = 1;
 }
 
 }  // namespace
@@ -173,51 +203,112 @@ TEST_CASE("packet_log equals Eigen's vectorised log bit for bit", "[backend][cud
   }
 }
 
-TEST_CASE("the emulated Gumbel-top-k kernel equals the CPU backend", "[backend][cuda_kernel]") {
-  const std::int64_t vocab = 301;  // not a multiple of a packet: vectorised loops have tails
-  const auto probs = probability_rows(5, vocab, 7);
-  const auto logits = log_rows(probs);
-  for (const unsigned int threads : {32u, 64u}) {
-    check_gumbel<RowKind::kProbabilities, float>(probs, vocab, vocab, 6, threads);
-    check_gumbel<RowKind::kLogWeights, float>(logits, vocab, vocab + 5, 6, threads);
-  }
-  check_gumbel<RowKind::kProbabilities, float>(probs, vocab, vocab, 1, 32);
-  // k above the CPU's heap limit (256): its nth_element path.
-  check_gumbel<RowKind::kLogWeights, float>(logits, vocab, vocab, 280, 64);
-}
-
-TEST_CASE("the emulated Gumbel-top-k kernel takes fp16 and bf16 rows", "[backend][cuda_kernel]") {
-  const std::int64_t vocab = 203;
-  const auto probs = probability_rows(4, vocab, 9);
-  const auto logits = log_rows(probs);
-  check_gumbel<RowKind::kLogWeights, Eigen::half>(logits, vocab, vocab, 5, 32);
-  check_gumbel<RowKind::kLogWeights, Eigen::bfloat16>(logits, vocab, vocab + 3, 5, 64);
-  check_gumbel<RowKind::kProbabilities, Eigen::half>(probs, vocab, vocab, 5, 64);
-}
-
-TEST_CASE("the emulated top-k selection ranks ties by token id like the CPU",
+TEST_CASE("Gumbel-top-k on emulated CUDA equals the CPU backend with 1, 2 and 7 blocks per row",
           "[backend][cuda_kernel]") {
-  // Perturbed values from a small set: many equal values, banned (-inf) and NaN entries, +0 and -0.
+  using backend::cuda_impl::kH100Sms;
+  using backend::cuda_impl::row_split;
+  // V = 1000: one tile, one block per row; 2000: two; 7 * 1024: seven (few rows, 132 SMs).
+  REQUIRE(row_split(3, 1000, kH100Sms).blocks_per_row == 1);
+  REQUIRE(row_split(3, 2000, kH100Sms).blocks_per_row == 2);
+  REQUIRE(row_split(3, 7 * 1024, kH100Sms).blocks_per_row == 7);
+  for (const std::int64_t vocab : {1000, 2000, 7 * 1024}) {
+    const auto probs = probability_rows(3, vocab, 7);
+    const int orders = vocab > 1024 ? 2 : 1;  // split rows: two block orders
+    check_gumbel<float>(RowKind::kProbabilities, probs, vocab, vocab, 8, orders);
+    check_gumbel<float>(RowKind::kLogWeights, log_rows(probs), vocab, vocab + 5, 1);
+  }
+  const auto probs = probability_rows(3, 2000, 8);
+  check_gumbel<float>(RowKind::kProbabilities, probs, 2000, 2000, 1);
+  check_gumbel<float>(RowKind::kLogWeights, log_rows(probs), 2000, 2000, 8, 2);
+}
+
+TEST_CASE("Gumbel-top-k on emulated CUDA takes fp16 and bf16 rows, split or not",
+          "[backend][cuda_kernel]") {
+  for (const std::int64_t vocab : {203, 2100}) {
+    const auto probs = probability_rows(3, vocab, 9);
+    const auto logits = log_rows(probs);
+    check_gumbel<Eigen::half>(RowKind::kLogWeights, logits, vocab, vocab, 8);
+    check_gumbel<Eigen::bfloat16>(RowKind::kLogWeights, logits, vocab, vocab + 3, 5);
+    check_gumbel<Eigen::half>(RowKind::kProbabilities, probs, vocab, vocab, 1);
+  }
+}
+
+TEST_CASE("Gumbel-top-k on emulated CUDA: banned, NaN and scarce entries as the CPU, large k",
+          "[backend][cuda_kernel]") {
+  // Row 1 has two drawable tokens (fewer than k), row 2 every other token banned; NaN entries
+  // on the device (where the CPU's row is banned, so that its probabilities still sum to 1) are
+  // never drawn; row 2 has one in each of its three blocks.
+  const std::int64_t vocab = 3000;
+  const auto probs = probability_rows(3, vocab, 10);
+  const std::vector<std::size_t> nans = {3000 + 3, 3000 + 1500, 6000 + 1, 6000 + 1025, 6000 + 2999};
+  check_gumbel<float>(RowKind::kProbabilities, probs, vocab, vocab, 8, 1, nans);
+  check_gumbel<float>(RowKind::kLogWeights, log_rows(probs), vocab, vocab, 8, 1, nans);
+  // k above the CPU's heap limit (256): its nth_element path; lists of more than a round.
+  const auto small = probability_rows(3, 1200, 11);
+  check_gumbel<float>(RowKind::kLogWeights, log_rows(small), 1200, 1200, 280);
+}
+
+TEST_CASE("the emulated top-k merge ranks ties by token id like the CPU",
+          "[backend][cuda_kernel]") {
+  // Perturbed values from a small set: many equal values, banned (-inf) and NaN entries, +0 and
+  // -0. A block's rounds (unordered entrants) and the last block's merge of block lists (in
+  // ranking order) against the CPU's selection.
   const int n = 150;
   const float pattern[] = {1.5f, 0.25f, -INFINITY, 2.0f,  0.25f, std::nanf(""),
                            0.0f, -0.0f, 1.5f,      -3.0f, 0.25f};
   std::vector<float> perturbed;
   for (int i = 0; i < n; ++i) perturbed.push_back(pattern[(i * 7 + i / 11) % 11]);
-  static kernels::TopKShared sh;
+  static kernels::SplitTopKShared sh;
   for (const int k : {1, 3, 13, 14, 40, 100, 150}) {
-    for (const unsigned int threads : {32u, 64u}) {
+    for (const int chunk : {7, 64}) {
       std::vector<std::int32_t> index(static_cast<std::size_t>(n));
       const auto want = detail::select_top_k_of_row(perturbed.data(), n, k, index.data());
       int got = -1;
       std::vector<std::int32_t> ids;
-      run_emulated_block(threads, 0, [&] {
-        const int kk = kernels::top_k_block(perturbed.data(), n, k, sh);
+      const int blocks = (n + chunk - 1) / chunk;
+      std::vector<float> list_values(static_cast<std::size_t>(blocks * k));
+      std::vector<std::int32_t> list_ids(static_cast<std::size_t>(blocks * k));
+      std::vector<std::int32_t> list_counts(static_cast<std::size_t>(blocks));
+      std::vector<unsigned int> counters(1, 0u);
+      const kernels::TopKLists lists{list_values.data(), list_ids.data(), list_counts.data(),
+                                     counters.data()};
+      run_emulated_block(32, 0, [&] {
+        // Block y takes `chunk` entries in two rounds (unordered entrants) and keeps its list;
+        // then the lists are merged in block order (ordered entrants).
+        for (int y = 0; y < blocks; ++y) {
+          int kept = 0;
+          const int end = std::min(n, (y + 1) * chunk);
+          for (int base = y * chunk; base < end; base += (chunk + 1) / 2) {
+            if (threadIdx.x == 0) {
+              int s = 0;
+              for (int i = base; i < std::min(end, base + (chunk + 1) / 2); ++i) {
+                const float v = perturbed[static_cast<std::size_t>(i)];
+                if (kernels::enters_list(v, i, kept, k, sh)) {
+                  sh.candidate_values[s] = v;
+                  sh.candidate_ids[s++] = i;
+                }
+              }
+              sh.count = s;
+            }
+            __syncthreads();
+            const int s = sh.count;
+            __syncthreads();
+            if (s > 0) kept = kernels::merge_candidates(kept, s, false, k, sh);
+          }
+          for (int j = static_cast<int>(threadIdx.x); j < kept; j += 32) {
+            list_values[static_cast<std::size_t>(y * k + j)] = sh.list_values[j];
+            list_ids[static_cast<std::size_t>(y * k + j)] = sh.list_ids[j];
+          }
+          if (threadIdx.x == 0) list_counts[static_cast<std::size_t>(y)] = kept;
+          __syncthreads();
+        }
+        const int kept = kernels::merge_block_lists(lists, 0, blocks, k, sh);
         if (threadIdx.x == 0) {
-          got = kk;
-          ids.assign(sh.sorted_ids, sh.sorted_ids + kk);
+          got = kept;
+          ids.assign(sh.list_ids, sh.list_ids + kept);
         }
       });
-      CAPTURE(k, threads);
+      CAPTURE(k, chunk);
       REQUIRE(got == want);
       CHECK(ids == std::vector<std::int32_t>(index.begin(), index.begin() + want));
     }
@@ -330,42 +421,25 @@ void run_level_cpu(Level& l, const std::vector<RandomStream>& streams) {
       ws);
 }
 
-void run_level_kernels(Level& l, const std::vector<RandomStream>& streams, unsigned int threads) {
+/// One level through backend::cuda's entry point (launcher and kernels under emulation).
+void run_level_cuda(Level& l, const std::vector<RandomStream>& streams) {
   l.clear_outputs();
   const auto b = l.batch, w = l.width;
-  const backend::cuda_impl::BeamLevelArgs args{l.draft.data(),
-                                               l.vocab,
-                                               l.counts.data(),
-                                               l.nodes.data(),
-                                               w,
-                                               l.log_probs.data(),
-                                               w,
-                                               l.scores.data(),
-                                               w,
-                                               l.next_parents.data(),
-                                               w,
-                                               l.next_tokens.data(),
-                                               w,
-                                               l.next_log_probs.data(),
-                                               w,
-                                               l.next_scores.data(),
-                                               w,
-                                               l.next_counts.data()};
-  std::vector<float> perturbed(static_cast<std::size_t>(b * w * l.vocab));
-  std::vector<detail::BeamCandidate> candidates(static_cast<std::size_t>(b * w * w));
-  std::vector<std::int32_t> children(static_cast<std::size_t>(b * w), -5);
-  for (std::int64_t beam = 0; beam < b * w; ++beam) {
-    run_emulated_block(threads, static_cast<unsigned int>(beam), [&] {
-      kernels::beam_expand_kernel(args, static_cast<int>(w), static_cast<int>(l.vocab),
-                                  streams.data(), perturbed.data(), candidates.data(),
-                                  children.data());
-    });
-  }
-  for (std::int64_t s = 0; s < b; ++s) {
-    run_emulated_block(threads, static_cast<unsigned int>(s), [&] {
-      kernels::beam_select_kernel(args, static_cast<int>(w), candidates.data(), children.data());
-    });
-  }
+  std::vector<unsigned char> ws(workspace_size(backend::cuda, BeamLevelBatchShape{b, w, l.vocab}));
+  stochastic_beam_level_batch(
+      backend::cuda,
+      BeamLevelBatchArgs{.draft_rows = MatrixView<const float>(l.draft.data(), b * w, l.vocab),
+                         .beam_counts = l.counts,
+                         .nodes = MatrixView<const std::int32_t>(l.nodes.data(), b, w),
+                         .log_probs = MatrixView<const float>(l.log_probs.data(), b, w),
+                         .scores = MatrixView<const float>(l.scores.data(), b, w),
+                         .streams = streams,
+                         .next_parents = MatrixView<std::int32_t>(l.next_parents.data(), b, w),
+                         .next_tokens = MatrixView<Token>(l.next_tokens.data(), b, w),
+                         .next_log_probs = MatrixView<float>(l.next_log_probs.data(), b, w),
+                         .next_scores = MatrixView<float>(l.next_scores.data(), b, w),
+                         .next_counts = l.next_counts},
+      backend::DeviceWorkspace{ws.data(), ws.size()});
 }
 
 /// Level 0 of B sequences: the root only, root rows from `rows`.
@@ -416,23 +490,26 @@ void advance(Level& l, const std::vector<std::vector<float>>& rows, std::int32_t
 
 TEST_CASE("the emulated beam level kernels equal the CPU backend level by level",
           "[backend][cuda_kernel]") {
-  const std::int64_t batch = 3, width = 3, vocab = 90;
-  toy::ToyRandom rng(12);
-  std::vector<std::vector<float>> rows;
-  for (int i = 0; i < 4; ++i) rows.push_back(toy::dirichlet(vocab, 0.4, rng));
-  std::vector<float> sparse(static_cast<std::size_t>(vocab), 0.0f);
-  sparse[4] = 0.7f, sparse[80] = 0.3f;  // two children only: fewer live beams than the width
-  const std::vector<std::vector<float>> roots = {rows[0], sparse, rows[2]};
-  std::vector<RandomStream> streams;
-  for (std::uint32_t s = 0; s < batch; ++s) streams.push_back(draft_stream(40, s));
-  for (const unsigned int threads : {32u, 64u}) {
+  // V = 90: one block per beam row; V = 1500: two (9 beam rows, 132 SMs).
+  REQUIRE(backend::cuda_impl::row_split(9, 1500, backend::cuda_impl::kH100Sms).blocks_per_row == 2);
+  const std::int64_t batch = 3, width = 3;
+  for (const std::int64_t vocab : {90, 1500}) {
+    toy::ToyRandom rng(12);
+    std::vector<std::vector<float>> rows;
+    for (int i = 0; i < 4; ++i) rows.push_back(toy::dirichlet(vocab, 0.4, rng));
+    std::vector<float> sparse(static_cast<std::size_t>(vocab), 0.0f);
+    sparse[4] = 0.7f, sparse[80] = 0.3f;  // two children only: fewer live beams than the width
+    const std::vector<std::vector<float>> roots = {rows[0], sparse, rows[2]};
+    std::vector<RandomStream> streams;
+    for (std::uint32_t s = 0; s < batch; ++s) streams.push_back(draft_stream(40, s));
     Level cpu = root_level(batch, width, vocab, roots);
     Level gpu = cpu;
     std::int32_t next_node = 0;
-    for (int level = 0; level < 3; ++level) {
+    for (int level = 0; level < (vocab < 1024 ? 3 : 2); ++level) {
+      draft_emu::ledger.seed = static_cast<std::uint64_t>(level + 1);
       run_level_cpu(cpu, streams);
-      run_level_kernels(gpu, streams, threads);
-      CAPTURE(threads, level);
+      run_level_cuda(gpu, streams);
+      CAPTURE(vocab, level);
       CHECK(gpu.next_counts == cpu.next_counts);
       CHECK(gpu.next_parents == cpu.next_parents);
       CHECK(gpu.next_tokens == cpu.next_tokens);
@@ -444,6 +521,7 @@ TEST_CASE("the emulated beam level kernels equal the CPU backend level by level"
       advance(gpu, rows, gpu_next);
     }
   }
+  draft_emu::ledger.seed = 1;
 }
 
 TEST_CASE("the emulated beam level kernels clamp device beam counts", "[backend][cuda_kernel]") {
@@ -460,7 +538,7 @@ TEST_CASE("the emulated beam level kernels clamp device beam counts", "[backend]
   Level gpu = cpu;
   gpu.counts = {9, -3};
   run_level_cpu(cpu, streams);
-  run_level_kernels(gpu, streams, 32);
+  run_level_cuda(gpu, streams);
   CHECK(gpu.next_counts == std::vector<std::int32_t>{2, 0});
   for (std::size_t j = 0; j < 2; ++j) {
     CHECK(gpu.next_parents[j] == cpu.next_parents[j]);
@@ -470,4 +548,139 @@ TEST_CASE("the emulated beam level kernels clamp device beam counts", "[backend]
     CHECK(gpu.next_tokens[2 + j] == kNoToken);
     CHECK(gpu.next_log_probs[2 + j] == -INFINITY);
   }
+}
+
+TEST_CASE("Gumbel-top-k with device streams is captured once and replays with new streams and rows",
+          "[backend][cuda_kernel]") {
+  const std::int64_t n_rows = 3, vocab = 2000, k = 4;  // two blocks per row
+  std::vector<float> rows = log_rows(probability_rows(n_rows, vocab, 13));
+  std::vector<RandomStream> device_streams = streams_for(n_rows, 30);  // device memory here
+  const auto cells = static_cast<std::size_t>(n_rows * k);
+  std::vector<Token> tokens(cells);
+  std::vector<float> values(cells);
+  std::vector<std::int32_t> counts(static_cast<std::size_t>(n_rows));
+  std::vector<unsigned char> ws(
+      workspace_size(backend::cuda, GumbelTopKBatchShape{n_rows, vocab, k}));
+  const GumbelTopKBatchArgs<float> args{
+      .kind = RowKind::kLogWeights,
+      .rows = MatrixView<const float>(rows.data(), n_rows, vocab),
+      .k = k,
+      .tokens = MatrixView<Token>(tokens.data(), n_rows, k),
+      .values = MatrixView<float>(values.data(), n_rows, k),
+      .counts = counts,
+      .device_streams = device_streams.data()};
+  cudaStream_t stream = nullptr;
+  REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);
+  draft_emu::ledger.reset();
+  cudaGraph_t graph = nullptr;
+  REQUIRE(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) == cudaSuccess);
+  gumbel_top_k_batch(backend::cuda.on(stream), args,
+                     backend::DeviceWorkspace{ws.data(), ws.size()});
+  REQUIRE(cudaStreamEndCapture(stream, &graph) == cudaSuccess);
+  CHECK(draft_emu::ledger.counts.launches == 0);
+  CHECK(draft_emu::ledger.counts.captured_launches == 1);
+  CHECK(draft_emu::ledger.counts.copies() == 0);
+  cudaGraphExec_t exec = nullptr;
+  REQUIRE(cudaGraphInstantiate(&exec, graph) == cudaSuccess);
+  for (const std::uint64_t seed : {31u, 32u}) {
+    const auto new_streams = streams_for(n_rows, seed);
+    const auto new_rows = log_rows(probability_rows(n_rows, vocab, seed));
+    std::copy(new_streams.begin(), new_streams.end(), device_streams.begin());
+    std::copy(new_rows.begin(), new_rows.end(), rows.begin());
+    draft_emu::ledger.reset();
+    REQUIRE(cudaGraphLaunch(exec, stream) == cudaSuccess);
+    CHECK(draft_emu::ledger.counts.launches == 1);
+    CHECK(draft_emu::ledger.counts.copies() == 0);
+    CHECK(draft_emu::ledger.counts.syncs == 0);
+    CHECK(draft_emu::ledger.counts.allocations == 0);
+    const auto fresh =
+        run_gumbel_cuda(RowKind::kLogWeights, rows, n_rows, vocab, vocab, k, new_streams);
+    CAPTURE(seed);
+    CHECK(tokens == fresh.tokens);
+    CHECK(values == fresh.values);
+    CHECK(counts == fresh.counts);
+  }
+  CHECK(cudaGraphExecDestroy(exec) == cudaSuccess);
+  CHECK(cudaGraphDestroy(graph) == cudaSuccess);
+}
+
+TEST_CASE("a beam level with device streams is captured once and replays with new streams and rows",
+          "[backend][cuda_kernel]") {
+  const std::int64_t batch = 2, width = 2, vocab = 1500;  // two blocks per beam row
+  toy::ToyRandom rng(14);
+  std::vector<std::vector<float>> rows;
+  for (int i = 0; i < 4; ++i) rows.push_back(toy::dirichlet(vocab, 0.4, rng));
+  Level level = root_level(batch, width, vocab, {rows[0], rows[1]});
+  level.clear_outputs();
+  std::vector<RandomStream> device_streams = {draft_stream(50, 0), draft_stream(50, 1)};
+  std::vector<unsigned char> ws(
+      workspace_size(backend::cuda, BeamLevelBatchShape{batch, width, vocab}));
+  const auto b = batch, w = width;
+  const BeamLevelBatchArgs args{
+      .draft_rows = MatrixView<const float>(level.draft.data(), b * w, vocab),
+      .beam_counts = level.counts,
+      .nodes = MatrixView<const std::int32_t>(level.nodes.data(), b, w),
+      .log_probs = MatrixView<const float>(level.log_probs.data(), b, w),
+      .scores = MatrixView<const float>(level.scores.data(), b, w),
+      .next_parents = MatrixView<std::int32_t>(level.next_parents.data(), b, w),
+      .next_tokens = MatrixView<Token>(level.next_tokens.data(), b, w),
+      .next_log_probs = MatrixView<float>(level.next_log_probs.data(), b, w),
+      .next_scores = MatrixView<float>(level.next_scores.data(), b, w),
+      .next_counts = level.next_counts,
+      .device_streams = device_streams.data()};
+  cudaStream_t stream = nullptr;
+  REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);
+  draft_emu::ledger.reset();
+  cudaGraph_t graph = nullptr;
+  REQUIRE(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) == cudaSuccess);
+  stochastic_beam_level_batch(backend::cuda.on(stream), args,
+                              backend::DeviceWorkspace{ws.data(), ws.size()});
+  REQUIRE(cudaStreamEndCapture(stream, &graph) == cudaSuccess);
+  CHECK(draft_emu::ledger.counts.captured_launches == 2);
+  CHECK(draft_emu::ledger.counts.copies() == 0);
+  cudaGraphExec_t exec = nullptr;
+  REQUIRE(cudaGraphInstantiate(&exec, graph) == cudaSuccess);
+  for (const std::uint32_t seed : {51u, 52u}) {
+    const std::vector<RandomStream> new_streams = {draft_stream(seed, 0), draft_stream(seed, 1)};
+    std::copy(new_streams.begin(), new_streams.end(), device_streams.begin());
+    Level fresh = root_level(batch, width, vocab, {rows[seed % 4], rows[(seed + 1) % 4]});
+    std::copy(fresh.draft.begin(), fresh.draft.end(), level.draft.begin());
+    draft_emu::ledger.reset();
+    REQUIRE(cudaGraphLaunch(exec, stream) == cudaSuccess);
+    CHECK(draft_emu::ledger.counts.launches == 2);
+    CHECK(draft_emu::ledger.counts.copies() == 0);
+    run_level_cuda(fresh, new_streams);
+    CAPTURE(seed);
+    CHECK(level.next_counts == fresh.next_counts);
+    CHECK(level.next_parents == fresh.next_parents);
+    CHECK(level.next_tokens == fresh.next_tokens);
+    CHECK(level.next_scores == fresh.next_scores);
+    CHECK(level.next_log_probs == fresh.next_log_probs);
+  }
+  CHECK(cudaGraphExecDestroy(exec) == cudaSuccess);
+  CHECK(cudaGraphDestroy(graph) == cudaSuccess);
+}
+
+TEST_CASE("device_streams is refused with host streams beside it, and on the CPU backend",
+          "[backend][cuda_kernel]") {
+  const std::int64_t n_rows = 2, vocab = 16, k = 2;
+  const std::vector<float> rows(static_cast<std::size_t>(n_rows * vocab), 0.0f);
+  const auto streams = streams_for(n_rows, 3);
+  std::vector<Token> tokens(4);
+  std::vector<std::int32_t> counts(2);
+  std::vector<unsigned char> ws(
+      workspace_size(backend::cuda, GumbelTopKBatchShape{n_rows, vocab, k}));
+  GumbelTopKBatchArgs<float> args{.rows = MatrixView<const float>(rows.data(), n_rows, vocab),
+                                  .k = k,
+                                  .streams = streams,
+                                  .tokens = MatrixView<Token>(tokens.data(), n_rows, k),
+                                  .counts = counts,
+                                  .device_streams = streams.data()};
+  CHECK_THROWS_WITH(
+      gumbel_top_k_batch(backend::cuda, args, backend::DeviceWorkspace{ws.data(), ws.size()}),
+      Catch::Contains("device_streams: is set, so streams must be empty; it has 2 entries"));
+  args.streams = {};
+  Workspace cpu_ws(workspace_size(backend::cpu, GumbelTopKBatchShape{n_rows, vocab, k}));
+  CHECK_THROWS_WITH(gumbel_top_k_batch(backend::cpu, args, cpu_ws),
+                    Catch::Contains("device_streams: is set, but this backend reads host streams"));
 }

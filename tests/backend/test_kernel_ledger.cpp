@@ -15,6 +15,7 @@
 
 #include "specdec/backend/cpu/tree_mask_batch.hpp"
 #include "specdec/backend/cuda/launchers.hpp"
+#include "specdec/backend/cuda/row_split.hpp"
 #include "specdec/toy/distributions.hpp"
 #include "specdec/toy/random.hpp"
 #include "specdec/verify/chain.hpp"
@@ -251,34 +252,54 @@ TEST_CASE("ledger: Gumbel-top-k with k = 8", "[backend][cuda_kernel][ledger]") {
   LedgerBuffer<float> values("values", static_cast<std::size_t>(rows * k));
   LedgerBuffer<std::int32_t> counts("counts", static_cast<std::size_t>(rows));
   LedgerBuffer<unsigned char> workspace("workspace",
-                                        cuda_impl::gumbel_batch_workspace_size(rows, v));
+                                        cuda_impl::gumbel_batch_workspace_size(rows, v, k));
   const std::vector<RandomStream> streams{ledger_stream(5, 0), ledger_stream(5, 1)};
-  const cuda_impl::GumbelTopKParams p{logits.get(),
-                                      cuda_impl::DType::kF32,
-                                      RowKind::kLogWeights,
-                                      rows,
-                                      v,
-                                      v,
-                                      k,
-                                      streams.data(),
-                                      tokens.get(),
-                                      k,
-                                      values.get(),
-                                      k,
-                                      counts.get()};
+  LedgerBuffer<RandomStream> device_streams("device_streams", streams);
+  cuda_impl::GumbelTopKParams p{logits.get(),
+                                cuda_impl::DType::kF32,
+                                RowKind::kLogWeights,
+                                rows,
+                                v,
+                                v,
+                                k,
+                                streams.data(),
+                                tokens.get(),
+                                k,
+                                values.get(),
+                                k,
+                                counts.get()};
+  const auto blocks = cuda_impl::row_split(rows, v, cuda_impl::kH100Sms).blocks(rows);
+  REQUIRE(blocks == 16);  // 8 blocks of one tile per row
   emu::ledger.reset();
   REQUIRE(cuda_impl::gumbel_top_k_batch(p, workspace.get(), nullptr) == cudaSuccess);
   CHECK(counts[0] == k);
   const CallFigures f = ledger_figures(static_cast<double>(rows * v * 4));
-  // Today's kernel: a perturbed row written once, then about 36 passes over it (a radix pass per
-  // bit for the cut).
-  CHECK(f.reads == Approx(37.4).epsilon(0.02));
-  CHECK(f.writes == Approx(1.0).epsilon(0.02));
-  CHECK(f.sector_efficiency == Approx(0.86).margin(0.02));
+  // One read of each entry, perturbed as it is read; each block writes its 8 best (value and id)
+  // and the last block of a row reads them back: no perturbed row.
+  CHECK(emu::ledger.region("logits").traffic.read == static_cast<std::uint64_t>(rows * v * 4));
+  CHECK(f.reads == Approx(1.023).epsilon(0.01));
+  CHECK(f.writes == Approx(0.0197).epsilon(0.05));
+  CHECK(emu::ledger.total().written <= static_cast<std::uint64_t>(blocks * k * 8 + 512));
+  CHECK(f.sector_efficiency == Approx(0.97).margin(0.02));
   CHECK(f.launches == 1);
   CHECK(emu::ledger.counts.copies_pageable == 1);  // the streams
+  CHECK(emu::ledger.counts.memsets == 1);          // the row counters
   CHECK(f.syncs == 0);
+  CHECK(f.allocations == 0);
   CHECK(emu::ledger.total().unwritten_reads == 0);
+
+  // Device-resident streams: nothing staged.
+  const auto host_tokens = tokens.values();
+  p.host_streams = nullptr;
+  p.device_streams = device_streams.get();
+  emu::ledger.reset();
+  REQUIRE(cuda_impl::gumbel_top_k_batch(p, workspace.get(), nullptr) == cudaSuccess);
+  CHECK(tokens.values() == host_tokens);
+  CHECK(emu::ledger.counts.launches == 1);
+  CHECK(emu::ledger.counts.copies() == 0);
+  CHECK(emu::ledger.counts.syncs == 0);
+  CHECK(emu::ledger.counts.allocations == 0);
+  CHECK(emu::ledger.region("logits").traffic.read == static_cast<std::uint64_t>(rows * v * 4));
 }
 
 namespace {
@@ -351,16 +372,22 @@ TEST_CASE("ledger: one stochastic beam level of width 4", "[backend][cuda_kernel
   emu::ledger.clear();
   const std::int64_t width = 4, v = kLedgerVocab;
   LedgerBeam beam(width, v);
+  REQUIRE(cuda_impl::row_split(width, v, cuda_impl::kH100Sms).blocks_per_row == 8);
   emu::ledger.reset();
   REQUIRE(beam.run() == cudaSuccess);
   CHECK(beam.next_counts[0] == width);
   const CallFigures f = ledger_figures(static_cast<double>(width * v * 4));
-  // Gumbel-top-k per beam (a perturbed row, then the radix passes), then one small selection.
-  CHECK(f.reads == Approx(37.9).epsilon(0.02));
-  CHECK(f.writes == Approx(1.0).epsilon(0.02));
-  CHECK(f.sector_efficiency == Approx(0.86).margin(0.02));
+  // Each draft row read once (8 blocks per beam) and its W children's probabilities; per beam W
+  // candidates and a count, per block its W best: no perturbed row. The rest of the reads are
+  // the selection's threshold search over the W * W candidates (a pass per bit).
+  CHECK(emu::ledger.region("draft").traffic.read ==
+        static_cast<std::uint64_t>(width * v * 4 + width * width * 4));
+  CHECK(f.reads == Approx(1.26).epsilon(0.02));
+  CHECK(f.writes == Approx(0.0133).epsilon(0.05));
+  CHECK(f.sector_efficiency == Approx(0.93).margin(0.02));
   CHECK(f.launches == 2);
   CHECK(emu::ledger.counts.copies_pageable == 1);  // the streams
+  CHECK(emu::ledger.counts.memsets == 1);          // the beam counters
   CHECK(f.syncs == 0);
   CHECK(f.allocations == 0);
   CHECK(emu::ledger.total().unwritten_reads == 0);

@@ -42,7 +42,11 @@ struct BeamLevelBatchShape {
 ///   streams: one RandomStream per row (host memory);
 ///   tokens:  rows x k samples in sampling order, -1 past counts[r];
 ///   values:  rows x k perturbed values, -inf past counts[r], or a view with no rows;
-///   counts:  one count per row.
+///   counts:  one count per row;
+///   device_streams: device backends only: the rows' streams in device memory instead of
+///            `streams` (which must then be empty). The call then makes no host copy, allocation
+///            or synchronisation, so it can be captured in a CUDA graph and replayed with new
+///            stream contents. The device array is not scanned.
 template <class T>
 struct GumbelTopKBatchArgs {
   RowKind kind = RowKind::kLogWeights;
@@ -52,6 +56,7 @@ struct GumbelTopKBatchArgs {
   MatrixView<Token> tokens{};
   MatrixView<float> values{};
   std::span<std::int32_t> counts{};
+  const RandomStream* device_streams = nullptr;
 };
 
 /// The views of one stochastic-beam-search level for B sequences of up to W live beams
@@ -64,7 +69,11 @@ struct GumbelTopKBatchArgs {
 ///   streams:     B RandomStreams (host memory);
 ///   next_parents, next_tokens, next_log_probs, next_scores: the W best extensions, best first,
 ///                padded with -1 / -inf;
-///   next_counts: B extension counts.
+///   next_counts: B extension counts;
+///   device_streams: device backends only: the B streams in device memory instead of `streams`
+///                (which must then be empty); the call then makes no host copy, allocation or
+///                synchronisation, so it can be captured in a CUDA graph and replayed with new
+///                contents. The device array is not scanned.
 struct BeamLevelBatchArgs {
   MatrixView<const float> draft_rows{};
   std::span<const std::int32_t> beam_counts{};
@@ -77,6 +86,7 @@ struct BeamLevelBatchArgs {
   MatrixView<float> next_log_probs{};
   MatrixView<float> next_scores{};
   std::span<std::int32_t> next_counts{};
+  const RandomStream* device_streams = nullptr;
 };
 
 namespace detail {
@@ -102,9 +112,27 @@ inline void check_batch_matrix(std::string_view name, std::int64_t rows, std::in
   if (stride < cols) fail(name, "stride {} is smaller than its {} columns", stride, cols);
 }
 
-/// The shape checks of gumbel_top_k_batch every backend makes (the rows' contents aside).
+/// The streams of a batched call: `count` host streams, or (where the backend takes them,
+/// `device_streams_allowed`) a device array with an empty host span.
+inline void check_batch_streams(std::size_t streams, const RandomStream* device_streams,
+                                bool device_streams_allowed, std::int64_t count,
+                                std::string_view what) {
+  if (device_streams != nullptr) {
+    if (!device_streams_allowed)
+      fail("device_streams", "is set, but this backend reads host streams (`streams`)");
+    if (streams != 0)
+      fail("device_streams", "is set, so streams must be empty; it has {} entries", streams);
+    return;
+  }
+  if (streams != static_cast<std::size_t>(count))
+    fail("streams", "has {} entries, expected one per {} ({})", streams, what, count);
+}
+
+/// The shape checks of gumbel_top_k_batch every backend makes (the rows' contents aside);
+/// `device_streams_allowed` where the backend reads device_streams.
 template <class T>
-void check_gumbel_top_k_batch(const GumbelTopKBatchArgs<T>& args) {
+void check_gumbel_top_k_batch(const GumbelTopKBatchArgs<T>& args,
+                              bool device_streams_allowed = false) {
   const auto streams = args.streams.size();
   const auto counts = args.counts.size();
   if (args.rows.rows < 1) fail("rows", "has {} rows, expected at least 1", args.rows.rows);
@@ -112,8 +140,7 @@ void check_gumbel_top_k_batch(const GumbelTopKBatchArgs<T>& args) {
   if (args.rows.stride < args.rows.cols)
     fail("rows", "stride {} is smaller than its {} columns", args.rows.stride, args.rows.cols);
   check_sample_count("k", args.k, args.rows.cols);
-  if (streams != static_cast<std::size_t>(args.rows.rows))
-    fail("streams", "has {} entries, expected one per row ({})", streams, args.rows.rows);
+  check_batch_streams(streams, args.device_streams, device_streams_allowed, args.rows.rows, "row");
   check_batch_matrix("tokens", args.tokens.rows, args.tokens.cols, args.tokens.stride,
                      args.rows.rows, args.k);
   if (args.values.rows != 0)
@@ -123,8 +150,9 @@ void check_gumbel_top_k_batch(const GumbelTopKBatchArgs<T>& args) {
 }
 
 /// The shape checks of stochastic_beam_level_batch every backend makes (beam counts, nodes and
-/// rows aside).
-inline void check_beam_level_batch(const BeamLevelBatchArgs& args) {
+/// rows aside); `device_streams_allowed` where the backend reads device_streams.
+inline void check_beam_level_batch(const BeamLevelBatchArgs& args,
+                                   bool device_streams_allowed = false) {
   const auto beam_counts = args.beam_counts.size();
   const auto streams = args.streams.size();
   const auto next_counts = args.next_counts.size();
@@ -141,8 +169,7 @@ inline void check_beam_level_batch(const BeamLevelBatchArgs& args) {
                      batch, width);
   check_batch_matrix("scores", args.scores.rows, args.scores.cols, args.scores.stride, batch,
                      width);
-  if (streams != static_cast<std::size_t>(batch))
-    fail("streams", "has {} entries, expected one per sequence ({})", streams, batch);
+  check_batch_streams(streams, args.device_streams, device_streams_allowed, batch, "sequence");
   check_batch_matrix("next_parents", args.next_parents.rows, args.next_parents.cols,
                      args.next_parents.stride, batch, width);
   check_batch_matrix("next_tokens", args.next_tokens.rows, args.next_tokens.cols,
@@ -174,7 +201,8 @@ std::size_t workspace_size(const Backend& backend, const BeamLevelBatchShape& sh
 /// or gumbel_top_k_probabilities (kProbabilities) with `streams[r]` and first draw 0, so uniform x
 /// of streams[r] perturbs token x. tokens receives the samples in sampling order, values their
 /// perturbed values, counts how many were drawn; entries past counts[r] are -1 / -inf.
-/// Rows and outputs live where the backend computes; streams are host memory.
+/// Rows and outputs live where the backend computes; streams are host memory (or, on a device
+/// backend, device_streams).
 /// Throws specdec::Error naming the bad argument ("rows[3]" for a bad row).
 template <backend::BackendPolicy Backend, class T, class Scratch>
 void gumbel_top_k_batch(const Backend& backend, const GumbelTopKBatchArgs<T>& args,

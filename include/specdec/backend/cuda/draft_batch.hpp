@@ -19,18 +19,21 @@ namespace specdec::detail {
 
 template <>
 struct GumbelTopKBatchImpl<backend::Cuda> {
-  /// Device bytes: the staged streams and one row of `vocab` perturbed values per row.
+  /// Device bytes: the staged streams and the per-block lists of k samples of the row split
+  /// (O(k) per block of 1024-entry tiles; no perturbed row). Needs no initialisation: each call
+  /// zeroes the counters it uses.
   static std::size_t workspace_size(const backend::Cuda&, const GumbelTopKBatchShape& shape) {
-    return backend::cuda_impl::gumbel_batch_workspace_size(shape.rows, shape.vocab);
+    return backend::cuda_impl::gumbel_batch_workspace_size(shape.rows, shape.vocab, shape.k);
   }
 
   /// k is at most backend::cuda_impl::kMaxDeviceTopK (1024). The device rows are not scanned:
   /// probability rows must be non-negative and log-weight rows free of NaN and +inf (what the CPU
-  /// backend checks); an entry that is NaN after perturbation is never drawn.
+  /// backend checks); an entry that is NaN after perturbation is never drawn. Each row is read
+  /// once. With device_streams the call stages nothing: graph-capturable.
   template <class T>
   static void run(const backend::Cuda& cuda, const GumbelTopKBatchArgs<T>& args,
                   const backend::DeviceWorkspace& ws) {
-    check_gumbel_top_k_batch(args);
+    check_gumbel_top_k_batch(args, true);
     if (args.k > backend::cuda_impl::kMaxDeviceTopK) {
       fail("k", "{} exceeds the CUDA backend's limit of {} samples per row", args.k,
            backend::cuda_impl::kMaxDeviceTopK);
@@ -58,7 +61,8 @@ struct GumbelTopKBatchImpl<backend::Cuda> {
                     .token_stride = args.tokens.stride,
                     .values = args.values.rows != 0 ? args.values.data : nullptr,
                     .value_stride = args.values.stride,
-                    .counts = args.counts.data()},
+                    .counts = args.counts.data(),
+                    .device_streams = args.device_streams},
                    ws.data, cuda.stream),
                "gumbel_top_k_batch");
   }
@@ -66,8 +70,8 @@ struct GumbelTopKBatchImpl<backend::Cuda> {
 
 template <>
 struct BeamLevelBatchImpl<backend::Cuda> {
-  /// Device bytes: the staged streams, one perturbed row per beam (B W rows of V floats), W
-  /// candidates and a child count per beam.
+  /// Device bytes: the staged streams, W candidates and a child count per beam, and the
+  /// per-block top-W lists of the beams' row split (no perturbed row). Needs no initialisation.
   static std::size_t workspace_size(const backend::Cuda&, const BeamLevelBatchShape& shape) {
     return backend::cuda_impl::beam_level_workspace_size(shape.batch, shape.width, shape.vocab);
   }
@@ -76,10 +80,11 @@ struct BeamLevelBatchImpl<backend::Cuda> {
   /// scores (the previous level's outputs), which are not scanned: a beam count is clamped to
   /// [0, W] (0 live beams give 0 extensions), nodes only select streams, and the draft rows of
   /// live beams must be probability rows (what the CPU backend checks). W is at most
-  /// backend::cuda_impl::kMaxDeviceTopK (1024).
+  /// backend::cuda_impl::kMaxDeviceTopK (1024). Each draft row of a live beam is read once.
+  /// With device_streams the call stages nothing: graph-capturable.
   static void run(const backend::Cuda& cuda, const BeamLevelBatchArgs& args,
                   const backend::DeviceWorkspace& ws) {
-    check_beam_level_batch(args);
+    check_beam_level_batch(args, true);
     const std::int64_t batch = args.nodes.rows, width = args.nodes.cols;
     if (width > backend::cuda_impl::kMaxDeviceTopK) {
       fail("nodes", "beam width {} exceeds the CUDA backend's limit of {}", width,
@@ -115,7 +120,8 @@ struct BeamLevelBatchImpl<backend::Cuda> {
                                                          .batch = batch,
                                                          .width = width,
                                                          .vocab = args.draft_rows.cols,
-                                                         .host_streams = args.streams.data()},
+                                                         .host_streams = args.streams.data(),
+                                                         .device_streams = args.device_streams},
                                                         ws.data, cuda.stream),
         "stochastic_beam_level_batch");
   }

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "specdec/backend/cuda/row_split.hpp"
 #include "specdec/core/philox.hpp"
 #include "specdec/draft/drafting_rows.hpp"
 
@@ -200,14 +201,34 @@ cudaError_t verify_tree_batch_target_only(const TreeVerifyParams& params, void* 
                                           cudaStream_t stream);
 
 /// Largest k of gumbel_top_k_batch and largest beam width of stochastic_beam_level_batch on the
-/// CUDA backend: a row's winners are ordered in shared memory.
+/// CUDA backend: each block keeps its best k in shared memory.
 inline constexpr std::int64_t kMaxDeviceTopK = 1024;
 
-/// Device bytes gumbel_top_k_batch needs: the staged streams and one perturbed row per row.
-constexpr std::size_t gumbel_batch_workspace_size(std::int64_t rows, std::int64_t vocab) {
+/// The most SMs a row split's workspace is sized for: launchers split rows as row_split does for
+/// min(the device's SMs, this), never into more blocks per row than the workspace holds lists for.
+inline constexpr int kMaxSplitSms = 256;
+
+/// Device bytes of the per-block top-k lists of `rows` rows of `vocab` entries split as
+/// row_split(rows, vocab, sm_count): k values and k token ids and a count per block, a finished-
+/// block counter per row.
+constexpr std::size_t top_k_lists_size(std::int64_t rows, std::int64_t vocab, std::int64_t k,
+                                       int sm_count) {
   const auto r = static_cast<std::size_t>(rows < 0 ? 0 : rows);
-  const auto v = static_cast<std::size_t>(vocab < 0 ? 0 : vocab);
-  return device_round_up(r * sizeof(RandomStream)) + device_round_up(r * v * sizeof(float));
+  const auto kk = static_cast<std::size_t>(k < 0 ? 0 : k);
+  const auto blocks =
+      r * static_cast<std::size_t>(row_split(rows, vocab < 1 ? 1 : vocab, sm_count).blocks_per_row);
+  return 2 * device_round_up(blocks * kk * 4) + device_round_up(blocks * sizeof(std::int32_t)) +
+         device_round_up(r * sizeof(unsigned int));
+}
+
+/// Device bytes gumbel_top_k_batch needs for k samples: the staged streams and the per-block
+/// lists of the row split (O(k) per block; no perturbed row). The call zeroes the list counters
+/// itself (cudaMemsetAsync), so the workspace needs no initialisation.
+constexpr std::size_t gumbel_batch_workspace_size(std::int64_t rows, std::int64_t vocab,
+                                                  std::int64_t k) {
+  const auto r = static_cast<std::size_t>(rows < 0 ? 0 : rows);
+  return device_round_up(r * sizeof(RandomStream)) +
+         top_k_lists_size(rows, vocab, k, kMaxSplitSms);
 }
 
 /// The views of one batched Gumbel-top-k (the layout of specdec::GumbelTopKBatchArgs, strides in
@@ -220,16 +241,18 @@ struct GumbelTopKParams {
   std::int64_t vocab;
   std::int64_t row_stride;
   std::int64_t k;
-  const RandomStream* host_streams;  // row_count
+  const RandomStream* host_streams;  // row_count, or null with device_streams
   std::int32_t* tokens;              // row_count x k
   std::int64_t token_stride;
   float* values;  // row_count x k, or null
   std::int64_t value_stride;
-  std::int32_t* counts;  // row_count
+  std::int32_t* counts;                         // row_count
+  const RandomStream* device_streams = nullptr;  // row_count in device memory, or null
 };
 
-/// Copies the host streams into the workspace, then launches one block per row: Gumbel-top-k of
-/// row r, read as `kind` says, with streams[r].
+/// Copies the host streams into the workspace (none with device_streams), zeroes the list
+/// counters, then launches a row split (row_split over the device's SMs, at most kMaxSplitSms):
+/// Gumbel-top-k of row r, read as `kind` says, with streams[r], in one read of the row.
 cudaError_t gumbel_top_k_batch(const GumbelTopKParams& params, void* workspace,
                                cudaStream_t stream);
 
@@ -256,29 +279,31 @@ struct BeamLevelArgs {
   std::int32_t* next_counts;  // [B]
 };
 
-/// Device bytes stochastic_beam_level_batch needs: the staged streams, one perturbed row per beam
-/// (B W rows of V floats), W candidates per beam and a child count per beam.
+/// Device bytes stochastic_beam_level_batch needs: the staged streams, W candidates and a child
+/// count per beam, and the per-block top-W lists of the beams' row split (no perturbed row).
 constexpr std::size_t beam_level_workspace_size(std::int64_t batch, std::int64_t width,
                                                 std::int64_t vocab) {
   const auto b = static_cast<std::size_t>(batch < 0 ? 0 : batch);
   const auto w = static_cast<std::size_t>(width < 0 ? 0 : width);
-  const auto v = static_cast<std::size_t>(vocab < 0 ? 0 : vocab);
-  return device_round_up(b * sizeof(RandomStream)) + device_round_up(b * w * v * sizeof(float)) +
+  return device_round_up(b * sizeof(RandomStream)) +
          device_round_up(b * w * w * sizeof(specdec::detail::BeamCandidate)) +
-         device_round_up(b * w * sizeof(std::int32_t));
+         device_round_up(b * w * sizeof(std::int32_t)) +
+         top_k_lists_size(batch * width, vocab, width, kMaxSplitSms);
 }
 
-/// The views of one stochastic beam level: the device matrices, the sizes and the host streams.
+/// The views of one stochastic beam level: the device matrices, the sizes and the streams.
 struct BeamLevelParams {
   BeamLevelArgs matrices;
   std::int64_t batch;
   std::int64_t width;
   std::int64_t vocab;
-  const RandomStream* host_streams;  // batch
+  const RandomStream* host_streams;              // batch, or null with device_streams
+  const RandomStream* device_streams = nullptr;  // batch in device memory, or null
 };
 
-/// Copies the `batch` host streams into the workspace, then launches one block per beam (its
-/// top-W children and their candidates) and one block per sequence (the W best candidates).
+/// Copies the `batch` host streams into the workspace (none with device_streams), zeroes the list
+/// counters, then launches a row split of every beam's row (its top-W children and their
+/// candidates, in one read of the row) and one block per sequence (the W best candidates).
 cudaError_t stochastic_beam_level_batch(const BeamLevelParams& params, void* workspace,
                                         cudaStream_t stream);
 

@@ -12,6 +12,9 @@
 
 namespace specdec::backend::cuda_impl {
 
+/// Entries per tile: the softmax sum's tile (core/tile_combine.hpp).
+inline constexpr std::int64_t kRowSplitTile = specdec::detail::kSumTile;
+
 /// SMs of an H100 SXM: the count tests assume for a launch configuration.
 inline constexpr int kH100Sms = 132;
 
@@ -29,7 +32,7 @@ struct RowSplit {
 /// blocks than a row has tiles.
 constexpr RowSplit row_split(std::int64_t rows, std::int64_t vocab, int sm_count) {
   RowSplit s;
-  s.tiles = std::max<std::int64_t>(1, (vocab + specdec::detail::kSumTile - 1) / specdec::detail::kSumTile);
+  s.tiles = std::max<std::int64_t>(1, (vocab + kRowSplitTile - 1) / kRowSplitTile);
   const std::int64_t r = std::max<std::int64_t>(rows, 1);
   const std::int64_t wanted = std::clamp<std::int64_t>((2 * sm_count + r - 1) / r, 1, s.tiles);
   s.tiles_per_block = (s.tiles + wanted - 1) / wanted;

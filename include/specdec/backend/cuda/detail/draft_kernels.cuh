@@ -1,25 +1,28 @@
 // SPDX-License-Identifier: MIT
-// The batched drafting kernels: Gumbel-top-k (one block per row) and one stochastic-beam-search
-// level (one block per beam, then one block per sequence), the semantics of draft/gumbel_topk.hpp
-// and draft/stochastic_beam.hpp without sorting the vocabulary.
+// The batched drafting kernels: Gumbel-top-k (a row split over blocks of whole tiles) and one
+// stochastic-beam-search level (the same split per beam, then one block per sequence), the
+// semantics of draft/gumbel_topk.hpp and draft/stochastic_beam.hpp without sorting the vocabulary.
 //
-// A row's perturbed values (draft/drafting_rows.hpp's gumbel_perturbed, the CPU's per-entry math)
-// go to a workspace row. The k best are found by a threshold search on order keys, as in
-// warp_kernels.cuh: the k-th largest key is built bit by bit from the top with block-wide counts,
-// and the ties at that key are taken in increasing tie order (token id) by the same bitwise search
-// over tie values. The at most k winners are gathered into shared memory (a block prefix sum gives
-// each thread its slots) and ranked there with the CPU's comparator. Beam candidates are selected
-// the same way on 64-bit keys of their scores, ties by (parent, token).
+// Each block reads its tiles once, perturbing each entry as it is read (the CPU's per-entry math,
+// draft/drafting_rows.hpp's gumbel_perturbed, with the same draws by token id), and keeps its best
+// k in shared memory: an entry enters only if it ranks before the list's last (ranks_before:
+// larger value, ties to the lower id), and each round's entrants are merged in by merge
+// positions. The blocks of a row write their lists to the workspace; the last to finish (a fence,
+// then a per-row counter) merges them in block order, so the result is the CPU's whatever the
+// block order. No perturbed row is written. Beam candidates are selected by a threshold search on
+// 64-bit keys of their scores, ties by (parent, token).
 // IWYU pragma: private
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "specdec/backend/cuda/detail/block_reduce.cuh"
 #include "specdec/backend/cuda/detail/global.cuh"
 #include "specdec/backend/cuda/detail/launch.cuh"
 #include "specdec/backend/cuda/detail/warp_kernels.cuh"
 #include "specdec/backend/cuda/launchers.hpp"
+#include "specdec/backend/cuda/row_split.hpp"
 #include "specdec/core/philox.hpp"
 #include "specdec/draft/drafting_rows.hpp"
 
@@ -128,104 +131,269 @@ __device__ void gather_winners(const KeyAt& key_at, const TieAt& tie_at, int n, 
   __syncthreads();
 }
 
-/// The ranking key of a perturbed value: its order key, 0 for an entry never drawn (-inf, NaN).
-__device__ __forceinline__ std::uint32_t sample_key(float v) {
-  return v > kNegInf ? order_key(v) : 0u;
-}
+using specdec::detail::ranks_before;
 
-struct PerturbedKey {
-  Global<const float> perturbed;
-  __device__ __forceinline__ std::uint32_t operator()(int i) const {
-    return sample_key(perturbed[i]);
-  }
-};
-struct IndexTie {
-  __device__ __forceinline__ std::uint64_t operator()(int i) const {
-    return static_cast<std::uint64_t>(i);
-  }
-};
+/// Entries one thread perturbs per round of a block's scan: one Philox block of four uniforms.
+inline constexpr int kRoundEntries = 4;
+/// Candidates a round can bring: every entry of the round.
+inline constexpr int kRoundCandidates = kWarpThreads * kRoundEntries;
 
-struct TopKShared {
+/// A block's running top-k list (ranks_before order), the candidates of a round and the merge
+/// buffer, in shared memory.
+struct SplitTopKShared {
   Shared reduce;
   GatherShared gather;
-  float values[kMaxDeviceTopK];
-  std::int32_t ids[kMaxDeviceTopK];
-  float sorted_values[kMaxDeviceTopK];
-  std::int32_t sorted_ids[kMaxDeviceTopK];
+  float list_values[kMaxDeviceTopK];
+  std::int32_t list_ids[kMaxDeviceTopK];
+  float merged_values[kMaxDeviceTopK];
+  std::int32_t merged_ids[kMaxDeviceTopK];
+  float candidate_values[kRoundCandidates];
+  std::int32_t candidate_ids[kRoundCandidates];
+  alignas(RandomStream) unsigned char stream[sizeof(RandomStream)];  // broadcast by thread 0
+  int flag;
+  int count;
 };
 
-/// perturbed[i] = gumbel_perturbed<kind>(row[i], stream.uniform(i)) for i < n, by the whole block
-/// (one Philox block per four entries). Ends with a barrier.
+/// The per-block lists of a row split in the workspace: block y of row r keeps its best k at
+/// values / ids [(r * S + y) * k, + k), their number at counts[r * S + y]; counters[r] counts
+/// the blocks of row r that have finished (zeroed before the launch).
+struct TopKLists {
+  Global<float> values;
+  Global<std::int32_t> ids;
+  Global<std::int32_t> counts;
+  Global<unsigned int> counters;
+};
+
+/// Block-wide exclusive prefix sum of `local`; *total gets the sum over the block.
+__device__ inline unsigned int block_scan_with_total(unsigned int local, unsigned int* total,
+                                                     GatherShared& sh) {
+  const unsigned int before = block_exclusive_scan(local, sh);
+  unsigned int sum = 0;
+  for (int w = 0; w < static_cast<int>(blockDim.x >> 5); ++w) sum += sh.warp_counts[w];
+  *total = sum;
+  return before;
+}
+
+/// How many of the n entries of a list in ranks_before order rank before (v, id).
+__device__ __forceinline__ int ranked_before_sorted(const float* values, const std::int32_t* ids,
+                                                    int n, float v, std::int32_t id) {
+  int lo = 0, hi = n;
+  while (lo < hi) {
+    const int mid = (lo + hi) / 2;
+    if (ranks_before(values[mid], ids[mid], v, id)) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  return lo;
+}
+
+/// How many of n unordered entries rank before (v, id), counted up to `limit` (an entry with
+/// `limit` entries before it has no place in the list: the scan stops there).
+__device__ __forceinline__ int ranked_before_any(const float* values, const std::int32_t* ids,
+                                                 int n, float v, std::int32_t id, int limit) {
+  int c = 0;
+  for (int j = 0; j < n && c < limit; ++j) c += ranks_before(values[j], ids[j], v, id) ? 1 : 0;
+  return c;
+}
+
+/// Whether perturbed value v of token id enters a list of `kept` of at most k: it is drawable
+/// (not -inf or NaN, as the CPU's heap) and, once the list is full, ranks before its last.
+__device__ __forceinline__ bool enters_list(float v, std::int32_t id, int kept, int k,
+                                            const SplitTopKShared& sh) {
+  if (!(v > kNegInf)) return false;
+  return kept < k || ranks_before(v, id, sh.list_values[k - 1], sh.list_ids[k - 1]);
+}
+
+/// The list becomes the best min(k, kept + s) of its `kept` entries and the s candidates
+/// (distinct tokens; `sorted`: already in ranks_before order), by merge positions: an entry's
+/// place is the number of entries of both sides that rank before it. Returns the new size. Ends
+/// with a barrier.
+__device__ inline int merge_candidates(int kept, int s, bool sorted, int k, SplitTopKShared& sh) {
+  for (int i = threadIdx.x; i < kept; i += blockDim.x) {
+    const float v = sh.list_values[i];
+    const std::int32_t id = sh.list_ids[i];
+    const int place = i + (sorted ? ranked_before_sorted(sh.candidate_values, sh.candidate_ids, s,
+                                                         v, id)
+                                  : ranked_before_any(sh.candidate_values, sh.candidate_ids, s,
+                                                      v, id, k - i));
+    if (place < k) {
+      sh.merged_values[place] = v;
+      sh.merged_ids[place] = id;
+    }
+  }
+  for (int j = threadIdx.x; j < s; j += blockDim.x) {
+    const float v = sh.candidate_values[j];
+    const std::int32_t id = sh.candidate_ids[j];
+    const int in_list = ranked_before_sorted(sh.list_values, sh.list_ids, kept, v, id);
+    if (in_list >= k) continue;
+    const int place =
+        in_list + (sorted ? j
+                          : ranked_before_any(sh.candidate_values, sh.candidate_ids, s, v, id,
+                                              k - in_list));
+    if (place < k) {
+      sh.merged_values[place] = v;
+      sh.merged_ids[place] = id;
+    }
+  }
+  __syncthreads();
+  const int size = kept + s < k ? kept + s : k;
+  for (int i = threadIdx.x; i < size; i += blockDim.x) {
+    sh.list_values[i] = sh.merged_values[i];
+    sh.list_ids[i] = sh.merged_ids[i];
+  }
+  __syncthreads();
+  return size;
+}
+
+/// Four entries of a row from `first` (a multiple of 4) up to `end`, as floats: one 16-byte
+/// load for a full group of an fp32 row whose groups are aligned (`vec`), else one by one.
+template <class T>
+__device__ __forceinline__ void load_group(Global<const T> row, std::int64_t first,
+                                           std::int64_t end, bool vec, float (&x)[4]) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (vec && first + 4 <= end) {
+      const Vec<float, 4> v = row.template load_vec<4>(first);
+      for (int lane = 0; lane < 4; ++lane) x[lane] = v.v[lane];
+      return;
+    }
+  }
+  for (int lane = 0; lane < 4; ++lane) x[lane] = first + lane < end ? load(row, first + lane) : 0.0f;
+}
+
+/// The block's best min(k, drawable) entries of row[begin, end) (begin a multiple of 4), uniform
+/// x of `stream` perturbing token x, in the list of sh (ranks_before order): rounds of 4
+/// entries per thread, each entry perturbed as it is read and kept only if it enters the list.
+/// Returns the list's size. Ends with a barrier.
 template <RowKind kind, class T>
-__device__ void perturb_row_block(Global<const T> row, int n, const RandomStream& stream,
-                                  Global<float> perturbed) {
-  const std::int64_t groups = (static_cast<std::int64_t>(n) + 3) / 4;
-  for (std::int64_t g = threadIdx.x; g < groups; g += blockDim.x) {
-    const specdec::detail::Uint4 bits = stream.block(static_cast<std::uint32_t>(g));
-    for (int lane = 0; lane < 4; ++lane) {
-      const std::int64_t i = 4 * g + lane;
-      if (i < n) {
-        perturbed[i] = specdec::detail::gumbel_perturbed<kind>(
-            load(row, i), specdec::detail::bits_to_open_uniform(bits[lane]));
+__device__ int block_top_k(Global<const T> row, std::int64_t begin, std::int64_t end, bool vec,
+                           const RandomStream& stream, int k, SplitTopKShared& sh) {
+  int kept = 0;
+  for (std::int64_t base = begin; base < end; base += kRoundCandidates) {
+    const std::int64_t first = base + kRoundEntries * static_cast<std::int64_t>(threadIdx.x);
+    float v[4];
+    bool in[4] = {false, false, false, false};
+    unsigned int local = 0;
+    if (first < end) {
+      float x[4];
+      load_group(row, first, end, vec, x);
+      const specdec::detail::Uint4 bits = stream.block(static_cast<std::uint32_t>(first / 4));
+      for (int lane = 0; lane < 4; ++lane) {
+        v[lane] = specdec::detail::gumbel_perturbed<kind>(
+            x[lane], specdec::detail::bits_to_open_uniform(bits[lane]));
+        in[lane] = first + lane < end &&
+                   enters_list(v[lane], static_cast<std::int32_t>(first + lane), kept, k, sh);
+        local += in[lane] ? 1u : 0u;
       }
     }
-  }
-  __syncthreads();
-}
-
-/// The kk = min(k, drawable entries) best perturbed values of a row (n entries at `perturbed`),
-/// ranked by ranks_before into sh.sorted_values / sh.sorted_ids, by the whole block. Returns kk.
-/// k <= kMaxDeviceTopK. Ends with a barrier.
-__device__ inline int top_k_block(Global<const float> perturbed, int n, int k, TopKShared& sh) {
-  const PerturbedKey key_at{perturbed};
-  unsigned int drawable = 0;
-  for (int i = threadIdx.x; i < n; i += blockDim.x) drawable += key_at(i) != 0u ? 1u : 0u;
-  drawable = block_all_reduce(drawable, Plus{}, sh.reduce.u);
-  const unsigned int kk =
-      drawable < static_cast<unsigned int>(k) ? drawable : static_cast<unsigned int>(k);
-  if (kk == 0u) return 0;
-  const Cut<std::uint32_t> cut = find_cut<std::uint32_t>(key_at, IndexTie{}, n, kk, 31, sh.reduce);
-  gather_winners(
-      key_at, IndexTie{}, n, cut, kk,
-      [&](unsigned int slot, int i) {
-        sh.values[slot] = perturbed[i];
-        sh.ids[slot] = i;
-      },
-      sh.gather);
-  for (int j = threadIdx.x; j < static_cast<int>(kk); j += blockDim.x) {
-    const float v = sh.values[j];
-    const std::int32_t id = sh.ids[j];
-    int rank = 0;
-    for (int l = 0; l < static_cast<int>(kk); ++l) {
-      rank += specdec::detail::ranks_before(sh.values[l], sh.ids[l], v, id) ? 1 : 0;
+    unsigned int s = 0;
+    unsigned int slot = block_scan_with_total(local, &s, sh.gather);
+    for (int lane = 0; lane < 4; ++lane) {
+      if (in[lane]) {
+        sh.candidate_values[slot] = v[lane];
+        sh.candidate_ids[slot] = static_cast<std::int32_t>(first + lane);
+        ++slot;
+      }
     }
-    sh.sorted_values[rank] = v;
-    sh.sorted_ids[rank] = id;
+    __syncthreads();
+    if (s > 0u) kept = merge_candidates(kept, static_cast<int>(s), false, k, sh);
   }
-  __syncthreads();
-  return static_cast<int>(kk);
+  return kept;
 }
 
-/// One block per row r (blockIdx.x): Gumbel-top-k of row r (n entries of T at rows + r *
-/// row_stride, kind `kind`) with streams[r], uniform x perturbing token x. perturbed_ws holds one
-/// row of n floats per row. tokens / values (values may be null) get the min(k, drawable) samples
-/// in sampling order, then -1 / -inf; counts[r] their number. k <= kMaxDeviceTopK.
+/// The last block of a row: the lists of the row's `blocks` blocks (from slot `first_slot` of
+/// `lists`), merged in block order into sh's list. Returns its size. Ends with a barrier.
+__device__ inline int merge_block_lists(const TopKLists& lists, std::int64_t first_slot,
+                                        int blocks, int k, SplitTopKShared& sh) {
+  int kept = 0;
+  for (int y = 0; y < blocks; ++y) {
+    const std::int64_t slot = first_slot + y;
+    if (threadIdx.x == 0) sh.count = lists.counts[slot];
+    __syncthreads();
+    const int c = sh.count;
+    // A block's list is in ranking order, so the entries that enter form a prefix.
+    unsigned int entering = 0;
+    for (int i = threadIdx.x; i < c; i += blockDim.x) {
+      const float v = lists.values[slot * k + i];
+      const std::int32_t id = lists.ids[slot * k + i];
+      if (enters_list(v, id, kept, k, sh)) {
+        sh.candidate_values[i] = v;
+        sh.candidate_ids[i] = id;
+        ++entering;
+      }
+    }
+    const int s = static_cast<int>(block_all_reduce(entering, Plus{}, sh.reduce.u));
+    if (s > 0) kept = merge_candidates(kept, s, true, k, sh);
+  }
+  return kept;
+}
+
+/// Gumbel-top-k of one row by the blocks blockIdx.y = 0 .. gridDim.y - 1 of a row split (each
+/// `tiles_per_block` tiles of kRowSplitTile entries): each block keeps its best k of its tiles, writes
+/// them to `lists` and counts itself done; the last block of the row merges the lists in block
+/// order (the CPU's ranking whatever the order blocks finish in). Returns the row's list size in
+/// that last block (the list in sh), -1 in the others. A single block writes no list.
+template <RowKind kind, class T>
+__device__ int split_top_k(Global<const T> row, int n, int tiles_per_block, bool vec,
+                           const RandomStream& stream, int k, const TopKLists& lists,
+                           std::int64_t row_index, SplitTopKShared& sh) {
+  const std::int64_t tile = kRowSplitTile;
+  const std::int64_t begin = static_cast<std::int64_t>(blockIdx.y) * tiles_per_block * tile;
+  const std::int64_t stop = begin + tiles_per_block * tile;
+  const int kept = block_top_k<kind>(row, begin, stop < n ? stop : n, vec, stream, k, sh);
+  const int blocks = static_cast<int>(gridDim.y);
+  if (blocks == 1) return kept;
+  const std::int64_t slot = row_index * blocks + blockIdx.y;
+  for (int j = threadIdx.x; j < kept; j += blockDim.x) {
+    lists.values[slot * k + j] = sh.list_values[j];
+    lists.ids[slot * k + j] = sh.list_ids[j];
+  }
+  if (threadIdx.x == 0) lists.counts[slot] = kept;
+  __threadfence();  // the list is visible before the count says this block is done
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    sh.flag = lists.counters.atomic_add(row_index, 1u) == static_cast<unsigned int>(blocks - 1);
+  }
+  __syncthreads();
+  if (sh.flag == 0) return -1;
+  __threadfence();
+  return merge_block_lists(lists, row_index * blocks, blocks, k, sh);
+}
+
+/// Thread 0's `stream` for every thread of the block (one load of it, not one per thread).
+__device__ inline RandomStream broadcast_stream(const RandomStream& stream, SplitTopKShared& sh) {
+  if (threadIdx.x == 0) memcpy(sh.stream, &stream, sizeof(RandomStream));
+  __syncthreads();
+  RandomStream out;
+  memcpy(&out, sh.stream, sizeof(RandomStream));
+  return out;
+}
+
+/// Grid (rows, S): block (r, y) takes tiles [y tpb, (y + 1) tpb) of row r (n entries of T at
+/// rows + r * row_stride, kind `kind`) with streams[r], uniform x perturbing token x
+/// (split_top_k). The last block of row r writes tokens / values (values may be null): the
+/// min(k, drawable) samples in sampling order, then -1 / -inf; counts[r] their number.
+/// k <= kMaxDeviceTopK; `vec`: fp32 rows whose groups of four are 16-byte aligned.
 template <RowKind kind, class T>
 __global__ void __launch_bounds__(kWarpThreads)
     gumbel_top_k_kernel(Global<const T> rows, std::int64_t row_stride, int n, int k,
-                        Global<const RandomStream> streams, Global<float> perturbed_ws,
-                        Global<std::int32_t> tokens, std::int64_t token_stride,
+                        int tiles_per_block, bool vec, Global<const RandomStream> streams,
+                        TopKLists lists, Global<std::int32_t> tokens, std::int64_t token_stride,
                         Global<float> values, std::int64_t value_stride,
                         Global<std::int32_t> counts) {
   expect_block_threads(kWarpThreads);
-  __shared__ TopKShared sh;
+  __shared__ SplitTopKShared sh;
   const std::int64_t r = blockIdx.x;
-  const Global<float> perturbed = perturbed_ws + r * n;
-  perturb_row_block<kind>(rows + r * row_stride, n, streams[r], perturbed);
-  const int got = top_k_block(perturbed, n, k, sh);
+  RandomStream mine{};
+  if (threadIdx.x == 0) mine = streams[r];
+  const RandomStream stream = broadcast_stream(mine, sh);
+  const int got =
+      split_top_k<kind>(rows + r * row_stride, n, tiles_per_block, vec, stream, k, lists, r, sh);
+  if (got < 0) return;
   for (int j = threadIdx.x; j < k; j += blockDim.x) {
-    tokens[r * token_stride + j] = j < got ? sh.sorted_ids[j] : kNoToken;
-    if (values != nullptr) values[r * value_stride + j] = j < got ? sh.sorted_values[j] : kNegInf;
+    tokens[r * token_stride + j] = j < got ? sh.list_ids[j] : kNoToken;
+    if (values != nullptr) values[r * value_stride + j] = j < got ? sh.list_values[j] : kNegInf;
   }
   if (threadIdx.x == 0) counts[r] = got;
 }
@@ -277,36 +445,55 @@ __device__ __forceinline__ int live_beams(std::int32_t count, int width) {
   return count < 0 ? 0 : count > width ? width : count;
 }
 
-/// One block per beam (blockIdx.x = b * width + i): for i < beam_counts[b] (clamped to [0, W]),
-/// the top-W children of beam i of sequence b by Gumbel-top-k of its probability row (draft row
-/// b W + i, n entries) with streams[b].at_node(nodes(b, i) + 1), and for each child j the
-/// candidate {truncated_gumbel(psi, phi + value_j, phi + value_0), phi + log row[t_j], i, t_j}
+/// What thread 0 reads once for a beam's blocks: its live flag, path log probability and score.
+struct BeamShared {
+  int live;
+  float phi;
+  float psi;
+};
+
+/// Grid (B W, S): the blocks of beam blockIdx.x = b * width + i split its draft row (row b W + i,
+/// n entries, `tiles_per_block` tiles per block, `vec` as gumbel_top_k_kernel). For i <
+/// beam_counts[b] (clamped to [0, W]) they find its top-W children by Gumbel-top-k with
+/// streams[b].at_node(nodes(b, i) + 1) (split_top_k), and the last of them writes for each child j
+/// the candidate {truncated_gumbel(psi, phi + value_j, phi + value_0), phi + log row[t_j], i, t_j}
 /// (phi = log_probs(b, i), psi = scores(b, i), in double as the CPU) at candidates[(b W + i) W +
-/// j]; children[b W + i] gets their number (0 for a beam that is not live).
+/// j] and their number at children[b W + i] (0 for a beam that is not live).
 __global__ void __launch_bounds__(kWarpThreads)
-    beam_expand_kernel(BeamLevelViews a, int width, int n, Global<const RandomStream> streams,
-                       Global<float> perturbed_ws, Global<BeamCandidate> candidates,
-                       Global<std::int32_t> children) {
+    beam_expand_kernel(BeamLevelViews a, int width, int n, int tiles_per_block, bool vec,
+                       Global<const RandomStream> streams, TopKLists lists,
+                       Global<BeamCandidate> candidates, Global<std::int32_t> children) {
   expect_block_threads(kWarpThreads);
-  __shared__ TopKShared sh;
+  __shared__ SplitTopKShared sh;
+  __shared__ BeamShared beam_sh;
   const std::int64_t beam = blockIdx.x;
   const std::int64_t b = beam / width;
   const int i = static_cast<int>(beam % width);
-  if (i >= live_beams(a.beam_counts[b], width)) {
-    if (threadIdx.x == 0) children[beam] = 0;
+  RandomStream mine{};
+  if (threadIdx.x == 0) {
+    beam_sh.live = i < live_beams(a.beam_counts[b], width) ? 1 : 0;
+    if (beam_sh.live != 0) {
+      const auto node = static_cast<std::uint32_t>(a.nodes[b * a.nodes_stride + i]) + 1u;
+      mine = streams[b].at_node(node);
+      beam_sh.phi = a.log_probs[b * a.log_probs_stride + i];
+      beam_sh.psi = a.scores[b * a.scores_stride + i];
+    }
+  }
+  const RandomStream stream = broadcast_stream(mine, sh);
+  if (beam_sh.live == 0) {
+    if (threadIdx.x == 0 && blockIdx.y == 0) children[beam] = 0;
     return;
   }
   const Global<const float> row = a.draft_rows + beam * a.draft_stride;
-  const std::uint32_t node = static_cast<std::uint32_t>(a.nodes[b * a.nodes_stride + i]) + 1u;
-  const Global<float> perturbed = perturbed_ws + beam * n;
-  perturb_row_block<RowKind::kProbabilities>(row, n, streams[b].at_node(node), perturbed);
-  const int got = top_k_block(perturbed, n, width, sh);
-  const double phi = a.log_probs[b * a.log_probs_stride + i];
-  const double psi = a.scores[b * a.scores_stride + i];
+  const int got = split_top_k<RowKind::kProbabilities>(row, n, tiles_per_block, vec, stream, width,
+                                                       lists, beam, sh);
+  if (got < 0) return;
+  const double phi = beam_sh.phi;
+  const double psi = beam_sh.psi;
   const Global<BeamCandidate> out = candidates + beam * width;
   for (int j = threadIdx.x; j < got; j += blockDim.x) {
-    const std::int32_t t = sh.sorted_ids[j];
-    out[j] = specdec::detail::beam_candidate(phi, psi, sh.sorted_values[0], sh.sorted_values[j],
+    const std::int32_t t = sh.list_ids[j];
+    out[j] = specdec::detail::beam_candidate(phi, psi, sh.list_values[0], sh.list_values[j],
                                              row[t], i, t);
   }
   if (threadIdx.x == 0) children[beam] = got;

@@ -31,13 +31,16 @@ struct TileStats {
 };
 
 /// A row's statistics in device memory: what specdec::detail::WarpStats holds for a warp without
-/// a cut, and whether the row is invalid (a NaN or +inf, or no finite entry).
+/// a cut or with a top-p cut, and whether the row is invalid (a NaN or +inf, or no finite entry).
 struct RowStats {
   float inv_temperature;
   float max;
   float inv_sum;
   std::int32_t greedy;  // >= 0: the row is one-hot there
   std::int32_t invalid;
+  float top_p_value;         // the nucleus cut (top_p_last >= 0)
+  std::int32_t top_p_last;   // -1: no top-p cut
+  float inv_top_p_kept;
 
   SPECDEC_HOST_DEVICE specdec::detail::WarpStats warp_stats() const {
     specdec::detail::WarpStats s;
@@ -45,6 +48,9 @@ struct RowStats {
     s.greedy = greedy;
     s.max = max;
     s.inv_sum = inv_sum;
+    s.top_p_value = top_p_value;
+    s.top_p_last = top_p_last;
+    s.inv_top_p_kept = inv_top_p_kept;
     return s;
   }
 };
@@ -56,7 +62,7 @@ inline constexpr bool kDense<TileStats> = true;
 static_assert(sizeof(TileStats) == 16, "TileStats has no padding");
 template <>
 inline constexpr bool kDense<RowStats> = true;
-static_assert(sizeof(RowStats) == 20, "RowStats has no padding");
+static_assert(sizeof(RowStats) == 32, "RowStats has no padding");
 
 /// Threads per block of the statistics kernel: one warp per tile at a time.
 inline constexpr int kStatsThreads = 256;
@@ -228,7 +234,7 @@ __global__ void __launch_bounds__(kStatsThreads)
   for (std::int64_t t = 0; t < split.tiles; ++t) bad |= TileStats(row_tiles[t]).bad;
   const specdec::detail::RowSum sum =
       specdec::detail::combine_tiles(TileSums{row_tiles}, split.tiles, inv_t);
-  RowStats out{inv_t, sum.max, 1.0f / static_cast<float>(sum.sum), -1, 0};
+  RowStats out{inv_t, sum.max, 1.0f / static_cast<float>(sum.sum), -1, 0, 0.0f, -1, 1.0f};
   out.invalid = bad != 0 || !(sum.max > specdec::kNegInf) ? 1 : 0;
   if (greedy && out.invalid == 0) {
     for (std::int64_t t = 0; t < split.tiles; ++t) {

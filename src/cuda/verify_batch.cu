@@ -7,6 +7,7 @@
 
 #include "specdec/backend/cuda/detail/chain_kernels.cuh"
 #include "specdec/backend/cuda/detail/chain_logits_kernels.cuh"
+#include "specdec/backend/cuda/detail/nucleus_kernels.cuh"
 #include "specdec/backend/cuda/launchers.hpp"
 
 namespace specdec::backend::cuda_impl {
@@ -20,9 +21,11 @@ struct Staged {
   RandomStream* streams;
   DeviceWarp* warps;  // logits only
   TileStats* tiles;   // logits only: row_stats_workspace_size(rows, vocab)
-  unsigned int* counters;
+  unsigned int* counters;  // per row: the statistics', the nucleus's, the nucleus candidates
   RowStats* stats;
-  float* rows;  // logits with a cutting warp only
+  float* gates;
+  std::uint64_t* lists;
+  float* rows;  // logits with a warp of top-k or min-p only
 };
 
 Staged carve(void* workspace, std::int64_t batch, std::int64_t rows = 0, std::int64_t vocab = 0) {
@@ -40,9 +43,13 @@ Staged carve(void* workspace, std::int64_t batch, std::int64_t rows = 0, std::in
   base += device_round_up(r * static_cast<std::size_t>(row_split(1, vocab, 1).tiles) *
                           sizeof(TileStats));
   out.counters = reinterpret_cast<unsigned int*>(base);
-  base += device_round_up(r * sizeof(unsigned int));
+  base += device_round_up(3 * r * sizeof(unsigned int));
   out.stats = reinterpret_cast<RowStats*>(base);
   base += device_round_up(r * sizeof(RowStats));
+  out.gates = reinterpret_cast<float*>(base);
+  base += device_round_up(r * sizeof(float));
+  out.lists = reinterpret_cast<std::uint64_t*>(base);
+  base += device_round_up(r * static_cast<std::size_t>(kNucleusListSize) * sizeof(std::uint64_t));
   out.rows = reinterpret_cast<float*>(base);
   return out;
 }
@@ -58,26 +65,33 @@ int sm_count() {
   return count;
 }
 
-/// The two launches of a chain step from logits with warps that do not cut: the statistics of
-/// every target and draft row, then one block per sequence.
+/// The launches of a chain step from logits with warps that cut by top-p or not at all: the
+/// statistics of every target and draft row, the nucleus of the rows that have one (when a warp
+/// has top-p), then one block per sequence.
 template <class T>
 cudaError_t launch_chain_statistics(const ChainVerifyParams& p, const Staged& staged,
                                     const DeviceWarp& shared_warp, const DeviceWarp* warps,
-                                    std::int64_t drafts, cudaStream_t stream) {
+                                    bool top_p, std::int64_t drafts, cudaStream_t stream) {
   const std::int64_t target_rows = drafts + p.batch, rows = target_rows + drafts;
   const detail::LogitRowSet<T> set{static_cast<const T*>(p.target), p.target_stride, target_rows,
                                    static_cast<const T*>(p.draft), p.draft_stride};
   const RowSplit split = row_split(rows, p.vocab, sm_count());
   cudaError_t status = cudaMemsetAsync(
-      staged.counters, 0, static_cast<std::size_t>(rows) * sizeof(unsigned int), stream);
+      staged.counters, 0, 3 * static_cast<std::size_t>(rows) * sizeof(unsigned int), stream);
   if (status != cudaSuccess) return status;
   const detail::RowWarps row_warps{shared_warp, warps, staged.offsets, p.batch, target_rows};
-  status = detail::launch(detail::row_stats_kernel<T>,
-                          dim3(static_cast<unsigned int>(rows),
-                               static_cast<unsigned int>(split.blocks_per_row)),
-                          detail::kStatsThreads, stream, set, p.vocab, split, row_warps,
-                          staged.tiles, staged.counters, staged.stats);
+  const dim3 grid(static_cast<unsigned int>(rows), static_cast<unsigned int>(split.blocks_per_row));
+  status = detail::launch(detail::row_stats_kernel<T>, grid, detail::kStatsThreads, stream, set,
+                          p.vocab, split, row_warps, staged.tiles, staged.counters, staged.stats,
+                          top_p ? staged.gates : nullptr);
   if (status != cudaSuccess) return status;
+  if (top_p) {
+    status = detail::launch(detail::nucleus_kernel<T>, grid, detail::kStatsThreads, stream, set,
+                            p.vocab, split, row_warps, static_cast<const float*>(staged.gates),
+                            staged.counters + 2 * rows, staged.lists, staged.counters + rows,
+                            staged.stats);
+    if (status != cudaSuccess) return status;
+  }
   return detail::launch(detail::chain_logits_finish_kernel<T>, static_cast<unsigned int>(p.batch),
                         detail::kTargetOnlyThreads, stream, set, p.vocab,
                         static_cast<const RowStats*>(staged.stats),
@@ -85,11 +99,12 @@ cudaError_t launch_chain_statistics(const ChainVerifyParams& p, const Staged& st
                         static_cast<const RandomStream*>(staged.streams), p.emitted, p.accepted);
 }
 
-/// Whether a warp leaves every entry of a row positive or makes it one-hot: no top-k, top-p or
-/// min-p cut.
-bool uncut(const DeviceWarp& w) {
-  return w.temperature == 0.0f || (w.top_k == 0 && w.top_p >= 1.0f && w.min_p <= 0.0f);
+/// Whether the statistics path takes a warp: greedy, temperature alone, or with top-p (no top-k
+/// or min-p).
+bool statistics_warp(const DeviceWarp& w, std::int64_t vocab) {
+  return w.temperature == 0.0f || ((w.top_k == 0 || w.top_k >= vocab) && w.min_p <= 0.0f);
 }
+bool has_top_p(const DeviceWarp& w) { return w.temperature > 0.0f && w.top_p < 1.0f; }
 
 cudaError_t stage(const ChainVerifyParams& p, const Staged& staged, cudaStream_t stream) {
   const auto b = static_cast<std::size_t>(p.batch);
@@ -142,8 +157,11 @@ cudaError_t verify_chain_batch_logits(const ChainVerifyParams& params, const Dev
   }
   const DeviceWarp shared_warp = host_warps[0];
   const DeviceWarp* row_warps = nullptr;
-  bool statistics = true;
-  for (std::int64_t k = 0; k < warp_count; ++k) statistics = statistics && uncut(host_warps[k]);
+  bool statistics = true, top_p = false;
+  for (std::int64_t k = 0; k < warp_count; ++k) {
+    statistics = statistics && statistics_warp(host_warps[k], params.vocab);
+    top_p = top_p || has_top_p(host_warps[k]);
+  }
   if (warp_count > 1) {
     status = cudaMemcpyAsync(staged.warps, host_warps,
                              static_cast<std::size_t>(warp_count) * sizeof(DeviceWarp),
@@ -154,17 +172,17 @@ cudaError_t verify_chain_batch_logits(const ChainVerifyParams& params, const Dev
   switch (params.dtype) {
     case DType::kF32:
       return statistics
-                 ? launch_chain_statistics<float>(params, staged, shared_warp, row_warps, drafts,
-                                                  stream)
+                 ? launch_chain_statistics<float>(params, staged, shared_warp, row_warps, top_p,
+                                                  drafts, stream)
                  : launch_chain<true, float>(params, staged, shared_warp, row_warps, stream);
     case DType::kF16:
       return statistics
-                 ? launch_chain_statistics<__half>(params, staged, shared_warp, row_warps, drafts,
-                                                   stream)
+                 ? launch_chain_statistics<__half>(params, staged, shared_warp, row_warps, top_p,
+                                                   drafts, stream)
                  : launch_chain<true, __half>(params, staged, shared_warp, row_warps, stream);
     case DType::kBF16:
       return statistics ? launch_chain_statistics<__nv_bfloat16>(params, staged, shared_warp,
-                                                                 row_warps, drafts, stream)
+                                                                 row_warps, top_p, drafts, stream)
                         : launch_chain<true, __nv_bfloat16>(params, staged, shared_warp,
                                                             row_warps, stream);
     default:

@@ -61,15 +61,16 @@ struct StatsBatch {
   std::vector<RandomStream> streams;
   std::int64_t vocab;
 
-  /// argmax_only: every token is its draft row's argmax (what a greedy draft draws).
+  /// argmax_only: every token is its draft row's argmax (what a greedy draft draws). Logits are
+  /// normal with standard deviation `spread` (an LLM's rows are peaked: larger spreads).
   StatsBatch(const std::vector<std::int32_t>& gammas, std::int64_t v, std::uint64_t seed,
-             bool argmax_only = false)
+             bool argmax_only = false, double spread = 2.0)
       : vocab(v) {
     toy::ToyRandom rng(seed);
     offsets.push_back(0);
     for (const std::int32_t g : gammas) offsets.push_back(offsets.back() + g);
     const std::int64_t drafts = offsets.back(), batch = static_cast<std::int64_t>(gammas.size());
-    for (std::int64_t r = 0; r < drafts * v; ++r) draft.push_back(static_cast<float>(2.0 * rng.normal()));
+    for (std::int64_t r = 0; r < drafts * v; ++r) draft.push_back(static_cast<float>(spread * rng.normal()));
     for (std::int64_t b = 0; b < batch; ++b) {
       for (std::int32_t i = 0; i <= gammas[static_cast<std::size_t>(b)]; ++i) {
         const std::int64_t d = offsets[static_cast<std::size_t>(b)] +
@@ -130,6 +131,7 @@ void cpu_chain(const StatsBatch& c, const Warp& w, std::vector<std::int32_t>& em
 /// The CUDA launcher's tokens and counts on the emulation.
 struct CudaChainRun {
   std::vector<std::int32_t> emitted, accepted;
+  double target_reads, draft_reads;  // bytes read per byte of the rows
 };
 CudaChainRun cuda_chain(const StatsBatch& c, const Warp& w) {
   StatsBuffer<float> target("target", c.target), draft("draft", c.draft);
@@ -144,30 +146,81 @@ CudaChainRun cuda_chain(const StatsBatch& c, const Warp& w) {
                                        tokens.get(),           c.streams.data(),  emitted.get(),
                                        accepted.get()};
   const cuda_impl::DeviceWarp dw{w.temperature, w.top_k, w.top_p, w.min_p};
+  emu::ledger.reset();
   REQUIRE(cuda_impl::verify_chain_batch_logits(p, &dw, 1, workspace.get(), nullptr) == cudaSuccess);
-  return {emitted.values(), accepted.values()};
+  return {emitted.values(), accepted.values(), emu::ledger.region("target").reads_per_byte(),
+          c.drafts() > 0 ? emu::ledger.region("draft").reads_per_byte() : 0.0};
 }
+
+}  // namespace
+
+namespace {
+
+/// A case of the bit-for-bit test: the warp, V, the emulated SM count (1, a few or every tile a
+/// block of its own) and the seed.
+struct StatsCase {
+  Warp warp;
+  std::int64_t vocab;
+  int sm_count;
+  std::uint64_t seed;
+};
 
 }  // namespace
 
 TEST_CASE("chain from logits on the statistics path: the CPU's tokens bit for bit",
           "[backend][cuda_kernel][chain_statistics]") {
-  const Warp warp = GENERATE(Warp{.temperature = 1.0f}, Warp{.temperature = 0.7f},
-                             Warp{.temperature = 0.0f});
-  // (V, SMs, seed): one tile per row; several tiles with one block per row, a few, or one per
-  // tile (the emulated device's SM count sets the split).
-  const auto [vocab, sm_count, seed] = GENERATE(table<std::int64_t, int, std::uint64_t>(
-      {{300, 132, 1}, {9000, 1, 2}, {9000, 4, 3}, {20000, 132, 4}, {20000, 8, 5}}));
-  const StatsBatch c({2, 0, 4}, vocab, 10 * seed + static_cast<std::uint64_t>(vocab),
-                     warp.is_greedy());
-  emu::runtime.sm_count = sm_count;
-  emu::ledger.seed = seed;  // the order blocks run in
+  const Warp t1{.temperature = 1.0f}, t07{.temperature = 0.7f}, greedy{.temperature = 0.0f};
+  const Warp p09{.temperature = 0.8f, .top_p = 0.9f}, p05{.temperature = 1.2f, .top_p = 0.5f};
+  const StatsCase k = GENERATE_COPY(values<StatsCase>({{t1, 300, 132, 1},
+                                                       {t1, 20000, 8, 2},
+                                                       {t07, 9000, 1, 3},
+                                                       {t07, 20000, 132, 4},
+                                                       {greedy, 9000, 4, 5},
+                                                       {greedy, 50, 132, 6},
+                                                       {p09, 50, 132, 7},
+                                                       {p09, 9000, 4, 8},
+                                                       {p09, 20000, 132, 9},
+                                                       {p05, 300, 132, 10},
+                                                       {p05, 9000, 1, 11}}));
+  // Tokens a cutting or greedy draft can have drawn: its rows' argmax. Peaked rows for top-p (a
+  // nucleus of a few hundred entries, as an LLM's).
+  const bool top_p = k.warp.top_p < 1.0f;
+  const StatsBatch c({2, 0, 4}, k.vocab, 10 * k.seed + static_cast<std::uint64_t>(k.vocab),
+                     k.warp.is_greedy() || top_p, top_p ? 4.0 : 2.0);
+  emu::runtime.sm_count = k.sm_count;
+  emu::ledger.seed = k.seed;  // the order blocks run in
+  std::vector<std::int32_t> emitted, accepted;
+  cpu_chain(c, k.warp, emitted, accepted);
+  const CudaChainRun run = cuda_chain(c, k.warp);
+  emu::runtime.sm_count = 132;
+  INFO("T " << k.warp.temperature << ", top-p " << k.warp.top_p << ", V " << k.vocab
+            << ", blocks per row "
+            << cuda_impl::row_split(2 * c.drafts() + c.batch(), k.vocab, k.sm_count).blocks_per_row);
+  CHECK(run.accepted == accepted);
+  CHECK(run.emitted == emitted);
+  // The statistics, the nucleus (top-p), the draws; a row whose nucleus candidates overflow
+  // their list adds the radix search's six passes (rows of a tile or more: a short row's drafted
+  // entries and draws weigh more).
+  if (k.vocab >= 1024) {
+    CHECK(run.target_reads <= (top_p ? 10.0 : 2.2));
+    CHECK(run.draft_reads <= (top_p ? 10.0 : 2.2));
+  }
+}
+
+TEST_CASE("chain from logits with top-p: a nucleus of many candidates and ties at its cut is the "
+          "CPU's",
+          "[backend][cuda_kernel][chain_statistics]") {
+  // Rows of equal logits but for a few: the nucleus cut falls in a run of ties, and the entries
+  // at the gate overflow the candidate list (the search over the row takes over).
+  StatsBatch c({2, 1}, 9000, 111);
+  for (float& x : c.target) x = x > 5.0f ? 3.0f : 0.0f;
+  for (float& x : c.draft) x = x > 5.0f ? 3.0f : 0.0f;
+  const Warp warp{.temperature = 1.0f, .top_p = 0.6f};
   std::vector<std::int32_t> emitted, accepted;
   cpu_chain(c, warp, emitted, accepted);
+  emu::runtime.sm_count = GENERATE(1, 132);
   const CudaChainRun run = cuda_chain(c, warp);
   emu::runtime.sm_count = 132;
-  INFO("T " << warp.temperature << ", V " << vocab << ", blocks per row "
-            << cuda_impl::row_split(2 * c.drafts() + c.batch(), vocab, sm_count).blocks_per_row);
   CHECK(run.accepted == accepted);
   CHECK(run.emitted == emitted);
 }
@@ -379,4 +432,33 @@ TEST_CASE("launch configuration: a chain step at B = 1, V = 128256 puts a block 
   CHECK((split.blocks_per_row - 1) * split.tiles_per_block < split.tiles);  // no empty block
   // At B = 256 a block per row already fills the device twice over.
   CHECK(cuda_impl::row_split(256 * 11, 128256, cuda_impl::kH100Sms).blocks_per_row == 1);
+}
+
+TEST_CASE("ledger: the chain step from logits with top-p reads each logit at most twice, three "
+          "times on the rows drawn from",
+          "[backend][cuda_kernel][chain_statistics][ledger]") {
+  emu::ledger.clear();
+  const Warp warp{.temperature = 0.8f, .top_p = 0.9f};
+  const std::int64_t v = 12000;
+  const StatsBatch c({3, 2}, v, 121, true, 4.0);
+  std::vector<std::int32_t> emitted, accepted;
+  cpu_chain(c, warp, emitted, accepted);
+  const CudaChainRun run = cuda_chain(c, warp);
+  REQUIRE(run.accepted == accepted);
+  REQUIRE(run.emitted == emitted);
+  double drawn_target = 0, drawn_draft = 0;
+  for (std::int64_t b = 0; b < c.batch(); ++b) {
+    const std::int32_t g = c.offsets[static_cast<std::size_t>(b) + 1] - c.offsets[static_cast<std::size_t>(b)];
+    drawn_target += 1;
+    drawn_draft += accepted[static_cast<std::size_t>(b)] < g ? 1 : 0;
+  }
+  const double target_rows = static_cast<double>(c.drafts() + c.batch());
+  const double drafts = static_cast<double>(c.drafts());
+  // Statistics and nucleus: twice; the gate's sample of 1024 entries; each drawn row once more
+  // with its scanned blocks.
+  const double twice = 2.0 + 1024.0 / static_cast<double>(v);
+  const double drawn = 1.0 + 2.0 * 1024.0 / static_cast<double>(v);
+  INFO("target reads per byte " << run.target_reads << ", draft " << run.draft_reads);
+  CHECK(run.target_reads <= twice + drawn * drawn_target / target_rows + 0.01);
+  CHECK(run.draft_reads <= twice + drawn * drawn_draft / drafts + 0.01);
 }

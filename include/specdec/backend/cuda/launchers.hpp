@@ -79,13 +79,19 @@ constexpr std::size_t chain_workspace_size(std::int64_t batch) {
          device_round_up(b * sizeof(RandomStream));
 }
 
+/// Candidates of a row's nucleus the statistics path orders on the device (more fall back to a
+/// search over the row).
+inline constexpr std::int64_t kNucleusListSize = 4096;
+
 /// Device bytes of the statistics of `rows` rows of `vocab` logits split over blocks: a TileStats
-/// (16 bytes) per 1024-entry tile, a counter and a RowStats (32 bytes) per row.
+/// (16 bytes) per 1024-entry tile; per row three counters, a RowStats (32 bytes), the gate of its
+/// nucleus candidates and a list of kNucleusListSize candidate keys.
 constexpr std::size_t row_stats_workspace_size(std::int64_t rows, std::int64_t vocab) {
   const auto r = static_cast<std::size_t>(rows < 0 ? 0 : rows);
   const auto tiles = static_cast<std::size_t>(vocab < 1 ? 1 : (vocab + 1023) / 1024);
-  return device_round_up(r * tiles * 16) + device_round_up(r * sizeof(unsigned int)) +
-         device_round_up(r * 32);
+  return device_round_up(r * tiles * 16) + device_round_up(3 * r * sizeof(unsigned int)) +
+         device_round_up(r * 32) + device_round_up(r * sizeof(float)) +
+         device_round_up(r * static_cast<std::size_t>(kNucleusListSize) * sizeof(std::uint64_t));
 }
 
 /// Device bytes verify_chain_batch_logits needs for B sequences of G drafts in all:

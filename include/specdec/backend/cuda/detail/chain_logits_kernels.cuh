@@ -89,21 +89,28 @@ __global__ void __launch_bounds__(kTargetOnlyThreads)
   const std::int64_t first_target = first_draft + b;
   const RandomStream stream = streams[b];
   const Global<std::int32_t> out = emitted + first_target;
-  const auto row = [&](std::int64_t r) {
-    const RowStats s = stats[r];
-    return WarpedLogitValue<T>{rows.row(r), s.warp_stats()};
+  // A row's statistics, read by one thread for the block.
+  __shared__ RowStats row_stats[2];
+  const auto load_stats = [&](std::int64_t target_row, std::int64_t draft_row) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      row_stats[0] = stats[target_row];
+      if (draft_row >= 0) row_stats[1] = stats[draft_row];
+    }
+    __syncthreads();
   };
   bool invalid = false;
   int i = 0;
   for (; i < gamma; ++i) {
     const std::int32_t x = tokens[first_draft + i];
     const std::int64_t target_row = first_target + i, draft_row = rows.target_rows + first_draft + i;
-    if (x < 0 || x >= n || RowStats(stats[target_row]).invalid != 0 ||
-        RowStats(stats[draft_row]).invalid != 0) {
+    load_stats(target_row, draft_row);
+    if (x < 0 || x >= n || row_stats[0].invalid != 0 || row_stats[1].invalid != 0) {
       invalid = true;
       break;
     }
-    const WarpedLogitValue<T> p = row(target_row), q = row(draft_row);
+    const WarpedLogitValue<T> p{rows.row(target_row), row_stats[0].warp_stats()};
+    const WarpedLogitValue<T> q{rows.row(draft_row), row_stats[1].warp_stats()};
     const float qx = q(x);
     if (!(qx > 0.0f)) {  // the draft cannot have drawn x
       invalid = true;
@@ -119,12 +126,14 @@ __global__ void __launch_bounds__(kTargetOnlyThreads)
     break;
   }
   if (i == gamma && !invalid) {
-    if (RowStats(stats[first_target + gamma]).invalid != 0) {
+    load_stats(first_target + gamma, -1);
+    if (row_stats[0].invalid != 0) {
       invalid = true;
     } else {
       const RandomStream s =
           stream.at_position(stream.position + static_cast<std::uint32_t>(gamma));
-      const int token = draw_warped(row(first_target + gamma), n, s.uniform(0), sh);
+      const WarpedLogitValue<T> bonus{rows.row(first_target + gamma), row_stats[0].warp_stats()};
+      const int token = draw_warped(bonus, n, s.uniform(0), sh);
       if (threadIdx.x == 0) out[gamma] = token;
     }
   }

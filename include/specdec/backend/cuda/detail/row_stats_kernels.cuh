@@ -9,6 +9,7 @@
 // IWYU pragma: private
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "specdec/backend/cuda/detail/global.cuh"
@@ -16,6 +17,7 @@
 #include "specdec/backend/cuda/launchers.hpp"
 #include "specdec/backend/cuda/row_split.hpp"
 #include "specdec/core/order_key.hpp"
+#include "specdec/core/warp_rows.hpp"
 #include "specdec/core/tile_combine.hpp"
 #include "specdec/core/warped_probability.hpp"
 
@@ -117,8 +119,78 @@ struct RowWarps {
   }
 };
 
+/// Rows at most this long are cut by one thread exactly as the CPU's complete path (every
+/// positive entry a candidate, the kept mass summed in id order): they need no gate.
+inline constexpr std::int64_t kSmallNucleusRow = 64;
+
+/// Whether a row's warp cuts by top-p alone (the statistics path's only cut).
+__device__ __forceinline__ bool top_p_only(const DeviceWarp& w, std::int64_t n) {
+  return w.temperature > 0.0f && w.top_p < 1.0f && (w.top_k == 0 || w.top_k >= n) &&
+         !(w.min_p > 0.0f);
+}
+
+/// The softmax probability of a logit under the row's statistics.
+__device__ __forceinline__ float softmax_of(const RowStats& s, float logit) {
+  return specdec::detail::exp_flush(specdec::detail::scaled_exponent(logit, s.max,
+                                                                     s.inv_temperature)) *
+         s.inv_sum;
+}
+
+struct GateShared {
+  double mass[128];
+};
+
+/// The gate of a top-p row, by the whole block: below it lies less than (1 - top_p) / 2 of the
+/// mass, estimated from a sample of 1024 entries (bins of 0.25 in (logit - max) / T, two bins of
+/// margin); short rows take the CPU's prune bound (1 - top_p) / (2 n), which never cuts the
+/// nucleus. Only a guess for long rows: the cut is checked against it.
+/// The CPU's prune bound as a gate: no entry below (1 - top_p) / (2 n) can be in the nucleus (all
+/// of them hold less than 1 - top_p); a margin covers rounding.
+__device__ __forceinline__ float prune_gate(std::int64_t n, float top_p, const RowStats& s) {
+  const double bound = 0.5 * (1.0 - static_cast<double>(top_p)) / static_cast<double>(n);
+  return static_cast<float>(static_cast<double>(s.max) +
+                            (log(bound / static_cast<double>(s.inv_sum)) - 0.01) /
+                                static_cast<double>(s.inv_temperature));
+}
+
+template <class T>
+__device__ float nucleus_gate(Global<const T> row, std::int64_t n, float top_p,
+                              const RowStats& s, GateShared& sh) {
+  constexpr int kSample = 1024, kBins = 128;
+  constexpr float kBinWidth = 0.25f;
+  const float prune = prune_gate(n, top_p, s);
+  if (n < 8 * kSample) return prune;
+  for (int b = static_cast<int>(threadIdx.x); b < kBins; b += static_cast<int>(blockDim.x))
+    sh.mass[b] = 0.0;
+  __syncthreads();
+  // 32 runs of 32 neighbours spread over the row: a warp's sample loads are coalesced.
+  const std::int64_t stride = n / 32;
+  for (int k = static_cast<int>(threadIdx.x); k < kSample; k += static_cast<int>(blockDim.x)) {
+    const std::int64_t at = (k / 32) * stride + k % 32;
+    const float z = specdec::detail::scaled_exponent(specdec::detail::to_float(row[at]), s.max,
+                                                     s.inv_temperature);
+    const int bin = z > -kBins * kBinWidth ? static_cast<int>(-z / kBinWidth) : kBins - 1;
+    atomicAdd(&sh.mass[bin], static_cast<double>(specdec::detail::exp_flush(z)));
+  }
+  __syncthreads();
+  const double weight = static_cast<double>(n) / kSample * static_cast<double>(s.inv_sum);
+  const double allowance = 0.5 * (1.0 - static_cast<double>(top_p));
+  double below = 0.0;
+  for (int b = kBins - 1; b >= 1; --b) {
+    below += weight * sh.mass[b];
+    if (below > allowance) {
+      const float estimate = s.max - static_cast<float>(b + 2) * kBinWidth / s.inv_temperature;
+      return b + 2 < kBins && estimate > prune ? estimate : prune;
+    }
+  }
+  return prune;  // the sample saw the mass only at the top (a peaked row): it tells nothing
+}
+
 struct StatsShared {
   float tile[kStatsWarps][kTile];
+  GateShared gate;
+  RowStats row;
+  DeviceWarp warp;
   int last;
 };
 
@@ -193,17 +265,21 @@ struct TileSums {
 
 /// The statistics of every row of `rows` (row r of the set is blockIdx.x), blockIdx.y taking
 /// split.tiles_per_block tiles of it: TileStats into tiles[r * split.tiles ..], and from the last
-/// block of the row RowStats into stats[r]. counters[r] must be 0 at launch; it is 0 again after.
+/// block of the row RowStats into stats[r] and, for a warp cutting by top-p alone, the gate of
+/// its nucleus candidates into gates[r] (when gates is not null). counters[r] must be 0 at
+/// launch; it is 0 again after.
 template <class T>
 __global__ void __launch_bounds__(kStatsThreads)
     row_stats_kernel(LogitRowSet<T> rows, std::int64_t n, RowSplit split, RowWarps warps,
                      Global<TileStats> tiles, Global<unsigned int> counters,
-                     Global<RowStats> stats) {
+                     Global<RowStats> stats, Global<float> gates) {
   expect_block_threads(kStatsThreads);
   __shared__ StatsShared sh;
   const std::int64_t r = blockIdx.x;
   const Global<const T> row = rows.row(r);
-  const DeviceWarp w = warps.of(r);
+  if (threadIdx.x == 0) sh.warp = warps.of(r);  // one read of a per-row warp, not one per thread
+  __syncthreads();
+  const DeviceWarp w = sh.warp;
   const bool greedy = w.temperature == 0.0f;
   const float inv_t = greedy ? 1.0f : 1.0f / w.temperature;
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
@@ -227,28 +303,35 @@ __global__ void __launch_bounds__(kStatsThreads)
     sh.last = done + 1 == static_cast<unsigned int>(split.blocks_per_row) ? 1 : 0;
   }
   __syncthreads();
-  if (sh.last == 0 || threadIdx.x != 0) return;
+  if (sh.last == 0) return;
   __threadfence();
-  counters[r] = 0u;
-  std::int32_t bad = 0;
-  for (std::int64_t t = 0; t < split.tiles; ++t) bad |= TileStats(row_tiles[t]).bad;
-  const specdec::detail::RowSum sum =
-      specdec::detail::combine_tiles(TileSums{row_tiles}, split.tiles, inv_t);
-  RowStats out{inv_t, sum.max, 1.0f / static_cast<float>(sum.sum), -1, 0, 0.0f, -1, 1.0f};
-  out.invalid = bad != 0 || !(sum.max > specdec::kNegInf) ? 1 : 0;
-  if (greedy && out.invalid == 0) {
-    for (std::int64_t t = 0; t < split.tiles; ++t) {
-      const TileStats s = row_tiles[t];
-      if (s.max == sum.max) {
-        out.greedy = s.argmax;
-        break;
+  if (threadIdx.x == 0) {
+    counters[r] = 0u;
+    std::int32_t bad = 0;
+    for (std::int64_t t = 0; t < split.tiles; ++t) bad |= TileStats(row_tiles[t]).bad;
+    const specdec::detail::RowSum sum =
+        specdec::detail::combine_tiles(TileSums{row_tiles}, split.tiles, inv_t);
+    RowStats out{inv_t, sum.max, 1.0f / static_cast<float>(sum.sum), -1, 0, 0.0f, -1, 1.0f};
+    out.invalid = bad != 0 || !(sum.max > specdec::kNegInf) ? 1 : 0;
+    if (greedy && out.invalid == 0) {
+      for (std::int64_t t = 0; t < split.tiles; ++t) {
+        const TileStats s = row_tiles[t];
+        if (s.max == sum.max) {
+          out.greedy = s.argmax;
+          break;
+        }
       }
+      out.inv_temperature = 1.0f;
+      out.max = 0.0f;
+      out.inv_sum = 1.0f;
     }
-    out.inv_temperature = 1.0f;
-    out.max = 0.0f;
-    out.inv_sum = 1.0f;
+    stats[r] = out;
+    sh.row = out;
   }
-  stats[r] = out;
+  __syncthreads();
+  if (gates == nullptr || !top_p_only(w, n) || sh.row.invalid != 0 || n <= kSmallNucleusRow) return;
+  const float gate = nucleus_gate(row, n, w.top_p, sh.row, sh.gate);
+  if (threadIdx.x == 0) gates[r] = gate;
 }
 
 }  // namespace detail

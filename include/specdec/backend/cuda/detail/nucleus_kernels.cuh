@@ -1,0 +1,305 @@
+// SPDX-License-Identifier: MIT
+// The top-p cut of rows whose softmax statistics are known (the middle launch of the chain step
+// and of the warp), a row split over blocks as the statistics are. The nucleus is the shortest
+// prefix of the row ranked by probability (descending, ties to the lowest id) whose mass reaches
+// top_p, as core/top_p.hpp defines it. The blocks of a row gather the entries at or above the
+// row's gate (an estimate from a strided sample, like the CPU's) into a per-row list; the last
+// block to finish orders the list and walks it. Masses are sums of probabilities of at least
+// 2^-30 in double, so exact and the same in any order: the cut, its last id and 1 / kept mass are
+// the CPU's bits. An estimated gate that proves too high is replaced by the CPU's prune bound (one
+// more pass); a list that overflows falls back to a radix search over the row (six passes).
+// IWYU pragma: private
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "specdec/backend/cuda/detail/block_reduce.cuh"
+#include "specdec/backend/cuda/detail/row_stats_kernels.cuh"
+#include "specdec/core/warp_rows.hpp"
+#include "specdec/core/warped_probability.hpp"
+
+namespace specdec::backend::cuda_impl::detail {
+
+/// Candidates a row's list holds (ordered in shared memory by the last block).
+inline constexpr int kNucleusList = static_cast<int>(kNucleusListSize);
+
+/// A candidate's key: the probability's bits above the complement of its id, so that descending
+/// keys are the ranking (probabilities >= 0 order as their bits).
+__device__ __forceinline__ std::uint64_t nucleus_key(float p, std::int64_t id) {
+  return (static_cast<std::uint64_t>(specdec::detail::float_bits(p)) << 32) |
+         (0xffffffffu - static_cast<std::uint32_t>(id));
+}
+__device__ __forceinline__ float key_value(std::uint64_t key) {
+  return specdec::detail::bits_float(static_cast<std::uint32_t>(key >> 32));
+}
+__device__ __forceinline__ std::int32_t key_id(std::uint64_t key) {
+  return static_cast<std::int32_t>(0xffffffffu - static_cast<std::uint32_t>(key));
+}
+
+struct NucleusShared {
+  std::uint64_t keys[kNucleusList];
+  double bucket_mass[256];
+  double above;
+  DeviceWarp warp;
+  RowStats row;
+  unsigned int u[32];
+  int last;
+  int found;
+};
+
+/// Sorts sh.keys[0, count) descending by the whole block (bitonic, padded with zero keys).
+__device__ void sort_keys_descending(int count, NucleusShared& sh) {
+  int size = 1;
+  while (size < count) size *= 2;
+  for (int i = count + static_cast<int>(threadIdx.x); i < size; i += static_cast<int>(blockDim.x))
+    sh.keys[i] = 0;
+  __syncthreads();
+  for (int k = 2; k <= size; k *= 2) {
+    for (int j = k / 2; j > 0; j /= 2) {
+      for (int i = static_cast<int>(threadIdx.x); i < size; i += static_cast<int>(blockDim.x)) {
+        const int partner = i ^ j;
+        if (partner > i) {
+          const bool descending = (i & k) == 0;
+          const std::uint64_t a = sh.keys[i], b = sh.keys[partner];
+          if (descending ? a < b : a > b) {
+            sh.keys[i] = b;
+            sh.keys[partner] = a;
+          }
+        }
+      }
+      __syncthreads();
+    }
+  }
+}
+
+/// The cut from the `count` candidates of `list` (all at or above `gate`), by the whole block:
+/// ordered by rank, walked until their mass reaches top_p. The cut stands when every entry left
+/// out ranks after it; returns whether it did (and then writes it into `out`).
+__device__ bool cut_from_list(Global<const std::uint64_t> list, unsigned int count, float gate,
+                              double top_p, RowStats& out, NucleusShared& sh) {
+  if (count > static_cast<unsigned int>(kNucleusList)) return false;
+  for (int j = static_cast<int>(threadIdx.x); j < static_cast<int>(count);
+       j += static_cast<int>(blockDim.x)) {
+    sh.keys[j] = list[j];
+  }
+  sort_keys_descending(static_cast<int>(count), sh);
+  if (threadIdx.x == 0) {
+    sh.found = 0;
+    double running = 0.0;
+    for (unsigned int j = 0; j < count; ++j) {
+      running += static_cast<double>(key_value(sh.keys[j]));
+      if (!specdec::detail::reaches_nucleus(running, top_p)) continue;
+      const float value = key_value(sh.keys[j]);
+      if (value > softmax_of(out, gate)) {
+        out.top_p_value = value;
+        out.top_p_last = key_id(sh.keys[j]);
+        out.inv_top_p_kept = static_cast<float>(1.0 / running);
+        sh.found = 1;
+      }
+      break;
+    }
+  }
+  __syncthreads();
+  const bool found = sh.found != 0;
+  __syncthreads();
+  return found;
+}
+
+/// Gathers the entries [begin, end) of the row at or above `gate` into `list` by the whole
+/// block, counted in count[r] (more than the list holds are counted, not kept).
+template <class T>
+__device__ void gather_candidates(Global<const T> row, std::int64_t begin, std::int64_t end,
+                                          float gate, const RowStats& s,
+                                          Global<std::uint64_t> list, Global<unsigned int> count,
+                                          std::int64_t r) {
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  for (std::int64_t base = begin; base < end; base += blockDim.x) {
+    const std::int64_t i = base + threadIdx.x;
+    const float logit = i < end ? specdec::detail::to_float(row[i]) : specdec::kNegInf;
+    const float p = logit >= gate ? softmax_of(s, logit) : 0.0f;
+    const unsigned int mask = __ballot_sync(0xffffffffu, p > 0.0f);
+    unsigned int slot = 0;
+    if (lane == 0 && mask != 0u) slot = count.atomic_add(r, static_cast<unsigned int>(__popc(mask)));
+    slot = __shfl_sync(0xffffffffu, slot, 0);
+    if (p > 0.0f) {
+      const unsigned int at = slot + static_cast<unsigned int>(__popc(mask & ((1u << lane) - 1u)));
+      if (at < static_cast<unsigned int>(kNucleusList)) list[at] = nucleus_key(p, i);
+    }
+  }
+}
+
+/// The cut by a radix search over the row (the fallback): four passes, each resolving 8 more bits
+/// of the cut value by a histogram of the entries that share the bits found so far (their masses
+/// exact in double, so the same in any order), then one pass for the ties at the value, entered
+/// by id. Writes the cut into `out`; a row whose mass falls short of top_p keeps no cut.
+template <class T>
+__device__ void search_nucleus(Global<const T> row, std::int64_t n, double top_p, RowStats& out,
+                               NucleusShared& sh) {
+  std::uint32_t prefix = 0;  // the cut's bits found so far
+  double above = 0.0;        // the mass of the entries ranked above the prefix's range
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    for (int b = static_cast<int>(threadIdx.x); b < 256; b += static_cast<int>(blockDim.x))
+      sh.bucket_mass[b] = 0.0;
+    __syncthreads();
+    for (std::int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+      const float p = softmax_of(out, specdec::detail::to_float(row[i]));
+      const std::uint32_t bits = specdec::detail::float_bits(p);
+      if (p > 0.0f && (shift == 24 || (bits >> (shift + 8)) == (prefix >> (shift + 8)))) {
+        atomicAdd(&sh.bucket_mass[(bits >> shift) & 0xffu], static_cast<double>(p));
+      }
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      int at = -1;
+      double mass = above;
+      for (int b = 255; b >= 0; --b) {
+        if (specdec::detail::reaches_nucleus(mass + sh.bucket_mass[b], top_p)) {
+          at = b;
+          break;
+        }
+        mass += sh.bucket_mass[b];
+      }
+      sh.found = at;
+      sh.above = mass;
+    }
+    __syncthreads();
+    if (sh.found < 0) return;  // rounding left the row short of top_p
+    prefix |= static_cast<std::uint32_t>(sh.found) << shift;
+    above = sh.above;
+    __syncthreads();
+  }
+  const float v = specdec::detail::bits_float(prefix);
+  unsigned int ties = 0;
+  for (std::int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    ties += specdec::detail::float_bits(softmax_of(out, specdec::detail::to_float(row[i]))) == prefix;
+  }
+  ties = block_all_reduce(ties, Plus{}, sh.u);
+  const std::int64_t need = specdec::detail::ties_in_nucleus(above, static_cast<double>(v),
+                                                             static_cast<std::int64_t>(ties), top_p);
+  if (threadIdx.x == 0) {
+    std::int64_t seen = 0, last = n - 1;
+    for (std::int64_t i = 0; i < n; ++i) {
+      seen += specdec::detail::float_bits(softmax_of(out, specdec::detail::to_float(row[i]))) == prefix;
+      if (seen == need) {
+        last = i;
+        break;
+      }
+    }
+    out.top_p_value = v;
+    out.top_p_last = static_cast<std::int32_t>(last);
+    out.inv_top_p_kept =
+        static_cast<float>(1.0 / (above + static_cast<double>(need) * static_cast<double>(v)));
+  }
+}
+
+/// A row of at most kSmallNucleusRow entries, by thread 0 as the CPU's complete path: every
+/// positive entry ranked, the cut where the mass summed by rank reaches top_p (the last entry
+/// when rounding leaves it short), the kept mass summed in id order.
+template <class T>
+__device__ void small_nucleus(Global<const T> row, std::int64_t n, double top_p, RowStats& out) {
+  std::uint64_t keys[kSmallNucleusRow];
+  int m = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float p = softmax_of(out, specdec::detail::to_float(row[i]));
+    if (p > 0.0f) keys[m++] = nucleus_key(p, i);
+  }
+  double total = 0.0;
+  for (int j = 0; j < m; ++j) total += static_cast<double>(key_value(keys[j]));
+  if (!specdec::detail::reaches_nucleus(total, top_p)) return;  // the CPU keeps the row whole
+  for (int j = 1; j < m; ++j) {  // insertion sort, descending
+    const std::uint64_t key = keys[j];
+    int k = j;
+    for (; k > 0 && keys[k - 1] < key; --k) keys[k] = keys[k - 1];
+    keys[k] = key;
+  }
+  int at = m - 1;
+  double running = 0.0;
+  for (int j = 0; j < m; ++j) {
+    running += static_cast<double>(key_value(keys[j]));
+    if (specdec::detail::reaches_nucleus(running, top_p)) {
+      at = j;
+      break;
+    }
+  }
+  out.top_p_value = key_value(keys[at]);
+  out.top_p_last = key_id(keys[at]);
+  double kept = 0.0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float p = softmax_of(out, specdec::detail::to_float(row[i]));
+    if (p > 0.0f && !specdec::detail::below_cut(p, i, out.top_p_value, out.top_p_last))
+      kept += static_cast<double>(p);
+  }
+  out.inv_top_p_kept = static_cast<float>(1.0 / kept);
+}
+
+/// The top-p cut of every row of `rows` whose warp cuts by top-p alone (row r is blockIdx.x,
+/// blockIdx.y takes split.tiles_per_block tiles of it), into stats[r]: the candidates at or above
+/// gates[r] (row_stats_kernel's last block wrote it) go to the row's list of kNucleusList keys,
+/// counted in counts[r]. counts[r] and counters[r] must be 0 at launch; they are 0 again after.
+template <class T>
+__global__ void __launch_bounds__(kStatsThreads)
+    nucleus_kernel(LogitRowSet<T> rows, std::int64_t n, RowSplit split, RowWarps warps,
+                   Global<const float> gates, Global<unsigned int> counts,
+                   Global<std::uint64_t> lists, Global<unsigned int> counters,
+                   Global<RowStats> stats) {
+  expect_block_threads(kStatsThreads);
+  __shared__ NucleusShared sh;
+  const std::int64_t r = blockIdx.x;
+  if (threadIdx.x == 0) {  // one read of the row's warp and statistics, not one per thread
+    sh.warp = warps.of(r);
+    if (top_p_only(sh.warp, n)) sh.row = stats[r];
+  }
+  __syncthreads();
+  const DeviceWarp w = sh.warp;
+  if (!top_p_only(w, n)) return;
+  RowStats s = sh.row;
+  if (s.invalid != 0) return;
+  const Global<const T> row = rows.row(r);
+  const Global<std::uint64_t> list = lists + r * kNucleusList;
+  const float gate = n > kSmallNucleusRow ? gates[r] : 0.0f;
+  if (n > kSmallNucleusRow) {
+    // This block's candidates, read side by side; a warp reserves its slots with one atomic.
+    const std::int64_t begin = blockIdx.y * split.tiles_per_block * kTile;
+    const std::int64_t stop = (blockIdx.y + 1) * split.tiles_per_block * kTile;
+    gather_candidates(row, begin, stop < n ? stop : n, gate, s, list, counts, r);
+  }
+  // The last block of the row to finish finds the cut.
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    const unsigned int done = counters.atomic_add(r, 1u);
+    sh.last = done + 1 == static_cast<unsigned int>(split.blocks_per_row) ? 1 : 0;
+  }
+  __syncthreads();
+  if (sh.last == 0) return;
+  __threadfence();
+  const double top_p = static_cast<double>(w.top_p);
+  if (n <= kSmallNucleusRow) {
+    if (threadIdx.x == 0) {
+      small_nucleus(row, n, top_p, s);
+      counters[r] = 0u;
+      stats[r] = s;
+    }
+    return;
+  }
+  bool found = cut_from_list(list, counts[r], gate, top_p, s, sh);
+  const float prune = prune_gate(n, w.top_p, s);
+  if (!found && gate > prune) {
+    // The estimated gate was too high: gather again behind the prune bound, in one pass.
+    __syncthreads();
+    if (threadIdx.x == 0) counts[r] = 0u;
+    __syncthreads();
+    gather_candidates(row, 0, n, prune, s, list, counts, r);
+    __syncthreads();
+    found = cut_from_list(list, counts[r], prune, top_p, s, sh);
+  }
+  if (!found) search_nucleus(row, n, top_p, s, sh);
+  if (threadIdx.x == 0) {
+    counters[r] = 0u;
+    counts[r] = 0u;
+    stats[r] = s;
+  }
+}
+
+}  // namespace specdec::backend::cuda_impl::detail

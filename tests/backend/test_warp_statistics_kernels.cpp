@@ -62,9 +62,8 @@ std::vector<T> warp_path_logits(std::int64_t rows, std::int64_t stride, std::uin
 
 /// The CPU backend's warped rows (packed, vocab apart).
 template <class T>
-std::vector<float> cpu_warped(const std::vector<T>& logits, std::int64_t rows,
-                              std::int64_t vocab, std::int64_t stride,
-                              const std::vector<Warp>& warps) {
+std::vector<float> cpu_warped(const std::vector<T>& logits, std::int64_t rows, std::int64_t vocab,
+                              std::int64_t stride, const std::vector<Warp>& warps) {
   std::vector<float> out(static_cast<std::size_t>(rows * vocab));
   Workspace ws(workspace_size(backend::cpu, WarpBatchShape{rows, vocab}));
   warp_logits_batch(backend::cpu, MatrixView<const T>(logits.data(), rows, vocab, stride), warps,
@@ -74,9 +73,8 @@ std::vector<float> cpu_warped(const std::vector<T>& logits, std::int64_t rows,
 
 /// The CUDA backend's warped rows on the emulation, through the public entry point.
 template <class T>
-std::vector<float> cuda_warped(const std::vector<T>& logits, std::int64_t rows,
-                               std::int64_t vocab, std::int64_t stride,
-                               const std::vector<Warp>& warps) {
+std::vector<float> cuda_warped(const std::vector<T>& logits, std::int64_t rows, std::int64_t vocab,
+                               std::int64_t stride, const std::vector<Warp>& warps) {
   WarpPathBuffer<T> input("logits", logits);
   WarpPathBuffer<float> output("warped", static_cast<std::size_t>(rows * vocab));
   WarpPathBuffer<unsigned char> workspace(
@@ -112,8 +110,8 @@ void check_warp_path_bits(std::int64_t rows, std::int64_t vocab, std::int64_t st
 
 TEST_CASE("warp on the statistics path: the CPU backend's rows bit for bit",
           "[backend][cuda_kernel][warp_statistics]") {
-  const Warp warp = GENERATE(Warp{.temperature = 1.0f}, Warp{.temperature = 0.7f},
-                             Warp{.temperature = 0.0f});
+  const Warp warp =
+      GENERATE(Warp{.temperature = 1.0f}, Warp{.temperature = 0.7f}, Warp{.temperature = 0.0f});
   // (V, SMs, row stride, seed): one partial tile per row; one block per row (9 tiles), 3 blocks
   // of 3 tiles with rows not 16-byte aligned, one block per tile, 5 blocks of 4 tiles (the
   // emulated device's SM count sets the split).
@@ -141,9 +139,8 @@ TEST_CASE("warp on the statistics path: the CPU backend's rows bit for bit",
 TEST_CASE("warp on the statistics path: a top-k of the whole row does not cut",
           "[backend][cuda_kernel][warp_statistics]") {
   const std::int64_t vocab = 2500;
-  check_warp_path_bits<float>(2, vocab, vocab,
-                              {Warp{.temperature = 0.9f, .top_k = static_cast<std::int32_t>(vocab)}},
-                              7);
+  check_warp_path_bits<float>(
+      2, vocab, vocab, {Warp{.temperature = 0.9f, .top_k = static_cast<std::int32_t>(vocab)}}, 7);
 }
 
 TEST_CASE("warp: a batch with one warp that cuts takes the one-block-per-row kernel",
@@ -151,13 +148,15 @@ TEST_CASE("warp: a batch with one warp that cuts takes the one-block-per-row ker
   const std::int64_t rows = 2, vocab = 600;
   const std::vector<float> logits = warp_path_logits<float>(rows, vocab, 8);
   emu::ledger.reset();
-  const std::vector<float> gpu = cuda_warped(
-      logits, rows, vocab, vocab, {Warp{.temperature = 0.8f}, Warp{.temperature = 0.8f, .top_p = 0.9f}});
+  const std::vector<float> gpu =
+      cuda_warped(logits, rows, vocab, vocab,
+                  {Warp{.temperature = 0.8f}, Warp{.temperature = 0.8f, .top_p = 0.9f}});
   CHECK(emu::ledger.counts.launches == 1);
   CHECK(emu::ledger.counts.memsets == 0);
   // Still the warped rows (the cut kernel agrees with the CPU to float rounding).
-  const std::vector<float> cpu = cpu_warped(
-      logits, rows, vocab, vocab, {Warp{.temperature = 0.8f}, Warp{.temperature = 0.8f, .top_p = 0.9f}});
+  const std::vector<float> cpu =
+      cpu_warped(logits, rows, vocab, vocab,
+                 {Warp{.temperature = 0.8f}, Warp{.temperature = 0.8f, .top_p = 0.9f}});
   for (std::size_t i = 0; i < cpu.size(); ++i) REQUIRE(gpu[i] == Approx(cpu[i]).margin(1e-6));
 }
 
@@ -173,9 +172,15 @@ struct WarpPathLedger {
         vocab_(vocab) {}
 
   void run(const std::vector<cuda_impl::DeviceWarp>& warps) {
-    const cuda_impl::WarpBatchParams p{logits.get(), cuda_impl::DType::kF32, rows_, vocab_,
-                                       vocab_,       warped.get(),           vocab_,
-                                       warps.data(), static_cast<std::int64_t>(warps.size())};
+    const cuda_impl::WarpBatchParams p{logits.get(),
+                                       cuda_impl::DType::kF32,
+                                       rows_,
+                                       vocab_,
+                                       vocab_,
+                                       warped.get(),
+                                       vocab_,
+                                       warps.data(),
+                                       static_cast<std::int64_t>(warps.size())};
     REQUIRE(cuda_impl::warp_logits_batch(p, workspace.get(), nullptr) == cudaSuccess);
   }
 
@@ -186,9 +191,10 @@ struct WarpPathLedger {
 
 }  // namespace
 
-TEST_CASE("ledger: the warp on the statistics path reads each logit twice and writes each "
-          "output once",
-          "[backend][cuda_kernel][warp_statistics][ledger]") {
+TEST_CASE(
+    "ledger: the warp on the statistics path reads each logit twice and writes each "
+    "output once",
+    "[backend][cuda_kernel][warp_statistics][ledger]") {
   emu::ledger.clear();
   const std::int64_t rows = 3, v = 12000;
   WarpPathLedger w(rows, v, 11);
@@ -221,9 +227,10 @@ TEST_CASE("ledger: the warp on the statistics path reads each logit twice and wr
   CHECK(emu::ledger.counts.allocations == 0);
 }
 
-TEST_CASE("ledger: a warp per row on the statistics path copies the warps once; a greedy row's "
-          "logits are read once",
-          "[backend][cuda_kernel][warp_statistics][ledger]") {
+TEST_CASE(
+    "ledger: a warp per row on the statistics path copies the warps once; a greedy row's "
+    "logits are read once",
+    "[backend][cuda_kernel][warp_statistics][ledger]") {
   emu::ledger.clear();
   const std::int64_t rows = 3, v = 9000;
   WarpPathLedger w(rows, v, 12);

@@ -27,8 +27,7 @@ struct WarpWriteShared {
 template <class T>
 __device__ __forceinline__ void write_warped_tile(Global<const T> row, Global<float> out,
                                                   std::int64_t b, int count,
-                                                  const specdec::detail::WarpStats& s,
-                                                  float* buf) {
+                                                  const specdec::detail::WarpStats& s, float* buf) {
   const int tid = static_cast<int>(threadIdx.x);
   if (s.greedy >= 0) {  // one-hot: the logits are not needed
     for (int i = tid; i < count; i += kStatsThreads) out[b + i] = b + i == s.greedy ? 1.0f : 0.0f;
@@ -37,8 +36,10 @@ __device__ __forceinline__ void write_warped_tile(Global<const T> row, Global<fl
   constexpr int kVector = 16 / static_cast<int>(sizeof(T));
   if (count == kTile && row.vector_aligned(b)) {
     for (int v = tid; v < kTile / kVector; v += kStatsThreads) {
-      const auto packed = row.template load_vec<kVector>(b + static_cast<std::int64_t>(v) * kVector);
-      for (int j = 0; j < kVector; ++j) buf[v * kVector + j] = specdec::detail::to_float(packed.v[j]);
+      const auto packed =
+          row.template load_vec<kVector>(b + static_cast<std::int64_t>(v) * kVector);
+      for (int j = 0; j < kVector; ++j)
+        buf[v * kVector + j] = specdec::detail::to_float(packed.v[j]);
     }
     __syncthreads();
     for (int i = tid; i < kTile; i += kStatsThreads) {
@@ -48,7 +49,8 @@ __device__ __forceinline__ void write_warped_tile(Global<const T> row, Global<fl
     return;
   }
   for (int i = tid; i < count; i += kStatsThreads) {
-    out[b + i] = specdec::detail::warped_probability(s, specdec::detail::to_float(row[b + i]), b + i);
+    out[b + i] =
+        specdec::detail::warped_probability(s, specdec::detail::to_float(row[b + i]), b + i);
   }
 }
 
@@ -67,9 +69,9 @@ __global__ void __launch_bounds__(kStatsThreads)
   const Global<const T> row = rows.row(r);
   const Global<float> out_row = out + r * out_stride;
   const std::int64_t first_tile = blockIdx.y * split.tiles_per_block;
-  const std::int64_t end_tile =
-      first_tile + split.tiles_per_block < split.tiles ? first_tile + split.tiles_per_block
-                                                       : split.tiles;
+  const std::int64_t end_tile = first_tile + split.tiles_per_block < split.tiles
+                                    ? first_tile + split.tiles_per_block
+                                    : split.tiles;
   for (std::int64_t t = first_tile; t < end_tile; ++t) {
     const std::int64_t b = t * kTile;
     const int count = static_cast<int>(n - b < kTile ? n - b : kTile);

@@ -50,8 +50,12 @@ struct WarpBatchParams {
   std::int64_t warp_count;
 };
 
-/// Launches one block per row. One warp (warp_count == 1) is passed as a kernel argument;
-/// `rows` warps are first copied into the workspace with cudaMemcpyAsync on `stream`.
+/// One warp (warp_count == 1) is passed as a kernel argument; `rows` warps are first copied into
+/// the workspace with cudaMemcpyAsync on `stream`. Warps without a cut (temperature alone, or
+/// greedy; decided from host_warps) take the statistics path: the call zeroes the row counters
+/// (cudaMemsetAsync), row_stats_kernel splits the rows over blocks, then a write pass with the
+/// same split writes every entry once, the CPU's bits. Warps that cut: one block per row.
+/// The workspace holds warp_workspace_size(rows, cols) bytes.
 cudaError_t warp_logits_batch(const WarpBatchParams& params, void* workspace, cudaStream_t stream);
 
 /// The views of one fill_random call: host or device streams, a device output of `stream_count`
@@ -92,6 +96,13 @@ constexpr std::size_t row_stats_workspace_size(std::int64_t rows, std::int64_t v
   return device_round_up(r * tiles * 16) + device_round_up(3 * r * sizeof(unsigned int)) +
          device_round_up(r * 32) + device_round_up(r * sizeof(float)) +
          device_round_up(r * static_cast<std::size_t>(kNucleusListSize) * sizeof(std::uint64_t));
+}
+
+/// Device bytes warp_logits_batch needs for `rows` rows of `vocab` logits: the staged per-row
+/// warps, then the rows' statistics (row_stats_workspace_size). Needs no initialisation.
+constexpr std::size_t warp_workspace_size(std::int64_t rows, std::int64_t vocab) {
+  const auto r = static_cast<std::size_t>(rows < 0 ? 0 : rows);
+  return device_round_up(r * sizeof(DeviceWarp)) + row_stats_workspace_size(rows, vocab);
 }
 
 /// Device bytes verify_chain_batch_logits needs for B sequences of G drafts in all:

@@ -52,9 +52,11 @@ inline void check_device_workspace(const backend::DeviceWorkspace& ws, std::size
 
 template <>
 struct WarpBatchImpl<backend::Cuda> {
-  /// Device bytes: room for per-row warp parameters (unused when one warp is shared).
+  /// Device bytes: room for per-row warp parameters (unused when one warp is shared) and the
+  /// rows' statistics of warps without a cut (a TileStats per 1024 entries, 36 bytes per row).
+  /// Needs no initialisation: each call zeroes the counters it uses.
   static std::size_t workspace_size(const backend::Cuda&, const WarpBatchShape& shape) {
-    return backend::cuda_impl::device_round_up(static_cast<std::size_t>(shape.rows) * sizeof(Warp));
+    return backend::cuda_impl::warp_workspace_size(shape.rows, shape.vocab);
   }
 
   /// The device logits are not scanned: rows must hold no NaN or +inf and at least one finite

@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: MIT
+// The write pass of the batched warp on the statistics path (warps without a cut): after
+// row_stats_kernel has left each row's RowStats, blocks split the rows as it did and write every
+// entry's warped_probability, the CPU's bits, exactly once. A greedy row is written without
+// reading its logits.
+// IWYU pragma: private
+#pragma once
+
+#include <cstdint>
+
+#include "specdec/backend/cuda/detail/global.cuh"
+#include "specdec/backend/cuda/detail/launch.cuh"
+#include "specdec/backend/cuda/detail/row_stats_kernels.cuh"
+#include "specdec/backend/cuda/row_split.hpp"
+#include "specdec/core/warped_probability.hpp"
+
+namespace specdec::backend::cuda_impl::detail {
+
+struct WarpWriteShared {
+  float tile[kTile];  // one tile's logits as floats, loaded 16 bytes at a time
+  RowStats stats;
+};
+
+/// Entries [b, b + count) of a row (count <= kTile) by the whole block: out[i] =
+/// warped_probability(s, logit_i, i). Full aligned tiles are loaded as 16-byte vectors into
+/// shared memory first; every store is coalesced.
+template <class T>
+__device__ __forceinline__ void write_warped_tile(Global<const T> row, Global<float> out,
+                                                  std::int64_t b, int count,
+                                                  const specdec::detail::WarpStats& s, float* buf) {
+  const int tid = static_cast<int>(threadIdx.x);
+  if (s.greedy >= 0) {  // one-hot: the logits are not needed
+    for (int i = tid; i < count; i += kStatsThreads) out[b + i] = b + i == s.greedy ? 1.0f : 0.0f;
+    return;
+  }
+  constexpr int kVector = 16 / static_cast<int>(sizeof(T));
+  if (count == kTile && row.vector_aligned(b)) {
+    for (int v = tid; v < kTile / kVector; v += kStatsThreads) {
+      const auto packed =
+          row.template load_vec<kVector>(b + static_cast<std::int64_t>(v) * kVector);
+      for (int j = 0; j < kVector; ++j)
+        buf[v * kVector + j] = specdec::detail::to_float(packed.v[j]);
+    }
+    __syncthreads();
+    for (int i = tid; i < kTile; i += kStatsThreads) {
+      out[b + i] = specdec::detail::warped_probability(s, buf[i], b + i);
+    }
+    __syncthreads();  // buf is refilled by the next tile
+    return;
+  }
+  for (int i = tid; i < count; i += kStatsThreads) {
+    out[b + i] =
+        specdec::detail::warped_probability(s, specdec::detail::to_float(row[b + i]), b + i);
+  }
+}
+
+/// Row r of the set is blockIdx.x; blockIdx.y writes split.tiles_per_block tiles of it:
+/// out[r * out_stride + i] = warped_probability(stats[r].warp_stats(), logit_i, i).
+template <class T>
+__global__ void __launch_bounds__(kStatsThreads)
+    warp_write_kernel(LogitRowSet<T> rows, std::int64_t n, RowSplit split,
+                      Global<const RowStats> stats, Global<float> out, std::int64_t out_stride) {
+  expect_block_threads(kStatsThreads);
+  __shared__ WarpWriteShared sh;
+  const std::int64_t r = blockIdx.x;
+  if (threadIdx.x == 0) sh.stats = stats[r];  // one read of the row's statistics per block
+  __syncthreads();
+  const specdec::detail::WarpStats s = sh.stats.warp_stats();
+  const Global<const T> row = rows.row(r);
+  const Global<float> out_row = out + r * out_stride;
+  const std::int64_t first_tile = blockIdx.y * split.tiles_per_block;
+  const std::int64_t end_tile = first_tile + split.tiles_per_block < split.tiles
+                                    ? first_tile + split.tiles_per_block
+                                    : split.tiles;
+  for (std::int64_t t = first_tile; t < end_tile; ++t) {
+    const std::int64_t b = t * kTile;
+    const int count = static_cast<int>(n - b < kTile ? n - b : kTile);
+    write_warped_tile(row, out_row, b, count, s, sh.tile);
+  }
+}
+
+}  // namespace specdec::backend::cuda_impl::detail

@@ -1,0 +1,249 @@
+// SPDX-License-Identifier: MIT
+// The batched warp on the CUDA backend's statistics path (warps without a cut), run through the
+// public entry point under the emulation: the CPU backend's rows bit for bit whatever the number
+// of blocks sharing a row and the order they run in, and the traffic of a warp at the memory
+// floor (each logit read once for the statistics and once for the write pass, each output
+// written once).
+#include "emulation/emulated_cuda.hpp"
+// The emulation must come first: the launchers then see its built-ins and runtime.
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <cstdlib>
+#include <vector>
+
+#include "specdec/backend/cpu/warp_batch.hpp"
+#include "specdec/backend/cuda/launchers.hpp"
+#include "specdec/backend/cuda/row_split.hpp"
+#include "specdec/backend/cuda/warp_batch.hpp"
+#include "specdec/core/workspace.hpp"
+#include "specdec/toy/random.hpp"
+
+using namespace specdec;
+namespace cuda_impl = specdec::backend::cuda_impl;
+namespace emu = specdec_emulation;
+
+namespace {
+
+/// Host memory that the emulation sees as device memory (a named region, 256-byte aligned).
+template <class T>
+class WarpPathBuffer {
+ public:
+  WarpPathBuffer(const char* name, const std::vector<T>& values, bool written = true)
+      : size_(values.size()),
+        data_(static_cast<T*>(std::aligned_alloc(256, (size_ * sizeof(T) + 255) / 256 * 256))) {
+    std::copy(values.begin(), values.end(), data_);
+    emu::ledger.add(name, data_, size_ * sizeof(T), written);
+  }
+  WarpPathBuffer(const char* name, std::size_t count)
+      : WarpPathBuffer(name, std::vector<T>(count), false) {}
+  WarpPathBuffer(const WarpPathBuffer&) = delete;
+  WarpPathBuffer& operator=(const WarpPathBuffer&) = delete;
+  ~WarpPathBuffer() {
+    emu::ledger.remove(data_);
+    std::free(data_);
+  }
+  T* get() { return data_; }
+  std::vector<T> values() const { return {data_, data_ + size_}; }
+  std::size_t size() const { return size_; }
+
+ private:
+  std::size_t size_;
+  T* data_;
+};
+
+/// rows x vocab logits `stride` entries apart (the gap entries are finite too).
+template <class T>
+std::vector<T> warp_path_logits(std::int64_t rows, std::int64_t stride, std::uint64_t seed) {
+  toy::ToyRandom rng(seed);
+  std::vector<T> out(static_cast<std::size_t>(rows * stride));
+  for (auto& x : out) x = static_cast<T>(static_cast<float>(2.0 * rng.normal()));
+  return out;
+}
+
+/// The CPU backend's warped rows (packed, vocab apart).
+template <class T>
+std::vector<float> cpu_warped(const std::vector<T>& logits, std::int64_t rows, std::int64_t vocab,
+                              std::int64_t stride, const std::vector<Warp>& warps) {
+  std::vector<float> out(static_cast<std::size_t>(rows * vocab));
+  Workspace ws(workspace_size(backend::cpu, WarpBatchShape{rows, vocab}));
+  warp_logits_batch(backend::cpu, MatrixView<const T>(logits.data(), rows, vocab, stride), warps,
+                    MatrixView<float>(out.data(), rows, vocab), ws);
+  return out;
+}
+
+/// The CUDA backend's warped rows on the emulation, through the public entry point.
+template <class T>
+std::vector<float> cuda_warped(const std::vector<T>& logits, std::int64_t rows, std::int64_t vocab,
+                               std::int64_t stride, const std::vector<Warp>& warps) {
+  WarpPathBuffer<T> input("logits", logits);
+  WarpPathBuffer<float> output("warped", static_cast<std::size_t>(rows * vocab));
+  WarpPathBuffer<unsigned char> workspace(
+      "workspace", workspace_size(backend::cuda, WarpBatchShape{rows, vocab}));
+  warp_logits_batch(backend::cuda, MatrixView<const T>(input.get(), rows, vocab, stride), warps,
+                    MatrixView<float>(output.get(), rows, vocab),
+                    backend::DeviceWorkspace{workspace.get(), workspace.size()});
+  CHECK(emu::ledger.total().unwritten_reads == 0);
+  return output.values();
+}
+
+/// Rows warped on both backends, compared bit for bit (== on floats: the rows hold no NaN).
+template <class T>
+void check_warp_path_bits(std::int64_t rows, std::int64_t vocab, std::int64_t stride,
+                          const std::vector<Warp>& warps, std::uint64_t seed) {
+  const std::vector<T> logits = warp_path_logits<T>(rows, stride, seed);
+  const std::vector<float> cpu = cpu_warped(logits, rows, vocab, stride, warps);
+  emu::ledger.reset();
+  const std::vector<float> gpu = cuda_warped(logits, rows, vocab, stride, warps);
+  CHECK(emu::ledger.counts.launches == 2);  // the statistics path, not the one-block-per-row kernel
+  std::int64_t mismatches = 0, first = -1;
+  for (std::size_t i = 0; i < cpu.size(); ++i) {
+    if (cpu[i] != gpu[i]) {
+      ++mismatches;
+      if (first < 0) first = static_cast<std::int64_t>(i);
+    }
+  }
+  INFO("mismatches " << mismatches << ", first at " << first);
+  CHECK(mismatches == 0);
+}
+
+}  // namespace
+
+TEST_CASE("warp on the statistics path: the CPU backend's rows bit for bit",
+          "[backend][cuda_kernel][warp_statistics]") {
+  const Warp warp =
+      GENERATE(Warp{.temperature = 1.0f}, Warp{.temperature = 0.7f}, Warp{.temperature = 0.0f});
+  // (V, SMs, row stride, seed): one partial tile per row; one block per row (9 tiles), 3 blocks
+  // of 3 tiles with rows not 16-byte aligned, one block per tile, 5 blocks of 4 tiles (the
+  // emulated device's SM count sets the split).
+  const auto [vocab, sm_count, stride, seed] =
+      GENERATE(table<std::int64_t, int, std::int64_t, std::uint64_t>({{300, 132, 300, 1},
+                                                                      {9000, 1, 9000, 2},
+                                                                      {9000, 4, 9001, 3},
+                                                                      {12000, 132, 12000, 4},
+                                                                      {20000, 8, 20000, 5}}));
+  const std::int64_t rows = 3;
+  // A warp shared by every row, or one per row (a different temperature, or greedy, per row).
+  const std::vector<Warp> shared{warp};
+  const std::vector<Warp> per_row{warp, Warp{.temperature = 1.3f}, Warp{.temperature = 0.0f}};
+  emu::runtime.sm_count = sm_count;
+  emu::ledger.seed = seed;  // the order blocks run in
+  INFO("T " << warp.temperature << ", V " << vocab << ", stride " << stride << ", blocks per row "
+            << cuda_impl::row_split(rows, vocab, sm_count).blocks_per_row);
+  check_warp_path_bits<float>(rows, vocab, stride, per_row, seed);
+  check_warp_path_bits<Eigen::bfloat16>(rows, vocab, stride, shared, seed + 100);
+  check_warp_path_bits<Eigen::half>(rows, vocab, stride, per_row, seed + 200);
+  emu::runtime.sm_count = cuda_impl::kH100Sms;
+  emu::ledger.seed = 1;
+}
+
+TEST_CASE("warp on the statistics path: a top-k of the whole row does not cut",
+          "[backend][cuda_kernel][warp_statistics]") {
+  const std::int64_t vocab = 2500;
+  check_warp_path_bits<float>(
+      2, vocab, vocab, {Warp{.temperature = 0.9f, .top_k = static_cast<std::int32_t>(vocab)}}, 7);
+}
+
+TEST_CASE("warp: a batch with one warp that cuts takes the one-block-per-row kernel",
+          "[backend][cuda_kernel][warp_statistics]") {
+  const std::int64_t rows = 2, vocab = 600;
+  const std::vector<float> logits = warp_path_logits<float>(rows, vocab, 8);
+  emu::ledger.reset();
+  const std::vector<float> gpu =
+      cuda_warped(logits, rows, vocab, vocab,
+                  {Warp{.temperature = 0.8f}, Warp{.temperature = 0.8f, .top_p = 0.9f}});
+  CHECK(emu::ledger.counts.launches == 1);
+  CHECK(emu::ledger.counts.memsets == 0);
+  // Still the warped rows (the cut kernel agrees with the CPU to float rounding).
+  const std::vector<float> cpu =
+      cpu_warped(logits, rows, vocab, vocab,
+                 {Warp{.temperature = 0.8f}, Warp{.temperature = 0.8f, .top_p = 0.9f}});
+  for (std::size_t i = 0; i < cpu.size(); ++i) REQUIRE(gpu[i] == Approx(cpu[i]).margin(1e-6));
+}
+
+namespace {
+
+/// Runs the warp launcher on rows x vocab fp32 logits in named regions, as the ledger sees it.
+struct WarpPathLedger {
+  WarpPathLedger(std::int64_t rows, std::int64_t vocab, std::uint64_t seed)
+      : logits("logits", warp_path_logits<float>(rows, vocab, seed)),
+        warped("warped", static_cast<std::size_t>(rows * vocab)),
+        workspace("workspace", cuda_impl::warp_workspace_size(rows, vocab)),
+        rows_(rows),
+        vocab_(vocab) {}
+
+  void run(const std::vector<cuda_impl::DeviceWarp>& warps) {
+    const cuda_impl::WarpBatchParams p{logits.get(),
+                                       cuda_impl::DType::kF32,
+                                       rows_,
+                                       vocab_,
+                                       vocab_,
+                                       warped.get(),
+                                       vocab_,
+                                       warps.data(),
+                                       static_cast<std::int64_t>(warps.size())};
+    REQUIRE(cuda_impl::warp_logits_batch(p, workspace.get(), nullptr) == cudaSuccess);
+  }
+
+  WarpPathBuffer<float> logits, warped;
+  WarpPathBuffer<unsigned char> workspace;
+  std::int64_t rows_, vocab_;
+};
+
+}  // namespace
+
+TEST_CASE(
+    "ledger: the warp on the statistics path reads each logit twice and writes each "
+    "output once",
+    "[backend][cuda_kernel][warp_statistics][ledger]") {
+  emu::ledger.clear();
+  const std::int64_t rows = 3, v = 12000;
+  WarpPathLedger w(rows, v, 11);
+  emu::ledger.reset();
+  w.run({{0.8f, 0, 1.0f, 0.0f}});
+  const auto row_bytes = static_cast<std::uint64_t>(rows * v * 4);
+  const emu::Traffic logits = emu::ledger.region("logits").traffic;
+  const emu::Traffic warped = emu::ledger.region("warped").traffic;
+  const emu::Traffic workspace = emu::ledger.region("workspace").traffic;
+  INFO("logits read " << logits.read << ", warped written " << warped.written
+                      << ", workspace written " << workspace.written);
+  CHECK(logits.read == 2 * row_bytes);  // the statistics, then the write pass
+  CHECK(logits.written == 0);
+  CHECK(warped.written == row_bytes);
+  CHECK(warped.read == 0);
+  // Workspace writes: 16 bytes per tile per row; per row its statistics (32 bytes) and its
+  // counter (zeroed, counted by each block, reset).
+  const cuda_impl::RowSplit split = cuda_impl::row_split(rows, v, cuda_impl::kH100Sms);
+  REQUIRE(split.blocks_per_row >= 2);
+  const auto tiles = static_cast<std::uint64_t>(split.tiles);
+  const auto counter = 4 * static_cast<std::uint64_t>(split.blocks_per_row + 2);
+  CHECK(workspace.written <= static_cast<std::uint64_t>(rows) * (16 * tiles + 32 + counter));
+  CHECK(logits.sector_efficiency() >= 0.9);
+  CHECK(warped.sector_efficiency() >= 0.9);
+  CHECK(emu::ledger.total().unwritten_reads == 0);
+  CHECK(emu::ledger.counts.launches == 2);
+  CHECK(emu::ledger.counts.launches <= 3);
+  CHECK(emu::ledger.counts.copies() == 0);  // one shared warp: a kernel argument
+  CHECK(emu::ledger.counts.syncs == 0);
+  CHECK(emu::ledger.counts.allocations == 0);
+}
+
+TEST_CASE(
+    "ledger: a warp per row on the statistics path copies the warps once; a greedy row's "
+    "logits are read once",
+    "[backend][cuda_kernel][warp_statistics][ledger]") {
+  emu::ledger.clear();
+  const std::int64_t rows = 3, v = 9000;
+  WarpPathLedger w(rows, v, 12);
+  emu::ledger.reset();
+  w.run({{0.8f, 0, 1.0f, 0.0f}, {0.0f, 0, 1.0f, 0.0f}, {1.2f, 0, 1.0f, 0.0f}});
+  const auto row_bytes = static_cast<std::uint64_t>(v * 4);
+  const auto n = static_cast<std::uint64_t>(rows);
+  CHECK(emu::ledger.region("logits").traffic.read == (2 * n - 1) * row_bytes);
+  CHECK(emu::ledger.region("warped").traffic.written == n * row_bytes);
+  CHECK(emu::ledger.region("warped").traffic.sector_efficiency() >= 0.9);
+  CHECK(emu::ledger.counts.copies_pageable == 1);  // the per-row warps
+  CHECK(emu::ledger.counts.launches == 2);
+  CHECK(emu::ledger.counts.syncs == 0);
+  CHECK(emu::ledger.counts.allocations == 0);
+  CHECK(emu::ledger.total().unwritten_reads == 0);
+}

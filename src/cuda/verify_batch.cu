@@ -7,7 +7,7 @@
 
 #include "specdec/backend/cuda/detail/chain_kernels.cuh"
 #include "specdec/backend/cuda/detail/chain_logits_kernels.cuh"
-#include "specdec/backend/cuda/detail/nucleus_kernels.cuh"
+#include "specdec/backend/cuda/detail/row_stats_launch.cuh"
 #include "specdec/backend/cuda/launchers.hpp"
 
 namespace specdec::backend::cuda_impl {
@@ -20,12 +20,8 @@ struct Staged {
   std::int32_t* offsets;
   RandomStream* streams;
   DeviceWarp* warps;  // logits only
-  TileStats* tiles;   // logits only: row_stats_workspace_size(rows, vocab)
-  unsigned int* counters;  // per row: the statistics', the nucleus's, the nucleus candidates
-  RowStats* stats;
-  float* gates;
-  std::uint64_t* lists;
-  float* rows;  // logits with a warp of top-k or min-p only
+  detail::RowStatsBuffers statistics;  // logits only
+  float* rows;                         // logits with a warp of top-k or min-p only
 };
 
 Staged carve(void* workspace, std::int64_t batch, std::int64_t rows = 0, std::int64_t vocab = 0) {
@@ -39,72 +35,10 @@ Staged carve(void* workspace, std::int64_t batch, std::int64_t rows = 0, std::in
   base += device_round_up(b * sizeof(RandomStream));
   out.warps = reinterpret_cast<DeviceWarp*>(base);
   base += device_round_up(b * sizeof(DeviceWarp));
-  out.tiles = reinterpret_cast<TileStats*>(base);
-  base += device_round_up(r * static_cast<std::size_t>(row_split(1, vocab, 1).tiles) *
-                          sizeof(TileStats));
-  out.counters = reinterpret_cast<unsigned int*>(base);
-  base += device_round_up(3 * r * sizeof(unsigned int));
-  out.stats = reinterpret_cast<RowStats*>(base);
-  base += device_round_up(r * sizeof(RowStats));
-  out.gates = reinterpret_cast<float*>(base);
-  base += device_round_up(r * sizeof(float));
-  out.lists = reinterpret_cast<std::uint64_t*>(base);
-  base += device_round_up(r * static_cast<std::size_t>(kNucleusListSize) * sizeof(std::uint64_t));
+  out.statistics = detail::carve_row_stats(base, rows, vocab);
   out.rows = reinterpret_cast<float*>(base);
   return out;
 }
-
-/// The SMs of the current device (the split of rows over blocks fills them).
-int sm_count() {
-  int device = 0, count = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
-      count < 1) {
-    return kH100Sms;
-  }
-  return count;
-}
-
-/// The launches of a chain step from logits with warps that cut by top-p or not at all: the
-/// statistics of every target and draft row, the nucleus of the rows that have one (when a warp
-/// has top-p), then one block per sequence.
-template <class T>
-cudaError_t launch_chain_statistics(const ChainVerifyParams& p, const Staged& staged,
-                                    const DeviceWarp& shared_warp, const DeviceWarp* warps,
-                                    bool top_p, std::int64_t drafts, cudaStream_t stream) {
-  const std::int64_t target_rows = drafts + p.batch, rows = target_rows + drafts;
-  const detail::LogitRowSet<T> set{static_cast<const T*>(p.target), p.target_stride, target_rows,
-                                   static_cast<const T*>(p.draft), p.draft_stride};
-  const RowSplit split = row_split(rows, p.vocab, sm_count());
-  cudaError_t status = cudaMemsetAsync(
-      staged.counters, 0, 3 * static_cast<std::size_t>(rows) * sizeof(unsigned int), stream);
-  if (status != cudaSuccess) return status;
-  const detail::RowWarps row_warps{shared_warp, warps, staged.offsets, p.batch, target_rows};
-  const dim3 grid(static_cast<unsigned int>(rows), static_cast<unsigned int>(split.blocks_per_row));
-  status = detail::launch(detail::row_stats_kernel<T>, grid, detail::kStatsThreads, stream, set,
-                          p.vocab, split, row_warps, staged.tiles, staged.counters, staged.stats,
-                          top_p ? staged.gates : nullptr);
-  if (status != cudaSuccess) return status;
-  if (top_p) {
-    status = detail::launch(detail::nucleus_kernel<T>, grid, detail::kStatsThreads, stream, set,
-                            p.vocab, split, row_warps, static_cast<const float*>(staged.gates),
-                            staged.counters + 2 * rows, staged.lists, staged.counters + rows,
-                            staged.stats);
-    if (status != cudaSuccess) return status;
-  }
-  return detail::launch(detail::chain_logits_finish_kernel<T>, static_cast<unsigned int>(p.batch),
-                        detail::kTargetOnlyThreads, stream, set, p.vocab,
-                        static_cast<const RowStats*>(staged.stats),
-                        static_cast<const std::int32_t*>(staged.offsets), p.draft_tokens,
-                        static_cast<const RandomStream*>(staged.streams), p.emitted, p.accepted);
-}
-
-/// Whether the statistics path takes a warp: greedy, temperature alone, or with top-p (no top-k
-/// or min-p).
-bool statistics_warp(const DeviceWarp& w, std::int64_t vocab) {
-  return w.temperature == 0.0f || ((w.top_k == 0 || w.top_k >= vocab) && w.min_p <= 0.0f);
-}
-bool has_top_p(const DeviceWarp& w) { return w.temperature > 0.0f && w.top_p < 1.0f; }
 
 cudaError_t stage(const ChainVerifyParams& p, const Staged& staged, cudaStream_t stream) {
   const auto b = static_cast<std::size_t>(p.batch);
@@ -126,6 +60,28 @@ cudaError_t launch_chain(const ChainVerifyParams& p, const Staged& staged,
                         static_cast<const std::int32_t*>(staged.offsets), p.draft_tokens,
                         static_cast<int>(p.vocab), static_cast<const RandomStream*>(staged.streams),
                         shared_warp, warps, staged.rows, p.emitted, p.accepted);
+}
+
+/// The launches of a chain step from logits with warps that cut by top-p or not at all: the
+/// statistics of every target and draft row, the nucleus of the rows that have one (when a warp
+/// has top-p), then one block per sequence.
+template <class T>
+cudaError_t launch_chain_statistics(const ChainVerifyParams& p, const Staged& staged,
+                                    const DeviceWarp& shared_warp, const DeviceWarp* warps,
+                                    bool top_p, std::int64_t drafts, cudaStream_t stream) {
+  const std::int64_t target_rows = drafts + p.batch, rows = target_rows + drafts;
+  const detail::LogitRowSet<T> set{static_cast<const T*>(p.target), p.target_stride, target_rows,
+                                   static_cast<const T*>(p.draft), p.draft_stride};
+  const RowSplit split = row_split(rows, p.vocab, detail::device_sm_count());
+  const detail::RowWarps row_warps{shared_warp, warps, staged.offsets, p.batch, target_rows};
+  const cudaError_t status = detail::launch_row_statistics(set, rows, p.vocab, split, row_warps,
+                                                           top_p, staged.statistics, stream);
+  if (status != cudaSuccess) return status;
+  return detail::launch(detail::chain_logits_finish_kernel<T>, static_cast<unsigned int>(p.batch),
+                        detail::kTargetOnlyThreads, stream, set, p.vocab,
+                        static_cast<const RowStats*>(staged.statistics.stats),
+                        static_cast<const std::int32_t*>(staged.offsets), p.draft_tokens,
+                        static_cast<const RandomStream*>(staged.streams), p.emitted, p.accepted);
 }
 
 }  // namespace
@@ -159,8 +115,8 @@ cudaError_t verify_chain_batch_logits(const ChainVerifyParams& params, const Dev
   const DeviceWarp* row_warps = nullptr;
   bool statistics = true, top_p = false;
   for (std::int64_t k = 0; k < warp_count; ++k) {
-    statistics = statistics && statistics_warp(host_warps[k], params.vocab);
-    top_p = top_p || has_top_p(host_warps[k]);
+    statistics = statistics && detail::statistics_warp(host_warps[k], params.vocab);
+    top_p = top_p || detail::has_top_p(host_warps[k]);
   }
   if (warp_count > 1) {
     status = cudaMemcpyAsync(staged.warps, host_warps,

@@ -94,7 +94,10 @@ void check_warp_path_bits(std::int64_t rows, std::int64_t vocab, std::int64_t st
   const std::vector<float> cpu = cpu_warped(logits, rows, vocab, stride, warps);
   emu::ledger.reset();
   const std::vector<float> gpu = cuda_warped(logits, rows, vocab, stride, warps);
-  CHECK(emu::ledger.counts.launches == 2);  // the statistics path, not the one-block-per-row kernel
+  // The statistics path (and the nucleus with top-p), not the one-block-per-row kernel.
+  bool top_p = false;
+  for (const Warp& w : warps) top_p = top_p || (!w.is_greedy() && w.top_p < 1.0f);
+  CHECK(emu::ledger.counts.launches == (top_p ? 3u : 2u));
   std::int64_t mismatches = 0, first = -1;
   for (std::size_t i = 0; i < cpu.size(); ++i) {
     if (cpu[i] != gpu[i]) {
@@ -143,21 +146,28 @@ TEST_CASE("warp on the statistics path: a top-k of the whole row does not cut",
       2, vocab, vocab, {Warp{.temperature = 0.9f, .top_k = static_cast<std::int32_t>(vocab)}}, 7);
 }
 
-TEST_CASE("warp: a batch with one warp that cuts takes the one-block-per-row kernel",
+TEST_CASE("warp: a batch with one warp of top-k takes the one-block-per-row kernel",
           "[backend][cuda_kernel][warp_statistics]") {
   const std::int64_t rows = 2, vocab = 600;
   const std::vector<float> logits = warp_path_logits<float>(rows, vocab, 8);
+  const std::vector<Warp> warps{Warp{.temperature = 0.8f}, Warp{.temperature = 0.8f, .top_k = 40}};
   emu::ledger.reset();
-  const std::vector<float> gpu =
-      cuda_warped(logits, rows, vocab, vocab,
-                  {Warp{.temperature = 0.8f}, Warp{.temperature = 0.8f, .top_p = 0.9f}});
+  const std::vector<float> gpu = cuda_warped(logits, rows, vocab, vocab, warps);
   CHECK(emu::ledger.counts.launches == 1);
   CHECK(emu::ledger.counts.memsets == 0);
   // Still the warped rows (the cut kernel agrees with the CPU to float rounding).
-  const std::vector<float> cpu =
-      cpu_warped(logits, rows, vocab, vocab,
-                 {Warp{.temperature = 0.8f}, Warp{.temperature = 0.8f, .top_p = 0.9f}});
+  const std::vector<float> cpu = cpu_warped(logits, rows, vocab, vocab, warps);
   for (std::size_t i = 0; i < cpu.size(); ++i) REQUIRE(gpu[i] == Approx(cpu[i]).margin(1e-6));
+}
+
+TEST_CASE("warp: top-p takes the statistics path, the CPU's bits",
+          "[backend][cuda_kernel][warp_statistics]") {
+  // Short rows (one thread cuts), rows of a tile or two and rows split over blocks; a warp per
+  // row with and without top-p.
+  const std::int64_t vocab = GENERATE(40, 2500, 20000);
+  const std::vector<Warp> warps{Warp{.temperature = 0.8f, .top_p = 0.9f},
+                                Warp{.temperature = 1.1f, .top_p = 0.5f}, Warp{.temperature = 0.7f}};
+  check_warp_path_bits<float>(3, vocab, vocab, warps, 9);
 }
 
 namespace {

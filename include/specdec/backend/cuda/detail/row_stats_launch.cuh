@@ -1,0 +1,84 @@
+// SPDX-License-Identifier: MIT
+// The first launches of every call on the statistics path (the chain step from logits, the warp):
+// the counters zeroed, the rows' statistics, and the nucleus of the rows whose warp has top-p;
+// and where their buffers lie in a workspace of row_stats_workspace_size bytes.
+// IWYU pragma: private
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "specdec/backend/cuda/detail/launch.cuh"
+#include "specdec/backend/cuda/detail/nucleus_kernels.cuh"
+#include "specdec/backend/cuda/detail/row_stats_kernels.cuh"
+#include "specdec/backend/cuda/launchers.hpp"
+#include "specdec/backend/cuda/row_split.hpp"
+
+namespace specdec::backend::cuda_impl::detail {
+
+/// The statistics' buffers of `rows` rows (row_stats_workspace_size's layout).
+struct RowStatsBuffers {
+  TileStats* tiles;
+  unsigned int* counters;  // per row: the statistics', the nucleus's, the nucleus candidates
+  RowStats* stats;
+  float* gates;
+  std::uint64_t* lists;
+};
+
+/// The buffers at `base`, which moves past them.
+inline RowStatsBuffers carve_row_stats(unsigned char*& base, std::int64_t rows, std::int64_t vocab) {
+  const auto r = static_cast<std::size_t>(rows);
+  RowStatsBuffers out{};
+  out.tiles = reinterpret_cast<TileStats*>(base);
+  base += device_round_up(r * static_cast<std::size_t>(row_split(1, vocab, 1).tiles) *
+                          sizeof(TileStats));
+  out.counters = reinterpret_cast<unsigned int*>(base);
+  base += device_round_up(3 * r * sizeof(unsigned int));
+  out.stats = reinterpret_cast<RowStats*>(base);
+  base += device_round_up(r * sizeof(RowStats));
+  out.gates = reinterpret_cast<float*>(base);
+  base += device_round_up(r * sizeof(float));
+  out.lists = reinterpret_cast<std::uint64_t*>(base);
+  base += device_round_up(r * static_cast<std::size_t>(kNucleusListSize) * sizeof(std::uint64_t));
+  return out;
+}
+
+/// The SMs of the current device (the split of rows over blocks fills them).
+inline int device_sm_count() {
+  int device = 0, count = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+      count < 1) {
+    return kH100Sms;
+  }
+  return count;
+}
+
+/// Whether the statistics path takes a warp: greedy, temperature alone, or with top-p (a top-k
+/// of at least the row keeps it whole; min-p is not on it).
+inline bool statistics_warp(const DeviceWarp& w, std::int64_t vocab) {
+  return w.temperature == 0.0f || ((w.top_k <= 0 || w.top_k >= vocab) && w.min_p <= 0.0f);
+}
+inline bool has_top_p(const DeviceWarp& w) { return w.temperature > 0.0f && w.top_p < 1.0f; }
+
+/// The counters zeroed (a memset: capturable), the statistics of every row of `set`, then (when
+/// a warp has top-p) the nucleus of the rows whose warp has it, on the split `split`.
+template <class T>
+cudaError_t launch_row_statistics(const LogitRowSet<T>& set, std::int64_t rows, std::int64_t n,
+                                  const RowSplit& split, const RowWarps& warps, bool top_p,
+                                  const RowStatsBuffers& b, cudaStream_t stream) {
+  cudaError_t status = cudaMemsetAsync(
+      b.counters, 0, 3 * static_cast<std::size_t>(rows) * sizeof(unsigned int), stream);
+  if (status != cudaSuccess) return status;
+  const dim3 grid(static_cast<unsigned int>(rows), static_cast<unsigned int>(split.blocks_per_row));
+  status = launch(row_stats_kernel<T>, grid, kStatsThreads, stream, set, n, split, warps, b.tiles,
+                  b.counters, b.stats, top_p ? b.gates : nullptr);
+  if (status != cudaSuccess || !top_p) return status;
+  return launch(nucleus_kernel<T>, grid, kStatsThreads, stream, set, n, split, warps,
+                static_cast<const float*>(b.gates), b.counters + 2 * rows, b.lists,
+                b.counters + rows, b.stats);
+}
+
+}  // namespace specdec::backend::cuda_impl::detail

@@ -26,7 +26,6 @@ struct Staged {
 
 Staged carve(void* workspace, std::int64_t batch, std::int64_t rows = 0, std::int64_t vocab = 0) {
   const auto b = static_cast<std::size_t>(batch);
-  const auto r = static_cast<std::size_t>(rows);
   auto* base = static_cast<unsigned char*>(workspace);
   Staged out{};
   out.offsets = reinterpret_cast<std::int32_t*>(base);
@@ -75,11 +74,13 @@ cudaError_t launch_chain_statistics(const ChainVerifyParams& p, const Staged& st
   const RowSplit split = row_split(rows, p.vocab, detail::device_sm_count());
   const detail::RowWarps row_warps{shared_warp, warps, staged.offsets, p.batch, target_rows};
   const cudaError_t status = detail::launch_row_statistics(set, rows, p.vocab, split, row_warps,
-                                                           top_p, staged.statistics, stream);
+                                                           top_p, true, staged.statistics, stream);
   if (status != cudaSuccess) return status;
   return detail::launch(detail::chain_logits_finish_kernel<T>, static_cast<unsigned int>(p.batch),
-                        detail::kTargetOnlyThreads, stream, set, p.vocab,
+                        detail::kDrawThreads, stream, set, p.vocab,
                         static_cast<const RowStats*>(staged.statistics.stats),
+                        static_cast<const std::uint64_t*>(staged.statistics.lists),
+                        static_cast<const unsigned int*>(staged.statistics.counters + 2 * rows),
                         static_cast<const std::int32_t*>(staged.offsets), p.draft_tokens,
                         static_cast<const RandomStream*>(staged.streams), p.emitted, p.accepted);
 }

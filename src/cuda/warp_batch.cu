@@ -42,7 +42,7 @@ cudaError_t launch_warp_statistics(const WarpBatchParams& p, const WarpStaged& s
   // With offsets null row r takes row_warps[r] (or the shared warp when row_warps is null).
   const detail::RowWarps warps{shared_warp, row_warps, nullptr, p.rows, p.rows};
   const cudaError_t status = detail::launch_row_statistics(set, p.rows, p.cols, split, warps,
-                                                           top_p, staged.statistics, stream);
+                                                           top_p, false, staged.statistics, stream);
   if (status != cudaSuccess) return status;
   const dim3 grid(static_cast<unsigned int>(p.rows),
                   static_cast<unsigned int>(split.blocks_per_row));

@@ -434,8 +434,7 @@ TEST_CASE("launch configuration: a chain step at B = 1, V = 128256 puts a block 
   CHECK(cuda_impl::row_split(256 * 11, 128256, cuda_impl::kH100Sms).blocks_per_row == 1);
 }
 
-TEST_CASE("ledger: the chain step from logits with top-p reads each logit at most twice, three "
-          "times on the rows drawn from",
+TEST_CASE("ledger: the chain step from logits with top-p reads each logit at most twice",
           "[backend][cuda_kernel][chain_statistics][ledger]") {
   emu::ledger.clear();
   const Warp warp{.temperature = 0.8f, .top_p = 0.9f};
@@ -452,13 +451,12 @@ TEST_CASE("ledger: the chain step from logits with top-p reads each logit at mos
     drawn_target += 1;
     drawn_draft += accepted[static_cast<std::size_t>(b)] < g ? 1 : 0;
   }
-  const double target_rows = static_cast<double>(c.drafts() + c.batch());
-  const double drafts = static_cast<double>(c.drafts());
-  // Statistics and nucleus: twice; the gate's sample of 1024 entries; each drawn row once more
-  // with its scanned blocks.
+  // Statistics and nucleus: twice, and the gate's sample of 1024 entries; the draws read the
+  // listed nucleus, the draft row only at its ids.
   const double twice = 2.0 + 1024.0 / static_cast<double>(v);
-  const double drawn = 1.0 + 2.0 * 1024.0 / static_cast<double>(v);
-  INFO("target reads per byte " << run.target_reads << ", draft " << run.draft_reads);
-  CHECK(run.target_reads <= twice + drawn * drawn_target / target_rows + 0.01);
-  CHECK(run.draft_reads <= twice + drawn * drawn_draft / drafts + 0.01);
+  INFO("target reads per byte " << run.target_reads << ", draft " << run.draft_reads << " ("
+                                << drawn_target << " and " << drawn_draft << " rows drawn from)");
+  CHECK(run.target_reads <= twice + 0.01);
+  CHECK(run.draft_reads <= twice + 0.02);  // and q at the nucleus ids of a rejection
+  CHECK(drawn_draft > 0);  // a rejection's residual was drawn from the listed nucleus
 }

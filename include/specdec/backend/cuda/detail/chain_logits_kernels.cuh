@@ -1,17 +1,18 @@
 // SPDX-License-Identifier: MIT
 // The last launch of the chain step from logits: one block per sequence, on the statistics the
-// first launch left (row_stats_kernels.cuh). The accept tests read p(x) and q(x) at the drafted
-// tokens only; the correction at a rejection and the bonus token are drawn from rows recomputed
-// entry by entry from the logits and never written, with the CPU's blocked sums and inverse-CDF
-// walk (target_only_kernels.cuh). So a sequence gets verify_chain_logits's tokens bit for bit,
-// and its rows are read once more only where a draw needs them.
+// first launches left (row_stats_kernels.cuh, nucleus_kernels.cuh). The accept tests read p(x)
+// and q(x) at the drafted tokens only; the correction at a rejection and the bonus token are
+// drawn, with the CPU's blocked sums and inverse-CDF walk (row_draw.cuh), from rows recomputed
+// entry by entry from the logits and never written, or for a top-p row from its listed nucleus.
+// So a sequence gets verify_chain_logits's tokens bit for bit; an uncut row is read once more
+// only where a draw needs it, a top-p row not again.
 // IWYU pragma: private
 #pragma once
 
 #include <cstdint>
 
 #include "specdec/backend/cuda/detail/row_stats_kernels.cuh"
-#include "specdec/backend/cuda/detail/target_only_kernels.cuh"
+#include "specdec/backend/cuda/detail/row_draw.cuh"
 #include "specdec/core/warped_probability.hpp"
 #include "specdec/verify/residual_walk.hpp"
 
@@ -37,21 +38,83 @@ struct ResidualLogitValue {
   }
 };
 
-/// sample_row(value, n, u) (the CPU's draw) for a row that may be one-hot.
+/// A row cut by top-p held as its nucleus (the list the nucleus kernel left: kept_keys, ids
+/// ascending, with their softmax probabilities), read as the warped row: p / kept mass there, +0
+/// elsewhere; with `residual`, as [that - q]+ with q the draft's warped row at the same ids. The
+/// CPU's SparseRow: its sums and draws are those of the written row, and the logits are not read
+/// again (q only at the nucleus's ids).
 template <class T>
-__device__ int draw_warped(const WarpedLogitValue<T>& row, std::int64_t n, float u,
-                           TargetOnlyShared& sh) {
+struct NucleusRow {
+  Global<const std::uint64_t> list;
+  std::int64_t count;
+  float inv_kept;
+  bool residual;
+  WarpedLogitValue<T> q;
+
+  __device__ __forceinline__ std::int64_t id_at(std::uint64_t key) const {
+    return static_cast<std::int64_t>(0xffffffffu - static_cast<std::uint32_t>(key >> 32));
+  }
+  __device__ __forceinline__ float value_at(std::uint64_t key) const {
+    const float p = specdec::detail::bits_float(static_cast<std::uint32_t>(key)) * inv_kept;
+    return residual ? specdec::detail::scaled_residual(p, 1.0f, q(id_at(key))) : p;
+  }
+  /// The first listed entry whose id is at least `id`.
+  __device__ std::int64_t lower_bound(std::int64_t id) const {
+    std::int64_t lo = 0, hi = count;
+    while (lo < hi) {
+      const std::int64_t mid = (lo + hi) / 2;
+      if (id_at(list[mid]) < id) {
+        lo = mid + 1;
+      } else {
+        hi = mid;
+      }
+    }
+    return lo;
+  }
+  template <class Sync>
+  __device__ void fill(std::int64_t b, std::int64_t e, float* buf, int rank, int size,
+                       const Sync& sync) const {
+    // The group's first listed entry of the block, searched by one thread (a slot per warp, or
+    // one for the whole block).
+    __shared__ std::int64_t first[kDrawWarps + 1];
+    const int slot = size == 32 ? static_cast<int>(threadIdx.x) / 32 : kDrawWarps;
+    for (std::int64_t i = rank; i < e - b; i += size) buf[i] = 0.0f;
+    if (rank == 0) first[slot] = lower_bound(b);
+    sync();
+    for (std::int64_t j = first[slot] + rank; j < count; j += size) {
+      const std::uint64_t key = list[j];
+      if (id_at(key) >= e) break;
+      buf[id_at(key) - b] = value_at(key);
+    }
+  }
+  __device__ std::int64_t last_positive(std::int64_t) const {
+    for (std::int64_t j = count - 1; j >= 0; --j) {
+      const std::uint64_t key = list[j];
+      if (value_at(key) > 0.0f) return id_at(key);
+    }
+    return 0;
+  }
+};
+
+/// sample_row(value, n, u) (the CPU's draw) for a row that may be one-hot, or held as its
+/// nucleus (`nucleus` entries listed).
+template <class T>
+__device__ int draw_warped(const WarpedLogitValue<T>& row, Global<const std::uint64_t> list,
+                           std::int64_t nucleus, std::int64_t n, float u, DrawShared& sh) {
   if (row.stats.greedy >= 0) return static_cast<int>(row.stats.greedy);
+  if (nucleus > 0) {
+    return exact_sample_row(NucleusRow<T>{list, nucleus, row.stats.inv_top_p_kept, false, row},
+                            n, u, sh);
+  }
   return exact_sample_row(row, n, u, sh);
 }
 
-/// The correction after a rejection: the residual [p - q]+ when its mass reaches the floor, else
-/// the target row (rejection_correction_filled's rule and draws).
-template <class T>
-__device__ int draw_correction(const WarpedLogitValue<T>& p, const WarpedLogitValue<T>& q,
-                               std::int64_t n, float u, TargetOnlyShared& sh) {
-  constexpr std::int64_t kChunk = specdec::detail::kBlockedSumBlock * kTargetOnlyThreads;
-  const ResidualLogitValue<T> residual{p, q};
+/// draw_correction's rule on `residual`, with p (listed when nucleus > 0) the fallback.
+template <class T, class Residual>
+__device__ int draw_residual(const Residual& residual, const WarpedLogitValue<T>& p,
+                             Global<const std::uint64_t> list, std::int64_t nucleus,
+                             std::int64_t n, float u, DrawShared& sh) {
+  constexpr std::int64_t kChunk = specdec::detail::kBlockedSumBlock * kDrawThreads;
   double mass;
   if (n <= kChunk) {
     // One chunk: the block sums stay in shared memory for the draw, which then reads only the
@@ -64,7 +127,21 @@ __device__ int draw_correction(const WarpedLogitValue<T>& p, const WarpedLogitVa
     mass = exact_row_sum(residual, n, sh);
     if (mass >= kResidualFloor && mass > 0.0) return exact_sample_row(residual, n, u, sh);
   }
-  return draw_warped(p, n, u, sh);
+  return draw_warped(p, list, nucleus, n, u, sh);
+}
+
+/// The correction after a rejection: the residual [p - q]+ when its mass reaches the floor, else
+/// the target row (rejection_correction_filled's and rejection_correction_sparse's rule and
+/// draws); `nucleus` > 0: p is held as its nucleus, listed.
+template <class T>
+__device__ int draw_correction(const WarpedLogitValue<T>& p, const WarpedLogitValue<T>& q,
+                               Global<const std::uint64_t> list, std::int64_t nucleus,
+                               std::int64_t n, float u, DrawShared& sh) {
+  if (nucleus > 0) {
+    return draw_residual(NucleusRow<T>{list, nucleus, p.stats.inv_top_p_kept, true, q}, p, list,
+                         nucleus, n, u, sh);
+  }
+  return draw_residual(ResidualLogitValue<T>{p, q}, p, list, 0, n, u, sh);
 }
 
 /// Standard rejection sampling of every sequence (blockIdx.x = b) of a chain batch whose rows'
@@ -75,26 +152,31 @@ __device__ int draw_correction(const WarpedLogitValue<T>& p, const WarpedLogitVa
 /// [0, n), an invalid row, or a token of draft probability 0 at a tested position (what the CPU
 /// reports as bad input) gets accepted[b] = -1 and only -1 tokens.
 template <class T>
-__global__ void __launch_bounds__(kTargetOnlyThreads)
+__global__ void __launch_bounds__(kDrawThreads)
     chain_logits_finish_kernel(LogitRowSet<T> rows, std::int64_t n,
-                               Global<const RowStats> stats, Global<const std::int32_t> offsets,
+                               Global<const RowStats> stats, Global<const std::uint64_t> lists,
+                               Global<const unsigned int> nucleus_counts,
+                               Global<const std::int32_t> offsets,
                                Global<const std::int32_t> tokens,
                                Global<const RandomStream> streams, Global<std::int32_t> emitted,
                                Global<std::int32_t> accepted) {
-  expect_block_threads(kTargetOnlyThreads);
-  __shared__ TargetOnlyShared sh;
+  expect_block_threads(kDrawThreads);
+  __shared__ DrawShared sh;
   const std::int64_t b = blockIdx.x;
   const std::int64_t first_draft = offsets[b];
   const int gamma = static_cast<int>(offsets[b + 1] - first_draft);
   const std::int64_t first_target = first_draft + b;
   const RandomStream stream = streams[b];
   const Global<std::int32_t> out = emitted + first_target;
-  // A row's statistics, read by one thread for the block.
+  // A row's statistics (and how many entries its nucleus lists), read by one thread for the
+  // block.
   __shared__ RowStats row_stats[2];
+  __shared__ unsigned int nucleus;
   const auto load_stats = [&](std::int64_t target_row, std::int64_t draft_row) {
     __syncthreads();
     if (threadIdx.x == 0) {
       row_stats[0] = stats[target_row];
+      nucleus = row_stats[0].top_p_last >= 0 ? nucleus_counts[target_row] : 0u;
       if (draft_row >= 0) row_stats[1] = stats[draft_row];
     }
     __syncthreads();
@@ -121,7 +203,8 @@ __global__ void __launch_bounds__(kTargetOnlyThreads)
       if (threadIdx.x == 0) out[i] = x;
       continue;
     }
-    const int token = draw_correction(p, q, n, s.uniform(1), sh);
+    const int token = draw_correction(p, q, lists + target_row * kNucleusListSize, nucleus, n,
+                                      s.uniform(1), sh);
     if (threadIdx.x == 0) out[i] = token;
     break;
   }
@@ -133,7 +216,8 @@ __global__ void __launch_bounds__(kTargetOnlyThreads)
       const RandomStream s =
           stream.at_position(stream.position + static_cast<std::uint32_t>(gamma));
       const WarpedLogitValue<T> bonus{rows.row(first_target + gamma), row_stats[0].warp_stats()};
-      const int token = draw_warped(bonus, n, s.uniform(0), sh);
+      const int token = draw_warped(bonus, lists + (first_target + gamma) * kNucleusListSize,
+                                    nucleus, n, s.uniform(0), sh);
       if (threadIdx.x == 0) out[gamma] = token;
     }
   }

@@ -43,6 +43,7 @@ struct NucleusShared {
   double above;
   DeviceWarp warp;
   RowStats row;
+  unsigned int kept;
   unsigned int u[32];
   int last;
   int found;
@@ -73,11 +74,20 @@ __device__ void sort_keys_descending(int count, NucleusShared& sh) {
   }
 }
 
+/// A kept entry of the nucleus list as the chain's draws read it: its id's complement above its
+/// probability's bits, so that descending keys order the ids ascending.
+__device__ __forceinline__ std::uint64_t kept_key(std::uint64_t rank_key) {
+  return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(rank_key)) << 32) |
+         static_cast<std::uint32_t>(rank_key >> 32);
+}
+
 /// The cut from the `count` candidates of `list` (all at or above `gate`), by the whole block:
 /// ordered by rank, walked until their mass reaches top_p. The cut stands when every entry left
-/// out ranks after it; returns whether it did (and then writes it into `out`).
-__device__ bool cut_from_list(Global<const std::uint64_t> list, unsigned int count, float gate,
-                              double top_p, RowStats& out, NucleusShared& sh) {
+/// out ranks after it; returns whether it did (and then writes it into `out` and, with `keep`,
+/// the kept entries, ids ascending, as kept_keys into `list`, their count into *kept).
+__device__ bool cut_from_list(Global<std::uint64_t> list, unsigned int count, float gate,
+                              double top_p, RowStats& out, NucleusShared& sh, unsigned int* kept,
+                              bool keep) {
   if (count > static_cast<unsigned int>(kNucleusList)) return false;
   for (int j = static_cast<int>(threadIdx.x); j < static_cast<int>(count);
        j += static_cast<int>(blockDim.x)) {
@@ -96,12 +106,26 @@ __device__ bool cut_from_list(Global<const std::uint64_t> list, unsigned int cou
         out.top_p_last = key_id(sh.keys[j]);
         out.inv_top_p_kept = static_cast<float>(1.0 / running);
         sh.found = 1;
+        sh.kept = j + 1;
       }
       break;
     }
   }
   __syncthreads();
   const bool found = sh.found != 0;
+  if (found && keep) {
+    // The nucleus again, ids ascending, for the draws.
+    const int m = static_cast<int>(sh.kept);
+    for (int j = static_cast<int>(threadIdx.x); j < m; j += static_cast<int>(blockDim.x)) {
+      sh.keys[j] = kept_key(sh.keys[j]);
+    }
+    __syncthreads();
+    sort_keys_descending(m, sh);
+    for (int j = static_cast<int>(threadIdx.x); j < m; j += static_cast<int>(blockDim.x)) {
+      list[j] = sh.keys[j];
+    }
+    *kept = sh.kept;
+  }
   __syncthreads();
   return found;
 }
@@ -236,13 +260,15 @@ __device__ void small_nucleus(Global<const T> row, std::int64_t n, double top_p,
 /// The top-p cut of every row of `rows` whose warp cuts by top-p alone (row r is blockIdx.x,
 /// blockIdx.y takes split.tiles_per_block tiles of it), into stats[r]: the candidates at or above
 /// gates[r] (row_stats_kernel's last block wrote it) go to the row's list of kNucleusList keys,
-/// counted in counts[r]. counts[r] and counters[r] must be 0 at launch; they are 0 again after.
+/// counted in counts[r]. counts[r] and counters[r] must be 0 at launch. After, counters[r] is 0
+/// and, with `keep` and a cut from the list, the list holds the nucleus as kept_keys (ids
+/// ascending) and counts[r] their number; else counts[r] is 0.
 template <class T>
 __global__ void __launch_bounds__(kStatsThreads)
     nucleus_kernel(LogitRowSet<T> rows, std::int64_t n, RowSplit split, RowWarps warps,
                    Global<const float> gates, Global<unsigned int> counts,
                    Global<std::uint64_t> lists, Global<unsigned int> counters,
-                   Global<RowStats> stats) {
+                   Global<RowStats> stats, bool keep) {
   expect_block_threads(kStatsThreads);
   __shared__ NucleusShared sh;
   const std::int64_t r = blockIdx.x;
@@ -283,7 +309,8 @@ __global__ void __launch_bounds__(kStatsThreads)
     }
     return;
   }
-  bool found = cut_from_list(list, counts[r], gate, top_p, s, sh);
+  unsigned int kept = 0;  // listed for the draws: the nucleus's entries, ids ascending
+  bool found = cut_from_list(list, counts[r], gate, top_p, s, sh, &kept, keep);
   const float prune = prune_gate(n, w.top_p, s);
   if (!found && gate > prune) {
     // The estimated gate was too high: gather again behind the prune bound, in one pass.
@@ -292,12 +319,12 @@ __global__ void __launch_bounds__(kStatsThreads)
     __syncthreads();
     gather_candidates(row, 0, n, prune, s, list, counts, r);
     __syncthreads();
-    found = cut_from_list(list, counts[r], prune, top_p, s, sh);
+    found = cut_from_list(list, counts[r], prune, top_p, s, sh, &kept, keep);
   }
   if (!found) search_nucleus(row, n, top_p, s, sh);
   if (threadIdx.x == 0) {
     counters[r] = 0u;
-    counts[r] = 0u;
+    counts[r] = kept;  // the next call's memset zeroes it
     stats[r] = s;
   }
 }

@@ -64,11 +64,13 @@ inline bool statistics_warp(const DeviceWarp& w, std::int64_t vocab) {
 inline bool has_top_p(const DeviceWarp& w) { return w.temperature > 0.0f && w.top_p < 1.0f; }
 
 /// The counters zeroed (a memset: capturable), the statistics of every row of `set`, then (when
-/// a warp has top-p) the nucleus of the rows whose warp has it, on the split `split`.
+/// a warp has top-p) the nucleus of the rows whose warp has it, on the split `split`; with
+/// `keep_nucleus` each nucleus is left listed for draws (nucleus_kernel).
 template <class T>
 cudaError_t launch_row_statistics(const LogitRowSet<T>& set, std::int64_t rows, std::int64_t n,
                                   const RowSplit& split, const RowWarps& warps, bool top_p,
-                                  const RowStatsBuffers& b, cudaStream_t stream) {
+                                  bool keep_nucleus, const RowStatsBuffers& b,
+                                  cudaStream_t stream) {
   cudaError_t status = cudaMemsetAsync(
       b.counters, 0, 3 * static_cast<std::size_t>(rows) * sizeof(unsigned int), stream);
   if (status != cudaSuccess) return status;
@@ -78,7 +80,7 @@ cudaError_t launch_row_statistics(const LogitRowSet<T>& set, std::int64_t rows, 
   if (status != cudaSuccess || !top_p) return status;
   return launch(nucleus_kernel<T>, grid, kStatsThreads, stream, set, n, split, warps,
                 static_cast<const float*>(b.gates), b.counters + 2 * rows, b.lists,
-                b.counters + rows, b.stats);
+                b.counters + rows, b.stats, keep_nucleus);
 }
 
 }  // namespace specdec::backend::cuda_impl::detail

@@ -15,6 +15,7 @@
 #include "specdec/backend/cuda/detail/block_reduce.cuh"
 #include "specdec/backend/cuda/detail/global.cuh"
 #include "specdec/backend/cuda/detail/launch.cuh"
+#include "specdec/backend/cuda/detail/row_draw.cuh"
 #include "specdec/backend/cuda/launchers.hpp"
 #include "specdec/core/blocked_sum.hpp"
 #include "specdec/core/inverse_cdf.hpp"
@@ -23,20 +24,12 @@
 
 namespace specdec::backend::cuda_impl::detail {
 
-/// Threads per block of the target-only kernels: one 1024-entry block of the row per thread.
-inline constexpr int kTargetOnlyThreads = 256;
+/// Threads per block of the target-only kernels.
+inline constexpr int kTargetOnlyThreads = kDrawThreads;
 /// Removed tokens a node can hold (kept in shared memory): a node with more children is refused.
 inline constexpr int kMaxRemovedTokens = 256;
 
-inline constexpr int kTargetOnlyWarps = kTargetOnlyThreads / 32;
-inline constexpr int kSumBlock = static_cast<int>(specdec::detail::kBlockedSumBlock);
-
-struct TargetOnlyShared {
-  float block[kTargetOnlyWarps][kSumBlock];  // a 1024-entry block of the row per warp
-  float sums[kTargetOnlyThreads];            // block sums of the current chunk of the row
-  double running;                            // the draw's running sum
-  int next;
-  int result;
+struct TargetOnlyShared : DrawShared {
   int removed_count;
   std::int32_t removed[kMaxRemovedTokens];
 };
@@ -59,139 +52,6 @@ struct RemovedRowValue {
     return row[i];
   }
 };
-
-/// detail::block_sum of value(b .. e-1) by one warp: the entries are loaded side by side into
-/// `buf`, then lane j < 8 adds those at offsets j mod 8 in order, as the CPU's lane j does; lane 0
-/// adds the tail and the lanes in the CPU's order and returns the sum.
-template <class Value>
-__device__ __forceinline__ float warp_block_sum(const Value& value, std::int64_t b, std::int64_t e,
-                                                float* buf) {
-  constexpr int kLanes = specdec::detail::kBlockedSumLanes;
-  const int lane = static_cast<int>(threadIdx.x) % 32;
-  const int count = static_cast<int>(e - b), whole = count / kLanes * kLanes;
-  for (int i = lane; i < count; i += 32) buf[i] = value(b + i);
-  __syncwarp();
-  float partial = 0.0f;
-  if (lane < kLanes) {
-    for (int i = lane; i < whole; i += kLanes) partial += buf[i];
-  }
-  float block = 0.0f;
-  for (int i = whole; i < count; ++i) block += buf[i];
-  for (int j = 0; j < kLanes; ++j) block += __shfl_sync(0xffffffffu, partial, j);
-  __syncwarp();  // buf is read before the warp's next block overwrites it
-  return block;
-}
-
-/// block_sum of every 1024-entry block of chunk `base` (kTargetOnlyThreads blocks) into sh.sums,
-/// a warp per block (coalesced loads); returns how many blocks the chunk has. Ends with a barrier.
-template <class Value>
-__device__ __forceinline__ int chunk_sums(const Value& value, std::int64_t n, std::int64_t base,
-                                          TargetOnlyShared& sh) {
-  constexpr std::int64_t kBlock = specdec::detail::kBlockedSumBlock;
-  const std::int64_t left = (n - base + kBlock - 1) / kBlock;
-  const int count = left < kTargetOnlyThreads ? static_cast<int>(left) : kTargetOnlyThreads;
-  const int warp = static_cast<int>(threadIdx.x) / 32;
-  __syncthreads();  // the previous chunk's sums have been read
-  for (int k = warp; k < count; k += kTargetOnlyWarps) {
-    const std::int64_t b = base + k * kBlock;
-    const float sum = warp_block_sum(value, b, b + kBlock < n ? b + kBlock : n, sh.block[warp]);
-    if (threadIdx.x % 32 == 0) sh.sums[k] = sum;
-  }
-  __syncthreads();
-  return count;
-}
-
-/// detail::blocked_sum of value(0 .. n-1), bit for bit, by the whole block. Leaves the last
-/// chunk's block sums in sh.sums.
-template <class Value>
-__device__ double exact_row_sum(const Value& value, std::int64_t n, TargetOnlyShared& sh) {
-  constexpr std::int64_t kChunk = specdec::detail::kBlockedSumBlock * kTargetOnlyThreads;
-  double total = 0.0;
-  for (std::int64_t base = 0; base < n; base += kChunk) {
-    const int count = chunk_sums(value, n, base, sh);
-    for (int k = 0; k < count; ++k) total += sh.sums[k];  // every thread, same order
-  }
-  return total;
-}
-
-/// detail::sample_row's walk over the `count` block sums of chunk `base` in sh.sums, by the whole
-/// block, the running sum in sh.running: whole blocks are skipped by their sums, and the one
-/// holding the threshold is loaded side by side and scanned by thread 0. Returns whether it found
-/// the token (sh.result); at the row's last chunk it always does (last_positive's fallback).
-template <class Value>
-__device__ bool scan_chunk(const Value& value, std::int64_t n, std::int64_t base, int count,
-                           double threshold, TargetOnlyShared& sh) {
-  constexpr std::int64_t kBlock = specdec::detail::kBlockedSumBlock;
-  constexpr std::int64_t kChunk = kBlock * kTargetOnlyThreads;
-  float* buf = sh.block[0];
-  for (int k = 0;; ++k) {
-    __syncthreads();  // sh.next, sh.result and buf are free
-    if (threadIdx.x == 0) {
-      for (; k < count; ++k) {
-        const std::int64_t e = base + (k + 1) * kBlock < n ? base + (k + 1) * kBlock : n;
-        if (!(sh.running + sh.sums[k] <= threshold && e < n)) break;
-        sh.running += sh.sums[k];
-      }
-      sh.next = k;
-      sh.result = -1;
-    }
-    __syncthreads();
-    k = sh.next;
-    if (k >= count) break;
-    const std::int64_t b = base + k * kBlock, e = b + kBlock < n ? b + kBlock : n;
-    for (std::int64_t i = threadIdx.x; i < e - b; i += blockDim.x) buf[i] = value(b + i);
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      const std::int64_t found = specdec::detail::inverse_cdf_scan(
-          [buf](std::int64_t i) { return buf[i]; }, std::int64_t{0}, e - b, sh.running, threshold);
-      if (found >= 0) sh.result = static_cast<int>(b + found);
-    }
-    __syncthreads();
-    if (sh.result >= 0) return true;
-  }
-  if (base + kChunk < n) return false;
-  __syncthreads();
-  if (threadIdx.x == 0) sh.result = static_cast<int>(specdec::detail::last_positive(value, 0, n, 0));
-  __syncthreads();
-  return true;
-}
-
-/// detail::sample_row of a row of at most one chunk whose block sums sh.sums already holds: the
-/// row is read only in the scanned block.
-template <class Value>
-__device__ int sample_from_sums(const Value& value, std::int64_t n, float u, TargetOnlyShared& sh) {
-  constexpr std::int64_t kBlock = specdec::detail::kBlockedSumBlock;
-  const int count = static_cast<int>((n + kBlock - 1) / kBlock);
-  double total = 0.0;
-  for (int k = 0; k < count; ++k) total += sh.sums[k];  // every thread, blocked_sum's order
-  __syncthreads();
-  if (threadIdx.x == 0) sh.running = 0.0;
-  scan_chunk(value, n, 0, count, u * total, sh);
-  const int token = sh.result;
-  __syncthreads();  // sh.result and sh.sums are read before the next pass writes them
-  return token;
-}
-
-/// detail::sample_row of value(0 .. n-1) with uniform u, bit for bit. A row of at most one chunk
-/// is read once plus the scanned block; a longer one twice (its block sums are recomputed).
-template <class Value>
-__device__ int exact_sample_row(const Value& value, std::int64_t n, float u, TargetOnlyShared& sh) {
-  constexpr std::int64_t kChunk = specdec::detail::kBlockedSumBlock * kTargetOnlyThreads;
-  if (n <= kChunk) {
-    chunk_sums(value, n, 0, sh);
-    return sample_from_sums(value, n, u, sh);
-  }
-  const double threshold = u * exact_row_sum(value, n, sh);
-  __syncthreads();
-  if (threadIdx.x == 0) sh.running = 0.0;
-  for (std::int64_t base = 0; base < n; base += kChunk) {
-    const int count = chunk_sums(value, n, base, sh);
-    if (scan_chunk(value, n, base, count, threshold, sh)) break;
-  }
-  const int token = sh.result;
-  __syncthreads();  // sh.result is read before the next call writes it
-  return token;
-}
 
 /// Recomputes, in sh.sums (the block sums of the unmasked row, one chunk), the sums of the blocks
 /// holding a removed token: the masked row's block sums at the cost of those blocks only.

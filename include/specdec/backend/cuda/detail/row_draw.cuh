@@ -1,0 +1,189 @@
+// SPDX-License-Identifier: MIT
+// The CPU's sums and draws of a row, by a whole block: detail::blocked_sum (blocks of 1024
+// entries, 8 lanes each, blocks added in order in double) and detail::sample_row (whole blocks
+// skipped by their sums, the block holding the threshold scanned in order), bit for bit. A block
+// of the row is loaded side by side into shared memory, so every load is coalesced, and summed by
+// one warp in the CPU's lane order. A row is a functor value(i), or a type with its own
+// fill(b, e, buf, rank, size, sync) and last_positive(n) (a row held as its positive entries).
+// IWYU pragma: private
+#pragma once
+
+#include <cstdint>
+
+#include "specdec/backend/cuda/detail/global.cuh"
+#include "specdec/core/blocked_sum.hpp"
+#include "specdec/core/inverse_cdf.hpp"
+
+namespace specdec::backend::cuda_impl::detail {
+
+/// Threads per block of the kernels that draw: a block sums kDrawThreads blocks of the row at a
+/// time (a chunk), a warp per block.
+inline constexpr int kDrawThreads = 256;
+inline constexpr int kDrawWarps = kDrawThreads / 32;
+inline constexpr int kSumBlock = static_cast<int>(specdec::detail::kBlockedSumBlock);
+
+struct DrawShared {
+  float block[kDrawWarps][kSumBlock];  // a 1024-entry block of the row per warp
+  float sums[kDrawThreads];            // block sums of the current chunk of the row
+  double running;                      // the draw's running sum
+  int next;
+  int result;
+};
+
+/// buf[0, e - b) = entries b .. e-1 of `row`, by the threads of a group (`rank` of `size`, `sync`
+/// the group's barrier).
+template <class Row, class Sync>
+__device__ __forceinline__ void fill_block(const Row& row, std::int64_t b, std::int64_t e,
+                                           float* buf, int rank, int size, const Sync& sync) {
+  if constexpr (requires { row.fill(b, e, buf, rank, size, sync); }) {
+    row.fill(b, e, buf, rank, size, sync);
+  } else {
+    for (std::int64_t i = rank; i < e - b; i += size) buf[i] = row(b + i);
+  }
+}
+
+/// The row's last positive entry (sample_row's fallback), or 0.
+template <class Row>
+__device__ std::int64_t last_positive_of(const Row& row, std::int64_t n) {
+  if constexpr (requires { row.last_positive(n); }) {
+    return row.last_positive(n);
+  } else {
+    return specdec::detail::last_positive(row, 0, n, 0);
+  }
+}
+
+/// detail::block_sum of value(b .. e-1) by one warp: the entries are loaded side by side into
+/// `buf`, then lane j < 8 adds those at offsets j mod 8 in order, as the CPU's lane j does; lane 0
+/// adds the tail and the lanes in the CPU's order and returns the sum.
+template <class Value>
+__device__ __forceinline__ float warp_block_sum(const Value& value, std::int64_t b, std::int64_t e,
+                                                float* buf) {
+  constexpr int kLanes = specdec::detail::kBlockedSumLanes;
+  const int lane = static_cast<int>(threadIdx.x) % 32;
+  const int count = static_cast<int>(e - b), whole = count / kLanes * kLanes;
+  fill_block(value, b, e, buf, lane, 32, [] { __syncwarp(); });
+  __syncwarp();
+  float partial = 0.0f;
+  if (lane < kLanes) {
+    for (int i = lane; i < whole; i += kLanes) partial += buf[i];
+  }
+  float block = 0.0f;
+  for (int i = whole; i < count; ++i) block += buf[i];
+  for (int j = 0; j < kLanes; ++j) block += __shfl_sync(0xffffffffu, partial, j);
+  __syncwarp();  // buf is read before the warp's next block overwrites it
+  return block;
+}
+
+/// block_sum of every 1024-entry block of chunk `base` (kDrawThreads blocks) into sh.sums,
+/// a warp per block (coalesced loads); returns how many blocks the chunk has. Ends with a barrier.
+template <class Value>
+__device__ __forceinline__ int chunk_sums(const Value& value, std::int64_t n, std::int64_t base,
+                                          DrawShared& sh) {
+  constexpr std::int64_t kBlock = specdec::detail::kBlockedSumBlock;
+  const std::int64_t left = (n - base + kBlock - 1) / kBlock;
+  const int count = left < kDrawThreads ? static_cast<int>(left) : kDrawThreads;
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  __syncthreads();  // the previous chunk's sums have been read
+  for (int k = warp; k < count; k += kDrawWarps) {
+    const std::int64_t b = base + k * kBlock;
+    const float sum = warp_block_sum(value, b, b + kBlock < n ? b + kBlock : n, sh.block[warp]);
+    if (threadIdx.x % 32 == 0) sh.sums[k] = sum;
+  }
+  __syncthreads();
+  return count;
+}
+
+/// detail::blocked_sum of value(0 .. n-1), bit for bit, by the whole block. Leaves the last
+/// chunk's block sums in sh.sums.
+template <class Value>
+__device__ double exact_row_sum(const Value& value, std::int64_t n, DrawShared& sh) {
+  constexpr std::int64_t kChunk = specdec::detail::kBlockedSumBlock * kDrawThreads;
+  double total = 0.0;
+  for (std::int64_t base = 0; base < n; base += kChunk) {
+    const int count = chunk_sums(value, n, base, sh);
+    for (int k = 0; k < count; ++k) total += sh.sums[k];  // every thread, same order
+  }
+  return total;
+}
+
+/// detail::sample_row's walk over the `count` block sums of chunk `base` in sh.sums, by the whole
+/// block, the running sum in sh.running: whole blocks are skipped by their sums, and the one
+/// holding the threshold is loaded side by side and scanned by thread 0. Returns whether it found
+/// the token (sh.result); at the row's last chunk it always does (last_positive's fallback).
+template <class Value>
+__device__ bool scan_chunk(const Value& value, std::int64_t n, std::int64_t base, int count,
+                           double threshold, DrawShared& sh) {
+  constexpr std::int64_t kBlock = specdec::detail::kBlockedSumBlock;
+  constexpr std::int64_t kChunk = kBlock * kDrawThreads;
+  float* buf = sh.block[0];
+  for (int k = 0;; ++k) {
+    __syncthreads();  // sh.next, sh.result and buf are free
+    if (threadIdx.x == 0) {
+      for (; k < count; ++k) {
+        const std::int64_t e = base + (k + 1) * kBlock < n ? base + (k + 1) * kBlock : n;
+        if (!(sh.running + sh.sums[k] <= threshold && e < n)) break;
+        sh.running += sh.sums[k];
+      }
+      sh.next = k;
+      sh.result = -1;
+    }
+    __syncthreads();
+    k = sh.next;
+    if (k >= count) break;
+    const std::int64_t b = base + k * kBlock, e = b + kBlock < n ? b + kBlock : n;
+    fill_block(value, b, e, buf, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x),
+               [] { __syncthreads(); });
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      const std::int64_t found = specdec::detail::inverse_cdf_scan(
+          [buf](std::int64_t i) { return buf[i]; }, std::int64_t{0}, e - b, sh.running, threshold);
+      if (found >= 0) sh.result = static_cast<int>(b + found);
+    }
+    __syncthreads();
+    if (sh.result >= 0) return true;
+  }
+  if (base + kChunk < n) return false;
+  __syncthreads();
+  if (threadIdx.x == 0) sh.result = static_cast<int>(last_positive_of(value, n));
+  __syncthreads();
+  return true;
+}
+
+/// detail::sample_row of a row of at most one chunk whose block sums sh.sums already holds: the
+/// row is read only in the scanned block.
+template <class Value>
+__device__ int sample_from_sums(const Value& value, std::int64_t n, float u, DrawShared& sh) {
+  constexpr std::int64_t kBlock = specdec::detail::kBlockedSumBlock;
+  const int count = static_cast<int>((n + kBlock - 1) / kBlock);
+  double total = 0.0;
+  for (int k = 0; k < count; ++k) total += sh.sums[k];  // every thread, blocked_sum's order
+  __syncthreads();
+  if (threadIdx.x == 0) sh.running = 0.0;
+  scan_chunk(value, n, 0, count, u * total, sh);
+  const int token = sh.result;
+  __syncthreads();  // sh.result and sh.sums are read before the next pass writes them
+  return token;
+}
+
+/// detail::sample_row of value(0 .. n-1) with uniform u, bit for bit. A row of at most one chunk
+/// is read once plus the scanned block; a longer one twice (its block sums are recomputed).
+template <class Value>
+__device__ int exact_sample_row(const Value& value, std::int64_t n, float u, DrawShared& sh) {
+  constexpr std::int64_t kChunk = specdec::detail::kBlockedSumBlock * kDrawThreads;
+  if (n <= kChunk) {
+    chunk_sums(value, n, 0, sh);
+    return sample_from_sums(value, n, u, sh);
+  }
+  const double threshold = u * exact_row_sum(value, n, sh);
+  __syncthreads();
+  if (threadIdx.x == 0) sh.running = 0.0;
+  for (std::int64_t base = 0; base < n; base += kChunk) {
+    const int count = chunk_sums(value, n, base, sh);
+    if (scan_chunk(value, n, base, count, threshold, sh)) break;
+  }
+  const int token = sh.result;
+  __syncthreads();  // sh.result is read before the next call writes it
+  return token;
+}
+
+}  // namespace specdec::backend::cuda_impl::detail

@@ -15,10 +15,12 @@ namespace specdec::backend::cuda_impl {
 namespace {
 
 /// The staged copies in a chain workspace (chain_workspace_size's layout, then the logits part:
-/// warps, the rows' statistics, warped rows).
+/// warps, the rows' statistics, warped rows), and the offsets and streams the kernels read.
 struct Staged {
-  std::int32_t* offsets;
-  RandomStream* streams;
+  std::int32_t* staged_offsets;
+  RandomStream* staged_streams;
+  const std::int32_t* offsets;
+  const RandomStream* streams;
   DeviceWarp* warps;  // logits only
   detail::RowStatsBuffers statistics;  // logits only
   float* rows;                         // logits with a warp of top-k or min-p only
@@ -28,9 +30,9 @@ Staged carve(void* workspace, std::int64_t batch, std::int64_t rows = 0, std::in
   const auto b = static_cast<std::size_t>(batch);
   auto* base = static_cast<unsigned char*>(workspace);
   Staged out{};
-  out.offsets = reinterpret_cast<std::int32_t*>(base);
+  out.staged_offsets = reinterpret_cast<std::int32_t*>(base);
   base += device_round_up((b + 1) * sizeof(std::int32_t));
-  out.streams = reinterpret_cast<RandomStream*>(base);
+  out.staged_streams = reinterpret_cast<RandomStream*>(base);
   base += device_round_up(b * sizeof(RandomStream));
   out.warps = reinterpret_cast<DeviceWarp*>(base);
   base += device_round_up(b * sizeof(DeviceWarp));
@@ -39,14 +41,27 @@ Staged carve(void* workspace, std::int64_t batch, std::int64_t rows = 0, std::in
   return out;
 }
 
-cudaError_t stage(const ChainVerifyParams& p, const Staged& staged, cudaStream_t stream) {
+/// The offsets and streams the kernels read: the caller's device arrays where given (nothing
+/// copied: the call can be captured in a graph), else the host arrays copied into the workspace.
+cudaError_t stage_or_take(const ChainVerifyParams& p, Staged& staged, cudaStream_t stream) {
   const auto b = static_cast<std::size_t>(p.batch);
-  cudaError_t status =
-      cudaMemcpyAsync(staged.offsets, p.host_draft_offsets, (b + 1) * sizeof(std::int32_t),
-                      cudaMemcpyHostToDevice, stream);
-  if (status != cudaSuccess) return status;
-  return cudaMemcpyAsync(staged.streams, p.host_streams, b * sizeof(RandomStream),
-                         cudaMemcpyHostToDevice, stream);
+  staged.offsets = p.device_draft_offsets;
+  staged.streams = p.device_streams;
+  if (p.device_draft_offsets == nullptr) {
+    const cudaError_t status =
+        cudaMemcpyAsync(staged.staged_offsets, p.host_draft_offsets,
+                        (b + 1) * sizeof(std::int32_t), cudaMemcpyHostToDevice, stream);
+    if (status != cudaSuccess) return status;
+    staged.offsets = staged.staged_offsets;
+  }
+  if (p.device_streams == nullptr) {
+    const cudaError_t status = cudaMemcpyAsync(staged.staged_streams, p.host_streams,
+                                               b * sizeof(RandomStream), cudaMemcpyHostToDevice,
+                                               stream);
+    if (status != cudaSuccess) return status;
+    staged.streams = staged.staged_streams;
+  }
+  return cudaSuccess;
 }
 
 template <bool kLogits, class T>
@@ -90,8 +105,8 @@ cudaError_t launch_chain_statistics(const ChainVerifyParams& p, const Staged& st
 cudaError_t verify_chain_batch(const ChainVerifyParams& params, void* workspace,
                                cudaStream_t stream) {
   if (params.dtype != DType::kF32) return cudaErrorInvalidValue;
-  const Staged staged = carve(workspace, params.batch);
-  const cudaError_t status = stage(params, staged, stream);
+  Staged staged = carve(workspace, params.batch);
+  const cudaError_t status = stage_or_take(params, staged, stream);
   if (status != cudaSuccess) return status;
   return launch_chain<false, float>(params, staged, DeviceWarp{1.0f, 0, 1.0f, 0.0f}, nullptr,
                                     stream);
@@ -103,15 +118,8 @@ cudaError_t verify_chain_batch_logits(const ChainVerifyParams& params, const Dev
   const bool resident = params.device_draft_offsets != nullptr;
   const std::int64_t drafts = resident ? params.drafts : params.host_draft_offsets[params.batch];
   Staged staged = carve(workspace, params.batch, 2 * drafts + params.batch, params.vocab);
-  cudaError_t status = cudaSuccess;
-  if (resident) {
-    // Graph-safe: the kernels read the caller's device arrays; nothing is staged.
-    staged.offsets = const_cast<std::int32_t*>(params.device_draft_offsets);
-    staged.streams = const_cast<RandomStream*>(params.device_streams);
-  } else {
-    status = stage(params, staged, stream);
-    if (status != cudaSuccess) return status;
-  }
+  cudaError_t status = stage_or_take(params, staged, stream);
+  if (status != cudaSuccess) return status;
   const DeviceWarp shared_warp = host_warps[0];
   const DeviceWarp* row_warps = nullptr;
   bool statistics = true, top_p = false;

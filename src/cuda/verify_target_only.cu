@@ -51,8 +51,8 @@ cudaError_t verify_chain_batch_target_only(const ChainVerifyParams& p, void* wor
   const std::int32_t* offsets = nullptr;
   const RandomStream* streams = nullptr;
   const cudaError_t status =
-      offsets_and_streams(p.host_draft_offsets, nullptr, p.host_streams, nullptr, p.batch,
-                          workspace, stream, &offsets, &streams);
+      offsets_and_streams(p.host_draft_offsets, p.device_draft_offsets, p.host_streams,
+                          p.device_streams, p.batch, workspace, stream, &offsets, &streams);
   if (status != cudaSuccess) return status;
   return detail::launch(detail::verify_chain_target_only_kernel, static_cast<unsigned int>(p.batch),
                         static_cast<unsigned int>(detail::kTargetOnlyThreads), stream,

@@ -56,6 +56,13 @@ struct TreeBatchShape {
 ///   accepted:      B counts (0..gamma_b); sequence b emitted accepted[b] + 1 tokens.
 /// With the same gamma for every sequence (uniform_draft_offsets) the arrays are the familiar
 /// B * (gamma + 1) target rows, B x gamma draft tokens and B x (gamma + 1) emitted tokens.
+///
+/// Graph-safe form (CUDA backend): `device_draft_offsets` (B + 1) and `device_streams` (B) in
+/// device memory in place of draft_offsets and streams, which stay empty; B is accepted.size()
+/// and G draft_tokens.size(). The call then makes no host copy, allocation or synchronisation, so
+/// it can be captured in a CUDA graph and replayed after new offsets, streams and rows are
+/// written to the same buffers. The device arrays are not scanned: offsets must be a valid layout
+/// of G drafts (non-decreasing from 0 to G). On the CPU backend they are read as host memory.
 struct ChainBatchArgs {
   std::span<const std::int32_t> draft_offsets{};
   MatrixView<const float> target_rows{};
@@ -64,6 +71,8 @@ struct ChainBatchArgs {
   std::span<const RandomStream> streams{};
   std::span<Token> emitted{};
   std::span<std::int32_t> accepted{};
+  const std::int32_t* device_draft_offsets = nullptr;
+  const RandomStream* device_streams = nullptr;
 };
 
 /// ChainBatchArgs with logits in place of warped rows (verify_chain_batch_logits): the same
@@ -75,7 +84,8 @@ struct ChainBatchArgs {
 /// so it can be captured in a CUDA graph and replayed after new offsets, streams and logits are
 /// written to the same buffers. The device arrays are not scanned: offsets must be a valid
 /// layout of G drafts (non-decreasing from 0 to G). With one warp for all sequences nothing else
-/// is copied; per-sequence warps are copied from host memory (not capturable).
+/// is copied; per-sequence warps are copied from host memory (not capturable). On the CPU
+/// backend the device arrays are read as host memory.
 template <class T>
 struct ChainBatchLogitsArgs {
   std::span<const std::int32_t> draft_offsets{};
@@ -216,19 +226,6 @@ std::int64_t check_chain_batch(std::span<const std::int32_t> draft_offsets,
   return largest;
 }
 
-/// A backend that reads offsets and streams from host memory refuses their device forms.
-template <class Args>
-void check_host_offsets_and_streams(const Args& args, std::string_view backend) {
-  if (args.device_draft_offsets != nullptr) {
-    fail("device_draft_offsets", "is read by the CUDA backend only; the {} backend takes "
-         "draft_offsets", backend);
-  }
-  if (args.device_streams != nullptr) {
-    fail("device_streams", "is read by the CUDA backend only; the {} backend takes streams",
-         backend);
-  }
-}
-
 /// The checks every backend makes on warps given per sequence (one shared, or one per sequence).
 inline void check_sequence_warps(std::span<const Warp> warps, std::int64_t batch,
                                  std::int64_t vocab) {
@@ -345,6 +342,31 @@ TreeBatchArgs resident_args(const TreeBatchArgs& args) {
   }
 }
 
+/// The chain args a backend's implementation sees (ChainBatchArgs or ChainBatchLogitsArgs<T>):
+/// unchanged, or on the CPU, whose memory is the host's, with device_draft_offsets and
+/// device_streams as the host spans over them (B = accepted.size()), checked as host arrays are.
+template <class Backend, class Args>
+Args chain_resident_args(const Args& args) {
+  check_device_resident("device_draft_offsets", args.device_draft_offsets, "draft_offsets",
+                        args.draft_offsets.size());
+  check_device_resident("device_streams", args.device_streams, "streams", args.streams.size());
+  if constexpr (!std::is_same_v<std::remove_cvref_t<Backend>, backend::Cpu>) {
+    return args;
+  } else {
+    Args out = args;
+    const std::size_t batch = args.accepted.size();
+    if (args.device_draft_offsets != nullptr) {
+      out.draft_offsets = {args.device_draft_offsets, batch + 1};
+      out.device_draft_offsets = nullptr;
+    }
+    if (args.device_streams != nullptr) {
+      out.streams = {args.device_streams, batch};
+      out.device_streams = nullptr;
+    }
+    return out;
+  }
+}
+
 /// Host checks of a tree batch's CSR offsets and shapes (without draft rows when `draft_rows` is
 /// false: target-only verification); returns the largest tree (with device_offsets, ceil(N / B):
 /// see TreeBatchSizes).
@@ -405,7 +427,8 @@ std::size_t workspace_size(const Backend& backend, const TreeBatchShape& shape) 
 /// The CPU backend needs contiguous rows (stride == V); CUDA takes any stride >= V.
 template <backend::BackendPolicy Backend, class Scratch>
 void verify_chain_batch(const Backend& backend, const ChainBatchArgs& args, Scratch&& workspace) {
-  detail::ChainBatchImpl<Backend>::run(backend, args, std::forward<Scratch>(workspace));
+  detail::ChainBatchImpl<Backend>::run(backend, detail::chain_resident_args<Backend>(args),
+                                       std::forward<Scratch>(workspace));
 }
 
 /// As verify_chain_batch, from raw logits (T = float, Eigen::half, Eigen::bfloat16; on CUDA the
@@ -416,8 +439,8 @@ void verify_chain_batch(const Backend& backend, const ChainBatchArgs& args, Scra
 template <backend::BackendPolicy Backend, class T, class Scratch>
 void verify_chain_batch_logits(const Backend& backend, const ChainBatchLogitsArgs<T>& args,
                                Scratch&& workspace) {
-  detail::ChainBatchImpl<Backend>::template run_logits<T>(backend, args,
-                                                          std::forward<Scratch>(workspace));
+  detail::ChainBatchImpl<Backend>::template run_logits<T>(
+      backend, detail::chain_resident_args<Backend>(args), std::forward<Scratch>(workspace));
 }
 
 /// Chain verification of drafts without draft rows (verify_chain_target_only per sequence) for a
@@ -430,7 +453,8 @@ void verify_chain_batch_logits(const Backend& backend, const ChainBatchLogitsArg
 template <backend::BackendPolicy Backend, class Scratch>
 void verify_chain_batch_target_only(const Backend& backend, const ChainBatchArgs& args,
                                     Scratch&& workspace) {
-  detail::ChainBatchTargetOnlyImpl<Backend>::run(backend, args, std::forward<Scratch>(workspace));
+  detail::ChainBatchTargetOnlyImpl<Backend>::run(
+      backend, detail::chain_resident_args<Backend>(args), std::forward<Scratch>(workspace));
 }
 
 /// verify_chain_batch_target_only from raw logits (T = float, Eigen::half, Eigen::bfloat16) in
@@ -443,7 +467,7 @@ void verify_chain_batch_target_only_logits(const Backend& backend,
                                            const ChainBatchLogitsArgs<T>& args,
                                            Scratch&& workspace) {
   detail::ChainBatchTargetOnlyImpl<Backend>::template run_logits<T>(
-      backend, args, std::forward<Scratch>(workspace));
+      backend, detail::chain_resident_args<Backend>(args), std::forward<Scratch>(workspace));
 }
 
 /// Tree verification for B ragged trees (layout: TreeBatchArgs): tree b is verify_tree(rule, ...)

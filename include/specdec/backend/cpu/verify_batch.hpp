@@ -108,7 +108,6 @@ struct ChainBatchImpl<backend::Cpu> {
   template <class T>
   static void run_logits(const backend::Cpu& cpu, const ChainBatchLogitsArgs<T>& args,
                          Workspace& ws) {
-    check_host_offsets_and_streams(args, "CPU");
     check_chain_batch<T>(args.draft_offsets, args.target_logits, args.draft_logits,
                          args.draft_tokens.size(), args.streams.size(), args.emitted.size(),
                          args.accepted.size(), "target_logits", "draft_logits");

@@ -68,71 +68,90 @@ struct ChainBatchImpl<backend::Cuda> {
   /// -1 tokens.
   static void run(const backend::Cuda& cuda, const ChainBatchArgs& args,
                   const backend::DeviceWorkspace& ws) {
-    const auto p =
-        params<float>(args, args.target_rows, args.draft_rows, "target_rows", "draft_rows");
+    const bool on_device = resident(args);
+    const auto p = on_device ? resident_params<float>(args, args.target_rows, args.draft_rows,
+                                                      "target_rows", "draft_rows")
+                             : params<float>(args, args.target_rows, args.draft_rows,
+                                             "target_rows", "draft_rows");
     check_device_workspace(ws, workspace_size(cuda, {.batch = p.batch, .vocab = p.vocab}));
-    check_cuda(backend::cuda_impl::verify_chain_batch(p, ws.data, cuda.stream),
-               "verify_chain_batch");
+    check_cuda_staged(backend::cuda_impl::verify_chain_batch(p, ws.data, cuda.stream),
+                      "verify_chain_batch", !on_device, "draft_offsets",
+                      "device_draft_offsets and device_streams");
   }
 
-  /// The host checks of a graph-safe chain batch (device_draft_offsets and device_streams set):
-  /// B = accepted.size(), G = draft_tokens.size(); returns the launcher's views.
-  template <class T>
-  static backend::cuda_impl::ChainVerifyParams resident_params(const ChainBatchLogitsArgs<T>& args) {
+  /// The host checks of a graph-safe chain batch (device_draft_offsets and device_streams set;
+  /// ChainBatchArgs or ChainBatchLogitsArgs<T>, whose rows are `target` and `draft`, draft rows
+  /// optional for target-only verification): B = accepted.size(), G = draft_tokens.size();
+  /// returns the launcher's views.
+  template <class T, class Args>
+  static backend::cuda_impl::ChainVerifyParams resident_params(
+      const Args& args, MatrixView<const T> target, MatrixView<const T> draft,
+      std::string_view target_name, std::string_view draft_name, bool draft_rows = true) {
     if (args.device_draft_offsets == nullptr)
       fail("device_draft_offsets", "is null while device_streams is set: give both");
     if (args.device_streams == nullptr)
       fail("device_streams", "is null while device_draft_offsets is set: give both");
-    if (!args.draft_offsets.empty())
-      fail("draft_offsets", "must be empty when device_draft_offsets is given");
-    if (!args.streams.empty()) fail("streams", "must be empty when device_streams is given");
     const auto batch = static_cast<std::int64_t>(args.accepted.size());
     const auto drafts = static_cast<std::int64_t>(args.draft_tokens.size());
     if (batch < 1) fail("accepted", "is empty: with device_draft_offsets it holds the B >= 1 counts");
-    const auto& target = args.target_logits;
-    const auto& draft = args.draft_logits;
-    check_rows("target_logits", target.rows, target.cols, target.stride, drafts + batch, "G + B");
-    check_rows("draft_logits", draft.rows, draft.cols, draft.stride, drafts, "G");
-    if (draft.cols != target.cols) {
-      fail("draft_logits", "has {} columns, expected {} like target_logits", draft.cols,
-           target.cols);
+    check_rows(target_name, target.rows, target.cols, target.stride, drafts + batch, "G + B");
+    if (draft_rows) {
+      check_rows(draft_name, draft.rows, draft.cols, draft.stride, drafts, "G");
+      if (draft.cols != target.cols) {
+        fail(draft_name, "has {} columns, expected {} like {}", draft.cols, target.cols,
+             target_name);
+      }
+    } else if (draft.rows != 0 || draft.data != nullptr) {
+      fail(draft_name, "has {} rows; target-only verification reads none: leave it empty",
+           draft.rows);
     }
     check_size("emitted", args.emitted.size(), static_cast<std::size_t>(drafts + batch));
     if (target.cols > INT_MAX)
-      fail("target_logits", "has {} columns, at most {} are supported", target.cols, INT_MAX);
-    if (target.data == nullptr) fail("target_logits", "is a null device pointer");
+      fail(target_name, "has {} columns, at most {} are supported", target.cols, INT_MAX);
+    if (target.data == nullptr) fail(target_name, "is a null device pointer");
     if (drafts > 0) {
-      if (draft.data == nullptr) fail("draft_logits", "is a null device pointer");
+      if (draft_rows && draft.data == nullptr) fail(draft_name, "is a null device pointer");
       if (args.draft_tokens.data() == nullptr) fail("draft_tokens", "is a null device pointer");
     }
     if (args.emitted.data() == nullptr) fail("emitted", "is a null device pointer");
     if (args.accepted.data() == nullptr) fail("accepted", "is a null device pointer");
     backend::cuda_impl::ChainVerifyParams p{
-        target.data, target.stride,         draft.data,          draft.stride,
-        device_dtype<T>(), batch,           target.cols,         nullptr,
-        args.draft_tokens.data(), nullptr,  args.emitted.data(), args.accepted.data()};
+        target.data,       target.stride, draft.data,  draft.stride,
+        device_dtype<T>(), batch,         target.cols, nullptr,
+        args.draft_tokens.data(), nullptr, args.emitted.data(), args.accepted.data()};
     p.device_draft_offsets = args.device_draft_offsets;
     p.device_streams = args.device_streams;
     p.drafts = drafts;
     return p;
   }
 
+  /// Whether a chain batch's offsets and streams are device-resident.
+  template <class Args>
+  static bool resident(const Args& args) {
+    return args.device_draft_offsets != nullptr || args.device_streams != nullptr;
+  }
+
   /// Device logits are not scanned: rows must hold no NaN or +inf and at least one finite value.
   template <class T>
   static void run_logits(const backend::Cuda& cuda, const ChainBatchLogitsArgs<T>& args,
                          const backend::DeviceWorkspace& ws) {
-    const bool resident = args.device_draft_offsets != nullptr || args.device_streams != nullptr;
-    const auto p = resident ? resident_params(args)
-                            : params<T>(args, args.target_logits, args.draft_logits,
-                                        "target_logits", "draft_logits");
+    const bool on_device = resident(args);
+    const auto p = on_device ? resident_params<T>(args, args.target_logits, args.draft_logits,
+                                                  "target_logits", "draft_logits")
+                             : params<T>(args, args.target_logits, args.draft_logits,
+                                         "target_logits", "draft_logits");
     check_sequence_warps(args.warps, p.batch, p.vocab);
-    const std::int64_t drafts = resident ? p.drafts : args.draft_offsets.back();
+    const std::int64_t drafts = on_device ? p.drafts : args.draft_offsets.back();
     check_device_workspace(ws, backend::cuda_impl::chain_logits_workspace_bytes(p.batch, drafts,
                                                                                 p.vocab));
-    check_cuda(backend::cuda_impl::verify_chain_batch_logits(
-                   p, reinterpret_cast<const backend::cuda_impl::DeviceWarp*>(args.warps.data()),
-                   static_cast<std::int64_t>(args.warps.size()), ws.data, cuda.stream),
-               "verify_chain_batch_logits");
+    check_cuda_staged(backend::cuda_impl::verify_chain_batch_logits(
+                          p, reinterpret_cast<const backend::cuda_impl::DeviceWarp*>(
+                                 args.warps.data()),
+                          static_cast<std::int64_t>(args.warps.size()), ws.data, cuda.stream),
+                      "verify_chain_batch_logits", !on_device || args.warps.size() > 1,
+                      on_device ? "warps" : "draft_offsets",
+                      on_device ? "one warp for every sequence"
+                                : "device_draft_offsets and device_streams");
   }
 };
 
@@ -228,29 +247,37 @@ struct ChainBatchTargetOnlyImpl<backend::Cuda> {
   /// only -1 tokens.
   static void run(const backend::Cuda& cuda, const ChainBatchArgs& args,
                   const backend::DeviceWorkspace& ws) {
-    check_chain_batch_target_only(args);
-    const auto& target = args.target_rows;
-    if (target.data == nullptr) fail("target_rows", "is a null device pointer");
-    if (!args.draft_tokens.empty() && args.draft_tokens.data() == nullptr)
-      fail("draft_tokens", "is a null device pointer");
-    if (args.emitted.data() == nullptr) fail("emitted", "is a null device pointer");
-    if (args.accepted.data() == nullptr) fail("accepted", "is a null device pointer");
-    const auto batch = static_cast<std::int64_t>(args.draft_offsets.size() - 1);
-    check_device_workspace(ws, backend::cuda_impl::chain_workspace_size(batch));
-    const backend::cuda_impl::ChainVerifyParams p{target.data,
-                                                  target.stride,
-                                                  nullptr,
-                                                  0,
-                                                  backend::cuda_impl::DType::kF32,
-                                                  batch,
-                                                  target.cols,
-                                                  args.draft_offsets.data(),
-                                                  args.draft_tokens.data(),
-                                                  args.streams.data(),
-                                                  args.emitted.data(),
-                                                  args.accepted.data()};
-    check_cuda(backend::cuda_impl::verify_chain_batch_target_only(p, ws.data, cuda.stream),
-               "verify_chain_batch_target_only");
+    const bool on_device = ChainBatchImpl<backend::Cuda>::resident(args);
+    backend::cuda_impl::ChainVerifyParams p{};
+    if (on_device) {
+      p = ChainBatchImpl<backend::Cuda>::resident_params<float>(
+          args, args.target_rows, args.draft_rows, "target_rows", "draft_rows", false);
+    } else {
+      check_chain_batch_target_only(args);
+      const auto& target = args.target_rows;
+      if (target.data == nullptr) fail("target_rows", "is a null device pointer");
+      if (!args.draft_tokens.empty() && args.draft_tokens.data() == nullptr)
+        fail("draft_tokens", "is a null device pointer");
+      if (args.emitted.data() == nullptr) fail("emitted", "is a null device pointer");
+      if (args.accepted.data() == nullptr) fail("accepted", "is a null device pointer");
+      p = {target.data,
+           target.stride,
+           nullptr,
+           0,
+           backend::cuda_impl::DType::kF32,
+           static_cast<std::int64_t>(args.draft_offsets.size() - 1),
+           target.cols,
+           args.draft_offsets.data(),
+           args.draft_tokens.data(),
+           args.streams.data(),
+           args.emitted.data(),
+           args.accepted.data()};
+    }
+    // With both device arrays nothing is staged: no workspace is needed.
+    check_device_workspace(ws, on_device ? 0 : backend::cuda_impl::chain_workspace_size(p.batch));
+    check_cuda_staged(backend::cuda_impl::verify_chain_batch_target_only(p, ws.data, cuda.stream),
+                      "verify_chain_batch_target_only", !on_device, "draft_offsets",
+                      "device_draft_offsets and device_streams");
   }
 };
 

@@ -10,10 +10,11 @@
 #include <cstdlib>
 #include <vector>
 
-#include "specdec/backend/cuda/launchers.hpp"
 #include "specdec/backend/cpu/verify_batch.hpp"
-#include "specdec/backend/cuda/verify_batch.hpp"
+#include "specdec/backend/cuda/launchers.hpp"
 #include "specdec/backend/cuda/row_split.hpp"
+#include "specdec/backend/cuda/verify_batch.hpp"
+#include "specdec/core/warp.hpp"
 #include "specdec/core/workspace.hpp"
 #include "specdec/toy/random.hpp"
 #include "specdec/verify/chain_logits.hpp"
@@ -465,4 +466,80 @@ TEST_CASE("ledger: the chain step from logits with top-p reads each logit at mos
   CHECK(run.target_reads <= twice + 0.01);
   CHECK(run.draft_reads <= twice + 0.02);  // and q at the nucleus ids of a rejection
   CHECK(drawn_draft > 0);  // a rejection's residual was drawn from the listed nucleus
+}
+
+namespace {
+
+/// The warped rows (temperature 1) of a batch's logits, for the verifiers that take rows.
+std::vector<float> softmax_rows(const std::vector<float>& logits, std::int64_t vocab) {
+  std::vector<float> out(logits.size());
+  Workspace ws(warp_workspace_size(vocab));
+  const Warp warp{.temperature = 1.0f};
+  for (std::size_t r = 0; r * static_cast<std::size_t>(vocab) < logits.size(); ++r) {
+    const std::size_t at = r * static_cast<std::size_t>(vocab);
+    warp_logits<float>(warp, std::span<const float>(logits.data() + at, static_cast<std::size_t>(vocab)),
+                       std::span<float>(out.data() + at, static_cast<std::size_t>(vocab)), ws);
+  }
+  return out;
+}
+
+/// verify_chain_batch (rows) or verify_chain_batch_target_only on the CUDA backend, offsets and
+/// streams on the host or on the device; the tokens and the call's host copies.
+struct RowsChainRun {
+  std::vector<std::int32_t> emitted, accepted;
+  std::uint64_t copies;
+};
+RowsChainRun rows_chain(const StatsBatch& c, bool target_only, bool on_device,
+                        cudaStream_t stream = nullptr) {
+  StatsBuffer<float> target("target", softmax_rows(c.target, c.vocab));
+  StatsBuffer<float> draft("draft", softmax_rows(c.draft, c.vocab));
+  StatsBuffer<std::int32_t> tokens("tokens", c.tokens), offsets("offsets", c.offsets);
+  StatsBuffer<RandomStream> streams("streams", c.streams);
+  StatsBuffer<std::int32_t> emitted("emitted", static_cast<std::size_t>(c.drafts() + c.batch()));
+  StatsBuffer<std::int32_t> accepted("accepted", static_cast<std::size_t>(c.batch()));
+  StatsBuffer<unsigned char> workspace("workspace", cuda_impl::chain_workspace_size(c.batch()));
+  ChainBatchArgs args{.target_rows = {target.get(), c.drafts() + c.batch(), c.vocab},
+                      .draft_rows = {draft.get(), c.drafts(), c.vocab},
+                      .draft_tokens = {tokens.get(), tokens.size()},
+                      .emitted = {emitted.get(), emitted.size()},
+                      .accepted = {accepted.get(), accepted.size()}};
+  if (target_only) args.draft_rows = {};
+  if (on_device) {
+    args.device_draft_offsets = offsets.get();
+    args.device_streams = streams.get();
+  } else {
+    args.draft_offsets = c.offsets;
+    args.streams = c.streams;
+  }
+  const backend::DeviceWorkspace ws{workspace.get(), workspace.size()};
+  emu::ledger.reset();
+  if (target_only) {
+    verify_chain_batch_target_only(backend::cuda.on(stream), args, ws);
+  } else {
+    verify_chain_batch(backend::cuda.on(stream), args, ws);
+  }
+  return {emitted.values(), accepted.values(), emu::ledger.counts.copies()};
+}
+
+}  // namespace
+
+TEST_CASE("chain batches on rows and target-only chains take device-resident offsets and "
+          "streams: no copy, the same tokens",
+          "[backend][cuda_kernel][chain_statistics]") {
+  const bool target_only = GENERATE(false, true);
+  const StatsBatch c({3, 0, 2}, 2000, 131);
+  const RowsChainRun host = rows_chain(c, target_only, false);
+  const RowsChainRun device = rows_chain(c, target_only, true);
+  CHECK(host.copies == 2);
+  CHECK(device.copies == 0);
+  CHECK(device.accepted == host.accepted);
+  CHECK(device.emitted == host.emitted);
+  // Captured with host arrays, the staging copy is refused: a clear error, not a CUDA code.
+  cudaStream_t stream = nullptr;
+  REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);
+  REQUIRE(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) == cudaSuccess);
+  CHECK_THROWS_WITH(rows_chain(c, target_only, false, stream),
+                    Catch::Contains("draft_offsets") && Catch::Contains("device_draft_offsets"));
+  cudaGraph_t graph = nullptr;
+  CHECK(cudaStreamEndCapture(stream, &graph) != cudaSuccess);
 }

@@ -50,7 +50,7 @@ struct NucleusShared {
 };
 
 /// Sorts sh.keys[0, count) descending by the whole block (bitonic, padded with zero keys).
-__device__ void sort_keys_descending(int count, NucleusShared& sh) {
+__device__ inline void sort_keys_descending(int count, NucleusShared& sh) {
   int size = 1;
   while (size < count) size *= 2;
   for (int i = count + static_cast<int>(threadIdx.x); i < size; i += static_cast<int>(blockDim.x))
@@ -85,7 +85,7 @@ __device__ __forceinline__ std::uint64_t kept_key(std::uint64_t rank_key) {
 /// ordered by rank, walked until their mass reaches top_p. The cut stands when every entry left
 /// out ranks after it; returns whether it did (and then writes it into `out` and, with `keep`,
 /// the kept entries, ids ascending, as kept_keys into `list`, their count into *kept).
-__device__ bool cut_from_list(Global<std::uint64_t> list, unsigned int count, float gate,
+__device__ inline bool cut_from_list(Global<std::uint64_t> list, unsigned int count, float gate,
                               double top_p, RowStats& out, NucleusShared& sh, unsigned int* kept,
                               bool keep) {
   if (count > static_cast<unsigned int>(kNucleusList)) return false;

@@ -18,8 +18,6 @@ cudaError_t verify_tree_batch(TreeRule rule, const TreeVerifyParams& p, void* wo
   auto* staged_streams = reinterpret_cast<RandomStream*>(base);
   base += device_round_up(b * sizeof(RandomStream));
   auto* ints = reinterpret_cast<std::int32_t*>(base);
-  base += device_round_up(b * 2 * static_cast<std::size_t>(p.max_nodes) * sizeof(std::int32_t));
-  auto* scratch = reinterpret_cast<float*>(base);
   const std::int32_t* offsets = p.device_node_offsets;
   if (offsets == nullptr) {
     const cudaError_t status =
@@ -37,10 +35,10 @@ cudaError_t verify_tree_batch(TreeRule rule, const TreeVerifyParams& p, void* wo
   }
   const auto kernel = rule == TreeRule::kRecursive ? detail::verify_tree_kernel<true>
                                                    : detail::verify_tree_kernel<false>;
-  return detail::launch(kernel, static_cast<unsigned int>(p.batch), kWarpThreads, stream, offsets,
-                        p.tokens, p.parents, p.target, p.target_stride, p.draft, p.draft_stride,
-                        static_cast<int>(p.vocab), streams, ints, scratch, p.accepted_nodes,
-                        p.accepted, p.final_tokens, p.bonus);
+  return detail::launch(kernel, static_cast<unsigned int>(p.batch), detail::kDrawThreads, stream,
+                        offsets, p.tokens, p.parents, p.target, p.target_stride, p.draft,
+                        p.draft_stride, static_cast<int>(p.vocab), streams, ints,
+                        p.accepted_nodes, p.accepted, p.final_tokens, p.bonus);
 }
 
 }  // namespace specdec::backend::cuda_impl

@@ -16,21 +16,19 @@ namespace kernels = specdec::backend::cuda_impl::detail;
 
 namespace {
 
-/// Runs verify_tree_kernel over every tree of `c`, one emulated block of `threads` each.
-TreeResult run_kernel(bool recursive, const TreeCase& c, unsigned int threads) {
+/// Runs verify_tree_kernel over every tree of `c`, one emulated block each.
+TreeResult run_kernel(bool recursive, const TreeCase& c) {
   const auto batch = c.offsets.size() - 1;
   std::vector<std::int32_t> ints(2 * c.tokens.size());  // tree b's candidates at 2 offsets[b]
-  std::vector<float> scratch(batch * static_cast<std::size_t>(c.vocab));
   TreeResult r{std::vector<std::int32_t>(c.tokens.size(), -7), std::vector<std::int32_t>(batch, -7),
                std::vector<Token>(batch, -7), std::vector<std::uint8_t>(batch, 7)};
   for (std::size_t b = 0; b < batch; ++b) {
-    run_emulated_block(threads, static_cast<unsigned int>(b), [&] {
+    run_emulated_block(kernels::kDrawThreads, static_cast<unsigned int>(b), [&] {
       const auto kernel =
           recursive ? kernels::verify_tree_kernel<true> : kernels::verify_tree_kernel<false>;
       kernel(c.offsets.data(), c.tokens.data(), c.parents.data(), c.target.data(), c.vocab,
              c.draft.data(), c.vocab, static_cast<int>(c.vocab), c.streams.data(), ints.data(),
-             scratch.data(), r.accepted_nodes.data(), r.accepted.data(), r.final_tokens.data(),
-             r.bonus.data());
+             r.accepted_nodes.data(), r.accepted.data(), r.final_tokens.data(), r.bonus.data());
     });
   }
   return r;
@@ -41,7 +39,7 @@ TreeResult run_kernel(bool recursive, const TreeCase& c, unsigned int threads) {
 TEST_CASE("the emulated CUDA tree kernel matches verify_tree with RRS", "[backend][cuda_kernel]") {
   const auto c = make_trees(10, 300, 11);
   const auto want = tree_oracle(Recursive{}, c);
-  CHECK(run_kernel(true, c, 64) == want);
+  CHECK(run_kernel(true, c) == want);
   CHECK(std::count(want.bonus.begin(), want.bonus.end(), 1) > 0);
   CHECK(std::count(want.bonus.begin(), want.bonus.end(), 0) > 0);
   CHECK(std::count_if(want.accepted.begin(), want.accepted.end(), [](int a) { return a >= 2; }) >
@@ -52,7 +50,7 @@ TEST_CASE("the emulated CUDA tree kernel matches verify_tree with multi-round",
           "[backend][cuda_kernel]") {
   const auto c = make_trees(10, 300, 12);
   const auto want = tree_oracle(MultiRound{}, c);
-  CHECK(run_kernel(false, c, 32) == want);
+  CHECK(run_kernel(false, c) == want);
 }
 
 TEST_CASE("the emulated CUDA tree kernel handles residuals that empty out",
@@ -75,7 +73,7 @@ TEST_CASE("the emulated CUDA tree kernel handles residuals that empty out",
   }
   for (const bool recursive : {true, false}) {
     const Rule rule = recursive ? Rule(Recursive{}) : Rule(MultiRound{});
-    CHECK(run_kernel(recursive, c, 32) == tree_oracle(rule, c));
+    CHECK(run_kernel(recursive, c) == tree_oracle(rule, c));
   }
 }
 
@@ -84,7 +82,7 @@ TEST_CASE("the emulated CUDA tree kernel never accepts a child outside the vocab
   auto c = make_trees(3, 50, 4);
   for (auto& token : c.tokens)
     token = 50 + token;  // every token out of range: unscanned device data
-  const auto r = run_kernel(true, c, 32);
+  const auto r = run_kernel(true, c);
   CHECK(r.accepted == std::vector<std::int32_t>{0, 0, 0});
   for (const Token t : r.final_tokens) CHECK((t >= 0 && t < 50));
 }
@@ -95,7 +93,7 @@ TEST_CASE("the emulated CUDA tree kernel disagrees with the CPU on almost no tre
   // test or threshold falls within rounding; over 600 trees of up to 40 nodes none is expected.
   const auto c = make_trees(600, 1000, 99);
   const auto want = tree_oracle(Recursive{}, c);
-  const auto got = run_kernel(true, c, 32);
+  const auto got = run_kernel(true, c);
   int differ = 0;
   for (std::size_t b = 0; b < want.accepted.size(); ++b) {
     differ += got.accepted[b] != want.accepted[b] || got.final_tokens[b] != want.final_tokens[b];

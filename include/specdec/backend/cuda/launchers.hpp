@@ -160,17 +160,16 @@ cudaError_t verify_chain_batch_logits(const ChainVerifyParams& params, const Dev
                                       std::int64_t warp_count, void* workspace,
                                       cudaStream_t stream);
 
-/// Device bytes verify_tree_batch needs: the staged offsets and streams, 2 * max_nodes ints per
-/// tree (room for 2 N: candidate tokens and node ids, tree b's at 2 offsets[b]) and one float row
-/// of residual scratch per tree.
+/// Device bytes verify_tree_batch needs: the staged offsets and streams and 2 * max_nodes ints
+/// per tree (room for 2 N: candidate tokens and node ids, tree b's at 2 offsets[b]).
 constexpr std::size_t tree_workspace_size(std::int64_t batch, std::int64_t max_nodes,
                                           std::int64_t vocab) {
   const auto b = static_cast<std::size_t>(batch < 0 ? 0 : batch);
   const auto m = static_cast<std::size_t>(max_nodes < 0 ? 0 : max_nodes);
-  const auto v = static_cast<std::size_t>(vocab < 0 ? 0 : vocab);
+  (void)vocab;  // the residual rows are recomputed, never written
   return device_round_up((b + 1) * sizeof(std::int32_t)) +
          device_round_up(b * sizeof(RandomStream)) +
-         device_round_up(b * 2 * m * sizeof(std::int32_t)) + device_round_up(b * v * sizeof(float));
+         device_round_up(b * 2 * m * sizeof(std::int32_t));
 }
 
 /// The node rule of the tree kernel: Recursive (RRS) or MultiRound (also Rejection's, identical

@@ -19,6 +19,7 @@
 
 #include "specdec/backend/cuda/detail/block_reduce.cuh"
 #include "specdec/backend/cuda/detail/global.cuh"
+#include "specdec/backend/cuda/detail/last_block.cuh"
 #include "specdec/backend/cuda/detail/launch.cuh"
 #include "specdec/backend/cuda/detail/warp_kernels.cuh"
 #include "specdec/backend/cuda/launchers.hpp"
@@ -350,14 +351,7 @@ __device__ int split_top_k(Global<const T> row, int n, int tiles_per_block, bool
     lists.ids[slot * k + j] = sh.list_ids[j];
   }
   if (threadIdx.x == 0) lists.counts[slot] = kept;
-  __threadfence();  // the list is visible before the count says this block is done
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    sh.flag = lists.counters.atomic_add(row_index, 1u) == static_cast<unsigned int>(blocks - 1);
-  }
-  __syncthreads();
-  if (sh.flag == 0) return -1;
-  __threadfence();
+  if (!last_block_of_row(lists.counters, row_index, blocks, sh.flag)) return -1;
   return merge_block_lists(lists, row_index * blocks, blocks, k, sh);
 }
 

@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "specdec/backend/cuda/detail/block_reduce.cuh"
+#include "specdec/backend/cuda/detail/last_block.cuh"
 #include "specdec/backend/cuda/detail/row_stats_kernels.cuh"
 #include "specdec/core/warp_rows.hpp"
 #include "specdec/core/warped_probability.hpp"
@@ -291,20 +292,11 @@ __global__ void __launch_bounds__(kStatsThreads)
     gather_candidates(row, begin, stop < n ? stop : n, gate, s, list, counts, r);
   }
   // The last block of the row to finish finds the cut.
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    __threadfence();
-    const unsigned int done = counters.atomic_add(r, 1u);
-    sh.last = done + 1 == static_cast<unsigned int>(split.blocks_per_row) ? 1 : 0;
-  }
-  __syncthreads();
-  if (sh.last == 0) return;
-  __threadfence();
+  if (!last_block_of_row(counters, r, split.blocks_per_row, sh.last)) return;
   const double top_p = static_cast<double>(w.top_p);
   if (n <= kSmallNucleusRow) {
     if (threadIdx.x == 0) {
       small_nucleus(row, n, top_p, s);
-      counters[r] = 0u;
       stats[r] = s;
     }
     return;
@@ -323,7 +315,6 @@ __global__ void __launch_bounds__(kStatsThreads)
   }
   if (!found) search_nucleus(row, n, top_p, s, sh);
   if (threadIdx.x == 0) {
-    counters[r] = 0u;
     counts[r] = kept;  // the next call's memset zeroes it
     stats[r] = s;
   }

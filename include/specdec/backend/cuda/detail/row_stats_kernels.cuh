@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "specdec/backend/cuda/detail/global.cuh"
+#include "specdec/backend/cuda/detail/last_block.cuh"
 #include "specdec/backend/cuda/detail/launch.cuh"
 #include "specdec/backend/cuda/launchers.hpp"
 #include "specdec/backend/cuda/row_split.hpp"
@@ -296,17 +297,8 @@ __global__ void __launch_bounds__(kStatsThreads)
     if (lane == 0) row_tiles[t] = s;
   }
   // The last block of the row to finish combines its tiles.
-  __syncthreads();
+  if (!last_block_of_row(counters, r, split.blocks_per_row, sh.last)) return;
   if (threadIdx.x == 0) {
-    __threadfence();
-    const unsigned int done = counters.atomic_add(r, 1u);
-    sh.last = done + 1 == static_cast<unsigned int>(split.blocks_per_row) ? 1 : 0;
-  }
-  __syncthreads();
-  if (sh.last == 0) return;
-  __threadfence();
-  if (threadIdx.x == 0) {
-    counters[r] = 0u;
     std::int32_t bad = 0;
     for (std::int64_t t = 0; t < split.tiles; ++t) bad |= TileStats(row_tiles[t]).bad;
     const specdec::detail::RowSum sum =

@@ -30,6 +30,12 @@ struct DrawShared {
   int result;
 };
 
+/// A row of fp32 probabilities (a warped target row, say) in global memory.
+struct TargetRowValue {
+  Global<const float> row;
+  __device__ __forceinline__ float operator()(std::int64_t i) const { return row[i]; }
+};
+
 /// buf[0, e - b) = entries b .. e-1 of `row`, by the threads of a group (`rank` of `size`, `sync`
 /// the group's barrier).
 template <class Row, class Sync>

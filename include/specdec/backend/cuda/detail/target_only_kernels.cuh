@@ -34,12 +34,6 @@ struct TargetOnlyShared : DrawShared {
   std::int32_t removed[kMaxRemovedTokens];
 };
 
-/// Reads a warped fp32 target row.
-struct TargetRowValue {
-  Global<const float> row;
-  __device__ __forceinline__ float operator()(std::int64_t i) const { return row[i]; }
-};
-
 /// A warped target row with the tokens in `removed` read as +0 (the CPU's zeroed scratch entries).
 struct RemovedRowValue {
   Global<const float> row;

@@ -17,7 +17,6 @@
 #include "specdec/backend/cuda/detail/global.cuh"
 #include "specdec/backend/cuda/detail/launch.cuh"
 #include "specdec/backend/cuda/detail/row_draw.cuh"
-#include "specdec/backend/cuda/detail/target_only_kernels.cuh"
 #include "specdec/backend/cuda/launchers.hpp"
 #include "specdec/core/philox.hpp"
 #include "specdec/verify/residual_walk.hpp"

@@ -91,7 +91,7 @@ cudaError_t launch_chain_statistics(const ChainVerifyParams& p, const Staged& st
   const cudaError_t status = detail::launch_row_statistics(set, rows, p.vocab, split, row_warps,
                                                            top_p, true, staged.statistics, stream);
   if (status != cudaSuccess) return status;
-  return detail::launch(detail::chain_logits_finish_kernel<T>, static_cast<unsigned int>(p.batch),
+  return detail::launch(detail::chain_finish_kernel<T>, static_cast<unsigned int>(p.batch),
                         detail::kDrawThreads, stream, set, p.vocab,
                         static_cast<const RowStats*>(staged.statistics.stats),
                         static_cast<const std::uint64_t*>(staged.statistics.lists),
@@ -108,8 +108,17 @@ cudaError_t verify_chain_batch(const ChainVerifyParams& params, void* workspace,
   Staged staged = carve(workspace, params.batch);
   const cudaError_t status = stage_or_take(params, staged, stream);
   if (status != cudaSuccess) return status;
-  return launch_chain<false, float>(params, staged, DeviceWarp{1.0f, 0, 1.0f, 0.0f}, nullptr,
-                                    stream);
+  const std::int64_t drafts =
+      params.device_draft_offsets != nullptr ? params.drafts : params.host_draft_offsets[params.batch];
+  const detail::LogitRowSet<float> set{static_cast<const float*>(params.target),
+                                       params.target_stride, drafts + params.batch,
+                                       static_cast<const float*>(params.draft),
+                                       params.draft_stride};
+  // Warped rows: the accept tests read two entries, the draws the CPU's sums of the rows.
+  return detail::launch(detail::chain_finish_kernel<float, false>,
+                        static_cast<unsigned int>(params.batch), detail::kDrawThreads, stream, set,
+                        params.vocab, nullptr, nullptr, nullptr, staged.offsets,
+                        params.draft_tokens, staged.streams, params.emitted, params.accepted);
 }
 
 cudaError_t verify_chain_batch_logits(const ChainVerifyParams& params, const DeviceWarp* host_warps,

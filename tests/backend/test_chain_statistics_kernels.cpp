@@ -534,6 +534,36 @@ TEST_CASE("chain batches on rows and target-only chains take device-resident off
   CHECK(device.copies == 0);
   CHECK(device.accepted == host.accepted);
   CHECK(device.emitted == host.emitted);
+  // The CPU backend's tokens, bit for bit.
+  const std::vector<float> target = softmax_rows(c.target, c.vocab);
+  const std::vector<float> draft = softmax_rows(c.draft, c.vocab);
+  std::vector<std::int32_t> emitted(static_cast<std::size_t>(c.drafts() + c.batch()));
+  std::vector<std::int32_t> accepted(static_cast<std::size_t>(c.batch()));
+  ChainBatchArgs cpu_args{.draft_offsets = c.offsets,
+                          .target_rows = {target.data(), c.drafts() + c.batch(), c.vocab},
+                          .draft_rows = {draft.data(), c.drafts(), c.vocab},
+                          .draft_tokens = c.tokens,
+                          .streams = c.streams,
+                          .emitted = emitted,
+                          .accepted = accepted};
+  Workspace cpu_ws(workspace_size(backend::cpu, ChainBatchShape{.batch = c.batch(),
+                                                               .max_gamma = c.max_gamma(),
+                                                               .vocab = c.vocab}));
+  if (target_only) {
+    cpu_args.draft_rows = {};
+    verify_chain_batch_target_only(backend::cpu, cpu_args, cpu_ws);
+  } else {
+    verify_chain_batch(backend::cpu, cpu_args, cpu_ws);
+  }
+  CHECK(device.accepted == accepted);
+  // Tokens past a sequence's emitted ones are the call's padding (-1 on CUDA).
+  for (std::int64_t b = 0; b < c.batch(); ++b) {
+    const std::size_t first = static_cast<std::size_t>(c.offsets[static_cast<std::size_t>(b)] + b);
+    for (std::int32_t j = 0; j <= accepted[static_cast<std::size_t>(b)]; ++j) {
+      CHECK(device.emitted[first + static_cast<std::size_t>(j)] ==
+            emitted[first + static_cast<std::size_t>(j)]);
+    }
+  }
   // Captured with host arrays, the staging copy is refused: a clear error, not a CUDA code.
   cudaStream_t stream = nullptr;
   REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);

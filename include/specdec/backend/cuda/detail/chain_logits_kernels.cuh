@@ -28,11 +28,18 @@ struct WarpedLogitValue {
   }
 };
 
-/// The residual [p - q]+ of two warped rows recomputed from their logits.
-template <class T>
-struct ResidualLogitValue {
-  WarpedLogitValue<T> target;
-  WarpedLogitValue<T> draft;
+/// A warped row given as fp32 probabilities in global memory (no statistics: stats.greedy = -1).
+struct ProbabilityRowValue {
+  Global<const float> row;
+  specdec::detail::WarpStats stats;
+  __device__ __forceinline__ float operator()(std::int64_t i) const { return row[i]; }
+};
+
+/// The residual [p - q]+ of two warped rows.
+template <class Row>
+struct ResidualOfRows {
+  Row target;
+  Row draft;
   __device__ __forceinline__ float operator()(std::int64_t i) const {
     return specdec::detail::scaled_residual(target(i), 1.0f, draft(i));
   }
@@ -43,13 +50,13 @@ struct ResidualLogitValue {
 /// elsewhere; with `residual`, as [that - q]+ with q the draft's warped row at the same ids. The
 /// CPU's SparseRow: its sums and draws are those of the written row, and the logits are not read
 /// again (q only at the nucleus's ids).
-template <class T>
+template <class Row>
 struct NucleusRow {
   Global<const std::uint64_t> list;
   std::int64_t count;
   float inv_kept;
   bool residual;
-  WarpedLogitValue<T> q;
+  Row q;
 
   __device__ __forceinline__ std::int64_t id_at(std::uint64_t key) const {
     return static_cast<std::int64_t>(0xffffffffu - static_cast<std::uint32_t>(key >> 32));
@@ -98,20 +105,20 @@ struct NucleusRow {
 
 /// sample_row(value, n, u) (the CPU's draw) for a row that may be one-hot, or held as its
 /// nucleus (`nucleus` entries listed).
-template <class T>
-__device__ int draw_warped(const WarpedLogitValue<T>& row, Global<const std::uint64_t> list,
-                           std::int64_t nucleus, std::int64_t n, float u, DrawShared& sh) {
+template <class Row>
+__device__ int draw_warped(const Row& row, Global<const std::uint64_t> list, std::int64_t nucleus,
+                           std::int64_t n, float u, DrawShared& sh) {
   if (row.stats.greedy >= 0) return static_cast<int>(row.stats.greedy);
   if (nucleus > 0) {
-    return exact_sample_row(NucleusRow<T>{list, nucleus, row.stats.inv_top_p_kept, false, row},
+    return exact_sample_row(NucleusRow<Row>{list, nucleus, row.stats.inv_top_p_kept, false, row},
                             n, u, sh);
   }
   return exact_sample_row(row, n, u, sh);
 }
 
 /// draw_correction's rule on `residual`, with p (listed when nucleus > 0) the fallback.
-template <class T, class Residual>
-__device__ int draw_residual(const Residual& residual, const WarpedLogitValue<T>& p,
+template <class Row, class Residual>
+__device__ int draw_residual(const Residual& residual, const Row& p,
                              Global<const std::uint64_t> list, std::int64_t nucleus,
                              std::int64_t n, float u, DrawShared& sh) {
   constexpr std::int64_t kChunk = specdec::detail::kBlockedSumBlock * kDrawThreads;
@@ -133,27 +140,27 @@ __device__ int draw_residual(const Residual& residual, const WarpedLogitValue<T>
 /// The correction after a rejection: the residual [p - q]+ when its mass reaches the floor, else
 /// the target row (rejection_correction_filled's and rejection_correction_sparse's rule and
 /// draws); `nucleus` > 0: p is held as its nucleus, listed.
-template <class T>
-__device__ int draw_correction(const WarpedLogitValue<T>& p, const WarpedLogitValue<T>& q,
-                               Global<const std::uint64_t> list, std::int64_t nucleus,
-                               std::int64_t n, float u, DrawShared& sh) {
+template <class Row>
+__device__ int draw_correction(const Row& p, const Row& q, Global<const std::uint64_t> list,
+                               std::int64_t nucleus, std::int64_t n, float u, DrawShared& sh) {
   if (nucleus > 0) {
-    return draw_residual(NucleusRow<T>{list, nucleus, p.stats.inv_top_p_kept, true, q}, p, list,
+    return draw_residual(NucleusRow<Row>{list, nucleus, p.stats.inv_top_p_kept, true, q}, p, list,
                          nucleus, n, u, sh);
   }
-  return draw_residual(ResidualLogitValue<T>{p, q}, p, list, 0, n, u, sh);
+  return draw_residual(ResidualOfRows<Row>{p, q}, p, list, 0, n, u, sh);
 }
 
-/// Standard rejection sampling of every sequence (blockIdx.x = b) of a chain batch whose rows'
-/// statistics are in `stats` (target rows first, `target_rows` of them, then the draft rows),
-/// with the draws of specdec::verify_chain_batch: position i uses streams[b].at_position(position
+/// Standard rejection sampling of every sequence (blockIdx.x = b) of a chain batch. kLogits: rows
+/// of logits of type T whose statistics are in `stats` (target rows first, `target_rows` of
+/// them, then the draft rows); else warped fp32 rows (T = float; stats, lists and counts null).
+/// Draws are those of specdec::verify_chain_batch: position i uses streams[b].at_position(position
 /// + i), draw 0 tests and draw 1 corrects; the bonus is draw 0 at position + gamma. emitted gets
 /// the tokens then -1 padding, accepted[b] the count. A sequence with a draft token outside
 /// [0, n), an invalid row, or a token of draft probability 0 at a tested position (what the CPU
 /// reports as bad input) gets accepted[b] = -1 and only -1 tokens.
-template <class T>
+template <class T, bool kLogits = true>
 __global__ void __launch_bounds__(kDrawThreads)
-    chain_logits_finish_kernel(LogitRowSet<T> rows, std::int64_t n,
+    chain_finish_kernel(LogitRowSet<T> rows, std::int64_t n,
                                Global<const RowStats> stats, Global<const std::uint64_t> lists,
                                Global<const unsigned int> nucleus_counts,
                                Global<const std::int32_t> offsets,
@@ -175,11 +182,29 @@ __global__ void __launch_bounds__(kDrawThreads)
   const auto load_stats = [&](std::int64_t target_row, std::int64_t draft_row) {
     __syncthreads();
     if (threadIdx.x == 0) {
-      row_stats[0] = stats[target_row];
-      nucleus = row_stats[0].top_p_last >= 0 ? nucleus_counts[target_row] : 0u;
-      if (draft_row >= 0) row_stats[1] = stats[draft_row];
+      if constexpr (kLogits) {
+        row_stats[0] = stats[target_row];
+        nucleus = row_stats[0].top_p_last >= 0 ? nucleus_counts[target_row] : 0u;
+        if (draft_row >= 0) row_stats[1] = stats[draft_row];
+      } else {
+        row_stats[0].invalid = 0;
+        row_stats[1].invalid = 0;
+        nucleus = 0u;
+      }
     }
     __syncthreads();
+  };
+  // Row r's nucleus list (none without logits).
+  const auto nucleus_list = [&](std::int64_t r) {
+    return kLogits ? lists + r * kNucleusListSize : lists;
+  };
+  // Row r as the draws read it: recomputed from its logits, or read as given.
+  const auto row_of = [&](std::int64_t r, int slot) {
+    if constexpr (kLogits) {
+      return WarpedLogitValue<T>{rows.row(r), row_stats[slot].warp_stats()};
+    } else {
+      return ProbabilityRowValue{rows.row(r), specdec::detail::WarpStats{}};
+    }
   };
   bool invalid = false;
   int i = 0;
@@ -191,8 +216,7 @@ __global__ void __launch_bounds__(kDrawThreads)
       invalid = true;
       break;
     }
-    const WarpedLogitValue<T> p{rows.row(target_row), row_stats[0].warp_stats()};
-    const WarpedLogitValue<T> q{rows.row(draft_row), row_stats[1].warp_stats()};
+    const auto p = row_of(target_row, 0), q = row_of(draft_row, 1);
     const float qx = q(x);
     if (!(qx > 0.0f)) {  // the draft cannot have drawn x
       invalid = true;
@@ -203,8 +227,7 @@ __global__ void __launch_bounds__(kDrawThreads)
       if (threadIdx.x == 0) out[i] = x;
       continue;
     }
-    const int token = draw_correction(p, q, lists + target_row * kNucleusListSize, nucleus, n,
-                                      s.uniform(1), sh);
+    const int token = draw_correction(p, q, nucleus_list(target_row), nucleus, n, s.uniform(1), sh);
     if (threadIdx.x == 0) out[i] = token;
     break;
   }
@@ -215,9 +238,9 @@ __global__ void __launch_bounds__(kDrawThreads)
     } else {
       const RandomStream s =
           stream.at_position(stream.position + static_cast<std::uint32_t>(gamma));
-      const WarpedLogitValue<T> bonus{rows.row(first_target + gamma), row_stats[0].warp_stats()};
-      const int token = draw_warped(bonus, lists + (first_target + gamma) * kNucleusListSize,
-                                    nucleus, n, s.uniform(0), sh);
+      const auto bonus = row_of(first_target + gamma, 0);
+      const int token =
+          draw_warped(bonus, nucleus_list(first_target + gamma), nucleus, n, s.uniform(0), sh);
       if (threadIdx.x == 0) out[gamma] = token;
     }
   }

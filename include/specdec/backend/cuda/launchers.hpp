@@ -51,10 +51,11 @@ struct WarpBatchParams {
 };
 
 /// One warp (warp_count == 1) is passed as a kernel argument; `rows` warps are first copied into
-/// the workspace with cudaMemcpyAsync on `stream`. Warps without a cut (temperature alone, or
-/// greedy; decided from host_warps) take the statistics path: the call zeroes the row counters
-/// (cudaMemsetAsync), row_stats_kernel splits the rows over blocks, then a write pass with the
-/// same split writes every entry once, the CPU's bits. Warps that cut: one block per row.
+/// the workspace with cudaMemcpyAsync on `stream`. Warps of temperature, greedy or top-p (decided
+/// from host_warps) take the statistics path: the call zeroes the row counters (cudaMemsetAsync),
+/// row_stats_kernel splits the rows over blocks, nucleus_kernel cuts the top-p rows, then a write
+/// pass with the same split writes every entry once, the CPU's bits. Warps with top-k or min-p:
+/// one block per row.
 /// The workspace holds warp_workspace_size(rows, cols) bytes.
 cudaError_t warp_logits_batch(const WarpBatchParams& params, void* workspace, cudaStream_t stream);
 

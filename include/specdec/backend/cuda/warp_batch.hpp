@@ -53,7 +53,8 @@ inline void check_device_workspace(const backend::DeviceWorkspace& ws, std::size
 template <>
 struct WarpBatchImpl<backend::Cuda> {
   /// Device bytes: room for per-row warp parameters (unused when one warp is shared) and the
-  /// rows' statistics of warps without a cut (a TileStats per 1024 entries, 36 bytes per row).
+  /// rows' statistics (a TileStats per 1024 entries; per row 48 bytes and a list of nucleus
+  /// candidates for top-p).
   /// Needs no initialisation: each call zeroes the counters it uses.
   static std::size_t workspace_size(const backend::Cuda&, const WarpBatchShape& shape) {
     return backend::cuda_impl::warp_workspace_size(shape.rows, shape.vocab);

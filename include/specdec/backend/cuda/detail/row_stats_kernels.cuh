@@ -5,7 +5,8 @@
 // the tiles in tile order into the row's RowStats. A tile's sum keeps the CPU's 16 lanes and
 // order (core/tile_sum.hpp) and the tiles combine as combine_tiles does, so the statistics are
 // warp_stats's bits for a warp without a cut (temperature alone, or greedy), however many blocks
-// share a row and in whatever order they run.
+// share a row and in whatever order they run; with top-p the last block also estimates the gate
+// of the row's nucleus, which nucleus_kernels.cuh then cuts.
 // IWYU pragma: private
 #pragma once
 

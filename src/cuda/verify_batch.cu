@@ -8,6 +8,7 @@
 #include "specdec/backend/cuda/detail/chain_kernels.cuh"
 #include "specdec/backend/cuda/detail/chain_logits_kernels.cuh"
 #include "specdec/backend/cuda/detail/row_stats_launch.cuh"
+#include "specdec/backend/cuda/detail/staging.cuh"
 #include "specdec/backend/cuda/launchers.hpp"
 
 namespace specdec::backend::cuda_impl {
@@ -17,8 +18,6 @@ namespace {
 /// The staged copies in a chain workspace (chain_workspace_size's layout, then the logits part:
 /// warps, the rows' statistics, warped rows), and the offsets and streams the kernels read.
 struct Staged {
-  std::int32_t* staged_offsets;
-  RandomStream* staged_streams;
   const std::int32_t* offsets;
   const RandomStream* streams;
   DeviceWarp* warps;  // logits only
@@ -30,10 +29,7 @@ Staged carve(void* workspace, std::int64_t batch, std::int64_t rows = 0, std::in
   const auto b = static_cast<std::size_t>(batch);
   auto* base = static_cast<unsigned char*>(workspace);
   Staged out{};
-  out.staged_offsets = reinterpret_cast<std::int32_t*>(base);
-  base += device_round_up((b + 1) * sizeof(std::int32_t));
-  out.staged_streams = reinterpret_cast<RandomStream*>(base);
-  base += device_round_up(b * sizeof(RandomStream));
+  base += chain_workspace_size(batch);  // the staged offsets and streams (staging.cuh)
   out.warps = reinterpret_cast<DeviceWarp*>(base);
   base += device_round_up(b * sizeof(DeviceWarp));
   out.statistics = detail::carve_row_stats(base, rows, vocab);
@@ -41,27 +37,13 @@ Staged carve(void* workspace, std::int64_t batch, std::int64_t rows = 0, std::in
   return out;
 }
 
-/// The offsets and streams the kernels read: the caller's device arrays where given (nothing
-/// copied: the call can be captured in a graph), else the host arrays copied into the workspace.
-cudaError_t stage_or_take(const ChainVerifyParams& p, Staged& staged, cudaStream_t stream) {
-  const auto b = static_cast<std::size_t>(p.batch);
-  staged.offsets = p.device_draft_offsets;
-  staged.streams = p.device_streams;
-  if (p.device_draft_offsets == nullptr) {
-    const cudaError_t status =
-        cudaMemcpyAsync(staged.staged_offsets, p.host_draft_offsets,
-                        (b + 1) * sizeof(std::int32_t), cudaMemcpyHostToDevice, stream);
-    if (status != cudaSuccess) return status;
-    staged.offsets = staged.staged_offsets;
-  }
-  if (p.device_streams == nullptr) {
-    const cudaError_t status = cudaMemcpyAsync(staged.staged_streams, p.host_streams,
-                                               b * sizeof(RandomStream), cudaMemcpyHostToDevice,
-                                               stream);
-    if (status != cudaSuccess) return status;
-    staged.streams = staged.staged_streams;
-  }
-  return cudaSuccess;
+/// The offsets and streams the kernels read: the caller's device arrays, or the host ones staged
+/// at the front of the workspace.
+cudaError_t stage_or_take(const ChainVerifyParams& p, Staged& staged, void* workspace,
+                          cudaStream_t stream) {
+  return detail::offsets_and_streams(p.host_draft_offsets, p.device_draft_offsets, p.host_streams,
+                                     p.device_streams, p.batch, workspace, stream,
+                                     &staged.offsets, &staged.streams);
 }
 
 template <bool kLogits, class T>
@@ -106,7 +88,7 @@ cudaError_t verify_chain_batch(const ChainVerifyParams& params, void* workspace,
                                cudaStream_t stream) {
   if (params.dtype != DType::kF32) return cudaErrorInvalidValue;
   Staged staged = carve(workspace, params.batch);
-  const cudaError_t status = stage_or_take(params, staged, stream);
+  const cudaError_t status = stage_or_take(params, staged, workspace, stream);
   if (status != cudaSuccess) return status;
   const std::int64_t drafts =
       params.device_draft_offsets != nullptr ? params.drafts : params.host_draft_offsets[params.batch];
@@ -127,7 +109,7 @@ cudaError_t verify_chain_batch_logits(const ChainVerifyParams& params, const Dev
   const bool resident = params.device_draft_offsets != nullptr;
   const std::int64_t drafts = resident ? params.drafts : params.host_draft_offsets[params.batch];
   Staged staged = carve(workspace, params.batch, 2 * drafts + params.batch, params.vocab);
-  cudaError_t status = stage_or_take(params, staged, stream);
+  cudaError_t status = stage_or_take(params, staged, workspace, stream);
   if (status != cudaSuccess) return status;
   const DeviceWarp shared_warp = host_warps[0];
   const DeviceWarp* row_warps = nullptr;

@@ -8,6 +8,7 @@
 #include <Eigen/Core>
 #include <algorithm>
 #include <cstdio>
+#include <string_view>
 #include <vector>
 
 #include "copy_kernel.hpp"
@@ -26,13 +27,18 @@ void check(cudaError_t code, const char* what) {
   }
 }
 
+/// Profile mode (`specdec_bench_cuda profile`): one warm-up and one timed call per case, for a
+/// profiler that replays every kernel.
+bool profile_mode = false;
+
 /// Mean milliseconds per call of `fn` over `iterations` calls after a warm-up, on `stream`.
 template <class F>
 float time_ms(cudaStream_t stream, int iterations, F&& fn) {
+  if (profile_mode) iterations = 1;
   cudaEvent_t start, stop;
   check(cudaEventCreate(&start), "cudaEventCreate");
   check(cudaEventCreate(&stop), "cudaEventCreate");
-  for (int i = 0; i < 3; ++i) fn();
+  for (int i = 0; i < (profile_mode ? 1 : 3); ++i) fn();
   check(cudaEventRecord(start, stream), "cudaEventRecord");
   for (int i = 0; i < iterations; ++i) fn();
   check(cudaEventRecord(stop, stream), "cudaEventRecord");
@@ -87,11 +93,23 @@ template <class T>
 void run_chain_case(cudaStream_t stream, std::int64_t batch, std::int64_t vocab, const char* dtype,
                     const specdec::Warp& warp, const char* warp_name) {
   constexpr std::int64_t gamma = 5;
-  specdec::toy::ToyRandom rng(11);
-  std::vector<T> host_target(static_cast<std::size_t>(batch * (gamma + 1) * vocab));
-  for (std::size_t i = 0; i < host_target.size(); ++i) {
-    const bool lead = i % static_cast<std::size_t>(vocab) == 0;
-    host_target[i] = static_cast<T>(lead ? 12.0f : static_cast<float>(3.0 * rng.normal()));
+  // Drawing every row on the host would dominate the run at B = 256: 64 rows are drawn once per
+  // vocabulary and reused, rotated by the row's index past 64, so no two rows are equal.
+  constexpr std::int64_t kPoolRows = 64;
+  static std::vector<float> pool;
+  if (static_cast<std::int64_t>(pool.size()) != kPoolRows * vocab) {
+    specdec::toy::ToyRandom rng(11);
+    pool.resize(static_cast<std::size_t>(kPoolRows * vocab));
+    for (auto& x : pool) x = static_cast<float>(3.0 * rng.normal());
+  }
+  const std::int64_t rows = batch * (gamma + 1);
+  std::vector<T> host_target(static_cast<std::size_t>(rows * vocab));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* from = pool.data() + (r % kPoolRows) * vocab;
+    const std::int64_t shift = r / kPoolRows;
+    T* to = host_target.data() + r * vocab;
+    for (std::int64_t x = 0; x < vocab; ++x) to[x] = static_cast<T>(from[(x + shift) % vocab]);
+    to[0] = static_cast<T>(12.0f);  // token 0 leads
   }
   std::vector<T> host_draft(host_target.begin(), host_target.begin() + static_cast<std::ptrdiff_t>(
                                                                            batch * gamma * vocab));
@@ -146,6 +164,26 @@ void run_chain_case(cudaStream_t stream, std::int64_t batch, std::int64_t vocab,
       .accepted = std::span<std::int32_t>(accepted, static_cast<std::size_t>(batch))};
   const float chain_ms =
       time_ms(stream, iterations, [&] { specdec::verify_chain_batch_logits(backend, args, ws); });
+  // The same call with the offsets and streams already in device memory (the graph-safe form):
+  // no host copy.
+  std::int32_t* device_offsets = nullptr;
+  specdec::RandomStream* device_streams = nullptr;
+  check(cudaMalloc(reinterpret_cast<void**>(&device_offsets), offsets.size() * 4), "cudaMalloc");
+  check(cudaMalloc(reinterpret_cast<void**>(&device_streams),
+                   streams.size() * sizeof(specdec::RandomStream)),
+        "cudaMalloc");
+  check(cudaMemcpy(device_offsets, offsets.data(), offsets.size() * 4, cudaMemcpyHostToDevice),
+        "cudaMemcpy");
+  check(cudaMemcpy(device_streams, streams.data(), streams.size() * sizeof(specdec::RandomStream),
+                   cudaMemcpyHostToDevice),
+        "cudaMemcpy");
+  auto resident = args;
+  resident.draft_offsets = {};
+  resident.streams = {};
+  resident.device_draft_offsets = device_offsets;
+  resident.device_streams = device_streams;
+  const float resident_ms = time_ms(
+      stream, iterations, [&] { specdec::verify_chain_batch_logits(backend, resident, ws); });
   // The copy reads the target logits and then the draft logits once (same element count).
   const float copy_ms = time_ms(stream, iterations, [&] {
     check(specdec::bench::copy_to_float(target, sizeof(T) == 2, copied,
@@ -155,9 +193,11 @@ void run_chain_case(cudaStream_t stream, std::int64_t batch, std::int64_t vocab,
                                         static_cast<std::int64_t>(host_draft.size()), stream),
           "copy_to_float");
   });
-  std::printf("%-10s %-5s %5lld %7lld %12.1f %12.1f %10.2f   (%zu logits)\n", warp_name, dtype,
-              static_cast<long long>(batch), static_cast<long long>(vocab), chain_ms * 1e3,
-              copy_ms * 1e3, chain_ms / copy_ms, elements);
+  std::printf("%-10s %-5s %5lld %7lld %12.1f %12.1f %12.1f %10.2f   (%zu logits)\n", warp_name,
+              dtype, static_cast<long long>(batch), static_cast<long long>(vocab), chain_ms * 1e3,
+              resident_ms * 1e3, copy_ms * 1e3, chain_ms / copy_ms, elements);
+  cudaFree(device_offsets);
+  cudaFree(device_streams);
   cudaFree(target);
   cudaFree(draft);
   cudaFree(tokens);
@@ -368,7 +408,13 @@ void run_tree_mask_case(cudaStream_t stream, std::int64_t batch, std::int32_t no
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  // Optional argument: one section (warp, chain, draft, tree), or `profile` for a few chain and
+  // warp cases timed once each, for a profiler.
+  const std::string_view only = argc > 1 ? argv[1] : "";
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each row as it is measured
+  profile_mode = only == "profile";
+  auto wanted = [&](std::string_view section) { return only.empty() || only == section; };
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
     std::puts("no CUDA device: nothing to benchmark");
@@ -376,42 +422,62 @@ int main() {
   }
   cudaStream_t stream;
   check(cudaStreamCreate(&stream), "cudaStreamCreate");
-  std::printf("%-10s %-5s %5s %7s %12s %12s %10s\n", "warp", "dtype", "B", "V", "warp(us)",
-              "copy(us)", "x copy");
   const specdec::Warp top_p{.temperature = 0.8f, .top_p = 0.9f};
   const specdec::Warp top_k{.temperature = 0.8f, .top_k = 50};
-  for (std::int64_t vocab : {32000, 128256}) {
-    for (std::int64_t rows : {1, 16, 64, 256}) {
-      run_case<float>(stream, rows, vocab, "fp32", top_p, "top-p 0.9");
-      run_case<Eigen::bfloat16>(stream, rows, vocab, "bf16", top_p, "top-p 0.9");
-      run_case<Eigen::bfloat16>(stream, rows, vocab, "bf16", top_k, "top-k 50");
+  if (profile_mode) {
+    run_chain_case<float>(stream, 1, 128256, "fp32", top_p, "top-p 0.9");
+    run_chain_case<float>(stream, 256, 128256, "fp32", top_p, "top-p 0.9");
+    run_chain_case<Eigen::bfloat16>(stream, 16, 32000, "bf16", {}, "none");
+    run_case<float>(stream, 1, 128256, "fp32", top_p, "top-p 0.9");
+    run_top_k_case<float>(stream, 1, 128256, "fp32");
+    cudaStreamDestroy(stream);
+    return 0;
+  }
+  if (wanted("warp")) {
+    std::printf("%-10s %-5s %5s %7s %12s %12s %10s\n", "warp", "dtype", "B", "V", "warp(us)",
+                "copy(us)", "x copy");
+    for (std::int64_t vocab : {32000, 128256}) {
+      for (std::int64_t rows : {1, 16, 64, 256}) {
+        run_case<float>(stream, rows, vocab, "fp32", top_p, "top-p 0.9");
+        run_case<Eigen::bfloat16>(stream, rows, vocab, "bf16", top_p, "top-p 0.9");
+        run_case<Eigen::bfloat16>(stream, rows, vocab, "bf16", top_k, "top-k 50");
+        run_case<Eigen::bfloat16>(stream, rows, vocab, "bf16", {.temperature = 0.8f}, "T 0.8");
+      }
     }
   }
-  std::printf("\nbatched chain verification, gamma = 5, from logits, every token accepted\n");
-  std::printf("%-10s %-5s %5s %7s %12s %12s %10s\n", "warp", "dtype", "B", "V", "chain(us)",
-              "copy(us)", "x copy");
-  for (std::int64_t vocab : {32000, 128256}) {
+  if (wanted("chain")) {
+    std::printf("\nbatched chain verification, gamma = 5, from logits, every token accepted;\n"
+                "resident: offsets and streams already in device memory (no host copy)\n");
+    std::printf("%-10s %-5s %5s %7s %12s %12s %12s %10s\n", "warp", "dtype", "B", "V",
+                "chain(us)", "resident(us)", "copy(us)", "x copy");
+    for (std::int64_t vocab : {32000, 128256}) {
+      for (std::int64_t batch : {1, 16, 64, 256}) {
+        run_chain_case<float>(stream, batch, vocab, "fp32", top_p, "top-p 0.9");
+        run_chain_case<Eigen::bfloat16>(stream, batch, vocab, "bf16", top_p, "top-p 0.9");
+        run_chain_case<Eigen::bfloat16>(stream, batch, vocab, "bf16", {}, "none");
+        run_chain_case<Eigen::bfloat16>(stream, batch, vocab, "bf16", top_k, "top-k 50");
+      }
+    }
+  }
+  if (wanted("draft")) {
+    std::printf("\nbatched drafting: Gumbel-top-k (k = 8) over B rows of logits; one beam level\n");
+    std::printf("%-10s %-5s %5s %7s %12s %12s %10s\n", "op", "dtype", "B", "V", "draft(us)",
+                "copy(us)", "x copy");
+    for (std::int64_t vocab : {32000, 128256}) {
+      for (std::int64_t rows : {1, 16, 64, 256}) {
+        run_top_k_case<float>(stream, rows, vocab, "fp32");
+        run_top_k_case<Eigen::bfloat16>(stream, rows, vocab, "bf16");
+      }
+      for (std::int64_t batch : {1, 16, 64}) run_beam_case(stream, batch, vocab);
+    }
+  }
+  if (wanted("tree")) {
+    std::printf("\ntree attention inputs: packed masks and positions of B trees of N nodes\n");
+    std::printf("%-10s %5s %7s %12s %12s %12s %10s\n", "op", "B", "N", "masks(us)", "pos(us)",
+                "copy(us)", "x copy");
     for (std::int64_t batch : {1, 16, 64, 256}) {
-      run_chain_case<float>(stream, batch, vocab, "fp32", top_p, "top-p 0.9");
-      run_chain_case<Eigen::bfloat16>(stream, batch, vocab, "bf16", top_p, "top-p 0.9");
-      run_chain_case<Eigen::bfloat16>(stream, batch, vocab, "bf16", {}, "none");
+      for (std::int32_t nodes : {64, 256}) run_tree_mask_case(stream, batch, nodes);
     }
-  }
-  std::printf("\nbatched drafting: Gumbel-top-k (k = 8) over B rows of logits; one beam level\n");
-  std::printf("%-10s %-5s %5s %7s %12s %12s %10s\n", "op", "dtype", "B", "V", "draft(us)",
-              "copy(us)", "x copy");
-  for (std::int64_t vocab : {32000, 128256}) {
-    for (std::int64_t rows : {1, 16, 64, 256}) {
-      run_top_k_case<float>(stream, rows, vocab, "fp32");
-      run_top_k_case<Eigen::bfloat16>(stream, rows, vocab, "bf16");
-    }
-    for (std::int64_t batch : {1, 16, 64}) run_beam_case(stream, batch, vocab);
-  }
-  std::printf("\ntree attention inputs: packed masks and positions of B trees of N nodes\n");
-  std::printf("%-10s %5s %7s %12s %12s %12s %10s\n", "op", "B", "N", "masks(us)", "pos(us)",
-              "copy(us)", "x copy");
-  for (std::int64_t batch : {1, 16, 64, 256}) {
-    for (std::int32_t nodes : {64, 256}) run_tree_mask_case(stream, batch, nodes);
   }
   cudaStreamDestroy(stream);
   return 0;

@@ -4,6 +4,7 @@
 #include "emulation/emulated_cuda.hpp"
 // The emulation must come first: the kernel header then sees its built-ins.
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -99,4 +100,50 @@ TEST_CASE("the emulated CUDA tree kernel disagrees with the CPU on almost no tre
     differ += got.accepted[b] != want.accepted[b] || got.final_tokens[b] != want.final_tokens[b];
   }
   CHECK(differ <= 1);
+}
+
+TEST_CASE("the emulated block threshold scan walks as the CPU's inverse-CDF scan",
+          "[backend][cuda_kernel]") {
+  // Thresholds on the walk's own prefix sums (and a float step either side) fall within the
+  // parallel prefixes' margin, so thread 0 walks; thresholds between them take the parallel
+  // answer. Both must give inverse_cdf_scan's index, and a block without a crossing its running
+  // sum.
+  toy::ToyRandom rng(5);
+  std::vector<float> row(1000);
+  for (std::size_t i = 0; i < row.size(); ++i) {
+    const double u = rng.uniform();
+    row[i] = i % 7 == 3 ? 0.0f : i % 11 == 5 ? 1e-30f : static_cast<float>(u * u * 1e-3);
+  }
+  const double start = 0.25;
+  std::vector<double> prefixes;
+  double sum = start;
+  for (const float v : row) {
+    if (v > 0.0f) sum += v;
+    prefixes.push_back(sum);
+  }
+  std::vector<double> thresholds = {0.0, start, sum, sum * 2.0};
+  for (std::size_t j = 1; j < prefixes.size(); j += 97) {
+    thresholds.push_back(prefixes[j]);
+    thresholds.push_back(std::nextafter(prefixes[j], 0.0));
+    thresholds.push_back(std::nextafter(prefixes[j], 1.0));
+    thresholds.push_back(0.5 * (prefixes[j] + prefixes[j - 1]));
+  }
+  static kernels::DrawShared sh;
+  for (const double threshold : thresholds) {
+    double want_running = start;
+    const std::int64_t want = detail::inverse_cdf_scan(
+        [&](std::int64_t i) { return row[static_cast<std::size_t>(i)]; }, std::int64_t{0},
+        static_cast<std::int64_t>(row.size()), want_running, threshold);
+    int got = -3;
+    run_emulated_block(kernels::kDrawThreads, 0, [&] {
+      if (threadIdx.x == 0) sh.running = start;
+      __syncthreads();
+      const int found =
+          kernels::block_threshold_scan(row.data(), static_cast<int>(row.size()), threshold, sh);
+      if (threadIdx.x == 0) got = found;
+    });
+    CAPTURE(threshold);
+    CHECK(got == want);
+    if (want < 0) CHECK(sh.running == want_running);
+  }
 }

@@ -257,3 +257,27 @@ TEST_CASE(
   CHECK(emu::ledger.counts.allocations == 0);
   CHECK(emu::ledger.total().unwritten_reads == 0);
 }
+
+TEST_CASE("warp: a top-p cut among probabilities below 2^-30 is the CPU's",
+          "[backend][cuda_kernel][warp_statistics]") {
+  // Two entries hold all but about 3.4e-6 of each row, spread over the rest at about 3.8e-10
+  // each (below 2^-30, whose masses are not whole units of 2^-53): with top-p just below 1 the
+  // cut falls among them, their candidates overflow the list, and the search over the row counts
+  // them in a second try of its first pass.
+  const std::int64_t rows = 2, vocab = 9000;
+  std::vector<float> logits(static_cast<std::size_t>(rows * vocab), -21.0f);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    logits[static_cast<std::size_t>(r * vocab + 17 * r)] = 0.0f;
+    logits[static_cast<std::size_t>(r * vocab + 4000)] = 0.0f;
+  }
+  const std::vector<Warp> warps{Warp{.temperature = 1.0f, .top_p = 0.99999988f}};
+  emu::runtime.sm_count = GENERATE(1, 132);
+  const std::vector<float> gpu = cuda_warped(logits, rows, vocab, vocab, warps);
+  emu::runtime.sm_count = 132;
+  const std::vector<float> cpu = cpu_warped(logits, rows, vocab, vocab, warps);
+  std::size_t kept = 0;
+  for (const float p : cpu) kept += p > 0.0f ? 1 : 0;
+  CHECK(kept > 2 * rows);                   // the cut is among the small entries
+  CHECK(kept < static_cast<std::size_t>(rows * vocab));  // and cuts
+  CHECK(gpu == cpu);
+}

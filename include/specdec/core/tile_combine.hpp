@@ -49,6 +49,12 @@ struct RowSum {
   double above = 0.0;
 };
 
+/// The factor a tile's sums take in the row's: exp((tile max - row max) * inv_t), in double (its
+/// products with a float sum are exact).
+SPECDEC_ENTRY_INLINE double tile_scale(float tile_max, float row_max, float inv_t) {
+  return static_cast<double>(exp_flush(scaled_exponent(tile_max, row_max, inv_t)));
+}
+
 /// The row's sum from its tiles: each tile's sum times exp((tile max - max) * inv_t), the product
 /// exact in double, added in double in tile order. A tile without a finite entry adds nothing.
 /// `tiles[t]` gives tile t's TileSum: a pointer, or a CUDA kernel's view of global memory.
@@ -62,7 +68,7 @@ SPECDEC_ENTRY_INLINE RowSum combine_tiles(const Tiles& tiles, std::int64_t count
   for (std::int64_t t = 0; t < count; ++t) {
     const TileSum tile = tiles[t];
     if (!(tile.max > kNegInf)) continue;
-    const auto scale = static_cast<double>(exp_flush(scaled_exponent(tile.max, row.max, inv_t)));
+    const double scale = tile_scale(tile.max, row.max, inv_t);
     row.sum += static_cast<double>(tile.sum) * scale;
     row.above += static_cast<double>(tile.above) * scale;
   }

@@ -26,6 +26,10 @@ struct WarpedLogitValue {
   __device__ __forceinline__ float operator()(std::int64_t i) const {
     return specdec::detail::warped_probability(stats, specdec::detail::to_float(logits[i]), i);
   }
+  __device__ __forceinline__ Global<const T> source() const { return logits; }
+  __device__ __forceinline__ float map(float logit, std::int64_t i) const {
+    return specdec::detail::warped_probability(stats, logit, i);
+  }
 };
 
 /// A warped row given as fp32 probabilities in global memory (no statistics: stats.greedy = -1).
@@ -33,15 +37,31 @@ struct ProbabilityRowValue {
   Global<const float> row;
   specdec::detail::WarpStats stats;
   __device__ __forceinline__ float operator()(std::int64_t i) const { return row[i]; }
+  __device__ __forceinline__ Global<const float> source() const { return row; }
+  __device__ __forceinline__ float map(float x, std::int64_t) const { return x; }
 };
 
-/// The residual [p - q]+ of two warped rows.
+/// The residual [p - q]+ of two warped rows; a whole block is read by 16-byte loads of both.
 template <class Row>
 struct ResidualOfRows {
   Row target;
   Row draft;
   __device__ __forceinline__ float operator()(std::int64_t i) const {
     return specdec::detail::scaled_residual(target(i), 1.0f, draft(i));
+  }
+  template <class Sync>
+  __device__ void fill(std::int64_t b, std::int64_t e, float* buf, int rank, int size,
+                       const Sync&) const {
+    if (e - b == kSumBlock && size >= 32 && target.source().vector_aligned(b) &&
+        draft.source().vector_aligned(b)) {
+      fill_whole_block(target.source(), draft.source(), b, buf, rank, size,
+                       [this](float p, float q, std::int64_t i) {
+                         return specdec::detail::scaled_residual(target.map(p, i), 1.0f,
+                                                                 draft.map(q, i));
+                       });
+      return;
+    }
+    for (std::int64_t i = rank; i < e - b; i += size) buf[i] = (*this)(b + i);
   }
 };
 

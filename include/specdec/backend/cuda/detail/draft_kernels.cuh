@@ -263,6 +263,42 @@ __device__ __forceinline__ void load_group(Global<const T> row, std::int64_t fir
   for (int lane = 0; lane < 4; ++lane) x[lane] = first + lane < end ? load(row, first + lane) : 0.0f;
 }
 
+/// Below this k a warp first keeps only its best k entrants of a round (k rounds of a warp-wide
+/// selection): the block's best k are among them, and the merge then ranks 16 k candidates, not
+/// every entrant (the round that fills an empty list admits them all).
+inline constexpr int kWarpSelectTopK = 32;
+
+/// in[j] stays set only for the warp's best k entries (ids distinct, every set entry drawable)
+/// among those with in[j] set, by k rounds of a warp-wide maximum in ranks_before order.
+__device__ inline void warp_keep_best(const float (&v)[kRoundEntries],
+                                      const std::int32_t (&id)[kRoundEntries],
+                                      bool (&in)[kRoundEntries], int k) {
+  bool chosen[kRoundEntries] = {};
+  for (int round = 0; round < k; ++round) {
+    int best = -1;  // this thread's best entry not yet chosen
+    for (int j = 0; j < kRoundEntries; ++j) {
+      if (in[j] && !chosen[j] && (best < 0 || ranks_before(v[j], id[j], v[best], id[best])))
+        best = j;
+    }
+    bool has = best >= 0;
+    float bv = has ? v[best] : 0.0f;
+    std::int32_t bid = has ? id[best] : 0;
+    for (int mask = 16; mask > 0; mask /= 2) {
+      const bool other_has = __shfl_xor_sync(0xffffffffu, has ? 1 : 0, mask) != 0;
+      const float ov = __shfl_xor_sync(0xffffffffu, bv, mask);
+      const std::int32_t oid = __shfl_xor_sync(0xffffffffu, bid, mask);
+      if (other_has && (!has || ranks_before(ov, oid, bv, bid))) {
+        has = true;
+        bv = ov;
+        bid = oid;
+      }
+    }
+    if (!has) break;  // the warp's entrants are all chosen (the same in every lane)
+    if (best >= 0 && id[best] == bid) chosen[best] = true;
+  }
+  for (int j = 0; j < kRoundEntries; ++j) in[j] = chosen[j];
+}
+
 /// The block's best min(k, drawable) entries of row[begin, end) (begin a multiple of 4), uniform
 /// x of `stream` perturbing token x, in the list of sh (ranks_before order): rounds of 4
 /// entries per thread, each entry perturbed as it is read and kept only if it enters the list.
@@ -273,7 +309,8 @@ __device__ int block_top_k(Global<const T> row, std::int64_t begin, std::int64_t
   int kept = 0;
   for (std::int64_t base = begin; base < end; base += kRoundCandidates) {
     const std::int64_t first = base + kRoundEntries * static_cast<std::int64_t>(threadIdx.x);
-    float v[4];
+    float v[4] = {};
+    std::int32_t ids[4] = {};
     bool in[4] = {false, false, false, false};
     unsigned int local = 0;
     if (first < end) {
@@ -283,11 +320,12 @@ __device__ int block_top_k(Global<const T> row, std::int64_t begin, std::int64_t
       for (int lane = 0; lane < 4; ++lane) {
         v[lane] = specdec::detail::gumbel_perturbed<kind>(
             x[lane], specdec::detail::bits_to_open_uniform(bits[lane]));
-        in[lane] = first + lane < end &&
-                   enters_list(v[lane], static_cast<std::int32_t>(first + lane), kept, k, sh);
-        local += in[lane] ? 1u : 0u;
+        ids[lane] = static_cast<std::int32_t>(first + lane);
+        in[lane] = first + lane < end && enters_list(v[lane], ids[lane], kept, k, sh);
       }
     }
+    if (k < kWarpSelectTopK) warp_keep_best(v, ids, in, k);
+    for (int lane = 0; lane < 4; ++lane) local += in[lane] ? 1u : 0u;
     unsigned int s = 0;
     unsigned int slot = block_scan_with_total(local, &s, sh.gather);
     for (int lane = 0; lane < 4; ++lane) {
@@ -304,36 +342,54 @@ __device__ int block_top_k(Global<const T> row, std::int64_t begin, std::int64_t
 }
 
 /// The last block of a row: the lists of the row's `blocks` blocks (from slot `first_slot` of
-/// `lists`), merged in block order into sh's list. Returns its size. Ends with a barrier.
+/// `lists`) merged into sh's list, read side by side as one sequence of blocks * k slots, a round
+/// of kRoundEntries per thread at a time. Ranking is a strict order (ties by id), so the best k of
+/// the union is the CPU's whatever the order the lists are taken in (slots strided over the
+/// threads, so loads are coalesced). Returns its size. Ends with a barrier.
 __device__ inline int merge_block_lists(const TopKLists& lists, std::int64_t first_slot,
                                         int blocks, int k, SplitTopKShared& sh) {
   int kept = 0;
-  for (int y = 0; y < blocks; ++y) {
-    const std::int64_t slot = first_slot + y;
-    if (threadIdx.x == 0) sh.count = lists.counts[slot];
-    __syncthreads();
-    const int c = sh.count;
-    // A block's list is in ranking order, so the entries that enter form a prefix.
-    unsigned int entering = 0;
-    for (int i = threadIdx.x; i < c; i += blockDim.x) {
-      const float v = lists.values[slot * k + i];
-      const std::int32_t id = lists.ids[slot * k + i];
-      if (enters_list(v, id, kept, k, sh)) {
-        sh.candidate_values[i] = v;
-        sh.candidate_ids[i] = id;
-        ++entering;
+  const std::int64_t slots = static_cast<std::int64_t>(blocks) * k;
+  const std::int64_t round = static_cast<std::int64_t>(kRoundEntries) * blockDim.x;
+  for (std::int64_t base = 0; base < slots; base += round) {
+    float v[kRoundEntries] = {};
+    std::int32_t id[kRoundEntries] = {};
+    bool in[kRoundEntries] = {};
+    unsigned int local = 0;
+    for (int lane = 0; lane < kRoundEntries; ++lane) {
+      const std::int64_t e = base + lane * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+      in[lane] = false;
+      if (e < slots) {
+        const std::int64_t slot = first_slot + e / k;
+        const int i = static_cast<int>(e % k);
+        if (i < lists.counts[slot]) {
+          v[lane] = lists.values[slot * k + i];
+          id[lane] = lists.ids[slot * k + i];
+          in[lane] = enters_list(v[lane], id[lane], kept, k, sh);
+        }
       }
     }
-    const int s = static_cast<int>(block_all_reduce(entering, Plus{}, sh.reduce.u));
-    if (s > 0) kept = merge_candidates(kept, s, true, k, sh);
+    if (k < kWarpSelectTopK) warp_keep_best(v, id, in, k);
+    for (int lane = 0; lane < kRoundEntries; ++lane) local += in[lane] ? 1u : 0u;
+    unsigned int s = 0;
+    unsigned int at = block_scan_with_total(local, &s, sh.gather);
+    for (int lane = 0; lane < kRoundEntries; ++lane) {
+      if (in[lane]) {
+        sh.candidate_values[at] = v[lane];
+        sh.candidate_ids[at] = id[lane];
+        ++at;
+      }
+    }
+    __syncthreads();
+    if (s > 0u) kept = merge_candidates(kept, static_cast<int>(s), false, k, sh);
   }
   return kept;
 }
 
 /// Gumbel-top-k of one row by the blocks blockIdx.y = 0 .. gridDim.y - 1 of a row split (each
 /// `tiles_per_block` tiles of kRowSplitTile entries): each block keeps its best k of its tiles, writes
-/// them to `lists` and counts itself done; the last block of the row merges the lists in block
-/// order (the CPU's ranking whatever the order blocks finish in). Returns the row's list size in
+/// them to `lists` and counts itself done; the last block of the row merges the lists (the CPU's
+/// ranking whatever the order blocks finish in). Returns the row's list size in
 /// that last block (the list in sh), -1 in the others. A single block writes no list.
 template <RowKind kind, class T>
 __device__ int split_top_k(Global<const T> row, int n, int tiles_per_block, bool vec,

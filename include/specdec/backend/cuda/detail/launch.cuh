@@ -10,6 +10,14 @@
 
 #include <utility>
 
+/// `#pragma unroll n` for nvcc (a loop's loads issued ahead of their uses); nothing elsewhere.
+#if defined(__CUDACC__)
+#define SPECDEC_PRAGMA(text) _Pragma(#text)
+#define SPECDEC_UNROLL(n) SPECDEC_PRAGMA(unroll n)
+#else
+#define SPECDEC_UNROLL(n)
+#endif
+
 namespace specdec::backend::cuda_impl::detail {
 
 /// Launches kernel on `grid` blocks of `threads` threads on `stream`; returns the launch status.

@@ -41,11 +41,14 @@ __device__ __forceinline__ std::int32_t key_id(std::uint64_t key) {
 struct NucleusShared {
   std::uint64_t keys[kNucleusList];
   double bucket_mass[256];
+  unsigned long long bucket_units[256];  // masses in units of 2^-53
+  int retry;
   double above;
   DeviceWarp warp;
   RowStats row;
   unsigned int kept;
   unsigned int u[32];
+  std::int64_t tie_at;
   int last;
   int found;
 };
@@ -154,6 +157,47 @@ __device__ void gather_candidates(Global<const T> row, std::int64_t begin, std::
   }
 }
 
+/// The bits of 2^-30, the least probability whose mass is a whole number of 2^-53 (a float's
+/// 24 bits end at or above 2^-53), and the last first-pass bucket (the top 8 bits) that can hold
+/// a smaller one.
+inline constexpr std::uint32_t kExactMassBits = 97u << 23;
+inline constexpr int kTinyBucket = static_cast<int>(kExactMassBits >> 24);
+
+/// The id of the need-th entry (in id order) whose probability has the bits `bits`, or n - 1 when
+/// there are fewer, by the whole block: blockDim.x entries at a time, each warp's ties counted by
+/// a ballot. The same value in every thread.
+template <class T>
+__device__ std::int64_t nth_tie(Global<const T> row, std::int64_t n, std::uint32_t bits,
+                                std::int64_t need, const RowStats& s, NucleusShared& sh) {
+  const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
+  const int warps = static_cast<int>(blockDim.x) / 32;
+  if (threadIdx.x == 0) sh.tie_at = n - 1;
+  std::int64_t seen = 0;
+  for (std::int64_t base = 0; base < n && need >= 1; base += blockDim.x) {
+    const std::int64_t i = base + threadIdx.x;
+    const bool tie =
+        i < n && specdec::detail::float_bits(softmax_of(s, specdec::detail::to_float(row[i]))) == bits;
+    const unsigned int mask = __ballot_sync(0xffffffffu, tie);
+    __syncthreads();  // sh.u is free
+    if (lane == 0) sh.u[warp] = static_cast<unsigned int>(__popc(mask));
+    __syncthreads();
+    std::int64_t before = 0, total = 0;
+    for (int k = 0; k < warps; ++k) {
+      before += k < warp ? sh.u[k] : 0u;
+      total += sh.u[k];
+    }
+    const std::int64_t rank =
+        seen + before + __popc(mask & ((1u << lane) - 1u)) + 1;  // this entry's rank among ties
+    if (tie && rank == need) sh.tie_at = i;
+    if (seen + total >= need) break;
+    seen += total;
+  }
+  __syncthreads();
+  const std::int64_t at = sh.tie_at;
+  __syncthreads();
+  return at;
+}
+
 /// The cut by a radix search over the row (the fallback): four passes, each resolving 8 more bits
 /// of the cut value by a histogram of the entries that share the bits found so far (their masses
 /// exact in double, so the same in any order), then one pass for the ties at the value, entered
@@ -163,32 +207,54 @@ __device__ void search_nucleus(Global<const T> row, std::int64_t n, double top_p
                                NucleusShared& sh) {
   std::uint32_t prefix = 0;  // the cut's bits found so far
   double above = 0.0;        // the mass of the entries ranked above the prefix's range
+  // Probabilities of at least 2^-30 are whole multiples of 2^-53: their masses add exactly as
+  // integers, by the hardware's 64-bit atomics. Smaller ones (tiny, ranked after all others) go
+  // to double atomics, and only when the first pass's walk reaches their buckets (a second try).
+  bool tiny = false;
   for (int shift = 24; shift >= 0; shift -= 8) {
-    for (int b = static_cast<int>(threadIdx.x); b < 256; b += static_cast<int>(blockDim.x))
+    for (int b = static_cast<int>(threadIdx.x); b < 256; b += static_cast<int>(blockDim.x)) {
       sh.bucket_mass[b] = 0.0;
+      sh.bucket_units[b] = 0u;
+    }
     __syncthreads();
-    for (std::int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-      const float p = softmax_of(out, specdec::detail::to_float(row[i]));
+    block_for_each(row, n, [&](float logit, std::int64_t) {
+      const float p = softmax_of(out, logit);
       const std::uint32_t bits = specdec::detail::float_bits(p);
       if (p > 0.0f && (shift == 24 || (bits >> (shift + 8)) == (prefix >> (shift + 8)))) {
-        atomicAdd(&sh.bucket_mass[(bits >> shift) & 0xffu], static_cast<double>(p));
+        const std::uint32_t b = (bits >> shift) & 0xffu;
+        if (bits >= kExactMassBits) {
+          atomicAdd(&sh.bucket_units[b], static_cast<unsigned long long>(
+                                             static_cast<double>(p) * 0x1p53));
+        } else if (tiny) {
+          atomicAdd(&sh.bucket_mass[b], static_cast<double>(p));
+        }
       }
-    }
+    });
     __syncthreads();
     if (threadIdx.x == 0) {
       int at = -1;
       double mass = above;
       for (int b = 255; b >= 0; --b) {
-        if (specdec::detail::reaches_nucleus(mass + sh.bucket_mass[b], top_p)) {
+        const double bucket =
+            static_cast<double>(sh.bucket_units[b]) * 0x1p-53 + sh.bucket_mass[b];
+        if (specdec::detail::reaches_nucleus(mass + bucket, top_p)) {
           at = b;
           break;
         }
-        mass += sh.bucket_mass[b];
+        mass += bucket;
       }
+      // The first pass's buckets at or below kTinyBucket may hold tiny entries.
+      sh.retry = shift == 24 && !tiny && at <= kTinyBucket ? 1 : 0;
       sh.found = at;
       sh.above = mass;
     }
     __syncthreads();
+    if (sh.retry != 0) {
+      tiny = true;
+      shift += 8;  // the first pass again, with the tiny entries
+      __syncthreads();
+      continue;
+    }
     if (sh.found < 0) return;  // rounding left the row short of top_p
     prefix |= static_cast<std::uint32_t>(sh.found) << shift;
     above = sh.above;
@@ -196,21 +262,15 @@ __device__ void search_nucleus(Global<const T> row, std::int64_t n, double top_p
   }
   const float v = specdec::detail::bits_float(prefix);
   unsigned int ties = 0;
-  for (std::int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-    ties += specdec::detail::float_bits(softmax_of(out, specdec::detail::to_float(row[i]))) == prefix;
-  }
+  block_for_each(row, n, [&](float logit, std::int64_t) {
+    ties += specdec::detail::float_bits(softmax_of(out, logit)) == prefix ? 1u : 0u;
+  });
   ties = block_all_reduce(ties, Plus{}, sh.u);
   const std::int64_t need = specdec::detail::ties_in_nucleus(above, static_cast<double>(v),
                                                              static_cast<std::int64_t>(ties), top_p);
+  // The need-th tie in id order: the row read side by side, a block's ties ranked by ballots.
+  const std::int64_t last = nth_tie(row, n, prefix, need, out, sh);
   if (threadIdx.x == 0) {
-    std::int64_t seen = 0, last = n - 1;
-    for (std::int64_t i = 0; i < n; ++i) {
-      seen += specdec::detail::float_bits(softmax_of(out, specdec::detail::to_float(row[i]))) == prefix;
-      if (seen == need) {
-        last = i;
-        break;
-      }
-    }
     out.top_p_value = v;
     out.top_p_last = static_cast<std::int32_t>(last);
     out.inv_top_p_kept =
@@ -302,9 +362,12 @@ __global__ void __launch_bounds__(kStatsThreads)
     return;
   }
   unsigned int kept = 0;  // listed for the draws: the nucleus's entries, ids ascending
-  bool found = cut_from_list(list, counts[r], gate, top_p, s, sh, &kept, keep);
+  const unsigned int listed = counts[r];
+  bool found = cut_from_list(list, listed, gate, top_p, s, sh, &kept, keep);
   const float prune = prune_gate(n, w.top_p, s);
-  if (!found && gate > prune) {
+  // A gate that proved too high is lowered to the prune bound; a list that overflowed would only
+  // overflow again behind a lower gate, so the search over the row takes it.
+  if (!found && gate > prune && listed <= static_cast<unsigned int>(kNucleusList)) {
     // The estimated gate was too high: gather again behind the prune bound, in one pass.
     __syncthreads();
     if (threadIdx.x == 0) counts[r] = 0u;

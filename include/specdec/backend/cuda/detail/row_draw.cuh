@@ -9,8 +9,10 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "specdec/backend/cuda/detail/global.cuh"
+#include "specdec/backend/cuda/detail/launch.cuh"
 #include "specdec/core/blocked_sum.hpp"
 #include "specdec/core/inverse_cdf.hpp"
 
@@ -26,15 +28,58 @@ struct DrawShared {
   float block[kDrawWarps][kSumBlock];  // a 1024-entry block of the row per warp
   float sums[kDrawThreads];            // block sums of the current chunk of the row
   double running;                      // the draw's running sum
+  double warp_mass[kDrawWarps];        // block_threshold_scan's per-warp sums
+  int warp_first[kDrawWarps];          // and per-warp first crossings
   int next;
   int result;
+  int found;
 };
 
-/// A row of fp32 probabilities (a warped target row, say) in global memory.
+/// A row of fp32 probabilities (a warped target row, say) in global memory. A row type with
+/// source() and map(x, i) (the entry from the source's element x at i) is filled by 16-byte loads.
 struct TargetRowValue {
   Global<const float> row;
   __device__ __forceinline__ float operator()(std::int64_t i) const { return row[i]; }
+  __device__ __forceinline__ Global<const float> source() const { return row; }
+  __device__ __forceinline__ float map(float x, std::int64_t) const { return x; }
 };
+
+/// buf[0, kSumBlock) = map(a[b + i], b[b + i], i) (or map(a[..], i) with one source) for a whole
+/// block of the row, by the threads of a group (`rank` of `size`, size >= 32): 16-byte loads,
+/// every one of a thread's issued before any is used, so a warp has its whole block in flight.
+template <class T, class Map>
+__device__ __forceinline__ void fill_whole_block(Global<const T> a, Global<const T> second,
+                                                 std::int64_t b, float* buf, int rank, int size,
+                                                 const Map& map) {
+  constexpr int kVec = 16 / static_cast<int>(sizeof(T));
+  constexpr int kVectors = kSumBlock / kVec;
+  constexpr int kMost = kVectors / 32;  // a thread's vectors in a group of 32
+  constexpr bool kTwo = requires(const Map& m) { m(0.0f, 0.0f, std::int64_t{0}); };
+  Vec<T, kVec> x[kMost] = {}, y[kTwo ? kMost : 1] = {};
+  SPECDEC_UNROLL(8)
+  for (int j = 0; j < kMost; ++j) {
+    const int v = rank + j * size;
+    if (v < kVectors) {
+      x[j] = a.template load_vec<kVec>(b + static_cast<std::int64_t>(v) * kVec);
+      if constexpr (kTwo) y[j] = second.template load_vec<kVec>(b + static_cast<std::int64_t>(v) * kVec);
+    }
+  }
+  SPECDEC_UNROLL(8)
+  for (int j = 0; j < kMost; ++j) {
+    const int v = rank + j * size;
+    if (v < kVectors) {
+      for (int k = 0; k < kVec; ++k) {
+        const int i = v * kVec + k;
+        if constexpr (kTwo) {
+          buf[i] = map(specdec::detail::to_float(x[j].v[k]), specdec::detail::to_float(y[j].v[k]),
+                       b + i);
+        } else {
+          buf[i] = map(specdec::detail::to_float(x[j].v[k]), b + i);
+        }
+      }
+    }
+  }
+}
 
 /// buf[0, e - b) = entries b .. e-1 of `row`, by the threads of a group (`rank` of `size`, `sync`
 /// the group's barrier).
@@ -44,6 +89,14 @@ __device__ __forceinline__ void fill_block(const Row& row, std::int64_t b, std::
   if constexpr (requires { row.fill(b, e, buf, rank, size, sync); }) {
     row.fill(b, e, buf, rank, size, sync);
   } else {
+    if constexpr (requires { row.source(); row.map(0.0f, std::int64_t{0}); }) {
+      if (e - b == kSumBlock && row.source().vector_aligned(b) && size >= 32) {
+        fill_whole_block(row.source(), row.source(), b, buf, rank, size,
+                         [&row](float x, std::int64_t i) { return row.map(x, i); });
+        return;
+      }
+    }
+    SPECDEC_UNROLL(4)
     for (std::int64_t i = rank; i < e - b; i += size) buf[i] = row(b + i);
   }
 }
@@ -71,6 +124,7 @@ __device__ __forceinline__ float warp_block_sum(const Value& value, std::int64_t
   __syncwarp();
   float partial = 0.0f;
   if (lane < kLanes) {
+    SPECDEC_UNROLL(16)
     for (int i = lane; i < whole; i += kLanes) partial += buf[i];
   }
   float block = 0.0f;
@@ -112,6 +166,79 @@ __device__ double exact_row_sum(const Value& value, std::int64_t n, DrawShared& 
   return total;
 }
 
+/// inverse_cdf_scan(buf, 0, count, sh.running, threshold) (the CPU's walk of one block in order,
+/// the running sum in double) by the whole block; returns the index or -1, the same in every
+/// thread. The prefix sums are first taken in parallel: they differ from the walk's by less than
+/// `margin` (each is within (count + 24) roundings of the exact sum), so where the first parallel
+/// prefix above the threshold clears it by the margin and the prefix before it falls short by
+/// the margin, the walk crosses there too. Otherwise (a prefix within about 1e-13 of the
+/// threshold, or no crossing, where the walk's running sum must be exact) thread 0 walks.
+__device__ inline int block_threshold_scan(const float* buf, int count, double threshold,
+                                           DrawShared& sh) {
+  constexpr int kPer = kSumBlock / kDrawThreads;  // entries per thread, consecutive
+  const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
+  const int first = static_cast<int>(threadIdx.x) * kPer;
+  double local[kPer];
+  double own = 0.0;
+  for (int k = 0; k < kPer; ++k) {
+    const float v = first + k < count ? buf[first + k] : 0.0f;
+    own += v > 0.0f ? static_cast<double>(v) : 0.0;
+    local[k] = own;
+  }
+  double inclusive = own;  // the warp's inclusive scan of the threads' sums
+  for (int d = 1; d < 32; d *= 2) {
+    const double other = __shfl_up_sync(0xffffffffu, inclusive, d);
+    if (lane >= d) inclusive += other;
+  }
+  if (lane == 31) sh.warp_mass[warp] = inclusive;
+  __syncthreads();
+  double before = 0.0, total = 0.0;
+  for (int w = 0; w < kDrawWarps; ++w) {
+    before += w < warp ? sh.warp_mass[w] : 0.0;
+    total += sh.warp_mass[w];
+  }
+  const double running = sh.running;
+  const double offset = running + (before + (inclusive - own));
+  const double margin =
+      static_cast<double>(count + 64) * 0x1p-52 * (running + total);  // see above
+  // This thread's first entry whose prefix passes the threshold, and whether that is certain.
+  int crossing = kSumBlock;
+  bool certain = false;
+  double previous = offset;
+  for (int k = 0; k < kPer; ++k) {
+    const float v = first + k < count ? buf[first + k] : 0.0f;
+    const double prefix = offset + local[k];
+    if (v > 0.0f && prefix > threshold) {
+      crossing = first + k;
+      certain = prefix > threshold + margin && previous <= threshold - margin;
+      break;
+    }
+    previous = prefix;
+  }
+  int least = crossing;
+  for (int mask = 16; mask > 0; mask /= 2) {
+    const int other = __shfl_xor_sync(0xffffffffu, least, mask);
+    least = other < least ? other : least;
+  }
+  if (lane == 0) sh.warp_first[warp] = least;
+  __syncthreads();
+  int winner = kSumBlock;
+  for (int w = 0; w < kDrawWarps; ++w) winner = sh.warp_first[w] < winner ? sh.warp_first[w] : winner;
+  if (threadIdx.x == 0) sh.found = -2;  // undecided
+  __syncthreads();
+  if (winner < kSumBlock && crossing == winner && certain) sh.found = winner;
+  __syncthreads();
+  if (sh.found == -2 && threadIdx.x == 0) {
+    sh.found = static_cast<int>(specdec::detail::inverse_cdf_scan(
+        [buf](std::int64_t i) { return buf[i]; }, std::int64_t{0}, std::int64_t{count}, sh.running,
+        threshold));
+  }
+  __syncthreads();
+  const int found = sh.found;
+  __syncthreads();  // sh.found and sh.warp_* are read before the next scan writes them
+  return found;
+}
+
 /// detail::sample_row's walk over the `count` block sums of chunk `base` in sh.sums, by the whole
 /// block, the running sum in sh.running: whole blocks are skipped by their sums, and the one
 /// holding the threshold is loaded side by side and scanned by thread 0. Returns whether it found
@@ -140,11 +267,8 @@ __device__ bool scan_chunk(const Value& value, std::int64_t n, std::int64_t base
     fill_block(value, b, e, buf, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x),
                [] { __syncthreads(); });
     __syncthreads();
-    if (threadIdx.x == 0) {
-      const std::int64_t found = specdec::detail::inverse_cdf_scan(
-          [buf](std::int64_t i) { return buf[i]; }, std::int64_t{0}, e - b, sh.running, threshold);
-      if (found >= 0) sh.result = static_cast<int>(b + found);
-    }
+    const int found = block_threshold_scan(buf, static_cast<int>(e - b), threshold, sh);
+    if (threadIdx.x == 0 && found >= 0) sh.result = static_cast<int>(b + found);
     __syncthreads();
     if (sh.result >= 0) return true;
   }

@@ -121,6 +121,34 @@ struct RowWarps {
   }
 };
 
+/// f(x, i) for every entry i of a row of n (x its value as a float), by the whole block: 16-byte
+/// loads, four of a thread's issued before any is used, where the row is aligned for them.
+template <class T, class F>
+__device__ __forceinline__ void block_for_each(Global<const T> row, std::int64_t n, const F& f) {
+  constexpr int kVec = 16 / static_cast<int>(sizeof(T));
+  constexpr int kAhead = 4;
+  std::int64_t tail = 0;
+  if (row.vector_aligned(0)) {
+    const std::int64_t vectors = n / kVec;
+    for (std::int64_t first = threadIdx.x; first < vectors; first += kAhead * blockDim.x) {
+      Vec<T, kVec> x[kAhead] = {};
+      for (int j = 0; j < kAhead; ++j) {
+        const std::int64_t v = first + j * static_cast<std::int64_t>(blockDim.x);
+        if (v < vectors) x[j] = row.template load_vec<kVec>(v * kVec);
+      }
+      for (int j = 0; j < kAhead; ++j) {
+        const std::int64_t v = first + j * static_cast<std::int64_t>(blockDim.x);
+        if (v < vectors) {
+          for (int k = 0; k < kVec; ++k) f(specdec::detail::to_float(x[j].v[k]), v * kVec + k);
+        }
+      }
+    }
+    tail = vectors * kVec;
+  }
+  for (std::int64_t i = tail + threadIdx.x; i < n; i += blockDim.x)
+    f(specdec::detail::to_float(row[i]), i);
+}
+
 /// Rows at most this long are cut by one thread exactly as the CPU's complete path (every
 /// positive entry a candidate, the kept mass summed in id order): they need no gate.
 inline constexpr std::int64_t kSmallNucleusRow = 64;
@@ -139,7 +167,7 @@ __device__ __forceinline__ float softmax_of(const RowStats& s, float logit) {
 }
 
 struct GateShared {
-  double mass[128];
+  float mass[128];  // an estimate: float atomics (the hardware's own) are precise enough
 };
 
 /// The gate of a top-p row, by the whole block: below it lies less than (1 - top_p) / 2 of the
@@ -163,7 +191,7 @@ __device__ float nucleus_gate(Global<const T> row, std::int64_t n, float top_p,
   const float prune = prune_gate(n, top_p, s);
   if (n < 8 * kSample) return prune;
   for (int b = static_cast<int>(threadIdx.x); b < kBins; b += static_cast<int>(blockDim.x))
-    sh.mass[b] = 0.0;
+    sh.mass[b] = 0.0f;
   __syncthreads();
   // 32 runs of 32 neighbours spread over the row: a warp's sample loads are coalesced.
   const std::int64_t stride = n / 32;
@@ -172,14 +200,14 @@ __device__ float nucleus_gate(Global<const T> row, std::int64_t n, float top_p,
     const float z = specdec::detail::scaled_exponent(specdec::detail::to_float(row[at]), s.max,
                                                      s.inv_temperature);
     const int bin = z > -kBins * kBinWidth ? static_cast<int>(-z / kBinWidth) : kBins - 1;
-    atomicAdd(&sh.mass[bin], static_cast<double>(specdec::detail::exp_flush(z)));
+    atomicAdd(&sh.mass[bin], specdec::detail::exp_flush(z));
   }
   __syncthreads();
   const double weight = static_cast<double>(n) / kSample * static_cast<double>(s.inv_sum);
   const double allowance = 0.5 * (1.0 - static_cast<double>(top_p));
   double below = 0.0;
   for (int b = kBins - 1; b >= 1; --b) {
-    below += weight * sh.mass[b];
+    below += weight * static_cast<double>(sh.mass[b]);
     if (below > allowance) {
       const float estimate = s.max - static_cast<float>(b + 2) * kBinWidth / s.inv_temperature;
       return b + 2 < kBins && estimate > prune ? estimate : prune;
@@ -212,6 +240,7 @@ __device__ __forceinline__ TileStats tile_stats(Global<const T> tile, int count,
     best = key > best ? key : best;
   };
   if (count == kTile && tile.vector_aligned(0)) {
+    SPECDEC_UNROLL(8)
     for (int v = lane; v < kTile / kVector; v += 32) {  // 16-byte loads, coalesced
       const auto packed = tile.template load_vec<kVector>(static_cast<std::int64_t>(v) * kVector);
       for (int j = 0; j < kVector; ++j) take(v * kVector + j, specdec::detail::to_float(packed.v[j]));
@@ -242,6 +271,7 @@ __device__ __forceinline__ TileStats tile_stats(Global<const T> tile, int count,
   // Lane j < 16 adds the entries at offsets j mod 16 in order, as the CPU's lane j does.
   float sum = 0.0f;
   if (lane < kTileLanes && max > specdec::kNegInf) {
+    SPECDEC_UNROLL(8)
     for (int i = lane; i < count; i += kTileLanes) {
       sum = specdec::detail::add_rn(
           sum, specdec::detail::exp_flush(specdec::detail::scaled_exponent(buf[i], max, inv_t)));
@@ -259,11 +289,49 @@ __device__ __forceinline__ TileStats tile_stats(Global<const T> tile, int count,
 /// A row's tiles read as the TileSums combine_tiles takes.
 struct TileSums {
   Global<const TileStats> tiles;
+  __device__ __forceinline__ TileStats at(std::int64_t t) const { return tiles[t]; }
   __device__ __forceinline__ specdec::detail::TileSum operator[](std::int64_t t) const {
     const TileStats s = tiles[t];
     return {s.max, s.sum, 0.0f};
   }
 };
+
+/// A row's tiles cached in shared memory.
+struct CachedTiles {
+  const TileStats* tiles;
+  __device__ __forceinline__ TileStats at(std::int64_t t) const { return tiles[t]; }
+  __device__ __forceinline__ specdec::detail::TileSum operator[](std::int64_t t) const {
+    return {tiles[t].max, tiles[t].sum, 0.0f};
+  }
+};
+
+/// How many tiles the statistics kernel's tile buffers hold with their terms (TileStats and a
+/// double each: rows up to 1.3M entries).
+inline constexpr std::int64_t kCachedTiles = static_cast<std::int64_t>(
+    sizeof(float) * kStatsWarps * kTile / (sizeof(TileStats) + sizeof(double)));
+
+/// A row's RowStats from its largest logit and sum (combine_tiles's) and its tiles.
+template <class Tiles>
+__device__ RowStats finish_row(const Tiles& tiles, std::int64_t count, float inv_t, bool greedy,
+                               const specdec::detail::RowSum& sum) {
+  std::int32_t bad = 0;
+  for (std::int64_t t = 0; t < count; ++t) bad |= tiles.at(t).bad;
+  RowStats out{inv_t, sum.max, 1.0f / static_cast<float>(sum.sum), -1, 0, 0.0f, -1, 1.0f};
+  out.invalid = bad != 0 || !(sum.max > specdec::kNegInf) ? 1 : 0;
+  if (greedy && out.invalid == 0) {
+    for (std::int64_t t = 0; t < count; ++t) {
+      const TileStats s = tiles.at(t);
+      if (s.max == sum.max) {
+        out.greedy = s.argmax;
+        break;
+      }
+    }
+    out.inv_temperature = 1.0f;
+    out.max = 0.0f;
+    out.inv_sum = 1.0f;
+  }
+  return out;
+}
 
 /// The statistics of every row of `rows` (row r of the set is blockIdx.x), blockIdx.y taking
 /// split.tiles_per_block tiles of it: TileStats into tiles[r * split.tiles ..], and from the last
@@ -297,27 +365,42 @@ __global__ void __launch_bounds__(kStatsThreads)
     s.argmax += static_cast<std::int32_t>(b);
     if (lane == 0) row_tiles[t] = s;
   }
-  // The last block of the row to finish combines its tiles.
+  // The last block of a row to finish combines its tiles: read side by side into shared memory
+  // (the tile buffers are free now), then combined in tile order by one thread.
   if (!last_block_of_row(counters, r, split.blocks_per_row, sh.last)) return;
-  if (threadIdx.x == 0) {
-    std::int32_t bad = 0;
-    for (std::int64_t t = 0; t < split.tiles; ++t) bad |= TileStats(row_tiles[t]).bad;
-    const specdec::detail::RowSum sum =
-        specdec::detail::combine_tiles(TileSums{row_tiles}, split.tiles, inv_t);
-    RowStats out{inv_t, sum.max, 1.0f / static_cast<float>(sum.sum), -1, 0, 0.0f, -1, 1.0f};
-    out.invalid = bad != 0 || !(sum.max > specdec::kNegInf) ? 1 : 0;
-    if (greedy && out.invalid == 0) {
-      for (std::int64_t t = 0; t < split.tiles; ++t) {
-        const TileStats s = row_tiles[t];
-        if (s.max == sum.max) {
-          out.greedy = s.argmax;
-          break;
-        }
-      }
-      out.inv_temperature = 1.0f;
-      out.max = 0.0f;
-      out.inv_sum = 1.0f;
+  if (split.tiles <= kCachedTiles) {
+    // combine_tiles's sum, its terms (exact products) computed side by side, added in tile order.
+    TileStats* cached = reinterpret_cast<TileStats*>(&sh.tile[0][0]);
+    double* terms = reinterpret_cast<double*>(cached + kCachedTiles);
+    for (std::int64_t t = threadIdx.x; t < split.tiles; t += blockDim.x)
+      cached[t] = TileStats(row_tiles[t]);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      float max = specdec::kNegInf;
+      for (std::int64_t t = 0; t < split.tiles; ++t) max = cached[t].max > max ? cached[t].max : max;
+      sh.row.max = max;
     }
+    __syncthreads();
+    const float max = sh.row.max;
+    for (std::int64_t t = threadIdx.x; t < split.tiles; t += blockDim.x) {
+      const TileStats tile = cached[t];
+      terms[t] = tile.max > specdec::kNegInf
+                     ? static_cast<double>(tile.sum) * specdec::detail::tile_scale(tile.max, max, inv_t)
+                     : 0.0;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      specdec::detail::RowSum sum;
+      sum.max = max;
+      for (std::int64_t t = 0; t < split.tiles; ++t) sum.sum += terms[t];
+      const RowStats out = finish_row(CachedTiles{cached}, split.tiles, inv_t, greedy, sum);
+      stats[r] = out;
+      sh.row = out;
+    }
+  } else if (threadIdx.x == 0) {
+    const RowStats out =
+        finish_row(TileSums{row_tiles}, split.tiles, inv_t, greedy,
+                   specdec::detail::combine_tiles(TileSums{row_tiles}, split.tiles, inv_t));
     stats[r] = out;
     sh.row = out;
   }

@@ -409,8 +409,8 @@ void run_tree_mask_case(cudaStream_t stream, std::int64_t batch, std::int32_t no
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Optional argument: one section (warp, chain, draft, tree), or `profile` for a few chain and
-  // warp cases timed once each, for a profiler.
+  // Optional argument: one section (warp, chain, draft, tree), `top-k` for the top-k rows of the
+  // warp and chain sections, or `profile` for a few cases timed once each, for a profiler.
   const std::string_view only = argc > 1 ? argv[1] : "";
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each row as it is measured
   profile_mode = only == "profile";
@@ -432,6 +432,14 @@ int main(int argc, char** argv) {
     run_top_k_case<float>(stream, 1, 128256, "fp32");
     cudaStreamDestroy(stream);
     return 0;
+  }
+  if (only == "top-k") {  // the top-k rows of the warp and chain sections alone
+    for (std::int64_t vocab : {32000, 128256}) {
+      for (std::int64_t rows : {1, 16, 256}) {
+        run_case<Eigen::bfloat16>(stream, rows, vocab, "bf16", top_k, "top-k 50");
+        run_chain_case<Eigen::bfloat16>(stream, rows, vocab, "bf16", top_k, "top-k 50");
+      }
+    }
   }
   if (wanted("warp")) {
     std::printf("%-10s %-5s %5s %7s %12s %12s %10s\n", "warp", "dtype", "B", "V", "warp(us)",

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "specdec/backend/cuda/detail/block_sweep.cuh"
 #include "specdec/backend/cuda/detail/global.cuh"
 #include "specdec/backend/cuda/detail/last_block.cuh"
 #include "specdec/backend/cuda/detail/launch.cuh"
@@ -120,34 +121,6 @@ struct RowWarps {
     return warps[lo];
   }
 };
-
-/// f(x, i) for every entry i of a row of n (x its value as a float), by the whole block: 16-byte
-/// loads, four of a thread's issued before any is used, where the row is aligned for them.
-template <class T, class F>
-__device__ __forceinline__ void block_for_each(Global<const T> row, std::int64_t n, const F& f) {
-  constexpr int kVec = 16 / static_cast<int>(sizeof(T));
-  constexpr int kAhead = 4;
-  std::int64_t tail = 0;
-  if (row.vector_aligned(0)) {
-    const std::int64_t vectors = n / kVec;
-    for (std::int64_t first = threadIdx.x; first < vectors; first += kAhead * blockDim.x) {
-      Vec<T, kVec> x[kAhead] = {};
-      for (int j = 0; j < kAhead; ++j) {
-        const std::int64_t v = first + j * static_cast<std::int64_t>(blockDim.x);
-        if (v < vectors) x[j] = row.template load_vec<kVec>(v * kVec);
-      }
-      for (int j = 0; j < kAhead; ++j) {
-        const std::int64_t v = first + j * static_cast<std::int64_t>(blockDim.x);
-        if (v < vectors) {
-          for (int k = 0; k < kVec; ++k) f(specdec::detail::to_float(x[j].v[k]), v * kVec + k);
-        }
-      }
-    }
-    tail = vectors * kVec;
-  }
-  for (std::int64_t i = tail + threadIdx.x; i < n; i += blockDim.x)
-    f(specdec::detail::to_float(row[i]), i);
-}
 
 /// Rows at most this long are cut by one thread exactly as the CPU's complete path (every
 /// positive entry a candidate, the kept mass summed in id order): they need no gate.

@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #include "specdec/backend/cuda/detail/block_reduce.cuh"
+#include "specdec/backend/cuda/detail/block_sweep.cuh"
 #include "specdec/backend/cuda/detail/global.cuh"
 #include "specdec/backend/cuda/detail/launch.cuh"
 #include "specdec/backend/cuda/launchers.hpp"
@@ -46,15 +47,10 @@ struct Shared {
   double d[32];
   unsigned int u[32];
   ArgMax a[32];
+  unsigned int histogram[256];  // keep_top_k's digits
+  int index;
 };
 
-/// Number of entries of row (n values) whose key is >= t.
-__device__ __forceinline__ unsigned int count_at_least(Global<const float> row, int n,
-                                                       std::uint32_t t, Shared& sh) {
-  unsigned int c = 0;
-  for (int i = threadIdx.x; i < n; i += blockDim.x) c += order_key(row[i]) >= t ? 1u : 0u;
-  return block_all_reduce(c, Plus{}, sh.u);
-}
 /// Mass of the positive entries of a probability row whose bits are >= t.
 __device__ __forceinline__ double mass_at_least(Global<const float> row, int n, std::uint32_t t,
                                                 Shared& sh) {
@@ -66,19 +62,39 @@ __device__ __forceinline__ double mass_at_least(Global<const float> row, int n, 
   return block_all_reduce(m, Plus{}, sh.d);
 }
 
-/// The id of the `rank`-th (1-based) entry with key t, in increasing id order.
+/// The id of the `rank`-th (1-based) entry with key t, in increasing id order (n when there are
+/// fewer), by one sweep of the row: blockDim.x entries at a time, each warp's ties counted by a
+/// ballot, stopping at the block of entries that holds it.
 template <class Key>
 __device__ __forceinline__ int nth_tie(Global<const float> row, int n, std::uint32_t t,
                                        unsigned int rank, Key key, Shared& sh) {
-  int j = 0;  // largest j with (ties below j) < rank
-  for (int bit = 30; bit >= 0; --bit) {
-    const int candidate = j | (1 << bit);
-    if (candidate >= n) continue;
-    unsigned int c = 0;
-    for (int i = threadIdx.x; i < candidate; i += blockDim.x) c += key(row[i]) == t ? 1u : 0u;
-    if (block_all_reduce(c, Plus{}, sh.u) < rank) j = candidate;
+  const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
+  const int warps = static_cast<int>(blockDim.x) / 32;
+  if (threadIdx.x == 0) sh.index = n;
+  unsigned int seen = 0;
+  for (int base = 0; base < n; base += static_cast<int>(blockDim.x)) {
+    const int i = base + static_cast<int>(threadIdx.x);
+    const bool tie = i < n && key(row[i]) == t;
+    const unsigned int mask = __ballot_sync(0xffffffffu, tie);
+    __syncthreads();  // sh.u is free
+    if (lane == 0) sh.u[warp] = static_cast<unsigned int>(__popc(mask));
+    __syncthreads();
+    unsigned int before = 0, total = 0;
+    for (int w = 0; w < warps; ++w) {
+      before += w < warp ? sh.u[w] : 0u;
+      total += sh.u[w];
+    }
+    if (tie && seen + before + static_cast<unsigned int>(__popc(mask & ((1u << lane) - 1u))) + 1u ==
+                   rank) {
+      sh.index = i;
+    }
+    if (seen + total >= rank) break;
+    seen += total;
   }
-  return j;
+  __syncthreads();
+  const int at = sh.index;
+  __syncthreads();
+  return at;
 }
 
 /// The float whose order key is t (+0 for the zeros' key).
@@ -94,14 +110,37 @@ struct ProbabilityKey {
 };
 
 /// out holds scaled logits z; keeps the k largest (ties to the lowest id), the rest become -inf.
+/// The k-th largest key is found 8 bits at a time, by a histogram of the keys that share the bits
+/// found so far (counts: the same in any order), then its ties enter by id.
 __device__ inline void keep_top_k(Global<float> z, int n, unsigned int k, Shared& sh) {
-  std::uint32_t t = 0;
-  for (int bit = 31; bit >= 0; --bit) {
-    const std::uint32_t candidate = t | (1u << bit);
-    if (count_at_least(z, n, candidate, sh) >= k) t = candidate;
+  std::uint32_t t = 0;       // the cut's key, its bits found so far
+  unsigned int above = 0;    // entries whose key is above the found bits' range
+  unsigned int ties = 0;     // entries whose key is t (after the last digit)
+  for (int shift = 24; shift >= 0; shift -= 8) {
+    for (int b = static_cast<int>(threadIdx.x); b < 256; b += static_cast<int>(blockDim.x))
+      sh.histogram[b] = 0u;
+    __syncthreads();
+    const std::uint32_t high = shift == 24 ? 0u : ~((1u << (shift + 8)) - 1u);
+    block_for_each(Global<const float>(z), n, [&](float x, std::int64_t) {
+      const std::uint32_t key = order_key(x);
+      if ((key & high) == (t & high)) atomicAdd(&sh.histogram[(key >> shift) & 0xffu], 1u);
+    });
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      // The largest digit d whose entries, with those above, number at least k.
+      unsigned int count = above;
+      int d = 255;
+      for (; d > 0 && count + sh.histogram[d] < k; --d) count += sh.histogram[d];
+      sh.u[0] = static_cast<unsigned int>(d);
+      sh.u[1] = count;
+      sh.u[2] = sh.histogram[d];
+    }
+    __syncthreads();
+    t |= sh.u[0] << shift;
+    above = sh.u[1];
+    ties = sh.u[2];
+    __syncthreads();
   }
-  const unsigned int above = t == 0xFFFFFFFFu ? 0u : count_at_least(z, n, t + 1u, sh);
-  const unsigned int ties = count_at_least(z, n, t, sh) - above;
   const unsigned int needed = k - above;
   const int last = needed < ties ? nth_tie(z, n, t, needed, OrderKey{}, sh) : n;
   const float cut = key_value(t);  // the entries with key t, all equal

@@ -111,9 +111,10 @@ cudaError_t verify_chain_batch_logits(const ChainVerifyParams& params, const Dev
   Staged staged = carve(workspace, params.batch, 2 * drafts + params.batch, params.vocab);
   cudaError_t status = stage_or_take(params, staged, workspace, stream);
   if (status != cudaSuccess) return status;
-  const DeviceWarp shared_warp = host_warps[0];
-  const DeviceWarp* row_warps = nullptr;
-  bool statistics = true, top_p = false;
+  const bool device_warps = warp_count < 0;  // B warps in device memory: not read here
+  const DeviceWarp shared_warp = device_warps ? DeviceWarp{} : host_warps[0];
+  const DeviceWarp* row_warps = device_warps ? host_warps : nullptr;
+  bool statistics = true, top_p = device_warps;  // the nucleus launch may be needed
   for (std::int64_t k = 0; k < warp_count; ++k) {
     statistics = statistics && detail::statistics_warp(host_warps[k], params.vocab);
     top_p = top_p || detail::has_top_p(host_warps[k]);

@@ -77,7 +77,8 @@ struct StatsBatch {
         const std::int64_t d = offsets[static_cast<std::size_t>(b)] +
                                std::min(i, std::max(gammas[static_cast<std::size_t>(b)] - 1, 0));
         for (std::int64_t j = 0; j < v; ++j) {
-          const float base = drafts > 0 ? draft[static_cast<std::size_t>(d * v + j)] : 0.0f;
+          // A sequence without drafts at the end has no draft row to follow.
+          const float base = d < drafts ? draft[static_cast<std::size_t>(d * v + j)] : 0.0f;
           target.push_back(base + static_cast<float>(0.7 * rng.normal()));
         }
       }
@@ -268,16 +269,19 @@ struct ResidentChain {
     offsets.assign(c.offsets);
     streams.assign(c.streams);
   }
-  void run(const Warp& warp, cudaStream_t stream = nullptr) {
+  void run(const Warp& warp, cudaStream_t stream = nullptr) { run(&warp, nullptr, stream); }
+  /// With one warp for all (`warp`) or B warps in device memory (`device_warps`).
+  void run(const Warp* warp, const Warp* device_warps, cudaStream_t stream = nullptr) {
     const ChainBatchLogitsArgs<float> args{
         .target_logits = {target.get(), drafts + batch, vocab},
         .draft_logits = {draft.get(), drafts, vocab},
-        .warps = {&warp, 1},
+        .warps = {warp, warp == nullptr ? 0u : 1u},
         .draft_tokens = {tokens.get(), tokens.size()},
         .emitted = {emitted.get(), emitted.size()},
         .accepted = {accepted.get(), accepted.size()},
         .device_draft_offsets = offsets.get(),
-        .device_streams = streams.get()};
+        .device_streams = streams.get(),
+        .device_warps = device_warps};
     verify_chain_batch_logits(backend::cuda.on(stream), args,
                               backend::DeviceWorkspace{workspace.get(), workspace.size()});
   }
@@ -309,6 +313,93 @@ TEST_CASE("chain from logits, device-resident offsets and streams: no copy, the 
   CHECK(counts.copies() == 0);
   CHECK(counts.syncs == 0);
   CHECK(counts.allocations == 0);
+}
+
+namespace {
+
+/// The CPU backend's batch with a warp per sequence: `warps` as host warps, or read as host
+/// memory through device_warps.
+void cpu_batch(const StatsBatch& c, const std::vector<Warp>& warps, bool as_device_warps,
+               std::vector<std::int32_t>& emitted, std::vector<std::int32_t>& accepted) {
+  emitted.assign(static_cast<std::size_t>(c.drafts() + c.batch()), -7);
+  accepted.assign(static_cast<std::size_t>(c.batch()), -7);
+  Workspace ws(workspace_size(backend::cpu, ChainBatchShape{.batch = c.batch(),
+                                                            .max_gamma = c.max_gamma(),
+                                                            .vocab = c.vocab,
+                                                            .from_logits = true}));
+  ChainBatchLogitsArgs<float> args{
+      .draft_offsets = c.offsets,
+      .target_logits = {c.target.data(), c.drafts() + c.batch(), c.vocab},
+      .draft_logits = {c.draft.data(), c.drafts(), c.vocab},
+      .warps = warps,
+      .draft_tokens = c.tokens,
+      .streams = c.streams,
+      .emitted = emitted,
+      .accepted = accepted};
+  if (as_device_warps) {
+    args.warps = {};
+    args.device_warps = warps.data();
+  }
+  verify_chain_batch_logits(backend::cpu, args, ws);
+}
+
+}  // namespace
+
+TEST_CASE("chain from logits, device-resident warps: no copy, each sequence the CPU's tokens",
+          "[backend][cuda_kernel][chain_statistics][ledger]") {
+  emu::ledger.clear();
+  const StatsBatch c({3, 1, 2, 0}, 9000, 93, /*argmax_only=*/true);
+  const std::vector<Warp> warps{Warp{.temperature = 0.8f},
+                                Warp{.temperature = 1.0f, .top_p = 0.9f},
+                                Warp{.temperature = 0.0f},
+                                Warp{.temperature = 0.7f, .top_k = 9000, .top_p = 0.5f}};
+  std::vector<std::int32_t> emitted, accepted, read_emitted, read_accepted;
+  cpu_batch(c, warps, false, emitted, accepted);
+  // The CPU backend reads device_warps as host memory.
+  cpu_batch(c, warps, true, read_emitted, read_accepted);
+  CHECK(read_emitted == emitted);
+  CHECK(read_accepted == accepted);
+  ResidentChain device(c);
+  StatsBuffer<Warp> device_warps("device_warps", warps);
+  emu::ledger.reset();
+  device.run(nullptr, device_warps.get());
+  const emu::RuntimeCounts counts = emu::ledger.counts;
+  CHECK(device.emitted.values() == emitted);
+  CHECK(device.accepted.values() == accepted);
+  CHECK(counts.launches == 3);  // the nucleus launch too: the host does not see the warps
+  CHECK(counts.copies() == 0);
+  CHECK(counts.syncs == 0);
+  CHECK(counts.allocations == 0);
+}
+
+TEST_CASE("chain from logits, device-resident warps: a warp the statistics path does not take "
+          "fails its sequence alone",
+          "[backend][cuda_kernel][chain_statistics]") {
+  emu::ledger.clear();
+  const StatsBatch c({2, 2, 1}, 5000, 95, /*argmax_only=*/true);
+  const Warp unsupported = GENERATE(Warp{.temperature = 1.0f, .top_k = 5},
+                                    Warp{.temperature = 1.0f, .min_p = 0.1f},
+                                    Warp{.temperature = -1.0f}, Warp{.top_p = 1.5f});
+  const std::vector<Warp> good{Warp{.temperature = 0.9f}, Warp{.temperature = 0.9f},
+                               Warp{.temperature = 1.0f, .top_p = 0.8f}};
+  std::vector<std::int32_t> emitted, accepted;
+  cpu_batch(c, good, false, emitted, accepted);
+  std::vector<Warp> warps = good;
+  warps[1] = unsupported;
+  ResidentChain device(c);
+  StatsBuffer<Warp> device_warps("device_warps", warps);
+  device.run(nullptr, device_warps.get());
+  const std::vector<std::int32_t> got_emitted = device.emitted.values();
+  const std::vector<std::int32_t> got_accepted = device.accepted.values();
+  CHECK(got_accepted[0] == accepted[0]);
+  CHECK(got_accepted[1] == -1);
+  CHECK(got_accepted[2] == accepted[2]);
+  for (std::int32_t j = 0; j < 3; ++j) {
+    CHECK(got_emitted[static_cast<std::size_t>(j)] == emitted[static_cast<std::size_t>(j)]);
+    CHECK(got_emitted[static_cast<std::size_t>(3 + j)] == -1);  // sequence 1: only -1 tokens
+  }
+  CHECK(got_emitted[6] == emitted[6]);
+  CHECK(got_emitted[7] == emitted[7]);
 }
 
 TEST_CASE("chain from logits, device-resident: a captured call replayed on new inputs equals a "

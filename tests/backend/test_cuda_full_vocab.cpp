@@ -277,3 +277,84 @@ TEST_CASE("CUDA chain from logits captured in a graph and replayed on new inputs
     cudaStreamDestroy(stream);
   }
 }
+
+TEST_CASE("CUDA chain from logits with per-sequence warps in device memory gives the CPU's tokens",
+          "[backend][cuda_full_vocab]") {
+  // Offsets, streams and warps in device memory (nothing copied from the host), one warp per
+  // sequence; a sequence whose warp the statistics path does not take (top-k) reports -1.
+  const std::int64_t gamma = 5, vocab = 32000;
+  const std::vector<Warp> warps{Warp{.temperature = 0.8f}, Warp{.temperature = 1.0f, .top_p = 0.9f},
+                                Warp{.temperature = 0.0f}, Warp{.temperature = 1.0f, .top_k = 50}};
+  const auto batch = static_cast<std::int64_t>(warps.size());
+  std::vector<FullVocabChain<float>> sequences;
+  for (std::int64_t b = 0; b < batch; ++b) {
+    sequences.emplace_back(1, gamma, vocab, 3.0f, warps[static_cast<std::size_t>(b)],
+                           static_cast<std::uint64_t>(300 + b));
+  }
+  FullVocabChain<float> all = sequences[0];
+  all.batch = batch;
+  all.target.clear();
+  all.draft.clear();
+  all.tokens.clear();
+  all.streams.clear();
+  for (std::int64_t b = 0; b < batch; ++b) {
+    const auto& s = sequences[static_cast<std::size_t>(b)];
+    all.target.insert(all.target.end(), s.target.begin(), s.target.end());
+    all.draft.insert(all.draft.end(), s.draft.begin(), s.draft.end());
+    all.tokens.insert(all.tokens.end(), s.tokens.begin(), s.tokens.end());
+    RandomStream stream = s.streams[0];
+    stream.sequence = static_cast<std::uint32_t>(b);
+    all.streams.push_back(stream);
+  }
+  all.offsets.resize(static_cast<std::size_t>(batch + 1));
+  uniform_draft_offsets(gamma, all.offsets);
+  const auto rows = static_cast<std::size_t>(batch * (gamma + 1));
+  std::vector<Token> want_emitted(rows);
+  std::vector<std::int32_t> want_accepted(static_cast<std::size_t>(batch));
+  Workspace ws(workspace_size(backend::cpu, ChainBatchShape{.batch = batch, .max_gamma = gamma,
+                                                            .vocab = vocab, .from_logits = true}));
+  verify_chain_batch_logits(
+      backend::cpu,
+      ChainBatchLogitsArgs<float>{
+          .draft_offsets = all.offsets,
+          .target_logits = MatrixView<const float>(all.target.data(), batch * (gamma + 1), vocab),
+          .draft_logits = MatrixView<const float>(all.draft.data(), batch * gamma, vocab),
+          .warps = warps,
+          .draft_tokens = all.tokens,
+          .streams = all.streams,
+          .emitted = want_emitted,
+          .accepted = want_accepted},
+      ws);
+  Buffer<backend::Cuda, float> target(all.target), draft(all.draft);
+  Buffer<backend::Cuda, Token> tokens(all.tokens);
+  Buffer<backend::Cuda, std::int32_t> offsets(all.offsets);
+  Buffer<backend::Cuda, RandomStream> streams(all.streams);
+  Buffer<backend::Cuda, Warp> device_warps(warps);
+  Buffer<backend::Cuda, Token> emitted(rows);
+  Buffer<backend::Cuda, std::int32_t> accepted(static_cast<std::size_t>(batch));
+  Scratch<backend::Cuda> scratch(workspace_size(
+      backend::cuda,
+      ChainBatchShape{.batch = batch, .max_gamma = gamma, .vocab = vocab, .from_logits = true}));
+  verify_chain_batch_logits(
+      backend::cuda,
+      ChainBatchLogitsArgs<float>{
+          .target_logits = MatrixView<const float>(target.data(), batch * (gamma + 1), vocab),
+          .draft_logits = MatrixView<const float>(draft.data(), batch * gamma, vocab),
+          .draft_tokens = std::span<const Token>(tokens.data(), all.tokens.size()),
+          .emitted = std::span<Token>(emitted.data(), rows),
+          .accepted = std::span<std::int32_t>(accepted.data(), static_cast<std::size_t>(batch)),
+          .device_draft_offsets = offsets.data(),
+          .device_streams = streams.data(),
+          .device_warps = device_warps.data()},
+      scratch.get());
+  const std::vector<Token> got_emitted = emitted.to_host();
+  const std::vector<std::int32_t> got_accepted = accepted.to_host();
+  for (std::size_t b = 0; b < 3; ++b) {
+    CHECK(got_accepted[b] == want_accepted[b]);
+    for (std::size_t j = 0; j <= static_cast<std::size_t>(gamma); ++j) {
+      const std::size_t at = b * static_cast<std::size_t>(gamma + 1) + j;
+      CHECK(got_emitted[at] == want_emitted[at]);
+    }
+  }
+  CHECK(got_accepted[3] == -1);  // top-k 50: not on the statistics path
+}

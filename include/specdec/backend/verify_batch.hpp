@@ -84,8 +84,13 @@ struct ChainBatchArgs {
 /// so it can be captured in a CUDA graph and replayed after new offsets, streams and logits are
 /// written to the same buffers. The device arrays are not scanned: offsets must be a valid
 /// layout of G drafts (non-decreasing from 0 to G). With one warp for all sequences nothing else
-/// is copied; per-sequence warps are copied from host memory (not capturable). On the CPU
-/// backend the device arrays are read as host memory.
+/// is copied; per-sequence warps are copied from host memory (not capturable) unless they are
+/// given as `device_warps` (B warps in device memory; `warps` then stays empty). Device warps are
+/// not seen by the host: a CUDA call with them takes the statistics path, so each must be a
+/// valid warp of temperature, greedy or top-p (a top-k of at least V keeps the row whole); a
+/// sequence whose warp is not (a bad field, a top-k below V, min-p) gets accepted = -1 and only
+/// -1 tokens. On the CPU backend the device arrays are read as host memory (device warps
+/// checked as host warps are, any warp).
 template <class T>
 struct ChainBatchLogitsArgs {
   std::span<const std::int32_t> draft_offsets{};
@@ -98,6 +103,7 @@ struct ChainBatchLogitsArgs {
   std::span<std::int32_t> accepted{};
   const std::int32_t* device_draft_offsets = nullptr;
   const RandomStream* device_streams = nullptr;
+  const Warp* device_warps = nullptr;
 };
 
 /// The views of a batch of B ragged trees in CSR layout (verify_tree_batch). N = node_offsets[B]
@@ -343,18 +349,29 @@ TreeBatchArgs resident_args(const TreeBatchArgs& args) {
 }
 
 /// The chain args a backend's implementation sees (ChainBatchArgs or ChainBatchLogitsArgs<T>):
-/// unchanged, or on the CPU, whose memory is the host's, with device_draft_offsets and
-/// device_streams as the host spans over them (B = accepted.size()), checked as host arrays are.
+/// unchanged, or on the CPU, whose memory is the host's, with device_draft_offsets,
+/// device_streams and device_warps as the host spans over them (B = accepted.size()), checked as
+/// host arrays are.
 template <class Backend, class Args>
 Args chain_resident_args(const Args& args) {
   check_device_resident("device_draft_offsets", args.device_draft_offsets, "draft_offsets",
                         args.draft_offsets.size());
   check_device_resident("device_streams", args.device_streams, "streams", args.streams.size());
+  constexpr bool kWarps = requires { args.device_warps; };
+  if constexpr (kWarps) {
+    check_device_resident("device_warps", args.device_warps, "warps", args.warps.size());
+  }
   if constexpr (!std::is_same_v<std::remove_cvref_t<Backend>, backend::Cpu>) {
     return args;
   } else {
     Args out = args;
     const std::size_t batch = args.accepted.size();
+    if constexpr (kWarps) {
+      if (args.device_warps != nullptr) {
+        out.warps = {args.device_warps, batch};
+        out.device_warps = nullptr;
+      }
+    }
     if (args.device_draft_offsets != nullptr) {
       out.draft_offsets = {args.device_draft_offsets, batch + 1};
       out.device_draft_offsets = nullptr;

@@ -157,6 +157,8 @@ cudaError_t verify_chain_batch(const ChainVerifyParams& params, void* workspace,
 /// alone, or greedy) take two launches: the statistics of every row, split over blocks, then one
 /// block per sequence drawing from rows recomputed from the logits, the CPU's tokens bit for bit.
 /// Warps that cut are warped row by row into the workspace by one block per sequence.
+/// warp_count: 1 (shared) or B host warps; -B: B warps already in device memory (read in place,
+/// the statistics path, a sequence whose warp it does not take failed with accepted = -1).
 cudaError_t verify_chain_batch_logits(const ChainVerifyParams& params, const DeviceWarp* host_warps,
                                       std::int64_t warp_count, void* workspace,
                                       cudaStream_t stream);

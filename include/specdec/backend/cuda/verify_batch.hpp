@@ -140,17 +140,21 @@ struct ChainBatchImpl<backend::Cuda> {
                                                   "target_logits", "draft_logits")
                              : params<T>(args, args.target_logits, args.draft_logits,
                                          "target_logits", "draft_logits");
-    check_sequence_warps(args.warps, p.batch, p.vocab);
+    // Device warps are checked where the kernels read them (a bad one fails its sequence).
+    const bool device_warps = args.device_warps != nullptr;
+    if (!device_warps) check_sequence_warps(args.warps, p.batch, p.vocab);
     const std::int64_t drafts = on_device ? p.drafts : args.draft_offsets.back();
     check_device_workspace(ws, backend::cuda_impl::chain_logits_workspace_bytes(p.batch, drafts,
                                                                                 p.vocab));
+    const auto* warps = reinterpret_cast<const backend::cuda_impl::DeviceWarp*>(
+        device_warps ? args.device_warps : args.warps.data());
     check_cuda_staged(backend::cuda_impl::verify_chain_batch_logits(
-                          p, reinterpret_cast<const backend::cuda_impl::DeviceWarp*>(
-                                 args.warps.data()),
-                          static_cast<std::int64_t>(args.warps.size()), ws.data, cuda.stream),
-                      "verify_chain_batch_logits", !on_device || args.warps.size() > 1,
+                          p, warps, device_warps ? -p.batch : static_cast<std::int64_t>(args.warps.size()),
+                          ws.data, cuda.stream),
+                      "verify_chain_batch_logits",
+                      !on_device || (!device_warps && args.warps.size() > 1),
                       on_device ? "warps" : "draft_offsets",
-                      on_device ? "one warp for every sequence"
+                      on_device ? "one warp for every sequence, or device_warps"
                                 : "device_draft_offsets and device_streams");
   }
 };

@@ -126,6 +126,18 @@ struct RowWarps {
 /// positive entry a candidate, the kept mass summed in id order): they need no gate.
 inline constexpr std::int64_t kSmallNucleusRow = 64;
 
+/// Whether the statistics path takes warp w for rows of n: greedy, or no top-k below n and no
+/// min-p (the launchers choose the path by it; a warp read from device memory is checked by it).
+SPECDEC_HOST_DEVICE bool statistics_warp(const DeviceWarp& w, std::int64_t n) {
+  return w.temperature == 0.0f || ((w.top_k <= 0 || w.top_k >= n) && w.min_p <= 0.0f);
+}
+
+/// Warp::validate's rules, for a warp the host has not seen (device-resident warps).
+SPECDEC_HOST_DEVICE bool valid_warp(const DeviceWarp& w, std::int64_t n) {
+  return w.temperature >= 0.0f && w.temperature <= 3.4e38f && w.top_k >= 0 && w.top_k <= n &&
+         w.top_p > 0.0f && w.top_p <= 1.0f && w.min_p >= 0.0f && w.min_p <= 1.0f;
+}
+
 /// Whether a row's warp cuts by top-p alone (the statistics path's only cut).
 __device__ __forceinline__ bool top_p_only(const DeviceWarp& w, std::int64_t n) {
   return w.temperature > 0.0f && w.top_p < 1.0f && (w.top_k == 0 || w.top_k >= n) &&
@@ -366,14 +378,16 @@ __global__ void __launch_bounds__(kStatsThreads)
       specdec::detail::RowSum sum;
       sum.max = max;
       for (std::int64_t t = 0; t < split.tiles; ++t) sum.sum += terms[t];
-      const RowStats out = finish_row(CachedTiles{cached}, split.tiles, inv_t, greedy, sum);
+      RowStats out = finish_row(CachedTiles{cached}, split.tiles, inv_t, greedy, sum);
+      if (!valid_warp(w, n) || !statistics_warp(w, n)) out.invalid = 1;
       stats[r] = out;
       sh.row = out;
     }
   } else if (threadIdx.x == 0) {
-    const RowStats out =
+    RowStats out =
         finish_row(TileSums{row_tiles}, split.tiles, inv_t, greedy,
                    specdec::detail::combine_tiles(TileSums{row_tiles}, split.tiles, inv_t));
+    if (!valid_warp(w, n) || !statistics_warp(w, n)) out.invalid = 1;
     stats[r] = out;
     sh.row = out;
   }

@@ -56,11 +56,7 @@ inline int device_sm_count() {
   return count;
 }
 
-/// Whether the statistics path takes a warp: greedy, temperature alone, or with top-p (a top-k
-/// of at least the row keeps it whole; min-p is not on it).
-inline bool statistics_warp(const DeviceWarp& w, std::int64_t vocab) {
-  return w.temperature == 0.0f || ((w.top_k <= 0 || w.top_k >= vocab) && w.min_p <= 0.0f);
-}
+/// Whether a warp cuts by top-p (the nucleus launch is needed).
 inline bool has_top_p(const DeviceWarp& w) { return w.temperature > 0.0f && w.top_p < 1.0f; }
 
 /// The counters zeroed (a memset: capturable), the statistics of every row of `set`, then (when

@@ -227,6 +227,65 @@ TEST_CASE("chain from logits with top-p: a nucleus of many candidates and ties a
   CHECK(run.emitted == emitted);
 }
 
+namespace {
+
+/// Rows of V = 16384 whose nucleus candidates overflow the list (4096 keys): of the 1024 entries
+/// the gate's sample reads (32 runs of 32 at a stride of V / 32), `sampled_top` are near 2 and
+/// the others near 1; elsewhere 140 more near 1, 6000 spread over [-3, -0.5], the rest at -10.
+/// With top-p 0.9 the cut lies in the spread entries. With sampled_top = 964 the sample sees too
+/// few entries near 1 and none below, so its gate is too high; with 0 it is low enough, but the
+/// candidates above it overflow the list.
+void overflow_rows(std::vector<float>& rows, std::int64_t v, int sampled_top, std::uint64_t seed) {
+  toy::ToyRandom rng(seed);
+  const std::int64_t stride = v / 32;
+  for (std::size_t r = 0; r < rows.size() / static_cast<std::size_t>(v); ++r) {
+    int seen = 0, near_one = 0, spread = 0;
+    for (std::int64_t j = 0; j < v; ++j) {
+      const bool sampled = j % stride < 32;
+      float x = -10.0f;
+      if (sampled) {
+        x = seen++ < sampled_top ? 2.0f : 1.0f;
+      } else if (near_one < 140) {
+        x = 1.0f;
+        ++near_one;
+      } else if (spread < 6000) {
+        x = -0.5f - 2.5f * static_cast<float>(spread++) / 6000.0f;
+      }
+      rows[r * static_cast<std::size_t>(v) + static_cast<std::size_t>(j)] =
+          x + static_cast<float>(0.01 * rng.normal());
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("chain from logits with top-p: candidates that overflow the list are gathered again "
+          "above the cut's bucket, the CPU's tokens",
+          "[backend][cuda_kernel][chain_statistics]") {
+  // A gate too high (the CPU's prune bound then gathers too many) or candidates too many at the
+  // gate: the histogram of the candidates' masses says which bucket holds the cut, and the row
+  // is gathered once more above it. The radix search over the row would read it six more times.
+  const int sampled_top = GENERATE(0, 964);
+  StatsBatch c({2, 1}, 16384, 113);
+  overflow_rows(c.target, c.vocab, sampled_top, 5);
+  overflow_rows(c.draft, c.vocab, sampled_top, 6);
+  for (std::size_t i = 0; i < c.tokens.size(); ++i) c.tokens[i] = static_cast<std::int32_t>(i);
+  const Warp warp{.temperature = 1.0f, .top_p = 0.9f};
+  std::vector<std::int32_t> emitted, accepted;
+  cpu_chain(c, warp, emitted, accepted);
+  emu::runtime.sm_count = GENERATE(1, 132);
+  const CudaChainRun run = cuda_chain(c, warp);
+  emu::runtime.sm_count = 132;
+  CHECK(run.accepted == accepted);
+  CHECK(run.emitted == emitted);
+  // The statistics, the gate's sample, the gather; then the prune bound's gather (when the gate
+  // was too high) and the gather above the cut's bucket; a draft row also at the nucleus's ids
+  // of a residual.
+  const double sample = 1024.0 / static_cast<double>(c.vocab);
+  CHECK(run.target_reads <= (sampled_top > 0 ? 4.0 : 3.0) + sample + 0.01);
+  CHECK(run.draft_reads <= (sampled_top > 0 ? 4.0 : 3.0) + sample + 0.03);
+}
+
 TEST_CASE("chain from logits on the statistics path: rejections and full acceptance both occur",
           "[backend][cuda_kernel][chain_statistics]") {
   // The cases above must exercise both draws: count them over the seeds.

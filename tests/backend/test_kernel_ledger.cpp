@@ -204,13 +204,15 @@ TEST_CASE("ledger: the chain step from logits with T and top-p, every draft acce
   // for the top-p cut), about 5 row writes; 42.8 reads and 4.9 writes per element in all, sector
   // efficiency 0.90. Now the statistics, the nucleus and the draws: the logits are read twice
   // (the bonus is drawn from its row's listed nucleus); the rest is the nucleus candidates'
-  // lists (this row's nucleus holds a quarter of its entries) written and read.
+  // lists (this row's nucleus holds a quarter of its entries) written and read, and their
+  // histograms (each block adds its part by atomics; 2% of the rows' bytes here, less at
+  // larger vocabularies).
   // Twice, the gate's sample of 1024 entries per row, the entries at the drafted tokens.
   const double sample = 1024.0 / static_cast<double>(v);
   CHECK(logit_reads <= 2.0 + sample + 0.03);
-  CHECK(f.reads == Approx(3.15).epsilon(0.02));
-  CHECK(f.writes == Approx(0.71).epsilon(0.02));
-  CHECK(f.sector_efficiency == Approx(0.83).margin(0.02));
+  CHECK(f.reads == Approx(3.24).epsilon(0.02));
+  CHECK(f.writes == Approx(0.79).epsilon(0.02));
+  CHECK(f.sector_efficiency == Approx(0.94).margin(0.02));
   CHECK(f.launches == 3);
   CHECK(f.copies == 2);
   CHECK(emu::ledger.counts.copies_pageable == 2);
@@ -230,13 +232,13 @@ TEST_CASE("ledger: the warp with T and top-p", "[backend][cuda_kernel][ledger]")
   // ...) and 5 row writes where the output needs 1: 42.0 reads and 4.9 writes per element,
   // sector efficiency 0.96. Now the statistics, the nucleus, the write pass: the logits three
   // times (and the gate's sample), the output once; the rest is the nucleus candidates' lists
-  // (this row's nucleus holds a quarter of its entries).
+  // (this row's nucleus holds a quarter of its entries) and their histograms.
   const double sample = 1024.0 / static_cast<double>(v);
   CHECK(emu::ledger.region("logits").reads_per_byte() <= 3.0 + sample + 1e-9);
   CHECK(emu::ledger.region("warped").traffic.written == static_cast<std::uint64_t>(rows * v * 4));
   CHECK(f.reads == Approx(3.87).epsilon(0.02));
-  CHECK(f.writes == Approx(1.45).epsilon(0.02));
-  CHECK(f.sector_efficiency == Approx(0.87).margin(0.02));
+  CHECK(f.writes == Approx(1.52).epsilon(0.02));
+  CHECK(f.sector_efficiency == Approx(0.96).margin(0.02));
   CHECK(f.launches == 3);
   CHECK(f.copies == 0);
   CHECK(f.syncs == 0);

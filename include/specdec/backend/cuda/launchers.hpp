@@ -87,16 +87,23 @@ constexpr std::size_t chain_workspace_size(std::int64_t batch) {
 /// Candidates of a row's nucleus the statistics path orders on the device (more fall back to a
 /// search over the row).
 inline constexpr std::int64_t kNucleusListSize = 4096;
+/// Buckets of a row's histogram of its nucleus candidates (their masses and counts): where the
+/// list overflows, it says how low the cut lies, so the candidates are gathered again above it.
+inline constexpr std::int64_t kNucleusBuckets = 64;
 
 /// Device bytes of the statistics of `rows` rows of `vocab` logits split over blocks: a TileStats
 /// (16 bytes) per 1024-entry tile; per row three counters, a RowStats (32 bytes), the gate of its
-/// nucleus candidates and a list of kNucleusListSize candidate keys.
+/// nucleus candidates, a list of kNucleusListSize candidate keys and their histogram
+/// (kNucleusBuckets masses and counts).
 constexpr std::size_t row_stats_workspace_size(std::int64_t rows, std::int64_t vocab) {
   const auto r = static_cast<std::size_t>(rows < 0 ? 0 : rows);
   const auto tiles = static_cast<std::size_t>(vocab < 1 ? 1 : (vocab + 1023) / 1024);
+  const auto buckets = static_cast<std::size_t>(kNucleusBuckets);
   return device_round_up(r * tiles * 16) + device_round_up(3 * r * sizeof(unsigned int)) +
          device_round_up(r * 32) + device_round_up(r * sizeof(float)) +
-         device_round_up(r * static_cast<std::size_t>(kNucleusListSize) * sizeof(std::uint64_t));
+         device_round_up(r * static_cast<std::size_t>(kNucleusListSize) * sizeof(std::uint64_t)) +
+         device_round_up(r * buckets * sizeof(std::uint64_t)) +
+         device_round_up(r * buckets * sizeof(unsigned int));
 }
 
 /// Device bytes warp_logits_batch needs for `rows` rows of `vocab` logits: the staged per-row

@@ -69,7 +69,9 @@ struct ResidualOfRows {
 /// ascending, with their softmax probabilities), read as the warped row: p / kept mass there, +0
 /// elsewhere; with `residual`, as [that - q]+ with q the draft's warped row at the same ids. The
 /// CPU's SparseRow: its sums and draws are those of the written row, and the logits are not read
-/// again (q only at the nucleus's ids).
+/// again (q only at the nucleus's ids). The draws index a chunk of the row first (`starts`, in
+/// shared memory: each 1024-entry block's first listed entry), so a block is filled without a
+/// search and an empty one is not filled at all.
 template <class Row>
 struct NucleusRow {
   Global<const std::uint64_t> list;
@@ -77,6 +79,9 @@ struct NucleusRow {
   float inv_kept;
   bool residual;
   Row q;
+  int* starts;
+
+  static constexpr std::int64_t kChunk = static_cast<std::int64_t>(kSumBlock) * kDrawThreads;
 
   __device__ __forceinline__ std::int64_t id_at(std::uint64_t key) const {
     return static_cast<std::int64_t>(0xffffffffu - static_cast<std::uint32_t>(key >> 32));
@@ -85,32 +90,47 @@ struct NucleusRow {
     const float p = specdec::detail::bits_float(static_cast<std::uint32_t>(key)) * inv_kept;
     return residual ? specdec::detail::scaled_residual(p, 1.0f, q(id_at(key))) : p;
   }
-  /// The first listed entry whose id is at least `id`.
-  __device__ std::int64_t lower_bound(std::int64_t id) const {
-    std::int64_t lo = 0, hi = count;
-    while (lo < hi) {
-      const std::int64_t mid = (lo + hi) / 2;
-      if (id_at(list[mid]) < id) {
-        lo = mid + 1;
-      } else {
-        hi = mid;
-      }
+  /// The block of the chunk at `base` holding listed entry j: -1 before the chunk, kDrawThreads
+  /// after it.
+  __device__ __forceinline__ int block_of(std::int64_t j, std::int64_t base) const {
+    if (j < 0) return -1;
+    const std::int64_t at = id_at(list[j]) - base;
+    if (at < 0) return -1;
+    return at >= kChunk ? kDrawThreads : static_cast<int>(at / kSumBlock);
+  }
+  /// starts[k] = the first listed entry whose id is at least base + 1024 k (k <= kDrawThreads),
+  /// by the whole block: each listed entry fills the slots between its block and the previous
+  /// entry's.
+  __device__ void index_chunk(std::int64_t base, int* table) const {
+    for (int k = static_cast<int>(threadIdx.x); k <= kDrawThreads;
+         k += static_cast<int>(blockDim.x)) {
+      table[k] = static_cast<int>(count);
     }
-    return lo;
+    __syncthreads();
+    for (std::int64_t first = 0; first < count; first += blockDim.x) {
+      const std::int64_t j = first + threadIdx.x;
+      const int block = j < count ? block_of(j, base) : kDrawThreads;
+      int previous = __shfl_up_sync(0xffffffffu, block, 1);  // one read of each entry
+      if (threadIdx.x % 32 == 0) previous = j < count ? block_of(j - 1, base) : kDrawThreads;
+      for (int k = previous + 1; k <= block; ++k) table[k] = static_cast<int>(j);
+    }
+  }
+  __device__ __forceinline__ int block_slot(std::int64_t b) const {
+    return static_cast<int>((b % kChunk) / kSumBlock);
+  }
+  /// Whether the block at b lists no entry (its sum is the CPU's sum of zeros).
+  __device__ __forceinline__ bool empty(std::int64_t b) const {
+    const int k = block_slot(b);
+    return starts[k] == starts[k + 1];
   }
   template <class Sync>
   __device__ void fill(std::int64_t b, std::int64_t e, float* buf, int rank, int size,
                        const Sync& sync) const {
-    // The group's first listed entry of the block, searched by one thread (a slot per warp, or
-    // one for the whole block).
-    __shared__ std::int64_t first[kDrawWarps + 1];
-    const int slot = size == 32 ? static_cast<int>(threadIdx.x) / 32 : kDrawWarps;
+    const int k = block_slot(b);
     for (std::int64_t i = rank; i < e - b; i += size) buf[i] = 0.0f;
-    if (rank == 0) first[slot] = lower_bound(b);
     sync();
-    for (std::int64_t j = first[slot] + rank; j < count; j += size) {
+    for (std::int64_t j = starts[k] + rank; j < starts[k + 1]; j += size) {
       const std::uint64_t key = list[j];
-      if (id_at(key) >= e) break;
       buf[id_at(key) - b] = value_at(key);
     }
   }
@@ -130,8 +150,8 @@ __device__ int draw_warped(const Row& row, Global<const std::uint64_t> list, std
                            std::int64_t n, float u, DrawShared& sh) {
   if (row.stats.greedy >= 0) return static_cast<int>(row.stats.greedy);
   if (nucleus > 0) {
-    return exact_sample_row(NucleusRow<Row>{list, nucleus, row.stats.inv_top_p_kept, false, row},
-                            n, u, sh);
+    return exact_sample_row(
+        NucleusRow<Row>{list, nucleus, row.stats.inv_top_p_kept, false, row, sh.starts}, n, u, sh);
   }
   return exact_sample_row(row, n, u, sh);
 }
@@ -164,8 +184,9 @@ template <class Row>
 __device__ int draw_correction(const Row& p, const Row& q, Global<const std::uint64_t> list,
                                std::int64_t nucleus, std::int64_t n, float u, DrawShared& sh) {
   if (nucleus > 0) {
-    return draw_residual(NucleusRow<Row>{list, nucleus, p.stats.inv_top_p_kept, true, q}, p, list,
-                         nucleus, n, u, sh);
+    return draw_residual(
+        NucleusRow<Row>{list, nucleus, p.stats.inv_top_p_kept, true, q, sh.starts}, p, list,
+        nucleus, n, u, sh);
   }
   return draw_residual(ResidualOfRows<Row>{p, q}, p, list, 0, n, u, sh);
 }

@@ -38,8 +38,34 @@ __device__ __forceinline__ std::int32_t key_id(std::uint64_t key) {
   return static_cast<std::int32_t>(0xffffffffu - static_cast<std::uint32_t>(key));
 }
 
+/// Where a row's candidates fall in its histogram: buckets of equal width in the bits of their
+/// probabilities, from `base` (the bits of the gate's probability) up to 1, so that a bucket's
+/// lower edge is a gate in its own right.
+struct CandidateBuckets {
+  std::uint32_t base;
+  int shift;
+  __device__ static CandidateBuckets above(float gate) {
+    const std::uint32_t base = specdec::detail::float_bits(gate);
+    int shift = 0;
+    while ((0x3f800000u - base) >> shift >= static_cast<std::uint32_t>(kNucleusBuckets)) ++shift;
+    return {base, shift};
+  }
+  __device__ __forceinline__ int of(std::uint32_t bits) const {
+    const std::uint32_t b = (bits - base) >> shift;
+    return b < static_cast<std::uint32_t>(kNucleusBuckets) ? static_cast<int>(b)
+                                                          : static_cast<int>(kNucleusBuckets) - 1;
+  }
+  __device__ __forceinline__ std::uint32_t edge(int b) const {
+    return base + (static_cast<std::uint32_t>(b) << shift);
+  }
+};
+
 struct NucleusShared {
-  std::uint64_t keys[kNucleusList];
+  std::uint64_t keys[kNucleusList];  // a block's candidates as gathered, then the row's ordered
+  unsigned long long hist_units[kNucleusBuckets];
+  unsigned int hist_counts[kNucleusBuckets];
+  unsigned int gathered;
+  unsigned int slot;
   double bucket_mass[256];
   unsigned long long bucket_units[256];  // masses in units of 2^-53
   int retry;
@@ -85,11 +111,12 @@ __device__ __forceinline__ std::uint64_t kept_key(std::uint64_t rank_key) {
          static_cast<std::uint32_t>(rank_key >> 32);
 }
 
-/// The cut from the `count` candidates of `list` (all at or above `gate`), by the whole block:
-/// ordered by rank, walked until their mass reaches top_p. The cut stands when every entry left
-/// out ranks after it; returns whether it did (and then writes it into `out` and, with `keep`,
-/// the kept entries, ids ascending, as kept_keys into `list`, their count into *kept).
-__device__ inline bool cut_from_list(Global<std::uint64_t> list, unsigned int count, float gate,
+/// The cut from the `count` candidates of `list` (every entry of probability above `floor`, and
+/// perhaps some at it), by the whole block: ordered by rank, walked until their mass reaches
+/// top_p. The cut stands when every entry left out ranks after it (its probability is above
+/// the floor); returns whether it did (and then writes it into `out` and, with `keep`, the kept
+/// entries, ids ascending, as kept_keys into `list`, their count into *kept).
+__device__ inline bool cut_from_list(Global<std::uint64_t> list, unsigned int count, float floor,
                               double top_p, RowStats& out, NucleusShared& sh, unsigned int* kept,
                               bool keep) {
   if (count > static_cast<unsigned int>(kNucleusList)) return false;
@@ -105,7 +132,7 @@ __device__ inline bool cut_from_list(Global<std::uint64_t> list, unsigned int co
       running += static_cast<double>(key_value(sh.keys[j]));
       if (!specdec::detail::reaches_nucleus(running, top_p)) continue;
       const float value = key_value(sh.keys[j]);
-      if (value > softmax_of(out, gate)) {
+      if (value > floor) {
         out.top_p_value = value;
         out.top_p_last = key_id(sh.keys[j]);
         out.inv_top_p_kept = static_cast<float>(1.0 / running);
@@ -134,34 +161,70 @@ __device__ inline bool cut_from_list(Global<std::uint64_t> list, unsigned int co
   return found;
 }
 
-/// Gathers the entries [begin, end) of the row at or above `gate` into `list` by the whole
-/// block, counted in count[r] (more than the list holds are counted, not kept).
-template <class T>
-__device__ void gather_candidates(Global<const T> row, std::int64_t begin, std::int64_t end,
-                                          float gate, const RowStats& s,
-                                          Global<std::uint64_t> list, Global<unsigned int> count,
-                                          std::int64_t r) {
-  const int lane = static_cast<int>(threadIdx.x) % 32;
-  for (std::int64_t base = begin; base < end; base += blockDim.x) {
-    const std::int64_t i = base + threadIdx.x;
-    const float logit = i < end ? specdec::detail::to_float(row[i]) : specdec::kNegInf;
-    const float p = logit >= gate ? softmax_of(s, logit) : 0.0f;
-    const unsigned int mask = __ballot_sync(0xffffffffu, p > 0.0f);
-    unsigned int slot = 0;
-    if (lane == 0 && mask != 0u) slot = count.atomic_add(r, static_cast<unsigned int>(__popc(mask)));
-    slot = __shfl_sync(0xffffffffu, slot, 0);
-    if (p > 0.0f) {
-      const unsigned int at = slot + static_cast<unsigned int>(__popc(mask & ((1u << lane) - 1u)));
-      if (at < static_cast<unsigned int>(kNucleusList)) list[at] = nucleus_key(p, i);
-    }
-  }
-}
-
 /// The bits of 2^-30, the least probability whose mass is a whole number of 2^-53 (a float's
 /// 24 bits end at or above 2^-53), and the last first-pass bucket (the top 8 bits) that can hold
 /// a smaller one.
 inline constexpr std::uint32_t kExactMassBits = 97u << 23;
 inline constexpr int kTinyBucket = static_cast<int>(kExactMassBits >> 24);
+
+/// Gathers the entries [begin, end) of the row at or above `gate` (a logit) whose probability's
+/// bits are at least `floor_bits` into `list` by the whole block, counted in count[r] (more than
+/// the list holds are counted, not kept); their masses and counts by bucket into sh.hist_* and,
+/// with `histogram`, added to the row's histogram. Loads of 16 bytes; the block's candidates are
+/// staged in shared memory, so the list and its count take one atomic per block. Returns the
+/// row's count with this block's candidates (for a block gathering alone, the count).
+template <class T>
+__device__ unsigned int gather_candidates(Global<const T> row, std::int64_t begin,
+                                          std::int64_t end, float gate, std::uint32_t floor_bits,
+                                          const RowStats& s, Global<std::uint64_t> list,
+                                          Global<unsigned int> count, std::int64_t r,
+                                          CandidateBuckets buckets,
+                                          const CandidateHistograms* histogram,
+                                          NucleusShared& sh) {
+  for (int b = static_cast<int>(threadIdx.x); b < kNucleusBuckets; b += static_cast<int>(blockDim.x)) {
+    sh.hist_units[b] = 0u;
+    sh.hist_counts[b] = 0u;
+  }
+  if (threadIdx.x == 0) sh.gathered = 0u;
+  __syncthreads();
+  block_for_each(row + begin, end - begin, [&](float logit, std::int64_t i) {
+    if (!(logit >= gate)) return;
+    const float p = softmax_of(s, logit);
+    const std::uint32_t bits = specdec::detail::float_bits(p);
+    if (!(p > 0.0f) || bits < floor_bits) return;
+    const unsigned int at = atomicAdd(&sh.gathered, 1u);
+    if (at < static_cast<unsigned int>(kNucleusList)) sh.keys[at] = nucleus_key(p, begin + i);
+    const int b = buckets.of(bits);
+    atomicAdd(&sh.hist_counts[b], 1u);
+    if (bits >= kExactMassBits) {  // see kExactMassBits: smaller masses are left out
+      atomicAdd(&sh.hist_units[b], static_cast<unsigned long long>(static_cast<double>(p) * 0x1p53));
+    }
+  });
+  __syncthreads();
+  const unsigned int gathered = sh.gathered;
+  if (threadIdx.x == 0) sh.slot = gathered == 0u ? 0u : count.atomic_add(r, gathered);
+  __syncthreads();
+  if (gathered == 0u) return sh.slot;
+  __syncthreads();
+  const unsigned int slot = sh.slot, staged = gathered < static_cast<unsigned int>(kNucleusList)
+                                                  ? gathered
+                                                  : static_cast<unsigned int>(kNucleusList);
+  for (unsigned int j = threadIdx.x; j < staged && slot + j < static_cast<unsigned int>(kNucleusList);
+       j += blockDim.x) {
+    list[slot + j] = sh.keys[j];
+  }
+  if (histogram != nullptr) {
+    for (int b = static_cast<int>(threadIdx.x); b < kNucleusBuckets;
+         b += static_cast<int>(blockDim.x)) {
+      if (sh.hist_counts[b] == 0u) continue;
+      histogram->counts.atomic_add(r * kNucleusBuckets + b, sh.hist_counts[b]);
+      histogram->units.atomic_add(r * kNucleusBuckets + b, sh.hist_units[b]);
+    }
+  }
+  const unsigned int total = sh.slot + gathered;
+  __syncthreads();  // sh.keys and sh.slot are read before they are reused
+  return total;
+}
 
 /// The id of the need-th entry (in id order) whose probability has the bits `bits`, or n - 1 when
 /// there are fewer, by the whole block: blockDim.x entries at a time, each warp's ties counted by
@@ -318,18 +381,44 @@ __device__ void small_nucleus(Global<const T> row, std::int64_t n, double top_p,
   out.inv_top_p_kept = static_cast<float>(1.0 / kept);
 }
 
+/// The lower edge (bits) of the bucket of the row's histogram (sh.hist_*) holding the cut, by
+/// thread 0 for the block: the buckets' exact masses added from the top until they reach top_p;
+/// 0 when the candidates at or above it are more than the list holds (or the masses, which leave
+/// out entries below 2^-30, never reach top_p).
+__device__ inline std::uint32_t cut_bucket_edge(CandidateBuckets buckets, double top_p,
+                                                NucleusShared& sh) {
+  if (threadIdx.x == 0) {
+    sh.found = 0;
+    unsigned long long units = 0u;
+    unsigned int count = 0u;
+    for (int b = static_cast<int>(kNucleusBuckets) - 1; b >= 0; --b) {
+      units += sh.hist_units[b];
+      count += sh.hist_counts[b];
+      if (specdec::detail::reaches_nucleus(static_cast<double>(units) * 0x1p-53, top_p)) {
+        if (count <= static_cast<unsigned int>(kNucleusList)) sh.found = static_cast<int>(buckets.edge(b));
+        break;
+      }
+    }
+  }
+  __syncthreads();
+  const auto edge = static_cast<std::uint32_t>(sh.found);
+  __syncthreads();
+  return edge;
+}
+
 /// The top-p cut of every row of `rows` whose warp cuts by top-p alone (row r is blockIdx.x,
 /// blockIdx.y takes split.tiles_per_block tiles of it), into stats[r]: the candidates at or above
-/// gates[r] (row_stats_kernel's last block wrote it) go to the row's list of kNucleusList keys,
-/// counted in counts[r]. counts[r] and counters[r] must be 0 at launch. After, counters[r] is 0
-/// and, with `keep` and a cut from the list, the list holds the nucleus as kept_keys (ids
-/// ascending) and counts[r] their number; else counts[r] is 0.
+/// gates[r] (row_stats_kernel's last block wrote it and zeroed the row's histogram) go to the
+/// row's list of kNucleusList keys, counted in counts[r], and to its histogram. counts[r] and
+/// counters[r] must be 0 at launch. After, counters[r] is 0 and, with `keep` and a cut from the
+/// list, the list holds the nucleus as kept_keys (ids ascending) and counts[r] their number; else
+/// counts[r] is 0.
 template <class T>
 __global__ void __launch_bounds__(kStatsThreads)
     nucleus_kernel(LogitRowSet<T> rows, std::int64_t n, RowSplit split, RowWarps warps,
                    Global<const float> gates, Global<unsigned int> counts,
-                   Global<std::uint64_t> lists, Global<unsigned int> counters,
-                   Global<RowStats> stats, bool keep) {
+                   Global<std::uint64_t> lists, CandidateHistograms histograms,
+                   Global<unsigned int> counters, Global<RowStats> stats, bool keep) {
   expect_block_threads(kStatsThreads);
   __shared__ NucleusShared sh;
   const std::int64_t r = blockIdx.x;
@@ -344,12 +433,14 @@ __global__ void __launch_bounds__(kStatsThreads)
   if (s.invalid != 0) return;
   const Global<const T> row = rows.row(r);
   const Global<std::uint64_t> list = lists + r * kNucleusList;
-  const float gate = n > kSmallNucleusRow ? gates[r] : 0.0f;
+  float gate = n > kSmallNucleusRow ? gates[r] : 0.0f;
+  CandidateBuckets buckets = CandidateBuckets::above(softmax_of(s, gate));
   if (n > kSmallNucleusRow) {
-    // This block's candidates, read side by side; a warp reserves its slots with one atomic.
+    // This block's candidates and their histogram.
     const std::int64_t begin = blockIdx.y * split.tiles_per_block * kTile;
     const std::int64_t stop = (blockIdx.y + 1) * split.tiles_per_block * kTile;
-    gather_candidates(row, begin, stop < n ? stop : n, gate, s, list, counts, r);
+    gather_candidates(row, begin, stop < n ? stop : n, gate, 0u, s, list, counts, r, buckets,
+                      &histograms, sh);
   }
   // The last block of the row to finish finds the cut.
   if (!last_block_of_row(counters, r, split.blocks_per_row, sh.last)) return;
@@ -362,19 +453,40 @@ __global__ void __launch_bounds__(kStatsThreads)
     return;
   }
   unsigned int kept = 0;  // listed for the draws: the nucleus's entries, ids ascending
-  const unsigned int listed = counts[r];
-  bool found = cut_from_list(list, listed, gate, top_p, s, sh, &kept, keep);
-  const float prune = prune_gate(n, w.top_p, s);
-  // A gate that proved too high is lowered to the prune bound; a list that overflowed would only
-  // overflow again behind a lower gate, so the search over the row takes it.
-  if (!found && gate > prune && listed <= static_cast<unsigned int>(kNucleusList)) {
-    // The estimated gate was too high: gather again behind the prune bound, in one pass.
+  // The whole row gathered again by this block alone (its histogram left in sh.hist_*).
+  const auto gather_again = [&](std::uint32_t floor_bits) {
     __syncthreads();
     if (threadIdx.x == 0) counts[r] = 0u;
     __syncthreads();
-    gather_candidates(row, 0, n, prune, s, list, counts, r);
-    __syncthreads();
-    found = cut_from_list(list, counts[r], prune, top_p, s, sh, &kept, keep);
+    return gather_candidates(row, 0, n, gate, floor_bits, s, list, counts, r, buckets, nullptr,
+                             sh);
+  };
+  // The candidates at or above the gate; where they overflow the list, again at or above the
+  // edge of the histogram's bucket holding the cut (the cut then stands if it lies above it).
+  const auto cut_at = [&](unsigned int listed, bool histogram_in_shared) {
+    if (cut_from_list(list, listed, softmax_of(s, gate), top_p, s, sh, &kept, keep)) return true;
+    if (listed <= static_cast<unsigned int>(kNucleusList)) return false;
+    if (!histogram_in_shared) {
+      for (int b = static_cast<int>(threadIdx.x); b < kNucleusBuckets;
+           b += static_cast<int>(blockDim.x)) {
+        sh.hist_units[b] = histograms.units[r * kNucleusBuckets + b];
+        sh.hist_counts[b] = histograms.counts[r * kNucleusBuckets + b];
+      }
+      __syncthreads();
+    }
+    const std::uint32_t edge = cut_bucket_edge(buckets, top_p, sh);
+    if (edge == 0u) return false;
+    return cut_from_list(list, gather_again(edge), specdec::detail::bits_float(edge), top_p, s,
+                         sh, &kept, keep);
+  };
+  const unsigned int listed = counts[r];
+  bool found = cut_at(listed, false);
+  const float prune = prune_gate(n, w.top_p, s);
+  if (!found && gate > prune && listed <= static_cast<unsigned int>(kNucleusList)) {
+    // The estimated gate was too high (the cut lies below it): the CPU's prune bound instead.
+    gate = prune;
+    buckets = CandidateBuckets::above(softmax_of(s, gate));
+    found = cut_at(gather_again(0u), true);
   }
   if (!found) search_nucleus(row, n, top_p, s, sh);
   if (threadIdx.x == 0) {

@@ -27,6 +27,7 @@ inline constexpr int kSumBlock = static_cast<int>(specdec::detail::kBlockedSumBl
 struct DrawShared {
   float block[kDrawWarps][kSumBlock];  // a 1024-entry block of the row per warp
   float sums[kDrawThreads];            // block sums of the current chunk of the row
+  int starts[kDrawThreads + 1];        // a sparse row's first listed entry of each block
   double running;                      // the draw's running sum
   double warp_mass[kDrawWarps];        // block_threshold_scan's per-warp sums
   int warp_first[kDrawWarps];          // and per-warp first crossings
@@ -120,6 +121,9 @@ __device__ __forceinline__ float warp_block_sum(const Value& value, std::int64_t
   constexpr int kLanes = specdec::detail::kBlockedSumLanes;
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const int count = static_cast<int>(e - b), whole = count / kLanes * kLanes;
+  if constexpr (requires { value.empty(b); }) {
+    if (value.empty(b)) return 0.0f;  // the CPU's sum of zeros
+  }
   fill_block(value, b, e, buf, lane, 32, [] { __syncwarp(); });
   __syncwarp();
   float partial = 0.0f;
@@ -144,6 +148,10 @@ __device__ __forceinline__ int chunk_sums(const Value& value, std::int64_t n, st
   const int count = left < kDrawThreads ? static_cast<int>(left) : kDrawThreads;
   const int warp = static_cast<int>(threadIdx.x) / 32;
   __syncthreads();  // the previous chunk's sums have been read
+  if constexpr (requires { value.index_chunk(base, sh.starts); }) {
+    value.index_chunk(base, sh.starts);  // a sparse row: where each block's entries start
+    __syncthreads();
+  }
   for (int k = warp; k < count; k += kDrawWarps) {
     const std::int64_t b = base + k * kBlock;
     const float sum = warp_block_sum(value, b, b + kBlock < n ? b + kBlock : n, sh.block[warp]);

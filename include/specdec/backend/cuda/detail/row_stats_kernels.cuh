@@ -151,6 +151,20 @@ __device__ __forceinline__ float softmax_of(const RowStats& s, float logit) {
          s.inv_sum;
 }
 
+/// Rows' histograms of their nucleus candidates in global memory: row r's kNucleusBuckets
+/// masses (in units of 2^-53) and counts at r * kNucleusBuckets (nucleus_kernels.cuh fills them).
+struct CandidateHistograms {
+  Global<unsigned long long> units;
+  Global<unsigned int> counts;
+  /// Row r's buckets zeroed, by the whole block.
+  __device__ void clear(std::int64_t r) const {
+    for (std::int64_t b = threadIdx.x; b < kNucleusBuckets; b += blockDim.x) {
+      units[r * kNucleusBuckets + b] = 0u;
+      counts[r * kNucleusBuckets + b] = 0u;
+    }
+  }
+};
+
 struct GateShared {
   float mass[128];  // an estimate: float atomics (the hardware's own) are precise enough
 };
@@ -321,13 +335,14 @@ __device__ RowStats finish_row(const Tiles& tiles, std::int64_t count, float inv
 /// The statistics of every row of `rows` (row r of the set is blockIdx.x), blockIdx.y taking
 /// split.tiles_per_block tiles of it: TileStats into tiles[r * split.tiles ..], and from the last
 /// block of the row RowStats into stats[r] and, for a warp cutting by top-p alone, the gate of
-/// its nucleus candidates into gates[r] (when gates is not null). counters[r] must be 0 at
-/// launch; it is 0 again after.
+/// its nucleus candidates into gates[r] (when gates is not null; the row's candidate histogram is
+/// then zeroed). counters[r] must be 0 at launch; it is 0 again after.
 template <class T>
 __global__ void __launch_bounds__(kStatsThreads)
     row_stats_kernel(LogitRowSet<T> rows, std::int64_t n, RowSplit split, RowWarps warps,
                      Global<TileStats> tiles, Global<unsigned int> counters,
-                     Global<RowStats> stats, Global<float> gates) {
+                     Global<RowStats> stats, Global<float> gates,
+                     CandidateHistograms histograms) {
   expect_block_threads(kStatsThreads);
   __shared__ StatsShared sh;
   const std::int64_t r = blockIdx.x;
@@ -393,6 +408,7 @@ __global__ void __launch_bounds__(kStatsThreads)
   }
   __syncthreads();
   if (gates == nullptr || !top_p_only(w, n) || sh.row.invalid != 0 || n <= kSmallNucleusRow) return;
+  histograms.clear(r);
   const float gate = nucleus_gate(row, n, w.top_p, sh.row, sh.gate);
   if (threadIdx.x == 0) gates[r] = gate;
 }

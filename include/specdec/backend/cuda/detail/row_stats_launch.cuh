@@ -25,6 +25,7 @@ struct RowStatsBuffers {
   RowStats* stats;
   float* gates;
   std::uint64_t* lists;
+  CandidateHistograms histograms;
 };
 
 /// The buffers at `base`, which moves past them.
@@ -42,6 +43,11 @@ inline RowStatsBuffers carve_row_stats(unsigned char*& base, std::int64_t rows, 
   base += device_round_up(r * sizeof(float));
   out.lists = reinterpret_cast<std::uint64_t*>(base);
   base += device_round_up(r * static_cast<std::size_t>(kNucleusListSize) * sizeof(std::uint64_t));
+  const auto buckets = r * static_cast<std::size_t>(kNucleusBuckets);
+  out.histograms.units = reinterpret_cast<unsigned long long*>(base);
+  base += device_round_up(buckets * sizeof(unsigned long long));
+  out.histograms.counts = reinterpret_cast<unsigned int*>(base);
+  base += device_round_up(buckets * sizeof(unsigned int));
   return out;
 }
 
@@ -72,11 +78,11 @@ cudaError_t launch_row_statistics(const LogitRowSet<T>& set, std::int64_t rows, 
   if (status != cudaSuccess) return status;
   const dim3 grid(static_cast<unsigned int>(rows), static_cast<unsigned int>(split.blocks_per_row));
   status = launch(row_stats_kernel<T>, grid, kStatsThreads, stream, set, n, split, warps, b.tiles,
-                  b.counters, b.stats, top_p ? b.gates : nullptr);
+                  b.counters, b.stats, top_p ? b.gates : nullptr, b.histograms);
   if (status != cudaSuccess || !top_p) return status;
   return launch(nucleus_kernel<T>, grid, kStatsThreads, stream, set, n, split, warps,
                 static_cast<const float*>(b.gates), b.counters + 2 * rows, b.lists,
-                b.counters + rows, b.stats, keep_nucleus);
+                b.histograms, b.counters + rows, b.stats, keep_nucleus);
 }
 
 }  // namespace specdec::backend::cuda_impl::detail

@@ -111,6 +111,99 @@ __device__ __forceinline__ std::uint64_t kept_key(std::uint64_t rank_key) {
          static_cast<std::uint32_t>(rank_key >> 32);
 }
 
+/// The bits of 2^-30, the least probability whose mass is a whole number of 2^-53 (a float's
+/// 24 bits end at or above 2^-53), and the last first-pass bucket (the top 8 bits) that can hold
+/// a smaller one.
+inline constexpr std::uint32_t kExactMassBits = 97u << 23;
+inline constexpr int kTinyBucket = static_cast<int>(kExactMassBits >> 24);
+
+/// After a walk (sh.found, sh.kept): with `keep` and a cut, the kept entries (sh.keys[0, kept),
+/// ranked) written to `list` as kept_keys, ids ascending, for the draws, their count to *kept.
+/// Returns whether the walk found the cut.
+__device__ inline bool keep_nucleus(Global<std::uint64_t> list, NucleusShared& sh,
+                                    unsigned int* kept, bool keep) {
+  __syncthreads();
+  const bool found = sh.found != 0;
+  if (found && keep) {
+    const int m = static_cast<int>(sh.kept);
+    for (int j = static_cast<int>(threadIdx.x); j < m; j += static_cast<int>(blockDim.x)) {
+      sh.keys[j] = kept_key(sh.keys[j]);
+    }
+    __syncthreads();
+    sort_keys_descending(m, sh);
+    for (int j = static_cast<int>(threadIdx.x); j < m; j += static_cast<int>(blockDim.x)) {
+      list[j] = sh.keys[j];
+    }
+    *kept = sh.kept;
+  }
+  __syncthreads();
+  return found;
+}
+
+/// The walk of cut_from_list over sh.keys[0, count) (ranked) where every probability is at least
+/// 2^-30: each is a whole number of 2^-53, so the CPU's running sum in double is exact (its last
+/// addition, past top_p, rounds the exact sum once, as the conversion of the units does), and the
+/// walk is a prefix sum in integer units, by the whole block: a run of consecutive entries per
+/// thread, the runs' sums scanned, each thread's first crossing, the least one taken.
+__device__ inline bool walk_exact(unsigned int count, float floor, double top_p, RowStats& out,
+                                  NucleusShared& sh, unsigned int* kept, Global<std::uint64_t> list,
+                                  bool keep) {
+  const int threads = static_cast<int>(blockDim.x);
+  const int per = (static_cast<int>(count) + threads - 1) / threads;
+  const int first = static_cast<int>(threadIdx.x) * per;
+  const int end = first + per < static_cast<int>(count) ? first + per : static_cast<int>(count);
+  const auto units = [&sh](int j) {
+    return static_cast<unsigned long long>(static_cast<double>(key_value(sh.keys[j])) * 0x1p53);
+  };
+  unsigned long long own = 0u;
+  for (int j = first; j < end; ++j) own += units(j);
+  // The exclusive prefix of this thread's run: warps scan by shuffles, warp totals in shared.
+  const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
+  unsigned long long inclusive = own;
+  for (int d = 1; d < 32; d *= 2) {
+    const unsigned long long other = __shfl_up_sync(0xffffffffu, inclusive, d);
+    if (lane >= d) inclusive += other;
+  }
+  if (threadIdx.x == 0) sh.found = static_cast<int>(count);  // the least crossing so far
+  if (lane == 31) sh.hist_units[warp] = inclusive;  // free until the next gather
+  __syncthreads();
+  unsigned long long running = inclusive - own;
+  for (int w = 0; w < warp; ++w) running += sh.hist_units[w];
+  for (int j = first; j < end; ++j) {
+    running += units(j);
+    if (specdec::detail::reaches_nucleus(static_cast<double>(running) * 0x1p-53, top_p)) {
+      atomicMin(&sh.found, j);
+      break;
+    }
+  }
+  __syncthreads();
+  const int at = sh.found;
+  __syncthreads();
+  if (at < static_cast<int>(count) && at >= first && at < end) {  // the owner of the crossing
+    unsigned long long mass = inclusive - own;
+    for (int w = 0; w < warp; ++w) mass += sh.hist_units[w];
+    for (int j = first; j <= at; ++j) mass += units(j);
+    const float value = key_value(sh.keys[at]);
+    const bool stands = value > floor;
+    if (stands) {  // told to every thread through sh.row
+      sh.row.top_p_value = value;
+      sh.row.top_p_last = key_id(sh.keys[at]);
+      sh.row.inv_top_p_kept = static_cast<float>(1.0 / (static_cast<double>(mass) * 0x1p-53));
+      sh.kept = static_cast<unsigned int>(at) + 1;
+    }
+    sh.found = stands ? 1 : 0;
+  } else if (at >= static_cast<int>(count) && threadIdx.x == 0) {
+    sh.found = 0;  // the candidates' mass falls short of top_p
+  }
+  __syncthreads();
+  if (sh.found != 0) {
+    out.top_p_value = sh.row.top_p_value;
+    out.top_p_last = sh.row.top_p_last;
+    out.inv_top_p_kept = sh.row.inv_top_p_kept;
+  }
+  return keep_nucleus(list, sh, kept, keep);
+}
+
 /// The cut from the `count` candidates of `list` (every entry of probability above `floor`, and
 /// perhaps some at it), by the whole block: ordered by rank, walked until their mass reaches
 /// top_p. The cut stands when every entry left out ranks after it (its probability is above
@@ -125,6 +218,9 @@ __device__ inline bool cut_from_list(Global<std::uint64_t> list, unsigned int co
     sh.keys[j] = list[j];
   }
   sort_keys_descending(static_cast<int>(count), sh);
+  if (count > 0 && specdec::detail::float_bits(key_value(sh.keys[count - 1])) >= kExactMassBits) {
+    return walk_exact(count, floor, top_p, out, sh, kept, list, keep);
+  }
   if (threadIdx.x == 0) {
     sh.found = 0;
     double running = 0.0;
@@ -142,30 +238,8 @@ __device__ inline bool cut_from_list(Global<std::uint64_t> list, unsigned int co
       break;
     }
   }
-  __syncthreads();
-  const bool found = sh.found != 0;
-  if (found && keep) {
-    // The nucleus again, ids ascending, for the draws.
-    const int m = static_cast<int>(sh.kept);
-    for (int j = static_cast<int>(threadIdx.x); j < m; j += static_cast<int>(blockDim.x)) {
-      sh.keys[j] = kept_key(sh.keys[j]);
-    }
-    __syncthreads();
-    sort_keys_descending(m, sh);
-    for (int j = static_cast<int>(threadIdx.x); j < m; j += static_cast<int>(blockDim.x)) {
-      list[j] = sh.keys[j];
-    }
-    *kept = sh.kept;
-  }
-  __syncthreads();
-  return found;
+  return keep_nucleus(list, sh, kept, keep);
 }
-
-/// The bits of 2^-30, the least probability whose mass is a whole number of 2^-53 (a float's
-/// 24 bits end at or above 2^-53), and the last first-pass bucket (the top 8 bits) that can hold
-/// a smaller one.
-inline constexpr std::uint32_t kExactMassBits = 97u << 23;
-inline constexpr int kTinyBucket = static_cast<int>(kExactMassBits >> 24);
 
 /// Gathers the entries [begin, end) of the row at or above `gate` (a logit) whose probability's
 /// bits are at least `floor_bits` into `list` by the whole block, counted in count[r] (more than

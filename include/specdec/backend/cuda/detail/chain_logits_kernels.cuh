@@ -71,7 +71,7 @@ struct ResidualOfRows {
 /// CPU's SparseRow: its sums and draws are those of the written row, and the logits are not read
 /// again (q only at the nucleus's ids). The draws index a chunk of the row first (`starts`, in
 /// shared memory: each 1024-entry block's first listed entry), so a block is filled without a
-/// search and an empty one is not filled at all.
+/// search, and one listing few entries is summed from them alone.
 template <class Row>
 struct NucleusRow {
   Global<const std::uint64_t> list;
@@ -118,10 +118,29 @@ struct NucleusRow {
   __device__ __forceinline__ int block_slot(std::int64_t b) const {
     return static_cast<int>((b % kChunk) / kSumBlock);
   }
-  /// Whether the block at b lists no entry (its sum is the CPU's sum of zeros).
-  __device__ __forceinline__ bool empty(std::int64_t b) const {
+  /// How many entries the block at b lists.
+  __device__ __forceinline__ int listed(std::int64_t b) const {
     const int k = block_slot(b);
-    return starts[k] == starts[k + 1];
+    return starts[k + 1] - starts[k];
+  }
+  /// detail::block_sum of the block [b, e) by a warp from its listed entries alone (the zeros
+  /// between them leave the CPU's sums as they are): lane j < 8 adds those at offsets j mod 8
+  /// in order, lane 0 the tail first, then the lanes' sums, as warp_block_sum does.
+  __device__ float sparse_sum(std::int64_t b, std::int64_t e) const {
+    constexpr int kLanes = specdec::detail::kBlockedSumLanes;
+    const int lane = static_cast<int>(threadIdx.x) % 32, k = block_slot(b);
+    const std::int64_t whole = (e - b) / kLanes * kLanes;
+    float partial = 0.0f, block = 0.0f;
+    if (lane < kLanes) {
+      for (int j = starts[k]; j < starts[k + 1]; ++j) {
+        const std::uint64_t key = list[j];
+        const std::int64_t at = id_at(key) - b;
+        if (at < whole && at % kLanes == lane) partial += value_at(key);
+        if (at >= whole && lane == 0) block += value_at(key);
+      }
+    }
+    for (int j = 0; j < kLanes; ++j) block += __shfl_sync(0xffffffffu, partial, j);
+    return __shfl_sync(0xffffffffu, block, 0);  // lane 0 added the tail
   }
   template <class Sync>
   __device__ void fill(std::int64_t b, std::int64_t e, float* buf, int rank, int size,

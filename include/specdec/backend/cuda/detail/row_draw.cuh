@@ -23,6 +23,8 @@ namespace specdec::backend::cuda_impl::detail {
 inline constexpr int kDrawThreads = 256;
 inline constexpr int kDrawWarps = kDrawThreads / 32;
 inline constexpr int kSumBlock = static_cast<int>(specdec::detail::kBlockedSumBlock);
+/// Listed entries up to which a block of a sparse row is summed from its list, not filled.
+inline constexpr int kSparseBlock = 64;
 
 struct DrawShared {
   float block[kDrawWarps][kSumBlock];  // a 1024-entry block of the row per warp
@@ -121,8 +123,9 @@ __device__ __forceinline__ float warp_block_sum(const Value& value, std::int64_t
   constexpr int kLanes = specdec::detail::kBlockedSumLanes;
   const int lane = static_cast<int>(threadIdx.x) % 32;
   const int count = static_cast<int>(e - b), whole = count / kLanes * kLanes;
-  if constexpr (requires { value.empty(b); }) {
-    if (value.empty(b)) return 0.0f;  // the CPU's sum of zeros
+  if constexpr (requires { value.listed(b); value.sparse_sum(b, e); }) {
+    // A row held as its positive entries: a block listing few is summed from its list.
+    if (value.listed(b) <= kSparseBlock) return value.sparse_sum(b, e);
   }
   fill_block(value, b, e, buf, lane, 32, [] { __syncwarp(); });
   __syncwarp();

@@ -258,38 +258,64 @@ __global__ void __launch_bounds__(kDrawThreads)
   const auto nucleus_list = [&](std::int64_t r) {
     return kLogits ? lists + r * kNucleusListSize : lists;
   };
-  // Row r as the draws read it: recomputed from its logits, or read as given.
-  const auto row_of = [&](std::int64_t r, int slot) {
+  // Row r as the tests and draws read it: recomputed from its logits and statistics, or read as
+  // given.
+  const auto row_with = [&](std::int64_t r, const RowStats& st) {
     if constexpr (kLogits) {
-      return WarpedLogitValue<T>{rows.row(r), row_stats[slot].warp_stats()};
+      return WarpedLogitValue<T>{rows.row(r), st.warp_stats()};
     } else {
       return ProbabilityRowValue{rows.row(r), specdec::detail::WarpStats{}};
     }
   };
-  bool invalid = false;
-  int i = 0;
-  for (; i < gamma; ++i) {
-    const std::int32_t x = tokens[first_draft + i];
+  const auto row_of = [&](std::int64_t r, int slot) { return row_with(r, row_stats[slot]); };
+  // Every position's accept test at once (thread t tests position t, blockDim.x at a time):
+  // the first position not accepted, and whether it was rejected or bad input, decide the step,
+  // as the CPU's walk in order does; the accepted tokens are written as they are found.
+  __shared__ int stop, stop_kind;  // kind: 1 rejected, 2 invalid
+  if (threadIdx.x == 0) stop = gamma;
+  __syncthreads();
+  for (int base = 0; base < gamma; base += static_cast<int>(blockDim.x)) {
+    const int t = base + static_cast<int>(threadIdx.x);
+    int kind = 0;
+    if (t < gamma) {
+      const std::int32_t x = tokens[first_draft + t];
+      const std::int64_t target_row = first_target + t, draft_row = rows.target_rows + first_draft + t;
+      RowStats ps{}, qs{};
+      if constexpr (kLogits) {
+        ps = stats[target_row];
+        qs = stats[draft_row];
+      }
+      if (x < 0 || x >= n || ps.invalid != 0 || qs.invalid != 0) {
+        kind = 2;
+      } else {
+        const float qx = row_with(draft_row, qs)(x);
+        if (!(qx > 0.0f)) {  // the draft cannot have drawn x
+          kind = 2;
+        } else {
+          const RandomStream s = stream.at_position(stream.position + static_cast<std::uint32_t>(t));
+          kind = specdec::detail::accepts(s.uniform(0), qx, 1.0f, row_with(target_row, ps)(x)) ? 0 : 1;
+        }
+      }
+      if (kind == 0) {
+        out[t] = x;
+      } else {
+        atomicMin(&stop, t);
+      }
+    }
+    __syncthreads();
+    if (t == stop) stop_kind = kind;
+    __syncthreads();
+    if (stop < gamma) break;
+  }
+  const int i = stop;
+  bool invalid = i < gamma && stop_kind == 2;
+  if (i < gamma && !invalid) {
     const std::int64_t target_row = first_target + i, draft_row = rows.target_rows + first_draft + i;
     load_stats(target_row, draft_row);
-    if (x < 0 || x >= n || row_stats[0].invalid != 0 || row_stats[1].invalid != 0) {
-      invalid = true;
-      break;
-    }
-    const auto p = row_of(target_row, 0), q = row_of(draft_row, 1);
-    const float qx = q(x);
-    if (!(qx > 0.0f)) {  // the draft cannot have drawn x
-      invalid = true;
-      break;
-    }
     const RandomStream s = stream.at_position(stream.position + static_cast<std::uint32_t>(i));
-    if (specdec::detail::accepts(s.uniform(0), qx, 1.0f, p(x))) {
-      if (threadIdx.x == 0) out[i] = x;
-      continue;
-    }
-    const int token = draw_correction(p, q, nucleus_list(target_row), nucleus, n, s.uniform(1), sh);
+    const int token = draw_correction(row_of(target_row, 0), row_of(draft_row, 1),
+                                      nucleus_list(target_row), nucleus, n, s.uniform(1), sh);
     if (threadIdx.x == 0) out[i] = token;
-    break;
   }
   if (i == gamma && !invalid) {
     load_stats(first_target + gamma, -1);

@@ -79,7 +79,9 @@ struct NucleusShared {
   int found;
 };
 
-/// Sorts sh.keys[0, count) descending by the whole block (bitonic, padded with zero keys).
+/// Sorts sh.keys[0, count) descending by the whole block (bitonic, padded with zero keys). A
+/// thread takes entries i = its index + a multiple of blockDim.x, so the partner i ^ j of a step
+/// with j < 32 belongs to a lane of the same warp: those steps need only the warp's barrier.
 __device__ inline void sort_keys_descending(int count, NucleusShared& sh) {
   int size = 1;
   while (size < count) size *= 2;
@@ -99,7 +101,11 @@ __device__ inline void sort_keys_descending(int count, NucleusShared& sh) {
           }
         }
       }
-      __syncthreads();
+      if (j >= 32 || j == 1) {
+        __syncthreads();
+      } else {
+        __syncwarp();
+      }
     }
   }
 }

@@ -428,6 +428,8 @@ int main(int argc, char** argv) {
     run_chain_case<float>(stream, 1, 128256, "fp32", top_p, "top-p 0.9");
     run_chain_case<float>(stream, 256, 128256, "fp32", top_p, "top-p 0.9");
     run_chain_case<Eigen::bfloat16>(stream, 16, 32000, "bf16", {}, "none");
+    run_chain_case<float>(stream, 16, 32000, "fp32", top_p, "top-p 0.9");
+    run_chain_case<Eigen::bfloat16>(stream, 1, 128256, "bf16", {}, "none");
     run_case<float>(stream, 1, 128256, "fp32", top_p, "top-p 0.9");
     run_top_k_case<float>(stream, 1, 128256, "fp32");
     cudaStreamDestroy(stream);

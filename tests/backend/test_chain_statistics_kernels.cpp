@@ -5,12 +5,14 @@
 // traffic of section 3 of the design (each logit read once, the draws' rows once more).
 #include "emulation/emulated_cuda.hpp"
 // The emulation must come first: the launchers then see its built-ins and runtime.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <cstdlib>
 #include <vector>
 
 #include "specdec/backend/cpu/verify_batch.hpp"
+#include "specdec/backend/cuda/detail/nucleus_kernels.cuh"
 #include "specdec/backend/cuda/launchers.hpp"
 #include "specdec/backend/cuda/row_split.hpp"
 #include "specdec/backend/cuda/verify_batch.hpp"
@@ -284,6 +286,27 @@ TEST_CASE("chain from logits with top-p: candidates that overflow the list are g
   const double sample = 1024.0 / static_cast<double>(c.vocab);
   CHECK(run.target_reads <= (sampled_top > 0 ? 4.0 : 3.0) + sample + 0.01);
   CHECK(run.draft_reads <= (sampled_top > 0 ? 4.0 : 3.0) + sample + 0.03);
+}
+
+TEST_CASE("the nucleus kernel's block sort orders candidate keys descending",
+          "[backend][cuda_kernel][chain_statistics]") {
+  // Counts around the powers of two the bitonic network pads to, and keys with ties in their
+  // high half (equal probabilities).
+  namespace kernels = specdec::backend::cuda_impl::detail;
+  static kernels::NucleusShared sh;
+  toy::ToyRandom rng(17);
+  for (const int count : {1, 2, 3, 31, 64, 65, 255, 256, 1000, 1024, 2049, 4096}) {
+    std::vector<std::uint64_t> keys(static_cast<std::size_t>(count));
+    for (auto& key : keys) {
+      const auto high = static_cast<std::uint64_t>(rng.uniform() * 64.0);
+      key = (high << 32) | static_cast<std::uint64_t>(rng.uniform() * 4294967295.0);
+    }
+    std::copy(keys.begin(), keys.end(), sh.keys);
+    run_emulated_block(kernels::kStatsThreads, 0, [&] { kernels::sort_keys_descending(count, sh); });
+    std::sort(keys.begin(), keys.end(), std::greater<>());
+    CAPTURE(count);
+    CHECK(std::equal(keys.begin(), keys.end(), sh.keys));
+  }
 }
 
 TEST_CASE("chain from logits on the statistics path: rejections and full acceptance both occur",

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "specdec/backend/cuda/detail/global.cuh"
+#include "specdec/backend/cuda/detail/launch.cuh"
 #include "specdec/core/scalar.hpp"
 
 namespace specdec::backend::cuda_impl::detail {
@@ -24,11 +25,13 @@ __device__ __forceinline__ void block_for_each(Global<const T> row, std::int64_t
   if (row.vector_aligned(0)) {
     const std::int64_t vectors = n / kVec;
     for (std::int64_t first = threadIdx.x; first < vectors; first += kAhead * blockDim.x) {
-      Vec<T, kVec> x[kAhead] = {};
+      Vec<T, kVec> x[kAhead] = {};  // in registers: the loops are unrolled
+      SPECDEC_UNROLL(8)
       for (int j = 0; j < kAhead; ++j) {
         const std::int64_t v = first + j * static_cast<std::int64_t>(blockDim.x);
         if (v < vectors) x[j] = row.template load_vec<kVec>(v * kVec);
       }
+      SPECDEC_UNROLL(8)
       for (int j = 0; j < kAhead; ++j) {
         const std::int64_t v = first + j * static_cast<std::int64_t>(blockDim.x);
         if (v < vectors) {

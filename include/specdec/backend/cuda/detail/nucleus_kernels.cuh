@@ -79,9 +79,10 @@ struct NucleusShared {
   int found;
 };
 
-/// Sorts sh.keys[0, count) descending by the whole block (bitonic, padded with zero keys). A
-/// thread takes entries i = its index + a multiple of blockDim.x, so the partner i ^ j of a step
-/// with j < 32 belongs to a lane of the same warp: those steps need only the warp's barrier.
+/// Sorts sh.keys[0, count) descending by the whole block (bitonic, padded with zero keys), a
+/// thread per compared pair. The pairs of a step with j < 32 that a warp takes (32 consecutive)
+/// cover 64 aligned entries, the same ones at every such step: those steps need only the warp's
+/// barrier.
 __device__ inline void sort_keys_descending(int count, NucleusShared& sh) {
   int size = 1;
   while (size < count) size *= 2;
@@ -90,15 +91,13 @@ __device__ inline void sort_keys_descending(int count, NucleusShared& sh) {
   __syncthreads();
   for (int k = 2; k <= size; k *= 2) {
     for (int j = k / 2; j > 0; j /= 2) {
-      for (int i = static_cast<int>(threadIdx.x); i < size; i += static_cast<int>(blockDim.x)) {
-        const int partner = i ^ j;
-        if (partner > i) {
-          const bool descending = (i & k) == 0;
-          const std::uint64_t a = sh.keys[i], b = sh.keys[partner];
-          if (descending ? a < b : a > b) {
-            sh.keys[i] = b;
-            sh.keys[partner] = a;
-          }
+      for (int q = static_cast<int>(threadIdx.x); q < size / 2; q += static_cast<int>(blockDim.x)) {
+        const int i = 2 * q - (q & (j - 1));  // q with a zero bit inserted at j
+        const bool descending = (i & k) == 0;
+        const std::uint64_t a = sh.keys[i], b = sh.keys[i + j];
+        if (descending ? a < b : a > b) {
+          sh.keys[i] = b;
+          sh.keys[i + j] = a;
         }
       }
       if (j >= 32 || j == 1) {

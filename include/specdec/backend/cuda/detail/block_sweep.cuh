@@ -14,13 +14,14 @@
 namespace specdec::backend::cuda_impl::detail {
 
 /// f(x, i) for every entry i of a row of n (x its value as a float), by the whole block: 16-byte
-/// loads, eight of a thread's issued before any is used (32 KiB in flight for 256 threads: one
-/// block sweeping a row alone is bound by the bytes it has in flight), where the row is aligned
-/// for them.
-template <class T, class F>
+/// loads, kAhead of a thread's issued before any is used, where the row is aligned for them. A
+/// block sweeping a row alone is bound by what it has in flight (kInFlight: a thread's 32
+/// entries); more unrolled calls of f cost registers where many blocks sweep.
+template <class T>
+inline constexpr int kInFlight = 32 / (16 / static_cast<int>(sizeof(T)));
+template <int kAhead = 4, class T, class F>
 __device__ __forceinline__ void block_for_each(Global<const T> row, std::int64_t n, const F& f) {
   constexpr int kVec = 16 / static_cast<int>(sizeof(T));
-  constexpr int kAhead = 8;
   std::int64_t tail = 0;
   if (row.vector_aligned(0)) {
     const std::int64_t vectors = n / kVec;

@@ -266,7 +266,7 @@ __device__ unsigned int gather_candidates(Global<const T> row, std::int64_t begi
   }
   if (threadIdx.x == 0) sh.gathered = 0u;
   __syncthreads();
-  block_for_each(row + begin, end - begin, [&](float logit, std::int64_t i) {
+  block_for_each<kInFlight<T>>(row + begin, end - begin, [&](float logit, std::int64_t i) {
     if (!(logit >= gate)) return;
     const float p = softmax_of(s, logit);
     const std::uint32_t bits = specdec::detail::float_bits(p);
@@ -359,7 +359,7 @@ __device__ void search_nucleus(Global<const T> row, std::int64_t n, double top_p
       sh.bucket_units[b] = 0u;
     }
     __syncthreads();
-    block_for_each(row, n, [&](float logit, std::int64_t) {
+    block_for_each<kInFlight<T>>(row, n, [&](float logit, std::int64_t) {
       const float p = softmax_of(out, logit);
       const std::uint32_t bits = specdec::detail::float_bits(p);
       if (p > 0.0f && (shift == 24 || (bits >> (shift + 8)) == (prefix >> (shift + 8)))) {
@@ -404,7 +404,7 @@ __device__ void search_nucleus(Global<const T> row, std::int64_t n, double top_p
   }
   const float v = specdec::detail::bits_float(prefix);
   unsigned int ties = 0;
-  block_for_each(row, n, [&](float logit, std::int64_t) {
+  block_for_each<kInFlight<T>>(row, n, [&](float logit, std::int64_t) {
     ties += specdec::detail::float_bits(softmax_of(out, logit)) == prefix ? 1u : 0u;
   });
   ties = block_all_reduce(ties, Plus{}, sh.u);

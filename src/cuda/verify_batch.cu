@@ -76,7 +76,7 @@ cudaError_t launch_chain_statistics(const ChainVerifyParams& p, const Staged& st
   return detail::launch(detail::chain_finish_kernel<T>, static_cast<unsigned int>(p.batch),
                         detail::kDrawThreads, stream, set, p.vocab,
                         static_cast<const RowStats*>(staged.statistics.stats),
-                        static_cast<const std::uint64_t*>(staged.statistics.lists),
+                        staged.statistics.lists,
                         static_cast<const unsigned int*>(staged.statistics.counters + 2 * rows),
                         static_cast<const std::int32_t*>(staged.offsets), p.draft_tokens,
                         static_cast<const RandomStream*>(staged.streams), p.emitted, p.accepted);

@@ -302,7 +302,7 @@ TEST_CASE("the nucleus kernel's block sort orders candidate keys descending",
       key = (high << 32) | static_cast<std::uint64_t>(rng.uniform() * 4294967295.0);
     }
     std::copy(keys.begin(), keys.end(), sh.keys);
-    run_emulated_block(kernels::kStatsThreads, 0, [&] { kernels::sort_keys_descending(count, sh); });
+    run_emulated_block(kernels::kStatsThreads, 0, [&] { kernels::sort_keys_descending(count, sh.keys); });
     std::sort(keys.begin(), keys.end(), std::greater<>());
     CAPTURE(count);
     CHECK(std::equal(keys.begin(), keys.end(), sh.keys));

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 
+#include "specdec/backend/cuda/detail/nucleus_kernels.cuh"
 #include "specdec/backend/cuda/detail/row_stats_kernels.cuh"
 #include "specdec/backend/cuda/detail/row_draw.cuh"
 #include "specdec/core/warped_probability.hpp"
@@ -221,7 +222,7 @@ __device__ int draw_correction(const Row& p, const Row& q, Global<const std::uin
 template <class T, bool kLogits = true>
 __global__ void __launch_bounds__(kDrawThreads)
     chain_finish_kernel(LogitRowSet<T> rows, std::int64_t n,
-                               Global<const RowStats> stats, Global<const std::uint64_t> lists,
+                               Global<const RowStats> stats, Global<std::uint64_t> lists,
                                Global<const unsigned int> nucleus_counts,
                                Global<const std::int32_t> offsets,
                                Global<const std::int32_t> tokens,
@@ -254,9 +255,15 @@ __global__ void __launch_bounds__(kDrawThreads)
     }
     __syncthreads();
   };
-  // Row r's nucleus list (none without logits).
+  // Row r's nucleus list (none without logits), ordered by id for the draw from it (the
+  // nucleus launch leaves it ranked; the block's row buffers hold the sort).
+  static_assert(sizeof(sh.block) >= sizeof(std::uint64_t) * kNucleusList);
   const auto nucleus_list = [&](std::int64_t r) {
-    return kLogits ? lists + r * kNucleusListSize : lists;
+    const Global<std::uint64_t> list = kLogits ? lists + r * kNucleusListSize : lists;
+    if (nucleus > 0) {
+      order_kept_keys(list, static_cast<int>(nucleus), reinterpret_cast<std::uint64_t*>(&sh.block[0][0]));
+    }
+    return Global<const std::uint64_t>(list);
   };
   // Row r as the tests and draws read it: recomputed from its logits and statistics, or read as
   // given.

@@ -79,25 +79,25 @@ struct NucleusShared {
   int found;
 };
 
-/// Sorts sh.keys[0, count) descending by the whole block (bitonic, padded with zero keys), a
+/// Sorts keys[0, count) (shared memory, room for the next power of two) descending by the whole block (bitonic, padded with zero keys), a
 /// thread per compared pair. The pairs of a step with j < 32 that a warp takes (32 consecutive)
 /// cover 64 aligned entries, the same ones at every such step: those steps need only the warp's
 /// barrier.
-__device__ inline void sort_keys_descending(int count, NucleusShared& sh) {
+__device__ inline void sort_keys_descending(int count, std::uint64_t* keys) {
   int size = 1;
   while (size < count) size *= 2;
   for (int i = count + static_cast<int>(threadIdx.x); i < size; i += static_cast<int>(blockDim.x))
-    sh.keys[i] = 0;
+    keys[i] = 0;
   __syncthreads();
   for (int k = 2; k <= size; k *= 2) {
     for (int j = k / 2; j > 0; j /= 2) {
       for (int q = static_cast<int>(threadIdx.x); q < size / 2; q += static_cast<int>(blockDim.x)) {
         const int i = 2 * q - (q & (j - 1));  // q with a zero bit inserted at j
         const bool descending = (i & k) == 0;
-        const std::uint64_t a = sh.keys[i], b = sh.keys[i + j];
+        const std::uint64_t a = keys[i], b = keys[i + j];
         if (descending ? a < b : a > b) {
-          sh.keys[i] = b;
-          sh.keys[i + j] = a;
+          keys[i] = b;
+          keys[i + j] = a;
         }
       }
       if (j >= 32 || j == 1) {
@@ -122,9 +122,22 @@ __device__ __forceinline__ std::uint64_t kept_key(std::uint64_t rank_key) {
 inline constexpr std::uint32_t kExactMassBits = 97u << 23;
 inline constexpr int kTinyBucket = static_cast<int>(kExactMassBits >> 24);
 
+/// The `count` kept_keys of a row's list ordered by id, ascending (descending keys), in place,
+/// by the whole block through `keys` (shared memory for kNucleusList keys): what a draw from the
+/// listed nucleus reads.
+__device__ inline void order_kept_keys(Global<std::uint64_t> list, int count, std::uint64_t* keys) {
+  __syncthreads();
+  for (int j = static_cast<int>(threadIdx.x); j < count; j += static_cast<int>(blockDim.x))
+    keys[j] = list[j];
+  sort_keys_descending(count, keys);
+  for (int j = static_cast<int>(threadIdx.x); j < count; j += static_cast<int>(blockDim.x))
+    list[j] = keys[j];
+  __syncthreads();
+}
+
 /// After a walk (sh.found, sh.kept): with `keep` and a cut, the kept entries (sh.keys[0, kept),
-/// ranked) written to `list` as kept_keys, ids ascending, for the draws, their count to *kept.
-/// Returns whether the walk found the cut.
+/// ranked) written to `list` as kept_keys, their count to *kept. They are ordered by id
+/// (order_kept_keys) only where a draw reads them. Returns whether the walk found the cut.
 __device__ inline bool keep_nucleus(Global<std::uint64_t> list, NucleusShared& sh,
                                     unsigned int* kept, bool keep) {
   __syncthreads();
@@ -132,12 +145,7 @@ __device__ inline bool keep_nucleus(Global<std::uint64_t> list, NucleusShared& s
   if (found && keep) {
     const int m = static_cast<int>(sh.kept);
     for (int j = static_cast<int>(threadIdx.x); j < m; j += static_cast<int>(blockDim.x)) {
-      sh.keys[j] = kept_key(sh.keys[j]);
-    }
-    __syncthreads();
-    sort_keys_descending(m, sh);
-    for (int j = static_cast<int>(threadIdx.x); j < m; j += static_cast<int>(blockDim.x)) {
-      list[j] = sh.keys[j];
+      list[j] = kept_key(sh.keys[j]);
     }
     *kept = sh.kept;
   }
@@ -213,7 +221,7 @@ __device__ inline bool walk_exact(unsigned int count, float floor, double top_p,
 /// perhaps some at it), by the whole block: ordered by rank, walked until their mass reaches
 /// top_p. The cut stands when every entry left out ranks after it (its probability is above
 /// the floor); returns whether it did (and then writes it into `out` and, with `keep`, the kept
-/// entries, ids ascending, as kept_keys into `list`, their count into *kept).
+/// entries, ranked, as kept_keys into `list`, their count into *kept).
 __device__ inline bool cut_from_list(Global<std::uint64_t> list, unsigned int count, float floor,
                               double top_p, RowStats& out, NucleusShared& sh, unsigned int* kept,
                               bool keep) {
@@ -222,7 +230,7 @@ __device__ inline bool cut_from_list(Global<std::uint64_t> list, unsigned int co
        j += static_cast<int>(blockDim.x)) {
     sh.keys[j] = list[j];
   }
-  sort_keys_descending(static_cast<int>(count), sh);
+  sort_keys_descending(static_cast<int>(count), sh.keys);
   if (count > 0 && specdec::detail::float_bits(key_value(sh.keys[count - 1])) >= kExactMassBits) {
     return walk_exact(count, floor, top_p, out, sh, kept, list, keep);
   }
@@ -490,8 +498,8 @@ __device__ inline std::uint32_t cut_bucket_edge(CandidateBuckets buckets, double
 /// gates[r] (row_stats_kernel's last block wrote it and zeroed the row's histogram) go to the
 /// row's list of kNucleusList keys, counted in counts[r], and to its histogram. counts[r] and
 /// counters[r] must be 0 at launch. After, counters[r] is 0 and, with `keep` and a cut from the
-/// list, the list holds the nucleus as kept_keys (ids ascending) and counts[r] their number; else
-/// counts[r] is 0.
+/// list, the list holds the nucleus as kept_keys (ranked; order_kept_keys orders them by id) and
+/// counts[r] their number; else counts[r] is 0.
 template <class T>
 __global__ void __launch_bounds__(kStatsThreads)
     nucleus_kernel(LogitRowSet<T> rows, std::int64_t n, RowSplit split, RowWarps warps,
@@ -531,7 +539,7 @@ __global__ void __launch_bounds__(kStatsThreads)
     }
     return;
   }
-  unsigned int kept = 0;  // listed for the draws: the nucleus's entries, ids ascending
+  unsigned int kept = 0;  // listed for the draws: the nucleus's entries
   // The whole row gathered again by this block alone (its histogram left in sh.hist_*).
   const auto gather_again = [&](std::uint32_t floor_bits) {
     __syncthreads();

@@ -156,6 +156,18 @@ CudaChainRun cuda_chain(const StatsBatch& c, const Warp& w) {
           c.drafts() > 0 ? emu::ledger.region("draft").reads_per_byte() : 0.0};
 }
 
+/// The CUDA launcher on `sm_count` emulated SMs checked against the CPU's tokens and counts.
+CudaChainRun expect_cpu_tokens(const StatsBatch& c, const Warp& w, int sm_count) {
+  std::vector<std::int32_t> emitted, accepted;
+  cpu_chain(c, w, emitted, accepted);
+  emu::runtime.sm_count = sm_count;
+  const CudaChainRun run = cuda_chain(c, w);
+  emu::runtime.sm_count = 132;
+  CHECK(run.accepted == accepted);
+  CHECK(run.emitted == emitted);
+  return run;
+}
+
 }  // namespace
 
 namespace {
@@ -219,14 +231,7 @@ TEST_CASE("chain from logits with top-p: a nucleus of many candidates and ties a
   StatsBatch c({2, 1}, 9000, 111);
   for (float& x : c.target) x = x > 5.0f ? 3.0f : 0.0f;
   for (float& x : c.draft) x = x > 5.0f ? 3.0f : 0.0f;
-  const Warp warp{.temperature = 1.0f, .top_p = 0.6f};
-  std::vector<std::int32_t> emitted, accepted;
-  cpu_chain(c, warp, emitted, accepted);
-  emu::runtime.sm_count = GENERATE(1, 132);
-  const CudaChainRun run = cuda_chain(c, warp);
-  emu::runtime.sm_count = 132;
-  CHECK(run.accepted == accepted);
-  CHECK(run.emitted == emitted);
+  expect_cpu_tokens(c, Warp{.temperature = 1.0f, .top_p = 0.6f}, GENERATE(1, 132));
 }
 
 namespace {
@@ -272,14 +277,8 @@ TEST_CASE("chain from logits with top-p: candidates that overflow the list are g
   overflow_rows(c.target, c.vocab, sampled_top, 5);
   overflow_rows(c.draft, c.vocab, sampled_top, 6);
   for (std::size_t i = 0; i < c.tokens.size(); ++i) c.tokens[i] = static_cast<std::int32_t>(i);
-  const Warp warp{.temperature = 1.0f, .top_p = 0.9f};
-  std::vector<std::int32_t> emitted, accepted;
-  cpu_chain(c, warp, emitted, accepted);
-  emu::runtime.sm_count = GENERATE(1, 132);
-  const CudaChainRun run = cuda_chain(c, warp);
-  emu::runtime.sm_count = 132;
-  CHECK(run.accepted == accepted);
-  CHECK(run.emitted == emitted);
+  const CudaChainRun run =
+      expect_cpu_tokens(c, Warp{.temperature = 1.0f, .top_p = 0.9f}, GENERATE(1, 132));
   // The statistics, the gate's sample, the gather; then the prune bound's gather (when the gate
   // was too high) and the gather above the cut's bucket; a draft row also at the nucleus's ids
   // of a residual.

@@ -11,9 +11,9 @@
 
 #include <cstdint>
 
-#include "specdec/backend/cuda/detail/nucleus_kernels.cuh"
-#include "specdec/backend/cuda/detail/row_stats_kernels.cuh"
+#include "specdec/backend/cuda/detail/nucleus_list.cuh"
 #include "specdec/backend/cuda/detail/row_draw.cuh"
+#include "specdec/backend/cuda/detail/row_stats_kernels.cuh"
 #include "specdec/core/warped_probability.hpp"
 #include "specdec/verify/residual_walk.hpp"
 
@@ -179,8 +179,8 @@ __device__ int draw_warped(const Row& row, Global<const std::uint64_t> list, std
 /// draw_correction's rule on `residual`, with p (listed when nucleus > 0) the fallback.
 template <class Row, class Residual>
 __device__ int draw_residual(const Residual& residual, const Row& p,
-                             Global<const std::uint64_t> list, std::int64_t nucleus,
-                             std::int64_t n, float u, DrawShared& sh) {
+                             Global<const std::uint64_t> list, std::int64_t nucleus, std::int64_t n,
+                             float u, DrawShared& sh) {
   constexpr std::int64_t kChunk = specdec::detail::kBlockedSumBlock * kDrawThreads;
   double mass;
   if (n <= kChunk) {
@@ -204,9 +204,8 @@ template <class Row>
 __device__ int draw_correction(const Row& p, const Row& q, Global<const std::uint64_t> list,
                                std::int64_t nucleus, std::int64_t n, float u, DrawShared& sh) {
   if (nucleus > 0) {
-    return draw_residual(
-        NucleusRow<Row>{list, nucleus, p.stats.inv_top_p_kept, true, q, sh.starts}, p, list,
-        nucleus, n, u, sh);
+    return draw_residual(NucleusRow<Row>{list, nucleus, p.stats.inv_top_p_kept, true, q, sh.starts},
+                         p, list, nucleus, n, u, sh);
   }
   return draw_residual(ResidualOfRows<Row>{p, q}, p, list, 0, n, u, sh);
 }
@@ -221,13 +220,11 @@ __device__ int draw_correction(const Row& p, const Row& q, Global<const std::uin
 /// reports as bad input) gets accepted[b] = -1 and only -1 tokens.
 template <class T, bool kLogits = true>
 __global__ void __launch_bounds__(kDrawThreads)
-    chain_finish_kernel(LogitRowSet<T> rows, std::int64_t n,
-                               Global<const RowStats> stats, Global<std::uint64_t> lists,
-                               Global<const unsigned int> nucleus_counts,
-                               Global<const std::int32_t> offsets,
-                               Global<const std::int32_t> tokens,
-                               Global<const RandomStream> streams, Global<std::int32_t> emitted,
-                               Global<std::int32_t> accepted) {
+    chain_finish_kernel(LogitRowSet<T> rows, std::int64_t n, Global<const RowStats> stats,
+                        Global<std::uint64_t> lists, Global<const unsigned int> nucleus_counts,
+                        Global<const std::int32_t> offsets, Global<const std::int32_t> tokens,
+                        Global<const RandomStream> streams, Global<std::int32_t> emitted,
+                        Global<std::int32_t> accepted) {
   expect_block_threads(kDrawThreads);
   __shared__ DrawShared sh;
   const std::int64_t b = blockIdx.x;
@@ -261,7 +258,8 @@ __global__ void __launch_bounds__(kDrawThreads)
   const auto nucleus_list = [&](std::int64_t r) {
     const Global<std::uint64_t> list = kLogits ? lists + r * kNucleusListSize : lists;
     if (nucleus > 0) {
-      order_kept_keys(list, static_cast<int>(nucleus), reinterpret_cast<std::uint64_t*>(&sh.block[0][0]));
+      order_kept_keys(list, static_cast<int>(nucleus),
+                      reinterpret_cast<std::uint64_t*>(&sh.block[0][0]));
     }
     return Global<const std::uint64_t>(list);
   };
@@ -286,7 +284,8 @@ __global__ void __launch_bounds__(kDrawThreads)
     int kind = 0;
     if (t < gamma) {
       const std::int32_t x = tokens[first_draft + t];
-      const std::int64_t target_row = first_target + t, draft_row = rows.target_rows + first_draft + t;
+      const std::int64_t target_row = first_target + t,
+                         draft_row = rows.target_rows + first_draft + t;
       RowStats ps{}, qs{};
       if constexpr (kLogits) {
         ps = stats[target_row];
@@ -299,8 +298,10 @@ __global__ void __launch_bounds__(kDrawThreads)
         if (!(qx > 0.0f)) {  // the draft cannot have drawn x
           kind = 2;
         } else {
-          const RandomStream s = stream.at_position(stream.position + static_cast<std::uint32_t>(t));
-          kind = specdec::detail::accepts(s.uniform(0), qx, 1.0f, row_with(target_row, ps)(x)) ? 0 : 1;
+          const RandomStream s =
+              stream.at_position(stream.position + static_cast<std::uint32_t>(t));
+          kind =
+              specdec::detail::accepts(s.uniform(0), qx, 1.0f, row_with(target_row, ps)(x)) ? 0 : 1;
         }
       }
       if (kind == 0) {
@@ -317,7 +318,8 @@ __global__ void __launch_bounds__(kDrawThreads)
   const int i = stop;
   bool invalid = i < gamma && stop_kind == 2;
   if (i < gamma && !invalid) {
-    const std::int64_t target_row = first_target + i, draft_row = rows.target_rows + first_draft + i;
+    const std::int64_t target_row = first_target + i,
+                       draft_row = rows.target_rows + first_draft + i;
     load_stats(target_row, draft_row);
     const RandomStream s = stream.at_position(stream.position + static_cast<std::uint32_t>(i));
     const int token = draw_correction(row_of(target_row, 0), row_of(draft_row, 1),

@@ -25,6 +25,36 @@ __device__ __forceinline__ T block_all_reduce(T value, Op op, T* scratch) {
   return result;
 }
 
+/// A block's scan of one value per thread, in thread order: the warp's inclusive prefix (by
+/// shuffles), the sum of the earlier warps' totals and the block's total (warps added in order).
+template <class T>
+struct BlockScan {
+  T inclusive;  // this warp's values up to and including this thread's
+  T before;     // the earlier warps' values
+  T total;
+  __device__ __forceinline__ T exclusive(T own) const { return before + (inclusive - own); }
+};
+/// block_scan's values for every thread; `scratch` is shared memory for one value per warp.
+template <class T>
+__device__ __forceinline__ BlockScan<T> block_scan(T value, T* scratch) {
+  const int lane = static_cast<int>(threadIdx.x) & 31;
+  const int warp = static_cast<int>(threadIdx.x) >> 5;
+  BlockScan<T> out{value, T{}, T{}};
+  for (int d = 1; d < 32; d *= 2) {
+    const T other = __shfl_up_sync(0xffffffffu, out.inclusive, d);
+    if (lane >= d) out.inclusive += other;
+  }
+  __syncthreads();  // scratch is free
+  if (lane == 31) scratch[warp] = out.inclusive;
+  __syncthreads();
+  const int warps = static_cast<int>(blockDim.x) >> 5;
+  for (int w = 0; w < warps; ++w) {
+    out.before += w < warp ? scratch[w] : T{};
+    out.total += scratch[w];
+  }
+  return out;
+}
+
 struct Plus {
   template <class T>
   __device__ __forceinline__ T operator()(T a, T b) const {

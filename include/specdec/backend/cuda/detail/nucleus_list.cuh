@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "specdec/backend/cuda/detail/block_reduce.cuh"
 #include "specdec/backend/cuda/detail/block_sweep.cuh"
 #include "specdec/backend/cuda/detail/row_stats_kernels.cuh"
 #include "specdec/core/warp_rows.hpp"
@@ -165,18 +166,10 @@ __device__ inline bool walk_exact(unsigned int count, float floor, double top_p,
   };
   unsigned long long own = 0u;
   for (int j = first; j < end; ++j) own += units(j);
-  // The exclusive prefix of this thread's run: warps scan by shuffles, warp totals in shared.
-  const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
-  unsigned long long inclusive = own;
-  for (int d = 1; d < 32; d *= 2) {
-    const unsigned long long other = __shfl_up_sync(0xffffffffu, inclusive, d);
-    if (lane >= d) inclusive += other;
-  }
+  // The exclusive prefix of this thread's run (sh.hist_units is free until the next gather).
   if (threadIdx.x == 0) sh.found = static_cast<int>(count);  // the least crossing so far
-  if (lane == 31) sh.hist_units[warp] = inclusive;           // free until the next gather
-  __syncthreads();
-  unsigned long long running = inclusive - own;
-  for (int w = 0; w < warp; ++w) running += sh.hist_units[w];
+  const unsigned long long before = block_scan(own, sh.hist_units).exclusive(own);
+  unsigned long long running = before;
   for (int j = first; j < end; ++j) {
     running += units(j);
     if (specdec::detail::reaches_nucleus(static_cast<double>(running) * 0x1p-53, top_p)) {
@@ -188,8 +181,7 @@ __device__ inline bool walk_exact(unsigned int count, float floor, double top_p,
   const int at = sh.found;
   __syncthreads();
   if (at < static_cast<int>(count) && at >= first && at < end) {  // the owner of the crossing
-    unsigned long long mass = inclusive - own;
-    for (int w = 0; w < warp; ++w) mass += sh.hist_units[w];
+    unsigned long long mass = before;
     for (int j = first; j <= at; ++j) mass += units(j);
     const float value = key_value(sh.keys[at]);
     const bool stands = value > floor;

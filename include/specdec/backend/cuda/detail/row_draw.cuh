@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "specdec/backend/cuda/detail/block_reduce.cuh"
 #include "specdec/backend/cuda/detail/global.cuh"
 #include "specdec/backend/cuda/detail/launch.cuh"
 #include "specdec/core/blocked_sum.hpp"
@@ -196,22 +197,11 @@ __device__ inline int block_threshold_scan(const float* buf, int count, double t
     own += v > 0.0f ? static_cast<double>(v) : 0.0;
     local[k] = own;
   }
-  double inclusive = own;  // the warp's inclusive scan of the threads' sums
-  for (int d = 1; d < 32; d *= 2) {
-    const double other = __shfl_up_sync(0xffffffffu, inclusive, d);
-    if (lane >= d) inclusive += other;
-  }
-  if (lane == 31) sh.warp_mass[warp] = inclusive;
-  __syncthreads();
-  double before = 0.0, total = 0.0;
-  for (int w = 0; w < kDrawWarps; ++w) {
-    before += w < warp ? sh.warp_mass[w] : 0.0;
-    total += sh.warp_mass[w];
-  }
+  const BlockScan<double> scan = block_scan(own, sh.warp_mass);  // the threads' sums
   const double running = sh.running;
-  const double offset = running + (before + (inclusive - own));
+  const double offset = running + scan.exclusive(own);
   const double margin =
-      static_cast<double>(count + 64) * 0x1p-52 * (running + total);  // see above
+      static_cast<double>(count + 64) * 0x1p-52 * (running + scan.total);  // see above
   // This thread's first entry whose prefix passes the threshold, and whether that is certain.
   int crossing = kSumBlock;
   bool certain = false;

@@ -58,20 +58,20 @@ cudaError_t launch_chain(const ChainVerifyParams& p, const Staged& staged,
                         shared_warp, warps, staged.rows, p.emitted, p.accepted);
 }
 
-/// The launches of a chain step from logits with warps that cut by top-p or not at all: the
-/// statistics of every target and draft row, the nucleus of the rows that have one (when a warp
-/// has top-p), then one block per sequence.
+/// The launches of a chain step from logits with warps the statistics path takes: the
+/// statistics of every target and draft row, the cuts of the rows that have one (when a warp
+/// cuts by top-p or top-k), then one block per sequence.
 template <class T>
 cudaError_t launch_chain_statistics(const ChainVerifyParams& p, const Staged& staged,
                                     const DeviceWarp& shared_warp, const DeviceWarp* warps,
-                                    bool top_p, std::int64_t drafts, cudaStream_t stream) {
+                                    bool cut, std::int64_t drafts, cudaStream_t stream) {
   const std::int64_t target_rows = drafts + p.batch, rows = target_rows + drafts;
   const detail::LogitRowSet<T> set{static_cast<const T*>(p.target), p.target_stride, target_rows,
                                    static_cast<const T*>(p.draft), p.draft_stride};
   const RowSplit split = row_split(rows, p.vocab, detail::device_sm_count());
   const detail::RowWarps row_warps{shared_warp, warps, staged.offsets, p.batch, target_rows};
   const cudaError_t status = detail::launch_row_statistics(set, rows, p.vocab, split, row_warps,
-                                                           top_p, true, staged.statistics, stream);
+                                                           cut, true, staged.statistics, stream);
   if (status != cudaSuccess) return status;
   return detail::launch(detail::chain_finish_kernel<T>, static_cast<unsigned int>(p.batch),
                         detail::kDrawThreads, stream, set, p.vocab,
@@ -114,10 +114,10 @@ cudaError_t verify_chain_batch_logits(const ChainVerifyParams& params, const Dev
   const bool device_warps = warp_count < 0;  // B warps in device memory: not read here
   const DeviceWarp shared_warp = device_warps ? DeviceWarp{} : host_warps[0];
   const DeviceWarp* row_warps = device_warps ? host_warps : nullptr;
-  bool statistics = true, top_p = device_warps;  // the nucleus launch may be needed
+  bool statistics = true, cut = device_warps;  // the nucleus launch may be needed
   for (std::int64_t k = 0; k < warp_count; ++k) {
     statistics = statistics && detail::statistics_warp(host_warps[k], params.vocab);
-    top_p = top_p || detail::has_top_p(host_warps[k]);
+    cut = cut || detail::cuts_rows(host_warps[k], params.vocab);
   }
   if (warp_count > 1) {
     status = cudaMemcpyAsync(staged.warps, host_warps,
@@ -129,17 +129,17 @@ cudaError_t verify_chain_batch_logits(const ChainVerifyParams& params, const Dev
   switch (params.dtype) {
     case DType::kF32:
       return statistics
-                 ? launch_chain_statistics<float>(params, staged, shared_warp, row_warps, top_p,
+                 ? launch_chain_statistics<float>(params, staged, shared_warp, row_warps, cut,
                                                   drafts, stream)
                  : launch_chain<true, float>(params, staged, shared_warp, row_warps, stream);
     case DType::kF16:
       return statistics
-                 ? launch_chain_statistics<__half>(params, staged, shared_warp, row_warps, top_p,
+                 ? launch_chain_statistics<__half>(params, staged, shared_warp, row_warps, cut,
                                                    drafts, stream)
                  : launch_chain<true, __half>(params, staged, shared_warp, row_warps, stream);
     case DType::kBF16:
       return statistics ? launch_chain_statistics<__nv_bfloat16>(params, staged, shared_warp,
-                                                                 row_warps, top_p, drafts, stream)
+                                                                 row_warps, cut, drafts, stream)
                         : launch_chain<true, __nv_bfloat16>(params, staged, shared_warp,
                                                             row_warps, stream);
     default:

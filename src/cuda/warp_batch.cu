@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
-// Launcher of the batched warp: warps with top-p or no cut take the statistics path (the rows'
-// statistics split over blocks, the nucleus with top-p, then one write pass), warps with top-k or
-// min-p one block per row.
+// Launcher of the batched warp: warps of temperature, greedy, top-p or a top-k of at most
+// kStatisticsTopK take the statistics path (the rows' statistics split over blocks, their cuts,
+// then one write pass); larger top-k, or min-p without top-k, one block per row.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -35,14 +35,14 @@ WarpStaged carve_warp(void* workspace, std::int64_t rows, std::int64_t cols) {
 template <class T>
 cudaError_t launch_warp_statistics(const WarpBatchParams& p, const WarpStaged& staged,
                                    const DeviceWarp& shared_warp, const DeviceWarp* row_warps,
-                                   bool top_p, cudaStream_t stream) {
+                                   bool cut, cudaStream_t stream) {
   const detail::LogitRowSet<T> set{static_cast<const T*>(p.logits), p.logits_stride, p.rows,
                                    nullptr, 0};
   const RowSplit split = row_split(p.rows, p.cols, detail::device_sm_count());
   // With offsets null row r takes row_warps[r] (or the shared warp when row_warps is null).
   const detail::RowWarps warps{shared_warp, row_warps, nullptr, p.rows, p.rows};
   const cudaError_t status = detail::launch_row_statistics(set, p.rows, p.cols, split, warps,
-                                                           top_p, false, staged.statistics, stream);
+                                                           cut, false, staged.statistics, stream);
   if (status != cudaSuccess) return status;
   const dim3 grid(static_cast<unsigned int>(p.rows),
                   static_cast<unsigned int>(split.blocks_per_row));
@@ -63,9 +63,9 @@ cudaError_t launch_warp(const WarpBatchParams& p, const DeviceWarp& shared_warp,
 
 template <class T>
 cudaError_t dispatch_warp(const WarpBatchParams& p, const WarpStaged& staged, bool statistics,
-                          bool top_p, const DeviceWarp& shared_warp, const DeviceWarp* row_warps,
+                          bool cut, const DeviceWarp& shared_warp, const DeviceWarp* row_warps,
                           cudaStream_t stream) {
-  return statistics ? launch_warp_statistics<T>(p, staged, shared_warp, row_warps, top_p, stream)
+  return statistics ? launch_warp_statistics<T>(p, staged, shared_warp, row_warps, cut, stream)
                     : launch_warp<T>(p, shared_warp, row_warps, stream);
 }
 
@@ -75,10 +75,10 @@ cudaError_t warp_logits_batch(const WarpBatchParams& params, void* workspace, cu
   // One shared warp travels as a kernel argument; per-row warps are staged in the workspace.
   const WarpStaged staged = carve_warp(workspace, params.rows, params.cols);
   const DeviceWarp shared_warp = params.host_warps[0];
-  bool statistics = true, top_p = false;
+  bool statistics = true, cut = false;
   for (std::int64_t k = 0; k < params.warp_count; ++k) {
     statistics = statistics && detail::statistics_warp(params.host_warps[k], params.cols);
-    top_p = top_p || detail::has_top_p(params.host_warps[k]);
+    cut = cut || detail::cuts_rows(params.host_warps[k], params.cols);
   }
   DeviceWarp* row_warps = nullptr;
   if (params.warp_count > 1) {
@@ -91,13 +91,13 @@ cudaError_t warp_logits_batch(const WarpBatchParams& params, void* workspace, cu
   }
   switch (params.dtype) {
     case DType::kF32:
-      return dispatch_warp<float>(params, staged, statistics, top_p, shared_warp, row_warps,
+      return dispatch_warp<float>(params, staged, statistics, cut, shared_warp, row_warps,
                                   stream);
     case DType::kF16:
-      return dispatch_warp<__half>(params, staged, statistics, top_p, shared_warp, row_warps,
+      return dispatch_warp<__half>(params, staged, statistics, cut, shared_warp, row_warps,
                                    stream);
     case DType::kBF16:
-      return dispatch_warp<__nv_bfloat16>(params, staged, statistics, top_p, shared_warp,
+      return dispatch_warp<__nv_bfloat16>(params, staged, statistics, cut, shared_warp,
                                           row_warps, stream);
     default:
       return cudaErrorInvalidValue;

@@ -223,6 +223,43 @@ TEST_CASE("chain from logits on the statistics path: the CPU's tokens bit for bi
   }
 }
 
+TEST_CASE("chain from logits with top-k on the statistics path: the CPU's tokens bit for bit, "
+          "each logit read at most twice",
+          "[backend][cuda_kernel][chain_statistics]") {
+  const Warp k50{.temperature = 0.8f, .top_k = 50};
+  const Warp k50_p09{.temperature = 1.0f, .top_k = 50, .top_p = 0.9f};
+  const Warp k5_min{.temperature = 0.7f, .top_k = 5, .min_p = 0.1f};
+  const Warp k900_all{.temperature = 1.3f, .top_k = 900, .top_p = 0.8f, .min_p = 0.01f};
+  const Warp k1024{.temperature = 1.0f, .top_k = 1024};
+  const Warp k1{.temperature = 0.9f, .top_k = 1};
+  // 1 block per row, a few, and every tile a block of its own (more blocks than lists of k = 1024
+  // fit a row's list: some blocks keep none); a row of one partial tile.
+  const StatsCase k = GENERATE_COPY(values<StatsCase>({{k50, 9000, 1, 31},
+                                                       {k50, 20000, 132, 32},
+                                                       {k50_p09, 9000, 4, 33},
+                                                       {k5_min, 300, 132, 34},
+                                                       {k900_all, 9000, 132, 35},
+                                                       {k1024, 20000, 132, 36},
+                                                       {k1, 9000, 8, 37}}));
+  // The drafts are their rows' argmax (in any top-k); spread 3: some drafts rejected.
+  const StatsBatch c({2, 0, 4}, k.vocab, 10 * k.seed + static_cast<std::uint64_t>(k.vocab),
+                     /*argmax_only=*/true, 3.0);
+  emu::ledger.seed = k.seed;  // the order blocks run in
+  INFO("top-k " << k.warp.top_k << ", top-p " << k.warp.top_p << ", min-p " << k.warp.min_p
+                << ", V " << k.vocab << ", blocks per row "
+                << cuda_impl::row_split(2 * c.drafts() + c.batch(), k.vocab, k.sm_count)
+                       .blocks_per_row);
+  const CudaChainRun run = expect_cpu_tokens(c, k.warp, k.sm_count);
+  CHECK(emu::ledger.counts.launches == 3);
+  // The statistics and the blocks' top-k read each logit once; then the k candidates once, the
+  // drafted entries, and on a rejection the draft row at the target's kept ids.
+  if (k.vocab >= 1024) {
+    CHECK(run.target_reads <= 2.001 + 1.2 * static_cast<double>(k.warp.top_k) / k.vocab);
+    CHECK(run.draft_reads <= 2.001 + 2.2 * static_cast<double>(k.warp.top_k) / k.vocab);
+  }
+  CHECK(emu::ledger.total().unwritten_reads == 0);
+}
+
 TEST_CASE("chain from logits with top-p: a nucleus of many candidates and ties at its cut is the "
           "CPU's",
           "[backend][cuda_kernel][chain_statistics]") {
@@ -458,7 +495,7 @@ TEST_CASE("chain from logits, device-resident warps: a warp the statistics path 
           "[backend][cuda_kernel][chain_statistics]") {
   emu::ledger.clear();
   const StatsBatch c({2, 2, 1}, 5000, 95, /*argmax_only=*/true);
-  const Warp unsupported = GENERATE(Warp{.temperature = 1.0f, .top_k = 5},
+  const Warp unsupported = GENERATE(Warp{.temperature = 1.0f, .top_k = 2000},
                                     Warp{.temperature = 1.0f, .min_p = 0.1f},
                                     Warp{.temperature = -1.0f}, Warp{.top_p = 1.5f});
   const std::vector<Warp> good{Warp{.temperature = 0.9f}, Warp{.temperature = 0.9f},
@@ -584,13 +621,14 @@ TEST_CASE("ledger: the chain step from logits on the statistics path reads each 
   CHECK(reads_per_byte("draft") <= (drafts + drawn * drawn_draft) / drafts + 0.01);
   CHECK(reads_per_byte("target") <= 2.0);
   CHECK(reads_per_byte("draft") <= 2.0);
-  // Writes: 16 bytes per tile per row; per row its statistics (32 bytes) and its counter (zeroed,
+  // Writes: 16 bytes per tile per row; per row its statistics (48 bytes) and its counter (zeroed,
   // counted by each block, reset).
   const auto rows = static_cast<std::uint64_t>(2 * c.drafts() + c.batch());
   const cuda_impl::RowSplit split = cuda_impl::row_split(static_cast<std::int64_t>(rows), v, 132);
   const auto tiles = static_cast<std::uint64_t>(split.tiles);
   const auto counter = 4 * static_cast<std::uint64_t>(split.blocks_per_row + 2);
-  CHECK(emu::ledger.region("workspace").traffic.written <= rows * (16 * tiles + 32 + counter));
+  CHECK(emu::ledger.region("workspace").traffic.written <=
+        rows * (16 * tiles + sizeof(cuda_impl::RowStats) + counter));
   CHECK(emu::ledger.region("target").traffic.written == 0);
   CHECK(emu::ledger.region("draft").traffic.written == 0);
   // The streaming pass's loads are coalesced; nothing unwritten is read.

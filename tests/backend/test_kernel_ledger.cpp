@@ -221,6 +221,61 @@ TEST_CASE("ledger: the chain step from logits with T and top-p, every draft acce
   CHECK(emu::ledger.total().unwritten_reads == 0);
 }
 
+TEST_CASE("ledger: the chain step from logits with T, top-k 50 and top-p, every draft accepted",
+          "[backend][cuda_kernel][ledger]") {
+  emu::ledger.clear();
+  const std::int64_t batch = 1, gamma = 1, v = kLedgerVocab;
+  LedgerChain c = accepted_chain(batch, gamma, v);
+  const cuda_impl::DeviceWarp warp{0.8f, 50, 0.9f, 0.0f};
+  emu::ledger.reset();
+  REQUIRE(cuda_impl::verify_chain_batch_logits(c.params, &warp, 1, c.workspace.get(), nullptr) ==
+          cudaSuccess);
+  REQUIRE(c.accepted[0] == gamma);
+  const CallFigures f = ledger_figures(static_cast<double>((2 * gamma + 1) * v * 4));
+  const double logit_reads =
+      static_cast<double>(emu::ledger.region("target").traffic.read +
+                          emu::ledger.region("draft").traffic.read) /
+      static_cast<double>((2 * gamma + 1) * v * 4);
+  UNSCOPED_INFO("logits read " << logit_reads << " times");
+  // Before: one block per sequence over rows warped into the workspace (four radix passes for
+  // the top-k cut, the softmax, the nucleus, the draws): 47.0 reads and 5.0 writes per element,
+  // sector efficiency 0.90, one launch. Now the statistics, each block's best 50 (the logits
+  // read twice in all), then the 50 candidates once more, summed, cut and listed by the last
+  // block of the row; the bonus is drawn from the listed row. The rest: the blocks' lists of 50
+  // keys, written and read once, and the statistics.
+  CHECK(logit_reads <= 2.0 + 3.0 * 50 / static_cast<double>(v));
+  CHECK(f.reads == Approx(2.24).epsilon(0.02));
+  CHECK(f.writes == Approx(0.118).epsilon(0.05));
+  CHECK(f.sector_efficiency == Approx(0.945).margin(0.02));
+  CHECK(f.launches == 3);
+  CHECK(f.copies == 2);
+  CHECK(f.syncs == 0);
+  CHECK(f.allocations == 0);
+  CHECK(emu::ledger.total().unwritten_reads == 0);
+}
+
+TEST_CASE("ledger: the warp with T and top-k 50", "[backend][cuda_kernel][ledger]") {
+  emu::ledger.clear();
+  const std::int64_t rows = 2, v = kLedgerVocab;
+  LedgerWarp w(rows, v, 43);
+  emu::ledger.reset();
+  REQUIRE(w.run({{0.8f, 50, 1.0f, 0.0f}}) == cudaSuccess);
+  const CallFigures f = ledger_figures(static_cast<double>(rows * v * 4));
+  // Before: one block per row, 9.0 reads and 4.0 writes per element (four radix passes for the
+  // cut, the softmax, three row writes), sector efficiency 0.98. Now the statistics, each
+  // block's best 50, the write pass: the logits three times, the output once.
+  CHECK(emu::ledger.region("logits").reads_per_byte() <= 3.0 + 50.0 / static_cast<double>(v));
+  CHECK(emu::ledger.region("warped").traffic.written == static_cast<std::uint64_t>(rows * v * 4));
+  CHECK(f.reads == Approx(3.13).epsilon(0.02));
+  CHECK(f.writes == Approx(1.107).epsilon(0.02));
+  CHECK(f.sector_efficiency == Approx(0.98).margin(0.02));
+  CHECK(f.launches == 3);
+  CHECK(f.copies == 0);
+  CHECK(f.syncs == 0);
+  CHECK(f.allocations == 0);
+  CHECK(emu::ledger.total().unwritten_reads == 0);
+}
+
 TEST_CASE("ledger: the warp with T and top-p", "[backend][cuda_kernel][ledger]") {
   emu::ledger.clear();
   const std::int64_t rows = 2, v = kLedgerVocab;

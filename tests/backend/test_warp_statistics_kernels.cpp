@@ -95,9 +95,11 @@ void check_warp_path_bits(std::int64_t rows, std::int64_t vocab, std::int64_t st
   emu::ledger.reset();
   const std::vector<float> gpu = cuda_warped(logits, rows, vocab, stride, warps);
   // The statistics path (and the nucleus with top-p), not the one-block-per-row kernel.
-  bool top_p = false;
-  for (const Warp& w : warps) top_p = top_p || (!w.is_greedy() && w.top_p < 1.0f);
-  CHECK(emu::ledger.counts.launches == (top_p ? 3u : 2u));
+  bool cut = false;
+  for (const Warp& w : warps) {
+    cut = cut || (!w.is_greedy() && (w.top_p < 1.0f || (w.top_k > 0 && w.top_k < vocab)));
+  }
+  CHECK(emu::ledger.counts.launches == (cut ? 3u : 2u));
   std::int64_t mismatches = 0, first = -1;
   for (std::size_t i = 0; i < cpu.size(); ++i) {
     if (cpu[i] != gpu[i]) {
@@ -146,11 +148,37 @@ TEST_CASE("warp on the statistics path: a top-k of the whole row does not cut",
       2, vocab, vocab, {Warp{.temperature = 0.9f, .top_k = static_cast<std::int32_t>(vocab)}}, 7);
 }
 
-TEST_CASE("warp: a batch with one warp of top-k takes the one-block-per-row kernel",
+TEST_CASE("warp on the statistics path: top-k, alone or with top-p and min-p, gives the CPU "
+          "backend's rows bit for bit",
           "[backend][cuda_kernel][warp_statistics]") {
-  const std::int64_t rows = 2, vocab = 600;
+  const Warp warp = GENERATE(Warp{.temperature = 0.8f, .top_k = 50},
+                             Warp{.temperature = 1.1f, .top_k = 700, .top_p = 0.9f},
+                             Warp{.temperature = 0.7f, .top_k = 40, .min_p = 0.05f},
+                             Warp{.temperature = 1.0f, .top_k = 1024, .top_p = 0.8f, .min_p = 0.02f},
+                             Warp{.temperature = 0.9f, .top_k = 1});
+  // (V, SMs, seed): one block per row; blocks of a tile each, more of them than lists of k fit
+  // the row's list for k = 1024.
+  const auto [vocab, sm_count, seed] = GENERATE(
+      table<std::int64_t, int, std::uint64_t>({{9000, 1, 21}, {20000, 132, 22}, {2500, 4, 23}}));
+  emu::runtime.sm_count = sm_count;
+  emu::ledger.seed = seed;  // the order blocks run in
+  INFO("T " << warp.temperature << ", top-k " << warp.top_k << ", V " << vocab
+            << ", blocks per row " << cuda_impl::row_split(3, vocab, sm_count).blocks_per_row);
+  check_warp_path_bits<float>(3, vocab, vocab, {warp, Warp{.temperature = 1.2f}, warp}, seed);
+  check_warp_path_bits<Eigen::bfloat16>(2, vocab, vocab, {warp}, seed + 100);
+  emu::runtime.sm_count = cuda_impl::kH100Sms;
+  emu::ledger.seed = 1;
+}
+
+TEST_CASE("warp: a batch with a top-k above kStatisticsTopK, or min-p without top-k, takes the "
+          "one-block-per-row kernel",
+          "[backend][cuda_kernel][warp_statistics]") {
+  const std::int64_t rows = 2, vocab = 1500;
+  static_assert(cuda_impl::kStatisticsTopK < 1400);
   const std::vector<float> logits = warp_path_logits<float>(rows, vocab, 8);
-  const std::vector<Warp> warps{Warp{.temperature = 0.8f}, Warp{.temperature = 0.8f, .top_k = 40}};
+  const Warp cut = GENERATE(Warp{.temperature = 0.8f, .top_k = 1400},
+                            Warp{.temperature = 0.8f, .min_p = 0.1f});
+  const std::vector<Warp> warps{Warp{.temperature = 0.8f}, cut};
   emu::ledger.reset();
   const std::vector<float> gpu = cuda_warped(logits, rows, vocab, vocab, warps);
   CHECK(emu::ledger.counts.launches == 1);
@@ -220,13 +248,14 @@ TEST_CASE(
   CHECK(logits.written == 0);
   CHECK(warped.written == row_bytes);
   CHECK(warped.read == 0);
-  // Workspace writes: 16 bytes per tile per row; per row its statistics (32 bytes) and its
+  // Workspace writes: 16 bytes per tile per row; per row its statistics (48 bytes) and its
   // counter (zeroed, counted by each block, reset).
   const cuda_impl::RowSplit split = cuda_impl::row_split(rows, v, cuda_impl::kH100Sms);
   REQUIRE(split.blocks_per_row >= 2);
   const auto tiles = static_cast<std::uint64_t>(split.tiles);
   const auto counter = 4 * static_cast<std::uint64_t>(split.blocks_per_row + 2);
-  CHECK(workspace.written <= static_cast<std::uint64_t>(rows) * (16 * tiles + 32 + counter));
+  CHECK(workspace.written <=
+        static_cast<std::uint64_t>(rows) * (16 * tiles + sizeof(cuda_impl::RowStats) + counter));
   CHECK(logits.sector_efficiency() >= 0.9);
   CHECK(warped.sector_efficiency() >= 0.9);
   CHECK(emu::ledger.total().unwritten_reads == 0);

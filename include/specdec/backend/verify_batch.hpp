@@ -87,9 +87,9 @@ struct ChainBatchArgs {
 /// is copied; per-sequence warps are copied from host memory (not capturable) unless they are
 /// given as `device_warps` (B warps in device memory; `warps` then stays empty). Device warps are
 /// not seen by the host: a CUDA call with them takes the statistics path, so each must be a
-/// valid warp of temperature, greedy or top-p (a top-k of at least V keeps the row whole); a
-/// sequence whose warp is not (a bad field, a top-k below V, min-p) gets accepted = -1 and only
-/// -1 tokens. On the CPU backend the device arrays are read as host memory (device warps
+/// valid warp of temperature, greedy, top-p, or a top-k of at most 1024 with any top-p and min-p
+/// (a top-k of at least V keeps the row whole); a sequence whose warp is not (a bad field, a
+/// larger top-k below V, min-p without top-k) gets accepted = -1 and only -1 tokens. On the CPU backend the device arrays are read as host memory (device warps
 /// checked as host warps are, any warp).
 template <class T>
 struct ChainBatchLogitsArgs {

@@ -220,7 +220,9 @@ WarpStats warp_stats(const Warp& w, const T* logits, std::int64_t n, WarpScratch
     s.top_k_value = cut.value;
     s.top_k_last = cut.last;
     m = w.top_k;
-    const RowSum row = sparse_row_sum(logits, scratch.ids, m, inv_t, scratch.tiles);
+    const std::int32_t* ids = scratch.ids;
+    const RowSum row = sparse_row_sum(ids, m, inv_t, scratch.tiles,
+                                      [=](std::int64_t j) { return to_float(logits[ids[j]]); });
     s.max = row.max;
     s.inv_sum = 1.0f / static_cast<float>(row.sum);
   } else {

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // The parts of the softmax sum's reduction rule (core/tile_sum.hpp) that the CUDA kernels share
-// with the host: the tiles and lanes, a tile's result (TileSum), and the combination of a row's
-// tiles in tile order. Nothing here formats or allocates, so nvcc compiles it for the device.
+// with the host: the tiles and lanes, a tile's result (TileSum), the combination of a row's tiles
+// in tile order, and the rule over a sparse set of entries (a top-k row's). Nothing here formats
+// or allocates, so nvcc compiles it for the device.
 #pragma once
 
 #include <bit>
@@ -73,6 +74,39 @@ SPECDEC_ENTRY_INLINE RowSum combine_tiles(const Tiles& tiles, std::int64_t count
     row.above += static_cast<double>(tile.above) * scale;
   }
   return row;
+}
+
+/// The lanes added in order 0..kSumLanes-1: a tile's sum.
+SPECDEC_ENTRY_INLINE float add_lanes(const float* lanes) {
+  float sum = 0.0f;
+  for (int j = 0; j < kSumLanes; ++j) sum += lanes[j];
+  return sum;
+}
+
+/// The tile rule over the entries ids[0, m) (ascending) of a row, every other entry counting as
+/// -inf: the tiles, lanes and order of that dense row, whose -inf entries would add +0. `tiles`
+/// has room for tile_count(n) entries; logit(j) is the logit of entry ids[j] (the CUDA kernels
+/// call this on candidates they hold in shared memory).
+template <class Logit>
+SPECDEC_HOST_DEVICE RowSum sparse_row_sum(const std::int32_t* ids, std::int64_t m, float inv_t,
+                                          TileSum* tiles, const Logit& logit) {
+  std::int64_t count = 0;
+  for (std::int64_t j = 0; j < m;) {
+    const std::int64_t tile = ids[j] / kSumTile;
+    std::int64_t end = j;
+    float max = kNegInf;
+    for (; end < m && ids[end] / kSumTile == tile; ++end) {
+      const float x = logit(end);
+      max = x > max ? x : max;
+    }
+    float lanes[kSumLanes] = {};
+    for (; j < end; ++j) {
+      lanes[(ids[j] - tile * kSumTile) % kSumLanes] +=
+          exp_flush(scaled_exponent(logit(j), max, inv_t));
+    }
+    tiles[count++] = {max, add_lanes(lanes), 0.0f};
+  }
+  return combine_tiles(tiles, count, inv_t);
 }
 
 }  // namespace specdec::detail

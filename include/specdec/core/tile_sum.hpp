@@ -50,38 +50,6 @@ SPECDEC_ENTRY_INLINE void add_tile_terms(const T* x, std::int64_t count, float m
   for (int j = 0; i + j < count; ++j) add(j, to_float(x[i + j]));
 }
 
-/// The lanes added in order 0..kSumLanes-1: a tile's sum.
-SPECDEC_ENTRY_INLINE float add_lanes(const float* lanes) {
-  float sum = 0.0f;
-  for (int j = 0; j < kSumLanes; ++j) sum += lanes[j];
-  return sum;
-}
-
-/// The tile rule over the entries ids[0, m) (ascending) of a row, every other entry counting as
-/// -inf: the tiles, lanes and order of that dense row, whose -inf entries would add +0. `tiles`
-/// has room for tile_count(n) entries.
-template <class T>
-RowSum sparse_row_sum(const T* logits, const std::int32_t* ids, std::int64_t m, float inv_t,
-                      TileSum* tiles) {
-  std::int64_t count = 0;
-  for (std::int64_t j = 0; j < m;) {
-    const std::int64_t tile = ids[j] / kSumTile;
-    std::int64_t end = j;
-    float max = kNegInf;
-    for (; end < m && ids[end] / kSumTile == tile; ++end) {
-      const float x = to_float(logits[ids[end]]);
-      max = x > max ? x : max;
-    }
-    float lanes[kSumLanes] = {};
-    for (; j < end; ++j) {
-      lanes[(ids[j] - tile * kSumTile) % kSumLanes] +=
-          exp_flush(scaled_exponent(to_float(logits[ids[j]]), max, inv_t));
-    }
-    tiles[count++] = {max, add_lanes(lanes), 0.0f};
-  }
-  return combine_tiles(tiles, count, inv_t);
-}
-
 /// One tile of a pass: its largest logit (and, into `bad`, whether a NaN or +inf is there), then
 /// the tile rule's sum of exp((logit - tile max) * inv_t) and, with kAbove, the same sum over the
 /// entries whose logit is at least `threshold`. A tile whose smallest exponent is at least the

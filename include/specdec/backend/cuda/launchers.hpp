@@ -51,11 +51,11 @@ struct WarpBatchParams {
 };
 
 /// One warp (warp_count == 1) is passed as a kernel argument; `rows` warps are first copied into
-/// the workspace with cudaMemcpyAsync on `stream`. Warps of temperature, greedy or top-p (decided
-/// from host_warps) take the statistics path: the call zeroes the row counters (cudaMemsetAsync),
-/// row_stats_kernel splits the rows over blocks, nucleus_kernel cuts the top-p rows, then a write
-/// pass with the same split writes every entry once, the CPU's bits. Warps with top-k or min-p:
-/// one block per row.
+/// the workspace with cudaMemcpyAsync on `stream`. Warps of temperature, greedy, top-p, or a
+/// top-k of at most kStatisticsTopK (decided from host_warps) take the statistics path: the call
+/// zeroes the row counters (cudaMemsetAsync), row_stats_kernel splits the rows over blocks,
+/// nucleus_kernel cuts the top-p and top-k rows, then a write pass with the same split writes
+/// every entry once, the CPU's bits. A larger top-k, or min-p without top-k: one block per row.
 /// The workspace holds warp_workspace_size(rows, cols) bytes.
 cudaError_t warp_logits_batch(const WarpBatchParams& params, void* workspace, cudaStream_t stream);
 
@@ -87,12 +87,15 @@ constexpr std::size_t chain_workspace_size(std::int64_t batch) {
 /// Candidates of a row's nucleus the statistics path orders on the device (more fall back to a
 /// search over the row).
 inline constexpr std::int64_t kNucleusListSize = 4096;
+/// The largest top-k the statistics path takes (a larger one, or min-p without top-k, runs on one
+/// block per row): each block of a row keeps its best k in the row's candidate list.
+inline constexpr std::int64_t kStatisticsTopK = 1024;
 /// Buckets of a row's histogram of its nucleus candidates (their masses and counts): where the
 /// list overflows, it says how low the cut lies, so the candidates are gathered again above it.
 inline constexpr std::int64_t kNucleusBuckets = 64;
 
 /// Device bytes of the statistics of `rows` rows of `vocab` logits split over blocks: a TileStats
-/// (16 bytes) per 1024-entry tile; per row three counters, a RowStats (32 bytes), the gate of its
+/// (16 bytes) per 1024-entry tile; per row three counters, a RowStats (48 bytes), the gate of its
 /// nucleus candidates, a list of kNucleusListSize candidate keys and their histogram
 /// (kNucleusBuckets masses and counts).
 constexpr std::size_t row_stats_workspace_size(std::int64_t rows, std::int64_t vocab) {
@@ -100,7 +103,7 @@ constexpr std::size_t row_stats_workspace_size(std::int64_t rows, std::int64_t v
   const auto tiles = static_cast<std::size_t>(vocab < 1 ? 1 : (vocab + 1023) / 1024);
   const auto buckets = static_cast<std::size_t>(kNucleusBuckets);
   return device_round_up(r * tiles * 16) + device_round_up(3 * r * sizeof(unsigned int)) +
-         device_round_up(r * 32) + device_round_up(r * sizeof(float)) +
+         device_round_up(r * 48) + device_round_up(r * sizeof(float)) +
          device_round_up(r * static_cast<std::size_t>(kNucleusListSize) * sizeof(std::uint64_t)) +
          device_round_up(r * buckets * sizeof(std::uint64_t)) +
          device_round_up(r * buckets * sizeof(unsigned int));
@@ -160,10 +163,12 @@ cudaError_t verify_chain_batch(const ChainVerifyParams& params, void* workspace,
                                cudaStream_t stream);
 
 /// As verify_chain_batch over logits of `dtype` warped with host_warps[0] (warp_count 1) or
-/// host_warps[b] (warp_count B, also copied into the workspace). Warps without a cut (temperature
-/// alone, or greedy) take two launches: the statistics of every row, split over blocks, then one
-/// block per sequence drawing from rows recomputed from the logits, the CPU's tokens bit for bit.
-/// Warps that cut are warped row by row into the workspace by one block per sequence.
+/// host_warps[b] (warp_count B, also copied into the workspace). Warps the statistics path takes
+/// (statistics_warp: temperature, greedy, top-p, a top-k of at most kStatisticsTopK) take two
+/// launches, three with a cut: the statistics of every row, split over blocks, the cuts, then one
+/// block per sequence drawing from rows recomputed from the logits or from a cut row's listed
+/// entries, the CPU's tokens bit for bit. Other warps are warped row by row into the workspace by
+/// one block per sequence.
 /// warp_count: 1 (shared) or B host warps; -B: B warps already in device memory (read in place,
 /// the statistics path, a sequence whose warp it does not take failed with accepted = -1).
 cudaError_t verify_chain_batch_logits(const ChainVerifyParams& params, const DeviceWarp* host_warps,

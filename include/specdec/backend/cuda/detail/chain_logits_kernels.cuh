@@ -3,9 +3,9 @@
 // first launches left (row_stats_kernels.cuh, nucleus_kernels.cuh). The accept tests read p(x)
 // and q(x) at the drafted tokens only; the correction at a rejection and the bonus token are
 // drawn, with the CPU's blocked sums and inverse-CDF walk (row_draw.cuh), from rows recomputed
-// entry by entry from the logits and never written, or for a top-p row from its listed nucleus.
-// So a sequence gets verify_chain_logits's tokens bit for bit; an uncut row is read once more
-// only where a draw needs it, a top-p row not again.
+// entry by entry from the logits and never written, or for a cut row (top-p, top-k) from its
+// listed kept entries. So a sequence gets verify_chain_logits's tokens bit for bit; an uncut row
+// is read once more only where a draw needs it, a cut row not again.
 // IWYU pragma: private
 #pragma once
 
@@ -66,9 +66,9 @@ struct ResidualOfRows {
   }
 };
 
-/// A row cut by top-p held as its nucleus (the list the nucleus kernel left: kept_keys, ids
-/// ascending, with their softmax probabilities), read as the warped row: p / kept mass there, +0
-/// elsewhere; with `residual`, as [that - q]+ with q the draft's warped row at the same ids. The
+/// A cut row held as its kept entries (the list the nucleus kernel left: kept_keys, ids ascending,
+/// with a top-p row's softmax probabilities or a top-k row's warped ones), read as the warped row:
+/// the listed value times `inv_kept` (list_scale) there, +0 elsewhere; with `residual`, as [that - q]+ with q the draft's warped row at the same ids. The
 /// CPU's SparseRow: its sums and draws are those of the written row, and the logits are not read
 /// again (q only at the nucleus's ids). The draws index a chunk of the row first (`starts`, in
 /// shared memory: each 1024-entry block's first listed entry), so a block is filled without a
@@ -163,15 +163,22 @@ struct NucleusRow {
   }
 };
 
+/// What a listed row's entries are multiplied by: 1 / the nucleus's mass for a row cut by top-p
+/// alone (its list holds softmax probabilities), else 1 (a top-k row's list holds its warped
+/// probabilities).
+__device__ __forceinline__ float list_scale(const specdec::detail::WarpStats& s) {
+  return s.top_k_last >= 0 ? 1.0f : s.inv_top_p_kept;
+}
+
 /// sample_row(value, n, u) (the CPU's draw) for a row that may be one-hot, or held as its
-/// nucleus (`nucleus` entries listed).
+/// kept entries (`nucleus` entries listed).
 template <class Row>
 __device__ int draw_warped(const Row& row, Global<const std::uint64_t> list, std::int64_t nucleus,
                            std::int64_t n, float u, DrawShared& sh) {
   if (row.stats.greedy >= 0) return static_cast<int>(row.stats.greedy);
   if (nucleus > 0) {
     return exact_sample_row(
-        NucleusRow<Row>{list, nucleus, row.stats.inv_top_p_kept, false, row, sh.starts}, n, u, sh);
+        NucleusRow<Row>{list, nucleus, list_scale(row.stats), false, row, sh.starts}, n, u, sh);
   }
   return exact_sample_row(row, n, u, sh);
 }
@@ -204,7 +211,7 @@ template <class Row>
 __device__ int draw_correction(const Row& p, const Row& q, Global<const std::uint64_t> list,
                                std::int64_t nucleus, std::int64_t n, float u, DrawShared& sh) {
   if (nucleus > 0) {
-    return draw_residual(NucleusRow<Row>{list, nucleus, p.stats.inv_top_p_kept, true, q, sh.starts},
+    return draw_residual(NucleusRow<Row>{list, nucleus, list_scale(p.stats), true, q, sh.starts},
                          p, list, nucleus, n, u, sh);
   }
   return draw_residual(ResidualOfRows<Row>{p, q}, p, list, 0, n, u, sh);
@@ -242,7 +249,8 @@ __global__ void __launch_bounds__(kDrawThreads)
     if (threadIdx.x == 0) {
       if constexpr (kLogits) {
         row_stats[0] = stats[target_row];
-        nucleus = row_stats[0].top_p_last >= 0 ? nucleus_counts[target_row] : 0u;
+        const bool listed = row_stats[0].top_p_last >= 0 || row_stats[0].top_k_last >= 0;
+        nucleus = listed ? nucleus_counts[target_row] : 0u;
         if (draft_row >= 0) row_stats[1] = stats[draft_row];
       } else {
         row_stats[0].invalid = 0;

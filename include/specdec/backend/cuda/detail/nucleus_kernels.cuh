@@ -19,6 +19,7 @@
 #include "specdec/backend/cuda/detail/last_block.cuh"
 #include "specdec/backend/cuda/detail/nucleus_list.cuh"
 #include "specdec/backend/cuda/detail/row_stats_kernels.cuh"
+#include "specdec/backend/cuda/detail/top_k_cut.cuh"
 #include "specdec/core/warp_rows.hpp"
 #include "specdec/core/warped_probability.hpp"
 
@@ -178,7 +179,15 @@ __device__ void small_nucleus(Global<const T> row, std::int64_t n, double top_p,
   out.inv_top_p_kept = static_cast<float>(1.0 / kept);
 }
 
-/// The top-p cut of every row of `rows` whose warp cuts by top-p alone (row r is blockIdx.x,
+/// The nucleus kernel's shared memory: a top-k row's blocks keep their lists, then the last block
+/// orders them as it orders a nucleus.
+union NucleusKernelShared {
+  NucleusShared nucleus;
+  SplitTopKShared top_k;
+};
+
+/// The top-p cut of every row of `rows` whose warp cuts by top-p alone, and the top-k cut (with
+/// its top-p and min-p, top_k_cut.cuh) of every row whose warp has a top-k (row r is blockIdx.x,
 /// blockIdx.y takes split.tiles_per_block tiles of it), into stats[r]: the candidates at or above
 /// gates[r] (row_stats_kernel's last block wrote it and zeroed the row's histogram) go to the
 /// row's list of kNucleusList keys, counted in counts[r], and to its histogram. counts[r] and
@@ -192,19 +201,34 @@ __global__ void __launch_bounds__(kStatsThreads)
                    Global<std::uint64_t> lists, CandidateHistograms histograms,
                    Global<unsigned int> counters, Global<RowStats> stats, bool keep) {
   expect_block_threads(kStatsThreads);
-  __shared__ NucleusShared sh;
+  __shared__ NucleusKernelShared shared;
+  NucleusShared& sh = shared.nucleus;
   const std::int64_t r = blockIdx.x;
   if (threadIdx.x == 0) {  // one read of the row's warp and statistics, not one per thread
     sh.warp = warps.of(r);
-    if (top_p_only(sh.warp, n)) sh.row = stats[r];
+    if (top_p_only(sh.warp, n) || cuts_by_top_k(sh.warp, n)) sh.row = stats[r];
   }
   __syncthreads();
   const DeviceWarp w = sh.warp;
-  if (!top_p_only(w, n)) return;
+  const bool top_k = cuts_by_top_k(w, n) && w.top_k <= kStatisticsTopK;
+  if (!top_p_only(w, n) && !top_k) return;
   RowStats s = sh.row;
   if (s.invalid != 0) return;
   const Global<const T> row = rows.row(r);
   const Global<std::uint64_t> list = lists + r * kNucleusList;
+  if (top_k) {
+    __syncthreads();  // w and s are read before the lists reuse the shared memory
+    const int parts = top_k_parts(split, w.top_k);
+    keep_block_top_k(row, n, split, w.top_k, parts, list, shared.top_k);
+    if (!last_block_of_row(counters, r, split.blocks_per_row, sh.last)) return;
+    unsigned int kept = 0;
+    finish_top_k(row, n, w, parts, list, s, sh, &kept, keep);
+    if (threadIdx.x == 0) {
+      counts[r] = kept;  // the next call's memset zeroes it
+      stats[r] = s;
+    }
+    return;
+  }
   float gate = n > kSmallNucleusRow ? gates[r] : 0.0f;
   CandidateBuckets buckets = CandidateBuckets::above(softmax_of(s, gate));
   if (n > kSmallNucleusRow) {

@@ -35,8 +35,8 @@ struct TileStats {
   std::int32_t bad;
 };
 
-/// A row's statistics in device memory: what specdec::detail::WarpStats holds for a warp without
-/// a cut or with a top-p cut, and whether the row is invalid (a NaN or +inf, or no finite entry).
+/// A row's statistics in device memory: what specdec::detail::WarpStats holds, and whether the
+/// row is invalid (a NaN or +inf, or no finite entry).
 struct RowStats {
   float inv_temperature;
   float max;
@@ -46,6 +46,10 @@ struct RowStats {
   float top_p_value;         // the nucleus cut (top_p_last >= 0)
   std::int32_t top_p_last;   // -1: no top-p cut
   float inv_top_p_kept;
+  float top_k_value;         // the top-k cut (top_k_last >= 0)
+  std::int32_t top_k_last;   // -1: no top-k cut
+  float min_p_threshold;     // > 0: min-p on
+  float inv_min_p_kept;
 
   SPECDEC_HOST_DEVICE specdec::detail::WarpStats warp_stats() const {
     specdec::detail::WarpStats s;
@@ -56,6 +60,10 @@ struct RowStats {
     s.top_p_value = top_p_value;
     s.top_p_last = top_p_last;
     s.inv_top_p_kept = inv_top_p_kept;
+    s.top_k_value = top_k_value;
+    s.top_k_last = top_k_last;
+    s.min_p_threshold = min_p_threshold;
+    s.inv_min_p_kept = inv_min_p_kept;
     return s;
   }
 };
@@ -67,7 +75,7 @@ inline constexpr bool kDense<TileStats> = true;
 static_assert(sizeof(TileStats) == 16, "TileStats has no padding");
 template <>
 inline constexpr bool kDense<RowStats> = true;
-static_assert(sizeof(RowStats) == 32, "RowStats has no padding");
+static_assert(sizeof(RowStats) == 48, "RowStats has no padding");
 
 /// Threads per block of the statistics kernel: one warp per tile at a time.
 inline constexpr int kStatsThreads = 256;
@@ -126,10 +134,17 @@ struct RowWarps {
 /// positive entry a candidate, the kept mass summed in id order): they need no gate.
 inline constexpr std::int64_t kSmallNucleusRow = 64;
 
-/// Whether the statistics path takes warp w for rows of n: greedy, or no top-k below n and no
-/// min-p (the launchers choose the path by it; a warp read from device memory is checked by it).
+/// Whether warp w cuts rows of n by top-k (not greedy, 0 < k < n).
+SPECDEC_HOST_DEVICE bool cuts_by_top_k(const DeviceWarp& w, std::int64_t n) {
+  return w.temperature > 0.0f && w.top_k > 0 && w.top_k < n;
+}
+
+/// Whether the statistics path takes warp w for rows of n: greedy; a top-k of at most
+/// kStatisticsTopK (then with any top-p and min-p); or no top-k and no min-p (the launchers
+/// choose the path by it; a warp read from device memory is checked by it).
 SPECDEC_HOST_DEVICE bool statistics_warp(const DeviceWarp& w, std::int64_t n) {
-  return w.temperature == 0.0f || ((w.top_k <= 0 || w.top_k >= n) && w.min_p <= 0.0f);
+  if (w.temperature == 0.0f) return true;
+  return cuts_by_top_k(w, n) ? w.top_k <= kStatisticsTopK : w.min_p <= 0.0f;
 }
 
 /// Warp::validate's rules, for a warp the host has not seen (device-resident warps).
@@ -315,7 +330,8 @@ __device__ RowStats finish_row(const Tiles& tiles, std::int64_t count, float inv
                                const specdec::detail::RowSum& sum) {
   std::int32_t bad = 0;
   for (std::int64_t t = 0; t < count; ++t) bad |= tiles.at(t).bad;
-  RowStats out{inv_t, sum.max, 1.0f / static_cast<float>(sum.sum), -1, 0, 0.0f, -1, 1.0f};
+  RowStats out{inv_t, sum.max, 1.0f / static_cast<float>(sum.sum), -1, 0, 0.0f, -1, 1.0f,
+               0.0f, -1, 0.0f, 1.0f};
   out.invalid = bad != 0 || !(sum.max > specdec::kNegInf) ? 1 : 0;
   if (greedy && out.invalid == 0) {
     for (std::int64_t t = 0; t < count; ++t) {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The first launches of every call on the statistics path (the chain step from logits, the warp):
-// the counters zeroed, the rows' statistics, and the nucleus of the rows whose warp has top-p;
-// and where their buffers lie in a workspace of row_stats_workspace_size bytes.
+// the counters zeroed, the rows' statistics, and the cuts of the rows whose warp has top-p or
+// top-k; and where their buffers lie in a workspace of row_stats_workspace_size bytes.
 // IWYU pragma: private
 #pragma once
 
@@ -62,15 +62,18 @@ inline int device_sm_count() {
   return count;
 }
 
-/// Whether a warp cuts by top-p (the nucleus launch is needed).
-inline bool has_top_p(const DeviceWarp& w) { return w.temperature > 0.0f && w.top_p < 1.0f; }
+/// Whether a warp cuts rows of n after their statistics, by top-p or top-k (the nucleus launch is
+/// needed).
+inline bool cuts_rows(const DeviceWarp& w, std::int64_t n) {
+  return (w.temperature > 0.0f && w.top_p < 1.0f) || cuts_by_top_k(w, n);
+}
 
 /// The counters zeroed (a memset: capturable), the statistics of every row of `set`, then (when
-/// a warp has top-p) the nucleus of the rows whose warp has it, on the split `split`; with
-/// `keep_nucleus` each nucleus is left listed for draws (nucleus_kernel).
+/// a warp cuts: `cut`) the cuts of the rows whose warp has one, on the split `split`; with
+/// `keep_nucleus` each cut row is left listed for draws (nucleus_kernel).
 template <class T>
 cudaError_t launch_row_statistics(const LogitRowSet<T>& set, std::int64_t rows, std::int64_t n,
-                                  const RowSplit& split, const RowWarps& warps, bool top_p,
+                                  const RowSplit& split, const RowWarps& warps, bool cut,
                                   bool keep_nucleus, const RowStatsBuffers& b,
                                   cudaStream_t stream) {
   cudaError_t status = cudaMemsetAsync(
@@ -78,8 +81,8 @@ cudaError_t launch_row_statistics(const LogitRowSet<T>& set, std::int64_t rows, 
   if (status != cudaSuccess) return status;
   const dim3 grid(static_cast<unsigned int>(rows), static_cast<unsigned int>(split.blocks_per_row));
   status = launch(row_stats_kernel<T>, grid, kStatsThreads, stream, set, n, split, warps, b.tiles,
-                  b.counters, b.stats, top_p ? b.gates : nullptr, b.histograms);
-  if (status != cudaSuccess || !top_p) return status;
+                  b.counters, b.stats, cut ? b.gates : nullptr, b.histograms);
+  if (status != cudaSuccess || !cut) return status;
   return launch(nucleus_kernel<T>, grid, kStatsThreads, stream, set, n, split, warps,
                 static_cast<const float*>(b.gates), b.counters + 2 * rows, b.lists,
                 b.histograms, b.counters + rows, b.stats, keep_nucleus);

@@ -1,0 +1,213 @@
+// SPDX-License-Identifier: MIT
+// The top-k cut of rows on the statistics path (in the nucleus launch, for rows whose warp has a
+// top-k of at most kStatisticsTopK), with the top-p and min-p that follow it. Each block of a row
+// keeps the best k of its part (block_top_k.cuh, ranked by logit, ties to the lowest id:
+// core/top_k.hpp's order) in the row's candidate list; the last block to finish orders the
+// lists, takes the k best and computes what core/logit_statistics.hpp computes from them: their
+// softmax sum in the tile rule's order (core/tile_combine.hpp's sparse_row_sum, the same
+// function), the nucleus among them, the min-p threshold. The row is then held as its kept
+// entries, listed by id with their warped probabilities, as the CPU's draws hold it.
+// IWYU pragma: private
+#pragma once
+
+#include <cstdint>
+
+#include "specdec/backend/cuda/detail/block_top_k.cuh"
+#include "specdec/backend/cuda/detail/nucleus_list.cuh"
+#include "specdec/backend/cuda/detail/row_stats_kernels.cuh"
+#include "specdec/core/tile_combine.hpp"
+#include "specdec/core/warp_rows.hpp"
+#include "specdec/core/warped_probability.hpp"
+
+namespace specdec::backend::cuda_impl::detail {
+
+static_assert(kNucleusListSize >= 4 * kStatisticsTopK, "every row keeps at least 4 block lists");
+static_assert(kStatisticsTopK <= kMaxDeviceTopK, "block_top_k keeps at most kMaxDeviceTopK");
+
+/// A top-k candidate's key: the order of its logit (both zeros alike) above the complement of its
+/// id, so that descending keys rank as select_top_k does (larger logit, then lower id). Never 0,
+/// which marks an empty slot of a block's list.
+__device__ __forceinline__ std::uint64_t logit_key(float logit, std::int32_t id) {
+  const auto order =
+      static_cast<std::uint32_t>(specdec::detail::signed_order_key(logit + 0.0f)) ^ 0x80000000u;
+  return (static_cast<std::uint64_t>(order) << 32) | (0xffffffffu - static_cast<std::uint32_t>(id));
+}
+
+/// A block's ranking values for top-k: the logits themselves.
+struct LogitValues {
+  __device__ __forceinline__ void operator()(std::int64_t, const float (&x)[4],
+                                             float (&v)[4]) const {
+    for (int lane = 0; lane < 4; ++lane) v[lane] = x[lane];
+  }
+};
+
+/// How many blocks of a row keep a list: as many as the row has, while their lists of k fit the
+/// row's candidate list.
+__device__ __forceinline__ int top_k_parts(const RowSplit& split, int k) {
+  const auto fit = static_cast<std::int64_t>(kNucleusList / k);
+  return static_cast<int>(split.blocks_per_row < fit ? split.blocks_per_row : fit);
+}
+
+/// Block blockIdx.y's best k of its part of the row (`parts` parts of whole tiles) as logit_keys
+/// into list[y k, (y + 1) k), padded with 0; a block past the parts does nothing.
+template <class T>
+__device__ void keep_block_top_k(Global<const T> row, std::int64_t n, const RowSplit& split,
+                                 int k, int parts, Global<std::uint64_t> list,
+                                 SplitTopKShared& sh) {
+  const int part = static_cast<int>(blockIdx.y);
+  if (part >= parts) return;
+  const std::int64_t tiles = (split.tiles + parts - 1) / parts;
+  const std::int64_t begin = part * tiles * kTile, stop = begin + tiles * kTile;
+  const int kept = begin < n ? block_top_k(row, begin, stop < n ? stop : n, row.vector_aligned(0),
+                                           LogitValues{}, k, sh)
+                             : 0;
+  for (int j = static_cast<int>(threadIdx.x); j < k; j += static_cast<int>(blockDim.x)) {
+    list[static_cast<std::int64_t>(part) * k + j] =
+        j < kept ? logit_key(sh.list_values[j], sh.list_ids[j]) : 0u;
+  }
+}
+
+/// Scratch of finish_top_k in the nucleus's shared keys, past the keys of the k best (k <=
+/// kStatisticsTopK): the candidates' ids, logits and probabilities, and the tiles of their sum.
+struct TopKScratch {
+  std::int32_t* ids;
+  float* logits;
+  float* values;
+  specdec::detail::TileSum* tiles;
+  __device__ static TopKScratch in(NucleusShared& sh) {
+    unsigned char* free = reinterpret_cast<unsigned char*>(&sh.keys[kStatisticsTopK]);
+    constexpr std::size_t kFloats = kStatisticsTopK * sizeof(float);
+    return {reinterpret_cast<std::int32_t*>(free), reinterpret_cast<float*>(free + kFloats),
+            reinterpret_cast<float*>(free + 2 * kFloats),
+            reinterpret_cast<specdec::detail::TileSum*>(free + 3 * kFloats)};
+  }
+};
+static_assert(sizeof(std::uint64_t) * (kNucleusListSize - kStatisticsTopK) >=
+                  kStatisticsTopK * (3 * sizeof(float) + sizeof(specdec::detail::TileSum)),
+              "TopKScratch fits past the k best keys");
+
+/// The last block of a top-k row: the `parts` block lists of `list` ordered, the k best taken
+/// (their entries of logit -inf left out: they would add nothing), and from them, by thread 0 as
+/// cut_statistics does, the row's softmax statistics, its nucleus (top-p) and its min-p
+/// threshold into `s`. With `keep`, the kept entries are written to `list` as kept_keys (ids
+/// ascending, their warped probabilities) and their count to *kept. By the whole block.
+template <class T>
+__device__ void finish_top_k(Global<const T> row, std::int64_t n, const DeviceWarp& w, int parts,
+                             Global<std::uint64_t> list, RowStats& s, NucleusShared& sh,
+                             unsigned int* kept, bool keep) {
+  namespace sd = specdec::detail;
+  const int k = w.top_k, count = parts * k;
+  for (int j = static_cast<int>(threadIdx.x); j < count; j += static_cast<int>(blockDim.x))
+    sh.keys[j] = list[j];
+  sort_keys_descending(count, sh.keys);
+  if (threadIdx.x == 0) {
+    int m = k;  // the best k, less empty slots
+    while (m > 0 && sh.keys[m - 1] == 0u) --m;
+    sh.kept = static_cast<unsigned int>(m);
+    // Fewer than k drawable entries: the CPU's cut is then an entry of logit -inf, which keeps
+    // every finite one.
+    // The cut's logit from its key (a zero as +0, which below_cut compares alike).
+    const auto order = static_cast<std::uint32_t>(sh.keys[k - 1] >> 32) ^ 0x80000000u;
+    s.top_k_last = m == k ? key_id(sh.keys[k - 1]) : static_cast<std::int32_t>(n);
+    s.top_k_value = m == k ? sd::from_signed_order_key(static_cast<std::int32_t>(order))
+                           : specdec::kNegInf;
+  }
+  __syncthreads();
+  // The candidates by id (descending kept_keys): their ids and logits (one read each) into the
+  // scratch.
+  const int m = static_cast<int>(sh.kept);
+  for (int j = static_cast<int>(threadIdx.x); j < m; j += static_cast<int>(blockDim.x))
+    sh.keys[j] = kept_key(sh.keys[j]);
+  sort_keys_descending(m, sh.keys);
+  const TopKScratch scratch = TopKScratch::in(sh);
+  for (int j = static_cast<int>(threadIdx.x); j < m; j += static_cast<int>(blockDim.x)) {
+    const auto id =
+        static_cast<std::int32_t>(0xffffffffu - static_cast<std::uint32_t>(sh.keys[j] >> 32));
+    scratch.ids[j] = id;
+    scratch.logits[j] = sd::to_float(row[id]);
+  }
+  __syncthreads();
+  // cut_statistics's top-k branch: the softmax over the candidates, those of probability 0
+  // dropped.
+  if (threadIdx.x == 0) {
+    const float inv_t = s.inv_temperature;
+    const float* logits = scratch.logits;
+    const sd::RowSum sum = sd::sparse_row_sum(scratch.ids, m, inv_t, scratch.tiles,
+                                              [logits](std::int64_t j) { return logits[j]; });
+    s.max = sum.max;
+    s.inv_sum = 1.0f / static_cast<float>(sum.sum);
+    int positive = 0;
+    for (int j = 0; j < m; ++j) {
+      const float logit = scratch.logits[j];
+      const float p =
+          sd::mul_rn(sd::exp_flush(sd::scaled_exponent(logit, s.max, inv_t)), s.inv_sum);
+      scratch.ids[positive] = scratch.ids[j];
+      scratch.logits[positive] = logit;
+      scratch.values[positive] = p;
+      positive += p > 0.0f ? 1 : 0;
+    }
+    sh.kept = static_cast<unsigned int>(positive);
+  }
+  __syncthreads();
+  const int support = static_cast<int>(sh.kept);
+  if (w.top_p < 1.0f) {
+    // The nucleus among them: ranked by the block, walked by thread 0 (select_nucleus's cut),
+    // its mass summed in id order (kept_mass).
+    for (int j = static_cast<int>(threadIdx.x); j < support; j += static_cast<int>(blockDim.x))
+      sh.keys[j] = nucleus_key(scratch.values[j], scratch.ids[j]);
+    sort_keys_descending(support, sh.keys);
+    if (threadIdx.x == 0) {
+      const double top_p = static_cast<double>(w.top_p);
+      double running = 0.0;
+      for (int j = 0; j < support; ++j) {
+        running += static_cast<double>(key_value(sh.keys[j]));
+        if (!sd::reaches_nucleus(running, top_p)) continue;
+        s.top_p_value = key_value(sh.keys[j]);
+        s.top_p_last = key_id(sh.keys[j]);
+        double mass = 0.0;
+        for (int i = 0; i < support; ++i) {
+          if (!sd::below_cut(scratch.values[i], scratch.ids[i], s.top_p_value, s.top_p_last))
+            mass += static_cast<double>(scratch.values[i]);
+        }
+        s.inv_top_p_kept = static_cast<float>(1.0 / mass);
+        break;
+      }
+    }
+  }
+  if (threadIdx.x == 0) {
+    if (w.min_p > 0.0f) {
+      // The min-p threshold on the probabilities after top-p, its kept mass in id order.
+      float top = 0.0f;
+      for (int j = 0; j < support; ++j) {
+        float& p = scratch.values[j];
+        if (s.top_p_last >= 0) {
+          p = sd::below_cut(p, scratch.ids[j], s.top_p_value, s.top_p_last)
+                  ? 0.0f
+                  : sd::mul_rn(p, s.inv_top_p_kept);
+        }
+        top = p > top ? p : top;
+      }
+      const float threshold = sd::min_p_threshold(w.min_p, top);
+      float mass = 0.0f;
+      for (int j = 0; j < support; ++j) {
+        if (!(scratch.values[j] < threshold)) mass = sd::add_rn(mass, scratch.values[j]);
+      }
+      s.min_p_threshold = threshold;
+      s.inv_min_p_kept = 1.0f / mass;
+    }
+    // The row as its kept entries (kept_candidates): ids ascending, warped probabilities.
+    unsigned int listed = 0;
+    if (keep) {
+      const sd::WarpStats stats = s.warp_stats();
+      for (int j = 0; j < support; ++j) {
+        const std::int32_t id = scratch.ids[j];
+        const float p = sd::warped_probability(stats, scratch.logits[j], id);
+        if (p > 0.0f) list[listed++] = kept_key(nucleus_key(p, id));
+      }
+    }
+    *kept = listed;
+  }
+  __syncthreads();
+}
+
+}  // namespace specdec::backend::cuda_impl::detail

@@ -108,14 +108,22 @@ const Warp kFullVocabWarps[] = {{.temperature = 0.8f},
                        {.temperature = 0.8f, .top_p = 0.9f},
                        {.temperature = 1.0f, .top_p = 0.5f},
                        {.temperature = 0.8f, .top_k = 50},
+                       {.temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f},
                        {.temperature = 1.0f, .min_p = 0.05f}};
+
+/// Whether the CUDA backend gives warp's rows bit for bit (the statistics path takes it): all
+/// but min-p without top-k (the one-block-per-row kernel, equal to float rounding).
+bool exact_on_cuda(const Warp& w, std::int64_t vocab) {
+  return w.min_p == 0.0f || (w.top_k > 0 && w.top_k < vocab);
+}
 
 }  // namespace
 
 TEMPLATE_TEST_CASE("CUDA chain from logits at full vocabularies gives the CPU's tokens",
                    "[backend][cuda_full_vocab]", float, Eigen::bfloat16) {
-  // Temperature, greedy and top-p are bit for bit by construction; top-k and min-p equal too
-  // unless a cut falls within rounding of a boundary, which these random rows do not construct.
+  // Warps the statistics path takes are bit for bit by construction; min-p without top-k equal
+  // too unless a cut falls within rounding of a boundary, which these random rows do not
+  // construct.
   int rejected = 0;
   for (const std::int64_t vocab : {32000, 128256}) {
     for (const std::int64_t batch : {1, 4}) {
@@ -161,7 +169,7 @@ TEMPLATE_TEST_CASE("CUDA warps at full vocabularies give the CPU's rows",
                         std::span<const Warp>(&warp, 1),
                         MatrixView<float>(warped.data(), rows, vocab), scratch.get());
       const std::vector<float> got = warped.to_host();
-      const bool exact = warp.top_k == 0 && warp.min_p == 0.0f;
+      const bool exact = exact_on_cuda(warp, vocab);
       std::size_t differing = 0, support = 0;
       float largest = 0.0f;
       for (std::size_t i = 0; i < got.size(); ++i) {
@@ -281,10 +289,13 @@ TEST_CASE("CUDA chain from logits captured in a graph and replayed on new inputs
 TEST_CASE("CUDA chain from logits with per-sequence warps in device memory gives the CPU's tokens",
           "[backend][cuda_full_vocab]") {
   // Offsets, streams and warps in device memory (nothing copied from the host), one warp per
-  // sequence; a sequence whose warp the statistics path does not take (top-k) reports -1.
+  // sequence; a sequence whose warp the statistics path does not take (min-p without top-k)
+  // reports -1.
   const std::int64_t gamma = 5, vocab = 32000;
   const std::vector<Warp> warps{Warp{.temperature = 0.8f}, Warp{.temperature = 1.0f, .top_p = 0.9f},
-                                Warp{.temperature = 0.0f}, Warp{.temperature = 1.0f, .top_k = 50}};
+                                Warp{.temperature = 0.0f},
+                                Warp{.temperature = 1.0f, .top_k = 50, .top_p = 0.9f},
+                                Warp{.temperature = 1.0f, .min_p = 0.1f}};
   const auto batch = static_cast<std::int64_t>(warps.size());
   std::vector<FullVocabChain<float>> sequences;
   for (std::int64_t b = 0; b < batch; ++b) {
@@ -349,12 +360,12 @@ TEST_CASE("CUDA chain from logits with per-sequence warps in device memory gives
       scratch.get());
   const std::vector<Token> got_emitted = emitted.to_host();
   const std::vector<std::int32_t> got_accepted = accepted.to_host();
-  for (std::size_t b = 0; b < 3; ++b) {
+  for (std::size_t b = 0; b < 4; ++b) {
     CHECK(got_accepted[b] == want_accepted[b]);
     for (std::size_t j = 0; j <= static_cast<std::size_t>(gamma); ++j) {
       const std::size_t at = b * static_cast<std::size_t>(gamma + 1) + j;
       CHECK(got_emitted[at] == want_emitted[at]);
     }
   }
-  CHECK(got_accepted[3] == -1);  // top-k 50: not on the statistics path
+  CHECK(got_accepted[4] == -1);  // min-p without top-k: not on the statistics path
 }

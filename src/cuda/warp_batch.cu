@@ -74,17 +74,18 @@ cudaError_t dispatch_warp(const WarpBatchParams& p, const WarpStaged& staged, bo
 cudaError_t warp_logits_batch(const WarpBatchParams& params, void* workspace, cudaStream_t stream) {
   // One shared warp travels as a kernel argument; per-row warps are staged in the workspace.
   const WarpStaged staged = carve_warp(workspace, params.rows, params.cols);
-  const DeviceWarp shared_warp = params.host_warps[0];
-  bool statistics = true, cut = false;
+  const bool device_warps = params.warp_count < 0;  // rows warps in device memory: not read here
+  const DeviceWarp shared_warp = device_warps ? DeviceWarp{} : params.host_warps[0];
+  bool statistics = true, cut = device_warps;  // the cut launch may be needed
   for (std::int64_t k = 0; k < params.warp_count; ++k) {
     statistics = statistics && detail::statistics_warp(params.host_warps[k], params.cols);
     cut = cut || detail::cuts_rows(params.host_warps[k], params.cols);
   }
-  DeviceWarp* row_warps = nullptr;
+  const DeviceWarp* row_warps = device_warps ? params.host_warps : nullptr;
   if (params.warp_count > 1) {
     row_warps = staged.warps;
     const cudaError_t status =
-        cudaMemcpyAsync(row_warps, params.host_warps,
+        cudaMemcpyAsync(staged.warps, params.host_warps,
                         static_cast<std::size_t>(params.warp_count) * sizeof(DeviceWarp),
                         cudaMemcpyHostToDevice, stream);
     if (status != cudaSuccess) return status;

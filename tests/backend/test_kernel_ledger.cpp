@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "specdec/backend/cpu/tree_mask_batch.hpp"
@@ -110,6 +111,16 @@ CallFigures ledger_figures(double row_bytes) {
   return f;
 }
 
+/// What a call on the statistics path makes besides its traffic: `launches` launches, `copies`
+/// host copies, no synchronisation or allocation, no read of an unwritten byte.
+void check_call_counts(const CallFigures& f, std::uint64_t launches, std::uint64_t copies) {
+  CHECK(f.launches == launches);
+  CHECK(f.copies == copies);
+  CHECK(f.syncs == 0);
+  CHECK(f.allocations == 0);
+  CHECK(emu::ledger.total().unwritten_reads == 0);
+}
+
 /// A chain batch of probability or logit rows in emulated device memory.
 struct LedgerChain {
   LedgerChain(std::int64_t batch, std::int64_t gamma, std::int64_t vocab,
@@ -181,25 +192,30 @@ struct LedgerWarp {
   std::int64_t rows_, vocab_;
 };
 
-}  // namespace
-
-TEST_CASE("ledger: the chain step from logits with T and top-p, every draft accepted",
-          "[backend][cuda_kernel][ledger]") {
+/// The figures of a chain step from logits (B 1, gamma 1, V kLedgerVocab, every draft accepted)
+/// with `warp`, per element of its 2 gamma + 1 rows, and how many times it read the logits.
+std::pair<CallFigures, double> accepted_chain_figures(const cuda_impl::DeviceWarp& warp) {
   emu::ledger.clear();
   const std::int64_t batch = 1, gamma = 1, v = kLedgerVocab;
   LedgerChain c = accepted_chain(batch, gamma, v);
-  const cuda_impl::DeviceWarp warp{0.8f, 0, 0.9f, 0.0f};
   emu::ledger.reset();
   REQUIRE(cuda_impl::verify_chain_batch_logits(c.params, &warp, 1, c.workspace.get(), nullptr) ==
           cudaSuccess);
   REQUIRE(c.accepted[0] == gamma);
-  // 2 gamma + 1 rows.
-  const CallFigures f = ledger_figures(static_cast<double>((2 * gamma + 1) * v * 4));
-  const double logit_reads =
-      static_cast<double>(emu::ledger.region("target").traffic.read +
-                          emu::ledger.region("draft").traffic.read) /
-      static_cast<double>((2 * gamma + 1) * v * 4);
+  const auto bytes = static_cast<double>((2 * gamma + 1) * v * 4);
+  const double logit_reads = static_cast<double>(emu::ledger.region("target").traffic.read +
+                                                 emu::ledger.region("draft").traffic.read) /
+                             bytes;
   UNSCOPED_INFO("logits read " << logit_reads << " times");
+  return {ledger_figures(bytes), logit_reads};
+}
+
+}  // namespace
+
+TEST_CASE("ledger: the chain step from logits with T and top-p, every draft accepted",
+          "[backend][cuda_kernel][ledger]") {
+  const std::int64_t v = kLedgerVocab;
+  const auto [f, logit_reads] = accepted_chain_figures({0.8f, 0, 0.9f, 0.0f});
   // Before: one block per sequence, about 41 passes over each warped row (a radix pass per bit
   // for the top-p cut), about 5 row writes; 42.8 reads and 4.9 writes per element in all, sector
   // efficiency 0.90. Now the statistics, the nucleus and the draws: the logits are read twice
@@ -213,30 +229,14 @@ TEST_CASE("ledger: the chain step from logits with T and top-p, every draft acce
   CHECK(f.reads == Approx(3.24).epsilon(0.02));
   CHECK(f.writes == Approx(0.86).epsilon(0.02));
   CHECK(f.sector_efficiency == Approx(0.94).margin(0.02));
-  CHECK(f.launches == 3);
-  CHECK(f.copies == 2);
   CHECK(emu::ledger.counts.copies_pageable == 2);
-  CHECK(f.syncs == 0);
-  CHECK(f.allocations == 0);
-  CHECK(emu::ledger.total().unwritten_reads == 0);
+  check_call_counts(f, 3, 2);
 }
 
 TEST_CASE("ledger: the chain step from logits with T, top-k 50 and top-p, every draft accepted",
           "[backend][cuda_kernel][ledger]") {
-  emu::ledger.clear();
-  const std::int64_t batch = 1, gamma = 1, v = kLedgerVocab;
-  LedgerChain c = accepted_chain(batch, gamma, v);
-  const cuda_impl::DeviceWarp warp{0.8f, 50, 0.9f, 0.0f};
-  emu::ledger.reset();
-  REQUIRE(cuda_impl::verify_chain_batch_logits(c.params, &warp, 1, c.workspace.get(), nullptr) ==
-          cudaSuccess);
-  REQUIRE(c.accepted[0] == gamma);
-  const CallFigures f = ledger_figures(static_cast<double>((2 * gamma + 1) * v * 4));
-  const double logit_reads =
-      static_cast<double>(emu::ledger.region("target").traffic.read +
-                          emu::ledger.region("draft").traffic.read) /
-      static_cast<double>((2 * gamma + 1) * v * 4);
-  UNSCOPED_INFO("logits read " << logit_reads << " times");
+  const std::int64_t v = kLedgerVocab;
+  const auto [f, logit_reads] = accepted_chain_figures({0.8f, 50, 0.9f, 0.0f});
   // Before: one block per sequence over rows warped into the workspace (four radix passes for
   // the top-k cut, the softmax, the nucleus, the draws): 47.0 reads and 5.0 writes per element,
   // sector efficiency 0.90, one launch. Now the statistics, each block's best 50 (the logits
@@ -247,11 +247,7 @@ TEST_CASE("ledger: the chain step from logits with T, top-k 50 and top-p, every 
   CHECK(f.reads == Approx(2.24).epsilon(0.02));
   CHECK(f.writes == Approx(0.118).epsilon(0.05));
   CHECK(f.sector_efficiency == Approx(0.945).margin(0.02));
-  CHECK(f.launches == 3);
-  CHECK(f.copies == 2);
-  CHECK(f.syncs == 0);
-  CHECK(f.allocations == 0);
-  CHECK(emu::ledger.total().unwritten_reads == 0);
+  check_call_counts(f, 3, 2);
 }
 
 TEST_CASE("ledger: the warp with T and top-k 50", "[backend][cuda_kernel][ledger]") {
@@ -269,11 +265,7 @@ TEST_CASE("ledger: the warp with T and top-k 50", "[backend][cuda_kernel][ledger
   CHECK(f.reads == Approx(3.13).epsilon(0.02));
   CHECK(f.writes == Approx(1.107).epsilon(0.02));
   CHECK(f.sector_efficiency == Approx(0.98).margin(0.02));
-  CHECK(f.launches == 3);
-  CHECK(f.copies == 0);
-  CHECK(f.syncs == 0);
-  CHECK(f.allocations == 0);
-  CHECK(emu::ledger.total().unwritten_reads == 0);
+  check_call_counts(f, 3, 0);
 }
 
 TEST_CASE("ledger: the warp with T and top-p", "[backend][cuda_kernel][ledger]") {
@@ -294,11 +286,7 @@ TEST_CASE("ledger: the warp with T and top-p", "[backend][cuda_kernel][ledger]")
   CHECK(f.reads == Approx(3.87).epsilon(0.02));
   CHECK(f.writes == Approx(1.52).epsilon(0.02));
   CHECK(f.sector_efficiency == Approx(0.96).margin(0.02));
-  CHECK(f.launches == 3);
-  CHECK(f.copies == 0);
-  CHECK(f.syncs == 0);
-  CHECK(f.allocations == 0);
-  CHECK(emu::ledger.total().unwritten_reads == 0);
+  check_call_counts(f, 3, 0);
 }
 
 TEST_CASE("ledger: the warp with T only, one warp per row", "[backend][cuda_kernel][ledger]") {
@@ -335,11 +323,7 @@ TEST_CASE("ledger: the warp with T only, one shared warp", "[backend][cuda_kerne
   CHECK(f.reads == Approx(2.02).epsilon(0.01));
   CHECK(f.writes == Approx(1.006).epsilon(0.002));
   CHECK(f.sector_efficiency > 0.99);
-  CHECK(f.launches == 2);
-  CHECK(f.copies == 0);
-  CHECK(f.syncs == 0);
-  CHECK(f.allocations == 0);
-  CHECK(emu::ledger.total().unwritten_reads == 0);
+  check_call_counts(f, 2, 0);
 }
 
 TEST_CASE("ledger: Gumbel-top-k with k = 8", "[backend][cuda_kernel][ledger]") {

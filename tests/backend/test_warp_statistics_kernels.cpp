@@ -310,3 +310,73 @@ TEST_CASE("warp: a top-p cut among probabilities below 2^-30 is the CPU's",
   CHECK(kept < static_cast<std::size_t>(rows * vocab));  // and cuts
   CHECK(gpu == cpu);
 }
+
+TEST_CASE("warp, device-resident warps: no copy, each row the CPU backend's; a warp the "
+          "statistics path does not take gives a NaN row, the others unaffected",
+          "[backend][cuda_kernel][warp_statistics]") {
+  const std::int64_t rows = 5, vocab = 3000;
+  const std::vector<float> logits = warp_path_logits<float>(rows, vocab, 31);
+  const std::vector<Warp> warps{Warp{.temperature = 0.8f},
+                                Warp{.temperature = 1.0f, .top_p = 0.9f},
+                                Warp{.temperature = 0.0f},
+                                Warp{.temperature = 0.7f, .top_k = 40, .min_p = 0.05f},
+                                Warp{.temperature = 1.0f, .min_p = 0.1f}};  // not taken
+  const std::vector<float> cpu = cpu_warped(logits, rows, vocab, vocab, warps);
+  WarpPathBuffer<float> input("logits", logits);
+  WarpPathBuffer<Warp> device_warps("warps", warps);
+  WarpPathBuffer<float> output("warped", static_cast<std::size_t>(rows * vocab));
+  WarpPathBuffer<unsigned char> workspace(
+      "workspace", workspace_size(backend::cuda, WarpBatchShape{rows, vocab}));
+  emu::ledger.reset();
+  warp_logits_batch(backend::cuda,
+                    WarpBatchArgs<float>{.logits = MatrixView<const float>(input.get(), rows, vocab),
+                                         .warped = MatrixView<float>(output.get(), rows, vocab),
+                                         .device_warps = device_warps.get()},
+                    backend::DeviceWorkspace{workspace.get(), workspace.size()});
+  CHECK(emu::ledger.counts.copies() == 0);
+  CHECK(emu::ledger.counts.launches == 3);  // the cut launch, whatever the warps hold
+  CHECK(emu::ledger.total().unwritten_reads == 0);
+  const std::vector<float> gpu = output.values();
+  for (std::int64_t r = 0; r < rows; ++r) {
+    std::int64_t differing = 0, nan = 0;
+    for (std::int64_t i = 0; i < vocab; ++i) {
+      const auto at = static_cast<std::size_t>(r * vocab + i);
+      differing += gpu[at] != cpu[at] ? 1 : 0;
+      nan += gpu[at] != gpu[at] ? 1 : 0;
+    }
+    INFO("row " << r);
+    if (r == 4) {
+      CHECK(nan == vocab);
+    } else {
+      CHECK(differing == 0);
+    }
+  }
+  // On the CPU backend device_warps is read as host memory: the same rows as host warps.
+  std::vector<float> host(static_cast<std::size_t>(rows * vocab));
+  Workspace ws(workspace_size(backend::cpu, WarpBatchShape{rows, vocab}));
+  warp_logits_batch(backend::cpu,
+                    WarpBatchArgs<float>{.logits = MatrixView<const float>(logits.data(), rows, vocab),
+                                         .warped = MatrixView<float>(host.data(), rows, vocab),
+                                         .device_warps = warps.data()},
+                    ws);
+  CHECK(host == cpu);
+}
+
+TEST_CASE("warp with device_warps: warps given twice, or a bad shape, are named errors",
+          "[backend][cuda_kernel][warp_statistics]") {
+  const std::int64_t rows = 2, vocab = 100;
+  std::vector<float> logits(static_cast<std::size_t>(rows * vocab), 0.0f), out(logits.size());
+  const std::vector<Warp> warps(2, Warp{.temperature = 1.0f});
+  Workspace ws(workspace_size(backend::cpu, WarpBatchShape{rows, vocab}));
+  const auto run = [&](std::span<const Warp> host, std::int64_t out_rows) {
+    warp_logits_batch(backend::cpu,
+                      WarpBatchArgs<float>{.logits = MatrixView<const float>(logits.data(), rows, vocab),
+                                           .warps = host,
+                                           .warped = MatrixView<float>(out.data(), out_rows, vocab),
+                                           .device_warps = warps.data()},
+                      ws);
+  };
+  CHECK_THROWS_WITH(run(warps, rows), Catch::Contains("device_warps") && Catch::Contains("warps must be empty"));
+  CHECK_THROWS_WITH(run({}, 1), Catch::Contains("warped"));
+  CHECK_NOTHROW(run({}, rows));
+}

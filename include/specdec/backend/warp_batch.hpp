@@ -31,11 +31,10 @@ struct WarpBatchImpl {
                 "specdec/backend/cpu/warp_batch.hpp or specdec/backend/cuda/warp_batch.hpp");
 };
 
-/// Checks what every backend checks on the host: shapes, strides and the warp parameters.
-/// `warps` holds one Warp shared by every row, or one per row.
-inline void check_warp_batch(std::int64_t rows, std::int64_t cols, std::int64_t logits_stride,
-                             std::int64_t warped_rows, std::int64_t warped_cols,
-                             std::int64_t warped_stride, std::span<const Warp> warps) {
+/// Checks what every backend checks on the host: shapes and strides.
+inline void check_warp_shapes(std::int64_t rows, std::int64_t cols, std::int64_t logits_stride,
+                              std::int64_t warped_rows, std::int64_t warped_cols,
+                              std::int64_t warped_stride) {
   if (rows <= 0) fail("logits", "has {} rows, expected at least 1", rows);
   if (cols <= 0) fail("logits", "has {} columns, expected at least 1", cols);
   if (logits_stride < cols)
@@ -46,7 +45,53 @@ inline void check_warp_batch(std::int64_t rows, std::int64_t cols, std::int64_t 
   }
   if (warped_stride < cols)
     fail("warped", "stride {} is smaller than its {} columns", warped_stride, cols);
+}
+
+/// check_warp_shapes, and the warp parameters: `warps` holds one Warp shared by every row, or one
+/// per row.
+inline void check_warp_batch(std::int64_t rows, std::int64_t cols, std::int64_t logits_stride,
+                             std::int64_t warped_rows, std::int64_t warped_cols,
+                             std::int64_t warped_stride, std::span<const Warp> warps) {
+  check_warp_shapes(rows, cols, logits_stride, warped_rows, warped_cols, warped_stride);
   check_warp_list(warps, rows, cols, "row");
+}
+
+}  // namespace detail
+
+/// One batched warp's arguments (designated initializers): `logits` and `warped` as for the
+/// positional warp_logits_batch; the warps either in host memory (`warps`: one for every row, or
+/// one per row) or, for per-row warps an engine keeps on the device, `device_warps`: logits.rows
+/// Warps in device memory (`warps` left empty), read in place by the kernels, so the call copies
+/// nothing from the host and can be captured in a CUDA graph. The host does not see device
+/// warps: on CUDA each must be one the statistics path takes (temperature, greedy, top-p, or a
+/// top-k of at most 1024 with any top-p and min-p), and a row whose warp is not (a bad field, a
+/// larger top-k below the vocabulary, min-p without top-k) is written as NaN, the other rows
+/// unaffected. On the CPU backend device_warps is read as host memory and checked as `warps` is.
+template <class T>
+struct WarpBatchArgs {
+  MatrixView<const T> logits;
+  std::span<const Warp> warps;
+  MatrixView<float> warped;
+  const Warp* device_warps = nullptr;
+};
+
+namespace detail {
+
+/// The warps of `args` as a host span: `warps`, or on a backend whose memory is the host's,
+/// `device_warps` (logits.rows of them); checked as host warps.
+template <class T>
+std::span<const Warp> host_warps_of(const WarpBatchArgs<T>& args) {
+  if (args.device_warps == nullptr) return args.warps;
+  return {args.device_warps, static_cast<std::size_t>(args.logits.rows < 0 ? 0 : args.logits.rows)};
+}
+
+/// Refuses device_warps given together with host warps.
+template <class T>
+void check_warp_sources(const WarpBatchArgs<T>& args) {
+  if (args.device_warps != nullptr && !args.warps.empty()) {
+    fail("device_warps", "is set, so warps must be empty (it has {} entries): give one or the "
+         "other", args.warps.size());
+  }
 }
 
 }  // namespace detail
@@ -75,8 +120,20 @@ void warp_logits_batch(const Backend& backend, MatrixView<T> logits, std::span<c
                        MatrixView<float> warped, Scratch&& workspace) {
   using Value = std::remove_const_t<T>;
   detail::WarpBatchImpl<Backend>::template run<Value>(
-      backend, MatrixView<const Value>(logits.data, logits.rows, logits.cols, logits.stride), warps,
-      warped, std::forward<Scratch>(workspace));
+      backend,
+      WarpBatchArgs<Value>{
+          .logits = MatrixView<const Value>(logits.data, logits.rows, logits.cols, logits.stride),
+          .warps = warps,
+          .warped = warped},
+      std::forward<Scratch>(workspace));
+}
+
+/// warp_logits_batch with its arguments in a WarpBatchArgs: the same rows, and the one form that
+/// takes device_warps.
+template <backend::BackendPolicy Backend, class T, class Scratch>
+void warp_logits_batch(const Backend& backend, const WarpBatchArgs<T>& args, Scratch&& workspace) {
+  detail::check_warp_sources(args);
+  detail::WarpBatchImpl<Backend>::template run<T>(backend, args, std::forward<Scratch>(workspace));
 }
 
 }  // namespace specdec

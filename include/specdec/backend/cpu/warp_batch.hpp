@@ -23,9 +23,12 @@ struct WarpBatchImpl<backend::Cpu> {
     return static_cast<std::size_t>(threads) * warp_workspace_size(shape.vocab);
   }
 
+  /// device_warps is read as host memory (the CPU's memory is the host's).
   template <class T>
-  static void run(const backend::Cpu& cpu, MatrixView<const T> logits, std::span<const Warp> warps,
-                  MatrixView<float> warped, Workspace& ws) {
+  static void run(const backend::Cpu& cpu, const WarpBatchArgs<T>& args, Workspace& ws) {
+    const MatrixView<const T> logits = args.logits;
+    const MatrixView<float> warped = args.warped;
+    const std::span<const Warp> warps = host_warps_of(args);
     check_warp_batch(logits.rows, logits.cols, logits.stride, warped.rows, warped.cols,
                      warped.stride, warps);
     for (std::int64_t r = 0; r < logits.rows; ++r) {

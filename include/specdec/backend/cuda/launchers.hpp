@@ -46,12 +46,14 @@ struct WarpBatchParams {
   std::int64_t logits_stride;
   float* warped;  // rows x cols
   std::int64_t warped_stride;
-  const DeviceWarp* host_warps;  // warp_count: 1 (every row) or rows
+  const DeviceWarp* host_warps;  // warp_count: 1 (every row) or rows; -rows: in device memory
   std::int64_t warp_count;
 };
 
 /// One warp (warp_count == 1) is passed as a kernel argument; `rows` warps are first copied into
-/// the workspace with cudaMemcpyAsync on `stream`. Warps of temperature, greedy, top-p, or a
+/// the workspace with cudaMemcpyAsync on `stream`; with warp_count == -rows, host_warps points to
+/// rows warps in device memory, read in place (the statistics path and its cut launch; a row whose
+/// warp that path does not take is written as NaN). Warps of temperature, greedy, top-p, or a
 /// top-k of at most kStatisticsTopK (decided from host_warps) take the statistics path: the call
 /// zeroes the row counters (cudaMemsetAsync), row_stats_kernel splits the rows over blocks,
 /// nucleus_kernel cuts the top-p and top-k rows, then a write pass with the same split writes

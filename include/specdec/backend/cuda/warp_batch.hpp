@@ -52,9 +52,9 @@ inline void check_device_workspace(const backend::DeviceWorkspace& ws, std::size
 
 template <>
 struct WarpBatchImpl<backend::Cuda> {
-  /// Device bytes: room for per-row warp parameters (unused when one warp is shared) and the
-  /// rows' statistics (a TileStats per 1024 entries; per row 48 bytes and a list of nucleus
-  /// candidates for top-p).
+  /// Device bytes: room for per-row warp parameters (unused when one warp is shared or the warps
+  /// are in device memory) and the rows' statistics (a TileStats per 1024 entries; per row 64
+  /// bytes and a list of candidates for top-p and top-k).
   /// Needs no initialisation: each call zeroes the counters it uses.
   static std::size_t workspace_size(const backend::Cuda&, const WarpBatchShape& shape) {
     return backend::cuda_impl::warp_workspace_size(shape.rows, shape.vocab);
@@ -62,12 +62,20 @@ struct WarpBatchImpl<backend::Cuda> {
 
   /// The device logits are not scanned: rows must hold no NaN or +inf and at least one finite
   /// value (what the CPU backend checks), or the output row is unspecified.
+  /// With device_warps the warps are read in place by the kernels (not checked here).
   template <class T>
-  static void run(const backend::Cuda& cuda, MatrixView<const T> logits,
-                  std::span<const Warp> warps, MatrixView<float> warped,
+  static void run(const backend::Cuda& cuda, const WarpBatchArgs<T>& args,
                   const backend::DeviceWorkspace& ws) {
-    check_warp_batch(logits.rows, logits.cols, logits.stride, warped.rows, warped.cols,
-                     warped.stride, warps);
+    const MatrixView<const T> logits = args.logits;
+    const MatrixView<float> warped = args.warped;
+    const bool device_warps = args.device_warps != nullptr;
+    if (device_warps) {
+      check_warp_shapes(logits.rows, logits.cols, logits.stride, warped.rows, warped.cols,
+                        warped.stride);
+    } else {
+      check_warp_batch(logits.rows, logits.cols, logits.stride, warped.rows, warped.cols,
+                       warped.stride, args.warps);
+    }
     if (logits.cols > INT_MAX)
       fail("logits", "has {} columns, at most {} are supported", logits.cols, INT_MAX);
     if (logits.data == nullptr) fail("logits", "is a null device pointer");
@@ -82,8 +90,10 @@ struct WarpBatchImpl<backend::Cuda> {
              .logits_stride = logits.stride,
              .warped = warped.data,
              .warped_stride = warped.stride,
-             .host_warps = reinterpret_cast<const backend::cuda_impl::DeviceWarp*>(warps.data()),
-             .warp_count = static_cast<std::int64_t>(warps.size())},
+             .host_warps = reinterpret_cast<const backend::cuda_impl::DeviceWarp*>(
+                 device_warps ? args.device_warps : args.warps.data()),
+             .warp_count =
+                 device_warps ? -logits.rows : static_cast<std::int64_t>(args.warps.size())},
             ws.data, cuda.stream),
         "warp_logits_batch");
   }

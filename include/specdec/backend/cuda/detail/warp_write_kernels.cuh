@@ -55,7 +55,9 @@ __device__ __forceinline__ void write_warped_tile(Global<const T> row, Global<fl
 }
 
 /// Row r of the set is blockIdx.x; blockIdx.y writes split.tiles_per_block tiles of it:
-/// out[r * out_stride + i] = warped_probability(stats[r].warp_stats(), logit_i, i).
+/// out[r * out_stride + i] = warped_probability(stats[r].warp_stats(), logit_i, i), or NaN
+/// throughout a row whose statistics are invalid (its logits, or a device warp the statistics
+/// path does not take).
 template <class T>
 __global__ void __launch_bounds__(kStatsThreads)
     warp_write_kernel(LogitRowSet<T> rows, std::int64_t n, RowSplit split,
@@ -75,6 +77,11 @@ __global__ void __launch_bounds__(kStatsThreads)
   for (std::int64_t t = first_tile; t < end_tile; ++t) {
     const std::int64_t b = t * kTile;
     const int count = static_cast<int>(n - b < kTile ? n - b : kTile);
+    if (sh.stats.invalid != 0) {
+      for (int i = static_cast<int>(threadIdx.x); i < count; i += kStatsThreads)
+        out_row[b + i] = specdec::detail::bits_float(0x7fc00000u);  // a quiet NaN
+      continue;
+    }
     write_warped_tile(row, out_row, b, count, s, sh.tile);
   }
 }

@@ -1,14 +1,17 @@
 // SPDX-License-Identifier: MIT
-// The batched warp on the CUDA backend's statistics path (warps without a cut), run through the
-// public entry point under the emulation: the CPU backend's rows bit for bit whatever the number
-// of blocks sharing a row and the order they run in, and the traffic of a warp at the memory
-// floor (each logit read once for the statistics and once for the write pass, each output
-// written once).
+// The batched warp on the CUDA backend's statistics path (temperature, greedy, top-p, top-k), run
+// through the public entry point under the emulation: the CPU backend's rows bit for bit whatever
+// the number of blocks sharing a row and the order they run in, warps in host or device memory
+// (captured and replayed), and the traffic of a warp at the memory floor (each logit read once
+// for the statistics and once for the write pass, once more for a cut, each output written
+// once).
 #include "emulation/emulated_cuda.hpp"
 // The emulation must come first: the launchers then see its built-ins and runtime.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <cstdlib>
+#include <utility>
 #include <vector>
 
 #include "specdec/backend/cpu/warp_batch.hpp"
@@ -379,4 +382,43 @@ TEST_CASE("warp with device_warps: warps given twice, or a bad shape, are named 
   CHECK_THROWS_WITH(run(warps, rows), Catch::Contains("device_warps") && Catch::Contains("warps must be empty"));
   CHECK_THROWS_WITH(run({}, 1), Catch::Contains("warped"));
   CHECK_NOTHROW(run({}, rows));
+}
+
+TEST_CASE("warp, device-resident warps: a captured call replayed on new logits and warps equals a "
+          "fresh run",
+          "[backend][cuda_kernel][warp_statistics]") {
+  const std::int64_t rows = 3, vocab = 2500;
+  const std::vector<float> first = warp_path_logits<float>(rows, vocab, 41),
+                           second = warp_path_logits<float>(rows, vocab, 42);
+  const std::vector<Warp> first_warps{Warp{.temperature = 0.8f},
+                                      Warp{.temperature = 1.0f, .top_k = 30},
+                                      Warp{.temperature = 0.9f, .top_p = 0.8f}};
+  const std::vector<Warp> second_warps{Warp{.temperature = 0.0f},
+                                       Warp{.temperature = 1.2f, .top_p = 0.7f},
+                                       Warp{.temperature = 0.6f, .top_k = 100, .min_p = 0.1f}};
+  WarpPathBuffer<float> input("logits", first);
+  WarpPathBuffer<Warp> device_warps("warps", first_warps);
+  WarpPathBuffer<float> output("warped", static_cast<std::size_t>(rows * vocab));
+  WarpPathBuffer<unsigned char> workspace(
+      "workspace", workspace_size(backend::cuda, WarpBatchShape{rows, vocab}));
+  cudaStream_t stream = nullptr;
+  REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);
+  REQUIRE(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) == cudaSuccess);
+  warp_logits_batch(backend::cuda.on(stream),
+                    WarpBatchArgs<float>{.logits = MatrixView<const float>(input.get(), rows, vocab),
+                                         .warped = MatrixView<float>(output.get(), rows, vocab),
+                                         .device_warps = device_warps.get()},
+                    backend::DeviceWorkspace{workspace.get(), workspace.size()});
+  cudaGraph_t graph = nullptr;
+  REQUIRE(cudaStreamEndCapture(stream, &graph) == cudaSuccess);
+  cudaGraphExec_t exec = nullptr;
+  REQUIRE(cudaGraphInstantiate(&exec, graph) == cudaSuccess);
+  for (const auto& [logits, warps] : {std::pair{&first, &first_warps}, std::pair{&second, &second_warps}}) {
+    std::copy(logits->begin(), logits->end(), input.get());
+    std::copy(warps->begin(), warps->end(), device_warps.get());
+    REQUIRE(cudaGraphLaunch(exec, stream) == cudaSuccess);
+    CHECK(output.values() == cpu_warped(*logits, rows, vocab, vocab, *warps));
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
 }

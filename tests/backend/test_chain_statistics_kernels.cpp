@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
-// The chain step from logits on the CUDA backend's statistics path (warps without a cut), run
-// whole through its launcher under the emulation: the CPU's tokens bit for bit in every slot of a
-// ragged batch, whatever the number of blocks sharing a row and the order they run in, and the
-// traffic of section 3 of the design (each logit read once, the draws' rows once more).
+// The chain step from logits on the CUDA backend's statistics path (temperature, greedy, top-p,
+// top-k with any top-p and min-p), run whole through its launcher under the emulation: the CPU's
+// tokens bit for bit in every slot of a ragged batch, whatever the number of blocks sharing a row
+// and the order they run in, and the traffic of section 3 of the design (each logit read once,
+// once more for a cut, the draws' rows once more).
 #include "emulation/emulated_cuda.hpp"
 // The emulation must come first: the launchers then see its built-ins and runtime.
 #include <algorithm>

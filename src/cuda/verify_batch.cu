@@ -22,7 +22,7 @@ struct Staged {
   const RandomStream* streams;
   DeviceWarp* warps;  // logits only
   detail::RowStatsBuffers statistics;  // logits only
-  float* rows;                         // logits with a warp of top-k or min-p only
+  float* rows;                         // logits with a top-k above kStatisticsTopK only
 };
 
 Staged carve(void* workspace, std::int64_t batch, std::int64_t rows = 0, std::int64_t vocab = 0) {

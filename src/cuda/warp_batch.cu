@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
-// Launcher of the batched warp: warps of temperature, greedy, top-p or a top-k of at most
-// kStatisticsTopK take the statistics path (the rows' statistics split over blocks, their cuts,
-// then one write pass); larger top-k, or min-p without top-k, one block per row.
+// Launcher of the batched warp: every warp but a top-k above kStatisticsTopK takes the statistics
+// path (the rows' statistics split over blocks, their cuts, then one write pass); a larger top-k,
+// one block per row.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>

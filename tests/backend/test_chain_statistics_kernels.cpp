@@ -261,6 +261,38 @@ TEST_CASE("chain from logits with top-k on the statistics path: the CPU's tokens
   CHECK(emu::ledger.total().unwritten_reads == 0);
 }
 
+TEST_CASE("chain from logits with min-p, alone or after top-p, on the statistics path: the CPU's "
+          "tokens bit for bit",
+          "[backend][cuda_kernel][chain_statistics]") {
+  const Warp min{.temperature = 1.0f, .min_p = 0.1f};
+  const Warp p_min{.temperature = 0.8f, .top_p = 0.9f, .min_p = 0.05f};
+  // (warp, V, SMs, seed, spread): peaked rows keep tens of entries, listed; flat rows (spread
+  // 0.3) keep more than the list holds, and a row of 50 takes the short nucleus: their kept mass
+  // is walked over the row.
+  const auto [warp, vocab, sm_count, seed, spread] =
+      GENERATE_COPY(table<Warp, std::int64_t, int, std::uint64_t, double>(
+          {{min, 9000, 1, 41, 3.0},
+           {min, 20000, 132, 42, 3.0},
+           {p_min, 9000, 4, 43, 3.0},
+           {p_min, 20000, 132, 44, 3.0},
+           {min, 20000, 8, 45, 0.3},
+           {p_min, 50, 132, 46, 3.0}}));
+  const StatsBatch c({2, 0, 4}, vocab, 10 * seed + static_cast<std::uint64_t>(vocab),
+                     /*argmax_only=*/true, spread);
+  emu::ledger.seed = seed;  // the order blocks run in
+  INFO("top-p " << warp.top_p << ", min-p " << warp.min_p << ", V " << vocab << ", spread "
+                << spread << ", blocks per row "
+                << cuda_impl::row_split(2 * c.drafts() + c.batch(), vocab, sm_count).blocks_per_row);
+  const CudaChainRun run = expect_cpu_tokens(c, warp, sm_count);
+  CHECK(emu::ledger.counts.launches == 3);
+  if (vocab >= 1024 && spread > 1.0) {
+    // The statistics, the cut's gather (and the gate's sample, with top-p), the drafted entries.
+    CHECK(run.target_reads <= 2.0 + 1024.0 / static_cast<double>(vocab) + 0.01);
+    CHECK(run.draft_reads <= 2.0 + 1024.0 / static_cast<double>(vocab) + 0.01);
+  }
+  CHECK(emu::ledger.total().unwritten_reads == 0);
+}
+
 TEST_CASE("chain from logits with top-p: a nucleus of many candidates and ties at its cut is the "
           "CPU's",
           "[backend][cuda_kernel][chain_statistics]") {
@@ -497,7 +529,6 @@ TEST_CASE("chain from logits, device-resident warps: a warp the statistics path 
   emu::ledger.clear();
   const StatsBatch c({2, 2, 1}, 5000, 95, /*argmax_only=*/true);
   const Warp unsupported = GENERATE(Warp{.temperature = 1.0f, .top_k = 2000},
-                                    Warp{.temperature = 1.0f, .min_p = 0.1f},
                                     Warp{.temperature = -1.0f}, Warp{.top_p = 1.5f});
   const std::vector<Warp> good{Warp{.temperature = 0.9f}, Warp{.temperature = 0.9f},
                                Warp{.temperature = 1.0f, .top_p = 0.8f}};

@@ -109,19 +109,21 @@ const Warp kFullVocabWarps[] = {{.temperature = 0.8f},
                        {.temperature = 1.0f, .top_p = 0.5f},
                        {.temperature = 0.8f, .top_k = 50},
                        {.temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f},
-                       {.temperature = 1.0f, .min_p = 0.05f}};
+                       {.temperature = 1.0f, .min_p = 0.05f},
+                       {.temperature = 0.9f, .top_p = 0.95f, .min_p = 0.02f},
+                       {.temperature = 1.0f, .top_k = 2000}};
 
 /// Whether the CUDA backend gives warp's rows bit for bit (the statistics path takes it): all
-/// but min-p without top-k (the one-block-per-row kernel, equal to float rounding).
+/// but a top-k above 1024 (the one-block-per-row kernel, equal to float rounding).
 bool exact_on_cuda(const Warp& w, std::int64_t vocab) {
-  return w.min_p == 0.0f || (w.top_k > 0 && w.top_k < vocab);
+  return w.top_k <= 1024 || w.top_k >= vocab;
 }
 
 }  // namespace
 
 TEMPLATE_TEST_CASE("CUDA chain from logits at full vocabularies gives the CPU's tokens",
                    "[backend][cuda_full_vocab]", float, Eigen::bfloat16) {
-  // Warps the statistics path takes are bit for bit by construction; min-p without top-k equal
+  // Warps the statistics path takes are bit for bit by construction; a top-k above 1024 equal
   // too unless a cut falls within rounding of a boundary, which these random rows do not
   // construct.
   int rejected = 0;
@@ -289,13 +291,13 @@ TEST_CASE("CUDA chain from logits captured in a graph and replayed on new inputs
 TEST_CASE("CUDA chain from logits with per-sequence warps in device memory gives the CPU's tokens",
           "[backend][cuda_full_vocab]") {
   // Offsets, streams and warps in device memory (nothing copied from the host), one warp per
-  // sequence; a sequence whose warp the statistics path does not take (min-p without top-k)
+  // sequence; a sequence whose warp the statistics path does not take (a top-k above 1024)
   // reports -1.
   const std::int64_t gamma = 5, vocab = 32000;
   const std::vector<Warp> warps{Warp{.temperature = 0.8f}, Warp{.temperature = 1.0f, .top_p = 0.9f},
                                 Warp{.temperature = 0.0f},
                                 Warp{.temperature = 1.0f, .top_k = 50, .top_p = 0.9f},
-                                Warp{.temperature = 1.0f, .min_p = 0.1f}};
+                                Warp{.temperature = 1.0f, .top_k = 2000}};
   const auto batch = static_cast<std::int64_t>(warps.size());
   std::vector<FullVocabChain<float>> sequences;
   for (std::int64_t b = 0; b < batch; ++b) {
@@ -367,5 +369,5 @@ TEST_CASE("CUDA chain from logits with per-sequence warps in device memory gives
       CHECK(got_emitted[at] == want_emitted[at]);
     }
   }
-  CHECK(got_accepted[4] == -1);  // min-p without top-k: not on the statistics path
+  CHECK(got_accepted[4] == -1);  // top-k 2000: not on the statistics path
 }

@@ -268,6 +268,38 @@ TEST_CASE("ledger: the warp with T and top-k 50", "[backend][cuda_kernel][ledger
   check_call_counts(f, 3, 0);
 }
 
+TEST_CASE("ledger: the chain step from logits with T and min-p, every draft accepted",
+          "[backend][cuda_kernel][ledger]") {
+  const std::int64_t v = kLedgerVocab;
+  const auto [f, logit_reads] = accepted_chain_figures({0.8f, 0, 1.0f, 0.1f});
+  // Before: one block per sequence over rows warped into the workspace: 9.0 reads and 5.0 writes
+  // per element, sector efficiency 0.73, one launch. Now the statistics, the entries at or above
+  // the threshold gathered into the row's list (the logits read twice), their mass added in id
+  // order by one thread, the bonus drawn from the listed row.
+  CHECK(logit_reads <= 2.0 + 0.001);
+  CHECK(f.reads == Approx(2.17).epsilon(0.02));
+  CHECK(f.writes == Approx(0.029).epsilon(0.05));
+  CHECK(f.sector_efficiency == Approx(0.95).margin(0.02));
+  check_call_counts(f, 3, 2);
+}
+
+TEST_CASE("ledger: the warp with T and min-p", "[backend][cuda_kernel][ledger]") {
+  emu::ledger.clear();
+  const std::int64_t rows = 2, v = kLedgerVocab;
+  LedgerWarp w(rows, v, 43);
+  emu::ledger.reset();
+  REQUIRE(w.run({{0.8f, 0, 1.0f, 0.1f}}) == cudaSuccess);
+  const CallFigures f = ledger_figures(static_cast<double>(rows * v * 4));
+  // Before: one block per row, 8.0 reads and 5.0 writes per element. Now the statistics, the
+  // entries at or above the threshold, the write pass: the logits three times, the output once.
+  CHECK(emu::ledger.region("logits").reads_per_byte() == Approx(3.0));
+  CHECK(emu::ledger.region("warped").traffic.written == static_cast<std::uint64_t>(rows * v * 4));
+  CHECK(f.reads == Approx(3.06).epsilon(0.02));
+  CHECK(f.writes == Approx(1.011).epsilon(0.02));
+  CHECK(f.sector_efficiency == Approx(0.985).margin(0.02));
+  check_call_counts(f, 3, 0);
+}
+
 TEST_CASE("ledger: the warp with T and top-p", "[backend][cuda_kernel][ledger]") {
   emu::ledger.clear();
   const std::int64_t rows = 2, v = kLedgerVocab;

@@ -100,7 +100,8 @@ void check_warp_path_bits(std::int64_t rows, std::int64_t vocab, std::int64_t st
   // The statistics path (and the nucleus with top-p), not the one-block-per-row kernel.
   bool cut = false;
   for (const Warp& w : warps) {
-    cut = cut || (!w.is_greedy() && (w.top_p < 1.0f || (w.top_k > 0 && w.top_k < vocab)));
+    cut = cut || (!w.is_greedy() &&
+                  (w.top_p < 1.0f || w.min_p > 0.0f || (w.top_k > 0 && w.top_k < vocab)));
   }
   CHECK(emu::ledger.counts.launches == (cut ? 3u : 2u));
   std::int64_t mismatches = 0, first = -1;
@@ -151,10 +152,14 @@ TEST_CASE("warp on the statistics path: a top-k of the whole row does not cut",
       2, vocab, vocab, {Warp{.temperature = 0.9f, .top_k = static_cast<std::int32_t>(vocab)}}, 7);
 }
 
-TEST_CASE("warp on the statistics path: top-k, alone or with top-p and min-p, gives the CPU "
+TEST_CASE("warp on the statistics path: top-k and min-p, alone or with top-p, give the CPU "
           "backend's rows bit for bit",
           "[backend][cuda_kernel][warp_statistics]") {
   const Warp warp = GENERATE(Warp{.temperature = 0.8f, .top_k = 50},
+                             Warp{.temperature = 1.0f, .min_p = 0.1f},
+                             // 40% of the row kept: more than a list holds at V 20000 (walked)
+                             Warp{.temperature = 1.0f, .min_p = 0.001f},
+                             Warp{.temperature = 0.8f, .top_p = 0.9f, .min_p = 0.05f},
                              Warp{.temperature = 1.1f, .top_k = 700, .top_p = 0.9f},
                              Warp{.temperature = 0.7f, .top_k = 40, .min_p = 0.05f},
                              Warp{.temperature = 1.0f, .top_k = 1024, .top_p = 0.8f, .min_p = 0.02f},
@@ -173,15 +178,13 @@ TEST_CASE("warp on the statistics path: top-k, alone or with top-p and min-p, gi
   emu::ledger.seed = 1;
 }
 
-TEST_CASE("warp: a batch with a top-k above kStatisticsTopK, or min-p without top-k, takes the "
-          "one-block-per-row kernel",
+TEST_CASE("warp: a batch with a top-k above kStatisticsTopK takes the one-block-per-row kernel",
           "[backend][cuda_kernel][warp_statistics]") {
   const std::int64_t rows = 2, vocab = 1500;
   static_assert(cuda_impl::kStatisticsTopK < 1400);
   const std::vector<float> logits = warp_path_logits<float>(rows, vocab, 8);
-  const Warp cut = GENERATE(Warp{.temperature = 0.8f, .top_k = 1400},
-                            Warp{.temperature = 0.8f, .min_p = 0.1f});
-  const std::vector<Warp> warps{Warp{.temperature = 0.8f}, cut};
+  const std::vector<Warp> warps{Warp{.temperature = 0.8f},
+                                Warp{.temperature = 0.8f, .top_k = 1400, .min_p = 0.1f}};
   emu::ledger.reset();
   const std::vector<float> gpu = cuda_warped(logits, rows, vocab, vocab, warps);
   CHECK(emu::ledger.counts.launches == 1);
@@ -323,7 +326,7 @@ TEST_CASE("warp, device-resident warps: no copy, each row the CPU backend's; a w
                                 Warp{.temperature = 1.0f, .top_p = 0.9f},
                                 Warp{.temperature = 0.0f},
                                 Warp{.temperature = 0.7f, .top_k = 40, .min_p = 0.05f},
-                                Warp{.temperature = 1.0f, .min_p = 0.1f}};  // not taken
+                                Warp{.temperature = 1.0f, .top_k = 2000}};  // not taken
   const std::vector<float> cpu = cpu_warped(logits, rows, vocab, vocab, warps);
   WarpPathBuffer<float> input("logits", logits);
   WarpPathBuffer<Warp> device_warps("warps", warps);

@@ -86,11 +86,10 @@ struct ChainBatchArgs {
 /// layout of G drafts (non-decreasing from 0 to G). With one warp for all sequences nothing else
 /// is copied; per-sequence warps are copied from host memory (not capturable) unless they are
 /// given as `device_warps` (B warps in device memory; `warps` then stays empty). Device warps are
-/// not seen by the host: a CUDA call with them takes the statistics path, so each must be a
-/// valid warp of temperature, greedy, top-p, or a top-k of at most 1024 with any top-p and min-p
-/// (a top-k of at least V keeps the row whole); a sequence whose warp is not (a bad field, a
-/// larger top-k below V, min-p without top-k) gets accepted = -1 and only -1 tokens. On the CPU backend the device arrays are read as host memory (device warps
-/// checked as host warps are, any warp).
+/// not seen by the host: a CUDA call with them takes the statistics path, so each must be a valid
+/// warp that path takes: any but a top-k above 1024 and below V; a sequence whose warp is not (or
+/// has a bad field) gets accepted = -1 and only -1 tokens. On the CPU backend the device arrays are
+/// read as host memory (device warps checked as host warps are, any warp).
 template <class T>
 struct ChainBatchLogitsArgs {
   std::span<const std::int32_t> draft_offsets{};

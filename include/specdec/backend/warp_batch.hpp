@@ -63,10 +63,10 @@ inline void check_warp_batch(std::int64_t rows, std::int64_t cols, std::int64_t 
 /// one per row) or, for per-row warps an engine keeps on the device, `device_warps`: logits.rows
 /// Warps in device memory (`warps` left empty), read in place by the kernels, so the call copies
 /// nothing from the host and can be captured in a CUDA graph. The host does not see device
-/// warps: on CUDA each must be one the statistics path takes (temperature, greedy, top-p, or a
-/// top-k of at most 1024 with any top-p and min-p), and a row whose warp is not (a bad field, a
-/// larger top-k below the vocabulary, min-p without top-k) is written as NaN, the other rows
-/// unaffected. On the CPU backend device_warps is read as host memory and checked as `warps` is.
+/// warps: on CUDA each must be one the statistics path takes (any but a top-k above 1024 and below
+/// the vocabulary), and a row whose warp is not, or has a bad field, is written as NaN, the other
+/// rows unaffected. On the CPU backend device_warps is read as host memory and checked as `warps`
+/// is.
 template <class T>
 struct WarpBatchArgs {
   MatrixView<const T> logits;

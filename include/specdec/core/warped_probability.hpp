@@ -34,15 +34,24 @@ SPECDEC_ENTRY_INLINE float softmax_probability(const WarpStats& s, float logit, 
   return exp_flush(scaled_exponent(logit, s.max, s.inv_temperature)) * s.inv_sum;
 }
 
+/// The top-p step of the warp on softmax probability p of token `id`: p rescaled to the nucleus,
+/// or 0 outside it (p itself without top-p). What min-p then compares with its threshold.
+SPECDEC_ENTRY_INLINE float nucleus_probability(const WarpStats& s, float p, std::int64_t id) {
+  if (s.top_p_last < 0) return p;
+  return below_cut(p, id, s.top_p_value, s.top_p_last) ? 0.0f : p * s.inv_top_p_kept;
+}
+
+/// The top-p and min-p steps of the warp on softmax probability p of token `id` (not greedy).
+SPECDEC_ENTRY_INLINE float cut_probability(const WarpStats& s, float p, std::int64_t id) {
+  p = nucleus_probability(s, p, id);
+  if (s.min_p_threshold > 0.0f) p = p < s.min_p_threshold ? 0.0f : p * s.inv_min_p_kept;
+  return p;
+}
+
 /// The warped probability of token `id` whose logit is `logit`.
 SPECDEC_ENTRY_INLINE float warped_probability(const WarpStats& s, float logit, std::int64_t id) {
   if (s.greedy >= 0) return id == s.greedy ? 1.0f : 0.0f;
-  float p = softmax_probability(s, logit, id);
-  if (s.top_p_last >= 0) {
-    p = below_cut(p, id, s.top_p_value, s.top_p_last) ? 0.0f : p * s.inv_top_p_kept;
-  }
-  if (s.min_p_threshold > 0.0f) p = p < s.min_p_threshold ? 0.0f : p * s.inv_min_p_kept;
-  return p;
+  return cut_probability(s, softmax_probability(s, logit, id), id);
 }
 
 }  // namespace specdec::detail

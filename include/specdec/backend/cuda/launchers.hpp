@@ -53,11 +53,11 @@ struct WarpBatchParams {
 /// One warp (warp_count == 1) is passed as a kernel argument; `rows` warps are first copied into
 /// the workspace with cudaMemcpyAsync on `stream`; with warp_count == -rows, host_warps points to
 /// rows warps in device memory, read in place (the statistics path and its cut launch; a row whose
-/// warp that path does not take is written as NaN). Warps of temperature, greedy, top-p, or a
-/// top-k of at most kStatisticsTopK (decided from host_warps) take the statistics path: the call
-/// zeroes the row counters (cudaMemsetAsync), row_stats_kernel splits the rows over blocks,
-/// nucleus_kernel cuts the top-p and top-k rows, then a write pass with the same split writes
-/// every entry once, the CPU's bits. A larger top-k, or min-p without top-k: one block per row.
+/// warp that path does not take is written as NaN). Warps the statistics path takes
+/// (statistics_warp: all but a top-k above kStatisticsTopK; decided from host_warps) take it: the
+/// call zeroes the row counters (cudaMemsetAsync), row_stats_kernel splits the rows over blocks,
+/// nucleus_kernel cuts the rows by top-p, top-k and min-p, then a write pass with the same split
+/// writes every entry once, the CPU's bits. A larger top-k: one block per row.
 /// The workspace holds warp_workspace_size(rows, cols) bytes.
 cudaError_t warp_logits_batch(const WarpBatchParams& params, void* workspace, cudaStream_t stream);
 
@@ -89,8 +89,8 @@ constexpr std::size_t chain_workspace_size(std::int64_t batch) {
 /// Candidates of a row's nucleus the statistics path orders on the device (more fall back to a
 /// search over the row).
 inline constexpr std::int64_t kNucleusListSize = 4096;
-/// The largest top-k the statistics path takes (a larger one, or min-p without top-k, runs on one
-/// block per row): each block of a row keeps its best k in the row's candidate list.
+/// The largest top-k the statistics path takes (a larger one runs on one block per row): each
+/// block of a row keeps its best k in the row's candidate list.
 inline constexpr std::int64_t kStatisticsTopK = 1024;
 /// Buckets of a row's histogram of its nucleus candidates (their masses and counts): where the
 /// list overflows, it says how low the cut lies, so the candidates are gathered again above it.
@@ -166,13 +166,12 @@ cudaError_t verify_chain_batch(const ChainVerifyParams& params, void* workspace,
 
 /// As verify_chain_batch over logits of `dtype` warped with host_warps[0] (warp_count 1) or
 /// host_warps[b] (warp_count B, also copied into the workspace). Warps the statistics path takes
-/// (statistics_warp: temperature, greedy, top-p, a top-k of at most kStatisticsTopK) take two
-/// launches, three with a cut: the statistics of every row, split over blocks, the cuts, then one
-/// block per sequence drawing from rows recomputed from the logits or from a cut row's listed
-/// entries, the CPU's tokens bit for bit. Other warps are warped row by row into the workspace by
-/// one block per sequence.
-/// warp_count: 1 (shared) or B host warps; -B: B warps already in device memory (read in place,
-/// the statistics path, a sequence whose warp it does not take failed with accepted = -1).
+/// (statistics_warp: all but a top-k above kStatisticsTopK) take two launches, three with a cut:
+/// the statistics of every row, split over blocks, the cuts, then one block per sequence drawing
+/// from rows recomputed from the logits or from a cut row's listed entries, the CPU's tokens bit
+/// for bit. Other warps are warped row by row into the workspace by one block per sequence.
+/// warp_count: 1 (shared) or B host warps; -B: B warps already in device memory (read in place, the
+/// statistics path, a sequence whose warp it does not take failed with accepted = -1).
 cudaError_t verify_chain_batch_logits(const ChainVerifyParams& params, const DeviceWarp* host_warps,
                                       std::int64_t warp_count, void* workspace,
                                       cudaStream_t stream);

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: MIT
 // The last launch of the chain step from logits: one block per sequence, on the statistics the
-// first launches left (row_stats_kernels.cuh, nucleus_kernels.cuh). The accept tests read p(x)
-// and q(x) at the drafted tokens only; the correction at a rejection and the bonus token are
-// drawn, with the CPU's blocked sums and inverse-CDF walk (row_draw.cuh), from rows recomputed
-// entry by entry from the logits and never written, or for a cut row (top-p, top-k) from its
-// listed kept entries. So a sequence gets verify_chain_logits's tokens bit for bit; an uncut row
-// is read once more only where a draw needs it, a cut row not again.
+// first launches left (row_stats_kernels.cuh, nucleus_kernels.cuh). The accept tests read p(x) and
+// q(x) at the drafted tokens only; the correction at a rejection and the bonus token are drawn,
+// with the CPU's blocked sums and inverse-CDF walk (row_draw.cuh), from rows recomputed entry by
+// entry from the logits and never written, or for a cut row (top-p, top-k, min-p) from its listed
+// kept entries. So a sequence gets verify_chain_logits's tokens bit for bit; an uncut row is read
+// once more only where a draw needs it, a cut row not again.
 // IWYU pragma: private
 #pragma once
 
@@ -67,12 +67,13 @@ struct ResidualOfRows {
 };
 
 /// A cut row held as its kept entries (the list the nucleus kernel left: kept_keys, ids ascending,
-/// with a top-p row's softmax probabilities or a top-k row's warped ones), read as the warped row:
-/// the listed value times `inv_kept` (list_scale) there, +0 elsewhere; with `residual`, as [that - q]+ with q the draft's warped row at the same ids. The
-/// CPU's SparseRow: its sums and draws are those of the written row, and the logits are not read
-/// again (q only at the nucleus's ids). The draws index a chunk of the row first (`starts`, in
-/// shared memory: each 1024-entry block's first listed entry), so a block is filled without a
-/// search, and one listing few entries is summed from them alone.
+/// with a top-p row's softmax probabilities, or the warped ones of a row cut by top-k or min-p),
+/// read as the warped row: the listed value times `inv_kept` (list_scale) there, +0 elsewhere; with
+/// `residual`, as [that - q]+ with q the draft's warped row at the same ids. The CPU's SparseRow:
+/// its sums and draws are those of the written row, and the logits are not read again (q only at
+/// the nucleus's ids). The draws index a chunk of the row first (`starts`, in shared memory: each
+/// 1024-entry block's first listed entry), so a block is filled without a search, and one listing
+/// few entries is summed from them alone.
 template <class Row>
 struct NucleusRow {
   Global<const std::uint64_t> list;
@@ -164,10 +165,10 @@ struct NucleusRow {
 };
 
 /// What a listed row's entries are multiplied by: 1 / the nucleus's mass for a row cut by top-p
-/// alone (its list holds softmax probabilities), else 1 (a top-k row's list holds its warped
-/// probabilities).
+/// alone (its list holds softmax probabilities), else 1 (the list of a row cut by top-k or min-p
+/// holds its warped probabilities).
 __device__ __forceinline__ float list_scale(const specdec::detail::WarpStats& s) {
-  return s.top_k_last >= 0 ? 1.0f : s.inv_top_p_kept;
+  return s.top_k_last >= 0 || s.min_p_threshold > 0.0f ? 1.0f : s.inv_top_p_kept;
 }
 
 /// sample_row(value, n, u) (the CPU's draw) for a row that may be one-hot, or held as its
@@ -249,7 +250,8 @@ __global__ void __launch_bounds__(kDrawThreads)
     if (threadIdx.x == 0) {
       if constexpr (kLogits) {
         row_stats[0] = stats[target_row];
-        const bool listed = row_stats[0].top_p_last >= 0 || row_stats[0].top_k_last >= 0;
+        const bool listed = row_stats[0].top_p_last >= 0 || row_stats[0].top_k_last >= 0 ||
+                            row_stats[0].min_p_threshold > 0.0f;
         nucleus = listed ? nucleus_counts[target_row] : 0u;
         if (draft_row >= 0) row_stats[1] = stats[draft_row];
       } else {

@@ -8,7 +8,8 @@
 // walks it. An estimated gate that proves too high is replaced by the CPU's prune bound (one more
 // pass); a list that overflows is gathered again above the histogram's bucket holding the cut
 // (one more pass), or where that bucket alone overflows, the cut is found by a radix search over
-// the row (six passes).
+// the row (six passes). The same launch cuts rows by top-k (top_k_cut.cuh) and by min-p
+// (min_p_cut.cuh).
 // IWYU pragma: private
 #pragma once
 
@@ -17,6 +18,7 @@
 
 #include "specdec/backend/cuda/detail/block_reduce.cuh"
 #include "specdec/backend/cuda/detail/last_block.cuh"
+#include "specdec/backend/cuda/detail/min_p_cut.cuh"
 #include "specdec/backend/cuda/detail/nucleus_list.cuh"
 #include "specdec/backend/cuda/detail/row_stats_kernels.cuh"
 #include "specdec/backend/cuda/detail/top_k_cut.cuh"
@@ -186,14 +188,15 @@ union NucleusKernelShared {
   SplitTopKShared top_k;
 };
 
-/// The top-p cut of every row of `rows` whose warp cuts by top-p alone, and the top-k cut (with
-/// its top-p and min-p, top_k_cut.cuh) of every row whose warp has a top-k (row r is blockIdx.x,
-/// blockIdx.y takes split.tiles_per_block tiles of it), into stats[r]: the candidates at or above
+/// The cuts of every row of `rows` (row r is blockIdx.x, blockIdx.y takes split.tiles_per_block
+/// tiles of it) into stats[r]: for a warp with top-p (no top-k), the candidates at or above
 /// gates[r] (row_stats_kernel's last block wrote it and zeroed the row's histogram) go to the
-/// row's list of kNucleusList keys, counted in counts[r], and to its histogram. counts[r] and
-/// counters[r] must be 0 at launch. After, counters[r] is 0 and, with `keep` and a cut from the
-/// list, the list holds the nucleus as kept_keys (ranked; order_kept_keys orders them by id) and
-/// counts[r] their number; else counts[r] is 0.
+/// row's list of kNucleusList keys, counted in counts[r], and to its histogram, and the last
+/// block cuts them, then applies min-p (min_p_cut.cuh); for min-p alone, the entries at or above
+/// its threshold are listed; for a top-k, each block keeps its best k (top_k_cut.cuh). counts[r]
+/// and counters[r] must be 0 at launch. After, counters[r] is 0 and, with `keep` and a cut from a
+/// list, the list holds the kept entries as kept_keys (ranked, for top-p alone; order_kept_keys
+/// orders them by id) and counts[r] their number; else counts[r] is 0.
 template <class T>
 __global__ void __launch_bounds__(kStatsThreads)
     nucleus_kernel(LogitRowSet<T> rows, std::int64_t n, RowSplit split, RowWarps warps,
@@ -206,84 +209,88 @@ __global__ void __launch_bounds__(kStatsThreads)
   const std::int64_t r = blockIdx.x;
   if (threadIdx.x == 0) {  // one read of the row's warp and statistics, not one per thread
     sh.warp = warps.of(r);
-    if (top_p_only(sh.warp, n) || cuts_by_top_k(sh.warp, n)) sh.row = stats[r];
+    if (statistics_warp(sh.warp, n)) sh.row = stats[r];
   }
   __syncthreads();
   const DeviceWarp w = sh.warp;
   const bool top_k = cuts_by_top_k(w, n) && w.top_k <= kStatisticsTopK;
-  if (!top_p_only(w, n) && !top_k) return;
+  const bool top_p = top_p_row(w, n), min_p = min_p_row(w, n);
+  if (!top_k && !top_p && !min_p) return;
   RowStats s = sh.row;
   if (s.invalid != 0) return;
   const Global<const T> row = rows.row(r);
   const Global<std::uint64_t> list = lists + r * kNucleusList;
+  const std::int64_t begin = blockIdx.y * split.tiles_per_block * kTile;
+  const std::int64_t stop = (blockIdx.y + 1) * split.tiles_per_block * kTile;
+  const std::int64_t end = stop < n ? stop : n;
+  unsigned int kept = 0;  // listed for the draws: the kept entries
   if (top_k) {
     __syncthreads();  // w and s are read before the lists reuse the shared memory
     const int parts = top_k_parts(split, w.top_k);
     keep_block_top_k(row, n, split, w.top_k, parts, list, shared.top_k);
     if (!last_block_of_row(counters, r, split.blocks_per_row, sh.last)) return;
-    unsigned int kept = 0;
     finish_top_k(row, n, w, parts, list, s, sh, &kept, keep);
-    if (threadIdx.x == 0) {
-      counts[r] = kept;  // the next call's memset zeroes it
-      stats[r] = s;
-    }
-    return;
-  }
-  float gate = n > kSmallNucleusRow ? gates[r] : 0.0f;
-  CandidateBuckets buckets = CandidateBuckets::above(softmax_of(s, gate));
-  if (n > kSmallNucleusRow) {
+  } else if (!top_p) {
+    // Min-p alone: the candidates are the entries at or above its threshold.
+    const MinPGather g = min_p_gather(w.min_p, s);
+    gather_candidates(row, begin, end, g.gate, specdec::detail::float_bits(g.threshold), s, list,
+                      counts, r, CandidateBuckets::above(g.threshold), nullptr, sh);
+    if (!last_block_of_row(counters, r, split.blocks_per_row, sh.last)) return;
+    cut_min_p(row, n, w, list, counts[r], false, s, sh, &kept, keep);
+  } else {
+    float gate = n > kSmallNucleusRow ? gates[r] : 0.0f;
+    CandidateBuckets buckets = CandidateBuckets::above(softmax_of(s, gate));
     // This block's candidates and their histogram.
-    const std::int64_t begin = blockIdx.y * split.tiles_per_block * kTile;
-    const std::int64_t stop = (blockIdx.y + 1) * split.tiles_per_block * kTile;
-    gather_candidates(row, begin, stop < n ? stop : n, gate, 0u, s, list, counts, r, buckets,
-                      &histograms, sh);
-  }
-  // The last block of the row to finish finds the cut.
-  if (!last_block_of_row(counters, r, split.blocks_per_row, sh.last)) return;
-  const double top_p = static_cast<double>(w.top_p);
-  if (n <= kSmallNucleusRow) {
-    if (threadIdx.x == 0) {
-      small_nucleus(row, n, top_p, s);
-      stats[r] = s;
+    if (n > kSmallNucleusRow) {
+      gather_candidates(row, begin, end, gate, 0u, s, list, counts, r, buckets, &histograms, sh);
     }
-    return;
-  }
-  unsigned int kept = 0;  // listed for the draws: the nucleus's entries
-  // The whole row gathered again by this block alone (its histogram left in sh.hist_*).
-  const auto gather_again = [&](std::uint32_t floor_bits) {
-    __syncthreads();
-    if (threadIdx.x == 0) counts[r] = 0u;
-    __syncthreads();
-    return gather_candidates(row, 0, n, gate, floor_bits, s, list, counts, r, buckets, nullptr, sh);
-  };
-  // The candidates at or above the gate; where they overflow the list, again at or above the
-  // edge of the histogram's bucket holding the cut (the cut then stands if it lies above it).
-  const auto cut_at = [&](unsigned int listed, bool histogram_in_shared) {
-    if (cut_from_list(list, listed, softmax_of(s, gate), top_p, s, sh, &kept, keep)) return true;
-    if (listed <= static_cast<unsigned int>(kNucleusList)) return false;
-    if (!histogram_in_shared) {
-      for (int b = static_cast<int>(threadIdx.x); b < kNucleusBuckets;
-           b += static_cast<int>(blockDim.x)) {
-        sh.hist_units[b] = histograms.units[r * kNucleusBuckets + b];
-        sh.hist_counts[b] = histograms.counts[r * kNucleusBuckets + b];
+    // The last block of the row to finish finds the cut.
+    if (!last_block_of_row(counters, r, split.blocks_per_row, sh.last)) return;
+    const double mass = static_cast<double>(w.top_p);
+    bool ranked = false;  // whether sh.keys holds the candidates ranked, the nucleus first
+    if (n <= kSmallNucleusRow) {
+      if (threadIdx.x == 0) small_nucleus(row, n, mass, s);
+    } else {
+      // The whole row gathered again by this block alone (its histogram left in sh.hist_*).
+      const auto gather_again = [&](std::uint32_t floor_bits) {
+        __syncthreads();
+        if (threadIdx.x == 0) counts[r] = 0u;
+        __syncthreads();
+        return gather_candidates(row, 0, n, gate, floor_bits, s, list, counts, r, buckets,
+                                 nullptr, sh);
+      };
+      // The candidates at or above the gate; where they overflow the list, again at or above the
+      // edge of the histogram's bucket holding the cut (the cut then stands if it lies above it).
+      const auto cut_at = [&](unsigned int listed, bool histogram_in_shared) {
+        if (cut_from_list(list, listed, softmax_of(s, gate), mass, s, sh, &kept, keep))
+          return true;
+        if (listed <= static_cast<unsigned int>(kNucleusList)) return false;
+        if (!histogram_in_shared) {
+          for (int b = static_cast<int>(threadIdx.x); b < kNucleusBuckets;
+               b += static_cast<int>(blockDim.x)) {
+            sh.hist_units[b] = histograms.units[r * kNucleusBuckets + b];
+            sh.hist_counts[b] = histograms.counts[r * kNucleusBuckets + b];
+          }
+          __syncthreads();
+        }
+        const std::uint32_t edge = cut_bucket_edge(buckets, mass, sh);
+        if (edge == 0u) return false;
+        return cut_from_list(list, gather_again(edge), specdec::detail::bits_float(edge), mass, s,
+                             sh, &kept, keep);
+      };
+      const unsigned int listed = counts[r];
+      ranked = cut_at(listed, false);
+      const float prune = prune_gate(n, w.top_p, s);
+      if (!ranked && gate > prune && listed <= static_cast<unsigned int>(kNucleusList)) {
+        // The estimated gate was too high (the cut lies below it): the CPU's prune bound instead.
+        gate = prune;
+        buckets = CandidateBuckets::above(softmax_of(s, gate));
+        ranked = cut_at(gather_again(0u), true);
       }
-      __syncthreads();
+      if (!ranked) search_nucleus(row, n, mass, s, sh);
     }
-    const std::uint32_t edge = cut_bucket_edge(buckets, top_p, sh);
-    if (edge == 0u) return false;
-    return cut_from_list(list, gather_again(edge), specdec::detail::bits_float(edge), top_p, s, sh,
-                         &kept, keep);
-  };
-  const unsigned int listed = counts[r];
-  bool found = cut_at(listed, false);
-  const float prune = prune_gate(n, w.top_p, s);
-  if (!found && gate > prune && listed <= static_cast<unsigned int>(kNucleusList)) {
-    // The estimated gate was too high (the cut lies below it): the CPU's prune bound instead.
-    gate = prune;
-    buckets = CandidateBuckets::above(softmax_of(s, gate));
-    found = cut_at(gather_again(0u), true);
+    if (min_p) cut_min_p(row, n, w, list, kInNoList, ranked, s, sh, &kept, keep);
   }
-  if (!found) search_nucleus(row, n, top_p, s, sh);
   if (threadIdx.x == 0) {
     counts[r] = kept;  // the next call's memset zeroes it
     stats[r] = s;

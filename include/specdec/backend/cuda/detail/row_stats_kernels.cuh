@@ -139,12 +139,11 @@ SPECDEC_HOST_DEVICE bool cuts_by_top_k(const DeviceWarp& w, std::int64_t n) {
   return w.temperature > 0.0f && w.top_k > 0 && w.top_k < n;
 }
 
-/// Whether the statistics path takes warp w for rows of n: greedy; a top-k of at most
-/// kStatisticsTopK (then with any top-p and min-p); or no top-k and no min-p (the launchers
-/// choose the path by it; a warp read from device memory is checked by it).
+/// Whether the statistics path takes warp w for rows of n: any warp but a top-k above
+/// kStatisticsTopK (the launchers choose the path by it; a warp read from device memory is
+/// checked by it).
 SPECDEC_HOST_DEVICE bool statistics_warp(const DeviceWarp& w, std::int64_t n) {
-  if (w.temperature == 0.0f) return true;
-  return cuts_by_top_k(w, n) ? w.top_k <= kStatisticsTopK : w.min_p <= 0.0f;
+  return !cuts_by_top_k(w, n) || w.top_k <= kStatisticsTopK;
 }
 
 /// Warp::validate's rules, for a warp the host has not seen (device-resident warps).
@@ -153,10 +152,15 @@ SPECDEC_HOST_DEVICE bool valid_warp(const DeviceWarp& w, std::int64_t n) {
          w.top_p > 0.0f && w.top_p <= 1.0f && w.min_p >= 0.0f && w.min_p <= 1.0f;
 }
 
-/// Whether a row's warp cuts by top-p alone (the statistics path's only cut).
-__device__ __forceinline__ bool top_p_only(const DeviceWarp& w, std::int64_t n) {
-  return w.temperature > 0.0f && w.top_p < 1.0f && (w.top_k == 0 || w.top_k >= n) &&
-         !(w.min_p > 0.0f);
+/// Whether a row's warp cuts by top-p without top-k: its nucleus is gathered from the row (a
+/// min-p may follow it).
+__device__ __forceinline__ bool top_p_row(const DeviceWarp& w, std::int64_t n) {
+  return w.temperature > 0.0f && w.top_p < 1.0f && !cuts_by_top_k(w, n);
+}
+
+/// Whether a row's warp cuts by min-p without top-k (after its nucleus, with top-p).
+__device__ __forceinline__ bool min_p_row(const DeviceWarp& w, std::int64_t n) {
+  return w.temperature > 0.0f && w.min_p > 0.0f && !cuts_by_top_k(w, n);
 }
 
 /// The softmax probability of a logit under the row's statistics.
@@ -350,9 +354,9 @@ __device__ RowStats finish_row(const Tiles& tiles, std::int64_t count, float inv
 
 /// The statistics of every row of `rows` (row r of the set is blockIdx.x), blockIdx.y taking
 /// split.tiles_per_block tiles of it: TileStats into tiles[r * split.tiles ..], and from the last
-/// block of the row RowStats into stats[r] and, for a warp cutting by top-p alone, the gate of
-/// its nucleus candidates into gates[r] (when gates is not null; the row's candidate histogram is
-/// then zeroed). counters[r] must be 0 at launch; it is 0 again after.
+/// block of the row RowStats into stats[r] and, for a warp cutting by top-p (not top-k), the gate
+/// of its nucleus candidates into gates[r] (when gates is not null; the row's candidate histogram
+/// is then zeroed). counters[r] must be 0 at launch; it is 0 again after.
 template <class T>
 __global__ void __launch_bounds__(kStatsThreads)
     row_stats_kernel(LogitRowSet<T> rows, std::int64_t n, RowSplit split, RowWarps warps,
@@ -423,7 +427,7 @@ __global__ void __launch_bounds__(kStatsThreads)
     sh.row = out;
   }
   __syncthreads();
-  if (gates == nullptr || !top_p_only(w, n) || sh.row.invalid != 0 || n <= kSmallNucleusRow) return;
+  if (gates == nullptr || !top_p_row(w, n) || sh.row.invalid != 0 || n <= kSmallNucleusRow) return;
   histograms.clear(r);
   const float gate = nucleus_gate(row, n, w.top_p, sh.row, sh.gate);
   if (threadIdx.x == 0) gates[r] = gate;

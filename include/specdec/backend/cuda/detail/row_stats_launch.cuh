@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The first launches of every call on the statistics path (the chain step from logits, the warp):
-// the counters zeroed, the rows' statistics, and the cuts of the rows whose warp has top-p or
-// top-k; and where their buffers lie in a workspace of row_stats_workspace_size bytes.
+// the counters zeroed, the rows' statistics, and the cuts of the rows whose warp has top-p, top-k
+// or min-p; and where their buffers lie in a workspace of row_stats_workspace_size bytes.
 // IWYU pragma: private
 #pragma once
 
@@ -62,10 +62,10 @@ inline int device_sm_count() {
   return count;
 }
 
-/// Whether a warp cuts rows of n after their statistics, by top-p or top-k (the nucleus launch is
-/// needed).
+/// Whether a warp cuts rows of n after their statistics, by top-p, top-k or min-p (the cut launch
+/// is needed).
 inline bool cuts_rows(const DeviceWarp& w, std::int64_t n) {
-  return (w.temperature > 0.0f && w.top_p < 1.0f) || cuts_by_top_k(w, n);
+  return w.temperature > 0.0f && (w.top_p < 1.0f || w.min_p > 0.0f || cuts_by_top_k(w, n));
 }
 
 /// The counters zeroed (a memset: capturable), the statistics of every row of `set`, then (when

@@ -1,0 +1,129 @@
+// SPDX-License-Identifier: MIT
+// The min-p cut of rows on the statistics path without top-k (top_k_cut.cuh cuts it after a
+// top-k), in the nucleus launch: its threshold is min_p times the largest probability after
+// top-p (the row maximum's), and its kept mass the float sum, in id order, of the probabilities
+// at or above it, as core/logit_statistics.hpp's cut_statistics adds them. The entries kept are
+// taken from the ranked nucleus (a prefix of it) or, for min-p alone, from the list the row's
+// blocks gathered at or above the threshold; ordered by id, they are added by one thread (a float
+// sum in order is one chain of additions) and listed for the draws with their warped
+// probabilities. A row whose entries are in no list (a nucleus found by the search over the row,
+// or more entries than the list holds) is walked by one thread.
+// IWYU pragma: private
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "specdec/backend/cuda/detail/block_reduce.cuh"
+#include "specdec/backend/cuda/detail/nucleus_list.cuh"
+#include "specdec/backend/cuda/detail/row_stats_kernels.cuh"
+#include "specdec/core/warp_rows.hpp"
+#include "specdec/core/warped_probability.hpp"
+
+namespace specdec::backend::cuda_impl::detail {
+
+/// What the blocks of a row with min-p alone gather: the entries at or above `threshold`, read
+/// behind `gate` (a logit: the CPU's bound, half the threshold, less a margin for rounding).
+struct MinPGather {
+  float threshold;
+  float gate;
+};
+
+/// cut_min_p's `listed` for a row whose entries are in no list: they are walked over the row.
+inline constexpr unsigned int kInNoList = 0xffffffffu;
+
+/// The threshold of min-p alone (min_p times the row maximum's probability) and its gate.
+__device__ __forceinline__ MinPGather min_p_gather(float min_p, const RowStats& s) {
+  const double bound = 0.5 * static_cast<double>(min_p) * static_cast<double>(s.inv_sum);
+  const double gate = static_cast<double>(s.max) +
+                      (log(bound / static_cast<double>(s.inv_sum)) - 0.01) /
+                          static_cast<double>(s.inv_temperature);
+  return {specdec::detail::min_p_threshold(min_p, softmax_of(s, s.max)),
+          static_cast<float>(gate)};
+}
+
+/// The min-p cut of a row whose top-p cut (if any) is in `s` (thread 0's), by the whole block:
+/// its threshold and 1 / kept mass into `s`. The entries kept come from sh.keys when `ranked`
+/// (the candidates ranked, the sh.kept entries of the nucleus first), else from the `listed`
+/// entries of `list` (min-p alone; more than the list holds, or kInNoList: the row is walked). With `keep` and entries from
+/// a list, they are written to `list` as kept_keys with their warped probabilities and their
+/// count to *kept; else *kept is 0.
+template <class T>
+__device__ void cut_min_p(Global<const T> row, std::int64_t n, const DeviceWarp& w,
+                          Global<std::uint64_t> list, unsigned int listed, bool ranked,
+                          RowStats& s, NucleusShared& sh, unsigned int* kept, bool keep) {
+  namespace sd = specdec::detail;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    // The largest probability after top-p: the row maximum's (first in the nucleus).
+    const float top = softmax_of(s, s.max);
+    s.min_p_threshold =
+        sd::min_p_threshold(w.min_p, s.top_p_last >= 0 ? top * s.inv_top_p_kept : top);
+    sh.row = s;  // the cuts, for the block
+    sh.found = 0;
+  }
+  __syncthreads();
+  const sd::WarpStats cuts = sh.row.warp_stats();
+  const float threshold = cuts.min_p_threshold;
+  const auto above = [&](std::uint64_t rank_key) {
+    return !(sd::nucleus_probability(cuts, key_value(rank_key), key_id(rank_key)) < threshold);
+  };
+  // The entries kept, as kept_keys in sh.keys[0, count) (-1: in no list).
+  int count = -1;
+  if (ranked) {
+    // Those of the ranked nucleus at or above the threshold: a prefix of it.
+    const int nucleus = static_cast<int>(sh.kept);
+    for (int j = static_cast<int>(threadIdx.x); j < nucleus; j += static_cast<int>(blockDim.x)) {
+      if (above(sh.keys[j])) atomicMax(&sh.found, j + 1);
+    }
+    __syncthreads();
+    count = sh.found;
+  } else if (listed <= static_cast<unsigned int>(kNucleusList)) {
+    count = static_cast<int>(listed);
+    for (int j = static_cast<int>(threadIdx.x); j < count; j += static_cast<int>(blockDim.x))
+      sh.keys[j] = list[j];
+  }
+  if (count >= 0) {
+    for (int j = static_cast<int>(threadIdx.x); j < count; j += static_cast<int>(blockDim.x))
+      sh.keys[j] = kept_key(sh.keys[j]);
+    sort_keys_descending(count, sh.keys);  // ids ascending
+  }
+  if (threadIdx.x == 0) {
+    const auto entry = [&sh](int j, float& p, std::int64_t& id) {
+      p = sd::bits_float(static_cast<std::uint32_t>(sh.keys[j]));
+      id = static_cast<std::int64_t>(0xffffffffu - static_cast<std::uint32_t>(sh.keys[j] >> 32));
+    };
+    float mass = 0.0f;
+    if (count >= 0) {
+      for (int j = 0; j < count; ++j) {
+        float p;
+        std::int64_t id;
+        entry(j, p, id);
+        const float v = sd::nucleus_probability(cuts, p, id);
+        if (!(v < threshold)) mass = sd::add_rn(mass, v);
+      }
+    } else {
+      for (std::int64_t i = 0; i < n; ++i) {
+        const float v = sd::nucleus_probability(
+            cuts, softmax_of(sh.row, sd::to_float(row[i])), i);
+        if (!(v < threshold)) mass = sd::add_rn(mass, v);
+      }
+    }
+    s.inv_min_p_kept = 1.0f / mass;
+    unsigned int written = 0;
+    if (keep && count > 0) {
+      const sd::WarpStats stats = s.warp_stats();
+      for (int j = 0; j < count; ++j) {
+        float p;
+        std::int64_t id;
+        entry(j, p, id);
+        const float warped = sd::cut_probability(stats, p, id);
+        if (warped > 0.0f) list[written++] = kept_key(nucleus_key(warped, id));
+      }
+    }
+    *kept = written;
+  }
+  __syncthreads();
+}
+
+}  // namespace specdec::backend::cuda_impl::detail

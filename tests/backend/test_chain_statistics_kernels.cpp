@@ -224,9 +224,10 @@ TEST_CASE("chain from logits on the statistics path: the CPU's tokens bit for bi
   }
 }
 
-TEST_CASE("chain from logits with top-k on the statistics path: the CPU's tokens bit for bit, "
-          "each logit read at most twice",
-          "[backend][cuda_kernel][chain_statistics]") {
+TEST_CASE(
+    "chain from logits with top-k on the statistics path: the CPU's tokens bit for bit, "
+    "each logit read at most twice",
+    "[backend][cuda_kernel][chain_statistics]") {
   const Warp k50{.temperature = 0.8f, .top_k = 50};
   const Warp k50_p09{.temperature = 1.0f, .top_k = 50, .top_p = 0.9f};
   const Warp k5_min{.temperature = 0.7f, .top_k = 5, .min_p = 0.1f};
@@ -246,10 +247,10 @@ TEST_CASE("chain from logits with top-k on the statistics path: the CPU's tokens
   const StatsBatch c({2, 0, 4}, k.vocab, 10 * k.seed + static_cast<std::uint64_t>(k.vocab),
                      /*argmax_only=*/true, 3.0);
   emu::ledger.seed = k.seed;  // the order blocks run in
-  INFO("top-k " << k.warp.top_k << ", top-p " << k.warp.top_p << ", min-p " << k.warp.min_p
-                << ", V " << k.vocab << ", blocks per row "
-                << cuda_impl::row_split(2 * c.drafts() + c.batch(), k.vocab, k.sm_count)
-                       .blocks_per_row);
+  INFO("top-k "
+       << k.warp.top_k << ", top-p " << k.warp.top_p << ", min-p " << k.warp.min_p << ", V "
+       << k.vocab << ", blocks per row "
+       << cuda_impl::row_split(2 * c.drafts() + c.batch(), k.vocab, k.sm_count).blocks_per_row);
   const CudaChainRun run = expect_cpu_tokens(c, k.warp, k.sm_count);
   CHECK(emu::ledger.counts.launches == 3);
   // The statistics and the blocks' top-k read each logit once; then the k candidates once, the
@@ -261,28 +262,29 @@ TEST_CASE("chain from logits with top-k on the statistics path: the CPU's tokens
   CHECK(emu::ledger.total().unwritten_reads == 0);
 }
 
-TEST_CASE("chain from logits with min-p, alone or after top-p, on the statistics path: the CPU's "
-          "tokens bit for bit",
-          "[backend][cuda_kernel][chain_statistics]") {
+TEST_CASE(
+    "chain from logits with min-p, alone or after top-p, on the statistics path: the CPU's "
+    "tokens bit for bit",
+    "[backend][cuda_kernel][chain_statistics]") {
   const Warp min{.temperature = 1.0f, .min_p = 0.1f};
   const Warp p_min{.temperature = 0.8f, .top_p = 0.9f, .min_p = 0.05f};
   // (warp, V, SMs, seed, spread): peaked rows keep tens of entries, listed; flat rows (spread
   // 0.3) keep more than the list holds, and a row of 50 takes the short nucleus: their kept mass
   // is walked over the row.
-  const auto [warp, vocab, sm_count, seed, spread] =
-      GENERATE_COPY(table<Warp, std::int64_t, int, std::uint64_t, double>(
-          {{min, 9000, 1, 41, 3.0},
-           {min, 20000, 132, 42, 3.0},
-           {p_min, 9000, 4, 43, 3.0},
-           {p_min, 20000, 132, 44, 3.0},
-           {min, 20000, 8, 45, 0.3},
-           {p_min, 50, 132, 46, 3.0}}));
+  const auto [warp, vocab, sm_count, seed, spread] = GENERATE_COPY(
+      table<Warp, std::int64_t, int, std::uint64_t, double>({{min, 9000, 1, 41, 3.0},
+                                                             {min, 20000, 132, 42, 3.0},
+                                                             {p_min, 9000, 4, 43, 3.0},
+                                                             {p_min, 20000, 132, 44, 3.0},
+                                                             {min, 20000, 8, 45, 0.3},
+                                                             {p_min, 50, 132, 46, 3.0}}));
   const StatsBatch c({2, 0, 4}, vocab, 10 * seed + static_cast<std::uint64_t>(vocab),
                      /*argmax_only=*/true, spread);
   emu::ledger.seed = seed;  // the order blocks run in
-  INFO("top-p " << warp.top_p << ", min-p " << warp.min_p << ", V " << vocab << ", spread "
-                << spread << ", blocks per row "
-                << cuda_impl::row_split(2 * c.drafts() + c.batch(), vocab, sm_count).blocks_per_row);
+  INFO(
+      "top-p " << warp.top_p << ", min-p " << warp.min_p << ", V " << vocab << ", spread " << spread
+               << ", blocks per row "
+               << cuda_impl::row_split(2 * c.drafts() + c.batch(), vocab, sm_count).blocks_per_row);
   const CudaChainRun run = expect_cpu_tokens(c, warp, sm_count);
   CHECK(emu::ledger.counts.launches == 3);
   if (vocab >= 1024 && spread > 1.0) {
@@ -293,9 +295,10 @@ TEST_CASE("chain from logits with min-p, alone or after top-p, on the statistics
   CHECK(emu::ledger.total().unwritten_reads == 0);
 }
 
-TEST_CASE("chain from logits with top-p: a nucleus of many candidates and ties at its cut is the "
-          "CPU's",
-          "[backend][cuda_kernel][chain_statistics]") {
+TEST_CASE(
+    "chain from logits with top-p: a nucleus of many candidates and ties at its cut is the "
+    "CPU's",
+    "[backend][cuda_kernel][chain_statistics]") {
   // Rows of equal logits but for a few: the nucleus cut falls in a run of ties, and the entries
   // at the gate overflow the candidate list (the search over the row takes over).
   StatsBatch c({2, 1}, 9000, 111);

@@ -162,7 +162,8 @@ TEST_CASE("warp on the statistics path: top-k and min-p, alone or with top-p, gi
                              Warp{.temperature = 0.8f, .top_p = 0.9f, .min_p = 0.05f},
                              Warp{.temperature = 1.1f, .top_k = 700, .top_p = 0.9f},
                              Warp{.temperature = 0.7f, .top_k = 40, .min_p = 0.05f},
-                             Warp{.temperature = 1.0f, .top_k = 1024, .top_p = 0.8f, .min_p = 0.02f},
+                             Warp{.temperature = 1.0f, .top_k = 1024, .top_p = 0.8f,
+                                  .min_p = 0.02f},
                              Warp{.temperature = 0.9f, .top_k = 1});
   // (V, SMs, seed): one block per row; blocks of a tile each, more of them than lists of k fit
   // the row's list for k = 1024.
@@ -317,13 +318,13 @@ TEST_CASE("warp: a top-p cut among probabilities below 2^-30 is the CPU's",
   CHECK(gpu == cpu);
 }
 
-TEST_CASE("warp, device-resident warps: no copy, each row the CPU backend's; a warp the "
-          "statistics path does not take gives a NaN row, the others unaffected",
-          "[backend][cuda_kernel][warp_statistics]") {
+TEST_CASE(
+    "warp, device-resident warps: no copy, each row the CPU backend's; a warp the "
+    "statistics path does not take gives a NaN row, the others unaffected",
+    "[backend][cuda_kernel][warp_statistics]") {
   const std::int64_t rows = 5, vocab = 3000;
   const std::vector<float> logits = warp_path_logits<float>(rows, vocab, 31);
-  const std::vector<Warp> warps{Warp{.temperature = 0.8f},
-                                Warp{.temperature = 1.0f, .top_p = 0.9f},
+  const std::vector<Warp> warps{Warp{.temperature = 0.8f}, Warp{.temperature = 1.0f, .top_p = 0.9f},
                                 Warp{.temperature = 0.0f},
                                 Warp{.temperature = 0.7f, .top_k = 40, .min_p = 0.05f},
                                 Warp{.temperature = 1.0f, .top_k = 2000}};  // not taken
@@ -334,11 +335,12 @@ TEST_CASE("warp, device-resident warps: no copy, each row the CPU backend's; a w
   WarpPathBuffer<unsigned char> workspace(
       "workspace", workspace_size(backend::cuda, WarpBatchShape{rows, vocab}));
   emu::ledger.reset();
-  warp_logits_batch(backend::cuda,
-                    WarpBatchArgs<float>{.logits = MatrixView<const float>(input.get(), rows, vocab),
-                                         .warped = MatrixView<float>(output.get(), rows, vocab),
-                                         .device_warps = device_warps.get()},
-                    backend::DeviceWorkspace{workspace.get(), workspace.size()});
+  warp_logits_batch(
+      backend::cuda,
+      WarpBatchArgs<float>{.logits = MatrixView<const float>(input.get(), rows, vocab),
+                           .warped = MatrixView<float>(output.get(), rows, vocab),
+                           .device_warps = device_warps.get()},
+      backend::DeviceWorkspace{workspace.get(), workspace.size()});
   CHECK(emu::ledger.counts.copies() == 0);
   CHECK(emu::ledger.counts.launches == 3);  // the cut launch, whatever the warps hold
   CHECK(emu::ledger.total().unwritten_reads == 0);
@@ -360,11 +362,12 @@ TEST_CASE("warp, device-resident warps: no copy, each row the CPU backend's; a w
   // On the CPU backend device_warps is read as host memory: the same rows as host warps.
   std::vector<float> host(static_cast<std::size_t>(rows * vocab));
   Workspace ws(workspace_size(backend::cpu, WarpBatchShape{rows, vocab}));
-  warp_logits_batch(backend::cpu,
-                    WarpBatchArgs<float>{.logits = MatrixView<const float>(logits.data(), rows, vocab),
-                                         .warped = MatrixView<float>(host.data(), rows, vocab),
-                                         .device_warps = warps.data()},
-                    ws);
+  warp_logits_batch(
+      backend::cpu,
+      WarpBatchArgs<float>{.logits = MatrixView<const float>(logits.data(), rows, vocab),
+                           .warped = MatrixView<float>(host.data(), rows, vocab),
+                           .device_warps = warps.data()},
+      ws);
   CHECK(host == cpu);
 }
 
@@ -375,21 +378,24 @@ TEST_CASE("warp with device_warps: warps given twice, or a bad shape, are named 
   const std::vector<Warp> warps(2, Warp{.temperature = 1.0f});
   Workspace ws(workspace_size(backend::cpu, WarpBatchShape{rows, vocab}));
   const auto run = [&](std::span<const Warp> host, std::int64_t out_rows) {
-    warp_logits_batch(backend::cpu,
-                      WarpBatchArgs<float>{.logits = MatrixView<const float>(logits.data(), rows, vocab),
-                                           .warps = host,
-                                           .warped = MatrixView<float>(out.data(), out_rows, vocab),
-                                           .device_warps = warps.data()},
-                      ws);
+    warp_logits_batch(
+        backend::cpu,
+        WarpBatchArgs<float>{.logits = MatrixView<const float>(logits.data(), rows, vocab),
+                             .warps = host,
+                             .warped = MatrixView<float>(out.data(), out_rows, vocab),
+                             .device_warps = warps.data()},
+        ws);
   };
-  CHECK_THROWS_WITH(run(warps, rows), Catch::Contains("device_warps") && Catch::Contains("warps must be empty"));
+  CHECK_THROWS_WITH(run(warps, rows),
+                    Catch::Contains("device_warps") && Catch::Contains("warps must be empty"));
   CHECK_THROWS_WITH(run({}, 1), Catch::Contains("warped"));
   CHECK_NOTHROW(run({}, rows));
 }
 
-TEST_CASE("warp, device-resident warps: a captured call replayed on new logits and warps equals a "
-          "fresh run",
-          "[backend][cuda_kernel][warp_statistics]") {
+TEST_CASE(
+    "warp, device-resident warps: a captured call replayed on new logits and warps equals a "
+    "fresh run",
+    "[backend][cuda_kernel][warp_statistics]") {
   const std::int64_t rows = 3, vocab = 2500;
   const std::vector<float> first = warp_path_logits<float>(rows, vocab, 41),
                            second = warp_path_logits<float>(rows, vocab, 42);
@@ -407,16 +413,18 @@ TEST_CASE("warp, device-resident warps: a captured call replayed on new logits a
   cudaStream_t stream = nullptr;
   REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);
   REQUIRE(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) == cudaSuccess);
-  warp_logits_batch(backend::cuda.on(stream),
-                    WarpBatchArgs<float>{.logits = MatrixView<const float>(input.get(), rows, vocab),
-                                         .warped = MatrixView<float>(output.get(), rows, vocab),
-                                         .device_warps = device_warps.get()},
-                    backend::DeviceWorkspace{workspace.get(), workspace.size()});
+  warp_logits_batch(
+      backend::cuda.on(stream),
+      WarpBatchArgs<float>{.logits = MatrixView<const float>(input.get(), rows, vocab),
+                           .warped = MatrixView<float>(output.get(), rows, vocab),
+                           .device_warps = device_warps.get()},
+      backend::DeviceWorkspace{workspace.get(), workspace.size()});
   cudaGraph_t graph = nullptr;
   REQUIRE(cudaStreamEndCapture(stream, &graph) == cudaSuccess);
   cudaGraphExec_t exec = nullptr;
   REQUIRE(cudaGraphInstantiate(&exec, graph) == cudaSuccess);
-  for (const auto& [logits, warps] : {std::pair{&first, &first_warps}, std::pair{&second, &second_warps}}) {
+  for (const auto& [logits, warps] :
+       {std::pair{&first, &first_warps}, std::pair{&second, &second_warps}}) {
     std::copy(logits->begin(), logits->end(), input.get());
     std::copy(warps->begin(), warps->end(), device_warps.get());
     REQUIRE(cudaGraphLaunch(exec, stream) == cudaSuccess);

@@ -118,10 +118,9 @@ __device__ inline int merge_candidates(int kept, int s, bool sorted, int k, Spli
   for (int i = threadIdx.x; i < kept; i += blockDim.x) {
     const float v = sh.list_values[i];
     const std::int32_t id = sh.list_ids[i];
-    const int place = i + (sorted ? ranked_before_sorted(sh.candidate_values, sh.candidate_ids, s,
-                                                         v, id)
-                                  : ranked_before_any(sh.candidate_values, sh.candidate_ids, s,
-                                                      v, id, k - i));
+    const int place =
+        i + (sorted ? ranked_before_sorted(sh.candidate_values, sh.candidate_ids, s, v, id)
+                    : ranked_before_any(sh.candidate_values, sh.candidate_ids, s, v, id, k - i));
     if (place < k) {
       sh.merged_values[place] = v;
       sh.merged_ids[place] = id;
@@ -132,10 +131,9 @@ __device__ inline int merge_candidates(int kept, int s, bool sorted, int k, Spli
     const std::int32_t id = sh.candidate_ids[j];
     const int in_list = ranked_before_sorted(sh.list_values, sh.list_ids, kept, v, id);
     if (in_list >= k) continue;
-    const int place =
-        in_list + (sorted ? j
-                          : ranked_before_any(sh.candidate_values, sh.candidate_ids, s, v, id,
-                                              k - in_list));
+    const int place = in_list + (sorted ? j
+                                        : ranked_before_any(sh.candidate_values, sh.candidate_ids,
+                                                            s, v, id, k - in_list));
     if (place < k) {
       sh.merged_values[place] = v;
       sh.merged_ids[place] = id;
@@ -163,7 +161,8 @@ __device__ __forceinline__ void load_group(Global<const T> row, std::int64_t fir
       return;
     }
   }
-  for (int lane = 0; lane < 4; ++lane) x[lane] = first + lane < end ? load(row, first + lane) : 0.0f;
+  for (int lane = 0; lane < 4; ++lane)
+    x[lane] = first + lane < end ? load(row, first + lane) : 0.0f;
 }
 
 /// Below this k a warp first keeps only its best k entrants of a round (k rounds of a warp-wide

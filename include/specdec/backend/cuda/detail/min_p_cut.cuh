@@ -35,23 +35,22 @@ inline constexpr unsigned int kInNoList = 0xffffffffu;
 /// The threshold of min-p alone (min_p times the row maximum's probability) and its gate.
 __device__ __forceinline__ MinPGather min_p_gather(float min_p, const RowStats& s) {
   const double bound = 0.5 * static_cast<double>(min_p) * static_cast<double>(s.inv_sum);
-  const double gate = static_cast<double>(s.max) +
-                      (log(bound / static_cast<double>(s.inv_sum)) - 0.01) /
-                          static_cast<double>(s.inv_temperature);
-  return {specdec::detail::min_p_threshold(min_p, softmax_of(s, s.max)),
-          static_cast<float>(gate)};
+  const double gate =
+      static_cast<double>(s.max) +
+      (log(bound / static_cast<double>(s.inv_sum)) - 0.01) / static_cast<double>(s.inv_temperature);
+  return {specdec::detail::min_p_threshold(min_p, softmax_of(s, s.max)), static_cast<float>(gate)};
 }
 
-/// The min-p cut of a row whose top-p cut (if any) is in `s` (thread 0's), by the whole block:
-/// its threshold and 1 / kept mass into `s`. The entries kept come from sh.keys when `ranked`
-/// (the candidates ranked, the sh.kept entries of the nucleus first), else from the `listed`
-/// entries of `list` (min-p alone; more than the list holds, or kInNoList: the row is walked). With `keep` and entries from
-/// a list, they are written to `list` as kept_keys with their warped probabilities and their
-/// count to *kept; else *kept is 0.
+/// The min-p cut of a row whose top-p cut (if any) is in `s` (thread 0's), by the whole block: its
+/// threshold and 1 / kept mass into `s`. The entries kept come from sh.keys when `ranked` (the
+/// candidates ranked, the sh.kept entries of the nucleus first), else from the `listed` entries of
+/// `list` (min-p alone; more than the list holds, or kInNoList: the row is walked). With `keep` and
+/// entries from a list, they are written to `list` as kept_keys with their warped probabilities and
+/// their count to *kept; else *kept is 0.
 template <class T>
 __device__ void cut_min_p(Global<const T> row, std::int64_t n, const DeviceWarp& w,
-                          Global<std::uint64_t> list, unsigned int listed, bool ranked,
-                          RowStats& s, NucleusShared& sh, unsigned int* kept, bool keep) {
+                          Global<std::uint64_t> list, unsigned int listed, bool ranked, RowStats& s,
+                          NucleusShared& sh, unsigned int* kept, bool keep) {
   namespace sd = specdec::detail;
   __syncthreads();
   if (threadIdx.x == 0) {
@@ -104,8 +103,7 @@ __device__ void cut_min_p(Global<const T> row, std::int64_t n, const DeviceWarp&
       }
     } else {
       for (std::int64_t i = 0; i < n; ++i) {
-        const float v = sd::nucleus_probability(
-            cuts, softmax_of(sh.row, sd::to_float(row[i])), i);
+        const float v = sd::nucleus_probability(cuts, softmax_of(sh.row, sd::to_float(row[i])), i);
         if (!(v < threshold)) mass = sd::add_rn(mass, v);
       }
     }

@@ -51,9 +51,8 @@ __device__ __forceinline__ int top_k_parts(const RowSplit& split, int k) {
 /// Block blockIdx.y's best k of its part of the row (`parts` parts of whole tiles) as logit_keys
 /// into list[y k, (y + 1) k), padded with 0; a block past the parts does nothing.
 template <class T>
-__device__ void keep_block_top_k(Global<const T> row, std::int64_t n, const RowSplit& split,
-                                 int k, int parts, Global<std::uint64_t> list,
-                                 SplitTopKShared& sh) {
+__device__ void keep_block_top_k(Global<const T> row, std::int64_t n, const RowSplit& split, int k,
+                                 int parts, Global<std::uint64_t> list, SplitTopKShared& sh) {
   const int part = static_cast<int>(blockIdx.y);
   if (part >= parts) return;
   const std::int64_t tiles = (split.tiles + parts - 1) / parts;
@@ -109,8 +108,8 @@ __device__ void finish_top_k(Global<const T> row, std::int64_t n, const DeviceWa
     // The cut's logit from its key (a zero as +0, which below_cut compares alike).
     const auto order = static_cast<std::uint32_t>(sh.keys[k - 1] >> 32) ^ 0x80000000u;
     s.top_k_last = m == k ? key_id(sh.keys[k - 1]) : static_cast<std::int32_t>(n);
-    s.top_k_value = m == k ? sd::from_signed_order_key(static_cast<std::int32_t>(order))
-                           : specdec::kNegInf;
+    s.top_k_value =
+        m == k ? sd::from_signed_order_key(static_cast<std::int32_t>(order)) : specdec::kNegInf;
   }
   __syncthreads();
   // The candidates by id (descending kept_keys): their ids and logits (one read each) into the

@@ -237,7 +237,7 @@ TEST_CASE(
   // 1 block per row, a few, and every tile a block of its own (more blocks than lists of k = 1024
   // fit a row's list: some blocks keep none); a row of one partial tile.
   const StatsCase k = GENERATE_COPY(values<StatsCase>({{k50, 9000, 1, 31},
-                                                       {k50, 20000, 132, 32},
+                                                       {k50, 12000, 132, 32},
                                                        {k50_p09, 9000, 4, 33},
                                                        {k5_min, 300, 132, 34},
                                                        {k900_all, 9000, 132, 35},

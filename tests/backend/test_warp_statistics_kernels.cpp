@@ -155,20 +155,20 @@ TEST_CASE("warp on the statistics path: a top-k of the whole row does not cut",
 TEST_CASE("warp on the statistics path: top-k and min-p, alone or with top-p, give the CPU "
           "backend's rows bit for bit",
           "[backend][cuda_kernel][warp_statistics]") {
-  const Warp warp = GENERATE(Warp{.temperature = 0.8f, .top_k = 50},
-                             Warp{.temperature = 1.0f, .min_p = 0.1f},
-                             // 40% of the row kept: more than a list holds at V 20000 (walked)
-                             Warp{.temperature = 1.0f, .min_p = 0.001f},
-                             Warp{.temperature = 0.8f, .top_p = 0.9f, .min_p = 0.05f},
-                             Warp{.temperature = 1.1f, .top_k = 700, .top_p = 0.9f},
-                             Warp{.temperature = 0.7f, .top_k = 40, .min_p = 0.05f},
-                             Warp{.temperature = 1.0f, .top_k = 1024, .top_p = 0.8f,
-                                  .min_p = 0.02f},
-                             Warp{.temperature = 0.9f, .top_k = 1});
-  // (V, SMs, seed): one block per row; blocks of a tile each, more of them than lists of k fit
-  // the row's list for k = 1024.
-  const auto [vocab, sm_count, seed] = GENERATE(
-      table<std::int64_t, int, std::uint64_t>({{9000, 1, 21}, {20000, 132, 22}, {2500, 4, 23}}));
+  // (warp, V, SMs, seed): one block per row, a few, one per tile (more blocks than lists of
+  // k = 1024 fit the row's list).
+  const auto [warp, vocab, sm_count, seed] =
+      GENERATE(table<Warp, std::int64_t, int, std::uint64_t>({
+          {Warp{.temperature = 0.8f, .top_k = 50}, 9000, 1, 21},
+          {Warp{.temperature = 0.9f, .top_k = 1}, 2500, 4, 22},
+          {Warp{.temperature = 1.1f, .top_k = 700, .top_p = 0.9f}, 9000, 4, 23},
+          {Warp{.temperature = 0.7f, .top_k = 40, .min_p = 0.05f}, 2500, 132, 24},
+          {Warp{.temperature = 1.0f, .top_k = 1024, .top_p = 0.8f, .min_p = 0.02f}, 20000, 132, 25},
+          {Warp{.temperature = 1.0f, .min_p = 0.1f}, 9000, 1, 26},
+          {Warp{.temperature = 0.8f, .top_p = 0.9f, .min_p = 0.05f}, 2500, 4, 27},
+          // 40% of the row kept: more than a list holds (walked)
+          {Warp{.temperature = 1.0f, .min_p = 0.001f}, 20000, 8, 28},
+      }));
   emu::runtime.sm_count = sm_count;
   emu::ledger.seed = seed;  // the order blocks run in
   INFO("T " << warp.temperature << ", top-k " << warp.top_k << ", V " << vocab

@@ -176,14 +176,11 @@ __device__ void finish_top_k(Global<const T> row, std::int64_t n, const DeviceWa
   if (threadIdx.x == 0) {
     if (w.min_p > 0.0f) {
       // The min-p threshold on the probabilities after top-p, its kept mass in id order.
+      const sd::WarpStats cuts = s.warp_stats();
       float top = 0.0f;
       for (int j = 0; j < support; ++j) {
         float& p = scratch.values[j];
-        if (s.top_p_last >= 0) {
-          p = sd::below_cut(p, scratch.ids[j], s.top_p_value, s.top_p_last)
-                  ? 0.0f
-                  : sd::mul_rn(p, s.inv_top_p_kept);
-        }
+        p = sd::nucleus_probability(cuts, p, scratch.ids[j]);
         top = p > top ? p : top;
       }
       const float threshold = sd::min_p_threshold(w.min_p, top);

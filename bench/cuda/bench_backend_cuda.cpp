@@ -423,8 +423,8 @@ void run_tree_mask_case(cudaStream_t stream, std::int64_t batch, std::int32_t no
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Optional argument: one section (warp, chain, draft, tree), `top-k` for the top-k rows of the
-  // warp and chain sections, or `profile` for a few cases timed once each, for a profiler.
+  // Optional argument: one section (warp, chain, draft, tree), `cuts` for the top-k and min-p rows
+  // of the warp and chain sections, or `profile` for a few cases timed once each, for a profiler.
   const std::string_view only = argc > 1 ? argv[1] : "";
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each row as it is measured
   profile_mode = only == "profile";
@@ -438,22 +438,28 @@ int main(int argc, char** argv) {
   check(cudaStreamCreate(&stream), "cudaStreamCreate");
   const specdec::Warp top_p{.temperature = 0.8f, .top_p = 0.9f};
   const specdec::Warp top_k{.temperature = 0.8f, .top_k = 50};
+  const specdec::Warp min_p{.temperature = 0.8f, .min_p = 0.1f};
   if (profile_mode) {
     run_chain_case<float>(stream, 1, 128256, "fp32", top_p, "top-p 0.9");
     run_chain_case<float>(stream, 256, 128256, "fp32", top_p, "top-p 0.9");
     run_chain_case<Eigen::bfloat16>(stream, 16, 32000, "bf16", {}, "none");
     run_chain_case<float>(stream, 16, 32000, "fp32", top_p, "top-p 0.9");
     run_chain_case<Eigen::bfloat16>(stream, 1, 128256, "bf16", {}, "none");
+    run_chain_case<Eigen::bfloat16>(stream, 1, 128256, "bf16", top_k, "top-k 50");
+    run_chain_case<Eigen::bfloat16>(stream, 1, 128256, "bf16", min_p, "min-p 0.1");
     run_case<float>(stream, 1, 128256, "fp32", top_p, "top-p 0.9");
+    run_case<Eigen::bfloat16>(stream, 1, 128256, "bf16", top_k, "top-k 50");
     run_top_k_case<float>(stream, 1, 128256, "fp32");
     cudaStreamDestroy(stream);
     return 0;
   }
-  if (only == "top-k") {  // the top-k rows of the warp and chain sections alone
+  if (only == "cuts") {  // the top-k and min-p rows of the warp and chain sections alone
     for (std::int64_t vocab : {32000, 128256}) {
       for (std::int64_t rows : {1, 16, 256}) {
         run_case<Eigen::bfloat16>(stream, rows, vocab, "bf16", top_k, "top-k 50");
         run_chain_case<Eigen::bfloat16>(stream, rows, vocab, "bf16", top_k, "top-k 50");
+        run_case<Eigen::bfloat16>(stream, rows, vocab, "bf16", min_p, "min-p 0.1");
+        run_chain_case<Eigen::bfloat16>(stream, rows, vocab, "bf16", min_p, "min-p 0.1");
       }
     }
   }
@@ -465,6 +471,7 @@ int main(int argc, char** argv) {
         run_case<float>(stream, rows, vocab, "fp32", top_p, "top-p 0.9");
         run_case<Eigen::bfloat16>(stream, rows, vocab, "bf16", top_p, "top-p 0.9");
         run_case<Eigen::bfloat16>(stream, rows, vocab, "bf16", top_k, "top-k 50");
+        run_case<Eigen::bfloat16>(stream, rows, vocab, "bf16", min_p, "min-p 0.1");
         run_case<Eigen::bfloat16>(stream, rows, vocab, "bf16", {.temperature = 0.8f}, "T 0.8");
       }
     }
@@ -480,6 +487,7 @@ int main(int argc, char** argv) {
         run_chain_case<Eigen::bfloat16>(stream, batch, vocab, "bf16", top_p, "top-p 0.9");
         run_chain_case<Eigen::bfloat16>(stream, batch, vocab, "bf16", {}, "none");
         run_chain_case<Eigen::bfloat16>(stream, batch, vocab, "bf16", top_k, "top-k 50");
+        run_chain_case<Eigen::bfloat16>(stream, batch, vocab, "bf16", min_p, "min-p 0.1");
       }
     }
   }

@@ -73,13 +73,20 @@ cudaError_t launch_chain_statistics(const ChainVerifyParams& p, const Staged& st
   const cudaError_t status = detail::launch_row_statistics(set, rows, p.vocab, split, row_warps,
                                                            cut, true, staged.statistics, stream);
   if (status != cudaSuccess) return status;
-  return detail::launch(detail::chain_finish_kernel<T>, static_cast<unsigned int>(p.batch),
-                        detail::kDrawThreads, stream, set, p.vocab,
-                        static_cast<const RowStats*>(staged.statistics.stats),
+  // A draw from a whole row is split over blocks (draw_split); its block sums go where the
+  // tiles' statistics were (read by then), its counters are the statistics' (0 again by then).
+  static_assert(sizeof(TileStats) >= sizeof(float));
+  const RowSplit draw = detail::draw_split(p.batch, p.vocab, detail::device_sm_count());
+  const dim3 grid(static_cast<unsigned int>(p.batch),
+                  static_cast<unsigned int>(draw.blocks_per_row));
+  return detail::launch(detail::chain_finish_kernel<T>, grid, detail::kDrawThreads, stream, set,
+                        p.vocab, static_cast<const RowStats*>(staged.statistics.stats),
                         staged.statistics.lists,
                         static_cast<const unsigned int*>(staged.statistics.counters + 2 * rows),
                         static_cast<const std::int32_t*>(staged.offsets), p.draft_tokens,
-                        static_cast<const RandomStream*>(staged.streams), p.emitted, p.accepted);
+                        static_cast<const RandomStream*>(staged.streams), p.emitted, p.accepted,
+                        reinterpret_cast<float*>(staged.statistics.tiles),
+                        staged.statistics.counters);
 }
 
 }  // namespace
@@ -100,7 +107,8 @@ cudaError_t verify_chain_batch(const ChainVerifyParams& params, void* workspace,
   return detail::launch(detail::chain_finish_kernel<float, false>,
                         static_cast<unsigned int>(params.batch), detail::kDrawThreads, stream, set,
                         params.vocab, nullptr, nullptr, nullptr, staged.offsets,
-                        params.draft_tokens, staged.streams, params.emitted, params.accepted);
+                        params.draft_tokens, staged.streams, params.emitted, params.accepted,
+                        nullptr, nullptr);
 }
 
 cudaError_t verify_chain_batch_logits(const ChainVerifyParams& params, const DeviceWarp* host_warps,

@@ -657,13 +657,17 @@ TEST_CASE("ledger: the chain step from logits on the statistics path reads each 
   CHECK(reads_per_byte("target") <= 2.0);
   CHECK(reads_per_byte("draft") <= 2.0);
   // Writes: 16 bytes per tile per row; per row its statistics (48 bytes) and its counter (zeroed,
-  // counted by each block, reset).
+  // counted by each block, reset); per sequence, the drawn row's block sums (4 bytes a tile)
+  // and the draw's counter (counted by each block of the split draw, reset).
   const auto rows = static_cast<std::uint64_t>(2 * c.drafts() + c.batch());
   const cuda_impl::RowSplit split = cuda_impl::row_split(static_cast<std::int64_t>(rows), v, 132);
   const auto tiles = static_cast<std::uint64_t>(split.tiles);
   const auto counter = 4 * static_cast<std::uint64_t>(split.blocks_per_row + 2);
+  const auto draw = cuda_impl::detail::draw_split(c.batch(), v, 132);
+  const auto draw_counter = 4 * static_cast<std::uint64_t>(draw.blocks_per_row + 1);
   CHECK(emu::ledger.region("workspace").traffic.written <=
-        rows * (16 * tiles + sizeof(cuda_impl::RowStats) + counter));
+        rows * (16 * tiles + sizeof(cuda_impl::RowStats) + counter) +
+            static_cast<std::uint64_t>(c.batch()) * (4 * tiles + draw_counter));
   CHECK(emu::ledger.region("target").traffic.written == 0);
   CHECK(emu::ledger.region("draft").traffic.written == 0);
   // The streaming pass's loads are coalesced; nothing unwritten is read.
@@ -684,6 +688,12 @@ TEST_CASE("launch configuration: a chain step at B = 1, V = 128256 puts a block 
   CHECK((split.blocks_per_row - 1) * split.tiles_per_block < split.tiles);  // no empty block
   // At B = 256 a block per row already fills the device twice over.
   CHECK(cuda_impl::row_split(256 * 11, 128256, cuda_impl::kH100Sms).blocks_per_row == 1);
+  // A draw from a whole row: a block per 1024 entries at B = 1, a block per sequence where the
+  // row is longer than the block sums shared memory holds (256 x 1024 entries).
+  CHECK(cuda_impl::detail::draw_split(1, 128256, cuda_impl::kH100Sms).blocks_per_row == 126);
+  CHECK(cuda_impl::detail::draw_split(256, 128256, cuda_impl::kH100Sms).blocks(256) >=
+        cuda_impl::kH100Sms);
+  CHECK(cuda_impl::detail::draw_split(1, 300000, cuda_impl::kH100Sms).blocks_per_row == 1);
 }
 
 TEST_CASE("ledger: the chain step from logits with top-p reads each logit at most twice",

@@ -110,11 +110,56 @@ __device__ __forceinline__ bool enters_list(float v, std::int32_t id, int kept, 
   return kept < k || ranks_before(v, id, sh.list_values[k - 1], sh.list_ids[k - 1]);
 }
 
+/// Above this many candidates a merge first sorts them: ranking each against all the others
+/// costs a warp s steps whenever one of its lanes holds a leading candidate, a bitonic sort
+/// log2(s)^2 / 2 steps of the whole block.
+inline constexpr int kSortCandidatesFrom = 32;
+
+/// The s candidates of sh in ranks_before order, by a bitonic sort of (value, id) pairs in place,
+/// padded to a power of two (at most kRoundCandidates) with entries that rank after every
+/// drawable one. By the whole block; ends with a barrier.
+__device__ inline void sort_candidates(int s, SplitTopKShared& sh) {
+  float* values = sh.candidate_values;
+  std::int32_t* ids = sh.candidate_ids;
+  int size = 1;
+  while (size < s) size *= 2;
+  for (int i = s + static_cast<int>(threadIdx.x); i < size; i += static_cast<int>(blockDim.x)) {
+    values[i] = kNegInf;
+    ids[i] = 0x7fffffff;
+  }
+  __syncthreads();
+  for (int k = 2; k <= size; k *= 2) {
+    for (int j = k / 2; j > 0; j /= 2) {
+      for (int q = static_cast<int>(threadIdx.x); q < size / 2; q += static_cast<int>(blockDim.x)) {
+        const int i = 2 * q - (q & (j - 1));  // q with a zero bit inserted at j
+        const float va = values[i], vb = values[i + j];
+        const std::int32_t a = ids[i], b = ids[i + j];
+        // In a leading run the pair ends in ranks_before order, in a trailing run reversed.
+        if ((i & k) == 0 ? ranks_before(vb, b, va, a) : ranks_before(va, a, vb, b)) {
+          values[i] = vb;
+          ids[i] = b;
+          values[i + j] = va;
+          ids[i + j] = a;
+        }
+      }
+      if (j >= 32 || j == 1) {
+        __syncthreads();
+      } else {
+        __syncwarp();
+      }
+    }
+  }
+}
+
 /// The list becomes the best min(k, kept + s) of its `kept` entries and the s candidates
 /// (distinct tokens; `sorted`: already in ranks_before order), by merge positions: an entry's
 /// place is the number of entries of both sides that rank before it. Returns the new size. Ends
 /// with a barrier.
 __device__ inline int merge_candidates(int kept, int s, bool sorted, int k, SplitTopKShared& sh) {
+  if (!sorted && s > kSortCandidatesFrom) {
+    sort_candidates(s, sh);
+    sorted = true;
+  }
   for (int i = threadIdx.x; i < kept; i += blockDim.x) {
     const float v = sh.list_values[i];
     const std::int32_t id = sh.list_ids[i];

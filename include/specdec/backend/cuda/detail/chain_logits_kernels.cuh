@@ -11,9 +11,11 @@
 
 #include <cstdint>
 
+#include "specdec/backend/cuda/detail/last_block.cuh"
 #include "specdec/backend/cuda/detail/nucleus_list.cuh"
 #include "specdec/backend/cuda/detail/row_draw.cuh"
 #include "specdec/backend/cuda/detail/row_stats_kernels.cuh"
+#include "specdec/backend/cuda/row_split.hpp"
 #include "specdec/core/warped_probability.hpp"
 #include "specdec/verify/residual_walk.hpp"
 
@@ -175,26 +177,28 @@ __device__ __forceinline__ float list_scale(const specdec::detail::WarpStats& s)
 /// kept entries (`nucleus` entries listed).
 template <class Row>
 __device__ int draw_warped(const Row& row, Global<const std::uint64_t> list, std::int64_t nucleus,
-                           std::int64_t n, float u, DrawShared& sh) {
+                           std::int64_t n, float u, DrawShared& sh, bool sums_ready = false) {
   if (row.stats.greedy >= 0) return static_cast<int>(row.stats.greedy);
   if (nucleus > 0) {
     return exact_sample_row(
         NucleusRow<Row>{list, nucleus, list_scale(row.stats), false, row, sh.starts}, n, u, sh);
   }
-  return exact_sample_row(row, n, u, sh);
+  return exact_sample_row(row, n, u, sh, sums_ready);
 }
 
-/// draw_correction's rule on `residual`, with p (listed when nucleus > 0) the fallback.
+/// draw_correction's rule on `residual`, with p (listed when nucleus > 0) the fallback;
+/// `sums_ready`: sh.sums already holds the residual's block sums (a row of one chunk).
 template <class Row, class Residual>
 __device__ int draw_residual(const Residual& residual, const Row& p,
                              Global<const std::uint64_t> list, std::int64_t nucleus, std::int64_t n,
-                             float u, DrawShared& sh) {
+                             float u, DrawShared& sh, bool sums_ready) {
   constexpr std::int64_t kChunk = specdec::detail::kBlockedSumBlock * kDrawThreads;
   double mass;
   if (n <= kChunk) {
     // One chunk: the block sums stay in shared memory for the draw, which then reads only the
     // block it scans.
-    const int count = chunk_sums(residual, n, 0, sh);
+    const int count = sums_ready ? static_cast<int>((n + kSumBlock - 1) / kSumBlock)
+                                 : chunk_sums(residual, n, 0, sh);
     mass = 0.0;
     for (int k = 0; k < count; ++k) mass += sh.sums[k];
     if (mass >= kResidualFloor && mass > 0.0) return sample_from_sums(residual, n, u, sh);
@@ -210,12 +214,24 @@ __device__ int draw_residual(const Residual& residual, const Row& p,
 /// draws); `nucleus` > 0: p is held as its nucleus, listed.
 template <class Row>
 __device__ int draw_correction(const Row& p, const Row& q, Global<const std::uint64_t> list,
-                               std::int64_t nucleus, std::int64_t n, float u, DrawShared& sh) {
+                               std::int64_t nucleus, std::int64_t n, float u, DrawShared& sh,
+                               bool sums_ready = false) {
   if (nucleus > 0) {
     return draw_residual(NucleusRow<Row>{list, nucleus, list_scale(p.stats), true, q, sh.starts},
-                         p, list, nucleus, n, u, sh);
+                         p, list, nucleus, n, u, sh, false);
   }
-  return draw_residual(ResidualOfRows<Row>{p, q}, p, list, 0, n, u, sh);
+  return draw_residual(ResidualOfRows<Row>{p, q}, p, list, 0, n, u, sh, sums_ready);
+}
+
+/// How the last launch of a chain step from logits splits a draw from a whole row (no cut) over
+/// blocks: as row_split shares a row's tiles (1024-entry blocks, the draw's blocks) among enough
+/// blocks to fill the GPU, for rows of one chunk (whose block sums shared memory holds); one
+/// block per sequence otherwise.
+static_assert(kRowSplitTile == kSumBlock, "a row's tiles are the draw's blocks");
+inline RowSplit draw_split(std::int64_t batch, std::int64_t vocab, int sm_count) {
+  const RowSplit split = row_split(batch, vocab, sm_count);
+  if (split.tiles <= kDrawThreads) return split;
+  return RowSplit{.tiles = split.tiles, .tiles_per_block = split.tiles, .blocks_per_row = 1};
 }
 
 /// Standard rejection sampling of every sequence (blockIdx.x = b) of a chain batch. kLogits: rows
@@ -226,20 +242,36 @@ __device__ int draw_correction(const Row& p, const Row& q, Global<const std::uin
 /// the tokens then -1 padding, accepted[b] the count. A sequence with a draft token outside
 /// [0, n), an invalid row, or a token of draft probability 0 at a tested position (what the CPU
 /// reports as bad input) gets accepted[b] = -1 and only -1 tokens.
+///
+/// With gridDim.y > 1 (draw_split; kLogits only) every block of a sequence makes its accept
+/// tests; a draw from a whole row (no cut) is then split: block y sums its share of the row's
+/// 1024-entry blocks into draw_sums[b * tiles ..] (tiles = the row's blocks), and the last block
+/// to finish (draw_counters[b], 0 at launch and after) draws from those sums, reading only the
+/// block it scans. Any other step is made by block 0 alone.
 template <class T, bool kLogits = true>
 __global__ void __launch_bounds__(kDrawThreads)
     chain_finish_kernel(LogitRowSet<T> rows, std::int64_t n, Global<const RowStats> stats,
                         Global<std::uint64_t> lists, Global<const unsigned int> nucleus_counts,
                         Global<const std::int32_t> offsets, Global<const std::int32_t> tokens,
                         Global<const RandomStream> streams, Global<std::int32_t> emitted,
-                        Global<std::int32_t> accepted) {
+                        Global<std::int32_t> accepted, Global<float> draw_sums = {},
+                        Global<unsigned int> draw_counters = {}) {
   expect_block_threads(kDrawThreads);
   __shared__ DrawShared sh;
   const std::int64_t b = blockIdx.x;
-  const std::int64_t first_draft = offsets[b];
-  const int gamma = static_cast<int>(offsets[b + 1] - first_draft);
+  // The sequence's offsets and stream, read by one thread for the block.
+  __shared__ std::int32_t sequence_offsets[2];
+  __shared__ RandomStream sequence_stream;
+  if (threadIdx.x == 0) {
+    sequence_offsets[0] = offsets[b];
+    sequence_offsets[1] = offsets[b + 1];
+    sequence_stream = streams[b];
+  }
+  __syncthreads();
+  const std::int64_t first_draft = sequence_offsets[0];
+  const int gamma = static_cast<int>(sequence_offsets[1] - first_draft);
   const std::int64_t first_target = first_draft + b;
-  const RandomStream stream = streams[b];
+  const RandomStream stream = sequence_stream;
   const Global<std::int32_t> out = emitted + first_target;
   // A row's statistics (and how many entries its nucleus lists), read by one thread for the
   // block.
@@ -314,11 +346,7 @@ __global__ void __launch_bounds__(kDrawThreads)
               specdec::detail::accepts(s.uniform(0), qx, 1.0f, row_with(target_row, ps)(x)) ? 0 : 1;
         }
       }
-      if (kind == 0) {
-        out[t] = x;
-      } else {
-        atomicMin(&stop, t);
-      }
+      if (kind != 0) atomicMin(&stop, t);
     }
     __syncthreads();
     if (t == stop) stop_kind = kind;
@@ -327,27 +355,49 @@ __global__ void __launch_bounds__(kDrawThreads)
   }
   const int i = stop;
   bool invalid = i < gamma && stop_kind == 2;
-  if (i < gamma && !invalid) {
-    const std::int64_t target_row = first_target + i,
-                       draft_row = rows.target_rows + first_draft + i;
-    load_stats(target_row, draft_row);
-    const RandomStream s = stream.at_position(stream.position + static_cast<std::uint32_t>(i));
-    const int token = draw_correction(row_of(target_row, 0), row_of(draft_row, 1),
-                                      nucleus_list(target_row), nucleus, n, s.uniform(1), sh);
-    if (threadIdx.x == 0) out[i] = token;
-  }
-  if (i == gamma && !invalid) {
-    load_stats(first_target + gamma, -1);
-    if (row_stats[0].invalid != 0) {
-      invalid = true;
+  // The row the step draws from: the correction's at a rejection, else the bonus row.
+  const bool correct = i < gamma && !invalid;
+  const std::int64_t target_row = first_target + i,
+                     draft_row = correct ? rows.target_rows + first_draft + i : -1;
+  if (!invalid) load_stats(target_row, draft_row);
+  invalid = invalid || (!correct && row_stats[0].invalid != 0);
+  const bool split = gridDim.y > 1 && !invalid && nucleus == 0 &&
+                     (correct || row_of(target_row, 0).stats.greedy < 0);
+  if (split) {
+    // This block's share of the draw row's block sums; the last block to finish draws.
+    const auto count = static_cast<int>((n + kSumBlock - 1) / kSumBlock);
+    const int per = (count + static_cast<int>(gridDim.y) - 1) / static_cast<int>(gridDim.y);
+    const int first = static_cast<int>(blockIdx.y) * per;
+    const int last = first + per < count ? first + per : count;
+    const Global<float> sums = draw_sums + b * count;
+    if (correct) {
+      block_sums_to(ResidualOfRows<decltype(row_of(0, 0))>{row_of(target_row, 0),
+                                                           row_of(draft_row, 1)},
+                    n, first, last, sums, sh);
     } else {
-      const RandomStream s =
-          stream.at_position(stream.position + static_cast<std::uint32_t>(gamma));
-      const auto bonus = row_of(first_target + gamma, 0);
-      const int token =
-          draw_warped(bonus, nucleus_list(first_target + gamma), nucleus, n, s.uniform(0), sh);
-      if (threadIdx.x == 0) out[gamma] = token;
+      block_sums_to(row_of(target_row, 0), n, first, last, sums, sh);
     }
+    if (!last_block_of_row(draw_counters, b, gridDim.y, sh.last)) return;
+    for (int k = static_cast<int>(threadIdx.x); k < count; k += static_cast<int>(blockDim.x))
+      sh.sums[k] = sums[k];
+    __syncthreads();
+  } else if (blockIdx.y != 0) {
+    return;
+  }
+  for (int t = static_cast<int>(threadIdx.x); t < i && !invalid; t += static_cast<int>(blockDim.x))
+    out[t] = tokens[first_draft + t];  // the accepted drafts
+  if (correct) {
+    const RandomStream s = stream.at_position(stream.position + static_cast<std::uint32_t>(i));
+    const int token =
+        draw_correction(row_of(target_row, 0), row_of(draft_row, 1), nucleus_list(target_row),
+                        nucleus, n, s.uniform(1), sh, split);
+    if (threadIdx.x == 0) out[i] = token;
+  } else if (!invalid) {
+    const RandomStream s =
+        stream.at_position(stream.position + static_cast<std::uint32_t>(gamma));
+    const int token = draw_warped(row_of(target_row, 0), nucleus_list(target_row), nucleus, n,
+                                  s.uniform(0), sh, split);
+    if (threadIdx.x == 0) out[gamma] = token;
   }
   if (threadIdx.x == 0) {
     accepted[b] = invalid ? -1 : i;

@@ -37,6 +37,7 @@ struct DrawShared {
   int next;
   int result;
   int found;
+  int last;  // last_block_of_row's answer for a draw split over blocks
 };
 
 /// A row of fp32 probabilities (a warped target row, say) in global memory. A row type with
@@ -163,6 +164,21 @@ __device__ __forceinline__ int chunk_sums(const Value& value, std::int64_t n, st
   }
   __syncthreads();
   return count;
+}
+
+/// block_sum of the 1024-entry blocks [first, last) of value(0 .. n-1) into sums[k], a warp per
+/// block: one block's share of a row whose draw is split over blocks (the last to finish draws
+/// from the sums, sample_from_sums).
+template <class Value>
+__device__ void block_sums_to(const Value& value, std::int64_t n, int first, int last,
+                              Global<float> sums, DrawShared& sh) {
+  constexpr std::int64_t kBlock = specdec::detail::kBlockedSumBlock;
+  const int warp = static_cast<int>(threadIdx.x) / 32;
+  for (int k = first + warp; k < last; k += kDrawWarps) {
+    const std::int64_t b = k * kBlock;
+    const float sum = warp_block_sum(value, b, b + kBlock < n ? b + kBlock : n, sh.block[warp]);
+    if (threadIdx.x % 32 == 0) sums[k] = sum;
+  }
 }
 
 /// detail::blocked_sum of value(0 .. n-1), bit for bit, by the whole block. Leaves the last
@@ -297,12 +313,14 @@ __device__ int sample_from_sums(const Value& value, std::int64_t n, float u, Dra
 }
 
 /// detail::sample_row of value(0 .. n-1) with uniform u, bit for bit. A row of at most one chunk
-/// is read once plus the scanned block; a longer one twice (its block sums are recomputed).
+/// is read once plus the scanned block (only the scanned block when `sums_ready`: sh.sums
+/// already holds its block sums); a longer one twice (its block sums are recomputed).
 template <class Value>
-__device__ int exact_sample_row(const Value& value, std::int64_t n, float u, DrawShared& sh) {
+__device__ int exact_sample_row(const Value& value, std::int64_t n, float u, DrawShared& sh,
+                                bool sums_ready = false) {
   constexpr std::int64_t kChunk = specdec::detail::kBlockedSumBlock * kDrawThreads;
   if (n <= kChunk) {
-    chunk_sums(value, n, 0, sh);
+    if (!sums_ready) chunk_sums(value, n, 0, sh);
     return sample_from_sums(value, n, u, sh);
   }
   const double threshold = u * exact_row_sum(value, n, sh);

@@ -56,6 +56,15 @@ struct CandidateBuckets {
   }
 };
 
+/// keep_largest_keys's shared state: a radix pass's digit counts, and the key found so far.
+struct KeySelectShared {
+  unsigned int digits[256];
+  std::uint64_t prefix;  // the digits of the wanted key decided so far
+  std::uint64_t least;   // the least nonzero key, when every one is kept
+  unsigned int rank;     // its rank among the keys that share those digits
+  unsigned int count;
+};
+
 struct NucleusShared {
   std::uint64_t keys[kNucleusList];  // a block's candidates as gathered, then the row's ordered
   unsigned long long hist_units[kNucleusBuckets];
@@ -73,6 +82,7 @@ struct NucleusShared {
   std::int64_t tie_at;
   int last;
   int found;
+  KeySelectShared select;
 };
 
 /// Sorts keys[0, count) (shared memory, room for the next power of two) descending by the whole
@@ -103,6 +113,85 @@ __device__ inline void sort_keys_descending(int count, std::uint64_t* keys) {
       }
     }
   }
+}
+
+/// The k largest nonzero keys of from[0, count) (count <= kNucleusList; nonzero keys distinct,
+/// zeros are empty slots) into keys[0, m), in no order, m = min(k, nonzero keys); returns the
+/// k-th largest key, or 0 when fewer than k are nonzero. A radix selection, 8 bits a pass from
+/// the top, where a sort of count keys would take log2(count)^2 / 2 barriers. By the whole block
+/// (kStatsThreads threads); ends with a barrier.
+__device__ inline std::uint64_t keep_largest_keys(Global<const std::uint64_t> from, int count,
+                                                  int k, std::uint64_t* keys, KeySelectShared& sh) {
+  constexpr int kMost = kNucleusList / kStatsThreads;  // a thread's keys, in registers
+  const int tid = static_cast<int>(threadIdx.x);
+  std::uint64_t mine[kMost];
+  int nonzero = 0;
+  SPECDEC_UNROLL(16)
+  for (int t = 0; t < kMost; ++t) {
+    const int j = tid + t * kStatsThreads;
+    mine[t] = j < count ? static_cast<std::uint64_t>(from[j]) : 0u;
+    nonzero += mine[t] != 0u ? 1 : 0;
+  }
+  if (tid == 0) {
+    sh.count = 0u;
+    sh.prefix = 0u;
+    sh.rank = static_cast<unsigned int>(k);
+    sh.least = ~std::uint64_t{0};
+  }
+  __syncthreads();
+  if (nonzero > 0) atomicAdd(&sh.count, static_cast<unsigned int>(nonzero));
+  __syncthreads();
+  const bool all = sh.count <= static_cast<unsigned int>(k);
+  std::uint64_t mask = 0u;
+  for (int shift = 56; shift >= 0 && !all; shift -= 8) {
+    for (int d = tid; d < 256; d += kStatsThreads) sh.digits[d] = 0u;
+    __syncthreads();
+    const std::uint64_t prefix = sh.prefix;
+    SPECDEC_UNROLL(16)
+    for (int t = 0; t < kMost; ++t) {
+      if (mine[t] != 0u && (mine[t] & mask) == prefix)
+        atomicAdd(&sh.digits[(mine[t] >> shift) & 0xffu], 1u);
+    }
+    __syncthreads();
+    if (tid < 32) {  // lane l counts digits 255 - 8 l down to 248 - 8 l, the largest first
+      const unsigned int rank = sh.rank;  // read by every lane before the shuffles, then written
+      unsigned int c[8], own = 0u;
+      for (int i = 0; i < 8; ++i) {
+        c[i] = sh.digits[255 - 8 * tid - i];
+        own += c[i];
+      }
+      unsigned int through = own;
+      for (int d = 1; d < 32; d *= 2) {
+        const unsigned int other = __shfl_up_sync(0xffffffffu, through, d);
+        if (tid >= d) through += other;
+      }
+      const unsigned int before = through - own;
+      if (before < rank && rank <= through) {  // the wanted key's digit is this lane's
+        unsigned int r = rank - before;
+        int i = 0;
+        while (r > c[i]) r -= c[i++];
+        sh.prefix = prefix | (static_cast<std::uint64_t>(255 - 8 * tid - i) << shift);
+        sh.rank = r;
+      }
+    }
+    __syncthreads();
+    mask |= std::uint64_t{0xff} << shift;
+  }
+  // Every key at or above the k-th (every nonzero one when all are kept).
+  const std::uint64_t floor = all ? 1u : sh.prefix;
+  __syncthreads();
+  if (tid == 0) sh.count = 0u;
+  __syncthreads();
+  SPECDEC_UNROLL(16)
+  for (int t = 0; t < kMost; ++t) {
+    if (mine[t] >= floor && mine[t] != 0u) {
+      keys[atomicAdd(&sh.count, 1u)] = mine[t];
+      if (all) atomicMin(&sh.least, mine[t]);
+    }
+  }
+  __syncthreads();
+  if (!all) return floor;
+  return sh.count == static_cast<unsigned int>(k) ? sh.least : std::uint64_t{0};
 }
 
 /// A kept entry of the nucleus list as the chain's draws read it: its id's complement above its

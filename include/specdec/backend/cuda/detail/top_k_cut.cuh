@@ -96,20 +96,17 @@ __device__ void finish_top_k(Global<const T> row, std::int64_t n, const DeviceWa
                              unsigned int* kept, bool keep) {
   namespace sd = specdec::detail;
   const int k = w.top_k, count = parts * k;
-  for (int j = static_cast<int>(threadIdx.x); j < count; j += static_cast<int>(blockDim.x))
-    sh.keys[j] = list[j];
-  sort_keys_descending(count, sh.keys);
+  // The best k (less empty slots) into sh.keys, and the k-th.
+  const std::uint64_t cut = keep_largest_keys(list, count, k, sh.keys, sh.select);
   if (threadIdx.x == 0) {
-    int m = k;  // the best k, less empty slots
-    while (m > 0 && sh.keys[m - 1] == 0u) --m;
-    sh.kept = static_cast<unsigned int>(m);
+    sh.kept = sh.select.count;
     // Fewer than k drawable entries: the CPU's cut is then an entry of logit -inf, which keeps
     // every finite one.
     // The cut's logit from its key (a zero as +0, which below_cut compares alike).
-    const auto order = static_cast<std::uint32_t>(sh.keys[k - 1] >> 32) ^ 0x80000000u;
-    s.top_k_last = m == k ? key_id(sh.keys[k - 1]) : static_cast<std::int32_t>(n);
+    const auto order = static_cast<std::uint32_t>(cut >> 32) ^ 0x80000000u;
+    s.top_k_last = cut != 0u ? key_id(cut) : static_cast<std::int32_t>(n);
     s.top_k_value =
-        m == k ? sd::from_signed_order_key(static_cast<std::int32_t>(order)) : specdec::kNegInf;
+        cut != 0u ? sd::from_signed_order_key(static_cast<std::int32_t>(order)) : specdec::kNegInf;
   }
   __syncthreads();
   // The candidates by id (descending kept_keys): their ids and logits (one read each) into the

@@ -60,7 +60,7 @@ struct CandidateBuckets {
 struct KeySelectShared {
   unsigned int digits[256];
   std::uint64_t prefix;  // the digits of the wanted key decided so far
-  std::uint64_t least;   // the least nonzero key, when every one is kept
+  unsigned long long least;  // the least nonzero key, when every one is kept (atomicMin's type)
   unsigned int rank;     // its rank among the keys that share those digits
   unsigned int count;
 };
@@ -136,7 +136,7 @@ __device__ inline std::uint64_t keep_largest_keys(Global<const std::uint64_t> fr
     sh.count = 0u;
     sh.prefix = 0u;
     sh.rank = static_cast<unsigned int>(k);
-    sh.least = ~std::uint64_t{0};
+    sh.least = ~0ull;
   }
   __syncthreads();
   if (nonzero > 0) atomicAdd(&sh.count, static_cast<unsigned int>(nonzero));
@@ -186,12 +186,12 @@ __device__ inline std::uint64_t keep_largest_keys(Global<const std::uint64_t> fr
   for (int t = 0; t < kMost; ++t) {
     if (mine[t] >= floor && mine[t] != 0u) {
       keys[atomicAdd(&sh.count, 1u)] = mine[t];
-      if (all) atomicMin(&sh.least, mine[t]);
+      if (all) atomicMin(&sh.least, static_cast<unsigned long long>(mine[t]));
     }
   }
   __syncthreads();
   if (!all) return floor;
-  return sh.count == static_cast<unsigned int>(k) ? sh.least : std::uint64_t{0};
+  return sh.count == static_cast<unsigned int>(k) ? static_cast<std::uint64_t>(sh.least) : 0u;
 }
 
 /// A kept entry of the nucleus list as the chain's draws read it: its id's complement above its

@@ -79,14 +79,13 @@ cudaError_t launch_chain_statistics(const ChainVerifyParams& p, const Staged& st
   const RowSplit draw = detail::draw_split(p.batch, p.vocab, detail::device_sm_count());
   const dim3 grid(static_cast<unsigned int>(p.batch),
                   static_cast<unsigned int>(draw.blocks_per_row));
-  return detail::launch(detail::chain_finish_kernel<T>, grid, detail::kDrawThreads, stream, set,
-                        p.vocab, static_cast<const RowStats*>(staged.statistics.stats),
-                        staged.statistics.lists,
-                        static_cast<const unsigned int*>(staged.statistics.counters + 2 * rows),
-                        static_cast<const std::int32_t*>(staged.offsets), p.draft_tokens,
-                        static_cast<const RandomStream*>(staged.streams), p.emitted, p.accepted,
-                        reinterpret_cast<float*>(staged.statistics.tiles),
-                        staged.statistics.counters);
+  return detail::launch(
+      detail::chain_finish_kernel<T>, grid, detail::kDrawThreads, stream, set, p.vocab,
+      static_cast<const RowStats*>(staged.statistics.stats), staged.statistics.lists,
+      static_cast<const unsigned int*>(staged.statistics.counters + 2 * rows),
+      static_cast<const std::int32_t*>(staged.offsets), p.draft_tokens,
+      static_cast<const RandomStream*>(staged.streams), p.emitted, p.accepted,
+      reinterpret_cast<float*>(staged.statistics.tiles), staged.statistics.counters);
 }
 
 }  // namespace
@@ -104,11 +103,10 @@ cudaError_t verify_chain_batch(const ChainVerifyParams& params, void* workspace,
                                        static_cast<const float*>(params.draft),
                                        params.draft_stride};
   // Warped rows: the accept tests read two entries, the draws the CPU's sums of the rows.
-  return detail::launch(detail::chain_finish_kernel<float, false>,
-                        static_cast<unsigned int>(params.batch), detail::kDrawThreads, stream, set,
-                        params.vocab, nullptr, nullptr, nullptr, staged.offsets,
-                        params.draft_tokens, staged.streams, params.emitted, params.accepted,
-                        nullptr, nullptr);
+  return detail::launch(
+      detail::chain_finish_kernel<float, false>, static_cast<unsigned int>(params.batch),
+      detail::kDrawThreads, stream, set, params.vocab, nullptr, nullptr, nullptr, staged.offsets,
+      params.draft_tokens, staged.streams, params.emitted, params.accepted, nullptr, nullptr);
 }
 
 cudaError_t verify_chain_batch_logits(const ChainVerifyParams& params, const DeviceWarp* host_warps,

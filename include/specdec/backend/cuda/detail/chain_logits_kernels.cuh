@@ -217,8 +217,8 @@ __device__ int draw_correction(const Row& p, const Row& q, Global<const std::uin
                                std::int64_t nucleus, std::int64_t n, float u, DrawShared& sh,
                                bool sums_ready = false) {
   if (nucleus > 0) {
-    return draw_residual(NucleusRow<Row>{list, nucleus, list_scale(p.stats), true, q, sh.starts},
-                         p, list, nucleus, n, u, sh, false);
+    return draw_residual(NucleusRow<Row>{list, nucleus, list_scale(p.stats), true, q, sh.starts}, p,
+                         list, nucleus, n, u, sh, false);
   }
   return draw_residual(ResidualOfRows<Row>{p, q}, p, list, 0, n, u, sh, sums_ready);
 }
@@ -371,9 +371,9 @@ __global__ void __launch_bounds__(kDrawThreads)
     const int last = first + per < count ? first + per : count;
     const Global<float> sums = draw_sums + b * count;
     if (correct) {
-      block_sums_to(ResidualOfRows<decltype(row_of(0, 0))>{row_of(target_row, 0),
-                                                           row_of(draft_row, 1)},
-                    n, first, last, sums, sh);
+      block_sums_to(
+          ResidualOfRows<decltype(row_of(0, 0))>{row_of(target_row, 0), row_of(draft_row, 1)}, n,
+          first, last, sums, sh);
     } else {
       block_sums_to(row_of(target_row, 0), n, first, last, sums, sh);
     }
@@ -393,8 +393,7 @@ __global__ void __launch_bounds__(kDrawThreads)
                         nucleus, n, s.uniform(1), sh, split);
     if (threadIdx.x == 0) out[i] = token;
   } else if (!invalid) {
-    const RandomStream s =
-        stream.at_position(stream.position + static_cast<std::uint32_t>(gamma));
+    const RandomStream s = stream.at_position(stream.position + static_cast<std::uint32_t>(gamma));
     const int token = draw_warped(row_of(target_row, 0), nucleus_list(target_row), nucleus, n,
                                   s.uniform(0), sh, split);
     if (threadIdx.x == 0) out[gamma] = token;

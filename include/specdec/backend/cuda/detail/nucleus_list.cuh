@@ -59,9 +59,9 @@ struct CandidateBuckets {
 /// keep_largest_keys's shared state: a radix pass's digit counts, and the key found so far.
 struct KeySelectShared {
   unsigned int digits[256];
-  std::uint64_t prefix;  // the digits of the wanted key decided so far
+  std::uint64_t prefix;      // the digits of the wanted key decided so far
   unsigned long long least;  // the least nonzero key, when every one is kept (atomicMin's type)
-  unsigned int rank;     // its rank among the keys that share those digits
+  unsigned int rank;         // its rank among the keys that share those digits
   unsigned int count;
 };
 

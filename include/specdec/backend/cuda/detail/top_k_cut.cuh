@@ -123,22 +123,41 @@ __device__ void finish_top_k(Global<const T> row, std::int64_t n, const DeviceWa
     scratch.logits[j] = sd::to_float(row[id]);
   }
   __syncthreads();
-  // cut_statistics's top-k branch: the softmax over the candidates, those of probability 0
-  // dropped.
+  // cut_statistics's top-k branch: the softmax over the candidates (sparse_row_sum's terms taken
+  // side by side, then added in its order by thread 0), those of probability 0 dropped.
+  const float inv_t = s.inv_temperature;
+  const float* logits = scratch.logits;
+  const auto logit = [logits](std::int64_t j) { return logits[j]; };
+  if (threadIdx.x == 0) {  // each candidate's tile maximum (comparisons only)
+    sd::for_each_sparse_tile(scratch.ids, m, logit,
+                             [&](std::int64_t begin, std::int64_t end, float max) {
+                               for (std::int64_t j = begin; j < end; ++j) scratch.values[j] = max;
+                             });
+  }
+  __syncthreads();
+  for (int j = static_cast<int>(threadIdx.x); j < m; j += static_cast<int>(blockDim.x))
+    scratch.values[j] = sd::tile_term(logits[j], scratch.values[j], inv_t);
+  __syncthreads();
   if (threadIdx.x == 0) {
-    const float inv_t = s.inv_temperature;
-    const float* logits = scratch.logits;
-    const sd::RowSum sum = sd::sparse_row_sum(scratch.ids, m, inv_t, scratch.tiles,
-                                              [logits](std::int64_t j) { return logits[j]; });
-    s.max = sum.max;
-    s.inv_sum = 1.0f / static_cast<float>(sum.sum);
+    const float* terms = scratch.values;
+    const sd::RowSum sum =
+        sd::sparse_row_sum_of_terms(scratch.ids, m, inv_t, scratch.tiles, logit,
+                                    [terms](std::int64_t j, float) { return terms[j]; });
+    sh.row.max = sum.max;
+    sh.row.inv_sum = 1.0f / static_cast<float>(sum.sum);
+  }
+  __syncthreads();
+  s.max = sh.row.max;
+  s.inv_sum = sh.row.inv_sum;
+  for (int j = static_cast<int>(threadIdx.x); j < m; j += static_cast<int>(blockDim.x))
+    scratch.values[j] = sd::mul_rn(sd::tile_term(logits[j], s.max, inv_t), s.inv_sum);
+  __syncthreads();
+  if (threadIdx.x == 0) {  // the positive ones, in id order
     int positive = 0;
     for (int j = 0; j < m; ++j) {
-      const float logit = scratch.logits[j];
-      const float p =
-          sd::mul_rn(sd::exp_flush(sd::scaled_exponent(logit, s.max, inv_t)), s.inv_sum);
+      const float p = scratch.values[j];
       scratch.ids[positive] = scratch.ids[j];
-      scratch.logits[positive] = logit;
+      scratch.logits[positive] = scratch.logits[j];
       scratch.values[positive] = p;
       positive += p > 0.0f ? 1 : 0;
     }
@@ -188,15 +207,23 @@ __device__ void finish_top_k(Global<const T> row, std::int64_t n, const DeviceWa
       s.min_p_threshold = threshold;
       s.inv_min_p_kept = 1.0f / mass;
     }
-    // The row as its kept entries (kept_candidates): ids ascending, warped probabilities.
+    sh.row = s;  // the row's cuts, for the whole block
+  }
+  __syncthreads();
+  s = sh.row;
+  // The row as its kept entries (kept_candidates): ids ascending, warped probabilities, taken
+  // side by side and listed in order by thread 0.
+  if (keep) {
+    const sd::WarpStats stats = s.warp_stats();
+    for (int j = static_cast<int>(threadIdx.x); j < support; j += static_cast<int>(blockDim.x))
+      scratch.values[j] = sd::warped_probability(stats, scratch.logits[j], scratch.ids[j]);
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) {
     unsigned int listed = 0;
-    if (keep) {
-      const sd::WarpStats stats = s.warp_stats();
-      for (int j = 0; j < support; ++j) {
-        const std::int32_t id = scratch.ids[j];
-        const float p = sd::warped_probability(stats, scratch.logits[j], id);
-        if (p > 0.0f) list[listed++] = kept_key(nucleus_key(p, id));
-      }
+    for (int j = 0; keep && j < support; ++j) {
+      if (scratch.values[j] > 0.0f)
+        list[listed++] = kept_key(nucleus_key(scratch.values[j], scratch.ids[j]));
     }
     *kept = listed;
   }

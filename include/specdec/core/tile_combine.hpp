@@ -83,16 +83,14 @@ SPECDEC_ENTRY_INLINE float add_lanes(const float* lanes) {
   return sum;
 }
 
-/// A term of the tile rule: exp((logit - the tile's max) * inv_t).
-SPECDEC_ENTRY_INLINE float tile_term(float logit, float tile_max, float inv_t) {
-  return exp_flush(scaled_exponent(logit, tile_max, inv_t));
-}
-
-/// The runs of ids[0, m) (ascending) that share a tile, in order: run(begin, end, max) with the
-/// run's largest logit (logit(j) is entry ids[j]'s).
-template <class Logit, class Run>
-SPECDEC_HOST_DEVICE void for_each_sparse_tile(const std::int32_t* ids, std::int64_t m,
-                                              const Logit& logit, const Run& run) {
+/// The tile rule over the entries ids[0, m) (ascending) of a row, every other entry counting as
+/// -inf: the tiles, lanes and order of that dense row, whose -inf entries would add +0. `tiles`
+/// has room for tile_count(n) entries; logit(j) is the logit of entry ids[j] (the CUDA kernels
+/// call this on candidates they hold in shared memory).
+template <class Logit>
+SPECDEC_HOST_DEVICE RowSum sparse_row_sum(const std::int32_t* ids, std::int64_t m, float inv_t,
+                                          TileSum* tiles, const Logit& logit) {
+  std::int64_t count = 0;
   for (std::int64_t j = 0; j < m;) {
     const std::int64_t tile = ids[j] / kSumTile;
     std::int64_t end = j;
@@ -101,37 +99,14 @@ SPECDEC_HOST_DEVICE void for_each_sparse_tile(const std::int32_t* ids, std::int6
       const float x = logit(end);
       max = x > max ? x : max;
     }
-    run(j, end, max);
-    j = end;
-  }
-}
-
-/// sparse_row_sum with its terms given: term(j, max) is tile_term(logit(j), max, inv_t), which a
-/// caller may have computed beforehand (the CUDA kernels take them side by side, then add them
-/// here in order).
-template <class Logit, class Term>
-SPECDEC_HOST_DEVICE RowSum sparse_row_sum_of_terms(const std::int32_t* ids, std::int64_t m,
-                                                   float inv_t, TileSum* tiles, const Logit& logit,
-                                                   const Term& term) {
-  std::int64_t count = 0;
-  for_each_sparse_tile(ids, m, logit, [&](std::int64_t begin, std::int64_t end, float max) {
-    const std::int64_t first = ids[begin] / kSumTile * kSumTile;
     float lanes[kSumLanes] = {};
-    for (std::int64_t j = begin; j < end; ++j) lanes[(ids[j] - first) % kSumLanes] += term(j, max);
+    for (; j < end; ++j) {
+      lanes[(ids[j] - tile * kSumTile) % kSumLanes] +=
+          exp_flush(scaled_exponent(logit(j), max, inv_t));
+    }
     tiles[count++] = {max, add_lanes(lanes), 0.0f};
-  });
+  }
   return combine_tiles(tiles, count, inv_t);
-}
-
-/// The tile rule over the entries ids[0, m) (ascending) of a row, every other entry counting as
-/// -inf: the tiles, lanes and order of that dense row, whose -inf entries would add +0. `tiles`
-/// has room for tile_count(n) entries; logit(j) is the logit of entry ids[j].
-template <class Logit>
-SPECDEC_HOST_DEVICE RowSum sparse_row_sum(const std::int32_t* ids, std::int64_t m, float inv_t,
-                                          TileSum* tiles, const Logit& logit) {
-  return sparse_row_sum_of_terms(ids, m, inv_t, tiles, logit, [&](std::int64_t j, float max) {
-    return tile_term(logit(j), max, inv_t);
-  });
 }
 
 }  // namespace specdec::detail

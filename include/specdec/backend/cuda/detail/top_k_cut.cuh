@@ -2,11 +2,11 @@
 // The top-k cut of rows on the statistics path (in the nucleus launch, for rows whose warp has a
 // top-k of at most kStatisticsTopK), with the top-p and min-p that follow it. Each block of a row
 // keeps the best k of its part (block_top_k.cuh, ranked by logit, ties to the lowest id:
-// core/top_k.hpp's order) in the row's candidate list; the last block to finish orders the
-// lists, takes the k best and computes what core/logit_statistics.hpp computes from them: their
-// softmax sum in the tile rule's order (core/tile_combine.hpp's sparse_row_sum, the same
-// function), the nucleus among them, the min-p threshold. The row is then held as its kept
-// entries, listed by id with their warped probabilities, as the CPU's draws hold it.
+// core/top_k.hpp's order) in the row's candidate list; the last block to finish selects the k
+// best of the lists (keep_largest_keys) and computes what core/logit_statistics.hpp computes
+// from them: their softmax sum in the tile rule's order (core/tile_combine.hpp's sparse_row_sum,
+// the same function), the nucleus among them, the min-p threshold. The row is then held as its
+// kept entries, listed by id with their warped probabilities, as the CPU's draws hold it.
 // IWYU pragma: private
 #pragma once
 
@@ -85,8 +85,8 @@ static_assert(sizeof(std::uint64_t) * (kNucleusListSize - kStatisticsTopK) >=
                   kStatisticsTopK * (3 * sizeof(float) + sizeof(specdec::detail::TileSum)),
               "TopKScratch fits past the k best keys");
 
-/// The last block of a top-k row: the `parts` block lists of `list` ordered, the k best taken
-/// (their entries of logit -inf left out: they would add nothing), and from them, by thread 0 as
+/// The last block of a top-k row: the k best of the `parts` block lists of `list` (their entries
+/// of logit -inf left out: they would add nothing), and from them, by thread 0 as
 /// cut_statistics does, the row's softmax statistics, its nucleus (top-p) and its min-p
 /// threshold into `s`. With `keep`, the kept entries are written to `list` as kept_keys (ids
 /// ascending, their warped probabilities) and their count to *kept. By the whole block.
@@ -123,41 +123,22 @@ __device__ void finish_top_k(Global<const T> row, std::int64_t n, const DeviceWa
     scratch.logits[j] = sd::to_float(row[id]);
   }
   __syncthreads();
-  // cut_statistics's top-k branch: the softmax over the candidates (sparse_row_sum's terms taken
-  // side by side, then added in its order by thread 0), those of probability 0 dropped.
-  const float inv_t = s.inv_temperature;
-  const float* logits = scratch.logits;
-  const auto logit = [logits](std::int64_t j) { return logits[j]; };
-  if (threadIdx.x == 0) {  // each candidate's tile maximum (comparisons only)
-    sd::for_each_sparse_tile(scratch.ids, m, logit,
-                             [&](std::int64_t begin, std::int64_t end, float max) {
-                               for (std::int64_t j = begin; j < end; ++j) scratch.values[j] = max;
-                             });
-  }
-  __syncthreads();
-  for (int j = static_cast<int>(threadIdx.x); j < m; j += static_cast<int>(blockDim.x))
-    scratch.values[j] = sd::tile_term(logits[j], scratch.values[j], inv_t);
-  __syncthreads();
+  // cut_statistics's top-k branch: the softmax over the candidates, those of probability 0
+  // dropped.
   if (threadIdx.x == 0) {
-    const float* terms = scratch.values;
-    const sd::RowSum sum =
-        sd::sparse_row_sum_of_terms(scratch.ids, m, inv_t, scratch.tiles, logit,
-                                    [terms](std::int64_t j, float) { return terms[j]; });
-    sh.row.max = sum.max;
-    sh.row.inv_sum = 1.0f / static_cast<float>(sum.sum);
-  }
-  __syncthreads();
-  s.max = sh.row.max;
-  s.inv_sum = sh.row.inv_sum;
-  for (int j = static_cast<int>(threadIdx.x); j < m; j += static_cast<int>(blockDim.x))
-    scratch.values[j] = sd::mul_rn(sd::tile_term(logits[j], s.max, inv_t), s.inv_sum);
-  __syncthreads();
-  if (threadIdx.x == 0) {  // the positive ones, in id order
+    const float inv_t = s.inv_temperature;
+    const float* logits = scratch.logits;
+    const sd::RowSum sum = sd::sparse_row_sum(scratch.ids, m, inv_t, scratch.tiles,
+                                              [logits](std::int64_t j) { return logits[j]; });
+    s.max = sum.max;
+    s.inv_sum = 1.0f / static_cast<float>(sum.sum);
     int positive = 0;
     for (int j = 0; j < m; ++j) {
-      const float p = scratch.values[j];
+      const float logit = scratch.logits[j];
+      const float p =
+          sd::mul_rn(sd::exp_flush(sd::scaled_exponent(logit, s.max, inv_t)), s.inv_sum);
       scratch.ids[positive] = scratch.ids[j];
-      scratch.logits[positive] = scratch.logits[j];
+      scratch.logits[positive] = logit;
       scratch.values[positive] = p;
       positive += p > 0.0f ? 1 : 0;
     }
@@ -207,23 +188,15 @@ __device__ void finish_top_k(Global<const T> row, std::int64_t n, const DeviceWa
       s.min_p_threshold = threshold;
       s.inv_min_p_kept = 1.0f / mass;
     }
-    sh.row = s;  // the row's cuts, for the whole block
-  }
-  __syncthreads();
-  s = sh.row;
-  // The row as its kept entries (kept_candidates): ids ascending, warped probabilities, taken
-  // side by side and listed in order by thread 0.
-  if (keep) {
-    const sd::WarpStats stats = s.warp_stats();
-    for (int j = static_cast<int>(threadIdx.x); j < support; j += static_cast<int>(blockDim.x))
-      scratch.values[j] = sd::warped_probability(stats, scratch.logits[j], scratch.ids[j]);
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) {
+    // The row as its kept entries (kept_candidates): ids ascending, warped probabilities.
     unsigned int listed = 0;
-    for (int j = 0; keep && j < support; ++j) {
-      if (scratch.values[j] > 0.0f)
-        list[listed++] = kept_key(nucleus_key(scratch.values[j], scratch.ids[j]));
+    if (keep) {
+      const sd::WarpStats stats = s.warp_stats();
+      for (int j = 0; j < support; ++j) {
+        const std::int32_t id = scratch.ids[j];
+        const float p = sd::warped_probability(stats, scratch.logits[j], id);
+        if (p > 0.0f) list[listed++] = kept_key(nucleus_key(p, id));
+      }
     }
     *kept = listed;
   }

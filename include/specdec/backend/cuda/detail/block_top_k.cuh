@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "specdec/backend/cuda/detail/bitonic.cuh"
 #include "specdec/backend/cuda/detail/global.cuh"
 #include "specdec/backend/cuda/detail/launch.cuh"
 #include "specdec/backend/cuda/detail/warp_kernels.cuh"
@@ -128,27 +129,17 @@ __device__ inline void sort_candidates(int s, SplitTopKShared& sh) {
     ids[i] = 0x7fffffff;
   }
   __syncthreads();
-  for (int k = 2; k <= size; k *= 2) {
-    for (int j = k / 2; j > 0; j /= 2) {
-      for (int q = static_cast<int>(threadIdx.x); q < size / 2; q += static_cast<int>(blockDim.x)) {
-        const int i = 2 * q - (q & (j - 1));  // q with a zero bit inserted at j
-        const float va = values[i], vb = values[i + j];
-        const std::int32_t a = ids[i], b = ids[i + j];
-        // In a leading run the pair ends in ranks_before order, in a trailing run reversed.
-        if ((i & k) == 0 ? ranks_before(vb, b, va, a) : ranks_before(va, a, vb, b)) {
-          values[i] = vb;
-          ids[i] = b;
-          values[i + j] = va;
-          ids[i + j] = a;
-        }
-      }
-      if (j >= 32 || j == 1) {
-        __syncthreads();
-      } else {
-        __syncwarp();
-      }
+  // A pair ends in ranks_before order in a leading run, reversed in a trailing one.
+  bitonic_steps(size, [values, ids](int i, int j, bool leading) {
+    const float va = values[i], vb = values[j];
+    const std::int32_t a = ids[i], b = ids[j];
+    if (leading ? ranks_before(vb, b, va, a) : ranks_before(va, a, vb, b)) {
+      values[i] = vb;
+      ids[i] = b;
+      values[j] = va;
+      ids[j] = a;
     }
-  }
+  });
 }
 
 /// The list becomes the best min(k, kept + s) of its `kept` entries and the s candidates

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "specdec/backend/cuda/detail/bitonic.cuh"
 #include "specdec/backend/cuda/detail/block_reduce.cuh"
 #include "specdec/backend/cuda/detail/block_sweep.cuh"
 #include "specdec/backend/cuda/detail/row_stats_kernels.cuh"
@@ -86,33 +87,20 @@ struct NucleusShared {
 };
 
 /// Sorts keys[0, count) (shared memory, room for the next power of two) descending by the whole
-/// block (bitonic, padded with zero keys), a thread per compared pair. The pairs of a step with j <
-/// 32 that a warp takes (32 consecutive) cover 64 aligned entries, the same ones at every such
-/// step: those steps need only the warp's barrier.
+/// block (bitonic_steps, padded with zero keys).
 __device__ inline void sort_keys_descending(int count, std::uint64_t* keys) {
   int size = 1;
   while (size < count) size *= 2;
   for (int i = count + static_cast<int>(threadIdx.x); i < size; i += static_cast<int>(blockDim.x))
     keys[i] = 0;
   __syncthreads();
-  for (int k = 2; k <= size; k *= 2) {
-    for (int j = k / 2; j > 0; j /= 2) {
-      for (int q = static_cast<int>(threadIdx.x); q < size / 2; q += static_cast<int>(blockDim.x)) {
-        const int i = 2 * q - (q & (j - 1));  // q with a zero bit inserted at j
-        const bool descending = (i & k) == 0;
-        const std::uint64_t a = keys[i], b = keys[i + j];
-        if (descending ? a < b : a > b) {
-          keys[i] = b;
-          keys[i + j] = a;
-        }
-      }
-      if (j >= 32 || j == 1) {
-        __syncthreads();
-      } else {
-        __syncwarp();
-      }
+  bitonic_steps(size, [keys](int i, int j, bool leading) {
+    const std::uint64_t a = keys[i], b = keys[j];
+    if (leading ? a < b : a > b) {
+      keys[i] = b;
+      keys[j] = a;
     }
-  }
+  });
 }
 
 /// The k largest nonzero keys of from[0, count) (count <= kNucleusList; nonzero keys distinct,

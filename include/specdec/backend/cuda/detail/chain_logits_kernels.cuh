@@ -223,11 +223,12 @@ __device__ int draw_correction(const Row& p, const Row& q, Global<const std::uin
   return draw_residual(ResidualOfRows<Row>{p, q}, p, list, 0, n, u, sh, sums_ready);
 }
 
+static_assert(kRowSplitTile == kSumBlock, "a row's tiles are the draw's blocks");
+
 /// How the last launch of a chain step from logits splits a draw from a whole row (no cut) over
 /// blocks: as row_split shares a row's tiles (1024-entry blocks, the draw's blocks) among enough
 /// blocks to fill the GPU, for rows of one chunk (whose block sums shared memory holds); one
 /// block per sequence otherwise.
-static_assert(kRowSplitTile == kSumBlock, "a row's tiles are the draw's blocks");
 inline RowSplit draw_split(std::int64_t batch, std::int64_t vocab, int sm_count) {
   const RowSplit split = row_split(batch, vocab, sm_count);
   if (split.tiles <= kDrawThreads) return split;

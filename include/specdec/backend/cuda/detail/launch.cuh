@@ -18,6 +18,15 @@
 #define SPECDEC_UNROLL(n)
 #endif
 
+/// A device function compiled once, not inlined at each call: for the draws' steps, whose
+/// unrolled loads and warped entries would otherwise be copied into every call site (and the
+/// kernels made several times larger, and slower to compile). Nothing under the emulation.
+#if defined(__CUDACC__)
+#define SPECDEC_NOINLINE __noinline__
+#else
+#define SPECDEC_NOINLINE
+#endif
+
 namespace specdec::backend::cuda_impl::detail {
 
 /// Launches kernel on `grid` blocks of `threads` threads on `stream`; returns the launch status.

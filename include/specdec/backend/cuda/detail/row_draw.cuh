@@ -146,8 +146,8 @@ __device__ __forceinline__ float warp_block_sum(const Value& value, std::int64_t
 /// block_sum of every 1024-entry block of chunk `base` (kDrawThreads blocks) into sh.sums,
 /// a warp per block (coalesced loads); returns how many blocks the chunk has. Ends with a barrier.
 template <class Value>
-__device__ __forceinline__ int chunk_sums(const Value& value, std::int64_t n, std::int64_t base,
-                                          DrawShared& sh) {
+__device__ SPECDEC_NOINLINE int chunk_sums(const Value value, std::int64_t n, std::int64_t base,
+                                           DrawShared& sh) {
   constexpr std::int64_t kBlock = specdec::detail::kBlockedSumBlock;
   const std::int64_t left = (n - base + kBlock - 1) / kBlock;
   const int count = left < kDrawThreads ? static_cast<int>(left) : kDrawThreads;
@@ -170,8 +170,8 @@ __device__ __forceinline__ int chunk_sums(const Value& value, std::int64_t n, st
 /// block: one block's share of a row whose draw is split over blocks (the last to finish draws
 /// from the sums, sample_from_sums).
 template <class Value>
-__device__ void block_sums_to(const Value& value, std::int64_t n, int first, int last,
-                              Global<float> sums, DrawShared& sh) {
+__device__ SPECDEC_NOINLINE void block_sums_to(const Value value, std::int64_t n, int first,
+                                               int last, Global<float> sums, DrawShared& sh) {
   constexpr std::int64_t kBlock = specdec::detail::kBlockedSumBlock;
   const int warp = static_cast<int>(threadIdx.x) / 32;
   for (int k = first + warp; k < last; k += kDrawWarps) {
@@ -261,8 +261,8 @@ __device__ inline int block_threshold_scan(const float* buf, int count, double t
 /// holding the threshold is loaded side by side and scanned by thread 0. Returns whether it found
 /// the token (sh.result); at the row's last chunk it always does (last_positive's fallback).
 template <class Value>
-__device__ bool scan_chunk(const Value& value, std::int64_t n, std::int64_t base, int count,
-                           double threshold, DrawShared& sh) {
+__device__ SPECDEC_NOINLINE bool scan_chunk(const Value value, std::int64_t n, std::int64_t base,
+                                            int count, double threshold, DrawShared& sh) {
   constexpr std::int64_t kBlock = specdec::detail::kBlockedSumBlock;
   constexpr std::int64_t kChunk = kBlock * kDrawThreads;
   float* buf = sh.block[0];

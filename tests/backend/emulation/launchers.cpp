@@ -6,6 +6,7 @@
 // The emulation must come first: the launchers and kernels then see its built-ins and runtime.
 #include "cuda/draft_batch.cu"
 #include "cuda/fill_random.cu"
+#include "cuda/row_statistics.cu"
 #include "cuda/tree_mask_batch.cu"
 #include "cuda/verify_batch.cu"
 #include "cuda/verify_target_only.cu"

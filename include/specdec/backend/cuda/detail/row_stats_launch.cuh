@@ -70,22 +70,11 @@ inline bool cuts_rows(const DeviceWarp& w, std::int64_t n) {
 
 /// The counters zeroed (a memset: capturable), the statistics of every row of `set`, then (when
 /// a warp cuts: `cut`) the cuts of the rows whose warp has one, on the split `split`; with
-/// `keep_nucleus` each cut row is left listed for draws (nucleus_kernel).
+/// `keep_nucleus` each cut row is left listed for draws (nucleus_kernel). Compiled once, in
+/// row_statistics.cu, for fp32, fp16 and bf16 rows: the chain step and the warp share its kernels.
 template <class T>
 cudaError_t launch_row_statistics(const LogitRowSet<T>& set, std::int64_t rows, std::int64_t n,
                                   const RowSplit& split, const RowWarps& warps, bool cut,
-                                  bool keep_nucleus, const RowStatsBuffers& b,
-                                  cudaStream_t stream) {
-  cudaError_t status = cudaMemsetAsync(
-      b.counters, 0, 3 * static_cast<std::size_t>(rows) * sizeof(unsigned int), stream);
-  if (status != cudaSuccess) return status;
-  const dim3 grid(static_cast<unsigned int>(rows), static_cast<unsigned int>(split.blocks_per_row));
-  status = launch(row_stats_kernel<T>, grid, kStatsThreads, stream, set, n, split, warps, b.tiles,
-                  b.counters, b.stats, cut ? b.gates : nullptr, b.histograms);
-  if (status != cudaSuccess || !cut) return status;
-  return launch(nucleus_kernel<T>, grid, kStatsThreads, stream, set, n, split, warps,
-                static_cast<const float*>(b.gates), b.counters + 2 * rows, b.lists,
-                b.histograms, b.counters + rows, b.stats, keep_nucleus);
-}
+                                  bool keep_nucleus, const RowStatsBuffers& b, cudaStream_t stream);
 
 }  // namespace specdec::backend::cuda_impl::detail

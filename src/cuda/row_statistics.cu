@@ -1,0 +1,38 @@
+// SPDX-License-Identifier: MIT
+// The statistics launches every call on the statistics path starts with (row_stats_launch.cuh),
+// compiled here once for each row type: the chain step from logits and the warp share them.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "specdec/backend/cuda/detail/row_stats_launch.cuh"
+
+namespace specdec::backend::cuda_impl::detail {
+
+template <class T>
+cudaError_t launch_row_statistics(const LogitRowSet<T>& set, std::int64_t rows, std::int64_t n,
+                                  const RowSplit& split, const RowWarps& warps, bool cut,
+                                  bool keep_nucleus, const RowStatsBuffers& b,
+                                  cudaStream_t stream) {
+  cudaError_t status = cudaMemsetAsync(
+      b.counters, 0, 3 * static_cast<std::size_t>(rows) * sizeof(unsigned int), stream);
+  if (status != cudaSuccess) return status;
+  const dim3 grid(static_cast<unsigned int>(rows), static_cast<unsigned int>(split.blocks_per_row));
+  status = launch(row_stats_kernel<T>, grid, kStatsThreads, stream, set, n, split, warps, b.tiles,
+                  b.counters, b.stats, cut ? b.gates : nullptr, b.histograms);
+  if (status != cudaSuccess || !cut) return status;
+  return launch(nucleus_kernel<T>, grid, kStatsThreads, stream, set, n, split, warps,
+                static_cast<const float*>(b.gates), b.counters + 2 * rows, b.lists, b.histograms,
+                b.counters + rows, b.stats, keep_nucleus);
+}
+
+#define SPECDEC_ROW_STATISTICS(T)                                                                  \
+  template cudaError_t launch_row_statistics<T>(const LogitRowSet<T>&, std::int64_t, std::int64_t, \
+                                                const RowSplit&, const RowWarps&, bool, bool,      \
+                                                const RowStatsBuffers&, cudaStream_t);
+SPECDEC_ROW_STATISTICS(float)
+SPECDEC_ROW_STATISTICS(__half)
+SPECDEC_ROW_STATISTICS(__nv_bfloat16)
+#undef SPECDEC_ROW_STATISTICS
+
+}  // namespace specdec::backend::cuda_impl::detail

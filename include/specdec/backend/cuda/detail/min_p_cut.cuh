@@ -7,7 +7,8 @@
 // blocks gathered at or above the threshold; ordered by id, they are added by one thread (a float
 // sum in order is one chain of additions) and listed for the draws with their warped
 // probabilities. A row whose entries are in no list (a nucleus found by the search over the row,
-// or more entries than the list holds) is walked by one thread.
+// or more entries than the list holds) is read by the whole block, which leaves thread 0 only the
+// additions of the entries kept (kept_mass_of_row).
 // IWYU pragma: private
 #pragma once
 
@@ -31,6 +32,55 @@ struct MinPGather {
 
 /// cut_min_p's `listed` for a row whose entries are in no list: they are walked over the row.
 inline constexpr unsigned int kInNoList = 0xffffffffu;
+
+/// The entries of a row each warp of kept_mass_of_row reads per chunk.
+inline constexpr int kMinPWarpSpan = 1024;
+
+/// The float sum in id order of the entries of the row whose probability after top-p
+/// (`cuts`; softmax statistics `st`) is at least `threshold`: cut_statistics's kept mass, one
+/// chain of additions. By the whole block, chunk by chunk: each warp reads kMinPWarpSpan
+/// consecutive entries, 32 side by side, and packs those kept, in order, into its part of `buf`
+/// (room for kMinPWarpSpan floats per warp), their count into warp_kept[warp]; thread 0 then adds
+/// them in order. So the row is read once with coalesced loads, and the one thread only adds.
+/// Returns the sum in thread 0.
+template <class T>
+__device__ float kept_mass_of_row(Global<const T> row, std::int64_t n, const RowStats& st,
+                                  const specdec::detail::WarpStats& cuts, float threshold,
+                                  float* buf, unsigned int* warp_kept) {
+  namespace sd = specdec::detail;
+  const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
+  const int warps = static_cast<int>(blockDim.x) / 32;
+  const std::int64_t chunk = static_cast<std::int64_t>(warps) * kMinPWarpSpan;
+  float mass = 0.0f;
+  for (std::int64_t base = 0; base < n; base += chunk) {
+    const std::int64_t begin = base + static_cast<std::int64_t>(warp) * kMinPWarpSpan;
+    float* packed = buf + warp * kMinPWarpSpan;
+    unsigned int kept = 0;
+    SPECDEC_UNROLL(4)
+    for (int k = 0; k < kMinPWarpSpan && begin + k < n; k += 32) {  // the same in every lane
+      const std::int64_t i = begin + k + lane;
+      float v = 0.0f;
+      bool keep = false;
+      if (i < n) {
+        v = sd::nucleus_probability(cuts, softmax_of(st, sd::to_float(row[i])), i);
+        keep = !(v < threshold);
+      }
+      const unsigned int ballot = __ballot_sync(0xffffffffu, keep);
+      if (keep) packed[kept + static_cast<unsigned int>(__popc(ballot & ((1u << lane) - 1u)))] = v;
+      kept += static_cast<unsigned int>(__popc(ballot));
+    }
+    if (lane == 0) warp_kept[warp] = kept;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      for (int w = 0; w < warps; ++w) {
+        for (unsigned int j = 0; j < warp_kept[w]; ++j)
+          mass = sd::add_rn(mass, buf[w * kMinPWarpSpan + static_cast<int>(j)]);
+      }
+    }
+    __syncthreads();  // buf and warp_kept are read before the next chunk writes them
+  }
+  return mass;
+}
 
 /// The threshold of min-p alone (min_p times the row maximum's probability) and its gate.
 __device__ __forceinline__ MinPGather min_p_gather(float min_p, const RowStats& s) {
@@ -87,6 +137,14 @@ __device__ void cut_min_p(Global<const T> row, std::int64_t n, const DeviceWarp&
       sh.keys[j] = kept_key(sh.keys[j]);
     sort_keys_descending(count, sh.keys);  // ids ascending
   }
+  // A row in no list: read by the whole block into sh.keys's room (free: no entry is listed).
+  static_assert(sizeof(sh.keys) >= sizeof(float) * kMinPWarpSpan * (kStatsThreads / 32));
+  static_assert(sizeof(sh.u) >= sizeof(unsigned int) * (kStatsThreads / 32));
+  float row_mass = 0.0f;
+  if (count < 0) {
+    row_mass =
+        kept_mass_of_row(row, n, sh.row, cuts, threshold, reinterpret_cast<float*>(sh.keys), sh.u);
+  }
   if (threadIdx.x == 0) {
     const auto entry = [&sh](int j, float& p, std::int64_t& id) {
       p = sd::bits_float(static_cast<std::uint32_t>(sh.keys[j]));
@@ -102,10 +160,7 @@ __device__ void cut_min_p(Global<const T> row, std::int64_t n, const DeviceWarp&
         if (!(v < threshold)) mass = sd::add_rn(mass, v);
       }
     } else {
-      for (std::int64_t i = 0; i < n; ++i) {
-        const float v = sd::nucleus_probability(cuts, softmax_of(sh.row, sd::to_float(row[i])), i);
-        if (!(v < threshold)) mass = sd::add_rn(mass, v);
-      }
+      mass = row_mass;
     }
     s.inv_min_p_kept = 1.0f / mass;
     unsigned int written = 0;

@@ -270,7 +270,6 @@ TEST_CASE("ledger: the warp with T and top-k 50", "[backend][cuda_kernel][ledger
 
 TEST_CASE("ledger: the chain step from logits with T and min-p, every draft accepted",
           "[backend][cuda_kernel][ledger]") {
-  const std::int64_t v = kLedgerVocab;
   const auto [f, logit_reads] = accepted_chain_figures({0.8f, 0, 1.0f, 0.1f});
   // Before: one block per sequence over rows warped into the workspace: 9.0 reads and 5.0 writes
   // per element, sector efficiency 0.73, one launch. Now the statistics, the entries at or above

@@ -70,7 +70,7 @@ inline void check_warp_batch(std::int64_t rows, std::int64_t cols, std::int64_t 
 template <class T>
 struct WarpBatchArgs {
   MatrixView<const T> logits;
-  std::span<const Warp> warps;
+  std::span<const Warp> warps = {};  // left out (empty) when device_warps gives them
   MatrixView<float> warped;
   const Warp* device_warps = nullptr;
 };

@@ -19,7 +19,7 @@ cudaError_t launch_row_statistics(const LogitRowSet<T>& set, std::int64_t rows, 
   if (status != cudaSuccess) return status;
   const dim3 grid(static_cast<unsigned int>(rows), static_cast<unsigned int>(split.blocks_per_row));
   status = launch(row_stats_kernel<T>, grid, kStatsThreads, stream, set, n, split, warps, b.tiles,
-                  b.counters, b.stats, cut ? b.gates : nullptr, b.histograms);
+                  b.counters, b.stats, cut ? b.gates : nullptr, b.lists, b.histograms);
   if (status != cudaSuccess || !cut) return status;
   return launch(nucleus_kernel<T>, grid, kStatsThreads, stream, set, n, split, warps,
                 static_cast<const float*>(b.gates), b.counters + 2 * rows, b.lists, b.histograms,

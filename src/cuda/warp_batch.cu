@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Launcher of the batched warp: every warp but a top-k above kStatisticsTopK takes the statistics
-// path (the rows' statistics split over blocks, their cuts, then one write pass); a larger top-k,
-// one block per row.
+// path (the rows' statistics split over blocks, the cuts by top-p or top-k, then one write pass,
+// which also cuts min-p alone); a larger top-k, one block per row.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -46,9 +46,12 @@ cudaError_t launch_warp_statistics(const WarpBatchParams& p, const WarpStaged& s
   if (status != cudaSuccess) return status;
   const dim3 grid(static_cast<unsigned int>(p.rows),
                   static_cast<unsigned int>(split.blocks_per_row));
+  // The nucleus launch left the row counters after the statistics' (counters + rows) at 0: a row
+  // with min-p alone, which it skips, counts its write pass's blocks there.
   return detail::launch(detail::warp_write_kernel<T>, grid, detail::kStatsThreads, stream, set,
-                        p.cols, split, static_cast<const RowStats*>(staged.statistics.stats),
-                        p.warped, p.warped_stride);
+                        p.cols, split, warps, static_cast<const RowStats*>(staged.statistics.stats),
+                        staged.statistics.lists, staged.statistics.counters + p.rows, p.warped,
+                        p.warped_stride);
 }
 
 template <class T>
@@ -79,7 +82,9 @@ cudaError_t warp_logits_batch(const WarpBatchParams& params, void* workspace, cu
   bool statistics = true, cut = device_warps;  // the cut launch may be needed
   for (std::int64_t k = 0; k < params.warp_count; ++k) {
     statistics = statistics && detail::statistics_warp(params.host_warps[k], params.cols);
-    cut = cut || detail::cuts_rows(params.host_warps[k], params.cols);
+    // Min-p alone is cut by the write pass: the nucleus launch is for top-p and top-k.
+    cut = cut || (detail::cuts_rows(params.host_warps[k], params.cols) &&
+                  !detail::min_p_alone(params.host_warps[k], params.cols));
   }
   const DeviceWarp* row_warps = device_warps ? params.host_warps : nullptr;
   if (params.warp_count > 1) {

@@ -239,14 +239,15 @@ TEST_CASE("ledger: the chain step from logits with T, top-k 50 and top-p, every 
   const auto [f, logit_reads] = accepted_chain_figures({0.8f, 50, 0.9f, 0.0f});
   // Before: one block per sequence over rows warped into the workspace (four radix passes for
   // the top-k cut, the softmax, the nucleus, the draws): 47.0 reads and 5.0 writes per element,
-  // sector efficiency 0.90, one launch. Now the statistics, each block's best 50 (the logits
-  // read twice in all), then the 50 candidates once more, summed, cut and listed by the last
-  // block of the row; the bonus is drawn from the listed row. The rest: the blocks' lists of 50
-  // keys, written and read once, and the statistics.
-  CHECK(logit_reads <= 2.0 + 3.0 * 50 / static_cast<double>(v));
-  CHECK(f.reads == Approx(2.17).epsilon(0.02));
+  // sector efficiency 0.90, one launch. Then (2.17 reads) the statistics and each block's best
+  // 50 in two reads. Now each block's best 50 in the statistics' one read of the logits, then
+  // the 50 candidates once more, summed, cut and listed by one block of the row; the bonus is
+  // drawn from the listed row. The rest: the blocks' lists of 50 keys, written and read once,
+  // and the statistics; the candidates' scattered reads bring sector efficiency down.
+  CHECK(logit_reads <= 1.0 + 3.0 * 50 / static_cast<double>(v));
+  CHECK(f.reads == Approx(1.165).epsilon(0.02));
   CHECK(f.writes == Approx(0.118).epsilon(0.05));
-  CHECK(f.sector_efficiency == Approx(0.945).margin(0.02));
+  CHECK(f.sector_efficiency == Approx(0.905).margin(0.02));
   check_call_counts(f, 3, 2);
 }
 
@@ -258,11 +259,12 @@ TEST_CASE("ledger: the warp with T and top-k 50", "[backend][cuda_kernel][ledger
   REQUIRE(w.run({{0.8f, 50, 1.0f, 0.0f}}) == cudaSuccess);
   const CallFigures f = ledger_figures(static_cast<double>(rows * v * 4));
   // Before: one block per row, 9.0 reads and 4.0 writes per element (four radix passes for the
-  // cut, the softmax, three row writes), sector efficiency 0.98. Now the statistics, each
-  // block's best 50, the write pass: the logits three times, the output once.
-  CHECK(emu::ledger.region("logits").reads_per_byte() <= 3.0 + 50.0 / static_cast<double>(v));
+  // cut, the softmax, three row writes), sector efficiency 0.98. Then (3.13 reads) the
+  // statistics, each block's best 50 and the write pass each read the logits. Now each block's
+  // best 50 in the statistics' read, then the write pass: the logits twice, the output once.
+  CHECK(emu::ledger.region("logits").reads_per_byte() <= 2.0 + 50.0 / static_cast<double>(v));
   CHECK(emu::ledger.region("warped").traffic.written == static_cast<std::uint64_t>(rows * v * 4));
-  CHECK(f.reads == Approx(3.13).epsilon(0.02));
+  CHECK(f.reads == Approx(2.13).epsilon(0.02));
   CHECK(f.writes == Approx(1.107).epsilon(0.02));
   CHECK(f.sector_efficiency == Approx(0.98).margin(0.02));
   check_call_counts(f, 3, 0);
@@ -289,14 +291,15 @@ TEST_CASE("ledger: the warp with T and min-p", "[backend][cuda_kernel][ledger]")
   emu::ledger.reset();
   REQUIRE(w.run({{0.8f, 0, 1.0f, 0.1f}}) == cudaSuccess);
   const CallFigures f = ledger_figures(static_cast<double>(rows * v * 4));
-  // Before: one block per row, 8.0 reads and 5.0 writes per element. Now the statistics, the
-  // entries at or above the threshold, the write pass: the logits three times, the output once.
-  CHECK(emu::ledger.region("logits").reads_per_byte() == Approx(3.0));
+  // Before: one block per row, 8.0 reads and 5.0 writes per element. Then (3.06 reads) the
+  // statistics, the entries at or above the threshold, the write pass each read the logits. Now
+  // the write pass cuts: the logits twice, the output once, the kept entries listed on the way.
+  CHECK(emu::ledger.region("logits").reads_per_byte() == Approx(2.0));
   CHECK(emu::ledger.region("warped").traffic.written == static_cast<std::uint64_t>(rows * v * 4));
-  CHECK(f.reads == Approx(3.06).epsilon(0.02));
+  CHECK(f.reads == Approx(2.022).epsilon(0.01));
   CHECK(f.writes == Approx(1.011).epsilon(0.02));
   CHECK(f.sector_efficiency == Approx(0.985).margin(0.02));
-  check_call_counts(f, 3, 0);
+  check_call_counts(f, 2, 0);
 }
 
 TEST_CASE("ledger: the warp with T and top-p", "[backend][cuda_kernel][ledger]") {

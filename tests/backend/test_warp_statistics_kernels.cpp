@@ -9,8 +9,10 @@
 // The emulation must come first: the launchers then see its built-ins and runtime.
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -97,12 +99,11 @@ void check_warp_path_bits(std::int64_t rows, std::int64_t vocab, std::int64_t st
   const std::vector<float> cpu = cpu_warped(logits, rows, vocab, stride, warps);
   emu::ledger.reset();
   const std::vector<float> gpu = cuda_warped(logits, rows, vocab, stride, warps);
-  // The statistics path (and the nucleus with top-p), not the one-block-per-row kernel.
+  // The statistics path (and the nucleus launch with top-p or top-k; the write pass cuts min-p
+  // alone), not the one-block-per-row kernel.
   bool cut = false;
-  for (const Warp& w : warps) {
-    cut = cut || (!w.is_greedy() &&
-                  (w.top_p < 1.0f || w.min_p > 0.0f || (w.top_k > 0 && w.top_k < vocab)));
-  }
+  for (const Warp& w : warps)
+    cut = cut || (!w.is_greedy() && (w.top_p < 1.0f || (w.top_k > 0 && w.top_k < vocab)));
   CHECK(emu::ledger.counts.launches == (cut ? 3u : 2u));
   std::int64_t mismatches = 0, first = -1;
   for (std::size_t i = 0; i < cpu.size(); ++i) {
@@ -165,8 +166,9 @@ TEST_CASE("warp on the statistics path: top-k and min-p, alone or with top-p, gi
           {Warp{.temperature = 0.7f, .top_k = 40, .min_p = 0.05f}, 2500, 132, 24},
           {Warp{.temperature = 1.0f, .top_k = 1024, .top_p = 0.8f, .min_p = 0.02f}, 20000, 132, 25},
           {Warp{.temperature = 1.0f, .min_p = 0.1f}, 9000, 1, 26},
+          {Warp{.temperature = 1.3f, .min_p = 0.05f}, 9000, 132, 29},
           {Warp{.temperature = 0.8f, .top_p = 0.9f, .min_p = 0.05f}, 2500, 4, 27},
-          // 40% of the row kept: more than a list holds (walked)
+          // 40% of the row kept: more than a block's part of the list holds (walked)
           {Warp{.temperature = 1.0f, .min_p = 0.001f}, 20000, 8, 28},
       }));
   emu::runtime.sm_count = sm_count;
@@ -177,6 +179,31 @@ TEST_CASE("warp on the statistics path: top-k and min-p, alone or with top-p, gi
   check_warp_path_bits<Eigen::bfloat16>(2, vocab, vocab, {warp}, seed + 100);
   emu::runtime.sm_count = cuda_impl::kH100Sms;
   emu::ledger.seed = 1;
+}
+
+TEST_CASE(
+    "warp with top-k on the statistics path: a row holding a NaN or +inf, or no finite "
+    "entry, is written as NaN, the others are the CPU's",
+    "[backend][cuda_kernel][warp_statistics]") {
+  const std::int64_t rows = 4, vocab = 5000;
+  std::vector<float> logits = warp_path_logits<float>(rows, vocab, 51);
+  logits[1 * vocab + 4321] = std::nanf("");  // in the last block's part
+  logits[2 * vocab + 17] = std::numeric_limits<float>::infinity();
+  std::fill(logits.begin() + 3 * vocab, logits.end(), -std::numeric_limits<float>::infinity());
+  const Warp warp{.temperature = 0.9f, .top_k = 30};
+  emu::runtime.sm_count = 8;  // 3 blocks per row, each keeping a list
+  REQUIRE(cuda_impl::row_split(rows, vocab, 8).blocks_per_row == 3);
+  emu::ledger.reset();
+  const std::vector<float> gpu = cuda_warped(logits, rows, vocab, vocab, {warp});
+  emu::runtime.sm_count = cuda_impl::kH100Sms;
+  const std::vector<float> first(logits.begin(), logits.begin() + vocab);
+  const std::vector<float> cpu = cpu_warped(first, 1, vocab, vocab, {warp});
+  CHECK(std::equal(cpu.begin(), cpu.end(), gpu.begin()));
+  for (std::int64_t r = 1; r < rows; ++r) {
+    INFO("row " << r);
+    CHECK(std::all_of(gpu.begin() + r * vocab, gpu.begin() + (r + 1) * vocab,
+                      [](float x) { return x != x; }));
+  }
 }
 
 TEST_CASE("warp: a batch with a top-k above kStatisticsTopK takes the one-block-per-row kernel",

@@ -88,7 +88,7 @@ __device__ __forceinline__ MinPGather min_p_gather(float min_p, const RowStats& 
   const double gate =
       static_cast<double>(s.max) +
       (log(bound / static_cast<double>(s.inv_sum)) - 0.01) / static_cast<double>(s.inv_temperature);
-  return {specdec::detail::min_p_threshold(min_p, softmax_of(s, s.max)), static_cast<float>(gate)};
+  return {min_p_alone_threshold(min_p, s), static_cast<float>(gate)};
 }
 
 /// The min-p cut of a row whose top-p cut (if any) is in `s` (thread 0's), by the whole block: its

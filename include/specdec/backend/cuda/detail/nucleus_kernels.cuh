@@ -8,8 +8,8 @@
 // walks it. An estimated gate that proves too high is replaced by the CPU's prune bound (one more
 // pass); a list that overflows is gathered again above the histogram's bucket holding the cut
 // (one more pass), or where that bucket alone overflows, the cut is found by a radix search over
-// the row (six passes). The same launch cuts rows by top-k (top_k_cut.cuh) and by min-p
-// (min_p_cut.cuh).
+// the row (six passes). The same launch cuts rows by top-k (top_k_cut.cuh: from the blocks' lists
+// the statistics launch left) and by min-p (min_p_cut.cuh).
 // IWYU pragma: private
 #pragma once
 
@@ -181,19 +181,13 @@ __device__ void small_nucleus(Global<const T> row, std::int64_t n, double top_p,
   out.inv_top_p_kept = static_cast<float>(1.0 / kept);
 }
 
-/// The nucleus kernel's shared memory: a top-k row's blocks keep their lists, then the last block
-/// orders them as it orders a nucleus.
-union NucleusKernelShared {
-  NucleusShared nucleus;
-  SplitTopKShared top_k;
-};
-
 /// The cuts of every row of `rows` (row r is blockIdx.x, blockIdx.y takes split.tiles_per_block
 /// tiles of it) into stats[r]: for a warp with top-p (no top-k), the candidates at or above
 /// gates[r] (row_stats_kernel's last block wrote it and zeroed the row's histogram) go to the
 /// row's list of kNucleusList keys, counted in counts[r], and to its histogram, and the last
 /// block cuts them, then applies min-p (min_p_cut.cuh); for min-p alone, the entries at or above
-/// its threshold are listed; for a top-k, each block keeps its best k (top_k_cut.cuh). counts[r]
+/// its threshold are listed; for a top-k, block 0 of the row selects the k best of the blocks'
+/// lists the statistics launch left (top_k_cut.cuh). counts[r]
 /// and counters[r] must be 0 at launch. After, counters[r] is 0 and, with `keep` and a cut from a
 /// list, the list holds the kept entries as kept_keys (ranked, for top-p alone; order_kept_keys
 /// orders them by id) and counts[r] their number; else counts[r] is 0.
@@ -204,8 +198,7 @@ __global__ void __launch_bounds__(kStatsThreads)
                    Global<std::uint64_t> lists, CandidateHistograms histograms,
                    Global<unsigned int> counters, Global<RowStats> stats, bool keep) {
   expect_block_threads(kStatsThreads);
-  __shared__ NucleusKernelShared shared;
-  NucleusShared& sh = shared.nucleus;
+  __shared__ NucleusShared sh;
   const std::int64_t r = blockIdx.x;
   if (threadIdx.x == 0) {  // one read of the row's warp and statistics, not one per thread
     sh.warp = warps.of(r);
@@ -213,7 +206,7 @@ __global__ void __launch_bounds__(kStatsThreads)
   }
   __syncthreads();
   const DeviceWarp w = sh.warp;
-  const bool top_k = cuts_by_top_k(w, n) && w.top_k <= kStatisticsTopK;
+  const bool top_k = top_k_statistics_row(w, n);
   const bool top_p = top_p_row(w, n), min_p = min_p_row(w, n);
   if (!top_k && !top_p && !min_p) return;
   RowStats s = sh.row;
@@ -225,13 +218,13 @@ __global__ void __launch_bounds__(kStatsThreads)
   const std::int64_t end = stop < n ? stop : n;
   unsigned int kept = 0;  // listed for the draws: the kept entries
   if (top_k) {
-    __syncthreads();  // w and s are read before the lists reuse the shared memory
-    const int parts = top_k_parts(split, w.top_k);
-    keep_block_top_k(row, n, split, w.top_k, parts, list, shared.top_k);
-    if (!last_block_of_row(counters, r, split.blocks_per_row, sh.last)) return;
-    finish_top_k(row, n, w, parts, list, s, sh, &kept, keep);
+    // The statistics launch left the blocks' lists: one block of the row finishes the cut.
+    if (blockIdx.y != 0) return;
+    finish_top_k(row, n, w, top_k_parts(split, w.top_k), list, s, sh, &kept, keep);
   } else if (!top_p) {
-    // Min-p alone: the candidates are the entries at or above its threshold.
+    // Min-p alone: the candidates are the entries at or above its threshold. Without `keep` (the
+    // warp) the write pass cuts the row, in its own read.
+    if (!keep) return;
     const MinPGather g = min_p_gather(w.min_p, s);
     gather_candidates(row, begin, end, g.gate, specdec::detail::float_bits(g.threshold), s, list,
                       counts, r, CandidateBuckets::above(g.threshold), nullptr, sh);

@@ -17,11 +17,12 @@
 #include "specdec/backend/cuda/detail/global.cuh"
 #include "specdec/backend/cuda/detail/last_block.cuh"
 #include "specdec/backend/cuda/detail/launch.cuh"
+#include "specdec/backend/cuda/detail/top_k_lists.cuh"
 #include "specdec/backend/cuda/launchers.hpp"
 #include "specdec/backend/cuda/row_split.hpp"
 #include "specdec/core/order_key.hpp"
-#include "specdec/core/warp_rows.hpp"
 #include "specdec/core/tile_combine.hpp"
+#include "specdec/core/warp_rows.hpp"
 #include "specdec/core/warped_probability.hpp"
 
 namespace specdec::backend::cuda_impl {
@@ -146,6 +147,12 @@ SPECDEC_HOST_DEVICE bool statistics_warp(const DeviceWarp& w, std::int64_t n) {
   return !cuts_by_top_k(w, n) || w.top_k <= kStatisticsTopK;
 }
 
+/// Whether a row's warp cuts it by a top-k the statistics path takes: its statistics are those
+/// of its k best, which the statistics launch keeps per block (top_k_lists.cuh) in its one read.
+SPECDEC_HOST_DEVICE bool top_k_statistics_row(const DeviceWarp& w, std::int64_t n) {
+  return cuts_by_top_k(w, n) && w.top_k <= kStatisticsTopK;
+}
+
 /// Warp::validate's rules, for a warp the host has not seen (device-resident warps).
 SPECDEC_HOST_DEVICE bool valid_warp(const DeviceWarp& w, std::int64_t n) {
   return w.temperature >= 0.0f && w.temperature <= 3.4e38f && w.top_k >= 0 && w.top_k <= n &&
@@ -161,6 +168,12 @@ __device__ __forceinline__ bool top_p_row(const DeviceWarp& w, std::int64_t n) {
 /// Whether a row's warp cuts by min-p without top-k (after its nucleus, with top-p).
 __device__ __forceinline__ bool min_p_row(const DeviceWarp& w, std::int64_t n) {
   return w.temperature > 0.0f && w.min_p > 0.0f && !cuts_by_top_k(w, n);
+}
+
+/// Whether a row's warp cuts by min-p alone (no top-p, no top-k): the warp's write pass cuts it
+/// (warp_min_p_write.cuh); the chain step lists its kept entries in the nucleus launch.
+SPECDEC_HOST_DEVICE bool min_p_alone(const DeviceWarp& w, std::int64_t n) {
+  return w.temperature > 0.0f && w.min_p > 0.0f && !(w.top_p < 1.0f) && !cuts_by_top_k(w, n);
 }
 
 /// The softmax probability of a logit under the row's statistics.
@@ -183,6 +196,11 @@ struct CandidateHistograms {
     }
   }
 };
+
+/// The min-p threshold of a row cut by min-p alone: min_p times the row maximum's probability.
+__device__ __forceinline__ float min_p_alone_threshold(float min_p, const RowStats& s) {
+  return specdec::detail::min_p_threshold(min_p, softmax_of(s, s.max));
+}
 
 struct GateShared {
   float mass[128];  // an estimate: float atomics (the hardware's own) are precise enough
@@ -235,7 +253,10 @@ __device__ float nucleus_gate(Global<const T> row, std::int64_t n, float top_p,
 }
 
 struct StatsShared {
-  float tile[kStatsWarps][kTile];
+  union {
+    float tile[kStatsWarps][kTile];
+    SplitTopKShared top_k;  // a top-k row's block list
+  };
   GateShared gate;
   RowStats row;
   DeviceWarp warp;
@@ -352,6 +373,45 @@ __device__ RowStats finish_row(const Tiles& tiles, std::int64_t count, float inv
   return out;
 }
 
+/// A top-k row's part of the statistics launch, by each of its blocks: the block's best k of its
+/// part of the row into the row's list (top_k_lists.cuh), and in its slot of `tiles` whether the
+/// part holds a NaN or +inf and a drawable entry (max 0 or -inf); the last block of the row writes
+/// its RowStats, valid or not, for the nucleus launch to finish from the lists (top_k_cut.cuh).
+template <class T>
+__device__ void top_k_row_stats(Global<const T> row, std::int64_t n, const RowSplit& split,
+                                const DeviceWarp& w, Global<TileStats> tiles,
+                                Global<unsigned int> counters, Global<RowStats> stats,
+                                Global<std::uint64_t> list, StatsShared& sh) {
+  const int parts = top_k_parts(split, w.top_k);
+  const TopKPart part = keep_block_top_k(row, n, split, w.top_k, parts, list, sh.top_k);
+  if (threadIdx.x == 0) {
+    tiles[blockIdx.y] =
+        TileStats{part.drawable ? 0.0f : specdec::kNegInf, 0.0f, 0, part.bad ? 1 : 0};
+  }
+  if (!last_block_of_row(counters, blockIdx.x, split.blocks_per_row, sh.last)) return;
+  if (threadIdx.x != 0) return;
+  std::int32_t bad = valid_warp(w, n) ? 0 : 1;
+  bool drawable = false;
+  for (std::int64_t b = 0; b < split.blocks_per_row; ++b) {
+    const TileStats s = tiles[b];
+    bad |= s.bad;
+    drawable = drawable || s.max > specdec::kNegInf;
+  }
+  // max and inv_sum are those of the k best, found from the lists.
+  stats[0] = RowStats{1.0f / w.temperature,
+                      0.0f,
+                      1.0f,
+                      -1,
+                      bad != 0 || !drawable ? 1 : 0,
+                      0.0f,
+                      -1,
+                      1.0f,
+                      0.0f,
+                      -1,
+                      0.0f,
+                      1.0f};
+}
+
 /// The statistics of every row of `rows` (row r of the set is blockIdx.x), blockIdx.y taking
 /// split.tiles_per_block tiles of it: TileStats into tiles[r * split.tiles ..], and from the last
 /// block of the row RowStats into stats[r] and, for a warp cutting by top-p (not top-k), the gate
@@ -360,8 +420,8 @@ __device__ RowStats finish_row(const Tiles& tiles, std::int64_t count, float inv
 template <class T>
 __global__ void __launch_bounds__(kStatsThreads)
     row_stats_kernel(LogitRowSet<T> rows, std::int64_t n, RowSplit split, RowWarps warps,
-                     Global<TileStats> tiles, Global<unsigned int> counters,
-                     Global<RowStats> stats, Global<float> gates,
+                     Global<TileStats> tiles, Global<unsigned int> counters, Global<RowStats> stats,
+                     Global<float> gates, Global<std::uint64_t> lists,
                      CandidateHistograms histograms) {
   expect_block_threads(kStatsThreads);
   __shared__ StatsShared sh;
@@ -378,6 +438,11 @@ __global__ void __launch_bounds__(kStatsThreads)
       first_tile + split.tiles_per_block < split.tiles ? first_tile + split.tiles_per_block
                                                        : split.tiles;
   const Global<TileStats> row_tiles = tiles + r * split.tiles;
+  if (top_k_statistics_row(w, n)) {
+    top_k_row_stats(row, n, split, w, row_tiles, counters, stats + r, lists + r * kNucleusListSize,
+                    sh);
+    return;
+  }
   for (std::int64_t t = first_tile + warp; t < end_tile; t += kStatsWarps) {
     const std::int64_t b = t * kTile;
     const int count = static_cast<int>(n - b < kTile ? n - b : kTile);

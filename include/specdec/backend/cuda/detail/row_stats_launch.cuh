@@ -70,7 +70,8 @@ inline bool cuts_rows(const DeviceWarp& w, std::int64_t n) {
 
 /// The counters zeroed (a memset: capturable), the statistics of every row of `set`, then (when
 /// a warp cuts: `cut`) the cuts of the rows whose warp has one, on the split `split`; with
-/// `keep_nucleus` each cut row is left listed for draws (nucleus_kernel). Compiled once, in
+/// `keep_nucleus` each cut row is left listed for draws (nucleus_kernel); without it (the warp)
+/// a row with min-p alone is left to the warp's write pass. Compiled once, in
 /// row_statistics.cu, for fp32, fp16 and bf16 rows: the chain step and the warp share its kernels.
 template <class T>
 cudaError_t launch_row_statistics(const LogitRowSet<T>& set, std::int64_t rows, std::int64_t n,

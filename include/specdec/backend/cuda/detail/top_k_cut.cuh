@@ -1,20 +1,20 @@
 // SPDX-License-Identifier: MIT
 // The top-k cut of rows on the statistics path (in the nucleus launch, for rows whose warp has a
-// top-k of at most kStatisticsTopK), with the top-p and min-p that follow it. Each block of a row
-// keeps the best k of its part (block_top_k.cuh, ranked by logit, ties to the lowest id:
-// core/top_k.hpp's order) in the row's candidate list; the last block to finish selects the k
-// best of the lists (keep_largest_keys) and computes what core/logit_statistics.hpp computes
-// from them: their softmax sum in the tile rule's order (core/tile_combine.hpp's sparse_row_sum,
-// the same function), the nucleus among them, the min-p threshold. The row is then held as its
-// kept entries, listed by id with their warped probabilities, as the CPU's draws hold it.
+// top-k of at most kStatisticsTopK), with the top-p and min-p that follow it. The statistics
+// launch left each block's best k of its part of the row in the row's candidate list
+// (top_k_lists.cuh); one block selects the k best of the lists (keep_largest_keys) and computes
+// what core/logit_statistics.hpp computes from them: their softmax sum in the tile rule's order
+// (core/tile_combine.hpp's sparse_row_sum, the same function), the nucleus among them, the min-p
+// threshold. The row is then held as its kept entries, listed by id with their warped
+// probabilities, as the CPU's draws hold it.
 // IWYU pragma: private
 #pragma once
 
 #include <cstdint>
 
-#include "specdec/backend/cuda/detail/block_top_k.cuh"
 #include "specdec/backend/cuda/detail/nucleus_list.cuh"
 #include "specdec/backend/cuda/detail/row_stats_kernels.cuh"
+#include "specdec/backend/cuda/detail/top_k_lists.cuh"
 #include "specdec/core/tile_combine.hpp"
 #include "specdec/core/warp_rows.hpp"
 #include "specdec/core/warped_probability.hpp"
@@ -23,48 +23,6 @@ namespace specdec::backend::cuda_impl::detail {
 
 static_assert(kNucleusListSize >= 4 * kStatisticsTopK, "every row keeps at least 4 block lists");
 static_assert(kStatisticsTopK <= kMaxDeviceTopK, "block_top_k keeps at most kMaxDeviceTopK");
-
-/// A top-k candidate's key: the order of its logit (both zeros alike) above the complement of its
-/// id, so that descending keys rank as select_top_k does (larger logit, then lower id). Never 0,
-/// which marks an empty slot of a block's list.
-__device__ __forceinline__ std::uint64_t logit_key(float logit, std::int32_t id) {
-  const auto order =
-      static_cast<std::uint32_t>(specdec::detail::signed_order_key(logit + 0.0f)) ^ 0x80000000u;
-  return (static_cast<std::uint64_t>(order) << 32) | (0xffffffffu - static_cast<std::uint32_t>(id));
-}
-
-/// A block's ranking values for top-k: the logits themselves.
-struct LogitValues {
-  __device__ __forceinline__ void operator()(std::int64_t, const float (&x)[4],
-                                             float (&v)[4]) const {
-    for (int lane = 0; lane < 4; ++lane) v[lane] = x[lane];
-  }
-};
-
-/// How many blocks of a row keep a list: as many as the row has, while their lists of k fit the
-/// row's candidate list.
-__device__ __forceinline__ int top_k_parts(const RowSplit& split, int k) {
-  const auto fit = static_cast<std::int64_t>(kNucleusList / k);
-  return static_cast<int>(split.blocks_per_row < fit ? split.blocks_per_row : fit);
-}
-
-/// Block blockIdx.y's best k of its part of the row (`parts` parts of whole tiles) as logit_keys
-/// into list[y k, (y + 1) k), padded with 0; a block past the parts does nothing.
-template <class T>
-__device__ void keep_block_top_k(Global<const T> row, std::int64_t n, const RowSplit& split, int k,
-                                 int parts, Global<std::uint64_t> list, SplitTopKShared& sh) {
-  const int part = static_cast<int>(blockIdx.y);
-  if (part >= parts) return;
-  const std::int64_t tiles = (split.tiles + parts - 1) / parts;
-  const std::int64_t begin = part * tiles * kTile, stop = begin + tiles * kTile;
-  const int kept = begin < n ? block_top_k(row, begin, stop < n ? stop : n, row.vector_aligned(0),
-                                           LogitValues{}, k, sh)
-                             : 0;
-  for (int j = static_cast<int>(threadIdx.x); j < k; j += static_cast<int>(blockDim.x)) {
-    list[static_cast<std::int64_t>(part) * k + j] =
-        j < kept ? logit_key(sh.list_values[j], sh.list_ids[j]) : 0u;
-  }
-}
 
 /// Scratch of finish_top_k in the nucleus's shared keys, past the keys of the k best (k <=
 /// kStatisticsTopK): the candidates' ids, logits and probabilities, and the tiles of their sum.

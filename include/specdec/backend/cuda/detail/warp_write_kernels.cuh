@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
-// The write pass of the batched warp on the statistics path (warps without a cut): after
-// row_stats_kernel has left each row's RowStats, blocks split the rows as it did and write every
-// entry's warped_probability, the CPU's bits, exactly once. A greedy row is written without
-// reading its logits.
+// The write pass of the batched warp on the statistics path: after row_stats_kernel (and the
+// nucleus launch, for a top-p or top-k) has left each row's RowStats, blocks split the rows as it
+// did and write every entry's warped_probability, the CPU's bits, exactly once. A greedy row is
+// written without reading its logits; a row with min-p alone is cut here (warp_min_p_write.cuh).
 // IWYU pragma: private
 #pragma once
 
@@ -11,6 +11,7 @@
 #include "specdec/backend/cuda/detail/global.cuh"
 #include "specdec/backend/cuda/detail/launch.cuh"
 #include "specdec/backend/cuda/detail/row_stats_kernels.cuh"
+#include "specdec/backend/cuda/detail/warp_min_p_write.cuh"
 #include "specdec/backend/cuda/row_split.hpp"
 #include "specdec/core/warped_probability.hpp"
 
@@ -18,12 +19,15 @@ namespace specdec::backend::cuda_impl::detail {
 
 struct WarpWriteShared {
   float tile[kTile];  // one tile's logits as floats, loaded 16 bytes at a time
+  MinPWriteShared min_p;
   RowStats stats;
+  DeviceWarp warp;
+  int last;
 };
 
 /// Entries [b, b + count) of a row (count <= kTile) by the whole block: out[i] =
-/// warped_probability(s, logit_i, i). Full aligned tiles are loaded as 16-byte vectors into
-/// shared memory first; every store is coalesced.
+/// warped_probability(s, logit_i, i), the tile read into shared memory first (load_tile); every
+/// store is coalesced.
 template <class T>
 __device__ __forceinline__ void write_warped_tile(Global<const T> row, Global<float> out,
                                                   std::int64_t b, int count,
@@ -33,39 +37,29 @@ __device__ __forceinline__ void write_warped_tile(Global<const T> row, Global<fl
     for (int i = tid; i < count; i += kStatsThreads) out[b + i] = b + i == s.greedy ? 1.0f : 0.0f;
     return;
   }
-  constexpr int kVector = 16 / static_cast<int>(sizeof(T));
-  if (count == kTile && row.vector_aligned(b)) {
-    for (int v = tid; v < kTile / kVector; v += kStatsThreads) {
-      const auto packed =
-          row.template load_vec<kVector>(b + static_cast<std::int64_t>(v) * kVector);
-      for (int j = 0; j < kVector; ++j)
-        buf[v * kVector + j] = specdec::detail::to_float(packed.v[j]);
-    }
-    __syncthreads();
-    for (int i = tid; i < kTile; i += kStatsThreads) {
-      out[b + i] = specdec::detail::warped_probability(s, buf[i], b + i);
-    }
-    __syncthreads();  // buf is refilled by the next tile
-    return;
-  }
-  for (int i = tid; i < count; i += kStatsThreads) {
-    out[b + i] =
-        specdec::detail::warped_probability(s, specdec::detail::to_float(row[b + i]), b + i);
-  }
+  load_tile(row, b, count, buf);
+  for (int i = tid; i < count; i += kStatsThreads)
+    out[b + i] = specdec::detail::warped_probability(s, buf[i], b + i);
+  __syncthreads();  // buf is refilled by the next tile
 }
 
 /// Row r of the set is blockIdx.x; blockIdx.y writes split.tiles_per_block tiles of it:
 /// out[r * out_stride + i] = warped_probability(stats[r].warp_stats(), logit_i, i), or NaN
 /// throughout a row whose statistics are invalid (its logits, or a device warp the statistics
-/// path does not take).
+/// path does not take). A row whose warp (`warps`) has min-p alone is cut here, with the row's
+/// list in `lists` and counters[r] (0 at launch and after).
 template <class T>
 __global__ void __launch_bounds__(kStatsThreads)
-    warp_write_kernel(LogitRowSet<T> rows, std::int64_t n, RowSplit split,
-                      Global<const RowStats> stats, Global<float> out, std::int64_t out_stride) {
+    warp_write_kernel(LogitRowSet<T> rows, std::int64_t n, RowSplit split, RowWarps warps,
+                      Global<const RowStats> stats, Global<std::uint64_t> lists,
+                      Global<unsigned int> counters, Global<float> out, std::int64_t out_stride) {
   expect_block_threads(kStatsThreads);
   __shared__ WarpWriteShared sh;
   const std::int64_t r = blockIdx.x;
-  if (threadIdx.x == 0) sh.stats = stats[r];  // one read of the row's statistics per block
+  if (threadIdx.x == 0) {  // one read of the row's statistics and warp per block
+    sh.stats = stats[r];
+    sh.warp = warps.of(r);
+  }
   __syncthreads();
   const specdec::detail::WarpStats s = sh.stats.warp_stats();
   const Global<const T> row = rows.row(r);
@@ -74,6 +68,11 @@ __global__ void __launch_bounds__(kStatsThreads)
   const std::int64_t end_tile = first_tile + split.tiles_per_block < split.tiles
                                     ? first_tile + split.tiles_per_block
                                     : split.tiles;
+  if (sh.stats.invalid == 0 && min_p_alone(sh.warp, n)) {
+    write_min_p_alone(row, n, split, sh.warp, sh.stats, lists + r * kNucleusListSize, counters,
+                      out_row, sh);
+    return;
+  }
   for (std::int64_t t = first_tile; t < end_tile; ++t) {
     const std::int64_t b = t * kTile;
     const int count = static_cast<int>(n - b < kTile ? n - b : kTile);

@@ -14,6 +14,7 @@
 
 #include "specdec/backend/cuda/detail/global.cuh"
 #include "specdec/backend/cuda/detail/last_block.cuh"
+#include "specdec/backend/cuda/detail/launch.cuh"
 #include "specdec/backend/cuda/detail/row_stats_kernels.cuh"
 #include "specdec/backend/cuda/launchers.hpp"
 #include "specdec/backend/cuda/row_split.hpp"
@@ -65,6 +66,7 @@ __device__ inline int pack_min_p_tile(const float* buf, int count, std::int64_t 
   float p[kSteps];
   unsigned int ballots[kSteps];
   unsigned int mine = 0;
+  SPECDEC_UNROLL(4)
   for (int k = 0; k < kSteps; ++k) {
     const int i = warp * kMinPSpan + k * 32 + lane;
     p[k] = i < count ? specdec::detail::softmax_probability(s, buf[i], b + i) : 0.0f;
@@ -80,6 +82,7 @@ __device__ inline int pack_min_p_tile(const float* buf, int count, std::int64_t 
     before += w < warp ? sh.warp_kept[w] : 0u;
     total += sh.warp_kept[w];
   }
+  SPECDEC_UNROLL(4)
   for (int k = 0; k < kSteps; ++k) {
     if ((ballots[k] >> lane) & 1u) {
       const unsigned int slot =

@@ -21,7 +21,7 @@ cudaError_t launch_row_statistics(const LogitRowSet<T>& set, std::int64_t rows, 
   status = launch(row_stats_kernel<T>, grid, kStatsThreads, stream, set, n, split, warps, b.tiles,
                   b.counters, b.stats, cut ? b.gates : nullptr, b.lists, b.histograms);
   if (status != cudaSuccess || !cut) return status;
-  return launch(nucleus_kernel<T>, grid, kStatsThreads, stream, set, n, split, warps,
+  return launch(nucleus_kernel<T>, grid, kStatsThreads, stream, set, n, split, warps, b.tiles,
                 static_cast<const float*>(b.gates), b.counters + 2 * rows, b.lists, b.histograms,
                 b.counters + rows, b.stats, keep_nucleus);
 }

@@ -50,6 +50,7 @@ cudaError_t launch_warp_statistics(const WarpBatchParams& p, const WarpStaged& s
   // with min-p alone, which it skips, counts its write pass's blocks there.
   return detail::launch(detail::warp_write_kernel<T>, grid, detail::kStatsThreads, stream, set,
                         p.cols, split, warps, static_cast<const RowStats*>(staged.statistics.stats),
+                        static_cast<const TileStats*>(staged.statistics.tiles),
                         staged.statistics.lists, staged.statistics.counters + p.rows, p.warped,
                         p.warped_stride);
 }

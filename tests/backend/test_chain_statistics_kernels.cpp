@@ -297,6 +297,41 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "chain from logits on peaked rows: the cuts' gathers read only the tiles that reach their "
+    "gate, the CPU's tokens bit for bit",
+    "[backend][cuda_kernel][chain_statistics]") {
+  // LM-like rows: six entries far above a bulk of normal(0, 2), in four of the 20 tiles (0, 1, 14
+  // and the last, partial one: 3616 entries); every draft token is its row's largest.
+  const Warp warp =
+      GENERATE(Warp{.temperature = 1.0f, .min_p = 0.1f}, Warp{.temperature = 0.8f, .top_p = 0.9f},
+               Warp{.temperature = 0.7f, .top_p = 0.95f, .min_p = 0.05f});
+  const std::int64_t vocab = 20000;
+  StatsBatch c({2, 0, 3}, vocab, 71);
+  toy::ToyRandom rng(72);
+  const std::vector<std::int64_t> spikes{5, 17, 1030, 1031, 15000, 19999};
+  for (std::vector<float>* rows : {&c.target, &c.draft}) {
+    for (std::size_t r = 0; r * static_cast<std::size_t>(vocab) < rows->size(); ++r) {
+      for (const std::int64_t id : spikes)
+        (*rows)[r * static_cast<std::size_t>(vocab) + static_cast<std::size_t>(id)] =
+            20.0f + static_cast<float>(rng.normal());
+    }
+  }
+  for (std::size_t i = 0; i < c.tokens.size(); ++i) {  // the draft row's largest: kept by any cut
+    const float* row = c.draft.data() + i * static_cast<std::size_t>(vocab);
+    c.tokens[i] = static_cast<std::int32_t>(
+        *std::max_element(spikes.begin(), spikes.end(),
+                          [row](std::int64_t a, std::int64_t b) { return row[a] < row[b]; }));
+  }
+  INFO("top-p " << warp.top_p << ", min-p " << warp.min_p);
+  const CudaChainRun run = expect_cpu_tokens(c, warp, 8);
+  // The statistics, then those four tiles for the gather (and the gate's sample, with top-p);
+  // the draws read the listed entries.
+  CHECK(run.target_reads <= 1.0 + (3616.0 + 1024.0) / vocab + 0.001);
+  CHECK(run.draft_reads <= 1.0 + (3616.0 + 1024.0) / vocab + 0.001);
+  CHECK(emu::ledger.total().unwritten_reads == 0);
+}
+
+TEST_CASE(
     "chain from logits with top-p: a nucleus of many candidates and ties at its cut is the "
     "CPU's",
     "[backend][cuda_kernel][chain_statistics]") {

@@ -293,10 +293,12 @@ TEST_CASE("ledger: the warp with T and min-p", "[backend][cuda_kernel][ledger]")
   const CallFigures f = ledger_figures(static_cast<double>(rows * v * 4));
   // Before: one block per row, 8.0 reads and 5.0 writes per element. Then (3.06 reads) the
   // statistics, the entries at or above the threshold, the write pass each read the logits. Now
-  // the write pass cuts: the logits twice, the output once, the kept entries listed on the way.
-  CHECK(emu::ledger.region("logits").reads_per_byte() == Approx(2.0));
+  // the write pass cuts: the logits at most twice (here 1.44: it skips the 7 of 16 tiles whose
+  // largest entry is below the threshold), the output once, the kept entries listed on the way.
+  CHECK(emu::ledger.region("logits").reads_per_byte() <= 2.0);
+  CHECK(emu::ledger.region("logits").reads_per_byte() == Approx(1.4375));
   CHECK(emu::ledger.region("warped").traffic.written == static_cast<std::uint64_t>(rows * v * 4));
-  CHECK(f.reads == Approx(2.022).epsilon(0.01));
+  CHECK(f.reads == Approx(1.464).epsilon(0.01));
   CHECK(f.writes == Approx(1.011).epsilon(0.02));
   CHECK(f.sector_efficiency == Approx(0.985).margin(0.02));
   check_call_counts(f, 2, 0);

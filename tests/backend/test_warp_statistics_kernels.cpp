@@ -206,6 +206,51 @@ TEST_CASE(
   }
 }
 
+TEST_CASE(
+    "warp on the statistics path: a cut that keeps a few tiles of a peaked row skips "
+    "reading the others, the CPU backend's rows bit for bit",
+    "[backend][cuda_kernel][warp_statistics]") {
+  // An LM-like row: six entries far above a bulk of normal(0, 2), in four of its 20 tiles (0, 1,
+  // 14 and the last, partial one: 3616 entries). Every cut keeps only those (top-k 4, some of
+  // them), so the write pass and the nucleus's gather read those tiles alone; the statistics read
+  // every one.
+  const std::int64_t rows = 2, vocab = 20000;
+  const auto [warp, sm_count] = GENERATE(table<Warp, int>({
+      {Warp{.temperature = 0.8f, .top_p = 0.9f}, 8},
+      {Warp{.temperature = 1.0f, .top_p = 0.6f}, 1},
+      {Warp{.temperature = 0.9f, .top_k = 4}, 8},
+      {Warp{.temperature = 1.0f, .min_p = 0.1f}, 8},
+      {Warp{.temperature = 1.2f, .min_p = 0.2f}, 1},
+      {Warp{.temperature = 1.0f, .top_k = 50, .top_p = 0.8f}, 8},
+      {Warp{.temperature = 0.7f, .top_p = 0.95f, .min_p = 0.05f}, 8},
+  }));
+  std::vector<float> logits = warp_path_logits<float>(rows, vocab, 61);
+  toy::ToyRandom rng(62);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (const std::int64_t id : {5, 17, 1030, 1031, 15000, 19999})
+      logits[static_cast<std::size_t>(r * vocab + id)] = 20.0f + static_cast<float>(rng.normal());
+  }
+  emu::runtime.sm_count = sm_count;
+  INFO("T " << warp.temperature << ", top-k " << warp.top_k << ", top-p " << warp.top_p
+            << ", min-p " << warp.min_p << ", blocks per row "
+            << cuda_impl::row_split(rows, vocab, sm_count).blocks_per_row);
+  WarpPathBuffer<float> input("logits", logits);
+  WarpPathBuffer<float> output("warped", static_cast<std::size_t>(rows * vocab));
+  WarpPathBuffer<unsigned char> workspace(
+      "workspace", workspace_size(backend::cuda, WarpBatchShape{rows, vocab}));
+  emu::ledger.reset();
+  warp_logits_batch(backend::cuda, MatrixView<const float>(input.get(), rows, vocab),
+                    std::vector<Warp>{warp}, MatrixView<float>(output.get(), rows, vocab),
+                    backend::DeviceWorkspace{workspace.get(), workspace.size()});
+  emu::runtime.sm_count = cuda_impl::kH100Sms;
+  const double reads = emu::ledger.region("logits").reads_per_byte();
+  CHECK(emu::ledger.total().unwritten_reads == 0);
+  CHECK(output.values() == cpu_warped(logits, rows, vocab, vocab, {warp}));
+  // The statistics, then those four tiles for the gather (top-p) and for the write pass; top-k's
+  // candidates, and with top-p the gate's sample of 1024 entries.
+  CHECK(reads <= 1.0 + 2 * 3616.0 / vocab + 1024.0 / vocab + 0.001);
+}
+
 TEST_CASE("warp: a batch with a top-k above kStatisticsTopK takes the one-block-per-row kernel",
           "[backend][cuda_kernel][warp_statistics]") {
   const std::int64_t rows = 2, vocab = 1500;

@@ -479,6 +479,44 @@ TEST_CASE("the exponentials are accurate over the whole range of softmax exponen
   CHECK(detail::exp_in_range(-88.0f) == 0.0f);
 }
 
+TEST_CASE("exp_flush is nondecreasing within the margin that lets a pass skip a cut tile",
+          "[core][warp][stats]") {
+  // cuts_all_up_to bounds an entry by a larger logit's term times kMonotoneMargin; over every
+  // float of [-88, 0] exp_flush never falls below an earlier (smaller) argument's term by more
+  // than 1 + 2^-23.6, and falls at all only in [-1/4, -1/64] (2927 one-ulp steps back, 2695 of
+  // them in [-1/4, -1/8]). Here: every float of [-1/4, -1/8], and every 257th of [-88, 0].
+  const auto worst_drop = [](float from, float to, std::uint32_t stride) {
+    double worst = 1.0, running = 0.0;
+    for (std::uint32_t b = std::bit_cast<std::uint32_t>(from); b > 0x80000000u; b -= stride) {
+      const float x = std::bit_cast<float>(b);
+      if (x > to) break;
+      const double e = detail::exp_flush(x);
+      if (e > 0.0 && running > 0.0) worst = std::max(worst, running / e);
+      running = std::max(running, e);
+      if (b < 0x80000000u + stride) break;
+    }
+    return worst;
+  };
+  const double steps_back = worst_drop(-0.25f, -0.125f, 1);
+  CHECK(steps_back > 1.0);  // they are there to be bounded
+  const double worst = std::max(steps_back, worst_drop(-88.0f, 0.0f, 257));
+  CAPTURE(worst);
+  CHECK(worst < 1.0 + 0x1p-19);
+  CHECK(worst < static_cast<double>(detail::kMonotoneMargin));
+  // A tile whose largest logit's probability is under the top-p cut is cut whole; one at the
+  // row maximum is not.
+  detail::WarpStats s;
+  s.max = 3.0f;
+  s.inv_sum = 0.25f;
+  s.top_p_value = 0.1f;
+  s.top_p_last = 7;
+  CHECK(detail::cuts_all_up_to(s, 3.0f + std::log(0.3f)));
+  CHECK_FALSE(detail::cuts_all_up_to(s, 3.0f + std::log(0.5f)));
+  CHECK_FALSE(detail::cuts_all_up_to(s, 3.0f));
+  s.top_p_last = -1;  // no cut: nothing is skipped
+  CHECK_FALSE(detail::cuts_all_up_to(s, -50.0f));
+}
+
 TEST_CASE("top-k of a long row keeps the k largest, ties to the lowest id", "[core][warp][stats]") {
   // Long rows are gathered behind a gate from a sample of the row; the cut must be the one an
   // ordering of the whole row gives, with ties at the k-th value (a coarse grid makes many).

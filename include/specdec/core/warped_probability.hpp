@@ -54,4 +54,19 @@ SPECDEC_ENTRY_INLINE float warped_probability(const WarpStats& s, float logit, s
   return cut_probability(s, softmax_probability(s, logit, id), id);
 }
 
+/// 1 + 2^-16: exp_flush is nondecreasing to within 1 + 2^-23.6 over [-88, 0] (checked on every
+/// float there; tests/core/test_warp_stats.cpp keeps a sample), so a softmax probability is at
+/// most its row's value at a larger logit times this.
+inline constexpr float kMonotoneMargin = 1.0f + 0x1p-16f;
+
+/// Whether every entry of logit at most `logit` warps to +0, whatever its id (not greedy): cut by
+/// top-k, or its probability, at most the one at `logit` with the margin, cut by top-p or min-p
+/// (id 0 keeps a tie). Lets a pass skip the entries of a tile whose largest logit it knows.
+SPECDEC_ENTRY_INLINE bool cuts_all_up_to(const WarpStats& s, float logit) {
+  if (s.greedy >= 0) return false;
+  if (s.top_k_last >= 0 && logit < s.top_k_value) return true;
+  const float p = softmax_probability(s, logit, 0);
+  return p > 0.0f && cut_probability(s, mul_rn(p, kMonotoneMargin), 0) == 0.0f;
+}
+
 }  // namespace specdec::detail

@@ -194,7 +194,7 @@ __device__ void small_nucleus(Global<const T> row, std::int64_t n, double top_p,
 template <class T>
 __global__ void __launch_bounds__(kStatsThreads)
     nucleus_kernel(LogitRowSet<T> rows, std::int64_t n, RowSplit split, RowWarps warps,
-                   Global<const float> gates, Global<unsigned int> counts,
+                   Global<TileStats> tiles, Global<const float> gates, Global<unsigned int> counts,
                    Global<std::uint64_t> lists, CandidateHistograms histograms,
                    Global<unsigned int> counters, Global<RowStats> stats, bool keep) {
   expect_block_threads(kStatsThreads);
@@ -213,6 +213,7 @@ __global__ void __launch_bounds__(kStatsThreads)
   if (s.invalid != 0) return;
   const Global<const T> row = rows.row(r);
   const Global<std::uint64_t> list = lists + r * kNucleusList;
+  const Global<TileStats> row_tiles = tiles + r * split.tiles;
   const std::int64_t begin = blockIdx.y * split.tiles_per_block * kTile;
   const std::int64_t stop = (blockIdx.y + 1) * split.tiles_per_block * kTile;
   const std::int64_t end = stop < n ? stop : n;
@@ -220,14 +221,16 @@ __global__ void __launch_bounds__(kStatsThreads)
   if (top_k) {
     // The statistics launch left the blocks' lists: one block of the row finishes the cut.
     if (blockIdx.y != 0) return;
-    finish_top_k(row, n, w, top_k_parts(split, w.top_k), list, s, sh, &kept, keep);
+    finish_top_k(row, n, w, top_k_parts(split, w.top_k), list, s, sh, &kept, keep,
+                 keep ? Global<TileStats>(nullptr) : row_tiles, split.tiles);
   } else if (!top_p) {
     // Min-p alone: the candidates are the entries at or above its threshold. Without `keep` (the
     // warp) the write pass cuts the row, in its own read.
     if (!keep) return;
     const MinPGather g = min_p_gather(w.min_p, s);
-    gather_candidates(row, begin, end, g.gate, specdec::detail::float_bits(g.threshold), s, list,
-                      counts, r, CandidateBuckets::above(g.threshold), nullptr, sh);
+    gather_candidates(row, begin, end, g.gate, specdec::detail::float_bits(g.threshold), s,
+                      row_tiles, list, counts, r, CandidateBuckets::above(g.threshold), nullptr,
+                      sh);
     if (!last_block_of_row(counters, r, split.blocks_per_row, sh.last)) return;
     cut_min_p(row, n, w, list, counts[r], false, s, sh, &kept, keep);
   } else {
@@ -235,7 +238,8 @@ __global__ void __launch_bounds__(kStatsThreads)
     CandidateBuckets buckets = CandidateBuckets::above(softmax_of(s, gate));
     // This block's candidates and their histogram.
     if (n > kSmallNucleusRow) {
-      gather_candidates(row, begin, end, gate, 0u, s, list, counts, r, buckets, &histograms, sh);
+      gather_candidates(row, begin, end, gate, 0u, s, row_tiles, list, counts, r, buckets,
+                        &histograms, sh);
     }
     // The last block of the row to finish finds the cut.
     if (!last_block_of_row(counters, r, split.blocks_per_row, sh.last)) return;
@@ -249,8 +253,8 @@ __global__ void __launch_bounds__(kStatsThreads)
         __syncthreads();
         if (threadIdx.x == 0) counts[r] = 0u;
         __syncthreads();
-        return gather_candidates(row, 0, n, gate, floor_bits, s, list, counts, r, buckets,
-                                 nullptr, sh);
+        return gather_candidates(row, 0, n, gate, floor_bits, s, row_tiles, list, counts, r,
+                                 buckets, nullptr, sh);
       };
       // The candidates at or above the gate; where they overflow the list, again at or above the
       // edge of the histogram's bucket holding the cut (the cut then stands if it lies above it).

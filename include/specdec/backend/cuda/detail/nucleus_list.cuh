@@ -76,6 +76,7 @@ struct NucleusShared {
   unsigned long long bucket_units[256];  // masses in units of 2^-53
   int retry;
   double above;
+  float maxima[kMaximaChunk];  // load_tile_maxima's
   DeviceWarp warp;
   RowStats row;
   unsigned int kept;
@@ -318,17 +319,20 @@ __device__ inline bool cut_from_list(Global<std::uint64_t> list, unsigned int co
   return keep_nucleus(list, sh, kept, keep);
 }
 
-/// Gathers the entries [begin, end) of the row at or above `gate` (a logit) whose probability's
-/// bits are at least `floor_bits` into `list` by the whole block, counted in count[r] (more than
-/// the list holds are counted, not kept); their masses and counts by bucket into sh.hist_* and,
-/// with `histogram`, added to the row's histogram. Loads of 16 bytes; the block's candidates are
-/// staged in shared memory, so the list and its count take one atomic per block. Returns the
-/// row's count with this block's candidates (for a block gathering alone, the count).
+/// Gathers the entries [begin, end) of the row (begin a multiple of kTile) at or above `gate` (a
+/// logit) whose probability's bits are at least `floor_bits` into `list` by the whole block,
+/// counted in count[r] (more than the list holds are counted, not kept); their masses and counts
+/// by bucket into sh.hist_* and, with `histogram`, added to the row's histogram. Loads of 16
+/// bytes, over the runs of tiles whose largest logit (the row's TileStats in `tiles`) reaches the
+/// gate; the block's candidates are staged in shared memory, so the list and its count take one
+/// atomic per block. Returns the row's count with this block's candidates (for a block gathering
+/// alone, the count).
 template <class T>
 __device__ unsigned int gather_candidates(Global<const T> row, std::int64_t begin, std::int64_t end,
                                           float gate, std::uint32_t floor_bits, const RowStats& s,
-                                          Global<std::uint64_t> list, Global<unsigned int> count,
-                                          std::int64_t r, CandidateBuckets buckets,
+                                          Global<const TileStats> tiles, Global<std::uint64_t> list,
+                                          Global<unsigned int> count, std::int64_t r,
+                                          CandidateBuckets buckets,
                                           const CandidateHistograms* histogram, NucleusShared& sh) {
   for (int b = static_cast<int>(threadIdx.x); b < kNucleusBuckets;
        b += static_cast<int>(blockDim.x)) {
@@ -337,20 +341,37 @@ __device__ unsigned int gather_candidates(Global<const T> row, std::int64_t begi
   }
   if (threadIdx.x == 0) sh.gathered = 0u;
   __syncthreads();
-  block_for_each<kInFlight<T>>(row + begin, end - begin, [&](float logit, std::int64_t i) {
-    if (!(logit >= gate)) return;
-    const float p = softmax_of(s, logit);
-    const std::uint32_t bits = specdec::detail::float_bits(p);
-    if (!(p > 0.0f) || bits < floor_bits) return;
-    const unsigned int at = atomicAdd(&sh.gathered, 1u);
-    if (at < static_cast<unsigned int>(kNucleusList)) sh.keys[at] = nucleus_key(p, begin + i);
-    const int b = buckets.of(bits);
-    atomicAdd(&sh.hist_counts[b], 1u);
-    if (bits >= kExactMassBits) {  // see kExactMassBits: smaller masses are left out
-      atomicAdd(&sh.hist_units[b],
-                static_cast<unsigned long long>(static_cast<double>(p) * 0x1p53));
+  const auto gather = [&](std::int64_t from, std::int64_t to) {
+    block_for_each<kInFlight<T>>(row + from, to - from, [&](float logit, std::int64_t i) {
+      if (!(logit >= gate)) return;
+      const float p = softmax_of(s, logit);
+      const std::uint32_t bits = specdec::detail::float_bits(p);
+      if (!(p > 0.0f) || bits < floor_bits) return;
+      const unsigned int at = atomicAdd(&sh.gathered, 1u);
+      if (at < static_cast<unsigned int>(kNucleusList)) sh.keys[at] = nucleus_key(p, from + i);
+      const int b = buckets.of(bits);
+      atomicAdd(&sh.hist_counts[b], 1u);
+      if (bits >= kExactMassBits) {  // see kExactMassBits: smaller masses are left out
+        atomicAdd(&sh.hist_units[b],
+                  static_cast<unsigned long long>(static_cast<double>(p) * 0x1p53));
+      }
+    });
+  };
+  // The runs of tiles that may hold an entry at or above the gate, each read as one range.
+  const std::int64_t first = begin / kTile, stop = (end + kTile - 1) / kTile;
+  std::int64_t run = -1;  // the first tile of the run being extended
+  for (std::int64_t t = first; t <= stop; ++t) {
+    bool read = false;
+    if (t < stop) {
+      if ((t - first) % kMaximaChunk == 0) load_tile_maxima(tiles, t, stop, sh.maxima);
+      read = !(sh.maxima[(t - first) % kMaximaChunk] < gate);
     }
-  });
+    if (read && run < 0) run = t;
+    if (!read && run >= 0) {
+      gather(run * kTile, t * kTile < end ? t * kTile : end);
+      run = -1;
+    }
+  }
   __syncthreads();
   const unsigned int gathered = sh.gathered;
   if (threadIdx.x == 0) sh.slot = gathered == 0u ? 0u : count.atomic_add(r, gathered);

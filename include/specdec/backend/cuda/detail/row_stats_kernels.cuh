@@ -325,6 +325,21 @@ __device__ __forceinline__ TileStats tile_stats(Global<const T> tile, int count,
   return {max, total, first, bad};
 }
 
+/// Tiles whose largest logits a pass holds in shared memory at a time (load_tile_maxima).
+inline constexpr int kMaximaChunk = kStatsThreads;
+
+/// The largest logits of tiles [first, min(first + kMaximaChunk, end)) of a row (their
+/// TileStats in `tiles`) into maxima[0, ..), 16 bytes read per tile, by the whole block; ends with
+/// a barrier. A pass that knows which entries it wants (at or above a gate, or not cut) skips the
+/// tiles whose largest logit says they hold none.
+__device__ inline void load_tile_maxima(Global<const TileStats> tiles, std::int64_t first,
+                                        std::int64_t end, float* maxima) {
+  __syncthreads();  // earlier readers of maxima are done
+  const std::int64_t t = first + threadIdx.x;
+  if (threadIdx.x < kMaximaChunk && t < end) maxima[threadIdx.x] = TileStats(tiles[t]).max;
+  __syncthreads();
+}
+
 /// A row's tiles read as the TileSums combine_tiles takes.
 struct TileSums {
   Global<const TileStats> tiles;

@@ -47,11 +47,14 @@ static_assert(sizeof(std::uint64_t) * (kNucleusListSize - kStatisticsTopK) >=
 /// of logit -inf left out: they would add nothing), and from them, by thread 0 as
 /// cut_statistics does, the row's softmax statistics, its nucleus (top-p) and its min-p
 /// threshold into `s`. With `keep`, the kept entries are written to `list` as kept_keys (ids
-/// ascending, their warped probabilities) and their count to *kept. By the whole block.
+/// ascending, their warped probabilities) and their count to *kept. Unless `tiles` is null, each
+/// of the row's `tile_count` tiles gets as its max the largest logit of the k best in it (-inf:
+/// none), for the warp's write pass to skip the tiles that keep nothing. By the whole block.
 template <class T>
 __device__ void finish_top_k(Global<const T> row, std::int64_t n, const DeviceWarp& w, int parts,
                              Global<std::uint64_t> list, RowStats& s, NucleusShared& sh,
-                             unsigned int* kept, bool keep) {
+                             unsigned int* kept, bool keep, Global<TileStats> tiles,
+                             std::int64_t tile_count) {
   namespace sd = specdec::detail;
   const int k = w.top_k, count = parts * k;
   // The best k (less empty slots) into sh.keys, and the k-th.
@@ -157,6 +160,15 @@ __device__ void finish_top_k(Global<const T> row, std::int64_t n, const DeviceWa
       }
     }
     *kept = listed;
+    if (!(tiles == nullptr)) {
+      int j = 0;  // the candidates by id: a tile's are consecutive
+      for (std::int64_t t = 0; t < tile_count; ++t) {
+        float best = specdec::kNegInf;
+        for (; j < support && scratch.ids[j] < (t + 1) * kTile; ++j)
+          best = scratch.logits[j] > best ? scratch.logits[j] : best;
+        tiles[t] = TileStats{best, 0.0f, 0, 0};
+      }
+    }
   }
   __syncthreads();
 }

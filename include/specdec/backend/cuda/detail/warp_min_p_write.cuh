@@ -6,7 +6,7 @@
 // (cut_statistics's kept mass: one chain of float additions, by one thread) and writes them. Each
 // output is written once. Where a block kept more entries than its segment holds, the last block
 // goes back to the row: it adds the kept entries tile by tile, then writes them (two more reads,
-// only then).
+// only then). Tiles whose largest logit is below the threshold are written as zeros unread.
 // IWYU pragma: private
 #pragma once
 
@@ -115,11 +115,20 @@ __device__ __forceinline__ std::int32_t entry_id(std::uint64_t e) {
 template <class T, class Shared>
 __device__ void write_min_p_alone(Global<const T> row, std::int64_t n, const RowSplit& split,
                                   const DeviceWarp& w, const RowStats& st,
-                                  Global<std::uint64_t> list, Global<unsigned int> counters,
-                                  Global<float> out, Shared& sh) {
+                                  Global<const TileStats> tiles, Global<std::uint64_t> list,
+                                  Global<unsigned int> counters, Global<float> out, Shared& sh) {
   namespace sd = specdec::detail;
   sd::WarpStats s = st.warp_stats();
   const float threshold = min_p_alone_threshold(w.min_p, st);
+  // Whether tile t of those in [first, end) keeps nothing: its largest logit (`tiles`) is cut by
+  // the threshold (cuts_all_up_to). By the whole block.
+  sd::WarpStats below = s;
+  below.min_p_threshold = threshold;
+  const auto keeps_none = [&](std::int64_t t, std::int64_t first, std::int64_t end) {
+    const std::int64_t at = (t - first) % kMaximaChunk;
+    if (at == 0) load_tile_maxima(tiles, t, end, sh.maxima);
+    return sd::cuts_all_up_to(below, sh.maxima[at]);
+  };
   const std::int64_t segment = kNucleusListSize / split.blocks_per_row, room = segment - 1;
   const int tid = static_cast<int>(threadIdx.x);
   const std::int64_t first_tile = blockIdx.y * split.tiles_per_block;
@@ -132,6 +141,10 @@ __device__ void write_min_p_alone(Global<const T> row, std::int64_t n, const Row
   const Global<std::uint64_t> mine = list + blockIdx.y * segment;
   std::int64_t listed = 0;
   for (std::int64_t t = first_tile; t < end_tile; ++t) {
+    if (keeps_none(t, first_tile, end_tile)) {
+      for (int i = tid; i < tile_count(t); i += kStatsThreads) out[t * kTile + i] = 0.0f;
+      continue;
+    }
     load_tile(row, t * kTile, tile_count(t), sh.tile);
     const int kept =
         pack_min_p_tile(sh.tile, tile_count(t), t * kTile, s, threshold, out, sh.min_p);
@@ -162,6 +175,7 @@ __device__ void write_min_p_alone(Global<const T> row, std::int64_t n, const Row
   if (overflow) {  // the row again, tile by tile
     float mass = 0.0f;
     for (std::int64_t t = 0; t < split.tiles; ++t) {
+      if (keeps_none(t, 0, split.tiles)) continue;
       load_tile(row, t * kTile, tile_count(t), sh.tile);
       const int kept =
           pack_min_p_tile(sh.tile, tile_count(t), t * kTile, s, threshold, nullptr, sh.min_p);
@@ -186,6 +200,7 @@ __device__ void write_min_p_alone(Global<const T> row, std::int64_t n, const Row
     return;
   }
   for (std::int64_t t = 0; t < split.tiles; ++t) {
+    if (keeps_none(t, 0, split.tiles)) continue;
     load_tile(row, t * kTile, tile_count(t), sh.tile);
     const int kept =
         pack_min_p_tile(sh.tile, tile_count(t), t * kTile, s, threshold, nullptr, sh.min_p);

@@ -20,6 +20,7 @@ namespace specdec::backend::cuda_impl::detail {
 struct WarpWriteShared {
   float tile[kTile];  // one tile's logits as floats, loaded 16 bytes at a time
   MinPWriteShared min_p;
+  float maxima[kMaximaChunk];  // load_tile_maxima's
   RowStats stats;
   DeviceWarp warp;
   int last;
@@ -43,16 +44,30 @@ __device__ __forceinline__ void write_warped_tile(Global<const T> row, Global<fl
   __syncthreads();  // buf is refilled by the next tile
 }
 
+/// Whether statistics `s` cut their row (top-k, top-p or min-p; not greedy): only then may a
+/// tile warp to +0 throughout.
+__device__ __forceinline__ bool cuts_row(const specdec::detail::WarpStats& s) {
+  return s.greedy < 0 && (s.top_k_last >= 0 || s.top_p_last >= 0 || s.min_p_threshold > 0.0f);
+}
+
+/// Entries [b, b + count) of a row written +0 by the whole block, without reading them.
+__device__ __forceinline__ void write_zeros(Global<float> out, std::int64_t b, int count) {
+  for (int i = static_cast<int>(threadIdx.x); i < count; i += kStatsThreads) out[b + i] = 0.0f;
+}
+
 /// Row r of the set is blockIdx.x; blockIdx.y writes split.tiles_per_block tiles of it:
 /// out[r * out_stride + i] = warped_probability(stats[r].warp_stats(), logit_i, i), or NaN
 /// throughout a row whose statistics are invalid (its logits, or a device warp the statistics
-/// path does not take). A row whose warp (`warps`) has min-p alone is cut here, with the row's
-/// list in `lists` and counters[r] (0 at launch and after).
+/// path does not take). A row that is cut skips reading its tiles whose largest logit (`tiles`:
+/// the statistics', or for a top-k row the largest of its k best) warps to +0 (cuts_all_up_to).
+/// A row whose warp (`warps`) has min-p alone is cut here, with the row's list in `lists` and
+/// counters[r] (0 at launch and after).
 template <class T>
 __global__ void __launch_bounds__(kStatsThreads)
     warp_write_kernel(LogitRowSet<T> rows, std::int64_t n, RowSplit split, RowWarps warps,
-                      Global<const RowStats> stats, Global<std::uint64_t> lists,
-                      Global<unsigned int> counters, Global<float> out, std::int64_t out_stride) {
+                      Global<const RowStats> stats, Global<const TileStats> tiles,
+                      Global<std::uint64_t> lists, Global<unsigned int> counters, Global<float> out,
+                      std::int64_t out_stride) {
   expect_block_threads(kStatsThreads);
   __shared__ WarpWriteShared sh;
   const std::int64_t r = blockIdx.x;
@@ -68,11 +83,13 @@ __global__ void __launch_bounds__(kStatsThreads)
   const std::int64_t end_tile = first_tile + split.tiles_per_block < split.tiles
                                     ? first_tile + split.tiles_per_block
                                     : split.tiles;
+  const Global<const TileStats> row_tiles = tiles + r * split.tiles;
   if (sh.stats.invalid == 0 && min_p_alone(sh.warp, n)) {
-    write_min_p_alone(row, n, split, sh.warp, sh.stats, lists + r * kNucleusListSize, counters,
-                      out_row, sh);
+    write_min_p_alone(row, n, split, sh.warp, sh.stats, row_tiles, lists + r * kNucleusListSize,
+                      counters, out_row, sh);
     return;
   }
+  const bool skips = cuts_row(s);
   for (std::int64_t t = first_tile; t < end_tile; ++t) {
     const std::int64_t b = t * kTile;
     const int count = static_cast<int>(n - b < kTile ? n - b : kTile);
@@ -80,6 +97,14 @@ __global__ void __launch_bounds__(kStatsThreads)
       for (int i = static_cast<int>(threadIdx.x); i < count; i += kStatsThreads)
         out_row[b + i] = specdec::detail::bits_float(0x7fc00000u);  // a quiet NaN
       continue;
+    }
+    if (skips) {
+      const std::int64_t at = (t - first_tile) % kMaximaChunk;
+      if (at == 0) load_tile_maxima(row_tiles, t, end_tile, sh.maxima);
+      if (specdec::detail::cuts_all_up_to(s, sh.maxima[at])) {
+        write_zeros(out_row, b, count);
+        continue;
+      }
     }
     write_warped_tile(row, out_row, b, count, s, sh.tile);
   }

@@ -413,18 +413,9 @@ __device__ void top_k_row_stats(Global<const T> row, std::int64_t n, const RowSp
     drawable = drawable || s.max > specdec::kNegInf;
   }
   // max and inv_sum are those of the k best, found from the lists.
-  stats[0] = RowStats{1.0f / w.temperature,
-                      0.0f,
-                      1.0f,
-                      -1,
-                      bad != 0 || !drawable ? 1 : 0,
-                      0.0f,
-                      -1,
-                      1.0f,
-                      0.0f,
-                      -1,
-                      0.0f,
-                      1.0f};
+  RowStats out{1.0f / w.temperature, 0.0f, 1.0f, -1, 0, 0.0f, -1, 1.0f, 0.0f, -1, 0.0f, 1.0f};
+  out.invalid = bad != 0 || !drawable ? 1 : 0;
+  stats[0] = out;
 }
 
 /// The statistics of every row of `rows` (row r of the set is blockIdx.x), blockIdx.y taking

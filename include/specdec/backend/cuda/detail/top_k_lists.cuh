@@ -2,8 +2,8 @@
 // The first half of the top-k cut on the statistics path, done by the statistics launch in its
 // one read of the row: each block keeps the best k of its part of the row (block_top_k.cuh,
 // ranked by logit, ties to the lowest id: core/top_k.hpp's order) as keys in the row's candidate
-// list, and notes whether its part holds a NaN or +inf. top_k_cut.cuh's last half selects the k
-// best of the lists.
+// list, and notes whether its part holds a NaN or +inf. The second half (top_k_cut.cuh) selects
+// the k best of the lists.
 // IWYU pragma: private
 #pragma once
 

@@ -54,6 +54,11 @@ __device__ __forceinline__ void load_tile(Global<const T> row, std::int64_t b, i
   __syncthreads();
 }
 
+/// Entries [b, b + count) of a row written +0 by the whole block, without reading them.
+__device__ __forceinline__ void write_zeros(Global<float> out, std::int64_t b, int count) {
+  for (int i = static_cast<int>(threadIdx.x); i < count; i += kStatsThreads) out[b + i] = 0.0f;
+}
+
 /// The entries min-p alone keeps among the `count` of a tile in buf (ids from b): softmax
 /// probability under `s` positive and at least `threshold`, packed in id order into sh.kept and
 /// sh.ids; returns their number, in every thread. Unless `out` is null, writes +0 (a cut entry's
@@ -142,7 +147,7 @@ __device__ void write_min_p_alone(Global<const T> row, std::int64_t n, const Row
   std::int64_t listed = 0;
   for (std::int64_t t = first_tile; t < end_tile; ++t) {
     if (keeps_none(t, first_tile, end_tile)) {
-      for (int i = tid; i < tile_count(t); i += kStatsThreads) out[t * kTile + i] = 0.0f;
+      write_zeros(out, t * kTile, tile_count(t));
       continue;
     }
     load_tile(row, t * kTile, tile_count(t), sh.tile);

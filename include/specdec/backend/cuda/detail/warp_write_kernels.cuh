@@ -50,11 +50,6 @@ __device__ __forceinline__ bool cuts_row(const specdec::detail::WarpStats& s) {
   return s.greedy < 0 && (s.top_k_last >= 0 || s.top_p_last >= 0 || s.min_p_threshold > 0.0f);
 }
 
-/// Entries [b, b + count) of a row written +0 by the whole block, without reading them.
-__device__ __forceinline__ void write_zeros(Global<float> out, std::int64_t b, int count) {
-  for (int i = static_cast<int>(threadIdx.x); i < count; i += kStatsThreads) out[b + i] = 0.0f;
-}
-
 /// Row r of the set is blockIdx.x; blockIdx.y writes split.tiles_per_block tiles of it:
 /// out[r * out_stride + i] = warped_probability(stats[r].warp_stats(), logit_i, i), or NaN
 /// throughout a row whose statistics are invalid (its logits, or a device warp the statistics

@@ -325,6 +325,21 @@ __device__ __forceinline__ TileStats tile_stats(Global<const T> tile, int count,
   return {max, total, first, bad};
 }
 
+/// The tiles [first, end) of a row that block blockIdx.y takes on the split.
+struct BlockTiles {
+  std::int64_t first, end;
+  __device__ static BlockTiles of(const RowSplit& split) {
+    const std::int64_t first = blockIdx.y * split.tiles_per_block;
+    const std::int64_t end = first + split.tiles_per_block;
+    return {first, end < split.tiles ? end : split.tiles};
+  }
+};
+
+/// The entries of tile t of a row of n (kTile, or fewer in the last).
+__device__ __forceinline__ int tile_entries(std::int64_t n, std::int64_t t) {
+  return static_cast<int>(n - t * kTile < kTile ? n - t * kTile : kTile);
+}
+
 /// Tiles whose largest logits a pass holds in shared memory at a time (load_tile_maxima).
 inline constexpr int kMaximaChunk = kStatsThreads;
 
@@ -439,20 +454,16 @@ __global__ void __launch_bounds__(kStatsThreads)
   const bool greedy = w.temperature == 0.0f;
   const float inv_t = greedy ? 1.0f : 1.0f / w.temperature;
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-  const std::int64_t first_tile = blockIdx.y * split.tiles_per_block;
-  const std::int64_t end_tile =
-      first_tile + split.tiles_per_block < split.tiles ? first_tile + split.tiles_per_block
-                                                       : split.tiles;
+  const BlockTiles block = BlockTiles::of(split);
   const Global<TileStats> row_tiles = tiles + r * split.tiles;
   if (top_k_statistics_row(w, n)) {
     top_k_row_stats(row, n, split, w, row_tiles, counters, stats + r, lists + r * kNucleusListSize,
                     sh);
     return;
   }
-  for (std::int64_t t = first_tile + warp; t < end_tile; t += kStatsWarps) {
+  for (std::int64_t t = block.first + warp; t < block.end; t += kStatsWarps) {
     const std::int64_t b = t * kTile;
-    const int count = static_cast<int>(n - b < kTile ? n - b : kTile);
-    TileStats s = tile_stats(row + b, count, inv_t, sh.tile[warp]);
+    TileStats s = tile_stats(row + b, tile_entries(n, t), inv_t, sh.tile[warp]);
     s.argmax += static_cast<std::int32_t>(b);
     if (lane == 0) row_tiles[t] = s;
   }

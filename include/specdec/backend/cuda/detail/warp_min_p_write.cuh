@@ -59,6 +59,17 @@ __device__ __forceinline__ void write_zeros(Global<float> out, std::int64_t b, i
   for (int i = static_cast<int>(threadIdx.x); i < count; i += kStatsThreads) out[b + i] = 0.0f;
 }
 
+/// Whether tile t of the tiles [first, end) a pass walks warps to +0 throughout under `s`: its
+/// largest logit (`tiles`, loaded kMaximaChunk tiles at a time into maxima) is cut
+/// (cuts_all_up_to). By the whole block, for every t in turn from `first`.
+__device__ inline bool tile_cut_whole(const specdec::detail::WarpStats& s,
+                                      Global<const TileStats> tiles, std::int64_t t,
+                                      std::int64_t first, std::int64_t end, float* maxima) {
+  const std::int64_t at = (t - first) % kMaximaChunk;
+  if (at == 0) load_tile_maxima(tiles, t, end, maxima);
+  return specdec::detail::cuts_all_up_to(s, maxima[at]);
+}
+
 /// The entries min-p alone keeps among the `count` of a tile in buf (ids from b): softmax
 /// probability under `s` positive and at least `threshold`, packed in id order into sh.kept and
 /// sh.ids; returns their number, in every thread. Unless `out` is null, writes +0 (a cut entry's
@@ -125,34 +136,26 @@ __device__ void write_min_p_alone(Global<const T> row, std::int64_t n, const Row
   namespace sd = specdec::detail;
   sd::WarpStats s = st.warp_stats();
   const float threshold = min_p_alone_threshold(w.min_p, st);
-  // Whether tile t of those in [first, end) keeps nothing: its largest logit (`tiles`) is cut by
-  // the threshold (cuts_all_up_to). By the whole block.
+  // Whether tile t of those in [first, end) keeps nothing: its largest logit is below the
+  // threshold.
   sd::WarpStats below = s;
   below.min_p_threshold = threshold;
   const auto keeps_none = [&](std::int64_t t, std::int64_t first, std::int64_t end) {
-    const std::int64_t at = (t - first) % kMaximaChunk;
-    if (at == 0) load_tile_maxima(tiles, t, end, sh.maxima);
-    return sd::cuts_all_up_to(below, sh.maxima[at]);
+    return tile_cut_whole(below, tiles, t, first, end, sh.maxima);
   };
   const std::int64_t segment = kNucleusListSize / split.blocks_per_row, room = segment - 1;
   const int tid = static_cast<int>(threadIdx.x);
-  const std::int64_t first_tile = blockIdx.y * split.tiles_per_block;
-  const std::int64_t end_tile = first_tile + split.tiles_per_block < split.tiles
-                                    ? first_tile + split.tiles_per_block
-                                    : split.tiles;
-  const auto tile_count = [n](std::int64_t t) {
-    return static_cast<int>(n - t * kTile < kTile ? n - t * kTile : kTile);
-  };
+  const BlockTiles block = BlockTiles::of(split);
   const Global<std::uint64_t> mine = list + blockIdx.y * segment;
   std::int64_t listed = 0;
-  for (std::int64_t t = first_tile; t < end_tile; ++t) {
-    if (keeps_none(t, first_tile, end_tile)) {
-      write_zeros(out, t * kTile, tile_count(t));
+  for (std::int64_t t = block.first; t < block.end; ++t) {
+    if (keeps_none(t, block.first, block.end)) {
+      write_zeros(out, t * kTile, tile_entries(n, t));
       continue;
     }
-    load_tile(row, t * kTile, tile_count(t), sh.tile);
+    load_tile(row, t * kTile, tile_entries(n, t), sh.tile);
     const int kept =
-        pack_min_p_tile(sh.tile, tile_count(t), t * kTile, s, threshold, out, sh.min_p);
+        pack_min_p_tile(sh.tile, tile_entries(n, t), t * kTile, s, threshold, out, sh.min_p);
     for (int j = tid; j < kept; j += kStatsThreads) {
       if (listed + j < room) mine[1 + listed + j] = min_p_entry(sh.min_p.kept[j], sh.min_p.ids[j]);
     }
@@ -181,9 +184,9 @@ __device__ void write_min_p_alone(Global<const T> row, std::int64_t n, const Row
     float mass = 0.0f;
     for (std::int64_t t = 0; t < split.tiles; ++t) {
       if (keeps_none(t, 0, split.tiles)) continue;
-      load_tile(row, t * kTile, tile_count(t), sh.tile);
+      load_tile(row, t * kTile, tile_entries(n, t), sh.tile);
       const int kept =
-          pack_min_p_tile(sh.tile, tile_count(t), t * kTile, s, threshold, nullptr, sh.min_p);
+          pack_min_p_tile(sh.tile, tile_entries(n, t), t * kTile, s, threshold, nullptr, sh.min_p);
       if (tid == 0) {
         for (int j = 0; j < kept; ++j) mass = sd::add_rn(mass, sh.min_p.kept[j]);
       }
@@ -206,9 +209,9 @@ __device__ void write_min_p_alone(Global<const T> row, std::int64_t n, const Row
   }
   for (std::int64_t t = 0; t < split.tiles; ++t) {
     if (keeps_none(t, 0, split.tiles)) continue;
-    load_tile(row, t * kTile, tile_count(t), sh.tile);
+    load_tile(row, t * kTile, tile_entries(n, t), sh.tile);
     const int kept =
-        pack_min_p_tile(sh.tile, tile_count(t), t * kTile, s, threshold, nullptr, sh.min_p);
+        pack_min_p_tile(sh.tile, tile_entries(n, t), t * kTile, s, threshold, nullptr, sh.min_p);
     for (int j = tid; j < kept; j += kStatsThreads)
       out[sh.min_p.ids[j]] = sd::cut_probability(s, sh.min_p.kept[j], sh.min_p.ids[j]);
     __syncthreads();

@@ -74,10 +74,7 @@ __global__ void __launch_bounds__(kStatsThreads)
   const specdec::detail::WarpStats s = sh.stats.warp_stats();
   const Global<const T> row = rows.row(r);
   const Global<float> out_row = out + r * out_stride;
-  const std::int64_t first_tile = blockIdx.y * split.tiles_per_block;
-  const std::int64_t end_tile = first_tile + split.tiles_per_block < split.tiles
-                                    ? first_tile + split.tiles_per_block
-                                    : split.tiles;
+  const BlockTiles block = BlockTiles::of(split);
   const Global<const TileStats> row_tiles = tiles + r * split.tiles;
   if (sh.stats.invalid == 0 && min_p_alone(sh.warp, n)) {
     write_min_p_alone(row, n, split, sh.warp, sh.stats, row_tiles, lists + r * kNucleusListSize,
@@ -85,21 +82,17 @@ __global__ void __launch_bounds__(kStatsThreads)
     return;
   }
   const bool skips = cuts_row(s);
-  for (std::int64_t t = first_tile; t < end_tile; ++t) {
+  for (std::int64_t t = block.first; t < block.end; ++t) {
     const std::int64_t b = t * kTile;
-    const int count = static_cast<int>(n - b < kTile ? n - b : kTile);
+    const int count = tile_entries(n, t);
     if (sh.stats.invalid != 0) {
       for (int i = static_cast<int>(threadIdx.x); i < count; i += kStatsThreads)
         out_row[b + i] = specdec::detail::bits_float(0x7fc00000u);  // a quiet NaN
       continue;
     }
-    if (skips) {
-      const std::int64_t at = (t - first_tile) % kMaximaChunk;
-      if (at == 0) load_tile_maxima(row_tiles, t, end_tile, sh.maxima);
-      if (specdec::detail::cuts_all_up_to(s, sh.maxima[at])) {
-        write_zeros(out_row, b, count);
-        continue;
-      }
+    if (skips && tile_cut_whole(s, row_tiles, t, block.first, block.end, sh.maxima)) {
+      write_zeros(out_row, b, count);
+      continue;
     }
     write_warped_tile(row, out_row, b, count, s, sh.tile);
   }

@@ -187,10 +187,8 @@ void run_chain_case(cudaStream_t stream, std::int64_t batch, std::int64_t vocab,
                    cudaMemcpyHostToDevice),
         "cudaMemcpy");
   auto resident = args;
-  resident.draft_offsets = {};
-  resident.streams = {};
-  resident.device_draft_offsets = device_offsets;
-  resident.device_streams = device_streams;
+  resident.draft_offsets = specdec::on_device(device_offsets, offsets.size());
+  resident.streams = specdec::on_device(device_streams, streams.size());
   const float resident_ms = time_ms(
       stream, iterations, [&] { specdec::verify_chain_batch_logits(backend, resident, ws); });
   // The copy reads the target logits and then the draft logits once (same element count).

@@ -462,16 +462,17 @@ struct ResidentChain {
   void run(const Warp& warp, cudaStream_t stream = nullptr) { run(&warp, nullptr, stream); }
   /// With one warp for all (`warp`) or B warps in device memory (`device_warps`).
   void run(const Warp* warp, const Warp* device_warps, cudaStream_t stream = nullptr) {
-    const ChainBatchLogitsArgs<float> args{
+    ChainBatchLogitsArgs<float> args{
         .target_logits = {target.get(), drafts + batch, vocab},
         .draft_logits = {draft.get(), drafts, vocab},
-        .warps = {warp, warp == nullptr ? 0u : 1u},
+        .warps = device_warps != nullptr
+                     ? on_device(device_warps, static_cast<std::size_t>(batch))
+                     : Resident<const Warp>(std::span<const Warp>(warp, 1)),
         .draft_tokens = {tokens.get(), tokens.size()},
         .emitted = {emitted.get(), emitted.size()},
-        .accepted = {accepted.get(), accepted.size()},
-        .device_draft_offsets = offsets.get(),
-        .device_streams = streams.get(),
-        .device_warps = device_warps};
+        .accepted = {accepted.get(), accepted.size()}};
+    args.draft_offsets = on_device(offsets.get(), offsets.size());
+    args.streams = on_device(streams.get(), streams.size());
     verify_chain_batch_logits(backend::cuda.on(stream), args,
                               backend::DeviceWorkspace{workspace.get(), workspace.size()});
   }
@@ -508,7 +509,7 @@ TEST_CASE("chain from logits, device-resident offsets and streams: no copy, the 
 namespace {
 
 /// The CPU backend's batch with a warp per sequence: `warps` as host warps, or read as host
-/// memory through device_warps.
+/// memory as warps on the device.
 void cpu_batch(const StatsBatch& c, const std::vector<Warp>& warps, bool as_device_warps,
                std::vector<std::int32_t>& emitted, std::vector<std::int32_t>& accepted) {
   emitted.assign(static_cast<std::size_t>(c.drafts() + c.batch()), -7);
@@ -526,10 +527,7 @@ void cpu_batch(const StatsBatch& c, const std::vector<Warp>& warps, bool as_devi
       .streams = c.streams,
       .emitted = emitted,
       .accepted = accepted};
-  if (as_device_warps) {
-    args.warps = {};
-    args.device_warps = warps.data();
-  }
+  if (as_device_warps) args.warps = on_device(warps.data(), warps.size());
   verify_chain_batch_logits(backend::cpu, args, ws);
 }
 
@@ -545,7 +543,7 @@ TEST_CASE("chain from logits, device-resident warps: no copy, each sequence the 
                                 Warp{.temperature = 0.7f, .top_k = 9000, .top_p = 0.5f}};
   std::vector<std::int32_t> emitted, accepted, read_emitted, read_accepted;
   cpu_batch(c, warps, false, emitted, accepted);
-  // The CPU backend reads device_warps as host memory.
+  // The CPU backend reads warps on the device as host memory.
   cpu_batch(c, warps, true, read_emitted, read_accepted);
   CHECK(read_emitted == emitted);
   CHECK(read_accepted == accepted);
@@ -624,22 +622,23 @@ TEST_CASE("chain from logits, device-resident: bad arguments are named; the CPU 
   const StatsBatch c({2}, 300, 91);
   ResidentChain device(c);
   const Warp warp{.temperature = 1.0f};
-  const std::int32_t host_offsets[] = {0, 2};
-  ChainBatchLogitsArgs<float> args{.target_logits = {device.target.get(), 3, 300},
+  ChainBatchLogitsArgs<float> args{.draft_offsets = on_device(device.offsets.get(), 1),
+                                   .target_logits = {device.target.get(), 3, 300},
                                    .draft_logits = {device.draft.get(), 2, 300},
-                                   .warps = {&warp, 1},
+                                   .warps = std::span<const Warp>(&warp, 1),
                                    .draft_tokens = {device.tokens.get(), 2},
+                                   .streams = on_device(device.streams.get(), 1),
                                    .emitted = {device.emitted.get(), 3},
-                                   .accepted = {device.accepted.get(), 1},
-                                   .device_draft_offsets = device.offsets.get()};
+                                   .accepted = {device.accepted.get(), 1}};
   const backend::DeviceWorkspace ws{device.workspace.get(), device.workspace.size()};
+  // A device array is sized by its caller: B + 1 offsets, B streams.
   CHECK_THROWS_WITH(verify_chain_batch_logits(backend::cuda, args, ws),
-                    Catch::Contains("device_streams"));
-  args.device_streams = device.streams.get();
-  args.draft_offsets = host_offsets;
+                    Catch::StartsWith("draft_offsets:"));
+  args.draft_offsets = on_device(device.offsets.get(), 2);
+  args.streams = on_device(device.streams.get(), 2);
   CHECK_THROWS_WITH(verify_chain_batch_logits(backend::cuda, args, ws),
-                    Catch::Contains("draft_offsets"));
-  args.draft_offsets = {};
+                    Catch::StartsWith("streams:"));
+  args.streams = on_device(device.streams.get(), 1);
   args.target_logits.rows = 2;
   CHECK_THROWS_WITH(verify_chain_batch_logits(backend::cuda, args, ws),
                     Catch::Contains("target_logits"));
@@ -796,8 +795,8 @@ RowsChainRun rows_chain(const StatsBatch& c, bool target_only, bool on_device,
                       .accepted = {accepted.get(), accepted.size()}};
   if (target_only) args.draft_rows = {};
   if (on_device) {
-    args.device_draft_offsets = offsets.get();
-    args.device_streams = streams.get();
+    args.draft_offsets = specdec::on_device(offsets.get(), offsets.size());
+    args.streams = specdec::on_device(streams.get(), streams.size());
   } else {
     args.draft_offsets = c.offsets;
     args.streams = c.streams;
@@ -860,7 +859,7 @@ TEST_CASE("chain batches on rows and target-only chains take device-resident off
   REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);
   REQUIRE(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) == cudaSuccess);
   CHECK_THROWS_WITH(rows_chain(c, target_only, false, stream),
-                    Catch::Contains("draft_offsets") && Catch::Contains("device_draft_offsets"));
+                    Catch::Contains("draft_offsets") && Catch::Contains("on_device"));
   cudaGraph_t graph = nullptr;
   CHECK(cudaStreamEndCapture(stream, &graph) != cudaSuccess);
 }

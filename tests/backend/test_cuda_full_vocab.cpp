@@ -253,14 +253,14 @@ TEST_CASE("CUDA chain from logits captured in a graph and replayed on new inputs
     cudaStream_t stream = nullptr;
     REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);
     const ChainBatchLogitsArgs<float> args{
+        .draft_offsets = on_device(offsets.data(), static_cast<std::size_t>(batch) + 1),
         .target_logits = MatrixView<const float>(target.data(), batch * (gamma + 1), vocab),
         .draft_logits = MatrixView<const float>(draft.data(), batch * gamma, vocab),
         .warps = std::span<const Warp>(&warp, 1),
         .draft_tokens = std::span<const Token>(tokens.data(), first.tokens.size()),
+        .streams = on_device(streams.data(), static_cast<std::size_t>(batch)),
         .emitted = std::span<Token>(emitted.data(), static_cast<std::size_t>(batch * (gamma + 1))),
-        .accepted = std::span<std::int32_t>(accepted.data(), static_cast<std::size_t>(batch)),
-        .device_draft_offsets = offsets.data(),
-        .device_streams = streams.data()};
+        .accepted = std::span<std::int32_t>(accepted.data(), static_cast<std::size_t>(batch))};
     REQUIRE(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) == cudaSuccess);
     verify_chain_batch_logits(backend::cuda.on(stream), args, scratch.get());
     cudaGraph_t graph = nullptr;
@@ -351,14 +351,14 @@ TEST_CASE("CUDA chain from logits with per-sequence warps in device memory gives
   verify_chain_batch_logits(
       backend::cuda,
       ChainBatchLogitsArgs<float>{
+          .draft_offsets = on_device(offsets.data(), static_cast<std::size_t>(batch) + 1),
           .target_logits = MatrixView<const float>(target.data(), batch * (gamma + 1), vocab),
           .draft_logits = MatrixView<const float>(draft.data(), batch * gamma, vocab),
+          .warps = on_device(device_warps.data(), static_cast<std::size_t>(batch)),
           .draft_tokens = std::span<const Token>(tokens.data(), all.tokens.size()),
+          .streams = on_device(streams.data(), static_cast<std::size_t>(batch)),
           .emitted = std::span<Token>(emitted.data(), rows),
-          .accepted = std::span<std::int32_t>(accepted.data(), static_cast<std::size_t>(batch)),
-          .device_draft_offsets = offsets.data(),
-          .device_streams = streams.data(),
-          .device_warps = device_warps.data()},
+          .accepted = std::span<std::int32_t>(accepted.data(), static_cast<std::size_t>(batch))},
       scratch.get());
   const std::vector<Token> got_emitted = emitted.to_host();
   const std::vector<std::int32_t> got_accepted = accepted.to_host();

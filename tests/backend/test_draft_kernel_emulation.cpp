@@ -565,10 +565,10 @@ TEST_CASE("Gumbel-top-k with device streams is captured once and replays with ne
       .kind = RowKind::kLogWeights,
       .rows = MatrixView<const float>(rows.data(), n_rows, vocab),
       .k = k,
+      .streams = on_device(device_streams.data(), device_streams.size()),
       .tokens = MatrixView<Token>(tokens.data(), n_rows, k),
       .values = MatrixView<float>(values.data(), n_rows, k),
-      .counts = counts,
-      .device_streams = device_streams.data()};
+      .counts = counts};
   cudaStream_t stream = nullptr;
   REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);
   draft_emu::ledger.reset();
@@ -622,12 +622,12 @@ TEST_CASE("a beam level with device streams is captured once and replays with ne
       .nodes = MatrixView<const std::int32_t>(level.nodes.data(), b, w),
       .log_probs = MatrixView<const float>(level.log_probs.data(), b, w),
       .scores = MatrixView<const float>(level.scores.data(), b, w),
+      .streams = on_device(device_streams.data(), device_streams.size()),
       .next_parents = MatrixView<std::int32_t>(level.next_parents.data(), b, w),
       .next_tokens = MatrixView<Token>(level.next_tokens.data(), b, w),
       .next_log_probs = MatrixView<float>(level.next_log_probs.data(), b, w),
       .next_scores = MatrixView<float>(level.next_scores.data(), b, w),
-      .next_counts = level.next_counts,
-      .device_streams = device_streams.data()};
+      .next_counts = level.next_counts};
   cudaStream_t stream = nullptr;
   REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);
   draft_emu::ledger.reset();
@@ -661,26 +661,31 @@ TEST_CASE("a beam level with device streams is captured once and replays with ne
   CHECK(cudaGraphDestroy(graph) == cudaSuccess);
 }
 
-TEST_CASE("device_streams is refused with host streams beside it, and on the CPU backend",
+TEST_CASE("streams on the device are sized by the caller, and read as host memory on the CPU",
           "[backend][cuda_kernel]") {
   const std::int64_t n_rows = 2, vocab = 16, k = 2;
-  const std::vector<float> rows(static_cast<std::size_t>(n_rows * vocab), 0.0f);
+  const std::vector<float> rows = log_rows(probability_rows(n_rows, vocab, 5));
   const auto streams = streams_for(n_rows, 3);
-  std::vector<Token> tokens(4);
-  std::vector<std::int32_t> counts(2);
+  std::vector<Token> tokens(4), host_tokens(4);
+  std::vector<std::int32_t> counts(2), host_counts(2);
   std::vector<unsigned char> ws(
       workspace_size(backend::cuda, GumbelTopKBatchShape{n_rows, vocab, k}));
   GumbelTopKBatchArgs<float> args{.rows = MatrixView<const float>(rows.data(), n_rows, vocab),
                                   .k = k,
-                                  .streams = streams,
+                                  .streams = on_device(streams.data(), 1),
                                   .tokens = MatrixView<Token>(tokens.data(), n_rows, k),
-                                  .counts = counts,
-                                  .device_streams = streams.data()};
+                                  .counts = counts};
   CHECK_THROWS_WITH(
       gumbel_top_k_batch(backend::cuda, args, backend::DeviceWorkspace{ws.data(), ws.size()}),
-      Catch::Contains("device_streams: is set, so streams must be empty; it has 2 entries"));
-  args.streams = {};
+      Catch::Contains("streams: has 1 elements, expected 2"));
+  args.streams = on_device(streams.data(), streams.size());
   Workspace cpu_ws(workspace_size(backend::cpu, GumbelTopKBatchShape{n_rows, vocab, k}));
-  CHECK_THROWS_WITH(gumbel_top_k_batch(backend::cpu, args, cpu_ws),
-                    Catch::Contains("device_streams: is set, but this backend reads host streams"));
+  gumbel_top_k_batch(backend::cpu, args, cpu_ws);
+  GumbelTopKBatchArgs<float> host = args;
+  host.streams = streams;
+  host.tokens = MatrixView<Token>(host_tokens.data(), n_rows, k);
+  host.counts = host_counts;
+  gumbel_top_k_batch(backend::cpu, host, cpu_ws);
+  CHECK(tokens == host_tokens);
+  CHECK(counts == host_counts);
 }

@@ -331,8 +331,8 @@ struct GraphTrees {
       a.node_offsets = host->offsets;
       a.streams = host->streams;
     } else {
-      a.device_offsets = offsets.data.data();
-      a.device_streams = streams.data.data();
+      a.node_offsets = specdec::on_device(offsets.data.data(), offsets.data.size());
+      a.streams = specdec::on_device(streams.data.data(), streams.data.size());
     }
     return a;
   }
@@ -373,7 +373,7 @@ TEST_CASE("graph: verify_tree_batch with device offsets and streams replays on n
       [&](cudaStream_t s) {
         verify_tree_batch(backend::cuda.on(s), MultiRound{}, d.args(&second, true), dws);
       },
-      "node_offsets", "device_offsets");
+      "node_offsets", "on_device");
 }
 
 TEST_CASE("graph: verify_tree_batch_target_only with device offsets and streams replays",
@@ -418,23 +418,23 @@ TEST_CASE("graph: verify_tree_batch_target_only with device offsets and streams 
         verify_tree_batch_target_only(backend::cuda.on(s), d.args(&second, false),
                                       backend::DeviceWorkspace{ws.data.data(), ws.data.size()});
       },
-      "node_offsets", "device_offsets");
+      "node_offsets", "on_device");
 }
 
-TEST_CASE("graph: a tree batch refuses device offsets given with host offsets",
+TEST_CASE("graph: a tree batch's device arrays are sized by the caller",
           "[backend][cuda_kernel][graph]") {
   using namespace specdec;
   emu::ledger.clear();
   const test::TreeCase c = test::make_trees(2, 32, 75);
   GraphTrees d(c);
   TreeBatchArgs a = d.args(nullptr, false);
-  a.node_offsets = c.offsets;
+  a.node_offsets = on_device(d.offsets.data.data(), 1);
   CHECK_THROWS_WITH(verify_tree_batch_target_only(backend::cuda, a, backend::DeviceWorkspace{}),
-                    Catch::StartsWith("device_offsets:"));
+                    Catch::StartsWith("node_offsets:"));
   a = d.args(nullptr, false);
-  a.streams = c.streams;
+  a.streams = on_device(d.streams.data.data(), 1);
   CHECK_THROWS_WITH(verify_tree_batch_target_only(backend::cuda, a, backend::DeviceWorkspace{}),
-                    Catch::StartsWith("device_streams:"));
+                    Catch::StartsWith("streams:"));
   // On the CPU backend the device arrays are host memory: the same tokens as host spans.
   Workspace ws;
   a = d.args(nullptr, false);
@@ -460,10 +460,10 @@ TEST_CASE("graph: fill_random with device streams replays on new streams",
   const MatrixView<float> view(out.data.data(), rows, count);
   const GraphCall call = [&](cudaStream_t s) {
     fill_random(backend::cuda.on(s),
-                FillRandomArgs{.first = 7,
+                FillRandomArgs{.streams = on_device(streams.data.data(), streams.data.size()),
+                               .first = 7,
                                .out = view,
-                               .kind = RandomKind::kGumbel,
-                               .device_streams = streams.data.data()},
+                               .kind = RandomKind::kGumbel},
                 backend::DeviceWorkspace{});
   };
   graph_check_device_resident(call, 1);
@@ -481,13 +481,12 @@ TEST_CASE("graph: fill_random with device streams replays on new streams",
         fill_random(backend::cuda.on(s), second, 7, view, RandomKind::kUniform,
                     backend::DeviceWorkspace{staging.data.data(), staging.data.size()});
       },
-      "streams", "device_streams");
+      "streams", "on_device");
   CHECK_THROWS_WITH(
-      fill_random(
-          backend::cuda,
-          FillRandomArgs{.streams = second, .out = view, .device_streams = streams.data.data()},
-          backend::DeviceWorkspace{}),
-      Catch::StartsWith("device_streams:"));
+      fill_random(backend::cuda,
+                  FillRandomArgs{.streams = on_device(streams.data.data(), 2), .out = view},
+                  backend::DeviceWorkspace{}),
+      Catch::StartsWith("out:"));
 }
 
 namespace {
@@ -522,10 +521,9 @@ TEST_CASE("graph: packed_tree_masks_batch with device offsets replays on new tre
   const MatrixView<std::uint32_t> view(masks.data.data(), total, words);
   const GraphCall call = [&](cudaStream_t s) {
     packed_tree_masks_batch(backend::cuda.on(s),
-                            TreeMaskBatchArgs{.trees = {first.tokens, parents.data},
-                                              .masks = view,
-                                              .device_offsets = offsets.data.data(),
-                                              .batch = 4},
+                            TreeMaskBatchArgs{.node_offsets = on_device(offsets.data.data(), 5),
+                                              .trees = {first.tokens, parents.data},
+                                              .masks = view},
                             backend::DeviceWorkspace{});
   };
   graph_check_device_resident(call, 1);
@@ -550,7 +548,7 @@ TEST_CASE("graph: packed_tree_masks_batch with device offsets replays on new tre
         packed_tree_masks_batch(backend::cuda.on(s), second.offsets, second.view(), view,
                                 backend::DeviceWorkspace{staging.data.data(), staging.data.size()});
       },
-      "node_offsets", "device_offsets");
+      "node_offsets", "on_device");
 }
 
 TEST_CASE("graph: tree_positions_batch with device offsets and context lengths replays",
@@ -567,11 +565,11 @@ TEST_CASE("graph: tree_positions_batch with device offsets and context lengths r
                                       false);
   const GraphCall call = [&](cudaStream_t s) {
     tree_positions_batch(backend::cuda.on(s),
-                         TreePositionsBatchArgs{.trees = {first.tokens, parents.data},
-                                                .positions = positions.data,
-                                                .device_offsets = offsets.data.data(),
-                                                .device_context_lengths = contexts.data.data(),
-                                                .batch = 4},
+                         TreePositionsBatchArgs{
+                             .node_offsets = on_device(offsets.data.data(), 5),
+                             .trees = {first.tokens, parents.data},
+                             .context_lengths = on_device(contexts.data.data(), 4),
+                             .positions = positions.data},
                          backend::DeviceWorkspace{});
   };
   graph_check_device_resident(call, 1);
@@ -597,5 +595,5 @@ TEST_CASE("graph: tree_positions_batch with device offsets and context lengths r
                              positions.data,
                              backend::DeviceWorkspace{staging.data.data(), staging.data.size()});
       },
-      "node_offsets", "device_offsets");
+      "node_offsets", "on_device");
 }

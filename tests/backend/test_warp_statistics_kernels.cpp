@@ -410,8 +410,8 @@ TEST_CASE(
   warp_logits_batch(
       backend::cuda,
       WarpBatchArgs<float>{.logits = MatrixView<const float>(input.get(), rows, vocab),
-                           .warped = MatrixView<float>(output.get(), rows, vocab),
-                           .device_warps = device_warps.get()},
+                           .warps = on_device(device_warps.get(), device_warps.size()),
+                           .warped = MatrixView<float>(output.get(), rows, vocab)},
       backend::DeviceWorkspace{workspace.get(), workspace.size()});
   CHECK(emu::ledger.counts.copies() == 0);
   CHECK(emu::ledger.counts.launches == 3);  // the cut launch, whatever the warps hold
@@ -431,37 +431,38 @@ TEST_CASE(
       CHECK(differing == 0);
     }
   }
-  // On the CPU backend device_warps is read as host memory: the same rows as host warps.
+  // On the CPU backend warps on the device are read as host memory: the same rows as host warps.
   std::vector<float> host(static_cast<std::size_t>(rows * vocab));
   Workspace ws(workspace_size(backend::cpu, WarpBatchShape{rows, vocab}));
   warp_logits_batch(
       backend::cpu,
       WarpBatchArgs<float>{.logits = MatrixView<const float>(logits.data(), rows, vocab),
-                           .warped = MatrixView<float>(host.data(), rows, vocab),
-                           .device_warps = warps.data()},
+                           .warps = on_device(warps.data(), warps.size()),
+                           .warped = MatrixView<float>(host.data(), rows, vocab)},
       ws);
   CHECK(host == cpu);
 }
 
-TEST_CASE("warp with device_warps: warps given twice, or a bad shape, are named errors",
+TEST_CASE("warp with warps on the device: a wrong count, or a bad shape, are named errors",
           "[backend][cuda_kernel][warp_statistics]") {
   const std::int64_t rows = 2, vocab = 100;
   std::vector<float> logits(static_cast<std::size_t>(rows * vocab), 0.0f), out(logits.size());
   const std::vector<Warp> warps(2, Warp{.temperature = 1.0f});
+  WarpPathBuffer<Warp> device_warps("warps", warps);
+  WarpPathBuffer<unsigned char> workspace(
+      "workspace", workspace_size(backend::cuda, WarpBatchShape{rows, vocab}));
   Workspace ws(workspace_size(backend::cpu, WarpBatchShape{rows, vocab}));
-  const auto run = [&](std::span<const Warp> host, std::int64_t out_rows) {
+  const auto run = [&](std::size_t count, std::int64_t out_rows) {
     warp_logits_batch(
-        backend::cpu,
+        backend::cuda,
         WarpBatchArgs<float>{.logits = MatrixView<const float>(logits.data(), rows, vocab),
-                             .warps = host,
-                             .warped = MatrixView<float>(out.data(), out_rows, vocab),
-                             .device_warps = warps.data()},
-        ws);
+                             .warps = on_device(device_warps.get(), count),
+                             .warped = MatrixView<float>(out.data(), out_rows, vocab)},
+        backend::DeviceWorkspace{workspace.get(), workspace.size()});
   };
-  CHECK_THROWS_WITH(run(warps, rows),
-                    Catch::Contains("device_warps") && Catch::Contains("warps must be empty"));
-  CHECK_THROWS_WITH(run({}, 1), Catch::Contains("warped"));
-  CHECK_NOTHROW(run({}, rows));
+  CHECK_THROWS_WITH(run(1, rows), Catch::StartsWith("warps:"));
+  CHECK_THROWS_WITH(run(2, 1), Catch::Contains("warped"));
+  CHECK_NOTHROW(run(2, rows));
 }
 
 TEST_CASE(
@@ -488,8 +489,8 @@ TEST_CASE(
   warp_logits_batch(
       backend::cuda.on(stream),
       WarpBatchArgs<float>{.logits = MatrixView<const float>(input.get(), rows, vocab),
-                           .warped = MatrixView<float>(output.get(), rows, vocab),
-                           .device_warps = device_warps.get()},
+                           .warps = on_device(device_warps.get(), device_warps.size()),
+                           .warped = MatrixView<float>(output.get(), rows, vocab)},
       backend::DeviceWorkspace{workspace.get(), workspace.size()});
   cudaGraph_t graph = nullptr;
   REQUIRE(cudaStreamEndCapture(stream, &graph) == cudaSuccess);

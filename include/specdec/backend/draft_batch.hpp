@@ -9,7 +9,9 @@
 #include <type_traits>
 #include <utility>
 
+#include "specdec/backend/batch_checks.hpp"
 #include "specdec/backend/policy.hpp"
+#include "specdec/backend/resident.hpp"
 #include "specdec/core/error.hpp"
 #include "specdec/core/philox.hpp"
 #include "specdec/core/token.hpp"
@@ -39,24 +41,21 @@ struct BeamLevelBatchShape {
 ///            kProbabilities (a raw or warped probability row, 0 = banned);
 ///   rows:    the rows, T = float, Eigen::half or Eigen::bfloat16;
 ///   k:       samples per row;
-///   streams: one RandomStream per row (host memory);
+///   streams: one RandomStream per row, a Resident array: host memory, or on_device(streams, rows)
+///            (then a CUDA call makes no host copy, allocation or synchronisation, so it can be
+///            captured in a CUDA graph and replayed with new stream contents; not scanned);
 ///   tokens:  rows x k samples in sampling order, -1 past counts[r];
 ///   values:  rows x k perturbed values, -inf past counts[r], or a view with no rows;
-///   counts:  one count per row;
-///   device_streams: device backends only: the rows' streams in device memory instead of
-///            `streams` (which must then be empty). The call then makes no host copy, allocation
-///            or synchronisation, so it can be captured in a CUDA graph and replayed with new
-///            stream contents. The device array is not scanned.
+///   counts:  one count per row.
 template <class T>
 struct GumbelTopKBatchArgs {
   RowKind kind = RowKind::kLogWeights;
   MatrixView<const T> rows{};
   std::int64_t k = 0;
-  std::span<const RandomStream> streams{};
+  Resident<const RandomStream> streams{};
   MatrixView<Token> tokens{};
   MatrixView<float> values{};
   std::span<std::int32_t> counts{};
-  const RandomStream* device_streams = nullptr;
 };
 
 /// The views of one stochastic-beam-search level for B sequences of up to W live beams
@@ -66,27 +65,24 @@ struct GumbelTopKBatchArgs {
 ///   nodes:       the tree node of each beam (kRootNode = -1 for the root);
 ///   log_probs, scores: each beam's path log probability and truncated perturbed value (0 and 0
 ///                at the root);
-///   streams:     B RandomStreams (host memory);
+///   streams:     B RandomStreams, a Resident array (on the device, a CUDA call makes no host
+///                copy, allocation or synchronisation, so it can be captured in a CUDA graph and
+///                replayed with new contents; not scanned);
 ///   next_parents, next_tokens, next_log_probs, next_scores: the W best extensions, best first,
 ///                padded with -1 / -inf;
-///   next_counts: B extension counts;
-///   device_streams: device backends only: the B streams in device memory instead of `streams`
-///                (which must then be empty); the call then makes no host copy, allocation or
-///                synchronisation, so it can be captured in a CUDA graph and replayed with new
-///                contents. The device array is not scanned.
+///   next_counts: B extension counts.
 struct BeamLevelBatchArgs {
   MatrixView<const float> draft_rows{};
   std::span<const std::int32_t> beam_counts{};
   MatrixView<const std::int32_t> nodes{};
   MatrixView<const float> log_probs{};
   MatrixView<const float> scores{};
-  std::span<const RandomStream> streams{};
+  Resident<const RandomStream> streams{};
   MatrixView<std::int32_t> next_parents{};
   MatrixView<Token> next_tokens{};
   MatrixView<float> next_log_probs{};
   MatrixView<float> next_scores{};
   std::span<std::int32_t> next_counts{};
-  const RandomStream* device_streams = nullptr;
 };
 
 namespace detail {
@@ -104,81 +100,37 @@ struct BeamLevelBatchImpl {
                 "specdec/backend/cpu/draft_batch.hpp");
 };
 
-inline void check_batch_matrix(std::string_view name, std::int64_t rows, std::int64_t cols,
-                               std::int64_t stride, std::int64_t want_rows,
-                               std::int64_t want_cols) {
-  if (rows != want_rows || cols != want_cols)
-    fail(name, "is {} x {}, expected {} x {}", rows, cols, want_rows, want_cols);
-  if (stride < cols) fail(name, "stride {} is smaller than its {} columns", stride, cols);
-}
-
-/// The streams of a batched call: `count` host streams, or (where the backend takes them,
-/// `device_streams_allowed`) a device array with an empty host span.
-inline void check_batch_streams(std::size_t streams, const RandomStream* device_streams,
-                                bool device_streams_allowed, std::int64_t count,
-                                std::string_view what) {
-  if (device_streams != nullptr) {
-    if (!device_streams_allowed)
-      fail("device_streams", "is set, but this backend reads host streams (`streams`)");
-    if (streams != 0)
-      fail("device_streams", "is set, so streams must be empty; it has {} entries", streams);
-    return;
-  }
-  if (streams != static_cast<std::size_t>(count))
-    fail("streams", "has {} entries, expected one per {} ({})", streams, what, count);
-}
-
-/// The shape checks of gumbel_top_k_batch every backend makes (the rows' contents aside);
-/// `device_streams_allowed` where the backend reads device_streams.
+/// The shape checks of gumbel_top_k_batch every backend makes (the rows' contents aside).
 template <class T>
-void check_gumbel_top_k_batch(const GumbelTopKBatchArgs<T>& args,
-                              bool device_streams_allowed = false) {
-  const auto streams = args.streams.size();
-  const auto counts = args.counts.size();
-  if (args.rows.rows < 1) fail("rows", "has {} rows, expected at least 1", args.rows.rows);
-  if (args.rows.cols < 1) fail("rows", "has {} columns, expected at least 1", args.rows.cols);
-  if (args.rows.stride < args.rows.cols)
-    fail("rows", "stride {} is smaller than its {} columns", args.rows.stride, args.rows.cols);
+void check_gumbel_top_k_batch(const GumbelTopKBatchArgs<T>& args) {
+  const std::int64_t rows = args.rows.rows;
+  check_matrix("rows", args.rows, {.min_rows = 1});
   check_sample_count("k", args.k, args.rows.cols);
-  check_batch_streams(streams, args.device_streams, device_streams_allowed, args.rows.rows, "row");
-  check_batch_matrix("tokens", args.tokens.rows, args.tokens.cols, args.tokens.stride,
-                     args.rows.rows, args.k);
+  check_resident("streams", args.streams, static_cast<std::size_t>(rows));
+  check_matrix("tokens", args.tokens, {.rows = rows, .cols = args.k, .cols_of = "k"});
   if (args.values.rows != 0)
-    check_batch_matrix("values", args.values.rows, args.values.cols, args.values.stride,
-                       args.rows.rows, args.k);
-  detail::check_size("counts", counts, static_cast<std::size_t>(args.rows.rows));
+    check_matrix("values", args.values, {.rows = rows, .cols = args.k, .cols_of = "k"});
+  check_size("counts", args.counts.size(), static_cast<std::size_t>(rows));
 }
 
 /// The shape checks of stochastic_beam_level_batch every backend makes (beam counts, nodes and
-/// rows aside); `device_streams_allowed` where the backend reads device_streams.
-inline void check_beam_level_batch(const BeamLevelBatchArgs& args,
-                                   bool device_streams_allowed = false) {
-  const auto beam_counts = args.beam_counts.size();
-  const auto streams = args.streams.size();
-  const auto next_counts = args.next_counts.size();
+/// rows aside).
+inline void check_beam_level_batch(const BeamLevelBatchArgs& args) {
   const std::int64_t batch = args.nodes.rows, width = args.nodes.cols;
   if (batch < 1) fail("nodes", "has {} rows (sequences), expected at least 1", batch);
   if (width < 1) fail("nodes", "has {} columns (beam width), expected at least 1", width);
-  if (args.draft_rows.cols < 1)
-    fail("draft_rows", "has {} columns, expected at least 1", args.draft_rows.cols);
-  check_batch_matrix("draft_rows", args.draft_rows.rows, args.draft_rows.cols,
-                     args.draft_rows.stride, batch * width, args.draft_rows.cols);
-  detail::check_size("beam_counts", beam_counts, static_cast<std::size_t>(batch));
-  check_batch_matrix("nodes", args.nodes.rows, args.nodes.cols, args.nodes.stride, batch, width);
-  check_batch_matrix("log_probs", args.log_probs.rows, args.log_probs.cols, args.log_probs.stride,
-                     batch, width);
-  check_batch_matrix("scores", args.scores.rows, args.scores.cols, args.scores.stride, batch,
-                     width);
-  check_batch_streams(streams, args.device_streams, device_streams_allowed, batch, "sequence");
-  check_batch_matrix("next_parents", args.next_parents.rows, args.next_parents.cols,
-                     args.next_parents.stride, batch, width);
-  check_batch_matrix("next_tokens", args.next_tokens.rows, args.next_tokens.cols,
-                     args.next_tokens.stride, batch, width);
-  check_batch_matrix("next_log_probs", args.next_log_probs.rows, args.next_log_probs.cols,
-                     args.next_log_probs.stride, batch, width);
-  check_batch_matrix("next_scores", args.next_scores.rows, args.next_scores.cols,
-                     args.next_scores.stride, batch, width);
-  detail::check_size("next_counts", next_counts, static_cast<std::size_t>(batch));
+  check_matrix("draft_rows", args.draft_rows, {.rows = batch * width, .formula = "B W"});
+  check_size("beam_counts", args.beam_counts.size(), static_cast<std::size_t>(batch));
+  const MatrixShape beams{.rows = batch, .formula = "B", .cols = width, .cols_of = "nodes"};
+  check_matrix("nodes", args.nodes, beams);
+  check_matrix("log_probs", args.log_probs, beams);
+  check_matrix("scores", args.scores, beams);
+  check_resident("streams", args.streams, static_cast<std::size_t>(batch));
+  check_matrix("next_parents", args.next_parents, beams);
+  check_matrix("next_tokens", args.next_tokens, beams);
+  check_matrix("next_log_probs", args.next_log_probs, beams);
+  check_matrix("next_scores", args.next_scores, beams);
+  check_size("next_counts", args.next_counts.size(), static_cast<std::size_t>(batch));
   if (width > args.draft_rows.cols)
     fail("nodes", "beam width {} exceeds the vocabulary ({})", width, args.draft_rows.cols);
 }
@@ -201,8 +153,7 @@ std::size_t workspace_size(const Backend& backend, const BeamLevelBatchShape& sh
 /// or gumbel_top_k_probabilities (kProbabilities) with `streams[r]` and first draw 0, so uniform x
 /// of streams[r] perturbs token x. tokens receives the samples in sampling order, values their
 /// perturbed values, counts how many were drawn; entries past counts[r] are -1 / -inf.
-/// Rows and outputs live where the backend computes; streams are host memory (or, on a device
-/// backend, device_streams).
+/// Rows and outputs live where the backend computes; streams are Resident.
 /// Throws specdec::Error naming the bad argument ("rows[3]" for a bad row).
 template <backend::BackendPolicy Backend, class T, class Scratch>
 void gumbel_top_k_batch(const Backend& backend, const GumbelTopKBatchArgs<T>& args,

@@ -11,7 +11,10 @@
 #include <type_traits>
 #include <utility>
 
+#include "specdec/backend/batch_checks.hpp"
 #include "specdec/backend/policy.hpp"
+#include "specdec/backend/ragged.hpp"
+#include "specdec/backend/resident.hpp"
 #include "specdec/core/error.hpp"
 #include "specdec/core/token.hpp"
 #include "specdec/core/validate.hpp"
@@ -21,35 +24,25 @@
 
 namespace specdec {
 
-/// The views of one packed_tree_masks_batch call (see there). For a call captured in a CUDA graph
-/// the offsets can live in the backend's memory instead: device_offsets, B = batch.
+/// The views of one packed_tree_masks_batch call (see there). `node_offsets` is a Resident
+/// array: on the device (on_device(offsets, B + 1)) a CUDA call makes no host copy, allocation or
+/// synchronisation (and needs no workspace), so it can be captured in a CUDA graph and replayed
+/// with new contents. Device offsets are not scanned: they must be what the host array would hold
+/// (0, non-decreasing, ending at N, no tree longer than 32 masks.cols nodes).
 struct TreeMaskBatchArgs {
-  std::span<const std::int32_t> node_offsets{};  // B + 1, host memory
+  Resident<const std::int32_t> node_offsets{};  // B + 1
   TreeView trees{};
   MatrixView<std::uint32_t> masks{};
-  /// node_offsets in the backend's memory (batch + 1 entries), read where the backend computes:
-  /// node_offsets must then be empty and `batch` the number of trees. A CUDA call with
-  /// device_offsets makes no host copy, allocation or synchronisation (and needs no workspace),
-  /// so it can be captured in a CUDA graph and replayed with new contents. Not scanned: they must
-  /// be what the host span would hold (0, non-decreasing, ending at N, no tree longer than
-  /// 32 masks.cols nodes).
-  const std::int32_t* device_offsets = nullptr;
-  std::int64_t batch = 0;  // B, read only with device_offsets
 };
 
-/// The views of one tree_positions_batch call (see there), with device-resident offsets and
-/// context lengths as TreeMaskBatchArgs' (B = batch).
+/// The views of one tree_positions_batch call (see there), with Resident offsets and context
+/// lengths as TreeMaskBatchArgs' offsets. Device context lengths are not scanned: each must be
+/// >= 1 with context + N_b - 1 within int32.
 struct TreePositionsBatchArgs {
-  std::span<const std::int32_t> node_offsets{};  // B + 1, host memory
+  Resident<const std::int32_t> node_offsets{};  // B + 1
   TreeView trees{};
-  std::span<const std::int32_t> context_lengths{};  // B, host memory
+  Resident<const std::int32_t> context_lengths{};  // B
   std::span<std::int32_t> positions{};
-  /// As TreeMaskBatchArgs::device_offsets (batch + 1 entries); node_offsets must then be empty.
-  const std::int32_t* device_offsets = nullptr;
-  /// context_lengths in the backend's memory (batch entries); context_lengths must then be
-  /// empty. Not scanned: each must be >= 1 with context + N_b - 1 within int32.
-  const std::int32_t* device_context_lengths = nullptr;
-  std::int64_t batch = 0;  // B, read only with a device array
 };
 
 namespace detail {
@@ -63,31 +56,24 @@ struct TreeMaskBatchImpl {
       "specdec/backend/cpu/tree_mask_batch.hpp or specdec/backend/cuda/tree_mask_batch.hpp");
 };
 
-/// Host checks of the sizes of a CSR batch of trees: the offsets, N tokens and N parents. Returns
-/// the largest tree.
-inline std::int32_t check_tree_csr_sizes(std::span<const std::int32_t> node_offsets,
-                                         TreeView trees) {
-  const auto largest = check_tree_offsets(node_offsets);
-  const auto total = static_cast<std::size_t>(node_offsets.back());
-  detail::check_size("trees.tokens", trees.tokens.size(), total);
-  detail::check_size("trees.parents", trees.parents.size(), total);
-  return largest;
-}
-
-/// Host checks of a CSR batch of trees: the sizes and each parent -1 or an earlier node of its own
-/// tree. Returns the largest tree.
-inline std::int32_t check_tree_csr(std::span<const std::int32_t> node_offsets, TreeView trees) {
-  const auto largest = check_tree_csr_sizes(node_offsets, trees);
-  const auto parents = trees.parents;
-  for (std::size_t b = 0; b + 1 < node_offsets.size(); ++b) {
-    const auto begin = static_cast<std::size_t>(node_offsets[b]);
-    const auto n = static_cast<std::int32_t>(node_offsets[b + 1] - node_offsets[b]);
-    for (std::int32_t i = 0; i < n; ++i) {
-      check_parent(ArgName("trees.parents", static_cast<std::int64_t>(b))[i],
-                   parents[begin + static_cast<std::size_t>(i)], i);
+/// Host checks of a CSR batch of trees: the offsets, N tokens and N parents, and where the host
+/// can read them (host offsets and a backend in host memory), each parent -1 or an earlier node
+/// of its own tree. Returns the batch's sizes.
+template <class Backend>
+RaggedSizes check_tree_csr(const Resident<const std::int32_t>& node_offsets, TreeView trees) {
+  const RaggedSizes sizes = check_ragged<Backend>("node_offsets", node_offsets, trees.parents.size());
+  const auto total = static_cast<std::size_t>(sizes.total);
+  check_size("trees.tokens", trees.tokens.size(), total);
+  check_size("trees.parents", trees.parents.size(), total);
+  if (!kHostMemory<Backend>) return sizes;
+  for (std::int64_t b = 0; b < sizes.batch; ++b) {
+    const RaggedSlice tree = RaggedSlice::of(node_offsets.data(), b);
+    for (std::int64_t i = 0; i < tree.count; ++i) {
+      check_parent(ArgName("trees.parents", b)[i],
+                   trees.parents[static_cast<std::size_t>(tree.first + i)], i);
     }
   }
-  return largest;
+  return sizes;
 }
 
 /// Host checks of packed_tree_masks_batch's output: one row per node, enough words for the
@@ -106,18 +92,21 @@ inline void check_mask_rows(MatrixView<std::uint32_t> masks, std::int64_t total,
     fail("masks", "stride {} is smaller than its {} columns", masks.stride, masks.cols);
 }
 
-/// Host checks of tree_positions_batch's context lengths and output (sizes against the offsets).
-inline void check_positions_batch(std::span<const std::int32_t> node_offsets,
-                                  std::span<const std::int32_t> context_lengths,
-                                  std::size_t positions) {
-  const auto batch = node_offsets.size() - 1;
-  detail::check_size("context_lengths", context_lengths.size(), batch);
-  detail::check_size("positions", positions, static_cast<std::size_t>(node_offsets.back()));
-  for (std::size_t b = 0; b < batch; ++b) {
-    const auto c = context_lengths[b];
-    const auto n = node_offsets[b + 1] - node_offsets[b];
+/// Host checks of tree_positions_batch's context lengths and output (sizes against the offsets;
+/// the lengths' values where the host can read them and the offsets).
+template <class Backend>
+void check_positions_batch(const TreePositionsBatchArgs& args, const RaggedSizes& sizes) {
+  check_resident("context_lengths", args.context_lengths, static_cast<std::size_t>(sizes.batch));
+  check_size("positions", args.positions.size(), static_cast<std::size_t>(sizes.total));
+  if (!kHostMemory<Backend> &&
+      (args.node_offsets.on_device() || args.context_lengths.on_device())) {
+    return;
+  }
+  for (std::int64_t b = 0; b < sizes.batch; ++b) {
+    const auto c = args.context_lengths[static_cast<std::size_t>(b)];
+    const auto n = RaggedSlice::of(args.node_offsets.data(), b).count;
     if (c < 1 || static_cast<std::int64_t>(c) + n - 1 > INT32_MAX) {
-      fail(fmt::format("context_lengths[{}]", b),
+      fail(ArgName("context_lengths", b),
            "{} must be >= 1 (the root is a committed token) and leave room for {} positions", c, n);
     }
   }
@@ -142,45 +131,6 @@ inline std::int32_t check_prefix_match_shape(MatrixView<const Token> beams, std:
     fail("out", "stride {} is smaller than its {} columns", out.stride, out.cols);
   return static_cast<std::int32_t>(beams.cols / width);
 }
-
-/// With a device array set, its host span must be empty and `batch` (B) at least 1.
-inline void check_device_batch(std::string_view device_name, const void* device,
-                               std::string_view host_name, std::size_t host_size,
-                               std::int64_t batch) {
-  if (device == nullptr) return;
-  if (host_size != 0) {
-    fail(device_name, "is set, so {} must be empty (it has {} entries): give one or the other",
-         host_name, host_size);
-  }
-  if (batch < 1 || batch > INT32_MAX)
-    fail("batch", "is {}; with {} it must be the number of trees (at least 1)", batch, device_name);
-}
-
-/// The host checks of a TreeMaskBatchArgs whose offsets are device_offsets: sizes only (N is
-/// trees.parents.size()).
-inline void check_device_mask_args(const TreeMaskBatchArgs& args) {
-  check_device_batch("device_offsets", args.device_offsets, "node_offsets",
-                     args.node_offsets.size(), args.batch);
-  const auto total = args.trees.parents.size();
-  detail::check_size("trees.tokens", args.trees.tokens.size(), total);
-  if (args.masks.rows != static_cast<std::int64_t>(total))
-    fail("masks", "has {} rows, expected one per node ({})", args.masks.rows, total);
-  check_mask_rows(args.masks, args.masks.rows, 1);
-}
-
-/// On the CPU backend the backend's memory is the host's: device arrays are the host spans over
-/// them (B = batch), checked as host arrays are.
-inline std::span<const std::int32_t> host_resident_offsets(
-    std::span<const std::int32_t> node_offsets, const std::int32_t* device_offsets,
-    std::int64_t batch) {
-  if (device_offsets == nullptr) return node_offsets;
-  check_device_batch("device_offsets", device_offsets, "node_offsets", node_offsets.size(), batch);
-  return {device_offsets, static_cast<std::size_t>(batch) + 1};
-}
-
-template <class Backend>
-inline constexpr bool kHostMemoryBackend =
-    std::is_same_v<std::remove_cvref_t<Backend>, backend::Cpu>;
 
 }  // namespace detail
 
@@ -212,19 +162,16 @@ void packed_tree_masks_batch(const Backend& backend, std::span<const std::int32_
       std::forward<Scratch>(workspace));
 }
 
-/// packed_tree_masks_batch of TreeMaskBatchArgs: host offsets as above, or device_offsets (B =
-/// args.batch) for a call captured in a CUDA graph. On CUDA, a capture of a call with host offsets
-/// fails with specdec::Error naming node_offsets.
+/// packed_tree_masks_batch of TreeMaskBatchArgs: host offsets as above, or offsets on the device
+/// for a call captured in a CUDA graph. On CUDA, a capture of a call with host offsets fails with
+/// specdec::Error naming node_offsets.
 template <backend::BackendPolicy Backend, class Scratch>
 void packed_tree_masks_batch(const Backend& backend, const TreeMaskBatchArgs& args,
                              Scratch&& workspace) {
-  if constexpr (detail::kHostMemoryBackend<Backend>) {
-    detail::TreeMaskBatchImpl<Backend>::masks(
-        backend, detail::host_resident_offsets(args.node_offsets, args.device_offsets, args.batch),
-        args.trees, args.masks, std::forward<Scratch>(workspace));
-  } else {
-    detail::TreeMaskBatchImpl<Backend>::masks(backend, args, std::forward<Scratch>(workspace));
-  }
+  const detail::RaggedSizes sizes = detail::check_tree_csr<Backend>(args.node_offsets, args.trees);
+  detail::check_mask_rows(args.masks, sizes.total, static_cast<std::int32_t>(sizes.largest));
+  detail::TreeMaskBatchImpl<Backend>::masks(backend, args, sizes,
+                                            std::forward<Scratch>(workspace));
 }
 
 /// Position ids of B ragged trees (CSR as packed_tree_masks_batch): positions[node_offsets[b] + i]
@@ -244,25 +191,16 @@ void tree_positions_batch(const Backend& backend, std::span<const std::int32_t> 
                        std::forward<Scratch>(workspace));
 }
 
-/// tree_positions_batch of TreePositionsBatchArgs: host arrays as above, or device_offsets /
-/// device_context_lengths (B = args.batch) for a call captured in a CUDA graph. On CUDA, a
-/// capture of a call with host arrays fails with specdec::Error naming the host array.
+/// tree_positions_batch of TreePositionsBatchArgs: host arrays as above, or offsets and context
+/// lengths on the device for a call captured in a CUDA graph. On CUDA, a capture of a call with
+/// host arrays fails with specdec::Error naming the host array.
 template <backend::BackendPolicy Backend, class Scratch>
 void tree_positions_batch(const Backend& backend, const TreePositionsBatchArgs& args,
                           Scratch&& workspace) {
-  if constexpr (detail::kHostMemoryBackend<Backend>) {
-    std::span<const std::int32_t> contexts = args.context_lengths;
-    if (args.device_context_lengths != nullptr) {
-      detail::check_device_batch("device_context_lengths", args.device_context_lengths,
-                                 "context_lengths", contexts.size(), args.batch);
-      contexts = {args.device_context_lengths, static_cast<std::size_t>(args.batch)};
-    }
-    detail::TreeMaskBatchImpl<Backend>::positions(
-        backend, detail::host_resident_offsets(args.node_offsets, args.device_offsets, args.batch),
-        args.trees, contexts, args.positions, std::forward<Scratch>(workspace));
-  } else {
-    detail::TreeMaskBatchImpl<Backend>::positions(backend, args, std::forward<Scratch>(workspace));
-  }
+  const detail::RaggedSizes sizes = detail::check_tree_csr<Backend>(args.node_offsets, args.trees);
+  detail::check_positions_batch<Backend>(args, sizes);
+  detail::TreeMaskBatchImpl<Backend>::positions(backend, args, sizes,
+                                                std::forward<Scratch>(workspace));
 }
 
 /// ReDrafter's prefix match for B rows of `width` beams: row b of `beams` holds W beams of L

@@ -8,7 +8,9 @@
 #include <type_traits>
 #include <utility>
 
+#include "specdec/backend/batch_checks.hpp"
 #include "specdec/backend/policy.hpp"
+#include "specdec/backend/resident.hpp"
 #include "specdec/core/error.hpp"
 #include "specdec/core/views.hpp"
 #include "specdec/core/warp.hpp"
@@ -31,66 +33,37 @@ struct WarpBatchImpl {
                 "specdec/backend/cpu/warp_batch.hpp or specdec/backend/cuda/warp_batch.hpp");
 };
 
-/// Checks what every backend checks on the host: shapes and strides.
-inline void check_warp_shapes(std::int64_t rows, std::int64_t cols, std::int64_t logits_stride,
-                              std::int64_t warped_rows, std::int64_t warped_cols,
-                              std::int64_t warped_stride) {
-  if (rows <= 0) fail("logits", "has {} rows, expected at least 1", rows);
-  if (cols <= 0) fail("logits", "has {} columns, expected at least 1", cols);
-  if (logits_stride < cols)
-    fail("logits", "stride {} is smaller than its {} columns", logits_stride, cols);
-  if (warped_rows != rows || warped_cols != cols) {
-    fail("warped", "is {} x {}, expected {} x {} like logits", warped_rows, warped_cols, rows,
-         cols);
-  }
-  if (warped_stride < cols)
-    fail("warped", "stride {} is smaller than its {} columns", warped_stride, cols);
-}
-
-/// check_warp_shapes, and the warp parameters: `warps` holds one Warp shared by every row, or one
-/// per row.
-inline void check_warp_batch(std::int64_t rows, std::int64_t cols, std::int64_t logits_stride,
-                             std::int64_t warped_rows, std::int64_t warped_cols,
-                             std::int64_t warped_stride, std::span<const Warp> warps) {
-  check_warp_shapes(rows, cols, logits_stride, warped_rows, warped_cols, warped_stride);
-  check_warp_list(warps, rows, cols, "row");
-}
-
 }  // namespace detail
 
 /// One batched warp's arguments (designated initializers): `logits` and `warped` as for the
-/// positional warp_logits_batch; the warps either in host memory (`warps`: one for every row, or
-/// one per row) or, for per-row warps an engine keeps on the device, `device_warps`: logits.rows
-/// Warps in device memory (`warps` left empty), read in place by the kernels, so the call copies
-/// nothing from the host and can be captured in a CUDA graph. The host does not see device
-/// warps: on CUDA each must be one the statistics path takes (any but a top-k above 1024 and below
-/// the vocabulary), and a row whose warp is not, or has a bad field, is written as NaN, the other
-/// rows unaffected. On the CPU backend device_warps is read as host memory and checked as `warps`
-/// is.
+/// positional warp_logits_batch, and the warps (one for every row, or one per row) as a Resident
+/// array: host memory, or for per-row warps an engine keeps on the device,
+/// `on_device(warps, logits.rows)`, read in place by the kernels, so the call copies nothing from
+/// the host and can be captured in a CUDA graph. The host does not see device warps: on CUDA each
+/// must be one the statistics path takes (any but a top-k above 1024 and below the vocabulary),
+/// and a row whose warp is not, or has a bad field, is written as NaN, the other rows unaffected.
+/// On the CPU backend device warps are read, and checked, as host warps are.
 template <class T>
 struct WarpBatchArgs {
   MatrixView<const T> logits;
-  std::span<const Warp> warps = {};  // left out (empty) when device_warps gives them
+  Resident<const Warp> warps = {};
   MatrixView<float> warped;
-  const Warp* device_warps = nullptr;
 };
 
 namespace detail {
 
-/// The warps of `args` as a host span: `warps`, or on a backend whose memory is the host's,
-/// `device_warps` (logits.rows of them); checked as host warps.
-template <class T>
-std::span<const Warp> host_warps_of(const WarpBatchArgs<T>& args) {
-  if (args.device_warps == nullptr) return args.warps;
-  return {args.device_warps, static_cast<std::size_t>(args.logits.rows < 0 ? 0 : args.logits.rows)};
-}
-
-/// Refuses device_warps given together with host warps.
-template <class T>
-void check_warp_sources(const WarpBatchArgs<T>& args) {
-  if (args.device_warps != nullptr && !args.warps.empty()) {
-    fail("device_warps", "is set, so warps must be empty (it has {} entries): give one or the "
-         "other", args.warps.size());
+/// The host checks every backend makes: shapes, strides and (unless they are on the device of a
+/// backend that does not read host memory) the warps.
+template <class Backend, class T>
+void check_warp_batch(const WarpBatchArgs<T>& args) {
+  const auto& logits = args.logits;
+  check_matrix("logits", logits, {.min_rows = 1});
+  check_matrix("warped", args.warped, {.rows = logits.rows, .cols = logits.cols,
+                                      .cols_of = "logits"});
+  if (args.warps.on_device() && !kHostMemory<Backend>) {
+    check_resident("warps", args.warps, static_cast<std::size_t>(logits.rows));
+  } else {
+    check_warp_list(args.warps.span(), logits.rows, logits.cols, "row");
   }
 }
 
@@ -129,10 +102,9 @@ void warp_logits_batch(const Backend& backend, MatrixView<T> logits, std::span<c
 }
 
 /// warp_logits_batch with its arguments in a WarpBatchArgs: the same rows, and the one form that
-/// takes device_warps.
+/// takes warps on the device.
 template <backend::BackendPolicy Backend, class T, class Scratch>
 void warp_logits_batch(const Backend& backend, const WarpBatchArgs<T>& args, Scratch&& workspace) {
-  detail::check_warp_sources(args);
   detail::WarpBatchImpl<Backend>::template run<T>(backend, args, std::forward<Scratch>(workspace));
 }
 

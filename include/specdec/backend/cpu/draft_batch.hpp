@@ -8,6 +8,7 @@
 #include <limits>
 #include <span>
 
+#include "specdec/backend/cpu/batch_loop.hpp"
 #include "specdec/backend/cpu/thread_pool.hpp"
 #include "specdec/backend/draft_batch.hpp"
 #include "specdec/backend/policy.hpp"
@@ -21,21 +22,19 @@ namespace specdec::detail {
 template <>
 struct GumbelTopKBatchImpl<backend::Cpu> {
   static std::size_t workspace_size(const backend::Cpu& cpu, const GumbelTopKBatchShape& shape) {
-    const int threads = backend::default_thread_pool().resolve(shape.rows, cpu.threads);
-    return static_cast<std::size_t>(threads) * gumbel_top_k_workspace_size(shape.vocab);
+    return sequence_loop_bytes(cpu, shape.rows, gumbel_top_k_workspace_size(shape.vocab));
   }
 
   template <class T>
   static void run(const backend::Cpu& cpu, const GumbelTopKBatchArgs<T>& args, Workspace& ws) {
     check_gumbel_top_k_batch(args);
     const auto n = static_cast<std::size_t>(args.rows.cols);
-    auto& pool = backend::default_thread_pool();
-    const int threads = pool.resolve(args.rows.rows, cpu.threads);
-    auto scope = ws.scope();
-    auto perturbed = ws.take<float>(n * static_cast<std::size_t>(threads));
-    auto index = ws.take<std::int32_t>(n * static_cast<std::size_t>(threads));
-    pool.run(args.rows.rows, threads, [&](std::int64_t r, int slot) {
-      const auto s = static_cast<std::size_t>(slot);
+    const SequenceLoop loop{.batch = args.rows.rows,
+                            .scratch_bytes = gumbel_top_k_workspace_size(args.rows.cols),
+                            .name_sequence = false};
+    for_each_sequence(cpu, ws, loop, [&](std::int64_t r, std::byte* scratch) {
+      auto* perturbed = reinterpret_cast<float*>(scratch);
+      auto* index = reinterpret_cast<std::int32_t*>(scratch + Workspace::round_up(n * sizeof(float)));
       const ArgName name("rows", r);
       const auto& stream = args.streams[static_cast<std::size_t>(r)];
       float* vals = args.values.rows != 0 ? args.values.row_data(r) : nullptr;
@@ -43,13 +42,13 @@ struct GumbelTopKBatchImpl<backend::Cpu> {
       if (args.kind == RowKind::kProbabilities) {
         check_probability_row<T>(name, args.rows.row(r));
         got = gumbel_top_k_row<RowKind::kProbabilities>(
-            args.rows.row_data(r), args.rows.cols, args.k, stream, 0, perturbed.data() + s * n,
-            index.data() + s * n, args.tokens.row_data(r), vals);
+            args.rows.row_data(r), args.rows.cols, args.k, stream, 0, perturbed, index,
+            args.tokens.row_data(r), vals);
       } else {
         check_logits_row<T>(name, args.rows.row(r));
         got = gumbel_top_k_row<RowKind::kLogWeights>(
-            args.rows.row_data(r), args.rows.cols, args.k, stream, 0, perturbed.data() + s * n,
-            index.data() + s * n, args.tokens.row_data(r), vals);
+            args.rows.row_data(r), args.rows.cols, args.k, stream, 0, perturbed, index,
+            args.tokens.row_data(r), vals);
       }
       args.counts[static_cast<std::size_t>(r)] = static_cast<std::int32_t>(got);
       for (std::int64_t j = got; j < args.k; ++j) {

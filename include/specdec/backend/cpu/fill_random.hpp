@@ -16,15 +16,15 @@ template <>
 struct FillRandomImpl<backend::Cpu> {
   static std::size_t workspace_size(const backend::Cpu&, const FillRandomShape&) { return 0; }
 
-  static void run(const backend::Cpu& cpu, std::span<const RandomStream> streams,
-                  std::uint32_t first, MatrixView<float> out, RandomKind kind, Workspace&) {
-    backend::default_thread_pool().run(out.rows, cpu.threads, [&](std::int64_t s, int) {
-      const RandomStream& stream = streams[static_cast<std::size_t>(s)];
-      const std::span<float> row(out.row_data(s), static_cast<std::size_t>(out.cols));
-      if (kind == RandomKind::kGumbel) {
-        fill_gumbels(stream, first, row);
+  /// Checked by fill_random; streams on the device are read as host memory.
+  static void run(const backend::Cpu& cpu, const FillRandomArgs& args, Workspace&) {
+    backend::default_thread_pool().run(args.out.rows, cpu.threads, [&](std::int64_t s, int) {
+      const RandomStream& stream = args.streams[static_cast<std::size_t>(s)];
+      const std::span<float> row(args.out.row_data(s), static_cast<std::size_t>(args.out.cols));
+      if (args.kind == RandomKind::kGumbel) {
+        fill_gumbels(stream, args.first, row);
       } else {
-        fill_uniforms(stream, first, row);
+        fill_uniforms(stream, args.first, row);
       }
     });
   }

@@ -11,6 +11,7 @@
 
 #include "specdec/backend/cpu/thread_pool.hpp"
 #include "specdec/backend/policy.hpp"
+#include "specdec/backend/ragged.hpp"
 #include "specdec/backend/tree_mask_batch.hpp"
 #include "specdec/core/workspace.hpp"
 #include "specdec/tree/dynamic_tree.hpp"
@@ -22,36 +23,32 @@ struct TreeMaskBatchImpl<backend::Cpu> {
   /// No scratch: every tree is walked in place.
   static std::size_t workspace_size(const backend::Cpu&, const TreeMaskBatchShape&) { return 0; }
 
-  static void masks(const backend::Cpu& cpu, std::span<const std::int32_t> node_offsets,
-                    TreeView trees, MatrixView<std::uint32_t> masks, const Workspace&) {
-    const auto largest = check_tree_csr(node_offsets, trees);
-    check_mask_rows(masks, node_offsets.back(), largest);
-    const auto batch = static_cast<std::int64_t>(node_offsets.size() - 1);
+  /// Checked by packed_tree_masks_batch (every array read as host memory).
+  static void masks(const backend::Cpu& cpu, const TreeMaskBatchArgs& args,
+                    const RaggedSizes& sizes, const Workspace&) {
+    const MatrixView<std::uint32_t> masks = args.masks;
     auto& pool = backend::default_thread_pool();
-    pool.run(batch, pool.resolve(batch, cpu.threads), [&](std::int64_t b, int) {
-      const auto begin = node_offsets[static_cast<std::size_t>(b)];
-      const auto n = node_offsets[static_cast<std::size_t>(b) + 1] - begin;
-      const std::int32_t* p = trees.parents.data() + begin;
-      for (std::int32_t i = 0; i < n; ++i) {
-        packed_mask_row_from_parent(p[i] < 0 ? nullptr : masks.row_data(begin + p[i]), i,
-                                    masks.row_data(begin + i),
+    pool.run(sizes.batch, pool.resolve(sizes.batch, cpu.threads), [&](std::int64_t b, int) {
+      const RaggedSlice tree = RaggedSlice::of(args.node_offsets.data(), b);
+      const std::int32_t* p = args.trees.parents.data() + tree.first;
+      for (std::int32_t i = 0; i < tree.count; ++i) {
+        packed_mask_row_from_parent(p[i] < 0 ? nullptr : masks.row_data(tree.first + p[i]), i,
+                                    masks.row_data(tree.first + i),
                                     static_cast<std::int32_t>(masks.cols));
       }
     });
   }
 
-  static void positions(const backend::Cpu& cpu, std::span<const std::int32_t> node_offsets,
-                        TreeView trees, std::span<const std::int32_t> context_lengths,
-                        std::span<std::int32_t> positions, const Workspace&) {
-    check_tree_csr(node_offsets, trees);
-    check_positions_batch(node_offsets, context_lengths, positions.size());
-    const auto batch = static_cast<std::int64_t>(node_offsets.size() - 1);
+  /// Checked by tree_positions_batch (every array read as host memory).
+  static void positions(const backend::Cpu& cpu, const TreePositionsBatchArgs& args,
+                        const RaggedSizes& sizes, const Workspace&) {
     auto& pool = backend::default_thread_pool();
-    pool.run(batch, pool.resolve(batch, cpu.threads), [&](std::int64_t b, int) {
-      const auto begin = node_offsets[static_cast<std::size_t>(b)];
-      const auto n = node_offsets[static_cast<std::size_t>(b) + 1] - begin;
-      tree_positions_row(trees.parents.data() + begin, n,
-                         context_lengths[static_cast<std::size_t>(b)], positions.data() + begin);
+    pool.run(sizes.batch, pool.resolve(sizes.batch, cpu.threads), [&](std::int64_t b, int) {
+      const RaggedSlice tree = RaggedSlice::of(args.node_offsets.data(), b);
+      tree_positions_row(args.trees.parents.data() + tree.first,
+                         static_cast<std::int32_t>(tree.count),
+                         args.context_lengths[static_cast<std::size_t>(b)],
+                         args.positions.data() + tree.first);
     });
   }
 

@@ -1,14 +1,16 @@
 // SPDX-License-Identifier: MIT
 // The CPU backend of batched chain and tree verification (with and without draft rows): sequences
-// in parallel on the thread pool, each through the single-sequence checks and walks.
+// in parallel on the thread pool (for_each_sequence), each through the single-sequence checks and
+// walks.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
 #include <span>
 
-#include "specdec/backend/cpu/thread_pool.hpp"
+#include "specdec/backend/cpu/batch_loop.hpp"
 #include "specdec/backend/policy.hpp"
+#include "specdec/backend/ragged.hpp"
 #include "specdec/backend/verify_batch.hpp"
 #include "specdec/core/validate.hpp"
 #include "specdec/core/warp.hpp"
@@ -21,86 +23,57 @@
 
 namespace specdec::detail {
 
+/// Sequence b's draft tokens of a chain batch, checked up front (rows are checked only as the
+/// walk reaches them, so a -1 placeholder is never used as an index).
+inline void check_chain_tokens(std::span<const std::int32_t> offsets,
+                               std::span<const Token> draft_tokens, std::int64_t vocab) {
+  for (std::int64_t b = 0; b + 1 < static_cast<std::int64_t>(offsets.size()); ++b) {
+    const RaggedSlice seq = RaggedSlice::of(offsets.data(), b);
+    for (std::int64_t i = 0; i < seq.count; ++i) {
+      check_token(ArgName("draft_tokens", b)[i],
+                  draft_tokens[static_cast<std::size_t>(seq.first + i)], vocab);
+    }
+  }
+}
+
+/// The per-thread scratch of a chain batch: one float row, from logits chain_logits_scratch.
+inline std::size_t chain_scratch_bytes(const ChainBatchShape& shape) {
+  const auto vocab = std::max<std::int64_t>(shape.vocab, 0);
+  if (shape.from_logits) return chain_logits_scratch_size(vocab);
+  return Workspace::round_up(static_cast<std::size_t>(vocab) * sizeof(float));
+}
+
 template <>
 struct ChainBatchImpl<backend::Cpu> {
-  /// Per thread taking part: one float row of scratch; from logits three rows (the residual and
-  /// the two rows written at a rejection) and the warp's scratch.
-  static std::size_t per_thread_bytes(const ChainBatchShape& shape) {
-    const auto vocab = std::max<std::int64_t>(shape.vocab, 0);
-    if (shape.from_logits) return chain_logits_scratch_size(vocab);
-    return Workspace::round_up(static_cast<std::size_t>(vocab) * sizeof(float));
-  }
   static std::size_t workspace_size(const backend::Cpu& cpu, const ChainBatchShape& shape) {
-    const int threads = backend::default_thread_pool().resolve(shape.batch, cpu.threads);
-    return static_cast<std::size_t>(threads) * per_thread_bytes(shape);
-  }
-
-  /// Where sequence b's rows and tokens lie in a ragged batch (ChainBatchArgs).
-  struct Sequence {
-    std::int64_t first_draft;  // draft_offsets[b]: its first draft row and token
-    std::int64_t gamma;        // its draft tokens
-    std::int64_t index;        // b
-    /// Its first target row and first emitted token: one more per earlier sequence.
-    std::int64_t first_target() const { return first_draft + index; }
-  };
-  static Sequence sequence(std::span<const std::int32_t> draft_offsets, std::int64_t b) {
-    const auto i = static_cast<std::size_t>(b);
-    return {draft_offsets[i], draft_offsets[i + 1] - draft_offsets[i], b};
-  }
-
-  /// Checks and verifies one sequence of warped rows (`target`: gamma + 1 rows, `draft`: gamma
-  /// rows), writes its gamma + 1 emitted tokens (padded with -1) and returns its accepted count.
-  static std::int32_t verify_sequence(std::span<const float> target, std::span<const float> draft,
-                                      std::span<const Token> tokens, std::int64_t vocab,
-                                      const RandomStream& stream, std::span<Token> emitted,
-                                      float* scratch, std::int64_t b) {
-    // Rows are checked as the walk reaches them (rows after the first rejection are never read).
-    const Rule rule = Rejection{};
-    ChainVerdict verdict;
-    try {
-      check_chain_shapes<float>(target, draft, tokens, vocab, emitted.size(), {}, {});
-      const ChainRowChecks<float> check{rule, target, draft, {}, {}, tokens,
-                                        static_cast<std::size_t>(vocab)};
-      verdict = verify_chain_unchecked<float>(rule, target.data(), draft.data(), tokens.data(),
-                                              tokens.size(), vocab, stream, emitted.data(),
-                                              scratch, nullptr, nullptr, check);
-    } catch (const Error& e) {
-      rethrow_for_sequence(e, b);
-    }
-    std::fill(emitted.begin() + verdict.emitted, emitted.end(), kNoToken);
-    return verdict.accepted;
-  }
-
-  static void check_contiguous(MatrixView<const float> target, MatrixView<const float> draft) {
-    if (target.stride != target.cols || draft.stride != draft.cols) {
-      // verify_chain reads a sequence's rows back to back.
-      fail(target.stride != target.cols ? "target_rows" : "draft_rows",
-           "must be contiguous (stride == vocab) on the CPU backend");
-    }
+    return sequence_loop_bytes(cpu, shape.batch, chain_scratch_bytes(shape));
   }
 
   static void run(const backend::Cpu& cpu, const ChainBatchArgs& args, Workspace& ws) {
-    check_chain_batch<float>(args.draft_offsets, args.target_rows, args.draft_rows,
-                             args.draft_tokens.size(), args.streams.size(), args.emitted.size(),
-                             args.accepted.size(), "target_rows", "draft_rows");
-    check_contiguous(args.target_rows, args.draft_rows);
-    const auto batch = static_cast<std::int64_t>(args.draft_offsets.size() - 1);
+    const RaggedSizes sizes = check_chain_batch<backend::Cpu>(args);
+    check_contiguous("target_rows", args.target_rows);
+    check_contiguous("draft_rows", args.draft_rows);
     const std::int64_t vocab = args.target_rows.cols;
     const auto v = static_cast<std::size_t>(vocab);
-    auto& pool = backend::default_thread_pool();
-    const int threads = pool.resolve(batch, cpu.threads);
-    auto scope = ws.scope();
-    auto scratch = ws.take<float>(v * static_cast<std::size_t>(threads));
-    pool.run(batch, threads, [&](std::int64_t b, int slot) {
-      const Sequence seq = sequence(args.draft_offsets, b);
-      const auto g = static_cast<std::size_t>(seq.gamma);
-      args.accepted[static_cast<std::size_t>(b)] = verify_sequence(
-          std::span<const float>(args.target_rows.row_data(seq.first_target()), (g + 1) * v),
-          std::span<const float>(args.draft_rows.row_data(seq.first_draft), g * v),
-          args.draft_tokens.subspan(static_cast<std::size_t>(seq.first_draft), g), vocab,
-          args.streams[static_cast<std::size_t>(b)],
-          args.emitted.subspan(static_cast<std::size_t>(seq.first_target()), g + 1),
-          scratch.data() + static_cast<std::size_t>(slot) * v, b);
+    const SequenceLoop loop{.batch = sizes.batch,
+                            .scratch_bytes = chain_scratch_bytes({.vocab = vocab})};
+    for_each_sequence(cpu, ws, loop, [&](std::int64_t b, std::byte* scratch) {
+      const RaggedSlice seq = RaggedSlice::of(args.draft_offsets.data(), b);
+      const auto g = static_cast<std::size_t>(seq.count);
+      const std::span<const float> target(args.target_rows.row_data(seq.first_row()), (g + 1) * v);
+      const std::span<const float> draft(args.draft_rows.row_data(seq.first), g * v);
+      const auto tokens = args.draft_tokens.subspan(static_cast<std::size_t>(seq.first), g);
+      const auto emitted = args.emitted.subspan(static_cast<std::size_t>(seq.first_row()), g + 1);
+      // Rows are checked as the walk reaches them (rows after the first rejection are never read).
+      const Rule rule = Rejection{};
+      check_chain_shapes<float>(target, draft, tokens, vocab, emitted.size(), {}, {});
+      const ChainRowChecks<float> check{rule, target, draft, {}, {}, tokens, v};
+      const ChainVerdict verdict = verify_chain_unchecked<float>(
+          rule, target.data(), draft.data(), tokens.data(), tokens.size(), vocab,
+          args.streams[static_cast<std::size_t>(b)], emitted.data(),
+          reinterpret_cast<float*>(scratch), nullptr, nullptr, check);
+      finish_chain(verdict.accepted, verdict.emitted, emitted,
+                   args.accepted[static_cast<std::size_t>(b)]);
     });
   }
 
@@ -108,150 +81,132 @@ struct ChainBatchImpl<backend::Cpu> {
   template <class T>
   static void run_logits(const backend::Cpu& cpu, const ChainBatchLogitsArgs<T>& args,
                          Workspace& ws) {
-    check_chain_batch<T>(args.draft_offsets, args.target_logits, args.draft_logits,
-                         args.draft_tokens.size(), args.streams.size(), args.emitted.size(),
-                         args.accepted.size(), "target_logits", "draft_logits");
-    const auto batch = static_cast<std::int64_t>(args.draft_offsets.size() - 1);
+    const RaggedSizes sizes = check_chain_batch<backend::Cpu>(args);
     const std::int64_t vocab = args.target_logits.cols;
-    check_sequence_warps(args.warps, batch, vocab);
-    for (std::int64_t b = 0; b < batch; ++b) {
-      const Sequence seq = sequence(args.draft_offsets, b);
-      for (std::int64_t i = 0; i < seq.gamma; ++i) {
-        // Tokens are checked up front; rows only as the walk reaches them.
-        check_token(ArgName("draft_tokens", b)[i],
-                    args.draft_tokens[static_cast<std::size_t>(seq.first_draft + i)], vocab);
-      }
-    }
-    auto& pool = backend::default_thread_pool();
-    const int threads = pool.resolve(batch, cpu.threads);
-    const std::size_t per_thread = chain_logits_scratch_size(vocab);
-    auto scope = ws.scope();
-    auto bytes = ws.take<std::byte>(per_thread * static_cast<std::size_t>(threads));
-    pool.run(batch, threads, [&](std::int64_t b, int slot) {
-      const ChainLogitsScratch scratch = chain_logits_scratch(
-          bytes.data() + static_cast<std::size_t>(slot) * per_thread, vocab);
-      const Sequence seq = sequence(args.draft_offsets, b);
-      const Warp& w = args.warps[args.warps.size() == 1 ? 0 : static_cast<std::size_t>(b)];
-      const LogitRows<T> target{args.target_logits.row_data(seq.first_target()),
-                                args.target_logits.stride, "target_logits", seq.first_target()};
-      const LogitRows<T> draft{args.draft_logits.row_data(seq.first_draft),
-                               args.draft_logits.stride, "draft_logits", seq.first_draft};
-      const auto emitted = args.emitted.subspan(static_cast<std::size_t>(seq.first_target()),
-                                                static_cast<std::size_t>(seq.gamma) + 1);
+    check_chain_tokens(args.draft_offsets.span(), args.draft_tokens, vocab);
+    const SequenceLoop loop{.batch = sizes.batch,
+                            .scratch_bytes = chain_logits_scratch_size(vocab),
+                            .name_sequence = false};
+    for_each_sequence(cpu, ws, loop, [&](std::int64_t b, std::byte* bytes) {
+      const RaggedSlice seq = RaggedSlice::of(args.draft_offsets.data(), b);
+      const Warp& w = args.warps[static_cast<std::size_t>(warp_of(args.warps.size(), b))];
+      const LogitRows<T> target{args.target_logits.row_data(seq.first_row()),
+                                args.target_logits.stride, "target_logits", seq.first_row()};
+      const LogitRows<T> draft{args.draft_logits.row_data(seq.first), args.draft_logits.stride,
+                               "draft_logits", seq.first};
+      const auto emitted = args.emitted.subspan(static_cast<std::size_t>(seq.first_row()),
+                                                static_cast<std::size_t>(seq.count) + 1);
       const auto verdict = verify_chain_logits_unchecked<T>(
-          w, target, draft, args.draft_tokens.data() + seq.first_draft, seq.gamma, vocab,
+          w, target, draft, args.draft_tokens.data() + seq.first, seq.count, vocab,
           args.streams[static_cast<std::size_t>(b)], emitted.data(), ArgName("draft_tokens", b),
-          scratch);
-      args.accepted[static_cast<std::size_t>(b)] = verdict.accepted;
-      std::fill(emitted.begin() + verdict.emitted, emitted.end(), kNoToken);
+          chain_logits_scratch(bytes, vocab));
+      finish_chain(verdict.accepted, verdict.emitted, emitted,
+                   args.accepted[static_cast<std::size_t>(b)]);
     });
   }
 };
 
+/// Tree b of a tree batch: its nodes, its N_b + 1 rows of `rows` from its root row, and the
+/// scratch of verify_tree (4 ints per node and one float row) carved from `bytes`.
+struct TreeSequence {
+  TreeView tree;
+  std::size_t first = 0;  // its first node in the batch
+  std::span<const float> target;
+  const float* draft = nullptr;
+  std::int32_t* depth = nullptr;
+  std::int32_t* children = nullptr;
+  std::int32_t* ids = nullptr;
+  Token* candidates = nullptr;
+  float* scratch = nullptr;
+};
+
+/// The per-thread scratch of a tree batch: verify_tree's for its largest tree.
+inline std::size_t tree_scratch_bytes(const TreeBatchShape& shape) {
+  const auto n = static_cast<std::size_t>(std::max<std::int64_t>(shape.max_nodes, 0)) + 1;
+  const auto v = static_cast<std::size_t>(std::max<std::int64_t>(shape.vocab, 0));
+  return Workspace::round_up(4 * n * sizeof(std::int32_t)) +
+         Workspace::round_up(v * sizeof(float));
+}
+
+inline TreeSequence tree_sequence(const TreeBatchArgs& args, std::int64_t b, std::int64_t largest,
+                                  std::byte* bytes) {
+  const RaggedSlice seq = RaggedSlice::of(args.node_offsets.data(), b);
+  const auto n = static_cast<std::size_t>(seq.count);
+  const auto v = static_cast<std::size_t>(args.target_rows.cols);
+  const auto n_max = static_cast<std::size_t>(largest) + 1;
+  auto* depth = reinterpret_cast<std::int32_t*>(bytes);
+  return {.tree = args.trees.subtree(static_cast<std::size_t>(seq.first), n),
+          .first = static_cast<std::size_t>(seq.first),
+          .target = {args.target_rows.row_data(seq.first_row()), (n + 1) * v},
+          .draft = args.draft_rows.data == nullptr ? nullptr
+                                                   : args.draft_rows.row_data(seq.first_row()),
+          .depth = depth,
+          .children = depth + n_max,
+          .ids = depth + 2 * n_max,
+          .candidates = reinterpret_cast<Token*>(depth + 3 * n_max),
+          .scratch = reinterpret_cast<float*>(
+              bytes + Workspace::round_up(4 * n_max * sizeof(std::int32_t)))};
+}
+
+/// A tree's outputs.
+inline void finish_tree(const TreeBatchArgs& args, std::int64_t b, const TreeVerdict& verdict) {
+  const auto i = static_cast<std::size_t>(b);
+  args.accepted[i] = verdict.accepted;
+  args.final_tokens[i] = verdict.token;
+  if (!args.bonus.empty()) args.bonus[i] = verdict.bonus ? 1 : 0;
+}
+
 template <>
 struct TreeBatchImpl<backend::Cpu> {
-  /// Per thread taking part: verify_tree's scratch for the largest tree.
-  static std::size_t per_thread_bytes(const TreeBatchShape& shape) {
-    const auto n = static_cast<std::size_t>(std::max<std::int64_t>(shape.max_nodes, 0)) + 1;
-    const auto v = static_cast<std::size_t>(std::max<std::int64_t>(shape.vocab, 0));
-    return 4 * Workspace::round_up(n * sizeof(std::int32_t)) +
-           Workspace::round_up(v * sizeof(float));
-  }
   static std::size_t workspace_size(const backend::Cpu& cpu, const TreeBatchShape& shape) {
-    const int threads = backend::default_thread_pool().resolve(shape.batch, cpu.threads);
-    return static_cast<std::size_t>(threads) * per_thread_bytes(shape);
-  }
-
-  /// Checks and verifies tree b of the batch with `ints` (4 n_max ints) and `scratch` (V floats).
-  static void verify_sequence(const Rule& rule, const TreeBatchArgs& args, std::int64_t b,
-                              std::size_t n_max, std::int32_t* ints, float* scratch) {
-    const auto i = static_cast<std::size_t>(b);
-    const auto begin = static_cast<std::size_t>(args.node_offsets[i]);
-    const auto n = static_cast<std::size_t>(args.node_offsets[i + 1]) - begin;
-    const std::int64_t vocab = args.target_rows.cols;
-    const auto v = static_cast<std::size_t>(vocab);
-    const auto first_row = static_cast<std::int64_t>(begin) + b;
-    const std::span<const float> target(args.target_rows.row_data(first_row), (n + 1) * v);
-    const std::span<const float> draft(args.draft_rows.row_data(first_row), (n + 1) * v);
-    std::int32_t* depth = ints;
-    std::int32_t* children = depth + n_max;
-    std::int32_t* ids = children + n_max;
-    auto* candidates = reinterpret_cast<Token*>(ids + n_max);
-    const TreeView tree = args.trees.subtree(begin, n);
-    try {
-      check_tree_inputs<float>(rule, tree, target, draft, vocab, n, {}, {}, depth, children);
-    } catch (const Error& e) {
-      rethrow_for_sequence(e, b);
-    }
-    const auto verdict = verify_tree_unchecked<float>(
-        rule, tree, target.data(), draft.data(), vocab, args.streams[i], args.accepted_nodes.data() + begin, candidates, ids,
-        scratch);
-    args.accepted[i] = verdict.accepted;
-    args.final_tokens[i] = verdict.token;
-    if (!args.bonus.empty()) args.bonus[i] = verdict.bonus ? 1 : 0;
+    return sequence_loop_bytes(cpu, shape.batch, tree_scratch_bytes(shape));
   }
 
   static void run(const backend::Cpu& cpu, const Rule& rule, const TreeBatchArgs& args,
                   Workspace& ws) {
-    const std::int64_t largest = check_tree_batch(args);
-    const auto& target_rows = args.target_rows;
-    const auto& draft_rows = args.draft_rows;
-    if (target_rows.stride != target_rows.cols || draft_rows.stride != draft_rows.cols) {
-      fail(target_rows.stride != target_rows.cols ? "target_rows" : "draft_rows",
-           "must be contiguous (stride == vocab) on the CPU backend");
-    }
-    const auto batch = static_cast<std::int64_t>(args.node_offsets.size() - 1);
-    const auto v = static_cast<std::size_t>(target_rows.cols);
-    const auto n_max = static_cast<std::size_t>(largest) + 1;
-    auto& pool = backend::default_thread_pool();
-    const int threads = pool.resolve(batch, cpu.threads);
-    const auto t = static_cast<std::size_t>(threads);
-    auto scope = ws.scope();
-    auto ints = ws.take<std::int32_t>(4 * n_max * t);
-    auto scratch = ws.take<float>(v * t);
-    pool.run(batch, threads, [&](std::int64_t b, int slot) {
-      const auto s = static_cast<std::size_t>(slot);
-      verify_sequence(rule, args, b, n_max, ints.data() + s * 4 * n_max, scratch.data() + s * v);
+    const RaggedSizes sizes = check_tree_batch<backend::Cpu>(args);
+    check_contiguous("target_rows", args.target_rows);
+    check_contiguous("draft_rows", args.draft_rows);
+    const std::int64_t vocab = args.target_rows.cols;
+    const SequenceLoop loop{
+        .batch = sizes.batch,
+        .scratch_bytes = tree_scratch_bytes({.max_nodes = sizes.largest, .vocab = vocab})};
+    for_each_sequence(cpu, ws, loop, [&](std::int64_t b, std::byte* bytes) {
+      const TreeSequence t = tree_sequence(args, b, sizes.largest, bytes);
+      const auto n = static_cast<std::size_t>(t.tree.size());
+      const std::span<const float> draft(t.draft, t.target.size());
+      check_tree_inputs<float>(rule, t.tree, t.target, draft, vocab, n, {}, {}, t.depth,
+                               t.children);
+      finish_tree(args, b,
+                  verify_tree_unchecked<float>(rule, t.tree, t.target.data(), t.draft, vocab,
+                                               args.streams[static_cast<std::size_t>(b)],
+                                               args.accepted_nodes.data() + t.first,
+                                               t.candidates, t.ids, t.scratch));
     });
   }
 };
 
 template <>
 struct ChainBatchTargetOnlyImpl<backend::Cpu> {
-  using Chain = ChainBatchImpl<backend::Cpu>;
-
   static void run(const backend::Cpu& cpu, const ChainBatchArgs& args, Workspace& ws) {
-    check_chain_batch_target_only(args);
-    if (args.target_rows.stride != args.target_rows.cols) {
-      fail("target_rows", "must be contiguous (stride == vocab) on the CPU backend");
-    }
-    const auto batch = static_cast<std::int64_t>(args.draft_offsets.size() - 1);
+    const RaggedSizes sizes = check_chain_batch<backend::Cpu>(args, /*draft_rows=*/false);
+    check_contiguous("target_rows", args.target_rows);
     const std::int64_t vocab = args.target_rows.cols;
     const auto v = static_cast<std::size_t>(vocab);
-    auto& pool = backend::default_thread_pool();
-    const int threads = pool.resolve(batch, cpu.threads);
-    auto scope = ws.scope();
-    auto scratch = ws.take<float>(v * static_cast<std::size_t>(threads));
-    pool.run(batch, threads, [&](std::int64_t b, int slot) {
-      const Chain::Sequence seq = Chain::sequence(args.draft_offsets, b);
-      const auto g = static_cast<std::size_t>(seq.gamma);
-      const std::span<const float> target(args.target_rows.row_data(seq.first_target()),
-                                          (g + 1) * v);
-      const auto tokens = args.draft_tokens.subspan(static_cast<std::size_t>(seq.first_draft), g);
-      const auto emitted =
-          args.emitted.subspan(static_cast<std::size_t>(seq.first_target()), g + 1);
-      ChainVerdict verdict;
-      try {
-        check_target_only_chain<float>(target, tokens, vocab, emitted.size());
-        verdict = verify_chain_target_only_unchecked<float>(
-            target.data(), tokens.data(), g, vocab, args.streams[static_cast<std::size_t>(b)],
-            emitted.data(), scratch.data() + static_cast<std::size_t>(slot) * v,
-            TargetRowChecks<float>{target, v});
-      } catch (const Error& e) {
-        rethrow_for_sequence(e, b);
-      }
-      std::fill(emitted.begin() + verdict.emitted, emitted.end(), kNoToken);
-      args.accepted[static_cast<std::size_t>(b)] = verdict.accepted;
+    const SequenceLoop loop{.batch = sizes.batch,
+                            .scratch_bytes = chain_scratch_bytes({.vocab = vocab})};
+    for_each_sequence(cpu, ws, loop, [&](std::int64_t b, std::byte* scratch) {
+      const RaggedSlice seq = RaggedSlice::of(args.draft_offsets.data(), b);
+      const auto g = static_cast<std::size_t>(seq.count);
+      const std::span<const float> target(args.target_rows.row_data(seq.first_row()), (g + 1) * v);
+      const auto tokens = args.draft_tokens.subspan(static_cast<std::size_t>(seq.first), g);
+      const auto emitted = args.emitted.subspan(static_cast<std::size_t>(seq.first_row()), g + 1);
+      check_target_only_chain<float>(target, tokens, vocab, emitted.size());
+      const ChainVerdict verdict = verify_chain_target_only_unchecked<float>(
+          target.data(), tokens.data(), g, vocab, args.streams[static_cast<std::size_t>(b)],
+          emitted.data(), reinterpret_cast<float*>(scratch), TargetRowChecks<float>{target, v});
+      finish_chain(verdict.accepted, verdict.emitted, emitted,
+                   args.accepted[static_cast<std::size_t>(b)]);
     });
   }
 
@@ -259,36 +214,25 @@ struct ChainBatchTargetOnlyImpl<backend::Cpu> {
   template <class T>
   static void run_logits(const backend::Cpu& cpu, const ChainBatchLogitsArgs<T>& args,
                          Workspace& ws) {
-    check_chain_batch_target_only_logits(args);
-    const auto batch = static_cast<std::int64_t>(args.draft_offsets.size() - 1);
+    const RaggedSizes sizes = check_chain_batch<backend::Cpu>(args, /*draft_rows=*/false);
     const std::int64_t vocab = args.target_logits.cols;
-    for (std::int64_t b = 0; b < batch; ++b) {
-      const Chain::Sequence seq = Chain::sequence(args.draft_offsets, b);
-      for (std::int64_t i = 0; i < seq.gamma; ++i) {
-        // Tokens are checked up front (a -1 placeholder is never an index); rows as reached.
-        check_token(ArgName("draft_tokens", b)[i],
-                    args.draft_tokens[static_cast<std::size_t>(seq.first_draft + i)], vocab);
-      }
-    }
-    auto& pool = backend::default_thread_pool();
-    const int threads = pool.resolve(batch, cpu.threads);
-    const std::size_t per_thread = chain_logits_scratch_size(vocab);
-    auto scope = ws.scope();
-    auto bytes = ws.take<std::byte>(per_thread * static_cast<std::size_t>(threads));
-    pool.run(batch, threads, [&](std::int64_t b, int slot) {
-      const ChainLogitsScratch scratch =
-          chain_logits_scratch(bytes.data() + static_cast<std::size_t>(slot) * per_thread, vocab);
-      const Chain::Sequence seq = Chain::sequence(args.draft_offsets, b);
-      const Warp& w = args.warps[args.warps.size() == 1 ? 0 : static_cast<std::size_t>(b)];
-      const LogitRows<T> target{args.target_logits.row_data(seq.first_target()),
-                                args.target_logits.stride, "target_logits", seq.first_target()};
-      const auto emitted = args.emitted.subspan(static_cast<std::size_t>(seq.first_target()),
-                                                static_cast<std::size_t>(seq.gamma) + 1);
+    check_chain_tokens(args.draft_offsets.span(), args.draft_tokens, vocab);
+    const SequenceLoop loop{.batch = sizes.batch,
+                            .scratch_bytes = chain_logits_scratch_size(vocab),
+                            .name_sequence = false};
+    for_each_sequence(cpu, ws, loop, [&](std::int64_t b, std::byte* bytes) {
+      const RaggedSlice seq = RaggedSlice::of(args.draft_offsets.data(), b);
+      const Warp& w = args.warps[static_cast<std::size_t>(warp_of(args.warps.size(), b))];
+      const LogitRows<T> target{args.target_logits.row_data(seq.first_row()),
+                                args.target_logits.stride, "target_logits", seq.first_row()};
+      const auto emitted = args.emitted.subspan(static_cast<std::size_t>(seq.first_row()),
+                                                static_cast<std::size_t>(seq.count) + 1);
       const auto verdict = verify_chain_target_only_logits_unchecked<T>(
-          w, target, args.draft_tokens.data() + seq.first_draft, seq.gamma, vocab,
-          args.streams[static_cast<std::size_t>(b)], emitted.data(), scratch);
-      args.accepted[static_cast<std::size_t>(b)] = verdict.accepted;
-      std::fill(emitted.begin() + verdict.emitted, emitted.end(), kNoToken);
+          w, target, args.draft_tokens.data() + seq.first, seq.count, vocab,
+          args.streams[static_cast<std::size_t>(b)], emitted.data(),
+          chain_logits_scratch(bytes, vocab));
+      finish_chain(verdict.accepted, verdict.emitted, emitted,
+                   args.accepted[static_cast<std::size_t>(b)]);
     });
   }
 };
@@ -296,43 +240,20 @@ struct ChainBatchTargetOnlyImpl<backend::Cpu> {
 template <>
 struct TreeBatchTargetOnlyImpl<backend::Cpu> {
   static void run(const backend::Cpu& cpu, const TreeBatchArgs& args, Workspace& ws) {
-    const std::int64_t largest = check_tree_batch(args, /*draft_rows=*/false);
-    if (args.target_rows.stride != args.target_rows.cols) {
-      fail("target_rows", "must be contiguous (stride == vocab) on the CPU backend");
-    }
-    const auto batch = static_cast<std::int64_t>(args.node_offsets.size() - 1);
+    const RaggedSizes sizes = check_tree_batch<backend::Cpu>(args, /*draft_rows=*/false);
+    check_contiguous("target_rows", args.target_rows);
     const std::int64_t vocab = args.target_rows.cols;
-    const auto v = static_cast<std::size_t>(vocab);
-    const auto n_max = static_cast<std::size_t>(largest) + 1;
-    auto& pool = backend::default_thread_pool();
-    const int threads = pool.resolve(batch, cpu.threads);
-    const auto t = static_cast<std::size_t>(threads);
-    auto scope = ws.scope();
-    auto ints = ws.take<std::int32_t>(4 * n_max * t);
-    auto scratch = ws.take<float>(v * t);
-    pool.run(batch, threads, [&](std::int64_t b, int slot) {
-      const auto i = static_cast<std::size_t>(b);
-      const auto s = static_cast<std::size_t>(slot);
-      const auto begin = static_cast<std::size_t>(args.node_offsets[i]);
-      const auto n = static_cast<std::size_t>(args.node_offsets[i + 1]) - begin;
-      const std::span<const float> target(
-          args.target_rows.row_data(static_cast<std::int64_t>(begin) + b), (n + 1) * v);
-      std::int32_t* depth = ints.data() + s * 4 * n_max;
-      std::int32_t* children = depth + n_max;
-      std::int32_t* ids = children + n_max;
-      auto* candidates = reinterpret_cast<Token*>(ids + n_max);
-      const TreeView tree = args.trees.subtree(begin, n);
-      try {
-        check_target_only_tree<float>(tree, target, vocab, n, depth, children);
-      } catch (const Error& e) {
-        rethrow_for_sequence(e, b);
-      }
-      const auto verdict = verify_tree_target_only_unchecked<float>(
-          tree, target.data(), vocab, args.streams[i], args.accepted_nodes.data() + begin,
-          candidates, ids, scratch.data() + s * v);
-      args.accepted[i] = verdict.accepted;
-      args.final_tokens[i] = verdict.token;
-      if (!args.bonus.empty()) args.bonus[i] = verdict.bonus ? 1 : 0;
+    const SequenceLoop loop{
+        .batch = sizes.batch,
+        .scratch_bytes = tree_scratch_bytes({.max_nodes = sizes.largest, .vocab = vocab})};
+    for_each_sequence(cpu, ws, loop, [&](std::int64_t b, std::byte* bytes) {
+      const TreeSequence t = tree_sequence(args, b, sizes.largest, bytes);
+      check_target_only_tree<float>(t.tree, t.target, vocab, static_cast<std::size_t>(t.tree.size()),
+                                    t.depth, t.children);
+      finish_tree(args, b,
+                  verify_tree_target_only_unchecked<float>(
+                      t.tree, t.target.data(), vocab, args.streams[static_cast<std::size_t>(b)],
+                      args.accepted_nodes.data() + t.first, t.candidates, t.ids, t.scratch));
     });
   }
 };

@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "specdec/backend/cuda/error.hpp"
+#include "specdec/backend/cuda/host_staging.hpp"
 #include "specdec/backend/cuda/launchers.hpp"
 #include "specdec/backend/cuda/policy.hpp"
 #include "specdec/backend/cuda/warp_batch.hpp"
@@ -29,11 +30,11 @@ struct GumbelTopKBatchImpl<backend::Cuda> {
   /// k is at most backend::cuda_impl::kMaxDeviceTopK (1024). The device rows are not scanned:
   /// probability rows must be non-negative and log-weight rows free of NaN and +inf (what the CPU
   /// backend checks); an entry that is NaN after perturbation is never drawn. Each row is read
-  /// once. With device_streams the call stages nothing: graph-capturable.
+  /// once. With streams on the device the call stages nothing: graph-capturable.
   template <class T>
   static void run(const backend::Cuda& cuda, const GumbelTopKBatchArgs<T>& args,
                   const backend::DeviceWorkspace& ws) {
-    check_gumbel_top_k_batch(args, true);
+    check_gumbel_top_k_batch(args);
     if (args.k > backend::cuda_impl::kMaxDeviceTopK) {
       fail("k", "{} exceeds the CUDA backend's limit of {} samples per row", args.k,
            backend::cuda_impl::kMaxDeviceTopK);
@@ -56,13 +57,13 @@ struct GumbelTopKBatchImpl<backend::Cuda> {
                     .vocab = args.rows.cols,
                     .row_stride = args.rows.stride,
                     .k = args.k,
-                    .host_streams = args.streams.data(),
+                    .host_streams = host_pointer(args.streams),
                     .tokens = args.tokens.data,
                     .token_stride = args.tokens.stride,
                     .values = args.values.rows != 0 ? args.values.data : nullptr,
                     .value_stride = args.values.stride,
                     .counts = args.counts.data(),
-                    .device_streams = args.device_streams},
+                    .device_streams = device_pointer(args.streams)},
                    ws.data, cuda.stream),
                "gumbel_top_k_batch");
   }
@@ -81,10 +82,10 @@ struct BeamLevelBatchImpl<backend::Cuda> {
   /// [0, W] (0 live beams give 0 extensions), nodes only select streams, and the draft rows of
   /// live beams must be probability rows (what the CPU backend checks). W is at most
   /// backend::cuda_impl::kMaxDeviceTopK (1024). Each draft row of a live beam is read once.
-  /// With device_streams the call stages nothing: graph-capturable.
+  /// With streams on the device the call stages nothing: graph-capturable.
   static void run(const backend::Cuda& cuda, const BeamLevelBatchArgs& args,
                   const backend::DeviceWorkspace& ws) {
-    check_beam_level_batch(args, true);
+    check_beam_level_batch(args);
     const std::int64_t batch = args.nodes.rows, width = args.nodes.cols;
     if (width > backend::cuda_impl::kMaxDeviceTopK) {
       fail("nodes", "beam width {} exceeds the CUDA backend's limit of {}", width,
@@ -120,8 +121,8 @@ struct BeamLevelBatchImpl<backend::Cuda> {
                                                          .batch = batch,
                                                          .width = width,
                                                          .vocab = args.draft_rows.cols,
-                                                         .host_streams = args.streams.data(),
-                                                         .device_streams = args.device_streams},
+                                                         .host_streams = host_pointer(args.streams),
+                                                         .device_streams = device_pointer(args.streams)},
                                                         ws.data, cuda.stream),
         "stochastic_beam_level_batch");
   }

@@ -16,7 +16,7 @@ namespace specdec::detail {
 
 template <>
 struct FillRandomImpl<backend::Cuda> {
-  /// Device bytes: the staged host streams (a call with device_streams needs none).
+  /// Device bytes: the staged host streams (a call with streams on the device needs none).
   static std::size_t workspace_size(const backend::Cuda&, const FillRandomShape& shape) {
     return backend::cuda_impl::device_round_up(static_cast<std::size_t>(shape.streams) *
                                                sizeof(RandomStream));
@@ -28,18 +28,18 @@ struct FillRandomImpl<backend::Cuda> {
     const MatrixView<float>& out = args.out;
     if (out.cols == 0) return;
     if (out.data == nullptr) fail("out", "is a null device pointer");
-    const bool staged = args.device_streams == nullptr;
+    const bool staged = !args.streams.on_device();
     check_device_workspace(ws, staged ? workspace_size(cuda, {out.rows, out.cols}) : 0);
-    check_cuda_staged(backend::cuda_impl::fill_random({.host_streams = args.streams.data(),
+    check_cuda_staged(backend::cuda_impl::fill_random({.host_streams = host_pointer(args.streams),
                                                        .stream_count = out.rows,
                                                        .first = args.first,
                                                        .count = out.cols,
                                                        .out = out.data,
                                                        .out_stride = out.stride,
                                                        .kind = args.kind,
-                                                       .device_streams = args.device_streams},
+                                                       .device_streams = device_pointer(args.streams)},
                                                       ws.data, cuda.stream),
-                      "fill_random", staged, "streams", "device_streams");
+                      "fill_random", staged ? "streams" : "");
   }
 };
 

@@ -62,25 +62,19 @@ struct WarpBatchImpl<backend::Cuda> {
 
   /// The device logits are not scanned: rows must hold no NaN or +inf and at least one finite
   /// value (what the CPU backend checks), or the output row is unspecified.
-  /// With device_warps the warps are read in place by the kernels (not checked here).
+  /// Warps on the device are read in place by the kernels (not checked here).
   template <class T>
   static void run(const backend::Cuda& cuda, const WarpBatchArgs<T>& args,
                   const backend::DeviceWorkspace& ws) {
+    check_warp_batch<backend::Cuda>(args);
     const MatrixView<const T> logits = args.logits;
     const MatrixView<float> warped = args.warped;
-    const bool device_warps = args.device_warps != nullptr;
-    if (device_warps) {
-      check_warp_shapes(logits.rows, logits.cols, logits.stride, warped.rows, warped.cols,
-                        warped.stride);
-    } else {
-      check_warp_batch(logits.rows, logits.cols, logits.stride, warped.rows, warped.cols,
-                       warped.stride, args.warps);
-    }
     if (logits.cols > INT_MAX)
       fail("logits", "has {} columns, at most {} are supported", logits.cols, INT_MAX);
     if (logits.data == nullptr) fail("logits", "is a null device pointer");
     if (warped.data == nullptr) fail("warped", "is a null device pointer");
     check_device_workspace(ws, workspace_size(cuda, {logits.rows, logits.cols}));
+    const bool device_warps = args.warps.on_device();
     check_cuda(
         backend::cuda_impl::warp_logits_batch(
             {.logits = logits.data,
@@ -90,8 +84,8 @@ struct WarpBatchImpl<backend::Cuda> {
              .logits_stride = logits.stride,
              .warped = warped.data,
              .warped_stride = warped.stride,
-             .host_warps = reinterpret_cast<const backend::cuda_impl::DeviceWarp*>(
-                 device_warps ? args.device_warps : args.warps.data()),
+             .host_warps =
+                 reinterpret_cast<const backend::cuda_impl::DeviceWarp*>(args.warps.data()),
              .warp_count =
                  device_warps ? -logits.rows : static_cast<std::int64_t>(args.warps.size())},
             ws.data, cuda.stream),

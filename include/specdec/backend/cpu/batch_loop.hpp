@@ -1,0 +1,65 @@
+// SPDX-License-Identifier: MIT
+// The loop every CPU batch entry runs: sequences in parallel on the thread pool, each with its
+// thread's share of the workspace, and its errors named for its sequence.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "specdec/backend/cpu/thread_pool.hpp"
+#include "specdec/backend/policy.hpp"
+#include "specdec/core/error.hpp"
+#include "specdec/core/token.hpp"
+#include "specdec/core/workspace.hpp"
+
+namespace specdec::detail {
+
+/// One CPU batch loop: `batch` sequences, `scratch_bytes` of workspace for each thread taking part
+/// (a multiple of Workspace::round_up keeps every share aligned). `name_sequence`: an error thrown
+/// for a sequence is renamed for it ("draft_tokens[1]" -> "draft_tokens[b][1]"); false where the
+/// sequence's own code names its arguments already.
+struct SequenceLoop {
+  std::int64_t batch = 0;
+  std::size_t scratch_bytes = 0;
+  bool name_sequence = true;
+};
+
+/// The workspace bytes a loop of `batch` sequences with `scratch_bytes` per thread takes.
+inline std::size_t sequence_loop_bytes(const backend::Cpu& cpu, std::int64_t batch,
+                                       std::size_t scratch_bytes) {
+  const int threads = backend::default_thread_pool().resolve(batch, cpu.threads);
+  return static_cast<std::size_t>(threads) * scratch_bytes;
+}
+
+/// Calls one(b, scratch) for every sequence b of `loop` on the thread pool, scratch being the
+/// running thread's `loop.scratch_bytes` of `ws`. Results may depend on b only, never on the
+/// thread: the pool hands out sequences in any order.
+template <class One>
+void for_each_sequence(const backend::Cpu& cpu, Workspace& ws, const SequenceLoop& loop,
+                       One&& one) {
+  auto& pool = backend::default_thread_pool();
+  const int threads = pool.resolve(loop.batch, cpu.threads);
+  auto scope = ws.scope();
+  const auto bytes = ws.take<std::byte>(loop.scratch_bytes * static_cast<std::size_t>(threads));
+  pool.run(loop.batch, threads, [&](std::int64_t b, int slot) {
+    std::byte* scratch = bytes.data() + static_cast<std::size_t>(slot) * loop.scratch_bytes;
+    if (!loop.name_sequence) return one(b, scratch);
+    try {
+      one(b, scratch);
+    } catch (const Error& e) {
+      rethrow_for_sequence(e, b);
+    }
+  });
+}
+
+/// A chain sequence's outputs: its accepted count, and -1 (kNoToken) after its `emitted_count`
+/// emitted tokens.
+inline void finish_chain(std::int32_t accepted_count, std::int64_t emitted_count,
+                         std::span<Token> emitted, std::int32_t& accepted) {
+  std::fill(emitted.begin() + emitted_count, emitted.end(), kNoToken);
+  accepted = accepted_count;
+}
+
+}  // namespace specdec::detail

@@ -36,6 +36,39 @@ specdec/backend/cpu/verify_batch.hpp 5 no
 specdec/specdec.hpp 12 yes
 LIST
 
+# A translation unit that calls the CPU batch entries from logits for float, half and bfloat16, at
+# -O2: header-only it instantiates their row kernels; with specdec::batch (SPECDEC_COMPILED_BATCH)
+# it compiles none of them.
+cat >"$work/calls.cpp" <<'CALLS'
+#include <specdec/backend/cpu/compiled_batch.hpp>
+template <class T>
+void call(const specdec::ChainBatchLogitsArgs<T>& chain, const specdec::WarpBatchArgs<T>& warp,
+          specdec::Workspace& ws) {
+  specdec::verify_chain_batch_logits(specdec::backend::cpu, chain, ws);
+  specdec::verify_chain_batch_target_only_logits(specdec::backend::cpu, chain, ws);
+  specdec::warp_logits_batch(specdec::backend::cpu, warp, ws);
+}
+#define SPECDEC_CALL(T) \
+  template void call<T>(const specdec::ChainBatchLogitsArgs<T>&, const specdec::WarpBatchArgs<T>&, \
+                        specdec::Workspace&);
+SPECDEC_CALL(float)
+SPECDEC_CALL(Eigen::half)
+SPECDEC_CALL(Eigen::bfloat16)
+CALLS
+# mode  budget (CPU seconds, -O2 -c)  extra flags
+while read -r mode budget define; do
+  TIMEFORMAT='%U %S'
+  seconds=$({ time "$cxx" "${flags[@]}" $define -O2 -c -o "$work/calls.o" "$work/calls.cpp"; } 2>&1 |
+            awk '{printf "%.2f", $1 + $2}')
+  verdict=ok
+  if awk -v s="$seconds" -v b="$budget" 'BEGIN { exit !(s > b) }'; then verdict="OVER BUDGET"; status=1; fi
+  printf '%-40s %6s s (budget %s s)  %s\n' "batch entries from logits, $mode" "$seconds" "$budget" \
+    "$verdict"
+done <<'LIST'
+header-only 30 -UNONE
+specdec::batch 7 -DSPECDEC_COMPILED_BATCH
+LIST
+
 # The verifiers' header against the standard and fmt headers its own headers include.
 echo '#include <specdec/verify/verify.hpp>' >"$work/verify.cpp"
 "$cxx" "${flags[@]}" -M "$work/verify.cpp" | tr ' \\' '\n\n' | grep "^$include/specdec/" | sort -u |

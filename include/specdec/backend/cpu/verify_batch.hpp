@@ -80,30 +80,7 @@ struct ChainBatchImpl<backend::Cpu> {
   /// Verifies each sequence from its logits' statistics (verify/chain_logits.hpp).
   template <class T>
   static void run_logits(const backend::Cpu& cpu, const ChainBatchLogitsArgs<T>& args,
-                         Workspace& ws) {
-    const RaggedSizes sizes = check_chain_batch<backend::Cpu>(args);
-    const std::int64_t vocab = args.target_logits.cols;
-    check_chain_tokens(args.draft_offsets.span(), args.draft_tokens, vocab);
-    const SequenceLoop loop{.batch = sizes.batch,
-                            .scratch_bytes = chain_logits_scratch_size(vocab),
-                            .name_sequence = false};
-    for_each_sequence(cpu, ws, loop, [&](std::int64_t b, std::byte* bytes) {
-      const RaggedSlice seq = RaggedSlice::of(args.draft_offsets.data(), b);
-      const Warp& w = args.warps[static_cast<std::size_t>(warp_of(args.warps.size(), b))];
-      const LogitRows<T> target{args.target_logits.row_data(seq.first_row()),
-                                args.target_logits.stride, "target_logits", seq.first_row()};
-      const LogitRows<T> draft{args.draft_logits.row_data(seq.first), args.draft_logits.stride,
-                               "draft_logits", seq.first};
-      const auto emitted = args.emitted.subspan(static_cast<std::size_t>(seq.first_row()),
-                                                static_cast<std::size_t>(seq.count) + 1);
-      const auto verdict = verify_chain_logits_unchecked<T>(
-          w, target, draft, args.draft_tokens.data() + seq.first, seq.count, vocab,
-          args.streams[static_cast<std::size_t>(b)], emitted.data(), ArgName("draft_tokens", b),
-          chain_logits_scratch(bytes, vocab));
-      finish_chain(verdict.accepted, verdict.emitted, emitted,
-                   args.accepted[static_cast<std::size_t>(b)]);
-    });
-  }
+                         Workspace& ws);
 };
 
 /// Tree b of a tree batch: its nodes, its N_b + 1 rows of `rows` from its root row, and the
@@ -213,28 +190,7 @@ struct ChainBatchTargetOnlyImpl<backend::Cpu> {
   /// Verifies each sequence from its target logits' statistics (verify/target_only_logits.hpp).
   template <class T>
   static void run_logits(const backend::Cpu& cpu, const ChainBatchLogitsArgs<T>& args,
-                         Workspace& ws) {
-    const RaggedSizes sizes = check_chain_batch<backend::Cpu>(args, /*draft_rows=*/false);
-    const std::int64_t vocab = args.target_logits.cols;
-    check_chain_tokens(args.draft_offsets.span(), args.draft_tokens, vocab);
-    const SequenceLoop loop{.batch = sizes.batch,
-                            .scratch_bytes = chain_logits_scratch_size(vocab),
-                            .name_sequence = false};
-    for_each_sequence(cpu, ws, loop, [&](std::int64_t b, std::byte* bytes) {
-      const RaggedSlice seq = RaggedSlice::of(args.draft_offsets.data(), b);
-      const Warp& w = args.warps[static_cast<std::size_t>(warp_of(args.warps.size(), b))];
-      const LogitRows<T> target{args.target_logits.row_data(seq.first_row()),
-                                args.target_logits.stride, "target_logits", seq.first_row()};
-      const auto emitted = args.emitted.subspan(static_cast<std::size_t>(seq.first_row()),
-                                                static_cast<std::size_t>(seq.count) + 1);
-      const auto verdict = verify_chain_target_only_logits_unchecked<T>(
-          w, target, args.draft_tokens.data() + seq.first, seq.count, vocab,
-          args.streams[static_cast<std::size_t>(b)], emitted.data(),
-          chain_logits_scratch(bytes, vocab));
-      finish_chain(verdict.accepted, verdict.emitted, emitted,
-                   args.accepted[static_cast<std::size_t>(b)]);
-    });
-  }
+                         Workspace& ws);
 };
 
 template <>
@@ -257,5 +213,60 @@ struct TreeBatchTargetOnlyImpl<backend::Cpu> {
     });
   }
 };
+
+// The entries from logits are defined out of their classes, not inline, so that the extern
+// templates of backend/cpu/compiled_batch.hpp keep a caller from instantiating them.
+template <class T>
+void ChainBatchImpl<backend::Cpu>::run_logits(const backend::Cpu& cpu,
+                                              const ChainBatchLogitsArgs<T>& args, Workspace& ws) {
+  const RaggedSizes sizes = check_chain_batch<backend::Cpu>(args);
+  const std::int64_t vocab = args.target_logits.cols;
+  check_chain_tokens(args.draft_offsets.span(), args.draft_tokens, vocab);
+  const SequenceLoop loop{.batch = sizes.batch,
+                          .scratch_bytes = chain_logits_scratch_size(vocab),
+                          .name_sequence = false};
+  for_each_sequence(cpu, ws, loop, [&](std::int64_t b, std::byte* bytes) {
+    const RaggedSlice seq = RaggedSlice::of(args.draft_offsets.data(), b);
+    const Warp& w = args.warps[static_cast<std::size_t>(warp_of(args.warps.size(), b))];
+    const LogitRows<T> target{args.target_logits.row_data(seq.first_row()),
+                              args.target_logits.stride, "target_logits", seq.first_row()};
+    const LogitRows<T> draft{args.draft_logits.row_data(seq.first), args.draft_logits.stride,
+                             "draft_logits", seq.first};
+    const auto emitted = args.emitted.subspan(static_cast<std::size_t>(seq.first_row()),
+                                              static_cast<std::size_t>(seq.count) + 1);
+    const auto verdict = verify_chain_logits_unchecked<T>(
+        w, target, draft, args.draft_tokens.data() + seq.first, seq.count, vocab,
+        args.streams[static_cast<std::size_t>(b)], emitted.data(), ArgName("draft_tokens", b),
+        chain_logits_scratch(bytes, vocab));
+    finish_chain(verdict.accepted, verdict.emitted, emitted,
+                 args.accepted[static_cast<std::size_t>(b)]);
+  });
+}
+
+template <class T>
+void ChainBatchTargetOnlyImpl<backend::Cpu>::run_logits(const backend::Cpu& cpu,
+                                                        const ChainBatchLogitsArgs<T>& args,
+                                                        Workspace& ws) {
+  const RaggedSizes sizes = check_chain_batch<backend::Cpu>(args, /*draft_rows=*/false);
+  const std::int64_t vocab = args.target_logits.cols;
+  check_chain_tokens(args.draft_offsets.span(), args.draft_tokens, vocab);
+  const SequenceLoop loop{.batch = sizes.batch,
+                          .scratch_bytes = chain_logits_scratch_size(vocab),
+                          .name_sequence = false};
+  for_each_sequence(cpu, ws, loop, [&](std::int64_t b, std::byte* bytes) {
+    const RaggedSlice seq = RaggedSlice::of(args.draft_offsets.data(), b);
+    const Warp& w = args.warps[static_cast<std::size_t>(warp_of(args.warps.size(), b))];
+    const LogitRows<T> target{args.target_logits.row_data(seq.first_row()),
+                              args.target_logits.stride, "target_logits", seq.first_row()};
+    const auto emitted = args.emitted.subspan(static_cast<std::size_t>(seq.first_row()),
+                                              static_cast<std::size_t>(seq.count) + 1);
+    const auto verdict = verify_chain_target_only_logits_unchecked<T>(
+        w, target, args.draft_tokens.data() + seq.first, seq.count, vocab,
+        args.streams[static_cast<std::size_t>(b)], emitted.data(),
+        chain_logits_scratch(bytes, vocab));
+    finish_chain(verdict.accepted, verdict.emitted, emitted,
+                 args.accepted[static_cast<std::size_t>(b)]);
+  });
+}
 
 }  // namespace specdec::detail

@@ -25,21 +25,27 @@ struct WarpBatchImpl<backend::Cpu> {
 
   /// Warps on the device are read as host memory (the CPU's memory is the host's).
   template <class T>
-  static void run(const backend::Cpu& cpu, const WarpBatchArgs<T>& args, Workspace& ws) {
-    check_warp_batch<backend::Cpu>(args);
-    const MatrixView<const T> logits = args.logits;
-    for (std::int64_t r = 0; r < logits.rows; ++r) {
-      check_logits_row<T>(ArgName("logits", r), logits.row(r));
-    }
-    const SequenceLoop loop{.batch = logits.rows,
-                            .scratch_bytes = warp_workspace_size(logits.cols),
-                            .name_sequence = false};
-    for_each_sequence(cpu, ws, loop, [&](std::int64_t r, std::byte* scratch) {
-      const Warp& w = args.warps[static_cast<std::size_t>(warp_of(args.warps.size(), r))];
-      warp_logits_unchecked<T>(w, logits.row(r), args.warped.row(r),
-                               reinterpret_cast<std::int32_t*>(scratch));
-    });
-  }
+  static void run(const backend::Cpu& cpu, const WarpBatchArgs<T>& args, Workspace& ws);
 };
+
+// Defined out of the class, not inline, so that the extern templates of
+// backend/cpu/compiled_batch.hpp keep a caller from instantiating it.
+template <class T>
+void WarpBatchImpl<backend::Cpu>::run(const backend::Cpu& cpu, const WarpBatchArgs<T>& args,
+                                      Workspace& ws) {
+  check_warp_batch<backend::Cpu>(args);
+  const MatrixView<const T> logits = args.logits;
+  for (std::int64_t r = 0; r < logits.rows; ++r) {
+    check_logits_row<T>(ArgName("logits", r), logits.row(r));
+  }
+  const SequenceLoop loop{.batch = logits.rows,
+                          .scratch_bytes = warp_workspace_size(logits.cols),
+                          .name_sequence = false};
+  for_each_sequence(cpu, ws, loop, [&](std::int64_t r, std::byte* scratch) {
+    const Warp& w = args.warps[static_cast<std::size_t>(warp_of(args.warps.size(), r))];
+    warp_logits_unchecked<T>(w, logits.row(r), args.warped.row(r),
+                             reinterpret_cast<std::int32_t*>(scratch));
+  });
+}
 
 }  // namespace specdec::detail

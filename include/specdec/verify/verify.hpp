@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: MIT
 // Umbrella header of the verifiers: every node rule, chain, block and tree verification (with and
-// without draft rows), and the exact output distributions.
+// without draft rows, from warped rows or from logits), and the exact output distributions.
 #pragma once
 
 #include "specdec/verify/block.hpp"
+#include "specdec/verify/block_logits.hpp"
 #include "specdec/verify/cascade.hpp"
 #include "specdec/verify/chain.hpp"
+#include "specdec/verify/chain_logits.hpp"
 #include "specdec/verify/common.hpp"
 #include "specdec/verify/exact.hpp"
 #include "specdec/verify/greedy.hpp"
@@ -17,6 +19,8 @@
 #include "specdec/verify/rule.hpp"
 #include "specdec/verify/spectr.hpp"
 #include "specdec/verify/target_only.hpp"
+#include "specdec/verify/target_only_logits.hpp"
 #include "specdec/verify/target_only_lossy.hpp"
 #include "specdec/verify/tree.hpp"
+#include "specdec/verify/tree_logits.hpp"
 #include "specdec/verify/typical.hpp"

@@ -4,6 +4,7 @@
 // per batch size, goodput) decide how many tokens the draft model proposes.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -73,6 +74,30 @@ struct ChainLengthOptions {
   HeuristicLengthOptions heuristic{};
   BatchAverageOptions batch_average{};
   GoodputCosts goodput{};
+
+  /// `policy` for chains of at most `max_length` tokens: every controller's own defaults, its
+  /// max_length set and its initial length cut to it, and the goodput controller's cost of one
+  /// draft pass `draft_cost` (one verification costing 1; 0 = a free draft).
+  static ChainLengthOptions up_to(LengthPolicy policy, std::int32_t max_length,
+                                  double draft_cost = 0.0) {
+    ChainLengthOptions o{.policy = policy};
+    o.cumulative.max_length = max_length;
+    o.heuristic.max_length = max_length;
+    o.heuristic.initial = std::min(o.heuristic.initial, max_length);
+    o.batch_average.max_length = max_length;
+    o.batch_average.initial = std::min(o.batch_average.initial, max_length);
+    o.goodput.max_length = max_length;
+    o.goodput.draft_cost = draft_cost;
+    return o;
+  }
+
+  /// Sets the threshold of the controllers that stop on one: the cumulative stop's threshold and
+  /// the heuristic's confidence threshold (each defaults to its own).
+  ChainLengthOptions& with_threshold(double threshold) {
+    cumulative.threshold = threshold;
+    heuristic.confidence_threshold = threshold;
+    return *this;
+  }
 
   /// The chosen controller's max_length.
   std::int32_t max_length() const {

@@ -10,6 +10,7 @@
 #include <concepts>
 #include <cstdint>
 #include <span>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -238,6 +239,24 @@ DecodeResult decode(Target& target, Strategy strategy, const LoopOptions& loop,
   return decoder.run();
 }
 
+namespace detail {
+
+/// results[i] = decode_one(i) for i in [0, count), on the backend::Cpu pool; the first error
+/// thrown by any sequence is rethrown.
+template <class DecodeOne>
+std::vector<DecodeResult> decode_each(std::size_t count, backend::Cpu cpu, DecodeOne&& decode_one) {
+  if (cpu.threads < 0) fail("cpu.threads", "{} must be >= 0 (0 = all)", cpu.threads);
+  std::vector<DecodeResult> results(count);
+  backend::default_thread_pool().run(static_cast<std::int64_t>(count), cpu.threads,
+                                     [&](std::int64_t i, int /*slot*/) {
+                                       const auto k = static_cast<std::size_t>(i);
+                                       results[k] = decode_one(k);
+                                     });
+  return results;
+}
+
+}  // namespace detail
+
 /// Several sequences in parallel on a backend::Cpu thread pool; make_target(i) / make_draft(i)
 /// build sequence i's providers; results[i] equals decode(... , sequence = i) whatever the
 /// thread count (0 = every hardware thread). The first error thrown by any sequence is rethrown.
@@ -247,17 +266,28 @@ std::vector<DecodeResult> decode_batch(MakeTarget&& make_target, MakeDraft&& mak
                                        std::span<const std::vector<Token>> prompts,
                                        const DecodeOptions& options,
                                        backend::Cpu cpu = backend::cpu) {
-  if (cpu.threads < 0) detail::fail("cpu.threads", "{} must be >= 0 (0 = all)", cpu.threads);
-  std::vector<DecodeResult> results(prompts.size());
-  backend::default_thread_pool().run(
-      static_cast<std::int64_t>(prompts.size()), cpu.threads, [&](std::int64_t i, int /*slot*/) {
-        auto target = make_target(static_cast<std::size_t>(i));
-        auto draft = make_draft(static_cast<std::size_t>(i));
-        results[static_cast<std::size_t>(i)] =
-            decode(target, draft, std::span<const Token>(prompts[static_cast<std::size_t>(i)]),
-                   options, static_cast<std::uint32_t>(i));
-      });
-  return results;
+  return detail::decode_each(prompts.size(), cpu, [&](std::size_t i) {
+    auto target = make_target(i);
+    auto draft = make_draft(i);
+    return decode(target, draft, std::span<const Token>(prompts[i]), options,
+                  static_cast<std::uint32_t>(i));
+  });
+}
+
+/// decode_batch with any DraftStrategy: make_target(i) gives sequence i's target provider (a
+/// value, or a reference to one kept by the caller), make_strategy(i) its strategy (over a draft
+/// that outlives the call); results[i] equals decode(target, strategy, loop, prompts[i], i)
+/// whatever the thread count. Same pool and errors as above.
+template <class MakeTarget, class MakeStrategy>
+requires DraftStrategy<std::invoke_result_t<MakeStrategy&, std::size_t>>
+std::vector<DecodeResult> decode_batch(MakeTarget&& make_target, MakeStrategy&& make_strategy,
+                                       std::span<const std::vector<Token>> prompts,
+                                       const LoopOptions& loop, backend::Cpu cpu = backend::cpu) {
+  return detail::decode_each(prompts.size(), cpu, [&](std::size_t i) {
+    decltype(auto) target = make_target(i);
+    return decode(target, make_strategy(i), loop, std::span<const Token>(prompts[i]),
+                  static_cast<std::uint32_t>(i));
+  });
 }
 
 }  // namespace specdec

@@ -178,7 +178,7 @@ class TopKTreeStrategy {
 
   const TopKTreeOptions& options() const { return options_; }
   /// The tree drafted by the last step (kept until the next draft).
-  const DraftTree& drafted() const { return tree_; }
+  const DraftTree& drafted() const { return built(); }
   /// The acceptance by child rank and depth measured over this sequence's steps so far.
   const AcceptanceEstimator& acceptance() const { return estimator_; }
   /// kSequoiaPlanned: the plan of the last step's tree.
@@ -191,17 +191,7 @@ class TopKTreeStrategy {
     options_.validate(vocab);
     estimator_ = AcceptanceEstimator(options_.prior);
     if (options_.shape == TreeShapePolicy::kFixed) {
-      // The k-ary shape in level order: node i's children follow those of node i - 1.
-      shape_parents_.clear();
-      std::int32_t first = -1, last = -1;  // the previous level's node range (the root: -1)
-      for (std::int32_t d = 0; d < options_.depth; ++d) {
-        const auto begin = static_cast<std::int32_t>(shape_parents_.size());
-        for (std::int32_t p = first; p <= last; ++p) {
-          for (std::int32_t r = 0; r < options_.width; ++r) shape_parents_.push_back(p);
-        }
-        first = begin;
-        last = static_cast<std::int32_t>(shape_parents_.size()) - 1;
-      }
+      full_tree_shape(options_.width, options_.depth, fixed_shape_);
     }
     if (options_.shape == TreeShapePolicy::kSequoiaPlanned) {
       costs_ = options_.verify_cost;
@@ -225,9 +215,10 @@ class TopKTreeStrategy {
   const DraftTree& draft(const StepContext& context) {
     draft_.clear_calls();
     draft_.check_committed(context.sequence.length());
+    grown_built_ = false;
     switch (options_.shape) {
       case TreeShapePolicy::kFixed:
-        fill_shape(context, shape_parents_);
+        fill_shape(context, fixed_shape_.parents);
         break;
       case TreeShapePolicy::kSequoia:
         estimator_.fill_acceptance_by_rank(rates_);
@@ -250,14 +241,15 @@ class TopKTreeStrategy {
         expand_and_select(context);
         break;
     }
-    return tree_;
+    return built();
   }
 
   StepVerdict verify(const StepContext& context, const TargetScores& scores) {
-    const auto rows = static_cast<std::size_t>(tree_.size()) + 1;
-    accepted_.resize(static_cast<std::size_t>(std::max(tree_.max_depth(), 1)));
+    const DraftTree& tree = built();
+    const auto rows = static_cast<std::size_t>(tree.size()) + 1;
+    accepted_.resize(static_cast<std::size_t>(std::max(tree.max_depth(), 1)));
     const auto verdict = verify_tree_target_only<float>(
-        tree_.view(),
+        tree.view(),
         std::span<const float>(scores.rows.data, rows * static_cast<std::size_t>(context.vocab)),
         context.vocab, context.sequence.verify_stream(), std::span<std::int32_t>(accepted_),
         context.workspace);
@@ -268,10 +260,12 @@ class TopKTreeStrategy {
 
   void commit(const TreeBatch& batch, std::span<const std::int32_t> accepted, Token next) {
     draft_.model().commit(batch, accepted, next);
-    estimator_.update(tree_.parents, accepted);
+    estimator_.update(built().parents, accepted);
   }
 
  private:
+  const DraftTree& built() const { return grown_built_ ? grown_.tree : tree_; }
+
   // Gives the nodes of `parents` (level order, a node's children contiguous and in rank order)
   // their tokens: each level takes one draft call over the levels above it.
   void fill_shape(const StepContext& context, std::span<const std::int32_t> parents) {
@@ -364,20 +358,21 @@ class TopKTreeStrategy {
     };
     grow_best_first(expand, SelectOptions{.budget = options_.budget, .max_depth = options_.depth},
                     grown_, select_workspace_);
-    tree_ = grown_.tree;  // copies into kept capacity
+    grown_built_ = true;  // grown_.tree is handed on as grown, not copied
   }
 
   detail::DraftModelCalls<Draft> draft_;
   TopKTreeOptions options_;
   AcceptanceEstimator estimator_;
   DraftTree tree_, expanded_, path_tree_;
-  std::vector<std::int32_t> shape_parents_, frontier_, accepted_;
+  bool grown_built_ = false;  // the last step's tree is grown_.tree (kSpecExec), else tree_
+  std::vector<std::int32_t> frontier_, accepted_;
   std::vector<Token> top_;
   std::vector<float> log_probs_;
   std::vector<double> path_scores_, rates_, costs_;
   // Reused by the selection functions, so that steps allocate nothing after warm-up.
   SequoiaWorkspace sequoia_workspace_;
-  TreeShape sequoia_shape_;
+  TreeShape fixed_shape_, sequoia_shape_;
   SequoiaPlan plan_;
   SelectWorkspace select_workspace_;
   TreeSelection selection_;

@@ -209,6 +209,46 @@ inline TreeShape sequoia_tree(std::span<const double> acceptance_by_rank, std::i
   return out;
 }
 
+/// The full `width`-ary tree of `depth` levels (every node above the last level has `width`
+/// children), written to `out` in level order with node i's children after node i - 1's;
+/// expected_accepted is left 0 (no acceptance is given). Throws specdec::Error naming width (< 1)
+/// or depth (< 0, or a tree of more than 2^24 nodes). Reuses `out`'s memory.
+inline void full_tree_shape(std::int32_t width, std::int32_t depth, TreeShape& out) {
+  if (width < 1) detail::fail("width", "{} must be >= 1", width);
+  if (depth < 0) detail::fail("depth", "{} must be >= 0", depth);
+  constexpr std::int64_t kMost = std::int64_t{1} << 24;
+  std::int64_t level = 1, total = 0;
+  for (std::int32_t d = 0; d < depth; ++d) {
+    level *= width;
+    total += level;
+    if (total > kMost) {
+      detail::fail("depth", "{} with width {} makes more than 2^24 nodes", depth, width);
+    }
+  }
+  out.parents.clear();
+  out.ranks.clear();
+  out.expected_accepted = 0.0;
+  std::int32_t first = -1, last = -1;  // the previous level's node range (the root: -1)
+  for (std::int32_t d = 0; d < depth; ++d) {
+    const auto begin = static_cast<std::int32_t>(out.parents.size());
+    for (std::int32_t p = first; p <= last; ++p) {
+      for (std::int32_t r = 0; r < width; ++r) {
+        out.parents.push_back(p);
+        out.ranks.push_back(r);
+      }
+    }
+    first = begin;
+    last = static_cast<std::int32_t>(out.parents.size()) - 1;
+  }
+}
+
+/// full_tree_shape returning its shape (allocates).
+inline TreeShape full_tree_shape(std::int32_t width, std::int32_t depth) {
+  TreeShape out;
+  full_tree_shape(width, depth, out);
+  return out;
+}
+
 /// The expected accepted count of any tree (`parents[i]` -1 or an earlier node; a node's rank is
 /// its place among its parent's children in id order). Throws specdec::Error naming
 /// acceptance_by_rank or parents[i] (a bad parent, or a rank beyond acceptance_by_rank).

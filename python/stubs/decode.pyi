@@ -1,5 +1,6 @@
 # The decoding loop: TreeBatch, options, results, decode / Decoder, ReDrafter decoding and the toy
-# models and providers (src/bind_decode.cpp). specdec.LogitsProvider (python/specdec/providers.py)
+# models and providers (src/bind_decode.cpp, bind_decode_options.cpp,
+# bind_toys.cpp). specdec.LogitsProvider (python/specdec/providers.py)
 # documents the methods a provider written in Python implements.
 
 class TreeBatch:
@@ -95,34 +96,90 @@ class DecodeResult:
     @property
     def metrics(self) -> DecodeMetrics: ...
 
+class TreeShapePolicy(enum.IntEnum):
+    FIXED = 0
+    SEQUOIA = 1
+    EAGLE2 = 2
+    SPECEXEC = 3
+    OPT_TREE = 4
+    SEQUOIA_PLANNED = 5
+
+def parse_tree_shape_policy(name: str) -> TreeShapePolicy: ...
+
+class TopKTreeOptions:
+    """The top-k tree drafter (C++ TopKTreeStrategy); defaults are the library's."""
+    shape: TreeShapePolicy
+    width: int
+    depth: int
+    budget: int
+    min_gain: float
+    verify_cost: list[float]
+    draft_cost_per_level: float
+    def __init__(self, *, shape: TreeShapePolicy = TreeShapePolicy.FIXED, width: int = ...,
+                 depth: int = ..., budget: int = ..., min_gain: float = ...,
+                 verify_cost: Sequence[float] = ..., draft_cost_per_level: float = ...) -> None: ...
+    def validate(self, vocab: int) -> None: ...
+    def max_tree_size(self) -> int: ...
+
+class NGramOptions:
+    """Prompt lookup (C++ NGramStrategy); defaults are the library's."""
+    max_ngram: int
+    min_ngram: int
+    max_draft: int
+    def __init__(self, *, max_ngram: int = ..., min_ngram: int = ...,
+                 max_draft: int = ...) -> None: ...
+    def validate(self) -> None: ...
+
+class LengthPolicy(enum.IntEnum):
+    CUMULATIVE = 0
+    HEURISTIC = 1
+    BATCH_AVERAGE = 2
+    GOODPUT = 3
+
+def parse_length_policy(name: str) -> LengthPolicy: ...
+
+class ChainLengthOptions:
+    """An SD chain whose length a controller sets (C++ ChainLengthStrategy), as
+    ChainLengthOptions::up_to builds it; None takes the library's defaults."""
+    policy: LengthPolicy
+    draft_warp: Warp
+    def __init__(self, policy: LengthPolicy, max_length: int, *, draft_cost: float | None = None,
+                 threshold: float | None = None, draft_warp: Warp = ...) -> None: ...
+    def max_length(self) -> int: ...
+
+Strategy = Union[TopKTreeOptions, NGramOptions, ChainLengthOptions, DecodeOptions, None]
+
 def decode(target: Provider, draft: Provider | None, prompt: ArrayLike, options: DecodeOptions,
-           sequence: int = 0, *, drafter: str | None = None, shape: str = "fixed",
-           budget: int = 8, min_gain: float = 0.05, verify_cost: Sequence[float] | None = None,
-           ngram: int = 3, length: str | None = None, threshold: float | None = None,
-           draft_cost_ratio: float = 0.0) -> DecodeResult:
-    """Generates from `prompt` with a built-in method, or with drafter "topk_tree" (shape
-    "fixed", "sequoia", "sequoia_planned", "eagle2", "specexec" or "opt_tree") or "ngram", or
-    an SD chain whose length the controller `length` ("cumulative", "heuristic",
-    "batch_average", "goodput") sets. "sequoia_planned" plans each step's budget and depth from
-    `verify_cost` (the time of a target pass per tree size) and `draft_cost_ratio` (per draft
-    level)."""
+           sequence: int = 0, *, strategy: Strategy = None, drafter: str | None = None,
+           shape: str | None = None, budget: int | None = None, min_gain: float | None = None,
+           verify_cost: Sequence[float] | None = None, ngram: int | None = None,
+           length: str | None = None, threshold: float | None = None,
+           draft_cost_ratio: float | None = None) -> DecodeResult:
+    """Generates from `prompt` with options.method, or with `strategy` (TopKTreeOptions,
+    NGramOptions, ChainLengthOptions), whose options, warp aside, replace DecodeOptions'. The
+    drafter keywords (drafter="topk_tree" / "ngram", length=...) are the earlier spelling of the
+    same strategies, built from options.width and options.depth; a keyword left None takes the
+    library's default."""
 
 def decode_batch(targets: Sequence[Provider], drafts: Sequence[Provider | None],
                  prompts: Sequence[ArrayLike], options: DecodeOptions, threads: int = 0, *,
-                 drafter: str | None = None, shape: str = "fixed", budget: int = 8,
-                 min_gain: float = 0.05, verify_cost: Sequence[float] | None = None,
-                 ngram: int = 3, length: str | None = None, threshold: float | None = None,
-                 draft_cost_ratio: float = 0.0) -> list[DecodeResult]:
+                 strategy: Strategy = None, drafter: str | None = None, shape: str | None = None,
+                 budget: int | None = None, min_gain: float | None = None,
+                 verify_cost: Sequence[float] | None = None, ngram: int | None = None,
+                 length: str | None = None, threshold: float | None = None,
+                 draft_cost_ratio: float | None = None) -> list[DecodeResult]:
     """Result i equals decode(targets[i], drafts[i], prompts[i], options, sequence=i) with the
-    same drafter keywords."""
+    same strategy or drafter keywords."""
 
 class Decoder:
     def __init__(self, target: Provider, draft: Provider | None, options: DecodeOptions, *,
-                 drafter: str | None = None, shape: str = "fixed", budget: int = 8,
-                 min_gain: float = 0.05, verify_cost: Sequence[float] | None = None,
-                 ngram: int = 3, length: str | None = None, threshold: float | None = None,
-                 draft_cost_ratio: float = 0.0) -> None:
-        """A decoder of options.method, or of the drafter the keywords name (as decode's)."""
+                 strategy: Strategy = None, drafter: str | None = None,
+                 shape: str | None = None, budget: int | None = None,
+                 min_gain: float | None = None, verify_cost: Sequence[float] | None = None,
+                 ngram: int | None = None, length: str | None = None,
+                 threshold: float | None = None, draft_cost_ratio: float | None = None) -> None:
+        """A decoder of options.method, or of `strategy` or the drafter keywords (as
+        decode's)."""
     def reset(self, prompt: ArrayLike, sequence: int = 0) -> None: ...
     def step(self) -> np.ndarray: ...
     def run(self) -> DecodeResult: ...

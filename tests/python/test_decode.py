@@ -554,3 +554,76 @@ def test_decoder_and_decode_batch_name_bad_drafter_keywords_as_decode_does():
         with pytest.raises(specdec.Error) as caught:
             specdec.decode_batch([target], [draft], [[1]], options, **kwargs)
         assert caught.value.argument == argument, kwargs
+
+
+STRATEGY_OBJECTS = [
+    (specdec.TopKTreeOptions(shape=specdec.TreeShapePolicy.SEQUOIA_PLANNED, width=2, depth=3,
+                             verify_cost=[1.0, 1.0, 1.1, 1.2, 1.4], draft_cost_per_level=0.1),
+     DRAFTER_KEYWORDS[0]),
+    (specdec.TopKTreeOptions(shape=specdec.parse_tree_shape_policy("eagle2"), width=2, depth=3,
+                             budget=5), DRAFTER_KEYWORDS[1]),
+    (specdec.NGramOptions(max_ngram=2, max_draft=3), DRAFTER_KEYWORDS[2]),
+    (specdec.ChainLengthOptions(specdec.parse_length_policy("goodput"), 3, draft_cost=0.1),
+     DRAFTER_KEYWORDS[3]),
+]
+
+
+@pytest.mark.parametrize("strategy,keywords", STRATEGY_OBJECTS,
+                         ids=["sequoia_planned", "eagle2", "ngram", "goodput"])
+def test_strategy_objects_decode_as_the_drafter_keywords(strategy, keywords):
+    options = specdec.DecodeOptions(method=Method.SD, width=2, depth=3, max_new_tokens=24, seed=7)
+    target, draft = toy_pair()
+    by_keywords = specdec.decode(target, draft, [1, 4], options, 1, **keywords)
+    target, draft = toy_pair()
+    by_object = specdec.decode(target, draft, [1, 4], options, 1, strategy=strategy)
+    np.testing.assert_array_equal(by_object.tokens, by_keywords.tokens)
+    assert by_object.metrics.target_calls == by_keywords.metrics.target_calls
+    pairs = [toy_pair() for _ in range(2)]
+    batch = specdec.decode_batch([p[0] for p in pairs], [p[1] for p in pairs], [[1, 4], [1, 4]],
+                                 options, strategy=strategy)
+    np.testing.assert_array_equal(batch[1].tokens, by_keywords.tokens)
+    target, draft = toy_pair()
+    decoder = specdec.Decoder(target, draft, options, strategy=strategy)
+    decoder.reset([1, 4], 1)
+    np.testing.assert_array_equal(decoder.run().tokens, by_keywords.tokens)
+
+
+def test_strategy_objects_carry_the_library_defaults():
+    tree = specdec.TopKTreeOptions()
+    assert (tree.shape, tree.width, tree.depth, tree.budget) == (
+        specdec.TreeShapePolicy.FIXED, 2, 3, 8)
+    assert tree.max_tree_size() == 2 + 4 + 8
+    tree.validate(16)
+    lookup = specdec.NGramOptions()
+    assert (lookup.max_ngram, lookup.min_ngram, lookup.max_draft) == (3, 1, 4)
+    lookup.validate()
+    chain = specdec.ChainLengthOptions(specdec.LengthPolicy.HEURISTIC, 6)
+    assert chain.policy == specdec.LengthPolicy.HEURISTIC
+    assert chain.max_length() == 6
+    # The heuristic controller's threshold and initial length are the library's (0.4, 5): the
+    # object decodes as the keyword form without a threshold.
+    target, draft = toy_pair()
+    options = specdec.DecodeOptions(method=Method.SD, depth=6, max_new_tokens=30, seed=3)
+    by_object = specdec.decode(target, draft, [1, 4], options, strategy=chain)
+    target, draft = toy_pair()
+    by_keywords = specdec.decode(target, draft, [1, 4], options, length="heuristic")
+    np.testing.assert_array_equal(by_object.tokens, by_keywords.tokens)
+
+
+def test_a_bad_strategy_argument_is_named():
+    target, draft = toy_pair()
+    options = specdec.DecodeOptions(width=2, depth=3)
+    for kwargs in (dict(strategy=specdec.NGramOptions(), drafter="ngram"),
+                   dict(strategy="topk_tree")):
+        with pytest.raises(specdec.Error) as caught:
+            specdec.decode(target, draft, [1], options, **kwargs)
+        assert caught.value.argument == "strategy"
+    with pytest.raises(specdec.Error) as caught:
+        specdec.decode(target, draft, [1], options, strategy=specdec.TopKTreeOptions(width=9))
+    assert caught.value.argument == "width"
+    with pytest.raises(specdec.Error) as caught:
+        specdec.decode(target, None, [1], options, strategy=specdec.TopKTreeOptions())
+    assert caught.value.argument == "draft"
+    # Prompt lookup needs no draft model.
+    assert len(specdec.decode(target, None, [1, 2, 1], specdec.DecodeOptions(max_new_tokens=5),
+                              strategy=specdec.NGramOptions()).tokens) == 5

@@ -26,8 +26,8 @@ static void BM_GumbelTopK(benchmark::State& state) {
     auto perturbed = ws.take<float>(static_cast<std::size_t>(vocab));
     auto index = ws.take<std::int32_t>(static_cast<std::size_t>(vocab));
     const auto got = specdec::detail::gumbel_top_k_row<specdec::RowKind::kLogWeights>(
-        logits.data(), vocab, k, stream.at_position(position++), 0, perturbed.data(),
-        index.data(), tokens.data(), nullptr);
+        logits.data(), vocab, k, stream.at_position(position++), 0,
+        {.perturbed = perturbed.data(), .index = index.data(), .tokens = tokens.data()});
     benchmark::DoNotOptimize(got);
     benchmark::DoNotOptimize(tokens.data());
   }

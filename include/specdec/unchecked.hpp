@@ -25,57 +25,7 @@
 #include "specdec/verify/target_only.hpp"
 #include "specdec/verify/target_only_logits.hpp"
 #include "specdec/verify/tree.hpp"
-
-namespace specdec {
-
-/// The rows of a chain of `length` draft tokens for unchecked::verify_chain, as NodeRows holds
-/// one node's: `target` (length + 1) x vocab, `draft` length x vocab, raw rows the same shapes
-/// (nullptr = the warped rows).
-template <class T = float>
-struct ChainRows {
-  const T* target = nullptr;
-  const T* draft = nullptr;
-  const Token* draft_tokens = nullptr;
-  std::size_t length = 0;
-  std::int64_t vocab = 0;
-  const T* raw_target = nullptr;
-  const T* raw_draft = nullptr;
-};
-
-/// The logits of a chain of `length` draft tokens for unchecked::verify_chain_logits: `target`
-/// (length + 1) x vocab and `draft` length x vocab, rows `vocab` apart.
-template <class T = float>
-struct ChainLogits {
-  const T* target = nullptr;
-  const T* draft = nullptr;
-  const Token* draft_tokens = nullptr;
-  std::size_t length = 0;
-  std::int64_t vocab = 0;
-};
-
-/// The rows of a tree of n nodes for unchecked::verify_tree: `target` and `draft` (n + 1) x vocab
-/// (row 0 = the root, row i + 1 = node i, as verify_tree lays them out), raw rows the same shapes
-/// (nullptr = the warped rows).
-template <class T = float>
-struct TreeRows {
-  const T* target = nullptr;
-  const T* draft = nullptr;
-  std::int64_t vocab = 0;
-  const T* raw_target = nullptr;
-  const T* raw_draft = nullptr;
-};
-
-/// Caller-owned memory of unchecked::verify_tree for a tree of n nodes: the output
-/// `accepted_nodes` (room for the tree's depth; n + 1 is always enough), scratch `candidates` and
-/// `ids` (n + 1 entries each) and `scratch` (vocab floats).
-struct TreeBuffers {
-  std::int32_t* accepted_nodes = nullptr;
-  Token* candidates = nullptr;
-  std::int32_t* ids = nullptr;
-  float* scratch = nullptr;
-};
-
-}  // namespace specdec
+#include "specdec/verify/walk_inputs.hpp"
 
 namespace specdec::unchecked {
 
@@ -108,9 +58,7 @@ NodeVerdict verify_node(const Rule& rule, const NodeRows<T>& rows, const Token* 
 template <class T>
 ChainVerdict verify_chain(const Rule& rule, const ChainRows<T>& rows, const RandomStream& stream,
                           Token* out, float* scratch) {
-  return detail::verify_chain_unchecked<T>(rule, rows.target, rows.draft, rows.draft_tokens,
-                                           rows.length, rows.vocab, stream, out, scratch,
-                                           rows.raw_target, rows.raw_draft);
+  return detail::verify_chain_unchecked<T>(rule, rows, stream, out, scratch);
 }
 
 /// verify_chain_logits without validation, same draws and bits: `logits` as ChainLogits
@@ -123,10 +71,14 @@ template <class T>
 ChainVerdict verify_chain_logits(const Warp& warp, const ChainLogits<T>& logits,
                                  const RandomStream& stream, Token* out, std::byte* scratch) {
   return detail::verify_chain_logits_unchecked<T>(
-      warp, detail::LogitRows<T>{logits.target, logits.vocab, "target_logits", 0},
-      detail::LogitRows<T>{logits.draft, logits.vocab, "draft_logits", 0}, logits.draft_tokens,
-      static_cast<std::int64_t>(logits.length), logits.vocab, stream, out, "draft_tokens",
-      detail::chain_logits_scratch(scratch, logits.vocab));
+      warp,
+      detail::ChainLogitRows<T>{
+          .target = {logits.target, logits.vocab, "target_logits", 0},
+          .draft = {logits.draft, logits.vocab, "draft_logits", 0},
+          .tokens = logits.draft_tokens,
+          .length = static_cast<std::int64_t>(logits.length),
+          .vocab = logits.vocab},
+      stream, out, "draft_tokens", detail::chain_logits_scratch(scratch, logits.vocab));
 }
 
 /// verify_tree without validation, same draws and bits: a tree of n = tree.size() nodes in level
@@ -135,9 +87,7 @@ ChainVerdict verify_chain_logits(const Warp& warp, const ChainLogits<T>& logits,
 template <class T>
 TreeVerdict verify_tree(const Rule& rule, TreeView tree, const TreeRows<T>& rows,
                         const RandomStream& stream, const TreeBuffers& buffers) {
-  return detail::verify_tree_unchecked<T>(rule, tree, rows.target, rows.draft, rows.vocab, stream,
-                                          buffers.accepted_nodes, buffers.candidates, buffers.ids,
-                                          buffers.scratch, rows.raw_target, rows.raw_draft);
+  return detail::verify_tree_unchecked<T>(rule, tree, rows, stream, buffers);
 }
 
 /// verify_chain_target_only without validation, same draws and bits. Reads `rows.target`
@@ -171,9 +121,7 @@ ChainVerdict verify_chain_target_only_logits(const Warp& warp, const ChainLogits
 template <class T>
 TreeVerdict verify_tree_target_only(TreeView tree, const TreeRows<T>& rows,
                                     const RandomStream& stream, const TreeBuffers& buffers) {
-  return detail::verify_tree_target_only_unchecked<T>(tree, rows.target, rows.vocab, stream,
-                                                      buffers.accepted_nodes, buffers.candidates,
-                                                      buffers.ids, buffers.scratch);
+  return detail::verify_tree_target_only_unchecked<T>(tree, rows, stream, buffers);
 }
 
 }  // namespace specdec::unchecked

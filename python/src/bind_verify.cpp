@@ -5,6 +5,7 @@
 #include <pybind11/stl.h>
 
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "args.hpp"
@@ -73,14 +74,12 @@ void bind_node(py::module_& m) {
         const Array candidates = candidates_arg(candidates_object, "candidates");
         const auto raw_target = optional_rows_arg(raw_target_object, "raw_target", 1);
         const auto raw_draft = optional_rows_arg(raw_draft_object, "raw_draft", 1);
-        return visit_floats(target, "target", [&]<class T>(std::span<const T> target_row) {
-          const auto draft_row = draft.span<T>("draft");
-          const auto raw_target_row = span_or_empty<T>(raw_target, "raw_target");
-          const auto raw_draft_row = span_or_empty<T>(raw_draft, "raw_draft");
-          py::gil_scoped_release unlocked;
-          return verify_node<T>(rule, target_row, draft_row, candidates.span<Token>("candidates"),
-                                stream, thread_workspace(), raw_target_row, raw_draft_row);
-        });
+        const auto c = candidates.span<Token>("candidates");
+        return with_rows({{target, "target"}, {draft, "draft"}, {raw_target, "raw_target"},
+                          {raw_draft, "raw_draft"}},
+                         [&]<class T>(Rows<T> t, Rows<T> d, Rows<T> rt, Rows<T> rd) {
+                           return verify_node<T>(rule, t, d, c, stream, thread_workspace(), rt, rd);
+                         });
       },
       py::arg("rule"), py::arg("target"), py::arg("draft"), py::arg("candidates"),
       py::arg("stream"), py::arg("raw_target") = py::none(), py::arg("raw_draft") = py::none(),
@@ -96,10 +95,8 @@ void bind_node(py::module_& m) {
         const Array target = rows_arg(target_object, "target", 1);
         const Array draft = rows_arg(draft_object, "draft", 1);
         const Token c = token_value(candidate, "candidate");
-        return visit_floats(target, "target", [&]<class T>(std::span<const T> target_row) {
-          const auto draft_row = draft.span<T>("draft");
-          py::gil_scoped_release unlocked;
-          return verify_rejection<T>(target_row, draft_row, c, stream, thread_workspace());
+        return with_rows({{target, "target"}, {draft, "draft"}}, [&]<class T>(Rows<T> t, Rows<T> d) {
+          return verify_rejection<T>(t, d, c, stream, thread_workspace());
         });
       },
       py::arg("target"), py::arg("draft"), py::arg("candidate"), py::arg("stream"),
@@ -113,12 +110,9 @@ void bind_node(py::module_& m) {
           const Array target = rows_arg(target_object, "target", 1);
           const Array draft = rows_arg(draft_object, "draft", 1);
           const Array candidates = candidates_arg(candidates_object, "candidates");
-          return visit_floats(target, "target", [&]<class T>(std::span<const T> target_row) {
-            const auto draft_row = draft.span<T>("draft");
-            py::gil_scoped_release unlocked;
-            return verify.template operator()<T>(target_row, draft_row,
-                                                 candidates.span<Token>("candidates"), stream);
-          });
+          const auto c = candidates.span<Token>("candidates");
+          return with_rows({{target, "target"}, {draft, "draft"}},
+                           [&]<class T>(Rows<T> t, Rows<T> d) { return verify(t, d, c, stream); });
         },
         py::arg("target"), py::arg("draft"), py::arg("candidates"), py::arg("stream"), doc);
   };
@@ -144,11 +138,9 @@ void bind_node(py::module_& m) {
         const Array target = rows_arg(target_object, "target", 1);
         const Array draft = rows_arg(draft_object, "draft", 1);
         const Array candidates = candidates_arg(candidates_object, "candidates");
-        return visit_floats(target, "target", [&]<class T>(std::span<const T> target_row) {
-          const auto draft_row = draft.span<T>("draft");
-          py::gil_scoped_release unlocked;
-          return verify_spectr<T>(target_row, draft_row, candidates.span<Token>("candidates"),
-                                  gamma, stream, thread_workspace());
+        const auto c = candidates.span<Token>("candidates");
+        return with_rows({{target, "target"}, {draft, "draft"}}, [&]<class T>(Rows<T> t, Rows<T> d) {
+          return verify_spectr<T>(t, d, c, gamma, stream, thread_workspace());
         });
       },
       py::arg("target"), py::arg("draft"), py::arg("candidates"), py::arg("gamma"),
@@ -164,10 +156,8 @@ void bind_node(py::module_& m) {
         const Array target = rows_arg(target_object, "target", 1);
         const Array draft = rows_arg(draft_object, "draft", 1);
         const Token c = token_value(candidate, "candidate");
-        return visit_floats(target, "target", [&]<class T>(std::span<const T> target_row) {
-          const auto draft_row = draft.span<T>("draft");
-          py::gil_scoped_release unlocked;
-          return verify_lossy<T>(target_row, draft_row, c, alpha, beta, stream, thread_workspace());
+        return with_rows({{target, "target"}, {draft, "draft"}}, [&]<class T>(Rows<T> t, Rows<T> d) {
+          return verify_lossy<T>(t, d, c, alpha, beta, stream, thread_workspace());
         });
       },
       py::arg("target"), py::arg("draft"), py::arg("candidate"), py::arg("alpha"), py::arg("beta"),
@@ -178,10 +168,8 @@ void bind_node(py::module_& m) {
       [](py::handle target_object, std::int64_t candidate, float alpha) {
         const Array target = rows_arg(target_object, "target", 1);
         const Token c = token_value(candidate, "candidate");
-        return visit_floats(target, "target", [&]<class T>(std::span<const T> target_row) {
-          py::gil_scoped_release unlocked;
-          return verify_lossy_greedy<T>(target_row, c, alpha);
-        });
+        return with_rows({{target, "target"}},
+                         [&]<class T>(Rows<T> t) { return verify_lossy_greedy<T>(t, c, alpha); });
       },
       py::arg("target"), py::arg("candidate"), py::arg("alpha"),
       "The greedy lossy test on a (raw or warped) target row: accept iff\n"
@@ -197,14 +185,12 @@ void bind_node(py::module_& m) {
         const Array target = rows_arg(target_object, "target", 1);
         const Array draft = rows_arg(draft_object, "draft", 1);
         const Token c = token_value(candidate, "candidate");
-        return visit_floats(target, "target", [&]<class T>(std::span<const T> target_row) {
-          const auto draft_row = draft.span<T>("draft");
-          const auto raw_target_row = raw_target.span<T>("raw_target");
-          const auto raw_draft_row = raw_draft.span<T>("raw_draft");
-          py::gil_scoped_release unlocked;
-          return verify_cascade<T>(raw_target_row, raw_draft_row, target_row, draft_row, c, rule,
-                                   alpha, stream, thread_workspace());
-        });
+        return with_rows({{target, "target"}, {draft, "draft"}, {raw_target, "raw_target"},
+                          {raw_draft, "raw_draft"}},
+                         [&]<class T>(Rows<T> t, Rows<T> d, Rows<T> rt, Rows<T> rd) {
+                           return verify_cascade<T>(rt, rd, t, d, c, Cascade{rule, alpha}, stream,
+                                                    thread_workspace());
+                         });
       },
       py::arg("raw_target"), py::arg("raw_draft"), py::arg("target"), py::arg("draft"),
       py::arg("candidate"), py::arg("rule"), py::arg("alpha"), py::arg("stream"),
@@ -217,10 +203,9 @@ void bind_node(py::module_& m) {
          const RandomStream& stream) {
         const Array target = rows_arg(target_object, "target", 1);
         const Array candidates = candidates_arg(candidates_object, "candidates");
-        return visit_floats(target, "target", [&]<class T>(std::span<const T> target_row) {
-          py::gil_scoped_release unlocked;
-          return verify_typical<T>(target_row, candidates.span<Token>("candidates"), epsilon, delta,
-                                   stream);
+        const auto c = candidates.span<Token>("candidates");
+        return with_rows({{target, "target"}}, [&]<class T>(Rows<T> t) {
+          return verify_typical<T>(t, c, epsilon, delta, stream);
         });
       },
       py::arg("target"), py::arg("candidates"), py::arg("epsilon"), py::arg("delta"),
@@ -232,10 +217,8 @@ void bind_node(py::module_& m) {
       [](py::handle target_object, py::handle candidates_object) {
         const Array target = rows_arg(target_object, "target", 1);
         const Array candidates = candidates_arg(candidates_object, "candidates");
-        return visit_floats(target, "target", [&]<class T>(std::span<const T> target_row) {
-          py::gil_scoped_release unlocked;
-          return verify_greedy<T>(target_row, candidates.span<Token>("candidates"));
-        });
+        const auto c = candidates.span<Token>("candidates");
+        return with_rows({{target, "target"}}, [&]<class T>(Rows<T> t) { return verify_greedy<T>(t, c); });
       },
       py::arg("target"), py::arg("candidates"),
       "Greedy matching: accepts the candidate equal to argmax target, else emits argmax.");
@@ -245,10 +228,9 @@ void bind_node(py::module_& m) {
       [](py::handle target_object, py::handle candidates_object, const RandomStream& stream) {
         const Array target = rows_arg(target_object, "target", 1);
         const Array candidates = candidates_arg(candidates_object, "candidates");
-        return visit_floats(target, "target", [&]<class T>(std::span<const T> target_row) {
-          py::gil_scoped_release unlocked;
-          return verify_target_only<T>(target_row, candidates.span<Token>("candidates"), stream,
-                                       thread_workspace());
+        const auto c = candidates.span<Token>("candidates");
+        return with_rows({{target, "target"}}, [&]<class T>(Rows<T> t) {
+          return verify_target_only<T>(t, c, stream, thread_workspace());
         });
       },
       py::arg("target"), py::arg("candidates"), py::arg("stream"),
@@ -280,14 +262,12 @@ void bind_sequences(py::module_& m) {
         if (raw_draft) require_columns(*raw_draft, "raw_draft_rows", vocab, "target_rows");
         const auto draft_tokens = tokens.span<Token>("draft_tokens");
         std::vector<Token> out(draft_tokens.size() + 1);
-        const ChainVerdict verdict =
-            visit_floats(target, "target_rows", [&]<class T>(std::span<const T> target_rows) {
-              const auto draft_rows = draft.span<T>("draft_rows");
-              const auto raw_target_rows = span_or_empty<T>(raw_target, "raw_target_rows");
-              const auto raw_draft_rows = span_or_empty<T>(raw_draft, "raw_draft_rows");
-              py::gil_scoped_release unlocked;
-              return verify_chain<T>(rule, target_rows, draft_rows, draft_tokens, vocab, stream,
-                                     out, thread_workspace(), raw_target_rows, raw_draft_rows);
+        const ChainVerdict verdict = with_rows(
+            {{target, "target_rows"}, {draft, "draft_rows"}, {raw_target, "raw_target_rows"},
+             {raw_draft, "raw_draft_rows"}},
+            [&]<class T>(Rows<T> t, Rows<T> d, Rows<T> rt, Rows<T> rd) {
+              return verify_chain<T>(rule, t, d, draft_tokens, vocab, stream, out,
+                                     thread_workspace(), rt, rd);
             });
         const auto emitted =
             std::span<const Token>(out).first(static_cast<std::size_t>(verdict.emitted));
@@ -314,12 +294,9 @@ void bind_sequences(py::module_& m) {
         require_columns(draft, "draft_rows", vocab, "target_rows");
         const auto draft_tokens = tokens.span<Token>("draft_tokens");
         std::vector<Token> out(draft_tokens.size() + 1);
-        const ChainVerdict verdict =
-            visit_floats(target, "target_rows", [&]<class T>(std::span<const T> target_rows) {
-              const auto draft_rows = draft.span<T>("draft_rows");
-              py::gil_scoped_release unlocked;
-              return verify_block<T>(target_rows, draft_rows, draft_tokens, vocab, stream, out,
-                                     thread_workspace());
+        const ChainVerdict verdict = with_rows(
+            {{target, "target_rows"}, {draft, "draft_rows"}}, [&]<class T>(Rows<T> t, Rows<T> d) {
+              return verify_block<T>(t, d, draft_tokens, vocab, stream, out, thread_workspace());
             });
         const auto emitted =
             std::span<const Token>(out).first(static_cast<std::size_t>(verdict.emitted));
@@ -337,10 +314,7 @@ void bind_sequences(py::module_& m) {
          py::handle draft_object, const RandomStream& stream, py::handle raw_target_object,
          py::handle raw_draft_object) {
         const Rule rule = rule_arg(rule_object);
-        if (!py::isinstance<DraftTree>(tree_object)) {
-          throw Error("tree", fmt::format("is a {}; expected a DraftTree", type_name(tree_object)));
-        }
-        const auto& tree = tree_object.cast<const DraftTree&>();
+        const DraftTree& tree = tree_arg(tree_object);
         const Array target = rows_arg(target_object, "target_rows", 2);
         const Array draft = rows_arg(draft_object, "draft_rows", 2);
         const auto raw_target = optional_rows_arg(raw_target_object, "raw_target_rows", 2);
@@ -350,15 +324,12 @@ void bind_sequences(py::module_& m) {
         if (raw_target) require_columns(*raw_target, "raw_target_rows", vocab, "target_rows");
         if (raw_draft) require_columns(*raw_draft, "raw_draft_rows", vocab, "target_rows");
         std::vector<std::int32_t> accepted(tree.size());
-        const TreeVerdict verdict =
-            visit_floats(target, "target_rows", [&]<class T>(std::span<const T> target_rows) {
-              const auto draft_rows = draft.span<T>("draft_rows");
-              const auto raw_target_rows = span_or_empty<T>(raw_target, "raw_target_rows");
-              const auto raw_draft_rows = span_or_empty<T>(raw_draft, "raw_draft_rows");
-              py::gil_scoped_release unlocked;
-              return verify_tree<T>(rule, tree.view(), target_rows, draft_rows,
-                                    vocab, stream, accepted, thread_workspace(), raw_target_rows,
-                                    raw_draft_rows);
+        const TreeVerdict verdict = with_rows(
+            {{target, "target_rows"}, {draft, "draft_rows"}, {raw_target, "raw_target_rows"},
+             {raw_draft, "raw_draft_rows"}},
+            [&]<class T>(Rows<T> t, Rows<T> d, Rows<T> rt, Rows<T> rd) {
+              return verify_tree<T>(rule, tree.view(), t, d, vocab, stream, accepted,
+                                    thread_workspace(), rt, rd);
             });
         const auto nodes = std::span<const std::int32_t>(accepted).first(
             static_cast<std::size_t>(verdict.accepted));
@@ -387,12 +358,9 @@ void bind_sequences(py::module_& m) {
         const std::int64_t vocab = target.dim(1);
         const auto draft_tokens = tokens.span<Token>("draft_tokens");
         std::vector<Token> out(draft_tokens.size() + 1);
-        const ChainVerdict verdict =
-            visit_floats(target, "target_rows", [&]<class T>(std::span<const T> target_rows) {
-              py::gil_scoped_release unlocked;
-              return verify_chain_target_only<T>(target_rows, draft_tokens, vocab, stream, out,
-                                                 thread_workspace());
-            });
+        const ChainVerdict verdict = with_rows({{target, "target_rows"}}, [&]<class T>(Rows<T> t) {
+          return verify_chain_target_only<T>(t, draft_tokens, vocab, stream, out, thread_workspace());
+        });
         const auto emitted =
             std::span<const Token>(out).first(static_cast<std::size_t>(verdict.emitted));
         return py::make_tuple(verdict, output_from(emitted, kind_of(target, tokens)));
@@ -407,19 +375,14 @@ void bind_sequences(py::module_& m) {
   m.def(
       "verify_tree_target_only",
       [](py::handle tree_object, py::handle target_object, const RandomStream& stream) {
-        if (!py::isinstance<DraftTree>(tree_object)) {
-          throw Error("tree", fmt::format("is a {}; expected a DraftTree", type_name(tree_object)));
-        }
-        const auto& tree = tree_object.cast<const DraftTree&>();
+        const DraftTree& tree = tree_arg(tree_object);
         const Array target = rows_arg(target_object, "target_rows", 2);
         const std::int64_t vocab = target.dim(1);
         std::vector<std::int32_t> accepted(tree.size());
-        const TreeVerdict verdict =
-            visit_floats(target, "target_rows", [&]<class T>(std::span<const T> target_rows) {
-              py::gil_scoped_release unlocked;
-              return verify_tree_target_only<T>(tree.view(), target_rows, vocab, stream, accepted,
-                                                thread_workspace());
-            });
+        const TreeVerdict verdict = with_rows({{target, "target_rows"}}, [&]<class T>(Rows<T> t) {
+          return verify_tree_target_only<T>(tree.view(), t, vocab, stream, accepted,
+                                            thread_workspace());
+        });
         const auto nodes = std::span<const std::int32_t>(accepted).first(
             static_cast<std::size_t>(verdict.accepted));
         return py::make_tuple(verdict, output_from(nodes, kind_of(target)));
@@ -461,26 +424,44 @@ void bind_sequences(py::module_& m) {
 
 // ---- exact distributions and row helpers -----------------------------------------------
 
+/// The Python arguments of an exact-law entry: a rule and its rows (raw rows may be None).
+struct ExactLawArgs {
+  py::handle rule, target, draft, raw_target, raw_draft;
+};
+
+/// Reads a rule and float32 rows, calls law(rule, target, draft, out, raw_target, raw_draft)
+/// without the GIL into a float64 [V] output; returns (law's result, the output).
+template <class Law>
+auto exact_law(const ExactLawArgs& args, Law law) {
+  const Rule rule = rule_arg(args.rule);
+  const Array target = rows_f32_arg(args.target, "target", 1);
+  const Array draft = rows_f32_arg(args.draft, "draft", 1);
+  const auto raw_target = optional_f32(args.raw_target, "raw_target");
+  const auto raw_draft = optional_f32(args.raw_draft, "raw_draft");
+  Output<double> out({target.dim(0)}, kind_of(target, draft));
+  const auto result = [&] {
+    py::gil_scoped_release unlocked;
+    return law(rule, target.span<float>("target"), draft.span<float>("draft"), out.values(),
+               span_or_empty<float>(raw_target, "raw_target"),
+               span_or_empty<float>(raw_draft, "raw_draft"));
+  }();
+  return std::pair{result, out.result()};
+}
+
 void bind_exact(py::module_& m) {
   m.def(
       "exact_node_distribution",
       [](py::handle rule_object, py::handle target_object, py::handle draft_object,
          std::int32_t count, py::handle raw_target_object, py::handle raw_draft_object) {
-        const Rule rule = rule_arg(rule_object);
-        const Array target = rows_f32_arg(target_object, "target", 1);
-        const Array draft = rows_f32_arg(draft_object, "draft", 1);
-        const auto raw_target = optional_f32(raw_target_object, "raw_target");
-        const auto raw_draft = optional_f32(raw_draft_object, "raw_draft");
-        Output<double> out({target.dim(0)}, kind_of(target, draft));
-        double accepted = 0.0;
-        {
-          py::gil_scoped_release unlocked;
-          accepted = exact_node_distribution(rule, target.span<float>("target"),
-                                             draft.span<float>("draft"), count, out.values(),
-                                             span_or_empty<float>(raw_target, "raw_target"),
-                                             span_or_empty<float>(raw_draft, "raw_draft"));
-        }
-        return py::make_tuple(accepted, out.result());
+        auto [accepted, distribution] =
+            exact_law({rule_object, target_object, draft_object, raw_target_object,
+                       raw_draft_object},
+                      [count](const Rule& rule, auto target, auto draft, auto out, auto raw_target,
+                              auto raw_draft) {
+                        return exact_node_distribution(rule, target, draft, count, out, raw_target,
+                                                       raw_draft);
+                      });
+        return py::make_tuple(accepted, distribution);
       },
       py::arg("rule"), py::arg("target"), py::arg("draft"), py::arg("count"),
       py::arg("raw_target") = py::none(), py::arg("raw_draft") = py::none(),
@@ -494,22 +475,16 @@ void bind_exact(py::module_& m) {
       [](py::handle rule_object, py::handle target_object, py::handle draft_object,
          std::int32_t count, py::handle raw_target_object,
          py::handle raw_draft_object) -> py::object {
-        const Rule rule = rule_arg(rule_object);
-        const Array target = rows_f32_arg(target_object, "target", 1);
-        const Array draft = rows_f32_arg(draft_object, "draft", 1);
-        const auto raw_target = optional_f32(raw_target_object, "raw_target");
-        const auto raw_draft = optional_f32(raw_draft_object, "raw_draft");
-        Output<double> out({target.dim(0)}, kind_of(target, draft));
-        bool claims = false;
-        {
-          py::gil_scoped_release unlocked;
-          claims = claimed_distribution(rule, target.span<float>("target"),
-                                        draft.span<float>("draft"), count, out.values(),
-                                        span_or_empty<float>(raw_target, "raw_target"),
-                                        span_or_empty<float>(raw_draft, "raw_draft"));
-        }
+        auto [claims, distribution] =
+            exact_law({rule_object, target_object, draft_object, raw_target_object,
+                       raw_draft_object},
+                      [count](const Rule& rule, auto target, auto draft, auto out, auto raw_target,
+                              auto raw_draft) {
+                        return claimed_distribution(rule, target, draft, count, out, raw_target,
+                                                    raw_draft);
+                      });
         if (!claims) return py::none();
-        return out.result();
+        return distribution;
       },
       py::arg("rule"), py::arg("target"), py::arg("draft"), py::arg("count"),
       py::arg("raw_target") = py::none(), py::arg("raw_draft") = py::none(),
@@ -522,11 +497,8 @@ void bind_exact(py::module_& m) {
       [](py::handle target_object, py::handle draft_object, std::int32_t count) {
         const Array target = rows_arg(target_object, "target", 1);
         const Array draft = rows_arg(draft_object, "draft", 1);
-        return visit_floats(target, "target", [&]<class T>(std::span<const T> target_row) {
-          const auto draft_row = draft.span<T>("draft");
-          py::gil_scoped_release unlocked;
-          return spectr_gamma<T>(target_row, draft_row, count);
-        });
+        return with_rows({{target, "target"}, {draft, "draft"}},
+                         [&]<class T>(Rows<T> t, Rows<T> d) { return spectr_gamma<T>(t, d, count); });
       },
       py::arg("target"), py::arg("draft"), py::arg("count"),
       "SpecTr's automatic gamma: the root of 1 - (1 - beta)^K = gamma * beta on [1, K] for\n"
@@ -537,11 +509,8 @@ void bind_exact(py::module_& m) {
       [](py::handle target_object, py::handle draft_object, double alpha) {
         const Array target = rows_arg(target_object, "target", 1);
         const Array draft = rows_arg(draft_object, "draft", 1);
-        return visit_floats(target, "target", [&]<class T>(std::span<const T> target_row) {
-          const auto draft_row = draft.span<T>("draft");
-          py::gil_scoped_release unlocked;
-          return lossy_tuned_beta<T>(target_row, draft_row, alpha);
-        });
+        return with_rows({{target, "target"}, {draft, "draft"}},
+                         [&]<class T>(Rows<T> t, Rows<T> d) { return lossy_tuned_beta<T>(t, d, alpha); });
       },
       py::arg("target"), py::arg("draft"), py::arg("alpha"),
       "The tuned beta of lossy sampling: the output is then exactly\n"
@@ -556,14 +525,11 @@ void bind_exact(py::module_& m) {
         const Array target = rows_arg(target_object, "target", 1);
         const Array draft = rows_arg(draft_object, "draft", 1);
         Output<float> pi({target.dim(0)}, kind_of(raw_target, raw_draft, target, draft));
-        visit_floats(target, "target", [&]<class T>(std::span<const T> target_row) {
-          const auto draft_row = draft.span<T>("draft");
-          const auto raw_target_row = raw_target.span<T>("raw_target");
-          const auto raw_draft_row = raw_draft.span<T>("raw_draft");
-          py::gil_scoped_release unlocked;
-          cascade_target<T>(raw_target_row, raw_draft_row, target_row, draft_row, rule, alpha,
-                            pi.values());
-        });
+        with_rows({{target, "target"}, {draft, "draft"}, {raw_target, "raw_target"},
+                   {raw_draft, "raw_draft"}},
+                  [&]<class T>(Rows<T> t, Rows<T> d, Rows<T> rt, Rows<T> rd) {
+                    cascade_target<T>(rt, rd, t, d, rule, alpha, pi.values());
+                  });
         return pi.result();
       },
       py::arg("raw_target"), py::arg("raw_draft"), py::arg("target"), py::arg("draft"),
@@ -590,10 +556,7 @@ void bind_exact(py::module_& m) {
       "entropy",
       [](py::handle probabilities_object) {
         const Array p = rows_arg(probabilities_object, "probabilities", 1);
-        return visit_floats(p, "probabilities", [&]<class T>(std::span<const T> row) {
-          py::gil_scoped_release unlocked;
-          return entropy<T>(row);
-        });
+        return with_rows({{p, "probabilities"}}, [&]<class T>(Rows<T> row) { return entropy<T>(row); });
       },
       py::arg("probabilities"),
       "Entropy in nats of a probability row (typical acceptance's threshold is\n"

@@ -98,8 +98,9 @@ void check_bounded_selection(const std::vector<float>& row, std::int64_t k) {
   int differ = 0;
   for (std::uint32_t draw = 0; draw < 40; ++draw) {
     const RandomStream s = stream_for(draw);
-    const auto got = detail::gumbel_top_k_row<kind>(row.data(), n, k, s, 3 * draw, perturbed.data(),
-                                                    index.data(), tokens.data(), values.data());
+    const auto got = detail::gumbel_top_k_row<kind>(
+        row.data(), n, k, s, 3 * draw,
+        {perturbed.data(), index.data(), tokens.data(), values.data()});
     detail::perturb_row_host<kind>(row.data(), n, s, 3 * draw, whole.data());
     const auto want = detail::select_top_k_of_row(whole.data(), n, k, whole_index.data());
     REQUIRE(got == want);

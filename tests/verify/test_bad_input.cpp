@@ -32,7 +32,8 @@ TEST_CASE("node rules reject bad rows", "[verify][bad]") {
   CHECK_THROWS_WITH(verify_typical(nan_row, kOne, 0.3f, 0.09f, kStream), Contains("target[0]"));
   CHECK_THROWS_WITH(verify_greedy(unnormalised, kOne), Contains("target"));
   CHECK_THROWS_WITH(
-      verify_cascade(kTarget, unnormalised, kTarget, kDraft, 0, Deferral::kChow, 0.1f, kStream, ws),
+      verify_cascade(kTarget, unnormalised, kTarget, kDraft, 0, Cascade{Deferral::kChow, 0.1f},
+                     kStream, ws),
       Contains("raw_draft"));
   CHECK_THROWS_AS(verify_node(MultiRound{}, nan_row, kDraft, kOne, kStream, ws), Error);
 }

@@ -357,19 +357,23 @@ class MethodStrategy {
     auto scope = context.workspace.scope();
     auto bytes = context.workspace.take<std::byte>(detail::chain_logits_scratch_size(context.vocab));
     const auto scratch = detail::chain_logits_scratch(bytes.data(), context.vocab);
-    const detail::LogitRows<float> no_draft{nullptr, context.vocab, "draft.logits", 0};
+    const detail::ChainLogitRows<float> chain{
+        .target = target_logits(scores),
+        .draft = {nullptr, context.vocab, "draft.logits", 0},
+        .tokens = drafted_.tree.tokens.data(),
+        .length = length,
+        .vocab = context.vocab,
+        .draft_probs = drafted_.rows.data()};
     std::int32_t accepted;
     if (options_.method == Method::kSdBlock) {
       auto weights = context.workspace.take<double>(static_cast<std::size_t>(length) + 1);
       accepted = detail::block_verify_logits_unchecked<float>(
-          scores.warp, target_logits(scores), no_draft, drafted_.rows.data(),
-          drafted_.tree.tokens.data(), static_cast<std::int32_t>(length), context.vocab,
-          context.sequence.verify_stream(), weights.data(), "draft_tokens", scratch, out_.data());
+          scores.warp, chain, context.sequence.verify_stream(), weights.data(), "draft_tokens",
+          scratch, out_.data());
     } else {
       accepted = detail::verify_chain_logits_unchecked<float>(
-                     scores.warp, target_logits(scores), no_draft, drafted_.tree.tokens.data(),
-                     length, context.vocab, context.sequence.verify_stream(), out_.data(),
-                     "draft_tokens", scratch, drafted_.rows.data())
+                     scores.warp, chain, context.sequence.verify_stream(), out_.data(),
+                     "draft_tokens", scratch)
                      .accepted;
     }
     return chain_verdict(accepted, out_[static_cast<std::size_t>(accepted)]);
@@ -425,10 +429,15 @@ class MethodStrategy {
       auto bytes =
           context.workspace.take<std::byte>(detail::tree_logits_scratch_size(context.vocab));
       const auto verdict = detail::verify_tree_logits_unchecked<float>(
-          rule_, scores.warp, drafted_.tree.view(), target_logits(scores),
-          detail::LogitRows<float>{nullptr, context.vocab, "draft.logits", 0},
-          draft_row_of_.data(), context.vocab, context.sequence.verify_stream(), kept_.data(),
-          candidates.data(), ids.data(),
+          rule_, scores.warp, drafted_.tree.view(),
+          detail::TreeLogitRows<float>{
+              .target = target_logits(scores),
+              .draft = detail::LogitRows<float>{nullptr, context.vocab, "draft.logits", 0},
+              .draft_probs = draft_row_of_.data(),
+              .vocab = context.vocab},
+          context.sequence.verify_stream(),
+          TreeBuffers{.accepted_nodes = kept_.data(), .candidates = candidates.data(),
+                      .ids = ids.data()},
           detail::tree_logits_scratch(bytes.data(), context.vocab));
       kept_.resize(static_cast<std::size_t>(verdict.accepted));
       return {kept_, verdict.token, draft_calls_};

@@ -192,13 +192,21 @@ std::int64_t gumbel_top_k_bounded(const T* row, std::int64_t n, std::int64_t k,
   return heap.finish();
 }
 
+/// The buffers of Gumbel-top-k over a row of n entries: scratch `perturbed` and `index` (n
+/// entries each), and the outputs `tokens` and `values` (k entries each; values may be nullptr).
+struct GumbelTopKBuffers {
+  float* perturbed = nullptr;
+  std::int32_t* index = nullptr;
+  Token* tokens = nullptr;
+  float* values = nullptr;
+};
+
 /// Gumbel-top-k over one row without validation: writes up to k tokens (sampling order) and
-/// their perturbed values (log-weight + Gumbel, decreasing) and returns how many.
-/// `perturbed` and `index` are scratch of n entries each.
+/// their perturbed values (log-weight + Gumbel, decreasing) into `out` and returns how many.
 template <RowKind kind, class T, class Source>
 std::int64_t gumbel_top_k_row(const T* row, std::int64_t n, std::int64_t k, const Source& source,
-                              std::uint32_t first_draw, float* perturbed, std::int32_t* index,
-                              Token* tokens, float* values) {
+                              std::uint32_t first_draw, const GumbelTopKBuffers& out) {
+  const auto [perturbed, index, tokens, values] = out;
   std::int64_t kk = 0;
   if constexpr (std::is_same_v<Source, RandomStream>) {
     if (k <= kHeapSelectMax) {
@@ -248,9 +256,11 @@ std::int64_t gumbel_top_k_checked(std::span<const T> row, std::int64_t k, const 
   auto scope = workspace.scope();
   auto perturbed = workspace.take<float>(static_cast<std::size_t>(n));
   auto index = workspace.take<std::int32_t>(static_cast<std::size_t>(n));
-  return gumbel_top_k_row<kind>(row.data(), n, k, source, first_draw, perturbed.data(),
-                                index.data(), tokens.data(),
-                                values.empty() ? nullptr : values.data());
+  return gumbel_top_k_row<kind>(row.data(), n, k, source, first_draw,
+                                {.perturbed = perturbed.data(),
+                                 .index = index.data(),
+                                 .tokens = tokens.data(),
+                                 .values = values.empty() ? nullptr : values.data()});
 }
 
 }  // namespace detail

@@ -78,7 +78,7 @@ void draft_rsd_c(std::span<const std::int32_t> branching, std::int64_t vocab, F&
       const float* row = rows.row_data(static_cast<std::int64_t>(i));
       const auto got = detail::gumbel_top_k_row<RowKind::kProbabilities>(
           row, vocab, branching[l], stream.at_node(static_cast<std::uint32_t>(parent + 1)), 0,
-          perturbed.data(), index.data(), tokens.data(), values.data());
+          {perturbed.data(), index.data(), tokens.data(), values.data()});
       for (std::int64_t j = 0; j < got; ++j) {
         const auto t = tokens[static_cast<std::size_t>(j)];
         out.add(t, parent, out.path_log_prob(parent) + std::log(row[t]),

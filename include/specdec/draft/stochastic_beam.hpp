@@ -32,32 +32,40 @@ inline std::size_t keep_best(std::span<BeamCandidate> c, std::size_t keep) {
   return k;
 }
 
-/// One stochastic-beam-search level over `count` live beams: beam i (tree node nodes[i],
-/// kRootNode = the root) with path log probability phis[i] and truncated perturbed value psis[i]
-/// draws its top-`width` children by Gumbel-top-k on its warped draft row row_at(i) with
-/// `stream.at_node(nodes[i] + 1)` (uniform x perturbs token x); g = phi + log draft(x) + Gumbel,
-/// Z = max g, psi' = truncated_gumbel(psi, g, Z). The `width` best extensions by psi' are left at
-/// the front of `candidates` (sorted, ties to the lower parent index then token) and their number
-/// returned; `parent` is the beam index i. Scratch: `perturbed`/`index` hold `vocab` entries,
-/// `tokens`/`values` `width`, `candidates` count * width.
+/// The live beams of one stochastic-beam-search level: beam i < count is tree node nodes[i]
+/// (kRootNode = the root) with path log probability phis[i] and truncated perturbed value
+/// psis[i].
+struct BeamLevel {
+  std::size_t count = 0;
+  const std::int32_t* nodes = nullptr;
+  const float* phis = nullptr;
+  const float* psis = nullptr;
+};
+
+/// One stochastic-beam-search level over `beams`: beam i draws its top-`width` children by
+/// Gumbel-top-k on its warped draft row row_at(i) with `stream.at_node(nodes[i] + 1)` (uniform x
+/// perturbs token x); g = phi + log draft(x) + Gumbel, Z = max g, psi' = truncated_gumbel(psi, g,
+/// Z). The `width` best extensions by psi' are left at the front of `candidates` (sorted, ties to
+/// the lower parent index then token) and their number returned; `parent` is the beam index i.
+/// Scratch: `gumbel` over `vocab` entries with `width` tokens and values (values required),
+/// `candidates` count * width.
 template <class RowAt>
-std::size_t stochastic_beam_level(std::size_t count, const std::int32_t* nodes, const float* phis,
-                                  const float* psis, const RowAt& row_at, std::int32_t width,
-                                  std::int64_t vocab, const RandomStream& stream, float* perturbed,
-                                  std::int32_t* index, Token* tokens, float* values,
-                                  BeamCandidate* candidates) {
+std::size_t stochastic_beam_level(const BeamLevel& beams, const RowAt& row_at, std::int32_t width,
+                                  std::int64_t vocab, const RandomStream& stream,
+                                  const GumbelTopKBuffers& gumbel, BeamCandidate* candidates) {
   std::size_t m = 0;
-  for (std::size_t i = 0; i < count; ++i) {
-    const double phi = phis[i];
-    const double psi = psis[i];
+  for (std::size_t i = 0; i < beams.count; ++i) {
+    const double phi = beams.phis[i];
+    const double psi = beams.psis[i];
     const float* row = row_at(i);
     const auto got = gumbel_top_k_row<RowKind::kProbabilities>(
-        row, vocab, width, stream.at_node(static_cast<std::uint32_t>(nodes[i] + 1)), 0, perturbed,
-        index, tokens, values);
+        row, vocab, width, stream.at_node(static_cast<std::uint32_t>(beams.nodes[i] + 1)), 0,
+        gumbel);
     for (std::int64_t j = 0; j < got; ++j) {
-      const auto t = tokens[static_cast<std::size_t>(j)];
-      candidates[m++] = beam_candidate(phi, psi, values[0], values[static_cast<std::size_t>(j)],
-                                       row[t], static_cast<std::int32_t>(i), t);
+      const auto t = gumbel.tokens[static_cast<std::size_t>(j)];
+      candidates[m++] = beam_candidate(phi, psi, gumbel.values[0],
+                                       gumbel.values[static_cast<std::size_t>(j)], row[t],
+                                       static_cast<std::int32_t>(i), t);
     }
   }
   return keep_best(std::span<BeamCandidate>(candidates, m), static_cast<std::size_t>(width));
@@ -122,9 +130,10 @@ void draft_rsd_s(std::int32_t width, std::int32_t depth, std::int64_t vocab, F&&
       psis[i] = nodes[i] < 0 ? 0.0f : out.scores[static_cast<std::size_t>(nodes[i])];
     }
     const auto kept = detail::stochastic_beam_level(
-        count, nodes.data(), phis.data(), psis.data(),
+        {count, nodes.data(), phis.data(), psis.data()},
         [&](std::size_t i) { return rows.row_data(static_cast<std::int64_t>(i)); }, width, vocab,
-        stream, perturbed.data(), index.data(), tokens.data(), values.data(), candidates.data());
+        stream, {perturbed.data(), index.data(), tokens.data(), values.data()},
+        candidates.data());
     begin = out.size();
     for (std::size_t j = 0; j < kept; ++j) {
       const auto& c = candidates[j];

@@ -15,19 +15,21 @@
 
 namespace specdec::detail {
 
-/// verify_block of `length` draft tokens (already checked to lie in the vocabulary) on warp `w`
-/// of target rows 0..length and draft rows 0..length-1, from logits; same draws and tokens.
-/// `draft_probs`, when given, holds the draft side as warped rows (`vocab` apart) and `draft`
-/// is not read. `weights` holds length + 1 doubles. A drafted token of draft probability 0 is
+/// verify_block of `chain` (as ChainLogitRows documents) on warp `w`, from logits; same draws and
+/// tokens. `weights` holds length + 1 doubles. A drafted token of draft probability 0 is
 /// reported as `token_name[i]`, a bad row by its name and index. Returns tau; writes tau + 1
 /// tokens to `out`.
 template <class T, UniformSource U>
-std::int32_t block_verify_logits_unchecked(const Warp& w, const LogitRows<T>& target,
-                                           const LogitRows<T>& draft, const float* draft_probs,
-                                           const Token* tokens, std::int32_t length,
-                                           std::int64_t vocab, const U& uniforms, double* weights,
+std::int32_t block_verify_logits_unchecked(const Warp& w, const ChainLogitRows<T>& chain,
+                                           const U& uniforms, double* weights,
                                            const ArgName& token_name,
                                            const ChainLogitsScratch& scratch, Token* out) {
+  const LogitRows<T>& target = chain.target;
+  const LogitRows<T>& draft = chain.draft;
+  const float* draft_probs = chain.draft_probs;
+  const Token* tokens = chain.tokens;
+  const auto length = static_cast<std::int32_t>(chain.length);
+  const std::int64_t vocab = chain.vocab;
   // Writes the warped target and draft rows of position i into the scratch; returns the draft's.
   const auto write_rows = [&](std::int64_t i) {
     write_warp_of_row(w, target, i, vocab, scratch.warp, scratch.target_row);
@@ -117,10 +119,9 @@ ChainVerdict verify_block_logits(const Warp& warp,
   auto bytes = ws.take<std::byte>(detail::chain_logits_scratch_size(vocab));
   auto weights = ws.take<double>(length + 1);
   const auto tau = detail::block_verify_logits_unchecked<T>(
-      warp, detail::LogitRows<T>{target_logits.data(), vocab, "target_logits", 0},
-      detail::LogitRows<T>{draft_logits.data(), vocab, "draft_logits", 0}, nullptr,
-      draft_tokens.data(), static_cast<std::int32_t>(length), vocab, uniforms, weights.data(),
-      "draft_tokens", detail::chain_logits_scratch(bytes.data(), vocab), out.data());
+      warp, detail::chain_logit_rows<T>(target_logits, draft_logits, draft_tokens, vocab),
+      uniforms, weights.data(), "draft_tokens", detail::chain_logits_scratch(bytes.data(), vocab),
+      out.data());
   return {tau, tau + 1};
 }
 

@@ -32,6 +32,12 @@ inline constexpr std::string_view deferral_name(Deferral d) {
 
 /// Throws specdec::Error unless alpha lies in the rule's range: Chow and TokenV3 [0, 1]; Diff,
 /// TokenV1 and TokenV2 [-1, 1]; OPT, DiffLog, OPTLog any finite value; BiLD* >= 0.
+/// Speculative sampling towards a cascade target pi, one candidate.
+struct Cascade {
+  Deferral deferral = Deferral::kChow;
+  float alpha = 0.0f;
+};
+
 inline void check_deferral(Deferral d, float alpha) {
   if (static_cast<int>(d) < 0 || static_cast<int>(d) > static_cast<int>(Deferral::kTokenV3)) {
     detail::fail("rule", "{} is not a deferral rule", static_cast<int>(d));
@@ -110,14 +116,15 @@ SPECDEC_HOST_DEVICE void cascade_pi_row(const T* raw_target, const T* raw_draft,
 
 /// Speculative sampling towards pi: forms pi (O(V)) into `scratch`, accepts `candidate` (drawn
 /// from the warped draft) iff u_0 * draft(x) < pi(x), else draws the correction from
-/// norm([pi - draft]+) (pi itself if that has no mass). Draws: draw 0 the test, draw 1 the
-/// correction (only on rejection).
+/// norm([pi - draft]+) (pi itself if that has no mass). `rows` holds all four rows (raw ones
+/// non-null). Draws: draw 0 the test, draw 1 the correction (only on rejection).
 template <class T, UniformSource U>
-SPECDEC_HOST_DEVICE NodeVerdict cascade_row(const T* raw_target, const T* raw_draft,
-                                            const T* target, const T* draft, std::int64_t vocab,
-                                            Token candidate, Deferral rule, float alpha,
-                                            const U& uniforms, float* scratch) {
-  cascade_pi_row(raw_target, raw_draft, target, draft, vocab, rule, alpha, scratch);
+SPECDEC_HOST_DEVICE NodeVerdict cascade_row(const NodeRows<T>& rows, Token candidate,
+                                            Cascade rule, const U& uniforms, float* scratch) {
+  const T* draft = rows.draft;
+  const std::int64_t vocab = rows.vocab;
+  cascade_pi_row(rows.raw_target, rows.raw_draft, rows.target, draft, vocab, rule.deferral,
+                 rule.alpha, scratch);
   if (accepts(uniforms.uniform(0u), to_float(draft[candidate]), 1.0f, scratch[candidate])) {
     return {0, candidate};
   }
@@ -147,26 +154,27 @@ void cascade_target(std::type_identity_t<std::span<const T>> raw_target,
                          static_cast<std::int64_t>(target.size()), rule, alpha, pi.data());
 }
 
-/// Cascade verification of one candidate (draws: see detail::cascade_row). `raw_*` are the
-/// unwarped rows, `target`/`draft` the warped ones the candidate was drawn from.
+/// Cascade verification of one candidate with `rule` (its deferral and alpha; draws: see
+/// detail::cascade_row). `raw_*` are the unwarped rows, `target`/`draft` the warped ones the
+/// candidate was drawn from.
 template <class T = float, UniformSource U>
 NodeVerdict verify_cascade(std::type_identity_t<std::span<const T>> raw_target,
                            std::type_identity_t<std::span<const T>> raw_draft,
                            std::type_identity_t<std::span<const T>> target,
                            std::type_identity_t<std::span<const T>> draft, Token candidate,
-                           Deferral rule, float alpha, const U& uniforms, Workspace& ws) {
+                           Cascade rule, const U& uniforms, Workspace& ws) {
   const Token c[1] = {candidate};
   detail::check_node_inputs<T>(target, draft, std::span<const Token>(c, 1), true, "candidate");
   check_probability_row<T>("raw_target", raw_target);
   check_probability_row<T>("raw_draft", raw_draft);
   detail::check_size("raw_target", raw_target.size(), target.size());
   detail::check_size("raw_draft", raw_draft.size(), target.size());
-  check_deferral(rule, alpha);
+  check_deferral(rule.deferral, rule.alpha);
   auto scope = ws.scope();
   auto scratch = ws.take<float>(target.size());
-  return detail::cascade_row(raw_target.data(), raw_draft.data(), target.data(), draft.data(),
-                             static_cast<std::int64_t>(target.size()), candidate, rule, alpha,
-                             uniforms, scratch.data());
+  const NodeRows<T> rows{target.data(), draft.data(), static_cast<std::int64_t>(target.size()),
+                         raw_target.data(), raw_draft.data()};
+  return detail::cascade_row(rows, candidate, rule, uniforms, scratch.data());
 }
 
 }  // namespace specdec

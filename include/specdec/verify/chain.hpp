@@ -5,6 +5,7 @@
 #pragma once
 
 #include "specdec/verify/rule.hpp"
+#include "specdec/verify/walk_inputs.hpp"
 
 namespace specdec {
 
@@ -103,26 +104,22 @@ ChainVerdict walk_chain(std::size_t length, const RandomStream& stream, Token* o
   return verdict;
 }
 
-/// verify_chain without validation: `length` draft tokens, rows as verify_chain's (raw rows may
-/// be nullptr), `scratch` holds `vocab` floats. Same draws as verify_chain. `check(i)` runs before
+/// verify_chain without validation: `rows` as ChainRows documents (raw rows may be nullptr),
+/// `scratch` holds `rows.vocab` floats. Same draws as verify_chain. `check(i)` runs before
 /// position i is verified, and check(length) before the bonus token is drawn.
 template <class T, class Check = NoRowChecks>
-ChainVerdict verify_chain_unchecked(const Rule& rule, const T* target_rows, const T* draft_rows,
-                                    const Token* draft_tokens, std::size_t length,
-                                    std::int64_t vocab, const RandomStream& stream, Token* out,
-                                    float* scratch, const T* raw_target_rows = nullptr,
-                                    const T* raw_draft_rows = nullptr, const Check& check = {}) {
-  const auto v = static_cast<std::size_t>(vocab);
+ChainVerdict verify_chain_unchecked(const Rule& rule, const specdec::ChainRows<T>& rows,
+                                    const RandomStream& stream, Token* out, float* scratch,
+                                    const Check& check = {}) {
   const auto verify = [&](std::size_t i, const RandomStream& s) {
-    const NodeRows<T> rows{target_rows + i * v, draft_rows + i * v, vocab,
-                           raw_target_rows == nullptr ? nullptr : raw_target_rows + i * v,
-                           raw_draft_rows == nullptr ? nullptr : raw_draft_rows + i * v};
-    return detail::verify_node_unchecked(rule, rows, &draft_tokens[i], 1, s, scratch);
+    return detail::verify_node_unchecked(rule, node_rows(rows, i), &rows.draft_tokens[i], 1, s,
+                                         scratch);
   };
   const auto bonus = [&](const RandomStream& s) {
-    return bonus_token(rule, target_rows + length * v, vocab, s);
+    return bonus_token(rule, rows.target + rows.length * static_cast<std::size_t>(rows.vocab),
+                       rows.vocab, s);
   };
-  return walk_chain(length, stream, out, check, verify, bonus);
+  return walk_chain(rows.length, stream, out, check, verify, bonus);
 }
 
 }  // namespace detail
@@ -154,11 +151,14 @@ ChainVerdict verify_chain(const Rule& rule, std::type_identity_t<std::span<const
   const detail::ChainRowChecks<T> check{rule,           target_rows,    draft_rows,
                                         raw_target_rows, raw_draft_rows, draft_tokens,
                                         static_cast<std::size_t>(vocab)};
-  return detail::verify_chain_unchecked<T>(
-      rule, target_rows.data(), draft_rows.data(), draft_tokens.data(), draft_tokens.size(), vocab,
-      stream, out.data(), scratch.data(),
-      raw_target_rows.empty() ? nullptr : raw_target_rows.data(),
-      raw_draft_rows.empty() ? nullptr : raw_draft_rows.data(), check);
+  const ChainRows<T> rows{.target = target_rows.data(),
+                          .draft = draft_rows.data(),
+                          .draft_tokens = draft_tokens.data(),
+                          .length = draft_tokens.size(),
+                          .vocab = vocab,
+                          .raw_target = raw_target_rows.empty() ? nullptr : raw_target_rows.data(),
+                          .raw_draft = raw_draft_rows.empty() ? nullptr : raw_draft_rows.data()};
+  return detail::verify_chain_unchecked<T>(rule, rows, stream, out.data(), scratch.data(), check);
 }
 
 }  // namespace specdec

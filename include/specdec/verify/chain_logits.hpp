@@ -115,6 +115,15 @@ Token sample_warped_logits(const Warp& w, const LogitRows<T>& rows, std::int64_t
   return sample_row(scratch.target_row, vocab, u);
 }
 
+/// The first test at a row: its warped draft row when given (`q_row`, else nullptr), the row,
+/// the token tested and the test's uniform.
+struct FirstTest {
+  const float* q_row;
+  std::int64_t row;
+  Token token;
+  float u;
+};
+
 /// Whether one rough pass over row i of the target (and of the draft, unless its warped row
 /// `q_row` is given) proves u * q(x) < p(x), the first test of rejection, multi-round and RRS:
 /// the pass bounds p(x) and q(x) closely enough to accept most tokens, in about half the
@@ -122,8 +131,9 @@ Token sample_warped_logits(const Warp& w, const LogitRows<T>& rows, std::int64_t
 /// nothing: the caller tests on the exact statistics.
 template <class T>
 bool accepted_on_rough_bounds(const Warp& w, const LogitRows<T>& target, const LogitRows<T>& draft,
-                              const float* q_row, std::int64_t i, Token x, std::int64_t vocab,
-                              float u, const ChainLogitsScratch& scratch) {
+                              const FirstTest& test, std::int64_t vocab,
+                              const ChainLogitsScratch& scratch) {
+  const auto [q_row, i, x, u] = test;
   const float target_logit = to_float(target.row(i)[x]);
   ProbabilityBounds q{};
   if (q_row != nullptr) {
@@ -142,20 +152,34 @@ bool accepted_on_rough_bounds(const Warp& w, const LogitRows<T>& target, const L
   return p.lo > 0.0f && detail::accepts(u, q.hi, 1.0f, p.lo);
 }
 
-/// verify_chain(Rejection{}) of `gamma` draft tokens (already checked to lie in the vocabulary)
-/// against warp `w` of target rows 0..gamma and draft rows 0..gamma-1, from logits. Same draws as
-/// verify_chain. A drafted token of warped draft probability 0 is reported as
-/// `token_name[i]`; a bad logit row by its name and index. `draft_probs`, when given, holds the
-/// draft side as warped rows already written (`vocab` apart; a drafter sampled from them) and
-/// `draft` is not read: only the target rows are reduced to statistics.
+/// The logits of a chain of `length` draft tokens (already checked to lie in the vocabulary):
+/// target rows 0..length and draft rows 0..length-1; `draft_probs`, when given, holds the draft
+/// side as warped rows already written (`vocab` apart; a drafter sampled from them) and `draft`
+/// is not read: only the target rows are reduced to statistics.
 template <class T>
-ChainVerdict verify_chain_logits_unchecked(const Warp& w, const LogitRows<T>& target,
-                                           const LogitRows<T>& draft, const Token* tokens,
-                                           std::int64_t gamma, std::int64_t vocab,
+struct ChainLogitRows {
+  LogitRows<T> target;
+  LogitRows<T> draft;
+  const Token* tokens = nullptr;
+  std::int64_t length = 0;
+  std::int64_t vocab = 0;
+  const float* draft_probs = nullptr;
+};
+
+/// verify_chain(Rejection{}) of `chain` against warp `w`, from logits. Same draws as
+/// verify_chain. A drafted token of warped draft probability 0 is reported as
+/// `token_name[i]`; a bad logit row by its name and index.
+template <class T>
+ChainVerdict verify_chain_logits_unchecked(const Warp& w, const ChainLogitRows<T>& chain,
                                            const RandomStream& stream, Token* out,
                                            const ArgName& token_name,
-                                           const ChainLogitsScratch& scratch,
-                                           const float* draft_probs = nullptr) {
+                                           const ChainLogitsScratch& scratch) {
+  const LogitRows<T>& target = chain.target;
+  const LogitRows<T>& draft = chain.draft;
+  const Token* tokens = chain.tokens;
+  const std::int64_t gamma = chain.length;
+  const std::int64_t vocab = chain.vocab;
+  const float* draft_probs = chain.draft_probs;
   ChainVerdict verdict;
   // A warp cutting by top-p or not at all: each row is first read once with rough exponentials,
   // which bound p(x) and q(x) closely enough to accept most tokens; the rest (and every
@@ -164,11 +188,9 @@ ChainVerdict verify_chain_logits_unchecked(const Warp& w, const LogitRows<T>& ta
   for (std::int64_t i = 0; i < gamma; ++i) {
     const Token x = tokens[i];
     const float* q_row = draft_probs == nullptr ? nullptr : draft_probs + i * vocab;
-    if (rough && accepted_on_rough_bounds(w, target, draft, q_row, i, x, vocab,
-                                          stream.at_position(stream.position +
-                                                             static_cast<std::uint32_t>(i))
-                                              .uniform(0),
-                                          scratch)) {
+    const float u0 =
+        stream.at_position(stream.position + static_cast<std::uint32_t>(i)).uniform(0);
+    if (rough && accepted_on_rough_bounds(w, target, draft, {q_row, i, x, u0}, vocab, scratch)) {
       out[i] = x;
       continue;
     }
@@ -256,6 +278,17 @@ ChainVerdict verify_chain_logits_unchecked(const Warp& w, const LogitRows<T>& ta
   return verdict;
 }
 
+/// The logits of a checked entry's chain, named as its arguments.
+template <class T>
+ChainLogitRows<T> chain_logit_rows(std::span<const T> target_logits, std::span<const T> draft_logits,
+                                   std::span<const Token> draft_tokens, std::int64_t vocab) {
+  return {.target = {target_logits.data(), vocab, "target_logits", 0},
+          .draft = {draft_logits.data(), vocab, "draft_logits", 0},
+          .tokens = draft_tokens.data(),
+          .length = static_cast<std::int64_t>(draft_tokens.size()),
+          .vocab = vocab};
+}
+
 /// The checks verify_chain_logits makes before it walks: the vocabulary, the warp, shapes and
 /// token ids. Rows are checked as the walk reaches them.
 template <class T>
@@ -308,10 +341,8 @@ ChainVerdict verify_chain_logits(const Warp& warp,
   auto scope = ws.scope();
   auto bytes = ws.take<std::byte>(detail::chain_logits_scratch_size(vocab));
   return detail::verify_chain_logits_unchecked<T>(
-      warp, detail::LogitRows<T>{target_logits.data(), vocab, "target_logits", 0},
-      detail::LogitRows<T>{draft_logits.data(), vocab, "draft_logits", 0}, draft_tokens.data(),
-      static_cast<std::int64_t>(draft_tokens.size()), vocab, stream, out.data(), "draft_tokens",
-      detail::chain_logits_scratch(bytes.data(), vocab));
+      warp, detail::chain_logit_rows<T>(target_logits, draft_logits, draft_tokens, vocab), stream,
+      out.data(), "draft_tokens", detail::chain_logits_scratch(bytes.data(), vocab));
 }
 
 }  // namespace specdec

@@ -19,6 +19,17 @@
 
 namespace specdec {
 
+/// The rows seen at one node: warped target and draft (what candidates were drawn from), and the
+/// raw (unwarped) rows the cascade deferral reads (nullptr = the same as the warped rows).
+template <class T = float>
+struct NodeRows {
+  const T* target = nullptr;
+  const T* draft = nullptr;
+  std::int64_t vocab = 0;
+  const T* raw_target = nullptr;
+  const T* raw_draft = nullptr;
+};
+
 /// Bytes of workspace one node verification over `vocab` tokens needs (one float row).
 inline std::size_t verify_workspace_size(std::int64_t vocab) {
   return Workspace::round_up(static_cast<std::size_t>(vocab) * sizeof(float));

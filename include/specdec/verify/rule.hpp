@@ -35,11 +35,6 @@ struct Lossy {
   bool tune_beta = false;
   bool greedy = false;
 };
-/// Speculative sampling towards a cascade target pi, one candidate.
-struct Cascade {
-  Deferral deferral = Deferral::kChow;
-  float alpha = 0.0f;
-};
 /// Typical acceptance (not lossless).
 struct Typical {
   float epsilon = 0.3f;
@@ -69,17 +64,6 @@ inline std::int64_t max_candidates(const Rule& rule, std::int64_t vocab) {
   if (std::holds_alternative<Recursive>(rule)) return vocab;
   return std::int64_t{1} << 20;
 }
-
-/// The rows seen at one node: warped target and draft (what candidates were drawn from), and the
-/// raw (unwarped) rows the cascade deferral reads (nullptr = the same as the warped rows).
-template <class T = float>
-struct NodeRows {
-  const T* target = nullptr;
-  const T* draft = nullptr;
-  std::int64_t vocab = 0;
-  const T* raw_target = nullptr;
-  const T* raw_draft = nullptr;
-};
 
 namespace detail {
 
@@ -113,8 +97,8 @@ NodeVerdict verify_node_unchecked(const Rule& rule, const NodeRows<T>& rows,
           return lossy_row(rows.target, rows.draft, n, candidates[0], r.alpha, beta, uniforms,
                            scratch);
         } else if constexpr (std::is_same_v<R, Cascade>) {
-          return cascade_row(raw_target, raw_draft, rows.target, rows.draft, n, candidates[0],
-                             r.deferral, r.alpha, uniforms, scratch);
+          return cascade_row(NodeRows<T>{rows.target, rows.draft, n, raw_target, raw_draft},
+                             candidates[0], r, uniforms, scratch);
         } else if constexpr (std::is_same_v<R, Typical>) {
           return typical_row(rows.target, n, candidates, count, r.epsilon, r.delta, uniforms);
         } else {

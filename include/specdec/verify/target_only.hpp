@@ -111,22 +111,36 @@ void check_target_only_tree(TreeView tree, std::span<const T> target_rows, std::
   }
 }
 
-/// verify_tree_target_only's walk without validation (same draws): `candidates` and `ids` hold
-/// N + 1 entries, `scratch` `vocab` floats.
+/// The checked preamble of the target-only tree entries (checked_tree_buffers with
+/// check_target_only_tree), with `vocab` floats of scratch unless `with_scratch` is false.
 template <class T>
-TreeVerdict verify_tree_target_only_unchecked(TreeView tree, const T* target_rows,
-                                              std::int64_t vocab, const RandomStream& stream,
-                                              std::int32_t* accepted_nodes, Token* candidates,
-                                              std::int32_t* ids, float* scratch) {
-  const auto v = static_cast<std::size_t>(vocab);
+TreeBuffers checked_target_only_tree(Workspace& ws, TreeView tree, std::span<const T> target_rows,
+                                     std::int64_t vocab, std::span<std::int32_t> accepted_nodes,
+                                     bool with_scratch = true) {
+  return checked_tree_buffers(
+      ws, tree, accepted_nodes, with_scratch ? static_cast<std::size_t>(vocab) : 0,
+      [&](std::int32_t* depth, std::int32_t* children) {
+        check_target_only_tree<T>(tree, target_rows, vocab, accepted_nodes.size(), depth,
+                                  children);
+      });
+}
+
+/// verify_tree_target_only's walk without validation (same draws): `rows.target` holds N + 1
+/// rows (no draft rows are read), `buffers` as TreeBuffers documents.
+template <class T>
+TreeVerdict verify_tree_target_only_unchecked(TreeView tree, const TreeRows<T>& rows,
+                                              const RandomStream& stream,
+                                              const TreeBuffers& buffers) {
+  const auto v = static_cast<std::size_t>(rows.vocab);
   const auto verify = [&](std::size_t row, const Token* children, std::int32_t count,
                           const RandomStream& s) {
-    return target_only_row(target_rows + row * v, vocab, children, count, s, scratch);
+    return target_only_row(rows.target + row * v, rows.vocab, children, count, s, buffers.scratch);
   };
   const auto bonus = [&](std::size_t row, const RandomStream& s) {
-    return detail::sample_row(target_rows + row * v, vocab, s.uniform(0));
+    return detail::sample_row(rows.target + row * v, rows.vocab, s.uniform(0));
   };
-  return walk_tree(tree, stream, accepted_nodes, candidates, ids, verify, bonus);
+  return walk_tree(tree, stream, buffers.accepted_nodes, buffers.candidates, buffers.ids, verify,
+                   bonus);
 }
 
 }  // namespace detail
@@ -188,18 +202,11 @@ TreeVerdict verify_tree_target_only(TreeView tree,
                                     std::type_identity_t<std::span<const T>> target_rows,
                                     std::int64_t vocab, const RandomStream& stream,
                                     std::span<std::int32_t> accepted_nodes, Workspace& ws) {
-  const auto n = tree.tokens.size();
   auto scope = ws.scope();
-  auto depth = ws.take<std::int32_t>(n + 1);
-  auto children = ws.take<std::int32_t>(n + 1);
-  detail::check_target_only_tree<T>(tree, target_rows, vocab, accepted_nodes.size(), depth.data(),
-                                    children.data());
-  auto candidates = ws.take<Token>(n + 1);
-  auto ids = ws.take<std::int32_t>(n + 1);
-  auto scratch = ws.take<float>(static_cast<std::size_t>(vocab));
-  return detail::verify_tree_target_only_unchecked<T>(tree, target_rows.data(), vocab, stream,
-                                                      accepted_nodes.data(), candidates.data(),
-                                                      ids.data(), scratch.data());
+  const TreeBuffers buffers =
+      detail::checked_target_only_tree<T>(ws, tree, target_rows, vocab, accepted_nodes);
+  return detail::verify_tree_target_only_unchecked<T>(
+      tree, TreeRows<T>{.target = target_rows.data(), .vocab = vocab}, stream, buffers);
 }
 
 }  // namespace specdec

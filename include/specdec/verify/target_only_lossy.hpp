@@ -107,27 +107,27 @@ inline std::int32_t depth_along_parents(TreeView tree, std::int32_t node) {
 /// row - 1 (row 0 the root's) and `draft_at(row)` nullptr or a float row subtracted from it where
 /// a correction or bonus is drawn, except at a node `max_accepted` deep (the walk stops there, as
 /// SGLang's does when accept_index is full). `tree` must hold only nodes at most `max_accepted`
-/// deep. `candidates` and `ids` hold N + 1 entries, `scratch` `vocab` floats.
+/// deep. `buffers` as TreeBuffers documents.
 template <class TargetAt, class DraftAt, class Coins>
 TreeVerdict verify_tree_thresholded_unchecked(TreeView tree, const TargetAt& target_at,
                                               const DraftAt& draft_at, std::int64_t vocab,
                                               AcceptanceThresholds t, const Coins& coins,
                                               std::int32_t max_accepted,
-                                              std::int32_t* accepted_nodes, Token* candidates,
-                                              std::int32_t* ids, float* scratch) {
+                                              const TreeBuffers& buffers) {
   const auto verify = [&](std::size_t row, const Token* children, std::int32_t count,
                           const RandomStream&) {
     return thresholded_row(target_at(row), draft_at(row), vocab, children, count, t,
-                           coins.coin(row), coins.final_uniform(), scratch);
+                           coins.coin(row), coins.final_uniform(), buffers.scratch);
   };
   const auto bonus = [&](std::size_t row, const RandomStream&) {
     const auto node = static_cast<std::int32_t>(row) - 1;
     const std::int32_t depth = row == 0 ? 0 : depth_along_parents(tree, node);
     const float* draft = depth >= max_accepted ? nullptr : draft_at(row);
-    return draw_residual(target_at(row), draft, vocab, candidates, 0, coins.final_uniform(),
-                         scratch);
+    return draw_residual(target_at(row), draft, vocab, buffers.candidates, 0,
+                         coins.final_uniform(), buffers.scratch);
   };
-  return walk_tree(tree, RandomStream{}, accepted_nodes, candidates, ids, verify, bonus);
+  return walk_tree(tree, RandomStream{}, buffers.accepted_nodes, buffers.candidates, buffers.ids,
+                   verify, bonus);
 }
 
 /// Row accessors of N + 1 contiguous rows (and of no draft rows).
@@ -158,19 +158,13 @@ TreeVerdict verify_tree_target_only_thresholded(
     AcceptanceThresholds thresholds, const RandomStream& stream,
     std::span<std::int32_t> accepted_nodes, Workspace& ws) {
   detail::check_thresholds(thresholds);
-  const auto n = tree.tokens.size();
   auto scope = ws.scope();
-  auto depth = ws.take<std::int32_t>(n + 1);
-  auto children = ws.take<std::int32_t>(n + 1);
-  detail::check_target_only_tree<T>(tree, target_rows, vocab, accepted_nodes.size(), depth.data(),
-                                    children.data());
-  auto candidates = ws.take<Token>(n + 1);
-  auto ids = ws.take<std::int32_t>(n + 1);
-  auto scratch = ws.take<float>(static_cast<std::size_t>(vocab));
+  const TreeBuffers buffers =
+      detail::checked_target_only_tree<T>(ws, tree, target_rows, vocab, accepted_nodes);
   return detail::verify_tree_thresholded_unchecked(
       tree, detail::ContiguousRows<T>{target_rows.data(), static_cast<std::size_t>(vocab)},
       detail::NoDraftRows{}, vocab, thresholds, detail::StreamCoins{stream},
-      INT32_MAX, accepted_nodes.data(), candidates.data(), ids.data(), scratch.data());
+      INT32_MAX, buffers);
 }
 
 /// The same walk with the engine's uniforms (`coins.node_coins`: N + 1 entries in [0, 1], by row;
@@ -193,18 +187,12 @@ TreeVerdict verify_tree_target_only_thresholded(
   }
   detail::check_in_closed("coins.final_uniform", coins.final_uniform, 0.0f, 1.0f);
   auto scope = ws.scope();
-  auto depth = ws.take<std::int32_t>(n + 1);
-  auto children = ws.take<std::int32_t>(n + 1);
-  detail::check_target_only_tree<T>(tree, target_rows, vocab, accepted_nodes.size(), depth.data(),
-                                    children.data());
-  auto candidates = ws.take<Token>(n + 1);
-  auto ids = ws.take<std::int32_t>(n + 1);
-  auto scratch = ws.take<float>(static_cast<std::size_t>(vocab));
+  const TreeBuffers buffers =
+      detail::checked_target_only_tree<T>(ws, tree, target_rows, vocab, accepted_nodes);
   return detail::verify_tree_thresholded_unchecked(
       tree, detail::ContiguousRows<T>{target_rows.data(), static_cast<std::size_t>(vocab)},
       detail::NoDraftRows{}, vocab, thresholds,
-      detail::GivenCoins{coins.node_coins.data(), coins.final_uniform}, INT32_MAX,
-      accepted_nodes.data(), candidates.data(), ids.data(), scratch.data());
+      detail::GivenCoins{coins.node_coins.data(), coins.final_uniform}, INT32_MAX, buffers);
 }
 
 /// Typical acceptance over a target-only tree (Medusa; TensorRT-LLM's posterior_threshold is
@@ -223,14 +211,9 @@ TreeVerdict verify_tree_target_only_typical(TreeView tree,
                                             std::span<std::int32_t> accepted_nodes,
                                             Workspace& ws) {
   check_typical_parameters(rule.epsilon, rule.delta);
-  const auto n = tree.tokens.size();
   auto scope = ws.scope();
-  auto depth = ws.take<std::int32_t>(n + 1);
-  auto children = ws.take<std::int32_t>(n + 1);
-  detail::check_target_only_tree<T>(tree, target_rows, vocab, accepted_nodes.size(), depth.data(),
-                                    children.data());
-  auto candidates = ws.take<Token>(n + 1);
-  auto ids = ws.take<std::int32_t>(n + 1);
+  const TreeBuffers buffers =
+      detail::checked_target_only_tree<T>(ws, tree, target_rows, vocab, accepted_nodes, false);
   const auto v = static_cast<std::size_t>(vocab);
   const T* rows = target_rows.data();
   const auto verify = [&](std::size_t row, const Token* kids, std::int32_t count,
@@ -240,7 +223,7 @@ TreeVerdict verify_tree_target_only_typical(TreeView tree,
   const auto bonus = [&](std::size_t row, const RandomStream& s) {
     return detail::sample_row(rows + row * v, vocab, s.uniform(0));
   };
-  return detail::walk_tree(tree, stream, accepted_nodes.data(), candidates.data(), ids.data(),
+  return detail::walk_tree(tree, stream, buffers.accepted_nodes, buffers.candidates, buffers.ids,
                            verify, bonus);
 }
 

@@ -10,6 +10,7 @@
 #include "specdec/tree/draft_tree.hpp"
 #include "specdec/tree/tree_view.hpp"
 #include "specdec/verify/rule.hpp"
+#include "specdec/verify/walk_inputs.hpp"
 
 namespace specdec {
 
@@ -102,16 +103,27 @@ inline std::size_t check_tree_structure(TreeView tree, std::int64_t vocab,
   return rows_size;
 }
 
+/// The row arrays a checked tree entry is handed, N + 1 rows each (raw rows empty = the warped
+/// rows; rows of logits where the entry takes logits).
+template <class T>
+struct TreeRowSpans {
+  std::span<const T> target{};
+  std::span<const T> draft{};
+  std::span<const T> raw_target{};
+  std::span<const T> raw_draft{};
+};
+
 /// The checks verify_tree makes. `depth` and `children` are scratch of N + 1 entries each.
 template <class T>
-void check_tree_inputs(const Rule& rule, TreeView tree, std::span<const T> target_rows,
-                       std::span<const T> draft_rows, std::int64_t vocab, std::size_t accepted_size,
-                       std::span<const T> raw_target_rows, std::span<const T> raw_draft_rows,
-                       std::int32_t* depth, std::int32_t* children) {
+void check_tree_inputs(const Rule& rule, TreeView tree, const TreeRowSpans<T>& rows,
+                       std::int64_t vocab, std::size_t accepted_size, std::int32_t* depth,
+                       std::int32_t* children) {
   const auto& tokens = tree.tokens;
   const auto& parents = tree.parents;
   const auto n = tokens.size();
   const auto v = static_cast<std::size_t>(vocab);
+  const std::span<const T> target_rows = rows.target, draft_rows = rows.draft;
+  const std::span<const T> raw_target_rows = rows.raw_target, raw_draft_rows = rows.raw_draft;
   const auto rows_size = check_tree_structure(tree, vocab, accepted_size, depth, children);
   detail::check_size("target_rows", target_rows.size(), rows_size);
   detail::check_size("draft_rows", draft_rows.size(), rows_size);
@@ -208,27 +220,21 @@ TreeVerdict walk_tree(TreeView tree, const RandomStream& stream, std::int32_t* a
   }
 }
 
-/// verify_tree's walk without validation (same draws) of a tree in level order. `candidates` and
-/// `ids` hold N + 1 entries, `scratch` `vocab` floats; raw rows may be nullptr.
+/// verify_tree's walk without validation (same draws) of a tree in level order: `rows` of N + 1
+/// rows each (raw rows may be nullptr), `buffers` as TreeBuffers documents.
 template <class T>
-TreeVerdict verify_tree_unchecked(const Rule& rule, TreeView tree, const T* target_rows,
-                                  const T* draft_rows, std::int64_t vocab,
-                                  const RandomStream& stream, std::int32_t* accepted_nodes,
-                                  Token* candidates, std::int32_t* ids, float* scratch,
-                                  const T* raw_target_rows = nullptr,
-                                  const T* raw_draft_rows = nullptr) {
-  const auto v = static_cast<std::size_t>(vocab);
+TreeVerdict verify_tree_unchecked(const Rule& rule, TreeView tree, const TreeRows<T>& rows,
+                                  const RandomStream& stream, const TreeBuffers& buffers) {
   const auto verify = [&](std::size_t row, const Token* children, std::int32_t count,
                           const RandomStream& s) {
-    const NodeRows<T> rows{target_rows + row * v, draft_rows + row * v, vocab,
-                           raw_target_rows == nullptr ? nullptr : raw_target_rows + row * v,
-                           raw_draft_rows == nullptr ? nullptr : raw_draft_rows + row * v};
-    return detail::verify_node_unchecked(rule, rows, children, count, s, scratch);
+    return detail::verify_node_unchecked(rule, node_rows(rows, row), children, count, s,
+                                         buffers.scratch);
   };
   const auto bonus = [&](std::size_t row, const RandomStream& s) {
-    return bonus_token(rule, target_rows + row * v, vocab, s);
+    return bonus_token(rule, node_rows(rows, row).target, rows.vocab, s);
   };
-  return walk_tree(tree, stream, accepted_nodes, candidates, ids, verify, bonus);
+  return walk_tree(tree, stream, buffers.accepted_nodes, buffers.candidates, buffers.ids, verify,
+                   bonus);
 }
 
 }  // namespace detail
@@ -260,20 +266,20 @@ TreeVerdict verify_tree(const Rule& rule, TreeView tree,
                         Workspace& ws,
                         std::type_identity_t<std::span<const T>> raw_target_rows = {},
                         std::type_identity_t<std::span<const T>> raw_draft_rows = {}) {
-  const auto n = tree.tokens.size();
   auto scope = ws.scope();
-  auto depth = ws.take<std::int32_t>(n + 1);
-  auto children = ws.take<std::int32_t>(n + 1);
-  detail::check_tree_inputs<T>(rule, tree, target_rows, draft_rows, vocab, accepted_nodes.size(),
-                               raw_target_rows, raw_draft_rows, depth.data(), children.data());
-  auto candidates = ws.take<Token>(n + 1);
-  auto ids = ws.take<std::int32_t>(n + 1);
-  auto scratch = ws.take<float>(static_cast<std::size_t>(vocab));
+  const TreeBuffers buffers = detail::checked_tree_buffers(
+      ws, tree, accepted_nodes, static_cast<std::size_t>(vocab),
+      [&](std::int32_t* depth, std::int32_t* children) {
+        detail::check_tree_inputs<T>(rule, tree,
+                                     {target_rows, draft_rows, raw_target_rows, raw_draft_rows},
+                                     vocab, accepted_nodes.size(), depth, children);
+      });
   return detail::verify_tree_unchecked<T>(
-      rule, tree, target_rows.data(), draft_rows.data(), vocab, stream, accepted_nodes.data(),
-      candidates.data(), ids.data(), scratch.data(),
-      raw_target_rows.empty() ? nullptr : raw_target_rows.data(),
-      raw_draft_rows.empty() ? nullptr : raw_draft_rows.data());
+      rule, tree,
+      TreeRows<T>{target_rows.data(), draft_rows.data(), vocab,
+                  raw_target_rows.empty() ? nullptr : raw_target_rows.data(),
+                  raw_draft_rows.empty() ? nullptr : raw_draft_rows.data()},
+      stream, buffers);
 }
 
 }  // namespace specdec

@@ -42,6 +42,17 @@ inline TreeLogitsScratch tree_logits_scratch(std::byte* base, std::int64_t vocab
           reinterpret_cast<float*>(raw + row)};
 }
 
+/// The logits of a tree walk: N + 1 target and draft rows; `draft_probs`, when given, holds row
+/// r's warped draft row at draft_probs[r] (nullptr for a row never read: a leaf's) and `draft` is
+/// not read.
+template <class T>
+struct TreeLogitRows {
+  LogitRows<T> target;
+  LogitRows<T> draft;
+  const float* const* draft_probs = nullptr;
+  std::int64_t vocab = 0;
+};
+
 /// Whether the rule tests its first candidate by u_0 * q(x) < p(x) alone (multi_round_row and
 /// recursive_row with mass 1): that candidate is then accepted without writing a row.
 inline bool first_test_reads_entries(const Rule& rule) {
@@ -63,19 +74,20 @@ inline bool needs_draft_support(const Rule& rule) {
 
 /// verify_tree's walk from logits (same draws and tokens) of a tree already checked
 /// (check_tree_logits). Rows as verify_tree lays them out (row 0 = the root, row i + 1 = after
-/// node i), of logits; `draft_probs`, when given, holds row r's warped draft row at
-/// draft_probs[r] (nullptr for a row never read: a leaf's) and `draft` is not read, which needs a
-/// rule that reads no unwarped rows. `candidates` and `ids` hold N + 1 entries. A child of draft
+/// node i), of logits, as TreeLogitRows documents (`draft_probs` needs a rule that reads no
+/// unwarped rows); `buffers` as TreeBuffers documents (its float scratch unused). A child of draft
 /// probability 0 is reported as tokens[id] when its node's statistics are computed exactly (a
 /// first child accepted on the rough pass has a positive draft probability), a bad row by its
 /// name and index.
 template <class T>
 TreeVerdict verify_tree_logits_unchecked(const Rule& rule, const Warp& w, TreeView tree,
-                                         const LogitRows<T>& target, const LogitRows<T>& draft,
-                                         const float* const* draft_probs, std::int64_t vocab,
-                                         const RandomStream& stream, std::int32_t* accepted_nodes,
-                                         Token* candidates, std::int32_t* ids,
+                                         const TreeLogitRows<T>& logits,
+                                         const RandomStream& stream, const TreeBuffers& buffers,
                                          const TreeLogitsScratch& scratch) {
+  const LogitRows<T>& target = logits.target;
+  const LogitRows<T>& draft = logits.draft;
+  const float* const* draft_probs = logits.draft_probs;
+  const std::int64_t vocab = logits.vocab;
   const ChainLogitsScratch& rows = scratch.rows;
   const bool raw = reads_raw_rows(rule);
   const bool rough = first_test_reads_entries(rule) && roughly_bounded(w, vocab);
@@ -84,8 +96,9 @@ TreeVerdict verify_tree_logits_unchecked(const Rule& rule, const Warp& w, TreeVi
     const auto r = static_cast<std::int64_t>(row);
     const float* q_row = draft_probs == nullptr ? nullptr : draft_probs[row];
     // The first child, on a rough pass of the rows where that settles it (as a chain's tokens).
-    if (rough && accepted_on_rough_bounds(w, target, draft, q_row, r, children[0], vocab,
-                                          s.uniform(0), rows)) {
+    if (rough &&
+        accepted_on_rough_bounds(w, target, draft, {q_row, r, children[0], s.uniform(0)}, vocab,
+                                 rows)) {
       return {0, children[0]};
     }
     const WarpStats t = checked_warp_stats(w, target, r, vocab, rows.warp);
@@ -97,8 +110,8 @@ TreeVerdict verify_tree_logits_unchecked(const Rule& rule, const Warp& w, TreeVi
     if (needs_draft_support(rule)) {
       for (std::int32_t k = 0; k < count; ++k) {
         if (!(q_at(children[k]) > 0.0f)) {
-          fail(ArgName("tokens", ids[k]), "token {} has draft probability 0 in its parent's draft row",
-               children[k]);
+          fail(ArgName("tokens", buffers.ids[k]),
+               "token {} has draft probability 0 in its parent's draft row", children[k]);
         }
       }
     }
@@ -132,7 +145,8 @@ TreeVerdict verify_tree_logits_unchecked(const Rule& rule, const Warp& w, TreeVi
     }
     return sample_warped_logits(w, target, r, vocab, s.uniform(0), rows);
   };
-  return walk_tree(tree, stream, accepted_nodes, candidates, ids, verify, bonus);
+  return walk_tree(tree, stream, buffers.accepted_nodes, buffers.candidates, buffers.ids, verify,
+                   bonus);
 }
 
 /// verify_tree_target_only's walk from logits (same draws and tokens): the first child is tried
@@ -141,8 +155,7 @@ template <class T>
 TreeVerdict verify_tree_target_only_logits_unchecked(const Warp& w, TreeView tree,
                                                      const LogitRows<T>& target,
                                                      std::int64_t vocab, const RandomStream& stream,
-                                                     std::int32_t* accepted_nodes,
-                                                     Token* candidates, std::int32_t* ids,
+                                                     const TreeBuffers& buffers,
                                                      const ChainLogitsScratch& scratch) {
   const auto verify = [&](std::size_t row, const Token* children, std::int32_t count,
                           const RandomStream& s) -> NodeVerdict {
@@ -170,7 +183,8 @@ TreeVerdict verify_tree_target_only_logits_unchecked(const Warp& w, TreeView tre
     return sample_warped_logits(w, target, static_cast<std::int64_t>(row), vocab, s.uniform(0),
                                 scratch);
   };
-  return walk_tree(tree, stream, accepted_nodes, candidates, ids, verify, bonus);
+  return walk_tree(tree, stream, buffers.accepted_nodes, buffers.candidates, buffers.ids, verify,
+                   bonus);
 }
 
 /// The checks of a tree verified from logits: the warp, the tree (check_tree_structure), the
@@ -179,15 +193,14 @@ TreeVerdict verify_tree_target_only_logits_unchecked(const Warp& w, TreeView tre
 /// of N + 1 entries each.
 template <class T>
 void check_tree_logits(const Rule* rule, const Warp& warp, TreeView tree,
-                       std::span<const T> target_logits, std::span<const T> draft_logits,
-                       std::int64_t vocab, std::size_t accepted_size, std::int32_t* depth,
-                       std::int32_t* children) {
+                       const TreeRowSpans<T>& logits, std::int64_t vocab,
+                       std::size_t accepted_size, std::int32_t* depth, std::int32_t* children) {
   if (vocab < 1) fail("vocab", "{} must be >= 1", vocab);
   warp.validate(vocab);
   const auto rows_size = check_tree_structure(tree, vocab, accepted_size, depth, children);
-  check_size("target_logits", target_logits.size(), rows_size);
+  check_size("target_logits", logits.target.size(), rows_size);
   if (rule == nullptr) return;
-  check_size("draft_logits", draft_logits.size(), rows_size);
+  check_size("draft_logits", logits.draft.size(), rows_size);
   const auto n = tree.tokens.size();
   for (std::size_t r = 0; r <= n; ++r) {
     if (children[r] > max_candidates(*rule, vocab)) {
@@ -200,9 +213,23 @@ void check_tree_logits(const Rule* rule, const Warp& warp, TreeView tree,
   // depth and children are free again: they hold the sibling lists.
   const auto repeat = first_repeated_sibling(tree, depth, children);
   if (repeat.first >= 0) {
-    fail(ArgName("tokens", repeat.first), "token {} repeats its sibling node {} (RRS children are distinct)",
+    fail(ArgName("tokens", repeat.first),
+         "token {} repeats its sibling node {} (RRS children are distinct)",
          tree.tokens[static_cast<std::size_t>(repeat.first)], repeat.second);
   }
+}
+
+/// The checked preamble of the tree entries from logits (checked_tree_buffers with
+/// check_tree_logits); the caller takes the logits scratch after it.
+template <class T>
+TreeBuffers checked_tree_logits(Workspace& ws, const Rule* rule, const Warp& warp, TreeView tree,
+                                const TreeRowSpans<T>& logits, std::int64_t vocab,
+                                std::span<std::int32_t> accepted_nodes) {
+  return checked_tree_buffers(ws, tree, accepted_nodes, 0,
+                              [&](std::int32_t* depth, std::int32_t* children) {
+                                check_tree_logits<T>(rule, warp, tree, logits, vocab,
+                                                     accepted_nodes.size(), depth, children);
+                              });
 }
 
 }  // namespace specdec::detail
@@ -235,20 +262,17 @@ TreeVerdict verify_tree_logits(const Rule& rule, const Warp& warp, TreeView tree
                                std::type_identity_t<std::span<const T>> draft_logits,
                                std::int64_t vocab, const RandomStream& stream,
                                std::span<std::int32_t> accepted_nodes, Workspace& ws) {
-  const auto n = tree.tokens.size();
   auto scope = ws.scope();
-  auto depth = ws.take<std::int32_t>(n + 1);
-  auto children = ws.take<std::int32_t>(n + 1);
-  detail::check_tree_logits<T>(&rule, warp, tree, target_logits, draft_logits, vocab,
-                               accepted_nodes.size(), depth.data(), children.data());
-  auto candidates = ws.take<Token>(n + 1);
-  auto ids = ws.take<std::int32_t>(n + 1);
+  const TreeBuffers buffers = detail::checked_tree_logits<T>(
+      ws, &rule, warp, tree, {.target = target_logits, .draft = draft_logits}, vocab,
+      accepted_nodes);
   auto bytes = ws.take<std::byte>(detail::tree_logits_scratch_size(vocab));
-  return detail::verify_tree_logits_unchecked<T>(
-      rule, warp, tree, detail::LogitRows<T>{target_logits.data(), vocab, "target_logits", 0},
-      detail::LogitRows<T>{draft_logits.data(), vocab, "draft_logits", 0}, nullptr, vocab, stream,
-      accepted_nodes.data(), candidates.data(), ids.data(),
-      detail::tree_logits_scratch(bytes.data(), vocab));
+  const detail::TreeLogitRows<T> logits{
+      .target = {target_logits.data(), vocab, "target_logits", 0},
+      .draft = {draft_logits.data(), vocab, "draft_logits", 0},
+      .vocab = vocab};
+  return detail::verify_tree_logits_unchecked<T>(rule, warp, tree, logits, stream, buffers,
+                                                 detail::tree_logits_scratch(bytes.data(), vocab));
 }
 
 /// verify_tree_target_only on the rows `warp` makes of logits: the same walk, draws and tokens
@@ -262,19 +286,13 @@ TreeVerdict verify_tree_target_only_logits(const Warp& warp, TreeView tree,
                                            std::type_identity_t<std::span<const T>> target_logits,
                                            std::int64_t vocab, const RandomStream& stream,
                                            std::span<std::int32_t> accepted_nodes, Workspace& ws) {
-  const auto n = tree.tokens.size();
   auto scope = ws.scope();
-  auto depth = ws.take<std::int32_t>(n + 1);
-  auto children = ws.take<std::int32_t>(n + 1);
-  detail::check_tree_logits<T>(nullptr, warp, tree, target_logits, {}, vocab,
-                               accepted_nodes.size(), depth.data(), children.data());
-  auto candidates = ws.take<Token>(n + 1);
-  auto ids = ws.take<std::int32_t>(n + 1);
+  const TreeBuffers buffers = detail::checked_tree_logits<T>(
+      ws, nullptr, warp, tree, {.target = target_logits}, vocab, accepted_nodes);
   auto bytes = ws.take<std::byte>(detail::chain_logits_scratch_size(vocab));
   return detail::verify_tree_target_only_logits_unchecked<T>(
       warp, tree, detail::LogitRows<T>{target_logits.data(), vocab, "target_logits", 0}, vocab,
-      stream, accepted_nodes.data(), candidates.data(), ids.data(),
-      detail::chain_logits_scratch(bytes.data(), vocab));
+      stream, buffers, detail::chain_logits_scratch(bytes.data(), vocab));
 }
 
 }  // namespace specdec

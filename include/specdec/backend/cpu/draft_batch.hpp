@@ -42,13 +42,13 @@ struct GumbelTopKBatchImpl<backend::Cpu> {
       if (args.kind == RowKind::kProbabilities) {
         check_probability_row<T>(name, args.rows.row(r));
         got = gumbel_top_k_row<RowKind::kProbabilities>(
-            args.rows.row_data(r), args.rows.cols, args.k, stream, 0, perturbed, index,
-            args.tokens.row_data(r), vals);
+            args.rows.row_data(r), args.rows.cols, args.k, stream, 0,
+            {perturbed, index, args.tokens.row_data(r), vals});
       } else {
         check_logits_row<T>(name, args.rows.row(r));
         got = gumbel_top_k_row<RowKind::kLogWeights>(
-            args.rows.row_data(r), args.rows.cols, args.k, stream, 0, perturbed, index,
-            args.tokens.row_data(r), vals);
+            args.rows.row_data(r), args.rows.cols, args.k, stream, 0,
+            {perturbed, index, args.tokens.row_data(r), vals});
       }
       args.counts[static_cast<std::size_t>(r)] = static_cast<std::int32_t>(got);
       for (std::int64_t j = got; j < args.k; ++j) {
@@ -109,13 +109,16 @@ struct BeamLevelBatchImpl<backend::Cpu> {
       }
       BeamCandidate* c = candidates.data() + s * w * w;
       const auto kept = stochastic_beam_level(
-          count, args.nodes.row_data(b), args.log_probs.row_data(b), args.scores.row_data(b),
+          BeamLevel{count, args.nodes.row_data(b), args.log_probs.row_data(b),
+                    args.scores.row_data(b)},
           [&](std::size_t i) {
             return args.draft_rows.row_data(b * width + static_cast<std::int64_t>(i));
           },
           static_cast<std::int32_t>(width), args.draft_rows.cols,
-          args.streams[static_cast<std::size_t>(b)], perturbed.data() + s * v, index.data() + s * v,
-          tokens.data() + s * w, values.data() + s * w, c);
+          args.streams[static_cast<std::size_t>(b)],
+          GumbelTopKBuffers{perturbed.data() + s * v, index.data() + s * v,
+                            tokens.data() + s * w, values.data() + s * w},
+          c);
       for (std::size_t j = 0; j < w; ++j) {
         const auto jj = static_cast<std::int64_t>(j);
         if (j < kept) {

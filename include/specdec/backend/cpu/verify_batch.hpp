@@ -69,9 +69,13 @@ struct ChainBatchImpl<backend::Cpu> {
       check_chain_shapes<float>(target, draft, tokens, vocab, emitted.size(), {}, {});
       const ChainRowChecks<float> check{rule, target, draft, {}, {}, tokens, v};
       const ChainVerdict verdict = verify_chain_unchecked<float>(
-          rule, target.data(), draft.data(), tokens.data(), tokens.size(), vocab,
+          rule,
+          specdec::ChainRows<float>{.target = target.data(), .draft = draft.data(),
+                                    .draft_tokens = tokens.data(),
+                                    .length = tokens.size(),
+                                    .vocab = vocab},
           args.streams[static_cast<std::size_t>(b)], emitted.data(),
-          reinterpret_cast<float*>(scratch), nullptr, nullptr, check);
+          reinterpret_cast<float*>(scratch), check);
       finish_chain(verdict.accepted, verdict.emitted, emitted,
                    args.accepted[static_cast<std::size_t>(b)]);
     });
@@ -152,13 +156,14 @@ struct TreeBatchImpl<backend::Cpu> {
       const TreeSequence t = tree_sequence(args, b, sizes.largest, bytes);
       const auto n = static_cast<std::size_t>(t.tree.size());
       const std::span<const float> draft(t.draft, t.target.size());
-      check_tree_inputs<float>(rule, t.tree, t.target, draft, vocab, n, {}, {}, t.depth,
-                               t.children);
+      check_tree_inputs<float>(rule, t.tree, {.target = t.target, .draft = draft}, vocab, n,
+                               t.depth, t.children);
       finish_tree(args, b,
-                  verify_tree_unchecked<float>(rule, t.tree, t.target.data(), t.draft, vocab,
-                                               args.streams[static_cast<std::size_t>(b)],
-                                               args.accepted_nodes.data() + t.first,
-                                               t.candidates, t.ids, t.scratch));
+                  verify_tree_unchecked<float>(
+                      rule, t.tree, TreeRows<float>{t.target.data(), t.draft, vocab},
+                      args.streams[static_cast<std::size_t>(b)],
+                      TreeBuffers{args.accepted_nodes.data() + t.first, t.candidates, t.ids,
+                                  t.scratch}));
     });
   }
 };
@@ -208,8 +213,10 @@ struct TreeBatchTargetOnlyImpl<backend::Cpu> {
                                     t.depth, t.children);
       finish_tree(args, b,
                   verify_tree_target_only_unchecked<float>(
-                      t.tree, t.target.data(), vocab, args.streams[static_cast<std::size_t>(b)],
-                      args.accepted_nodes.data() + t.first, t.candidates, t.ids, t.scratch));
+                      t.tree, TreeRows<float>{.target = t.target.data(), .vocab = vocab},
+                      args.streams[static_cast<std::size_t>(b)],
+                      TreeBuffers{args.accepted_nodes.data() + t.first, t.candidates, t.ids,
+                                  t.scratch}));
     });
   }
 };
@@ -235,7 +242,12 @@ void ChainBatchImpl<backend::Cpu>::run_logits(const backend::Cpu& cpu,
     const auto emitted = args.emitted.subspan(static_cast<std::size_t>(seq.first_row()),
                                               static_cast<std::size_t>(seq.count) + 1);
     const auto verdict = verify_chain_logits_unchecked<T>(
-        w, target, draft, args.draft_tokens.data() + seq.first, seq.count, vocab,
+        w,
+        ChainLogitRows<T>{.target = target,
+                          .draft = draft,
+                          .tokens = args.draft_tokens.data() + seq.first,
+                          .length = seq.count,
+                          .vocab = vocab},
         args.streams[static_cast<std::size_t>(b)], emitted.data(), ArgName("draft_tokens", b),
         chain_logits_scratch(bytes, vocab));
     finish_chain(verdict.accepted, verdict.emitted, emitted,

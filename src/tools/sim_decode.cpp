@@ -450,20 +450,16 @@ NGramOptions parse_ngram(const Json& request, const DecodeOptions& o) {
 /// "draft_cost_ratio" the goodput controller's draft cost (one verification costing 1).
 ChainLengthOptions parse_chain_length(const Json& request, const DecodeOptions& o,
                                       double cost_ratio) {
-  ChainLengthOptions chain;
-  chain.policy = parse_length_policy(get_string(request, "length", ""));
+  auto chain = ChainLengthOptions::up_to(parse_length_policy(get_string(request, "length", "")),
+                                         o.depth, cost_ratio);
   chain.draft_warp = o.warp;
-  const std::int32_t most = o.depth;
-  const double threshold =
-      get_number(request, "threshold", chain.policy == LengthPolicy::kCumulative ? 0.7 : 0.4);
-  if (!(threshold >= 0.0 && threshold <= 1.0)) {
-    throw UsageError("threshold", fmt::format("{} is outside [0, 1]", threshold));
+  if (find(request, "threshold")) {
+    const double threshold = get_number(request, "threshold", 0.0);
+    if (!(threshold >= 0.0 && threshold <= 1.0)) {
+      throw UsageError("threshold", fmt::format("{} is outside [0, 1]", threshold));
+    }
+    chain.with_threshold(threshold);
   }
-  chain.cumulative = {.threshold = threshold, .max_length = most};
-  chain.heuristic = {
-      .initial = std::min(5, most), .max_length = most, .confidence_threshold = threshold};
-  chain.batch_average = {.initial = std::min(4, most), .max_length = most};
-  chain.goodput = {.draft_cost = cost_ratio, .verify_cost = 1.0, .max_length = most};
   return chain;
 }
 

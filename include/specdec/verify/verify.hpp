@@ -17,6 +17,7 @@
 #include "specdec/verify/recursive.hpp"
 #include "specdec/verify/rejection.hpp"
 #include "specdec/verify/rule.hpp"
+#include "specdec/verify/sglang_tree.hpp"
 #include "specdec/verify/spectr.hpp"
 #include "specdec/verify/target_only.hpp"
 #include "specdec/verify/target_only_logits.hpp"

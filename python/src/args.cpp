@@ -48,41 +48,47 @@ std::vector<RandomStream> streams_arg(py::handle obj, std::string_view name) {
   return streams;
 }
 
+namespace {
+
+/// The items of a Python sequence `name` as T (a bound class), "name[b]" naming a wrong item.
+template <class T>
+std::vector<T> items_of(const py::sequence& list, std::string_view name, std::string_view what) {
+  std::vector<T> out;
+  out.reserve(list.size());
+  for (std::size_t b = 0; b < list.size(); ++b) {
+    py::object item = list[b];
+    if (!py::isinstance<T>(item)) {
+      throw Error(fmt::format("{}[{}]", name, b),
+                  fmt::format("is a {}; expected a {}", type_name(item), what));
+    }
+    out.push_back(item.cast<T>());
+  }
+  return out;
+}
+
+}  // namespace
+
 std::vector<Warp> warps_arg(py::handle obj) {
   if (py::isinstance<Warp>(obj)) return {obj.cast<Warp>()};
   if (!py::isinstance<py::sequence>(obj)) {
     throw Error("warps",
                 fmt::format("is a {}; expected a Warp or a sequence of them", type_name(obj)));
   }
-  const auto list = py::reinterpret_borrow<py::sequence>(obj);
-  std::vector<Warp> warps;
-  for (std::size_t b = 0; b < list.size(); ++b) {
-    py::object item = list[b];
-    if (!py::isinstance<Warp>(item)) {
-      throw Error(fmt::format("warps[{}]", b),
-                  fmt::format("is a {}; expected a Warp", type_name(item)));
-    }
-    warps.push_back(item.cast<Warp>());
-  }
-  return warps;
+  return items_of<Warp>(py::reinterpret_borrow<py::sequence>(obj), "warps", "Warp");
 }
 
 std::vector<DraftTree> trees_arg(py::handle obj) {
   if (!py::isinstance<py::sequence>(obj) || py::isinstance<DraftTree>(obj)) {
     throw Error("trees", fmt::format("is a {}; expected a sequence of DraftTree", type_name(obj)));
   }
-  const auto trees = py::reinterpret_borrow<py::sequence>(obj);
-  std::vector<DraftTree> out;
-  out.reserve(trees.size());
-  for (std::size_t b = 0; b < trees.size(); ++b) {
-    py::object item = trees[b];
-    if (!py::isinstance<DraftTree>(item)) {
-      throw Error(fmt::format("trees[{}]", b),
-                  fmt::format("is a {}; expected a DraftTree", type_name(item)));
-    }
-    out.push_back(item.cast<DraftTree>());
+  return items_of<DraftTree>(py::reinterpret_borrow<py::sequence>(obj), "trees", "DraftTree");
+}
+
+const DraftTree& tree_arg(py::handle obj) {
+  if (!py::isinstance<DraftTree>(obj)) {
+    throw Error("tree", fmt::format("is a {}; expected a DraftTree", type_name(obj)));
   }
-  return out;
+  return obj.cast<const DraftTree&>();
 }
 
 }  // namespace specdec::python

@@ -32,4 +32,7 @@ std::vector<Warp> warps_arg(py::handle obj);
 /// A sequence of DraftTree (copies: the batch functions take a span of trees).
 std::vector<DraftTree> trees_arg(py::handle obj);
 
+/// One DraftTree, the argument `tree`.
+const DraftTree& tree_arg(py::handle obj);
+
 }  // namespace specdec::python

@@ -8,12 +8,14 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <Eigen/Core>
@@ -147,6 +149,35 @@ decltype(auto) visit_floats(const Array& a, std::string_view name, F&& f) {
     case DType::bfloat16: return f(a.span<Eigen::bfloat16>(name));
     default: return f(a.span<float>(name));
   }
+}
+
+/// A row argument of with_rows: an array and its name, or nothing (None: an empty span).
+struct NamedRows {
+  const Array* array = nullptr;
+  std::string_view name;
+  NamedRows(const Array& a, std::string_view n) : array(&a), name(n) {}
+  NamedRows(const std::optional<Array>& a, std::string_view n) : array(a ? &*a : nullptr), name(n) {}
+  template <class T>
+  [[nodiscard]] std::span<const T> as() const {
+    return array == nullptr ? std::span<const T>{} : array->span<T>(name);
+  }
+};
+
+/// The rows of one float dtype, as a call over them takes them.
+template <class T>
+using Rows = std::span<const T>;
+
+/// Calls f(Rows<T>...) on `rows` read as the first one's dtype T (float32, float16 or bfloat16;
+/// the others must share it), with the GIL released: a binding's "rows of a dtype, call" in one.
+template <std::size_t N, class F>
+decltype(auto) with_rows(const NamedRows (&rows)[N], F&& f) {
+  return visit_floats(*rows[0].array, rows[0].name, [&]<class T>(Rows<T>) {
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+      const std::array<Rows<T>, N> spans{rows[I].template as<T>()...};
+      py::gil_scoped_release unlocked;
+      return f(spans[I]...);
+    }(std::make_index_sequence<N>{});
+  });
 }
 
 /// The kind of array outputs are made as: torch if any of the inputs is a torch tensor.

@@ -36,13 +36,6 @@ void require_logit_columns(const Array& a, std::string_view name, std::int64_t v
   }
 }
 
-const DraftTree& tree_arg(py::handle obj) {
-  if (!py::isinstance<DraftTree>(obj)) {
-    throw Error("tree", fmt::format("is a {}; expected a DraftTree", type_name(obj)));
-  }
-  return obj.cast<const DraftTree&>();
-}
-
 /// A chain from logits with draft logits: (verdict, emitted tokens), `verify(warp, target,
 /// draft, tokens, out)` the C++ call for T.
 template <class Verify>

@@ -29,6 +29,16 @@ inline void check_lengths(std::int32_t min_length, std::int32_t max_length, std:
   }
 }
 
+/// check_lengths, then `initial` within [min_length, max_length].
+inline void check_lengths(std::int32_t min_length, std::int32_t max_length, std::int32_t lowest,
+                          std::int32_t initial) {
+  check_lengths(min_length, max_length, lowest);
+  if (initial < min_length || initial > max_length) {
+    fail("initial", "{} is outside [min_length, max_length] = [{}, {}]", initial, min_length,
+         max_length);
+  }
+}
+
 inline void check_step(std::int32_t drafted, std::int32_t accepted) {
   if (drafted < 0) fail("drafted", "{} must be >= 0", drafted);
   if (accepted < 0 || accepted > drafted) {
@@ -104,11 +114,7 @@ struct HeuristicLengthOptions {
 class HeuristicLength {
  public:
   explicit HeuristicLength(HeuristicLengthOptions options = {}) : options_(options) {
-    detail::check_lengths(options.min_length, options.max_length, 1);
-    if (options.initial < options.min_length || options.initial > options.max_length) {
-      detail::fail("initial", "{} is outside [min_length, max_length] = [{}, {}]", options.initial,
-                   options.min_length, options.max_length);
-    }
+    detail::check_lengths(options.min_length, options.max_length, 1, options.initial);
     if (options.increase < 0) detail::fail("increase", "{} must be >= 0", options.increase);
     if (options.decrease < 0) detail::fail("decrease", "{} must be >= 0", options.decrease);
     detail::check_probability("confidence_threshold", options.confidence_threshold);
@@ -158,11 +164,7 @@ struct BatchAverageOptions {
 class BatchAverageLength {
  public:
   explicit BatchAverageLength(BatchAverageOptions options = {}) : options_(options) {
-    detail::check_lengths(options.min_length, options.max_length, 0);
-    if (options.initial < options.min_length || options.initial > options.max_length) {
-      detail::fail("initial", "{} is outside [min_length, max_length] = [{}, {}]", options.initial,
-                   options.min_length, options.max_length);
-    }
+    detail::check_lengths(options.min_length, options.max_length, 0, options.initial);
     if (!(options.smoothing > 0.0 && options.smoothing <= 1.0)) {
       detail::fail("smoothing", "{} is outside (0, 1]", options.smoothing);
     }

@@ -140,12 +140,7 @@ struct TopKTreeOptions {
 
   /// Nodes of the full width-ary tree of `depth` levels (saturating above 2^20).
   std::int64_t fixed_tree_size() const {
-    std::int64_t level = 1, total = 0;
-    for (std::int32_t d = 0; d < depth && total <= (std::int64_t{1} << 20); ++d) {
-      level *= width;
-      total += level;
-    }
-    return total;
+    return detail::full_tree_size(width, depth, std::int64_t{1} << 20);
   }
 
   static constexpr std::int64_t kMaxNodes = std::int64_t{1} << 16;

@@ -209,6 +209,21 @@ inline TreeShape sequoia_tree(std::span<const double> acceptance_by_rank, std::i
   return out;
 }
 
+namespace detail {
+
+/// Nodes of the full `width`-ary tree of `depth` levels (width >= 1), counted level by level
+/// until the count passes `most` (so a result above `most` only says "too many").
+inline std::int64_t full_tree_size(std::int32_t width, std::int32_t depth, std::int64_t most) {
+  std::int64_t level = 1, total = 0;
+  for (std::int32_t d = 0; d < depth && total <= most; ++d) {
+    level *= width;
+    total += level;
+  }
+  return total;
+}
+
+}  // namespace detail
+
 /// The full `width`-ary tree of `depth` levels (every node above the last level has `width`
 /// children), written to `out` in level order with node i's children after node i - 1's;
 /// expected_accepted is left 0 (no acceptance is given). Throws specdec::Error naming width (< 1)
@@ -216,14 +231,8 @@ inline TreeShape sequoia_tree(std::span<const double> acceptance_by_rank, std::i
 inline void full_tree_shape(std::int32_t width, std::int32_t depth, TreeShape& out) {
   if (width < 1) detail::fail("width", "{} must be >= 1", width);
   if (depth < 0) detail::fail("depth", "{} must be >= 0", depth);
-  constexpr std::int64_t kMost = std::int64_t{1} << 24;
-  std::int64_t level = 1, total = 0;
-  for (std::int32_t d = 0; d < depth; ++d) {
-    level *= width;
-    total += level;
-    if (total > kMost) {
-      detail::fail("depth", "{} with width {} makes more than 2^24 nodes", depth, width);
-    }
+  if (detail::full_tree_size(width, depth, std::int64_t{1} << 24) > (std::int64_t{1} << 24)) {
+    detail::fail("depth", "{} with width {} makes more than 2^24 nodes", depth, width);
   }
   out.parents.clear();
   out.ranks.clear();

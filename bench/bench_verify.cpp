@@ -147,8 +147,12 @@ static void run_sequence(benchmark::State& state, bool block) {
     const RandomStream stream{1, 0, step++};
     if (block) {
       benchmark::DoNotOptimize(
-          detail::block_verify_row(target_rows.data(), draft_rows.data(), tokens.data(), kLength,
-                                   vocab, stream, weights.data(), scratch.data(), out.data()));
+          detail::block_verify_row(ChainRows<float>{.target = target_rows.data(),
+                                                    .draft = draft_rows.data(),
+                                                    .draft_tokens = tokens.data(),
+                                                    .length = kLength,
+                                                    .vocab = vocab},
+                                   stream, weights.data(), scratch.data(), out.data()));
     } else {
       std::int32_t i = 0;
       for (; i < static_cast<std::int32_t>(kLength); ++i) {

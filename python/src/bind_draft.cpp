@@ -340,7 +340,7 @@ void bind_tree_drafters(py::module_& m) {
         BeamSearchResult best;
         {
           py::gil_scoped_release unlocked;
-          beam_search(width, length, vocab, rows, mode, stream, search, best, thread_workspace());
+          beam_search({width, length, mode}, vocab, rows, stream, search, best, thread_workspace());
         }
         return py::make_tuple(std::move(search), std::move(best));
       },

@@ -321,7 +321,7 @@ TEST_CASE("beam search equals exhaustive search when W covers every prefix", "[d
     Workspace ws;
     DraftedTree search;
     BeamSearchResult result;
-    beam_search(9, 3, 3, rows, BeamMode::kDeterministic, drafter_stream(0), search, result, ws);
+    beam_search({9, 3, BeamMode::kDeterministic}, 3, rows, drafter_stream(0), search, result, ws);
     REQUIRE(result.tokens.size() == 3);
     for (int i = 0; i < 3; ++i)
       CHECK(result.tokens[static_cast<std::size_t>(i)] == best_seq[static_cast<std::size_t>(i)]);
@@ -338,7 +338,7 @@ TEST_CASE("beam sampling with one beam samples from the draft model", "[draft][b
   BeamSearchResult result;
   std::vector<std::int64_t> counts(16, 0);
   for (std::uint32_t i = 0; i < 50000; ++i) {
-    beam_search(1, 2, 4, rows, BeamMode::kSampling, drafter_stream(i), search, result, ws);
+    beam_search({1, 2, BeamMode::kSampling}, 4, rows, drafter_stream(i), search, result, ws);
     ++counts[static_cast<std::size_t>(result.tokens[0] * 4 + result.tokens[1])];
   }
   std::vector<double> expected(16, 0.0);
@@ -367,9 +367,9 @@ TEST_CASE("tree drafters reject bad input", "[draft][errors]") {
   CHECK_THROWS_WITH(draft_rsd_c(std::span<const std::int32_t>(), 4, rows, s, out, ws),
                     Catch::Contains("branching:"));
   CHECK_THROWS_WITH(draft_iid_chains(0, 2, 4, rows, s, out, ws), Catch::Contains("k:"));
-  CHECK_THROWS_WITH(beam_search(0, 2, 4, rows, BeamMode::kDeterministic, s, out, best, ws),
+  CHECK_THROWS_WITH(beam_search({0, 2, BeamMode::kDeterministic}, 4, rows, s, out, best, ws),
                     Catch::Contains("width:"));
-  CHECK_THROWS_WITH(beam_search(2, 0, 4, rows, BeamMode::kDeterministic, s, out, best, ws),
+  CHECK_THROWS_WITH(beam_search({2, 0, BeamMode::kDeterministic}, 4, rows, s, out, best, ws),
                     Catch::Contains("length:"));
   auto bad_rows = [](const DraftTree&, std::span<const std::int32_t>, MatrixView<float> r) {
     for (std::int64_t i = 0; i < r.rows; ++i) std::fill(r.row(i).begin(), r.row(i).end(), 0.5f);

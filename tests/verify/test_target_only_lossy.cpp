@@ -30,7 +30,7 @@ Law measured_law(const std::vector<float>& row, const std::vector<Token>& childr
   for (int g = 0; g < kCoinGrid; ++g) {
     const float coin = (static_cast<float>(g) + 0.5f) / kCoinGrid;
     const auto v = detail::thresholded_row(row.data(), nullptr, vocab, children.data(), count, t,
-                                           coin, 0.5f, scratch.data());
+                                           {coin, 0.5f}, scratch.data());
     if (v.accepted >= 0) {
       law.accept[static_cast<std::size_t>(v.accepted)] += 1.0 / kCoinGrid;
     } else {
@@ -41,7 +41,7 @@ Law measured_law(const std::vector<float>& row, const std::vector<Token>& childr
   for (int g = 0; g < kCoinGrid; ++g) {
     const float u = (static_cast<float>(g) + 0.5f) / kCoinGrid;
     const auto v = detail::thresholded_row(row.data(), nullptr, vocab, children.data(), count, t,
-                                           1.0f, u, scratch.data());
+                                           {1.0f, u}, scratch.data());
     REQUIRE(v.accepted == -1);
     law.correction[static_cast<std::size_t>(v.token)] +=
         static_cast<double>(rejected) / kCoinGrid / kCoinGrid;

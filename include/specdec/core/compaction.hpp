@@ -9,14 +9,24 @@
 
 namespace specdec::detail {
 
+/// Where compacted entries go: ids and values, `count` of them written so far.
+struct Compacted {
+  std::int32_t* ids;
+  float* values;
+  std::int64_t count;
+};
+
 /// The entries of values[begin, n) inside [lo, hi] with their ids (their positions when
-/// kPositions), in order, appended at out_ids[m] / out_values[m]; returns the new count. The
-/// outputs may be the inputs (the write position never passes the read position). Writes stay
-/// within the first n entries.
+/// kPositions), in order, appended at out.ids[out.count] / out.values[out.count]; returns the new
+/// count. The outputs may be the inputs (the write position never passes the read position).
+/// Writes stay within the first n entries.
 template <bool kPositions>
 std::int64_t compact_between_scalar(const float* values, const std::int32_t* ids,
                                     std::int64_t begin, std::int64_t n, float lo, float hi,
-                                    std::int32_t* out_ids, float* out_values, std::int64_t m) {
+                                    Compacted out) {
+  std::int32_t* out_ids = out.ids;
+  float* out_values = out.values;
+  std::int64_t m = out.count;
   const float* v = values + begin;
   const std::int32_t* id = kPositions ? nullptr : ids + begin;
   for (std::int64_t k = 0; k < n - begin; ++k) {
@@ -39,10 +49,11 @@ inline std::int64_t compact_between(const float* values, const std::int32_t* ids
     std::int64_t done = 0;
     const std::int64_t m =
         compact_between_avx2<kPositions>(values, ids, n, lo, hi, out_ids, out_values, &done);
-    return compact_between_scalar<kPositions>(values, ids, done, n, lo, hi, out_ids, out_values, m);
+    return compact_between_scalar<kPositions>(values, ids, done, n, lo, hi,
+                                              {out_ids, out_values, m});
   }
 #endif
-  return compact_between_scalar<kPositions>(values, ids, 0, n, lo, hi, out_ids, out_values, 0);
+  return compact_between_scalar<kPositions>(values, ids, 0, n, lo, hi, {out_ids, out_values, 0});
 }
 
 }  // namespace specdec::detail

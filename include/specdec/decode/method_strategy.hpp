@@ -249,9 +249,11 @@ class MethodStrategy {
                     context.workspace);
         return drafted_.tree;
       default: {  // kMtad: the best beam becomes a chain
-        beam_search(options_.width, options_.depth, context.vocab, rows,
-                    options_.mtad_beam_search ? BeamMode::kDeterministic : BeamMode::kSampling,
-                    stream, drafted_, best_, context.workspace);
+        beam_search({.width = options_.width,
+                     .length = options_.depth,
+                     .mode = options_.mtad_beam_search ? BeamMode::kDeterministic
+                                                       : BeamMode::kSampling},
+                    context.vocab, rows, stream, drafted_, best_, context.workspace);
         chain_.clear();
         for (std::size_t i = 0; i < best_.tokens.size(); ++i) {
           chain_.add(best_.tokens[i], static_cast<std::int32_t>(i) - 1);

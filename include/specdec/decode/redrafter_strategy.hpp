@@ -241,7 +241,7 @@ class ReDrafterStrategy {
     if (options_.verification == ReDrafterVerification::kExact) {
       redrafter_stochastic_beam_search(tree_rows_, context_hidden_, root, options_.width,
                                        options_.depth, context.sequence.draft_stream(), drafted_,
-                                       context.workspace, context.vocab);
+                                       context.workspace);
       draft_calls_ = drafted_.row_count() > 0 ? drafted_.tree.max_depth() : 0;
       return drafted_.tree;
     }

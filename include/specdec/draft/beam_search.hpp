@@ -31,6 +31,13 @@ enum class BeamMode {
   kSampling,       // W extensions sampled without replacement from norm(joint probabilities)
 };
 
+/// What beam_search searches: `width` beams kept per level, `length` levels, picked by `mode`.
+struct BeamSearchShape {
+  std::int32_t width = 1;
+  std::int32_t length = 1;
+  BeamMode mode = BeamMode::kDeterministic;
+};
+
 /// Scratch bytes beam_search needs.
 inline std::size_t beam_search_workspace_size(std::int32_t width, std::int64_t vocab) {
   return rsd_s_workspace_size(width, vocab);
@@ -49,9 +56,10 @@ inline std::size_t beam_search_workspace_size(std::int32_t width, std::int64_t v
 /// `stream.at_node(n + 1)`, uniform x perturbing token x; kDeterministic draws nothing.
 /// Throws specdec::Error for width < 1, length < 1, too many nodes or an invalid draft row.
 template <DraftRowFunction F>
-void beam_search(std::int32_t width, std::int32_t length, std::int64_t vocab, F&& draft_rows,
-                 BeamMode mode, const RandomStream& stream, DraftedTree& search,
-                 BeamSearchResult& best, Workspace& workspace) {
+void beam_search(const BeamSearchShape& shape, std::int64_t vocab, F&& draft_rows,
+                 const RandomStream& stream, DraftedTree& search, BeamSearchResult& best,
+                 Workspace& workspace) {
+  const auto [width, length, mode] = shape;
   detail::check_vocab(vocab);
   if (width < 1) detail::fail("width", "{} must be >= 1", width);
   if (length < 1) detail::fail("length", "{} must be >= 1", length);

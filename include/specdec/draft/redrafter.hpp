@@ -379,6 +379,9 @@ class ReDrafterTreeRows {
     init_token_ = init_token;
   }
 
+  /// The head's vocabulary.
+  std::int64_t vocab() const { return head_->config.vocab; }
+
   void operator()(const DraftTree& tree, std::span<const std::int32_t> nodes,
                   MatrixView<float> rows) {
     const auto hdim = head_->config.hidden;
@@ -427,10 +430,9 @@ class ReDrafterTreeRows {
 inline void redrafter_stochastic_beam_search(ReDrafterTreeRows& rows, std::span<const float> hidden,
                                              Token init_token, std::int32_t width,
                                              std::int32_t depth, const RandomStream& stream,
-                                             DraftedTree& out, Workspace& workspace,
-                                             std::int64_t vocab) {
+                                             DraftedTree& out, Workspace& workspace) {
   rows.reset(hidden, init_token);
-  draft_rsd_s(width, depth, vocab, rows, stream, out, workspace);
+  draft_rsd_s(width, depth, rows.vocab(), rows, stream, out, workspace);
 }
 
 /// redrafter_stochastic_beam_search with buffers of its own (allocated per call).
@@ -440,8 +442,7 @@ inline void redrafter_stochastic_beam_search(const ReDrafterHead& head,
                                              const RandomStream& stream, DraftedTree& out,
                                              Workspace& workspace) {
   ReDrafterTreeRows rows(head);
-  redrafter_stochastic_beam_search(rows, hidden, init_token, width, depth, stream, out, workspace,
-                                   head.config.vocab);
+  redrafter_stochastic_beam_search(rows, hidden, init_token, width, depth, stream, out, workspace);
 }
 
 }  // namespace specdec

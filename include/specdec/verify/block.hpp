@@ -28,13 +28,18 @@ SPECDEC_HOST_DEVICE double block_stop_probability(const T* p, const T* q, double
 /// m_i = sum [w_i p_(i+1) - q_(i+1)]+ (i < L), h_L = w_L; tau = the largest i >= 1 with
 /// u_i <= h_i (0 if none). Emits x_1..x_tau, then a token from p_(L+1) if tau = L, else from
 /// norm([w_tau p_(tau+1) - q_(tau+1)]+) (p_(tau+1) if that has no mass).
-/// Draws: draw i-1 is u_i (i = 1..L), draw L the final token. `weights` holds L + 1 doubles,
-/// `scratch` `vocab` floats. Returns tau; writes tau + 1 tokens to `out`.
+/// Draws: draw i-1 is u_i (i = 1..L), draw L the final token. `rows` as ChainRows documents (L =
+/// rows.length; raw rows not read), `weights` holds L + 1 doubles, `scratch` `vocab` floats.
+/// Returns tau; writes tau + 1 tokens to `out`.
 template <class T, UniformSource U>
-SPECDEC_HOST_DEVICE std::int32_t block_verify_row(const T* target_rows, const T* draft_rows,
-                                                  const Token* draft_tokens, std::int32_t length,
-                                                  std::int64_t vocab, const U& uniforms,
-                                                  double* weights, float* scratch, Token* out) {
+SPECDEC_HOST_DEVICE std::int32_t block_verify_row(const specdec::ChainRows<T>& rows,
+                                                  const U& uniforms, double* weights,
+                                                  float* scratch, Token* out) {
+  const T* target_rows = rows.target;
+  const T* draft_rows = rows.draft;
+  const Token* draft_tokens = rows.draft_tokens;
+  const auto length = static_cast<std::int32_t>(rows.length);
+  const std::int64_t vocab = rows.vocab;
   weights[0] = 1.0;
   for (std::int32_t i = 1; i <= length; ++i) {
     const Token x = draft_tokens[i - 1];
@@ -104,9 +109,13 @@ ChainVerdict verify_block(std::type_identity_t<std::span<const T>> target_rows,
   auto scope = ws.scope();
   auto weights = ws.take<double>(length + 1);
   auto scratch = ws.take<float>(v);
-  const auto tau = detail::block_verify_row(
-      target_rows.data(), draft_rows.data(), draft_tokens.data(), static_cast<std::int32_t>(length),
-      vocab, uniforms, weights.data(), scratch.data(), out.data());
+  const ChainRows<T> rows{.target = target_rows.data(),
+                          .draft = draft_rows.data(),
+                          .draft_tokens = draft_tokens.data(),
+                          .length = length,
+                          .vocab = vocab};
+  const auto tau = detail::block_verify_row(rows, uniforms, weights.data(), scratch.data(),
+                                            out.data());
   return {tau, tau + 1};
 }
 

@@ -124,6 +124,18 @@ struct FirstTest {
   float u;
 };
 
+/// The end of a chain walk from logits whose `gamma` tokens all passed: the bonus token, draw 0
+/// of position gamma's stream, from the target's row gamma.
+template <class T>
+ChainVerdict bonus_from_logits(const Warp& w, const LogitRows<T>& target, std::int64_t gamma,
+                               std::int64_t vocab, const RandomStream& stream, Token* out,
+                               const ChainLogitsScratch& scratch) {
+  const auto s = stream.at_position(stream.position + static_cast<std::uint32_t>(gamma));
+  out[gamma] = sample_warped_logits(w, target, gamma, vocab, s.uniform(0), scratch);
+  const auto accepted = static_cast<std::int32_t>(gamma);
+  return {accepted, accepted + 1};
+}
+
 /// Whether one rough pass over row i of the target (and of the draft, unless its warped row
 /// `q_row` is given) proves u * q(x) < p(x), the first test of rejection, multi-round and RRS:
 /// the pass bounds p(x) and q(x) closely enough to accept most tokens, in about half the
@@ -271,11 +283,7 @@ ChainVerdict verify_chain_logits_unchecked(const Warp& w, const ChainLogitRows<T
     }
     return verdict;
   }
-  const auto s = stream.at_position(stream.position + static_cast<std::uint32_t>(gamma));
-  out[gamma] = sample_warped_logits(w, target, gamma, vocab, s.uniform(0), scratch);
-  verdict.accepted = static_cast<std::int32_t>(gamma);
-  verdict.emitted = verdict.accepted + 1;
-  return verdict;
+  return bonus_from_logits(w, target, gamma, vocab, stream, out, scratch);
 }
 
 /// The logits of a checked entry's chain, named as its arguments.

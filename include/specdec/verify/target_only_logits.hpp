@@ -45,15 +45,14 @@ bool target_only_accepted_on_rough_bound(const Warp& w, const LogitRows<T>& targ
   return lo > 0.0f && accepts(u, 1.0f, 1.0f, lo);
 }
 
-/// target_only_row's correction after rejecting x (probability px) on row i, whose statistics
-/// `stats` (and, for a cut row, `support` candidates in the warp scratch) were just computed:
-/// draw 1 of `s` from the row with x removed, unless that leaves less than the residual floor.
+/// target_only_row's correction after rejecting x (probability px) on the row of `logits`, whose
+/// statistics `stats` (and, for a cut row, `support` candidates in the warp scratch) were just
+/// computed: draw 1 of `s` from the row with x removed, unless that leaves less than the residual
+/// floor.
 template <class T>
-Token target_only_correction_logits(const WarpStats& stats, std::int64_t support,
-                                    const LogitRows<T>& target, std::int64_t i, Token x, float px,
-                                    std::int64_t vocab, const RandomStream& s,
+Token target_only_correction_logits(const WarpStats& stats, std::int64_t support, const T* logits,
+                                    Token x, float px, std::int64_t vocab, const RandomStream& s,
                                     const ChainLogitsScratch& scratch) {
-  const T* logits = target.row(i);
   const float u = s.uniform(1u);
   if (support >= 0) {
     // A cut row: drawn from the entries it keeps (ids ascending), x's zeroed.
@@ -125,16 +124,12 @@ ChainVerdict verify_chain_target_only_logits_unchecked(const Warp& w, const Logi
       out[i] = x;
       continue;
     }
-    out[i] = target_only_correction_logits(stats, support, target, i, x, px, vocab, s, scratch);
+    out[i] = target_only_correction_logits(stats, support, target.row(i), x, px, vocab, s, scratch);
     verdict.accepted = static_cast<std::int32_t>(i);
     verdict.emitted = verdict.accepted + 1;
     return verdict;
   }
-  const auto s = stream.at_position(stream.position + static_cast<std::uint32_t>(gamma));
-  out[gamma] = sample_warped_logits(w, target, gamma, vocab, s.uniform(0), scratch);
-  verdict.accepted = static_cast<std::int32_t>(gamma);
-  verdict.emitted = verdict.accepted + 1;
-  return verdict;
+  return bonus_from_logits(w, target, gamma, vocab, stream, out, scratch);
 }
 
 }  // namespace specdec::detail

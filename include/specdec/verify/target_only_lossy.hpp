@@ -72,16 +72,24 @@ Token draw_residual(const T* target, const float* draft, std::int64_t vocab, con
   return mass > 0.0 ? sample_row(scratch, vocab, u) : sample_row(target, vocab, u);
 }
 
+/// The uniforms of one node's thresholded test: its running coin and the final uniform.
+struct NodeCoins {
+  float coin;
+  float final_uniform;
+};
+
 /// SGLang's running-coin test of one node's children, tried in order: child k is accepted when
 /// p(x_k) >= t.single or coin <= (p(x_0) + ... + p(x_k)) / max(t.acc, 1e-9) (float sums, as
 /// SGLang computes them), a token repeating an earlier sibling adding nothing and never accepted.
-/// All rejected: the correction is drawn with `final_u` from [p - draft]+ with the children's
-/// tokens removed (draft may be nullptr). At t = (1, 1) child k is accepted with probability
-/// p(x_k) and the correction is drawn from p without the children: exactly the target.
+/// All rejected: the correction is drawn with `coins.final_uniform` from [p - draft]+ with the
+/// children's tokens removed (draft may be nullptr). At t = (1, 1) child k is accepted with
+/// probability p(x_k) and the correction is drawn from p without the children: exactly the
+/// target.
 template <class T>
 NodeVerdict thresholded_row(const T* target, const float* draft, std::int64_t vocab,
                             const Token* candidates, std::int32_t count, AcceptanceThresholds t,
-                            float coin, float final_u, float* scratch) {
+                            NodeCoins coins, float* scratch) {
+  const auto [coin, final_u] = coins;
   const float acc = t.acc > kMinThresholdAcc ? t.acc : kMinThresholdAcc;
   float mass = 0.0f;
   for (std::int32_t k = 0; k < count; ++k) {
@@ -117,7 +125,7 @@ TreeVerdict verify_tree_thresholded_unchecked(TreeView tree, const TargetAt& tar
   const auto verify = [&](std::size_t row, const Token* children, std::int32_t count,
                           const RandomStream&) {
     return thresholded_row(target_at(row), draft_at(row), vocab, children, count, t,
-                           coins.coin(row), coins.final_uniform(), buffers.scratch);
+                           NodeCoins{coins.coin(row), coins.final_uniform()}, buffers.scratch);
   };
   const auto bonus = [&](std::size_t row, const RandomStream&) {
     const auto node = static_cast<std::int32_t>(row) - 1;

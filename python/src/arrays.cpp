@@ -355,6 +355,13 @@ bool is_cuda_array(py::handle obj) {
   return device_type == kDLCUDA || device_type == kDLCUDAManaged;
 }
 
+std::string_view first_cuda(std::initializer_list<std::pair<py::handle, std::string_view>> arrays) {
+  for (const auto& [object, name] : arrays) {
+    if (is_cuda_array(object)) return name;
+  }
+  return {};
+}
+
 py::object cuda_empty(const std::vector<std::int64_t>& shape, DType dtype, int device) {
   const char* name = nullptr;
   for (const auto& [object, value] : torch_names().dtypes) {

@@ -10,6 +10,7 @@
 
 #include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <span>
@@ -209,6 +210,9 @@ class Output {
 /// __dlpack_device__ says CUDA. Cheap for NumPy arrays and lists (never imports torch).
 bool is_cuda_array(py::handle obj);
 
+/// The name of the first of `arrays` that lives on a CUDA device, or an empty view.
+std::string_view first_cuda(std::initializer_list<std::pair<py::handle, std::string_view>> arrays);
+
 /// A fresh, uninitialised torch tensor of `dtype` on CUDA device `device` (PyTorch's caching
 /// allocator, ordered on PyTorch's current stream like any tensor of that device).
 py::object cuda_empty(const std::vector<std::int64_t>& shape, DType dtype, int device);
@@ -231,6 +235,15 @@ py::object output_from(std::span<const T> values, ArrayKind kind) {
   Output<T> out({static_cast<std::int64_t>(values.size())}, kind);
   std::copy(values.begin(), values.end(), out.values().begin());
   return out.result();
+}
+
+/// (verdict, the first `count` of `values` as a 1-D output): what a single-sequence walk returns
+/// (its emitted tokens, or its accepted nodes).
+template <class Verdict, class T>
+py::tuple verdict_and(const Verdict& verdict, const std::vector<T>& values, std::int64_t count,
+                      ArrayKind kind) {
+  const auto first = std::span<const T>(values).first(static_cast<std::size_t>(count));
+  return py::make_tuple(verdict, output_from(first, kind));
 }
 
 }  // namespace specdec::python

@@ -102,8 +102,8 @@ BatchRowsShape tree_batch_rows(const Array& offsets_array) {
   return shape;
 }
 
-/// verify_chain_batch on the CPU with its inputs read and outputs allocated (GIL held); run()
-/// needs no GIL.
+/// verify_chain_batch (or its target-only form when `draft_object` is null) on the CPU with its
+/// inputs read and outputs allocated (GIL held); run() needs no GIL.
 struct HostChainBatch {
   Array target, draft, tokens;
   std::vector<RandomStream> streams;
@@ -113,10 +113,11 @@ struct HostChainBatch {
   backend::Cpu cpu;
   ChainBatchArgs args;
 
-  HostChainBatch(py::handle target_object, py::handle draft_object, py::handle tokens_object,
-                 py::handle streams_object, py::handle offsets_object, int threads)
+  HostChainBatch(py::handle target_object, const py::handle* draft_object,
+                 py::handle tokens_object, py::handle streams_object, py::handle offsets_object,
+                 int threads)
       : target(rows_f32_arg(target_object, "target_rows")),
-        draft(rows_f32_arg(draft_object, "draft_rows")),
+        draft(draft_object != nullptr ? rows_f32_arg(*draft_object, "draft_rows") : Array{}),
         tokens(token_arg(tokens_object, "draft_tokens")),
         streams(streams_arg(streams_object)),
         layout(chain_batch_layout(tokens, offsets_object)),
@@ -125,13 +126,16 @@ struct HostChainBatch {
         cpu(cpu_for(threads, target.size())) {
     args.draft_offsets = layout.offsets();
     args.target_rows = batch_rows<float>(target, "target_rows", layout.target);
-    args.draft_rows = batch_rows<float>(draft, "draft_rows", layout.draft);
+    if (draft_object != nullptr) {
+      args.draft_rows = batch_rows<float>(draft, "draft_rows", layout.draft);
+    }
     args.draft_tokens = tokens.span<Token>("draft_tokens");
     args.streams = streams;
     args.emitted = emitted.values();
     args.accepted = accepted.values();
   }
   void run() { verify_chain_batch(cpu, args, thread_workspace()); }
+  py::tuple result() { return py::make_tuple(emitted.result(), accepted.result()); }
 };
 
 /// A CPU tree batch (verify_tree_batch, or its target-only form when `draft_object` is null) with
@@ -178,14 +182,6 @@ struct HostTreeBatch {
                           bonus.result());
   }
 };
-
-/// The name of the first of `arrays` that lives on a CUDA device, or an empty view.
-std::string_view first_cuda(std::initializer_list<std::pair<py::handle, std::string_view>> arrays) {
-  for (const auto& [object, name] : arrays) {
-    if (is_cuda_array(object)) return name;
-  }
-  return {};
-}
 
 /// Target-only batches run on the CPU alone: refuses the CUDA input `on_cuda` names, if any.
 void require_host(std::string_view on_cuda) {
@@ -423,13 +419,13 @@ void bind_batches(py::module_& m) {
                                   offsets_object);
 #endif
         }
-        HostChainBatch call(target_object, draft_object, tokens_object, streams_object,
+        HostChainBatch call(target_object, &draft_object, tokens_object, streams_object,
                             offsets_object, threads);
         {
           py::gil_scoped_release unlocked;
           call.run();
         }
-        return py::make_tuple(call.emitted.result(), call.accepted.result());
+        return call.result();
       },
       py::kw_only(), py::arg("target_rows"), py::arg("draft_rows"), py::arg("draft_tokens"),
       py::arg("streams"), py::arg("draft_offsets") = py::none(), py::arg("threads") = 0,
@@ -455,7 +451,7 @@ void bind_batches(py::module_& m) {
          py::handle tokens_object, py::handle streams_object, py::handle offsets_object,
          int threads) {
         if (repeats < 1) throw Error("repeats", fmt::format("{} must be >= 1", repeats));
-        HostChainBatch call(target_object, draft_object, tokens_object, streams_object,
+        HostChainBatch call(target_object, &draft_object, tokens_object, streams_object,
                             offsets_object, threads);
         py::gil_scoped_release unlocked;
         call.run();  // warm-up: the workspace grows here
@@ -494,15 +490,15 @@ void bind_batches(py::module_& m) {
         Output<Token> emitted(layout.emitted_shape, kind_of(target, draft, tokens));
         Output<std::int32_t> accepted({layout.batch}, kind_of(target, draft, tokens));
         visit_floats(target, "target_logits", [&]<class T>(std::span<const T>) {
-          ChainBatchLogitsArgs<T> args;
-          args.draft_offsets = layout.offsets();
-          args.target_logits = batch_rows<T>(target, "target_logits", layout.target);
-          args.draft_logits = batch_rows<T>(draft, "draft_logits", layout.draft);  // same dtype as the target
-          args.warps = warps;
-          args.draft_tokens = tokens.span<Token>("draft_tokens");
-          args.streams = streams;
-          args.emitted = emitted.values();
-          args.accepted = accepted.values();
+          const ChainBatchLogitsArgs<T> args{
+              .draft_offsets = layout.offsets(),
+              .target_logits = batch_rows<T>(target, "target_logits", layout.target),
+              .draft_logits = batch_rows<T>(draft, "draft_logits", layout.draft),  // same dtype
+              .warps = warps,
+              .draft_tokens = tokens.span<Token>("draft_tokens"),
+              .streams = streams,
+              .emitted = emitted.values(),
+              .accepted = accepted.values()};
           py::gil_scoped_release unlocked;
           verify_chain_batch_logits(cpu, args, thread_workspace());
         });
@@ -556,25 +552,13 @@ void bind_batches(py::module_& m) {
       [](py::handle target_object, py::handle tokens_object, py::handle streams_object,
          py::handle offsets_object, int threads) {
         require_host(first_cuda({{target_object, "target_rows"}, {tokens_object, "draft_tokens"}}));
-        const Array target = rows_f32_arg(target_object, "target_rows");
-        const Array tokens = token_arg(tokens_object, "draft_tokens");
-        const std::vector<RandomStream> streams = streams_arg(streams_object);
-        const ChainBatchLayout layout = chain_batch_layout(tokens, offsets_object);
-        const backend::Cpu cpu = cpu_for(threads, target.size());
-        Output<Token> emitted(layout.emitted_shape, kind_of(target, tokens));
-        Output<std::int32_t> accepted({layout.batch}, kind_of(target, tokens));
-        ChainBatchArgs args;
-        args.draft_offsets = layout.offsets();
-        args.target_rows = batch_rows<float>(target, "target_rows", layout.target);
-        args.draft_tokens = tokens.span<Token>("draft_tokens");
-        args.streams = streams;
-        args.emitted = emitted.values();
-        args.accepted = accepted.values();
+        HostChainBatch call(target_object, nullptr, tokens_object, streams_object, offsets_object,
+                            threads);
         {
           py::gil_scoped_release unlocked;
-          verify_chain_batch_target_only(cpu, args, thread_workspace());
+          verify_chain_batch_target_only(call.cpu, call.args, thread_workspace());
         }
-        return py::make_tuple(emitted.result(), accepted.result());
+        return call.result();
       },
       py::kw_only(), py::arg("target_rows"), py::arg("draft_tokens"), py::arg("streams"),
       py::arg("draft_offsets") = py::none(), py::arg("threads") = 0,

@@ -126,13 +126,6 @@ py::tuple sglang_verify_trees(py::handle candidates_object, py::handle index_obj
   return py::make_tuple(accept_index.result(), emitted.result(), accepted.result());
 }
 
-py::tuple tree_result(const TreeVerdict& verdict, const std::vector<std::int32_t>& accepted,
-                      ArrayKind kind) {
-  const auto nodes = std::span<const std::int32_t>(accepted).first(
-      static_cast<std::size_t>(verdict.accepted));
-  return py::make_tuple(verdict, output_from(nodes, kind));
-}
-
 py::tuple thresholded(py::handle tree_object, py::handle target_object, float threshold_single,
                       float threshold_acc, py::handle stream_object, py::handle coins_object,
                       float final_uniform) {
@@ -166,7 +159,7 @@ py::tuple thresholded(py::handle tree_object, py::handle target_object, float th
     return verify_tree_target_only_thresholded<T>(tree.view(), rows, vocab, thresholds, *stream,
                                                   accepted, thread_workspace());
   });
-  return tree_result(verdict, accepted, kind_of(target));
+  return verdict_and(verdict, accepted, verdict.accepted, kind_of(target));
 }
 
 py::tuple typical(py::handle tree_object, py::handle target_object, py::handle rule_object,
@@ -183,7 +176,7 @@ py::tuple typical(py::handle tree_object, py::handle target_object, py::handle r
     return verify_tree_target_only_typical<T>(tree.view(), rows, vocab, rule, stream, accepted,
                                               thread_workspace());
   });
-  return tree_result(verdict, accepted, kind_of(target));
+  return verdict_and(verdict, accepted, verdict.accepted, kind_of(target));
 }
 
 }  // namespace

@@ -36,11 +36,13 @@ void require_logit_columns(const Array& a, std::string_view name, std::int64_t v
   }
 }
 
-/// A chain from logits with draft logits: (verdict, emitted tokens), `verify(warp, target,
-/// draft, tokens, out)` the C++ call for T.
-template <class Verify>
-py::tuple chain_with_draft(const Warp& warp, py::handle target_object, py::handle draft_object,
-                           py::handle tokens_object, const Verify& verify) {
+/// Which walk chain_with_draft runs.
+enum class ChainWalk : std::uint8_t { chain, block };
+
+/// A chain from logits with draft logits, by `walk`: (verdict, emitted tokens).
+py::tuple chain_with_draft(ChainWalk walk, const Warp& warp, py::handle target_object,
+                           py::handle draft_object, py::handle tokens_object,
+                           const RandomStream& stream) {
   const Array target = rows_arg(target_object, "target_logits", 2);
   const Array draft = rows_arg(draft_object, "draft_logits", 2);
   const Array tokens = token_arg(tokens_object, "draft_tokens", 1);
@@ -48,17 +50,16 @@ py::tuple chain_with_draft(const Warp& warp, py::handle target_object, py::handl
   require_rows(draft, "draft_logits", tokens.size(), tokens);
   const std::int64_t vocab = target.dim(1);
   require_logit_columns(draft, "draft_logits", vocab);
-  const auto draft_tokens = tokens.span<Token>("draft_tokens");
-  std::vector<Token> out(draft_tokens.size() + 1);
-  const ChainVerdict verdict =
-      visit_floats(target, "target_logits", [&]<class T>(std::span<const T> target_logits) {
-        const auto draft_logits = draft.span<T>("draft_logits");  // the target's dtype
-        py::gil_scoped_release unlocked;
-        return verify.template operator()<T>(warp, target_logits, draft_logits, draft_tokens, vocab,
-                                             std::span<Token>(out));
+  const auto x = tokens.span<Token>("draft_tokens");
+  std::vector<Token> out(x.size() + 1);
+  const ChainVerdict verdict = with_rows(
+      {{target, "target_logits"}, {draft, "draft_logits"}}, [&]<class T>(Rows<T> t, Rows<T> d) {
+        if (walk == ChainWalk::block) {
+          return verify_block_logits<T>(warp, t, d, x, vocab, stream, out, thread_workspace());
+        }
+        return verify_chain_logits<T>(warp, t, d, x, vocab, stream, out, thread_workspace());
       });
-  const auto emitted = std::span<const Token>(out).first(static_cast<std::size_t>(verdict.emitted));
-  return py::make_tuple(verdict, output_from(emitted, kind_of(target, draft, tokens)));
+  return verdict_and(verdict, out, verdict.emitted, kind_of(target, draft, tokens));
 }
 
 }  // namespace
@@ -68,12 +69,8 @@ void bind_logits(py::module_& m) {
       "verify_chain_logits",
       [](const Warp& warp, py::handle target_object, py::handle draft_object,
          py::handle tokens_object, const RandomStream& stream) {
-        return chain_with_draft(
-            warp, target_object, draft_object, tokens_object,
-            [&]<class T>(const Warp& w, std::span<const T> t, std::span<const T> d,
-                         std::span<const Token> x, std::int64_t vocab, std::span<Token> out) {
-              return verify_chain_logits<T>(w, t, d, x, vocab, stream, out, thread_workspace());
-            });
+        return chain_with_draft(ChainWalk::chain, warp, target_object, draft_object, tokens_object,
+                                stream);
       },
       py::arg("warp"), py::arg("target_logits"), py::arg("draft_logits"), py::arg("draft_tokens"),
       py::arg("stream"),
@@ -86,12 +83,8 @@ void bind_logits(py::module_& m) {
       "verify_block_logits",
       [](const Warp& warp, py::handle target_object, py::handle draft_object,
          py::handle tokens_object, const RandomStream& stream) {
-        return chain_with_draft(
-            warp, target_object, draft_object, tokens_object,
-            [&]<class T>(const Warp& w, std::span<const T> t, std::span<const T> d,
-                         std::span<const Token> x, std::int64_t vocab, std::span<Token> out) {
-              return verify_block_logits<T>(w, t, d, x, vocab, stream, out, thread_workspace());
-            });
+        return chain_with_draft(ChainWalk::block, warp, target_object, draft_object, tokens_object,
+                                stream);
       },
       py::arg("warp"), py::arg("target_logits"), py::arg("draft_logits"), py::arg("draft_tokens"),
       py::arg("stream"),
@@ -109,15 +102,11 @@ void bind_logits(py::module_& m) {
         const std::int64_t vocab = target.dim(1);
         const auto draft_tokens = tokens.span<Token>("draft_tokens");
         std::vector<Token> out(draft_tokens.size() + 1);
-        const ChainVerdict verdict =
-            visit_floats(target, "target_logits", [&]<class T>(std::span<const T> logits) {
-              py::gil_scoped_release unlocked;
-              return verify_chain_target_only_logits<T>(warp, logits, draft_tokens, vocab, stream,
-                                                        out, thread_workspace());
-            });
-        const auto emitted =
-            std::span<const Token>(out).first(static_cast<std::size_t>(verdict.emitted));
-        return py::make_tuple(verdict, output_from(emitted, kind_of(target, tokens)));
+        const ChainVerdict verdict = with_rows({{target, "target_logits"}}, [&]<class T>(Rows<T> t) {
+          return verify_chain_target_only_logits<T>(warp, t, draft_tokens, vocab, stream, out,
+                                                    thread_workspace());
+        });
+        return verdict_and(verdict, out, verdict.emitted, kind_of(target, tokens));
       },
       py::arg("warp"), py::arg("target_logits"), py::arg("draft_tokens"), py::arg("stream"),
       "verify_chain_target_only on the rows `warp` makes of logits, without writing them: the\n"
@@ -137,16 +126,12 @@ void bind_logits(py::module_& m) {
         const std::int64_t vocab = target.dim(1);
         require_logit_columns(draft, "draft_logits", vocab);
         std::vector<std::int32_t> accepted(tree.size() + 1);
-        const TreeVerdict verdict =
-            visit_floats(target, "target_logits", [&]<class T>(std::span<const T> target_logits) {
-              const auto draft_logits = draft.span<T>("draft_logits");
-              py::gil_scoped_release unlocked;
-              return verify_tree_logits<T>(rule, warp, tree.view(), target_logits, draft_logits,
-                                           vocab, stream, accepted, thread_workspace());
+        const TreeVerdict verdict = with_rows(
+            {{target, "target_logits"}, {draft, "draft_logits"}}, [&]<class T>(Rows<T> t, Rows<T> d) {
+              return verify_tree_logits<T>(rule, warp, tree.view(), t, d, vocab, stream, accepted,
+                                           thread_workspace());
             });
-        const auto nodes = std::span<const std::int32_t>(accepted).first(
-            static_cast<std::size_t>(verdict.accepted));
-        return py::make_tuple(verdict, output_from(nodes, kind_of(target, draft)));
+        return verdict_and(verdict, accepted, verdict.accepted, kind_of(target, draft));
       },
       py::arg("rule"), py::arg("warp"), py::arg("tree"), py::arg("target_logits"),
       py::arg("draft_logits"), py::arg("stream"),
@@ -163,15 +148,11 @@ void bind_logits(py::module_& m) {
         const Array target = rows_arg(target_object, "target_logits", 2);
         const std::int64_t vocab = target.dim(1);
         std::vector<std::int32_t> accepted(tree.size() + 1);
-        const TreeVerdict verdict =
-            visit_floats(target, "target_logits", [&]<class T>(std::span<const T> logits) {
-              py::gil_scoped_release unlocked;
-              return verify_tree_target_only_logits<T>(warp, tree.view(), logits, vocab, stream,
-                                                       accepted, thread_workspace());
-            });
-        const auto nodes = std::span<const std::int32_t>(accepted).first(
-            static_cast<std::size_t>(verdict.accepted));
-        return py::make_tuple(verdict, output_from(nodes, kind_of(target)));
+        const TreeVerdict verdict = with_rows({{target, "target_logits"}}, [&]<class T>(Rows<T> t) {
+          return verify_tree_target_only_logits<T>(warp, tree.view(), t, vocab, stream, accepted,
+                                                   thread_workspace());
+        });
+        return verdict_and(verdict, accepted, verdict.accepted, kind_of(target));
       },
       py::arg("warp"), py::arg("tree"), py::arg("target_logits"), py::arg("stream"),
       "verify_tree_target_only on the rows `warp` makes of logits: the same walk, draws and\n"

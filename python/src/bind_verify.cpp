@@ -269,9 +269,7 @@ void bind_sequences(py::module_& m) {
               return verify_chain<T>(rule, t, d, draft_tokens, vocab, stream, out,
                                      thread_workspace(), rt, rd);
             });
-        const auto emitted =
-            std::span<const Token>(out).first(static_cast<std::size_t>(verdict.emitted));
-        return py::make_tuple(verdict, output_from(emitted, kind_of(target, draft, tokens)));
+        return verdict_and(verdict, out, verdict.emitted, kind_of(target, draft, tokens));
       },
       py::arg("rule"), py::arg("target_rows"), py::arg("draft_rows"), py::arg("draft_tokens"),
       py::arg("stream"), py::arg("raw_target_rows") = py::none(),
@@ -298,9 +296,7 @@ void bind_sequences(py::module_& m) {
             {{target, "target_rows"}, {draft, "draft_rows"}}, [&]<class T>(Rows<T> t, Rows<T> d) {
               return verify_block<T>(t, d, draft_tokens, vocab, stream, out, thread_workspace());
             });
-        const auto emitted =
-            std::span<const Token>(out).first(static_cast<std::size_t>(verdict.emitted));
-        return py::make_tuple(verdict, output_from(emitted, kind_of(target, draft, tokens)));
+        return verdict_and(verdict, out, verdict.emitted, kind_of(target, draft, tokens));
       },
       py::arg("target_rows"), py::arg("draft_rows"), py::arg("draft_tokens"), py::arg("stream"),
       "Block verification (Sun et al. 2024) of L draft tokens, rows as verify_chain's; lossless\n"
@@ -331,9 +327,7 @@ void bind_sequences(py::module_& m) {
               return verify_tree<T>(rule, tree.view(), t, d, vocab, stream, accepted,
                                     thread_workspace(), rt, rd);
             });
-        const auto nodes = std::span<const std::int32_t>(accepted).first(
-            static_cast<std::size_t>(verdict.accepted));
-        return py::make_tuple(verdict, output_from(nodes, kind_of(target, draft)));
+        return verdict_and(verdict, accepted, verdict.accepted, kind_of(target, draft));
       },
       py::arg("rule"), py::arg("tree"), py::arg("target_rows"), py::arg("draft_rows"),
       py::arg("stream"), py::arg("raw_target_rows") = py::none(),
@@ -361,9 +355,7 @@ void bind_sequences(py::module_& m) {
         const ChainVerdict verdict = with_rows({{target, "target_rows"}}, [&]<class T>(Rows<T> t) {
           return verify_chain_target_only<T>(t, draft_tokens, vocab, stream, out, thread_workspace());
         });
-        const auto emitted =
-            std::span<const Token>(out).first(static_cast<std::size_t>(verdict.emitted));
-        return py::make_tuple(verdict, output_from(emitted, kind_of(target, tokens)));
+        return verdict_and(verdict, out, verdict.emitted, kind_of(target, tokens));
       },
       py::arg("target_rows"), py::arg("draft_tokens"), py::arg("stream"),
       "Verifies L draft tokens that come without draft rows (n-gram copies, top-1 heads):\n"
@@ -383,9 +375,7 @@ void bind_sequences(py::module_& m) {
           return verify_tree_target_only<T>(tree.view(), t, vocab, stream, accepted,
                                             thread_workspace());
         });
-        const auto nodes = std::span<const std::int32_t>(accepted).first(
-            static_cast<std::size_t>(verdict.accepted));
-        return py::make_tuple(verdict, output_from(nodes, kind_of(target)));
+        return verdict_and(verdict, accepted, verdict.accepted, kind_of(target));
       },
       py::arg("tree"), py::arg("target_rows"), py::arg("stream"),
       "Walks a candidate DraftTree of N nodes that comes without draft rows (EAGLE or MTP\n"

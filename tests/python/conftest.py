@@ -1,4 +1,5 @@
-"""Shared fixtures of the Python tests: optional torch, and a marker for tests that need CUDA."""
+"""Shared fixtures of the Python tests: optional torch, a marker for tests that need CUDA, and
+the chi-square p-value the distribution tests share."""
 
 import pathlib
 import sys
@@ -31,3 +32,14 @@ def run_example_here(name, *arguments, monkeypatch, capsys):
     finally:
         torch.set_num_threads(threads)
     return capsys.readouterr().out
+
+
+def chi_square_p_value(counts, expected):
+    """Upper tail of Pearson's statistic (Wilson-Hilferty normal approximation)."""
+    from math import erfc, sqrt
+    keep = expected > 0
+    assert counts[~keep].sum() == 0, "a token of probability 0 was emitted"
+    statistic = float(((counts[keep] - expected[keep]) ** 2 / expected[keep]).sum())
+    df = int(keep.sum()) - 1
+    z = ((statistic / df) ** (1 / 3) - (1 - 2 / (9 * df))) / sqrt(2 / (9 * df))
+    return 0.5 * erfc(z / sqrt(2))

@@ -7,7 +7,7 @@ import pytest
 import specdec
 from specdec.compat.flashinfer import chain_speculative_sampling
 
-from conftest import requires_torch, torch
+from conftest import chi_square_p_value, requires_torch, torch
 
 
 def random_case(batch, n, vocab, seed, onehot_target=False):
@@ -101,17 +101,6 @@ def test_seed_and_offset_make_runs_repeat():
              for k in range(1, 4)]
     assert all(np.array_equal(x, y) for x, y in zip(first, again))
     assert any(not np.array_equal(first[0], o) for o in other)
-
-
-def chi_square_p_value(counts, expected):
-    """Upper tail of Pearson's statistic (Wilson-Hilferty normal approximation)."""
-    from math import erfc, sqrt
-    keep = expected > 0
-    assert counts[~keep].sum() == 0, "a token of probability 0 was emitted"
-    statistic = float(((counts[keep] - expected[keep]) ** 2 / expected[keep]).sum())
-    df = int(keep.sum()) - 1
-    z = ((statistic / df) ** (1 / 3) - (1 - 2 / (9 * df))) / sqrt(2 / (9 * df))
-    return 0.5 * erfc(z / sqrt(2))
 
 
 def test_emitted_tokens_follow_the_target():

@@ -8,7 +8,7 @@ import pytest
 import specdec
 from specdec.compat.sglang import tree_speculative_sampling_target_only, verify_tree_greedy
 
-from conftest import requires_torch, run_example_here, torch
+from conftest import chi_square_p_value, requires_torch, run_example_here, torch
 
 # ---- SGLang's published case: bs = 2, 6 slots, V = 20, temperature 0.01 -----------------------
 
@@ -201,17 +201,6 @@ def test_own_uniforms_give_sglangs_tokens(single, acc):
 
 
 # ---- distribution ----------------------------------------------------------------------------
-
-
-def chi_square_p_value(counts, expected):
-    """Upper tail of Pearson's statistic (Wilson-Hilferty normal approximation)."""
-    from math import erfc, sqrt
-    keep = expected > 0
-    assert counts[~keep].sum() == 0, "a token of probability 0 was emitted"
-    statistic = float(((counts[keep] - expected[keep]) ** 2 / expected[keep]).sum())
-    df = int(keep.sum()) - 1
-    z = ((statistic / df) ** (1 / 3) - (1 - 2 / (9 * df))) / sqrt(2 / (9 * df))
-    return 0.5 * erfc(z / sqrt(2))
 
 
 @pytest.mark.parametrize("own_uniforms", [True, False])

@@ -8,7 +8,7 @@ import specdec
 from specdec.compat import vllm
 from specdec.compat.vllm import PLACEHOLDER_TOKEN_ID, RejectionSampler, SamplingMetadata, SpecDecodeMetadata
 
-from conftest import requires_torch, run_example_here, torch
+from conftest import chi_square_p_value, requires_torch, run_example_here, torch
 
 V = 100  # vLLM's test vocabulary
 
@@ -82,17 +82,6 @@ def test_parse_output_drops_placeholders_and_out_of_vocabulary_ids():
                                               return_cu_num_tokens=True)
     assert lists == [[1, 2], [3, 4], []] and cu == [0, 2, 4, 4]
     assert RejectionSampler.parse_output(output, V)[1] is None
-
-
-def chi_square_p_value(counts, expected):
-    """Upper tail of Pearson's statistic (Wilson-Hilferty normal approximation)."""
-    from math import erfc, sqrt
-    keep = expected > 0
-    assert counts[~keep].sum() == 0, "a token of probability 0 was emitted"
-    statistic = float(((counts[keep] - expected[keep]) ** 2 / expected[keep]).sum())
-    df = int(keep.sum()) - 1
-    z = ((statistic / df) ** (1 / 3) - (1 - 2 / (9 * df))) / sqrt(2 / (9 * df))
-    return 0.5 * erfc(z / sqrt(2))
 
 
 def softmax(logits, temperature):

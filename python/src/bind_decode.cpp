@@ -351,6 +351,7 @@ void bind_redrafter_decoding(py::module_& m) {
       .value("PARITY", ReDrafterVerification::kParity,
              "the reference's per-beam rule (not lossless)");
 
+  const ReDrafterOptions redrafter{};  // the library's defaults
   py::class_<ReDrafterOptions>(m, "ReDrafterOptions", "Options of decode_redrafter.")
       .def(py::init([](ReDrafterVerification verification, const Warp& warp, std::int32_t width,
                        std::int32_t depth, py::object typical, std::int32_t max_new_tokens,
@@ -366,10 +367,11 @@ void bind_redrafter_decoding(py::module_& m) {
              o.seed = seed;
              return o;
            }),
-           py::kw_only(), py::arg("verification") = ReDrafterVerification::kExact,
-           py::arg("warp") = Warp{}, py::arg("width") = 4, py::arg("depth") = 4,
-           py::arg("typical") = py::none(), py::arg("max_new_tokens") = 32,
-           py::arg("end_token") = kNoToken, py::arg("seed") = 0,
+           py::kw_only(), py::arg("verification") = redrafter.verification,
+           py::arg("warp") = redrafter.warp, py::arg("width") = redrafter.width,
+           py::arg("depth") = redrafter.depth, py::arg("typical") = py::none(),
+           py::arg("max_new_tokens") = redrafter.max_new_tokens,
+           py::arg("end_token") = redrafter.end_token, py::arg("seed") = redrafter.seed,
            "typical: a Typical rule for ReDrafterVerification.TYPICAL (None = Typical()).")
       .def_readwrite("verification", &ReDrafterOptions::verification)
       .def_readwrite("warp", &ReDrafterOptions::warp)

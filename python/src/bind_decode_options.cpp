@@ -145,6 +145,7 @@ void bind_decode_options(py::module_& m) {
         "The method's name as parse_method reads it ('sd', 'rsd_s', ...).");
   m.def("parse_method", &parse_method, py::arg("name"), "The Method named `name`.");
 
+  const DecodeOptions method{};  // the library's defaults
   py::class_<DecodeOptions>(m, "DecodeOptions",
                             "Options of one decoding run (the C++ DecodeOptions; validated by the\n"
                             "decoder against the target's vocabulary).")
@@ -168,12 +169,13 @@ void bind_decode_options(py::module_& m) {
              o.seed = seed;
              return o;
            }),
-           py::kw_only(), py::arg("method") = Method::kSd, py::arg("warp") = Warp{},
-           py::arg("depth") = 4, py::arg("width") = 2,
-           py::arg("branching") = std::vector<std::int32_t>{}, py::arg("tau") = 0.5f,
-           py::arg("mtad_beam_search") = false, py::arg("spectr_gamma") = 0.0f,
-           py::arg("cascade") = py::none(), py::arg("lossy") = py::none(),
-           py::arg("max_new_tokens") = 32, py::arg("end_token") = kNoToken, py::arg("seed") = 0,
+           py::kw_only(), py::arg("method") = method.method, py::arg("warp") = method.warp,
+           py::arg("depth") = method.depth, py::arg("width") = method.width,
+           py::arg("branching") = method.branching, py::arg("tau") = method.tau,
+           py::arg("mtad_beam_search") = method.mtad_beam_search,
+           py::arg("spectr_gamma") = method.spectr_gamma, py::arg("cascade") = py::none(),
+           py::arg("lossy") = py::none(), py::arg("max_new_tokens") = method.max_new_tokens,
+           py::arg("end_token") = method.end_token, py::arg("seed") = method.seed,
            "cascade / lossy: a Cascade / Lossy rule (None = its defaults, Cascade() / Lossy()).")
       .def_readwrite("method", &DecodeOptions::method)
       .def_readwrite("warp", &DecodeOptions::warp)

@@ -190,6 +190,8 @@ void bind_toys(py::module_& m) {
           },
           py::arg("context"), "The distribution after `context` (its last token).");
 
+  const toy::NGramModel::Config config{};  // the library's defaults, as are provider's below
+  const toy::ProviderOptions provider{};
   py::class_<toy::NGramModel>(
       m, "NGramModel",
       "A seeded random order-k model: the row after a context is Dirichlet(concentration),\n"
@@ -198,8 +200,8 @@ void bind_toys(py::module_& m) {
       .def(py::init([](std::int64_t vocab, int order, double concentration, std::uint64_t seed) {
              return toy::NGramModel({vocab, order, concentration, seed});
            }),
-           py::kw_only(), py::arg("vocab") = 16, py::arg("order") = 2,
-           py::arg("concentration") = 0.5, py::arg("seed") = 1)
+           py::kw_only(), py::arg("vocab") = config.vocab, py::arg("order") = config.order,
+           py::arg("concentration") = config.concentration, py::arg("seed") = config.seed)
       .def_static("draft_of", &toy::NGramModel::draft_of, py::arg("target"), py::arg("noise"),
                   py::arg("temperature") = 1.0f, py::arg("noise_seed") = 0x5eed,
                   "A draft model for `target`: (1 - noise) * target rows at `temperature`\n"
@@ -227,8 +229,10 @@ void bind_toys(py::module_& m) {
              return toy::ProviderOptions{hidden_size, hidden_window, hidden_seed,
                                          hidden_probabilities};
            }),
-           py::kw_only(), py::arg("hidden_size") = 0, py::arg("hidden_window") = 4,
-           py::arg("hidden_seed") = 0x41dde7, py::arg("hidden_probabilities") = false)
+           py::kw_only(), py::arg("hidden_size") = provider.hidden_size,
+           py::arg("hidden_window") = provider.hidden_window,
+           py::arg("hidden_seed") = provider.hidden_seed,
+           py::arg("hidden_probabilities") = provider.hidden_probabilities)
       .def_readwrite("hidden_size", &toy::ProviderOptions::hidden_size)
       .def_readwrite("hidden_window", &toy::ProviderOptions::hidden_window)
       .def_readwrite("hidden_seed", &toy::ProviderOptions::hidden_seed)

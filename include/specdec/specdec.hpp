@@ -13,6 +13,7 @@
 #include "specdec/core/views.hpp"
 #include "specdec/core/warp.hpp"
 #include "specdec/core/workspace.hpp"
+#include "specdec/decode/any_strategy.hpp"
 #include "specdec/decode/chain_length_strategy.hpp"
 #include "specdec/decode/decoder.hpp"
 #include "specdec/decode/length_control.hpp"

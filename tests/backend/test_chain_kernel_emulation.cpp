@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
-// The CUDA chain verification kernel's source, run on the host through emulation/emulated_cuda.hpp
-// (one block per sequence, one std::thread per CUDA thread), against verify_chain per sequence.
-#include "emulation/emulated_cuda.hpp"
+// The CUDA chain verification kernel's source, run on the host through the library's CUDA
+// emulation (one block per sequence, one fiber per CUDA thread), against verify_chain per sequence.
+#include "specdec/backend/cuda/emulation/emulated_cuda.hpp"
 // The emulation must come first: the kernel header then sees its built-ins.
 #include <catch2/catch.hpp>
 #include <cstdint>

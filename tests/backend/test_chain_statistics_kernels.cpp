@@ -4,7 +4,7 @@
 // tokens bit for bit in every slot of a ragged batch, whatever the number of blocks sharing a row
 // and the order they run in, and the traffic of section 3 of the design (each logit read once,
 // once more for a cut, the draws' rows once more).
-#include "emulation/emulated_cuda.hpp"
+#include "specdec/backend/cuda/emulation/emulated_cuda.hpp"
 // The emulation must come first: the launchers then see its built-ins and runtime.
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "specdec/backend/cpu/verify_batch.hpp"
+#include "specdec/backend/cuda/detail/chain_logits_kernels.cuh"
 #include "specdec/backend/cuda/detail/nucleus_kernels.cuh"
 #include "specdec/backend/cuda/launchers.hpp"
 #include "specdec/backend/cuda/row_split.hpp"
@@ -24,7 +25,7 @@
 
 using namespace specdec;
 namespace cuda_impl = specdec::backend::cuda_impl;
-namespace emu = specdec_emulation;
+namespace emu = specdec::emulation;
 
 namespace {
 

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 // The CUDA drafting kernels' source (Gumbel-top-k, stochastic-beam-search levels), run on the host
-// through emulation/emulated_cuda.hpp (one fiber per CUDA thread, blocks in a seeded random order)
+// through the library's CUDA emulation (one fiber per CUDA thread, blocks in a seeded random order)
 // by the public entry points on backend::cuda, against the CPU backend: equal bit for bit, since
 // both compute every perturbed value with the same scalar code and rank them alike.
-#include "emulation/emulated_cuda.hpp"
+#include "specdec/backend/cuda/emulation/emulated_cuda.hpp"
 // The emulation must come first: the kernel header then sees its built-ins.
 #include <Eigen/Core>
 #include <algorithm>
@@ -26,7 +26,7 @@
 using namespace specdec;
 using specdec::test::draft_stream;
 namespace kernels = specdec::backend::cuda_impl::detail;
-namespace draft_emu = specdec_emulation;
+namespace draft_emu = specdec::emulation;
 
 static_assert(backend::cuda_impl::kRowSplitTile == detail::kSumTile,
               "a row split's tiles are the CPU's summation tiles");

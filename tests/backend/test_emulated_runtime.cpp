@@ -4,7 +4,7 @@
 // the built-ins behave as on a GPU (2-D grids, atomics and fences, ballots and shuffles). Then
 // graph-safe entry points: with device-resident offsets and streams a call copies, allocates and
 // synchronises nothing, and its captured graph replays on new inputs as a fresh call would.
-#include "emulation/emulated_cuda.hpp"
+#include "specdec/backend/cuda/emulation/emulated_cuda.hpp"
 // The emulation must come first: the kernels below then see its built-ins.
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -26,7 +26,7 @@
 #include "tree_cases.hpp"
 
 namespace kernels = specdec::backend::cuda_impl::detail;
-namespace emu = specdec_emulation;
+namespace emu = specdec::emulation;
 using kernels::Global;
 
 namespace {

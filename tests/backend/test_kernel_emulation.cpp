@@ -2,7 +2,7 @@
 // The CUDA warp kernel's source, run on the host through emulation/emulated_cuda.hpp (one
 // std::thread per CUDA thread), against the CPU row oracle: checks the kernel's threshold
 // searches and tie-breaking on machines without a GPU.
-#include "emulation/emulated_cuda.hpp"
+#include "specdec/backend/cuda/emulation/emulated_cuda.hpp"
 // The emulation must come first: the kernel header then sees its built-ins.
 #include <Eigen/Core>
 #include <catch2/catch.hpp>

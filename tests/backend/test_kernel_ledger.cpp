@@ -4,7 +4,7 @@
 // synchronisations and allocations per call, the figures of the "ledger" table in
 // docs/backends.md. Also the emulated runtime itself (2-D grids, block order, capture) and the
 // review fixes it can now show (token range, launch bounds, unwritten bytes).
-#include "emulation/emulated_cuda.hpp"
+#include "specdec/backend/cuda/emulation/emulated_cuda.hpp"
 // The emulation must come first: the launchers then see its built-ins and runtime.
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -24,7 +24,7 @@
 
 using namespace specdec;
 namespace cuda_impl = specdec::backend::cuda_impl;
-namespace emu = specdec_emulation;
+namespace emu = specdec::emulation;
 
 namespace {
 

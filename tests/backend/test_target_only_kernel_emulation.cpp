@@ -2,7 +2,7 @@
 // The CUDA target-only verification launchers and kernels (drafts without draft rows), run whole
 // through the emulated runtime against the CPU backend's verify_chain_batch_target_only and
 // verify_tree_batch_target_only: equal tokens and counts, and the traffic the kernels cause.
-#include "emulation/emulated_cuda.hpp"
+#include "specdec/backend/cuda/emulation/emulated_cuda.hpp"
 // The emulation must come first: the launchers then see its built-ins and runtime.
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -19,7 +19,7 @@
 
 using namespace specdec;
 namespace cuda_impl = specdec::backend::cuda_impl;
-namespace emu = specdec_emulation;
+namespace emu = specdec::emulation;
 
 namespace {
 

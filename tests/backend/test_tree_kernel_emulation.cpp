@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The CUDA tree verification kernel's source, run on the host through emulation/emulated_cuda.hpp
 // (one block per tree, one std::thread per CUDA thread), against verify_tree per tree.
-#include "emulation/emulated_cuda.hpp"
+#include "specdec/backend/cuda/emulation/emulated_cuda.hpp"
 // The emulation must come first: the kernel header then sees its built-ins.
 #include <catch2/catch.hpp>
 #include <cmath>

@@ -2,7 +2,7 @@
 // The CUDA tree mask, position and prefix match kernels' source, run on the host through
 // emulation/emulated_cuda.hpp (one std::thread per CUDA thread), against the CPU backend, and on
 // corrupt device trees, which must end every walk inside the tree.
-#include "emulation/emulated_cuda.hpp"
+#include "specdec/backend/cuda/emulation/emulated_cuda.hpp"
 // The emulation must come first: the kernel header then sees its built-ins.
 #include <catch2/catch.hpp>
 #include <cstdint>

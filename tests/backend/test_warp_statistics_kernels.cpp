@@ -5,7 +5,7 @@
 // (captured and replayed), and the traffic of a warp at the memory floor (each logit read once
 // for the statistics and once for the write pass, once more for a cut, each output written
 // once).
-#include "emulation/emulated_cuda.hpp"
+#include "specdec/backend/cuda/emulation/emulated_cuda.hpp"
 // The emulation must come first: the launchers then see its built-ins and runtime.
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -25,7 +25,7 @@
 
 using namespace specdec;
 namespace cuda_impl = specdec::backend::cuda_impl;
-namespace emu = specdec_emulation;
+namespace emu = specdec::emulation;
 
 namespace {
 

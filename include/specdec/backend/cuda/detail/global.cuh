@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // Global<T>: how a kernel reaches global memory. On the device a load or store is a plain (or one
-// 16-byte vector) access; under the host emulation (tests/backend/emulation) every access is also
+// 16-byte vector) access; under the host emulation (backend/cuda/emulation) every access is also
 // recorded in a traffic ledger (bytes per named region, reads of never-written bytes, 32-byte
 // sectors per warp-wide access). The pointer is never handed to kernel code, so a raw dereference
 // of global memory does not compile and no access escapes the ledger.
@@ -15,7 +15,7 @@
 
 #if !defined(__CUDACC__) && defined(SPECDEC_CUDA_EMULATION)
 #define SPECDEC_GLOBAL_RECORD(kind, address, bytes, unique) \
-  specdec_emulation::record_##kind(address, bytes, unique)
+  specdec::emulation::record_##kind(address, bytes, unique)
 #else
 #define SPECDEC_GLOBAL_RECORD(kind, address, bytes, unique) ((void)0)
 #endif

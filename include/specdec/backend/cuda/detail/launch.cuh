@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // launch(kernel, grid, threads, stream, args...): how launchers start a kernel. With nvcc it is
 // cudaLaunchKernelEx, which returns this launch's own status (not an earlier, unrelated error);
-// under the host emulation (tests/backend/emulation) the emulated runtime runs the grid, so the
+// under the host emulation (backend/cuda/emulation) the emulated runtime runs the grid, so the
 // launch path itself compiles and runs under g++.
 // IWYU pragma: private
 #pragma once
@@ -44,10 +44,10 @@ cudaError_t launch(void (*kernel)(Params...), dim3 grid, unsigned int threads, c
   return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
 #elif defined(SPECDEC_CUDA_EMULATION)
   // The arguments convert to the kernel's parameters here, as they would at a real launch.
-  return specdec_emulation::launch(
+  return specdec::emulation::launch(
       grid, threads, stream, [kernel, ... p = Params(std::forward<Args>(args))] { kernel(p...); });
 #else
-#error "CUDA kernels compile with nvcc or under the host emulation of tests/backend/emulation"
+#error "CUDA kernels compile with nvcc or under the host emulation (specdec::cuda_emulation)"
 #endif
 }
 
@@ -55,7 +55,7 @@ cudaError_t launch(void (*kernel)(Params...), dim3 grid, unsigned int threads, c
 /// launch with another block size is reported; on the device it costs nothing.
 __device__ __forceinline__ void expect_block_threads(unsigned int threads) {
 #if !defined(__CUDACC__) && defined(SPECDEC_CUDA_EMULATION)
-  specdec_emulation::expect_block_threads(threads);
+  specdec::emulation::expect_block_threads(threads);
 #else
   (void)threads;
 #endif

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The traffic ledger of the host emulation: what a GPU would pay for a call. Global<T>
 // (backend/cuda/detail/global.cuh) reports every load and store here; the emulated runtime
-// (cuda_runtime_api.h) its launches, copies, allocations and synchronisations.
+// (runtime.hpp) its launches, copies, allocations and synchronisations.
 //
 // Per named region of device memory: bytes read and written, bytes read that no store or copy
 // ever wrote (what compute-sanitizer's initcheck reports), and the 32-byte sectors each warp-wide
@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-namespace specdec_emulation {
+namespace specdec::emulation {
 
 struct Traffic {
   std::uint64_t read = 0;             // bytes loaded
@@ -268,4 +268,4 @@ inline void merge_block(std::vector<ThreadTrace>& threads) {
   }
 }
 
-}  // namespace specdec_emulation
+}  // namespace specdec::emulation

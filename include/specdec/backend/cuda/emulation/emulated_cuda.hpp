@@ -5,7 +5,9 @@
 // barrier, __shared__ variables are statics shared by the block (blocks run one at a time, in a
 // seeded random order), and warp shuffles and ballots exchange values through per-warp slots
 // behind a per-warp barrier. Global memory accesses are recorded in the traffic ledger
-// (ledger.hpp); the runtime API (launches, copies, capture) is in cuda_runtime_api.h.
+// (ledger.hpp); the runtime API (launches, copies, capture) is in runtime.hpp. Programs reach it
+// through shim/, which the specdec::cuda_emulation target puts ahead of the include path in place
+// of the toolkit's cuda_runtime.h, cuda_fp16.h and cuda_bf16.h (docs/emulation.md).
 #pragma once
 
 #include <ucontext.h>
@@ -22,7 +24,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "ledger.hpp"
+#include "specdec/backend/cuda/emulation/ledger.hpp"
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
@@ -33,7 +35,8 @@
 #define __device__
 #define __host__
 #define __forceinline__ inline
-#define __global__
+// A kernel defined in a header may be compiled into the library and into its caller's program.
+#define __global__ inline
 #define __launch_bounds__(threads)
 #define __shared__ static
 
@@ -49,7 +52,7 @@ inline thread_local dim3 blockIdx{0, 0, 0};
 inline dim3 blockDim{32, 1, 1};
 inline dim3 gridDim{1, 1, 1};
 
-namespace specdec_emulation {
+namespace specdec::emulation {
 
 /// A barrier over the fibers of a block or warp: the last to arrive lets the others through.
 struct FiberBarrier {
@@ -239,46 +242,46 @@ inline void expect_block_threads(unsigned int threads) {
   }
 }
 
-}  // namespace specdec_emulation
+}  // namespace specdec::emulation
 
 inline void __syncthreads() {
-  specdec_emulation::block->barrier.arrive_and_wait();
-  if (specdec_emulation::trace != nullptr) specdec_emulation::trace->sync();
+  specdec::emulation::block->barrier.arrive_and_wait();
+  if (specdec::emulation::trace != nullptr) specdec::emulation::trace->sync();
 }
 inline void __syncwarp(unsigned int = 0xffffffffu) {
-  specdec_emulation::block->warps[threadIdx.x >> 5]->barrier.arrive_and_wait();
-  if (specdec_emulation::trace != nullptr) specdec_emulation::trace->sync();
+  specdec::emulation::block->warps[threadIdx.x >> 5]->barrier.arrive_and_wait();
+  if (specdec::emulation::trace != nullptr) specdec::emulation::trace->sync();
 }
 inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 inline void __threadfence_block() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 
 template <class T>
 T __shfl_xor_sync(unsigned int, T value, int lane_mask, int = 32) {
-  return specdec_emulation::exchange(value, (threadIdx.x & 31u) ^ static_cast<unsigned>(lane_mask));
+  return specdec::emulation::exchange(value, (threadIdx.x & 31u) ^ static_cast<unsigned>(lane_mask));
 }
 template <class T>
 T __shfl_sync(unsigned int, T value, int source, int width = 32) {
   const unsigned int lane = threadIdx.x & 31u;
   const unsigned int base = lane - lane % static_cast<unsigned>(width);
-  return specdec_emulation::exchange(value, base + static_cast<unsigned>(source % width));
+  return specdec::emulation::exchange(value, base + static_cast<unsigned>(source % width));
 }
 template <class T>
 T __shfl_down_sync(unsigned int, T value, unsigned int delta, int = 32) {
   const unsigned int lane = threadIdx.x & 31u;
-  return specdec_emulation::exchange(value, lane + delta < 32u ? lane + delta : lane);
+  return specdec::emulation::exchange(value, lane + delta < 32u ? lane + delta : lane);
 }
 template <class T>
 T __shfl_up_sync(unsigned int, T value, unsigned int delta, int = 32) {
   const unsigned int lane = threadIdx.x & 31u;
-  return specdec_emulation::exchange(value, lane >= delta ? lane - delta : lane);
+  return specdec::emulation::exchange(value, lane >= delta ? lane - delta : lane);
 }
 inline unsigned int __ballot_sync(unsigned int, int predicate) {
   // Every lane publishes its predicate through one exchange round, then reads all of them.
-  auto& w = *specdec_emulation::block->warps[threadIdx.x >> 5];
-  const unsigned int round = specdec_emulation::exchange_round++ & 1u;
+  auto& w = *specdec::emulation::block->warps[threadIdx.x >> 5];
+  const unsigned int round = specdec::emulation::exchange_round++ & 1u;
   w.slots[round][threadIdx.x & 31u] = predicate != 0 ? 1u : 0u;
   w.barrier.arrive_and_wait();
-  if (specdec_emulation::trace != nullptr) specdec_emulation::trace->sync();
+  if (specdec::emulation::trace != nullptr) specdec::emulation::trace->sync();
   const unsigned int lanes = std::min(32u, blockDim.x - (threadIdx.x & ~31u));
   unsigned int bits = 0;
   for (unsigned int lane = 0; lane < lanes; ++lane)
@@ -348,7 +351,7 @@ inline double __dadd_rn(double a, double b) { return a + b; }
 inline void run_emulated_block(unsigned int threads, unsigned int block,
                                const std::function<void()>& kernel) {
   gridDim = {block + 1, 1, 1};
-  specdec_emulation::run_block(threads, {block, 0, 0}, kernel);
+  specdec::emulation::run_block(threads, {block, 0, 0}, kernel);
 }
 
-#include "cuda_runtime_api.h"
+#include "specdec/backend/cuda/emulation/runtime.hpp"

@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "emulated_cuda.hpp"
+#include "specdec/backend/cuda/emulation/emulated_cuda.hpp"
 
 enum cudaError {
   cudaSuccess = 0,
@@ -39,7 +39,7 @@ enum cudaMemcpyKind {
 };
 enum cudaStreamCaptureMode { cudaStreamCaptureModeGlobal = 0 };
 
-namespace specdec_emulation {
+namespace specdec::emulation {
 
 /// A recorded stream operation: a launch or a copy, replayed in order.
 struct Graph {
@@ -102,7 +102,7 @@ inline cudaError_t launch(dim3 grid, unsigned int threads, cudaStream_t stream,
   return cudaSuccess;
 }
 
-}  // namespace specdec_emulation
+}  // namespace specdec::emulation
 
 inline const char* cudaGetErrorString(cudaError_t e) {
   switch (e) {
@@ -121,38 +121,38 @@ inline const char* cudaGetErrorString(cudaError_t e) {
   }
 }
 inline cudaError_t cudaGetLastError() {
-  return std::exchange(specdec_emulation::runtime.last_error, cudaSuccess);
+  return std::exchange(specdec::emulation::runtime.last_error, cudaSuccess);
 }
-inline cudaError_t cudaPeekAtLastError() { return specdec_emulation::runtime.last_error; }
+inline cudaError_t cudaPeekAtLastError() { return specdec::emulation::runtime.last_error; }
 
 inline cudaError_t cudaMalloc(void** p, std::size_t bytes) {
-  auto& rt = specdec_emulation::runtime;
+  auto& rt = specdec::emulation::runtime;
   if (rt.capturing != nullptr) return rt.refuse_in_capture();
-  ++specdec_emulation::ledger.counts.allocations;
+  ++specdec::emulation::ledger.counts.allocations;
   *p = std::aligned_alloc(256, (std::max<std::size_t>(bytes, 1) + 255) / 256 * 256);
   if (*p == nullptr) return rt.fail(cudaErrorMemoryAllocation);
-  specdec_emulation::ledger.add("cudaMalloc", *p, bytes, false);
+  specdec::emulation::ledger.add("cudaMalloc", *p, bytes, false);
   return cudaSuccess;
 }
 inline cudaError_t cudaFree(void* p) {
-  specdec_emulation::ledger.remove(p);
+  specdec::emulation::ledger.remove(p);
   std::free(p);
   return cudaSuccess;
 }
 inline cudaError_t cudaMallocHost(void** p, std::size_t bytes) {
   *p = std::aligned_alloc(256, (std::max<std::size_t>(bytes, 1) + 255) / 256 * 256);
-  specdec_emulation::runtime.pinned.emplace_back(*p, bytes);
+  specdec::emulation::runtime.pinned.emplace_back(*p, bytes);
   return cudaSuccess;
 }
 inline cudaError_t cudaFreeHost(void* p) {
-  std::erase_if(specdec_emulation::runtime.pinned, [p](const auto& r) { return r.first == p; });
+  std::erase_if(specdec::emulation::runtime.pinned, [p](const auto& r) { return r.first == p; });
   std::free(p);
   return cudaSuccess;
 }
 
 inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes,
                                    cudaMemcpyKind kind, cudaStream_t stream = nullptr) {
-  namespace emu = specdec_emulation;
+  namespace emu = specdec::emulation;
   auto& rt = emu::runtime;
   const bool from_host = kind == cudaMemcpyHostToDevice;
   const bool pinned = from_host && rt.is_pinned(src);
@@ -175,14 +175,14 @@ inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes
   return cudaSuccess;
 }
 inline cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind) {
-  auto& rt = specdec_emulation::runtime;
+  auto& rt = specdec::emulation::runtime;
   if (rt.capturing != nullptr) return rt.refuse_in_capture();
-  ++specdec_emulation::ledger.counts.syncs;
+  ++specdec::emulation::ledger.counts.syncs;
   return cudaMemcpyAsync(dst, src, bytes, kind, nullptr);
 }
 inline cudaError_t cudaMemsetAsync(void* dst, int value, std::size_t bytes,
                                    cudaStream_t stream = nullptr) {
-  namespace emu = specdec_emulation;
+  namespace emu = specdec::emulation;
   const auto set = [=] {
     ++emu::ledger.counts.memsets;
     std::memset(dst, value, bytes);
@@ -197,34 +197,34 @@ inline cudaError_t cudaMemsetAsync(void* dst, int value, std::size_t bytes,
 }
 
 inline cudaError_t cudaStreamSynchronize(cudaStream_t) {
-  auto& rt = specdec_emulation::runtime;
+  auto& rt = specdec::emulation::runtime;
   if (rt.capturing != nullptr) return rt.refuse_in_capture();
-  ++specdec_emulation::ledger.counts.syncs;
+  ++specdec::emulation::ledger.counts.syncs;
   return cudaSuccess;
 }
 inline cudaError_t cudaDeviceSynchronize() { return cudaStreamSynchronize(nullptr); }
 inline cudaError_t cudaStreamCreate(cudaStream_t* s) {
-  auto& rt = specdec_emulation::runtime;
+  auto& rt = specdec::emulation::runtime;
   rt.streams.push_back(std::make_unique<int>(0));
   *s = rt.streams.back().get();
   return cudaSuccess;
 }
 inline cudaError_t cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
 
-using cudaGraph_t = specdec_emulation::Graph*;
-using cudaGraphExec_t = specdec_emulation::Graph*;
+using cudaGraph_t = specdec::emulation::Graph*;
+using cudaGraphExec_t = specdec::emulation::Graph*;
 inline cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode) {
-  auto& rt = specdec_emulation::runtime;
+  auto& rt = specdec::emulation::runtime;
   // The legacy default stream cannot be captured.
   if (stream == nullptr || rt.capturing != nullptr)
     return rt.fail(cudaErrorStreamCaptureUnsupported);
   rt.capturing = stream;
   rt.capture_valid = true;
-  rt.graph = std::make_unique<specdec_emulation::Graph>();
+  rt.graph = std::make_unique<specdec::emulation::Graph>();
   return cudaSuccess;
 }
 inline cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {
-  auto& rt = specdec_emulation::runtime;
+  auto& rt = specdec::emulation::runtime;
   if (stream != rt.capturing) return rt.fail(cudaErrorInvalidValue);
   rt.capturing = nullptr;
   *graph = nullptr;
@@ -237,7 +237,7 @@ inline cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph)
 }
 inline cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph,
                                         unsigned long long = 0) {
-  *exec = new specdec_emulation::Graph(*graph);
+  *exec = new specdec::emulation::Graph(*graph);
   return cudaSuccess;
 }
 inline cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t) {
@@ -261,6 +261,6 @@ inline cudaError_t cudaGetDevice(int* device) {
 }
 inline cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int) {
   if (attr != cudaDevAttrMultiProcessorCount) return cudaErrorInvalidValue;
-  *value = specdec_emulation::runtime.sm_count;
+  *value = specdec::emulation::runtime.sm_count;
   return cudaSuccess;
 }

@@ -1,0 +1,5 @@
+// SPDX-License-Identifier: MIT
+// The host emulation (specdec/backend/cuda/emulation) in place of the toolkit's runtime header.
+#pragma once
+
+#include "specdec/backend/cuda/emulation/emulated_cuda.hpp"

@@ -266,8 +266,8 @@ void bind_sequences(py::module_& m) {
             {{target, "target_rows"}, {draft, "draft_rows"}, {raw_target, "raw_target_rows"},
              {raw_draft, "raw_draft_rows"}},
             [&]<class T>(Rows<T> t, Rows<T> d, Rows<T> rt, Rows<T> rd) {
-              return verify_chain<T>(rule, t, d, draft_tokens, vocab, stream, out,
-                                     thread_workspace(), rt, rd);
+              return verify_chain<T>(rule, {t, d, rt, rd}, draft_tokens, vocab, stream, out,
+                                     thread_workspace());
             });
         return verdict_and(verdict, out, verdict.emitted, kind_of(target, draft, tokens));
       },
@@ -324,8 +324,8 @@ void bind_sequences(py::module_& m) {
             {{target, "target_rows"}, {draft, "draft_rows"}, {raw_target, "raw_target_rows"},
              {raw_draft, "raw_draft_rows"}},
             [&]<class T>(Rows<T> t, Rows<T> d, Rows<T> rt, Rows<T> rd) {
-              return verify_tree<T>(rule, tree.view(), t, d, vocab, stream, accepted,
-                                    thread_workspace(), rt, rd);
+              return verify_tree<T>(rule, tree.view(), {t, d, rt, rd}, vocab, stream, accepted,
+                                    thread_workspace());
             });
         return verdict_and(verdict, accepted, verdict.accepted, kind_of(target, draft));
       },

@@ -257,8 +257,10 @@ TEST_CASE("verify_tree_logits equals verify_tree for every rule on random trees"
           const RandomStream stream{seed, 2};
           std::vector<std::int32_t> want(tree.tokens.size() + 1), got(tree.tokens.size() + 1);
           const auto expected = verify_tree<float>(
-              rule, view, first(target_rows), first(draft_rows), vocab, stream, want, ws,
-              first(raw_target_rows), first(raw_draft_rows));
+              rule, view,
+              {first(target_rows), first(draft_rows), first(raw_target_rows),
+               first(raw_draft_rows)},
+              vocab, stream, want, ws);
           const auto verdict = verify_tree_logits<float>(rule, warp, view, first(target),
                                                          first(draft), vocab, stream, got, ws);
           CHECK(verdict.accepted == expected.accepted);

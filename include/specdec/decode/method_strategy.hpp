@@ -405,10 +405,14 @@ class MethodStrategy {
                                       std::span<float>(raw_target_rows_.data() + r * v, v),
                                       idx.data());
       }
-      verdict = specdec::verify_chain(
-          rule_, target_rows, draft_rows, tokens, context.vocab, context.sequence.verify_stream(),
-          std::span<Token>(out_), context.workspace, std::span<const float>(raw_target_rows_),
-          std::span<const float>(raw_draft_rows_.data(), needs_raw() ? length * v : 0));
+      const RowSpans<float> rows{
+          .target = target_rows,
+          .draft = draft_rows,
+          .raw_target = raw_target_rows_,
+          .raw_draft = std::span<const float>(raw_draft_rows_.data(), needs_raw() ? length * v : 0)};
+      verdict = specdec::verify_chain(rule_, rows, tokens, context.vocab,
+                                      context.sequence.verify_stream(), std::span<Token>(out_),
+                                      context.workspace);
     }
     return chain_verdict(verdict.accepted, out_[static_cast<std::size_t>(verdict.accepted)]);
   }

@@ -125,10 +125,11 @@ ChainVerdict verify_chain_unchecked(const Rule& rule, const specdec::ChainRows<T
 }  // namespace detail
 
 /// Verifies the draft tokens `draft_tokens` (L of them) position by position.
-/// Layout: `target_rows` holds L + 1 warped rows of `vocab` (row i = the target at position i,
-/// i.e. after the first i draft tokens; row L gives the bonus token), `draft_rows` holds L warped
-/// rows (row i = the row draft token i was drawn from). `raw_target_rows` / `raw_draft_rows`
-/// (same shapes, or empty = the warped rows) feed the cascade deferral and lossy greedy.
+/// Layout: `rows.target` holds L + 1 warped rows of `vocab` (row i = the target at position i,
+/// i.e. after the first i draft tokens; row L gives the bonus token), `rows.draft` holds L warped
+/// rows (row i = the row draft token i was drawn from). `rows.raw_target` / `rows.raw_draft`
+/// (same shapes, or empty = the warped rows) feed the cascade deferral and lossy greedy; errors
+/// name them target_rows, draft_rows, raw_target_rows and raw_draft_rows.
 /// Writes the accepted tokens then the correction or bonus token into `out` (>= L + 1 entries).
 /// Randomness: position i is verified with `stream.at_position(stream.position + i)` and the
 /// draws of the rule's row function (test = draw 0, correction = draw 1 for one candidate); the
@@ -138,12 +139,10 @@ ChainVerdict verify_chain_unchecked(const Rule& rule, const specdec::ChainRows<T
 /// Throws specdec::Error naming the bad argument. Rows are checked as the walk reaches them: rows
 /// after the first rejection are never read.
 template <class T = float>
-ChainVerdict verify_chain(const Rule& rule, std::type_identity_t<std::span<const T>> target_rows,
-                          std::type_identity_t<std::span<const T>> draft_rows,
+ChainVerdict verify_chain(const Rule& rule, const RowSpans<T>& rows,
                           std::span<const Token> draft_tokens, std::int64_t vocab,
-                          const RandomStream& stream, std::span<Token> out, Workspace& ws,
-                          std::type_identity_t<std::span<const T>> raw_target_rows = {},
-                          std::type_identity_t<std::span<const T>> raw_draft_rows = {}) {
+                          const RandomStream& stream, std::span<Token> out, Workspace& ws) {
+  const auto& [target_rows, draft_rows, raw_target_rows, raw_draft_rows] = rows;
   detail::check_chain_shapes<T>(target_rows, draft_rows, draft_tokens, vocab, out.size(),
                                 raw_target_rows, raw_draft_rows);
   auto scope = ws.scope();
@@ -151,14 +150,24 @@ ChainVerdict verify_chain(const Rule& rule, std::type_identity_t<std::span<const
   const detail::ChainRowChecks<T> check{rule,           target_rows,    draft_rows,
                                         raw_target_rows, raw_draft_rows, draft_tokens,
                                         static_cast<std::size_t>(vocab)};
-  const ChainRows<T> rows{.target = target_rows.data(),
-                          .draft = draft_rows.data(),
-                          .draft_tokens = draft_tokens.data(),
-                          .length = draft_tokens.size(),
-                          .vocab = vocab,
-                          .raw_target = raw_target_rows.empty() ? nullptr : raw_target_rows.data(),
-                          .raw_draft = raw_draft_rows.empty() ? nullptr : raw_draft_rows.data()};
-  return detail::verify_chain_unchecked<T>(rule, rows, stream, out.data(), scratch.data(), check);
+  const ChainRows<T> chain{.target = target_rows.data(),
+                           .draft = draft_rows.data(),
+                           .draft_tokens = draft_tokens.data(),
+                           .length = draft_tokens.size(),
+                           .vocab = vocab,
+                           .raw_target = raw_target_rows.empty() ? nullptr : raw_target_rows.data(),
+                           .raw_draft = raw_draft_rows.empty() ? nullptr : raw_draft_rows.data()};
+  return detail::verify_chain_unchecked<T>(rule, chain, stream, out.data(), scratch.data(), check);
+}
+
+/// verify_chain without raw rows (the warped rows serve the rules that read them).
+template <class T = float>
+ChainVerdict verify_chain(const Rule& rule, std::type_identity_t<std::span<const T>> target_rows,
+                          std::type_identity_t<std::span<const T>> draft_rows,
+                          std::span<const Token> draft_tokens, std::int64_t vocab,
+                          const RandomStream& stream, std::span<Token> out, Workspace& ws) {
+  return verify_chain<T>(rule, RowSpans<T>{.target = target_rows, .draft = draft_rows},
+                         draft_tokens, vocab, stream, out, ws);
 }
 
 }  // namespace specdec

@@ -103,19 +103,10 @@ inline std::size_t check_tree_structure(TreeView tree, std::int64_t vocab,
   return rows_size;
 }
 
-/// The row arrays a checked tree entry is handed, N + 1 rows each (raw rows empty = the warped
-/// rows; rows of logits where the entry takes logits).
+/// The checks verify_tree makes on `rows` (N + 1 rows each). `depth` and `children` are scratch
+/// of N + 1 entries each.
 template <class T>
-struct TreeRowSpans {
-  std::span<const T> target{};
-  std::span<const T> draft{};
-  std::span<const T> raw_target{};
-  std::span<const T> raw_draft{};
-};
-
-/// The checks verify_tree makes. `depth` and `children` are scratch of N + 1 entries each.
-template <class T>
-void check_tree_inputs(const Rule& rule, TreeView tree, const TreeRowSpans<T>& rows,
+void check_tree_inputs(const Rule& rule, TreeView tree, const RowSpans<T>& rows,
                        std::int64_t vocab, std::size_t accepted_size, std::int32_t* depth,
                        std::int32_t* children) {
   const auto& tokens = tree.tokens;
@@ -247,6 +238,8 @@ TreeVerdict verify_tree_unchecked(const Rule& rule, TreeView tree, const TreeRow
 ///                row i + 1 = the draft row node i's children were drawn from (rows of leaves
 ///                are never read, but must be present; fill them with any distribution).
 ///   raw_target_rows / raw_draft_rows: same shapes, or empty (= the warped rows).
+/// `rows` holds the four (RowSpans; errors name them as above); the form below takes the warped
+/// rows alone.
 /// At the current node (the root first) its children, in stored order, are the candidates of the
 /// rule (Recursive for RSD trees drawn without replacement; MultiRound or SpecTr for i.i.d.
 /// trees; Rejection, Lossy and Cascade need one child per node). The accepted child becomes the
@@ -259,27 +252,33 @@ TreeVerdict verify_tree_unchecked(const Rule& rule, TreeView tree, const TreeRow
 /// `stream.at_node(leaf id + 1)`.
 /// `accepted_nodes` needs room for the tree's depth. Throws specdec::Error naming the bad argument.
 template <class T = float>
-TreeVerdict verify_tree(const Rule& rule, TreeView tree,
-                        std::type_identity_t<std::span<const T>> target_rows,
-                        std::type_identity_t<std::span<const T>> draft_rows, std::int64_t vocab,
-                        const RandomStream& stream, std::span<std::int32_t> accepted_nodes,
-                        Workspace& ws,
-                        std::type_identity_t<std::span<const T>> raw_target_rows = {},
-                        std::type_identity_t<std::span<const T>> raw_draft_rows = {}) {
+TreeVerdict verify_tree(const Rule& rule, TreeView tree, const RowSpans<T>& rows,
+                        std::int64_t vocab, const RandomStream& stream,
+                        std::span<std::int32_t> accepted_nodes, Workspace& ws) {
   auto scope = ws.scope();
   const TreeBuffers buffers = detail::checked_tree_buffers(
       ws, tree, accepted_nodes, static_cast<std::size_t>(vocab),
       [&](std::int32_t* depth, std::int32_t* children) {
-        detail::check_tree_inputs<T>(rule, tree,
-                                     {target_rows, draft_rows, raw_target_rows, raw_draft_rows},
-                                     vocab, accepted_nodes.size(), depth, children);
+        detail::check_tree_inputs<T>(rule, tree, rows, vocab, accepted_nodes.size(), depth,
+                                     children);
       });
   return detail::verify_tree_unchecked<T>(
       rule, tree,
-      TreeRows<T>{target_rows.data(), draft_rows.data(), vocab,
-                  raw_target_rows.empty() ? nullptr : raw_target_rows.data(),
-                  raw_draft_rows.empty() ? nullptr : raw_draft_rows.data()},
+      TreeRows<T>{rows.target.data(), rows.draft.data(), vocab,
+                  rows.raw_target.empty() ? nullptr : rows.raw_target.data(),
+                  rows.raw_draft.empty() ? nullptr : rows.raw_draft.data()},
       stream, buffers);
+}
+
+/// verify_tree without raw rows (the warped rows serve the rules that read them).
+template <class T = float>
+TreeVerdict verify_tree(const Rule& rule, TreeView tree,
+                        std::type_identity_t<std::span<const T>> target_rows,
+                        std::type_identity_t<std::span<const T>> draft_rows, std::int64_t vocab,
+                        const RandomStream& stream, std::span<std::int32_t> accepted_nodes,
+                        Workspace& ws) {
+  return verify_tree<T>(rule, tree, RowSpans<T>{.target = target_rows, .draft = draft_rows}, vocab,
+                        stream, accepted_nodes, ws);
 }
 
 }  // namespace specdec

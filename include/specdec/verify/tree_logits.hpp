@@ -193,7 +193,7 @@ TreeVerdict verify_tree_target_only_logits_unchecked(const Warp& w, TreeView tre
 /// of N + 1 entries each.
 template <class T>
 void check_tree_logits(const Rule* rule, const Warp& warp, TreeView tree,
-                       const TreeRowSpans<T>& logits, std::int64_t vocab,
+                       const RowSpans<T>& logits, std::int64_t vocab,
                        std::size_t accepted_size, std::int32_t* depth, std::int32_t* children) {
   if (vocab < 1) fail("vocab", "{} must be >= 1", vocab);
   warp.validate(vocab);
@@ -223,7 +223,7 @@ void check_tree_logits(const Rule* rule, const Warp& warp, TreeView tree,
 /// check_tree_logits); the caller takes the logits scratch after it.
 template <class T>
 TreeBuffers checked_tree_logits(Workspace& ws, const Rule* rule, const Warp& warp, TreeView tree,
-                                const TreeRowSpans<T>& logits, std::int64_t vocab,
+                                const RowSpans<T>& logits, std::int64_t vocab,
                                 std::span<std::int32_t> accepted_nodes) {
   return checked_tree_buffers(ws, tree, accepted_nodes, 0,
                               [&](std::int32_t* depth, std::int32_t* children) {

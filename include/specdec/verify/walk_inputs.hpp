@@ -15,6 +15,17 @@
 
 namespace specdec {
 
+/// The row arrays a checked entry takes as one argument (verify_chain, verify_tree): the warped
+/// target and draft rows, and the raw (unwarped) rows the cascade deferral and the greedy lossy
+/// test read (empty = the warped rows).
+template <class T = float>
+struct RowSpans {
+  std::span<const T> target{};
+  std::span<const T> draft{};
+  std::span<const T> raw_target{};
+  std::span<const T> raw_draft{};
+};
+
 /// The rows of a chain of `length` draft tokens for unchecked::verify_chain, as NodeRows holds
 /// one node's: `target` (length + 1) x vocab, `draft` length x vocab, raw rows the same shapes
 /// (nullptr = the warped rows).

@@ -57,9 +57,15 @@ struct Published {
 };
 
 const std::vector<Published> kPublished = {
-    {1.0f, 1.0f, {3, -1, -1, 4, 5, 18, 11, -1, -1, -1, 12, 18}, {0, 3, 4, 5, 6, 10, 11, -1},
+    {1.0f,
+     1.0f,
+     {3, -1, -1, 4, 5, 18, 11, -1, -1, -1, 12, 18},
+     {0, 3, 4, 5, 6, 10, 11, -1},
      {3, 2}},
-    {0.0f, 0.0f, {1, 2, 18, -1, -1, -1, 11, -1, -1, -1, 12, 18}, {0, 1, 2, -1, 6, 10, 11, -1},
+    {0.0f,
+     0.0f,
+     {1, 2, 18, -1, -1, -1, 11, -1, -1, -1, 12, 18},
+     {0, 1, 2, -1, 6, 10, 11, -1},
      {2, 2}},
 };
 
@@ -143,11 +149,11 @@ struct SmallTree {
   std::vector<std::int64_t> next_token = {3, -1, -1, 2, -1};
   std::vector<std::int64_t> next_sibling = {-1, 4, -1, 1, -1};
   std::vector<std::int64_t> parent = {-1, 0, 3, 0, 0};  // by slot
-  std::vector<float> target = {0.5f,  0.25f, 0.25f,   // after slot 0
-                               0.125f, 0.5f, 0.375f,  // after slot 1
-                               0.25f, 0.25f, 0.5f,    // after slot 2
-                               0.375f, 0.125f, 0.5f,  // after slot 3
-                               0.25f, 0.5f, 0.25f};   // after slot 4 (never read)
+  std::vector<float> target = {0.5f,   0.25f,  0.25f,   // after slot 0
+                               0.125f, 0.5f,   0.375f,  // after slot 1
+                               0.25f,  0.25f,  0.5f,    // after slot 2
+                               0.375f, 0.125f, 0.5f,    // after slot 3
+                               0.25f,  0.5f,   0.25f};  // after slot 4 (never read)
   static constexpr std::int64_t vocab = 3, slots = 5;
 };
 
@@ -155,13 +161,16 @@ struct SmallTree {
 /// root, the next token is drawn from the current slot's row; when it is a child's token and the
 /// depth allows, the walk goes on at that child. Keyed by the emitted tokens.
 void claimed_law(const SmallTree& t, std::int64_t slot, int depth, int max_depth,
-                 std::vector<Token>& prefix, double mass, std::map<std::vector<Token>, double>& law) {
+                 std::vector<Token>& prefix, double mass,
+                 std::map<std::vector<Token>, double>& law) {
   for (Token y = 0; y < t.vocab; ++y) {
     const double p = mass * t.target[static_cast<std::size_t>(slot * t.vocab + y)];
     prefix.push_back(y);
     std::int64_t next = -1;
     for (std::int64_t s = 1; s < t.slots; ++s) {
-      if (t.parent[static_cast<std::size_t>(s)] == slot && t.candidates[static_cast<std::size_t>(s)] == y) next = s;
+      if (t.parent[static_cast<std::size_t>(s)] == slot &&
+          t.candidates[static_cast<std::size_t>(s)] == y)
+        next = s;
     }
     if (next >= 0 && depth < max_depth) {
       claimed_law(t, next, depth + 1, max_depth, prefix, p, law);
@@ -177,17 +186,17 @@ std::vector<Token> emitted_tokens(const SmallTree& t, const RandomStream& stream
                                   int max_depth, Workspace& ws) {
   std::vector<std::int32_t> slots(static_cast<std::size_t>(max_depth));
   std::vector<Token> emitted(slots.size() + 1);
-  const TreeVerdict verdict = verify_sglang_tree(
-      {.candidates = t.candidates,
-       .retrive_next_token = t.next_token,
-       .retrive_next_sibling = t.next_sibling,
-       .target_probs = {t.target.data(), t.slots, t.vocab},
-       .uniform_samples = coins,
-       .final_uniform = final_uniform,
-       .stream = stream,
-       .accepted_slots = slots,
-       .emitted = emitted},
-      ws);
+  const TreeVerdict verdict =
+      verify_sglang_tree({.candidates = t.candidates,
+                          .retrive_next_token = t.next_token,
+                          .retrive_next_sibling = t.next_sibling,
+                          .target_probs = {t.target.data(), t.slots, t.vocab},
+                          .uniform_samples = coins,
+                          .final_uniform = final_uniform,
+                          .stream = stream,
+                          .accepted_slots = slots,
+                          .emitted = emitted},
+                         ws);
   emitted.resize(static_cast<std::size_t>(verdict.accepted) + 1);
   return emitted;
 }
@@ -287,7 +296,8 @@ TEST_CASE("the batch, the checked and the unchecked forms agree bit for bit", "[
       CHECK(slots == unchecked_slots);
       REQUIRE(out.accept_num[static_cast<std::size_t>(b)] == checked.accepted);
       for (std::int32_t j = 0; j <= checked.accepted; ++j) {
-        CHECK(out.emitted[static_cast<std::size_t>(b * kSteps + j)] == emitted[static_cast<std::size_t>(j)]);
+        CHECK(out.emitted[static_cast<std::size_t>(b * kSteps + j)] ==
+              emitted[static_cast<std::size_t>(j)]);
       }
       for (std::int32_t j = 0; j < checked.accepted; ++j) {
         CHECK(out.accept_index[static_cast<std::size_t>(b * kSteps + j + 1)] ==

@@ -203,13 +203,13 @@ TreeVerdict sglang_tree_sequence(const SglangSequence& s, Scratch& ws) {
     auto scratch = ws.template take<float>(v);
     const TreeBuffers buffers{accepted.data(), kids.data(), ids.data(), scratch.data()};
     if (s.coins != nullptr) {
-      verdict = verify_tree_thresholded_unchecked(
-          nodes.tree, target_at, draft_at, s.vocab, s.thresholds, SglangSlotCoins{&s, nodes.slots},
-          s.max_accepted, buffers);
+      verdict = verify_tree_thresholded_unchecked(nodes.tree, target_at, draft_at, s.vocab,
+                                                  s.thresholds, SglangSlotCoins{&s, nodes.slots},
+                                                  s.max_accepted, buffers);
     } else {
-      verdict = verify_tree_thresholded_unchecked(
-          nodes.tree, target_at, draft_at, s.vocab, s.thresholds, StreamCoins{s.stream},
-          s.max_accepted, buffers);
+      verdict =
+          verify_tree_thresholded_unchecked(nodes.tree, target_at, draft_at, s.vocab, s.thresholds,
+                                            StreamCoins{s.stream}, s.max_accepted, buffers);
     }
   }
   for (std::int32_t j = 0; j < verdict.accepted; ++j) {
@@ -232,13 +232,15 @@ inline std::size_t sglang_tree_scratch_bytes(std::int64_t slots, std::int64_t vo
 /// N rows of `target`'s columns (>= 1) and stride.
 inline void check_sglang_rows(std::string_view name, const MatrixView<const float>& rows,
                               std::size_t n, const MatrixView<const float>& target) {
-  if (rows.rows != static_cast<std::int64_t>(n)) fail(name, "has {} rows; expected N = {}", rows.rows, n);
+  if (rows.rows != static_cast<std::int64_t>(n))
+    fail(name, "has {} rows; expected N = {}", rows.rows, n);
   if (rows.cols < 1) fail(name, "has {} columns (vocabulary 0)", rows.cols);
   if (rows.cols != target.cols || rows.stride != target.stride) {
     fail(name, "has {} columns and stride {}; expected target_probs' {} and {}", rows.cols,
          rows.stride, target.cols, target.stride);
   }
-  if (rows.stride < rows.cols) fail(name, "rows overlap (stride {} < {} columns)", rows.stride, rows.cols);
+  if (rows.stride < rows.cols)
+    fail(name, "rows overlap (stride {} < {} columns)", rows.stride, rows.cols);
 }
 
 /// A lone sequence's args as raw memory (no check).
@@ -288,7 +290,8 @@ inline TreeVerdict verify_sglang_tree(const SglangTreeArgs& args, Workspace& ws)
   detail::check_size("emitted", args.emitted.size(), args.accepted_slots.size() + 1);
   const bool greedy = args.target_probs.data == nullptr;
   if (greedy) {
-    if (args.target_predict.empty()) detail::fail("target_probs", "is required (or target_predict)");
+    if (args.target_predict.empty())
+      detail::fail("target_probs", "is required (or target_predict)");
     detail::check_size("target_predict", args.target_predict.size(), n);
   } else {
     if (!args.target_predict.empty()) {

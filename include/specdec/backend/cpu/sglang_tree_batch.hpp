@@ -22,7 +22,8 @@ namespace specdec::detail {
 inline void check_sglang_batch(const SglangTreeBatchArgs& args) {
   const std::int64_t batch = args.candidates.rows, slots = args.candidates.cols;
   if (slots < 1) fail("candidates", "has no columns; slot 0 (the root) is required");
-  const MatrixShape tree_shape{.rows = batch, .formula = "B", .cols = slots, .cols_of = "candidates"};
+  const MatrixShape tree_shape{
+      .rows = batch, .formula = "B", .cols = slots, .cols_of = "candidates"};
   check_matrix("retrive_index", args.retrive_index, tree_shape);
   check_matrix("retrive_next_token", args.retrive_next_token, tree_shape);
   check_matrix("retrive_next_sibling", args.retrive_next_sibling, tree_shape);
@@ -30,21 +31,28 @@ inline void check_sglang_batch(const SglangTreeBatchArgs& args) {
     fail("accept_index", "has {} columns; expected >= 1", args.accept_index.cols);
   }
   check_matrix("accept_index", args.accept_index, {.rows = batch, .formula = "B"});
-  check_matrix("emitted", args.emitted,
-               {.rows = batch, .formula = "B", .cols = args.accept_index.cols,
-                .cols_of = "accept_index"});
+  check_matrix(
+      "emitted", args.emitted,
+      {.rows = batch, .formula = "B", .cols = args.accept_index.cols, .cols_of = "accept_index"});
   check_size("accept_token_num", args.accept_token_num.size(), static_cast<std::size_t>(batch));
   const bool greedy = args.target_probs.data == nullptr;
   std::int64_t limit = args.predicts_size;
   if (greedy) {
-    if (args.target_predict.data() == nullptr) fail("target_probs", "is required (or target_predict)");
+    if (args.target_predict.data() == nullptr)
+      fail("target_probs", "is required (or target_predict)");
     limit = std::min<std::int64_t>(limit, static_cast<std::int64_t>(args.target_predict.size()));
   } else {
     check_matrix("target_probs", args.target_probs, {.rows = batch * slots, .formula = "B * N"});
     if (args.draft_probs.data != nullptr) {
       check_matrix("draft_probs", args.draft_probs,
-                   {.rows = batch * slots, .formula = "B * N", .cols = args.target_probs.cols,
+                   {.rows = batch * slots,
+                    .formula = "B * N",
+                    .cols = args.target_probs.cols,
                     .cols_of = "target_probs"});
+      if (args.draft_probs.stride != args.target_probs.stride) {
+        fail("draft_probs", "has stride {}; expected target_probs' {}", args.draft_probs.stride,
+             args.target_probs.stride);
+      }
     }
     const bool coins = args.uniform_samples.data != nullptr;
     if (coins != !args.uniform_samples_for_final_sampling.empty()) {
@@ -77,26 +85,26 @@ inline SglangSequence sglang_batch_sequence(const SglangTreeBatchArgs& args, std
   const std::int64_t slots = args.candidates.cols;
   const bool coins = args.uniform_samples.data != nullptr;
   const bool greedy = args.target_probs.data == nullptr;
-  return {.sequence = b,
-          .slots = static_cast<std::size_t>(slots),
-          .candidates = args.candidates.row_data(b),
-          .next_token = args.retrive_next_token.row_data(b),
-          .next_sibling = args.retrive_next_sibling.row_data(b),
-          .target = greedy ? nullptr : args.target_probs.row_data(b * slots),
-          .draft = args.draft_probs.data == nullptr ? nullptr
-                                                    : args.draft_probs.row_data(b * slots),
-          .vocab = greedy ? 0 : args.target_probs.cols,
-          .stride = args.target_probs.stride,
-          .predict = args.target_predict.data(),
-          .predict_index = args.retrive_index.row_data(b),
-          .thresholds = args.thresholds,
-          .coins = coins ? args.uniform_samples.row_data(b) : nullptr,
-          .final_uniform = coins ? args.uniform_samples_for_final_sampling[static_cast<std::size_t>(b)]
-                                 : 0.5f,
-          .stream = coins || greedy ? RandomStream{} : args.streams[static_cast<std::size_t>(b)],
-          .max_accepted = static_cast<std::int32_t>(args.accept_index.cols - 1),
-          .accepted_slots = args.accept_index.row_data(b) + 1,
-          .emitted = args.emitted.row_data(b)};
+  return {
+      .sequence = b,
+      .slots = static_cast<std::size_t>(slots),
+      .candidates = args.candidates.row_data(b),
+      .next_token = args.retrive_next_token.row_data(b),
+      .next_sibling = args.retrive_next_sibling.row_data(b),
+      .target = greedy ? nullptr : args.target_probs.row_data(b * slots),
+      .draft = args.draft_probs.data == nullptr ? nullptr : args.draft_probs.row_data(b * slots),
+      .vocab = greedy ? 0 : args.target_probs.cols,
+      .stride = args.target_probs.stride,
+      .predict = args.target_predict.data(),
+      .predict_index = args.retrive_index.row_data(b),
+      .thresholds = args.thresholds,
+      .coins = coins ? args.uniform_samples.row_data(b) : nullptr,
+      .final_uniform =
+          coins ? args.uniform_samples_for_final_sampling[static_cast<std::size_t>(b)] : 0.5f,
+      .stream = coins || greedy ? RandomStream{} : args.streams[static_cast<std::size_t>(b)],
+      .max_accepted = static_cast<std::int32_t>(args.accept_index.cols - 1),
+      .accepted_slots = args.accept_index.row_data(b) + 1,
+      .emitted = args.emitted.row_data(b)};
 }
 
 template <>
@@ -110,11 +118,10 @@ struct SglangTreeBatchImpl<backend::Cpu> {
     check_sglang_batch(args);
     const std::int64_t steps = args.accept_index.cols;
     const bool greedy = args.target_probs.data == nullptr;
-    const SequenceLoop loop{
-        .batch = args.candidates.rows,
-        .scratch_bytes = sglang_tree_scratch_bytes(args.candidates.cols,
-                                                   greedy ? 0 : args.target_probs.cols),
-        .name_sequence = false};
+    const SequenceLoop loop{.batch = args.candidates.rows,
+                            .scratch_bytes = sglang_tree_scratch_bytes(
+                                args.candidates.cols, greedy ? 0 : args.target_probs.cols),
+                            .name_sequence = false};
     for_each_sequence(cpu, ws, loop, [&](std::int64_t b, std::byte* bytes) {
       std::int32_t* accept_row = args.accept_index.row_data(b);
       Token* emitted_row = args.emitted.row_data(b);

@@ -532,8 +532,8 @@ void BM_TreeLogits(benchmark::State& state) {
   for (auto _ : state) {
     const specdec::RandomStream stream{seed++};
     if (from_logits) {
-      verdict = specdec::verify_tree_logits<float>(specdec::Recursive{}, warp, tree, target, draft,
-                                                   vocab, stream, accepted, ws);
+      verdict = specdec::verify_tree_logits<float>(specdec::Recursive{}, warp, tree,
+                                                   {target, draft}, vocab, stream, accepted, ws);
     } else {
       warp_all();
       verdict = specdec::verify_tree<float>(specdec::Recursive{}, tree, target_rows, draft_rows,

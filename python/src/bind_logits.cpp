@@ -128,7 +128,7 @@ void bind_logits(py::module_& m) {
         std::vector<std::int32_t> accepted(tree.size() + 1);
         const TreeVerdict verdict = with_rows(
             {{target, "target_logits"}, {draft, "draft_logits"}}, [&]<class T>(Rows<T> t, Rows<T> d) {
-              return verify_tree_logits<T>(rule, warp, tree.view(), t, d, vocab, stream, accepted,
+              return verify_tree_logits<T>(rule, warp, tree.view(), {t, d}, vocab, stream, accepted,
                                            thread_workspace());
             });
         return verdict_and(verdict, accepted, verdict.accepted, kind_of(target, draft));

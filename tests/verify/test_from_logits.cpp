@@ -261,8 +261,8 @@ TEST_CASE("verify_tree_logits equals verify_tree for every rule on random trees"
               {first(target_rows), first(draft_rows), first(raw_target_rows),
                first(raw_draft_rows)},
               vocab, stream, want, ws);
-          const auto verdict = verify_tree_logits<float>(rule, warp, view, first(target),
-                                                         first(draft), vocab, stream, got, ws);
+          const auto verdict = verify_tree_logits<float>(
+              rule, warp, view, {first(target), first(draft)}, vocab, stream, got, ws);
           CHECK(verdict.accepted == expected.accepted);
           CHECK(verdict.token == expected.token);
           CHECK(verdict.bonus == expected.bonus);
@@ -551,35 +551,36 @@ TEST_CASE("verification from logits names bad input", "[verify][logits][bad]") {
   std::vector<float> rows(4 * 4, 0.5f);
   std::vector<std::int32_t> accepted(3);
   const TreeView tree{tree_tokens, parents};
-  CHECK_THROWS_WITH(verify_tree_logits<float>(Recursive{}, warp, tree, rows, rows, vocab, stream,
-                                              accepted, ws),
-                    Contains("tokens[1]"));
-  CHECK_THROWS_WITH(verify_tree_logits<float>(Rejection{}, warp, tree, rows, rows, vocab, stream,
-                                              accepted, ws),
-                    Contains("parents"));
+  CHECK_THROWS_WITH(
+      verify_tree_logits<float>(Recursive{}, warp, tree, {rows, rows}, vocab, stream, accepted, ws),
+      Contains("tokens[1]"));
+  CHECK_THROWS_WITH(
+      verify_tree_logits<float>(Rejection{}, warp, tree, {rows, rows}, vocab, stream, accepted, ws),
+      Contains("parents"));
   CHECK_THROWS_WITH(verify_tree_logits<float>(MultiRound{}, warp, tree,
-                                              std::span<const float>(rows).first(12), rows, vocab,
+                                              {std::span<const float>(rows).first(12), rows}, vocab,
                                               stream, accepted, ws),
                     Contains("target_logits"));
-  CHECK_THROWS_WITH(verify_tree_logits<float>(MultiRound{}, warp, tree, rows,
-                                              std::span<const float>(rows).first(12), vocab,
+  CHECK_THROWS_WITH(verify_tree_logits<float>(MultiRound{}, warp, tree,
+                                              {rows, std::span<const float>(rows).first(12)}, vocab,
                                               stream, accepted, ws),
                     Contains("draft_logits"));
-  CHECK_THROWS_WITH(verify_tree_logits<float>(MultiRound{}, warp, tree, rows, rows, vocab, stream,
+  CHECK_THROWS_WITH(verify_tree_logits<float>(MultiRound{}, warp, tree, {rows, rows}, vocab, stream,
                                               std::span<std::int32_t>(accepted).first(1), ws),
                     Contains("accepted_nodes"));
-  CHECK_THROWS_WITH(verify_tree_logits<float>(MultiRound{}, warp,
-                                              TreeView{tree_tokens, std::vector<std::int32_t>{-1, 2, 0}},
-                                              rows, rows, vocab, stream, accepted, ws),
-                    Contains("parents[1]"));
+  CHECK_THROWS_WITH(
+      verify_tree_logits<float>(MultiRound{}, warp,
+                                TreeView{tree_tokens, std::vector<std::int32_t>{-1, 2, 0}},
+                                {rows, rows}, vocab, stream, accepted, ws),
+      Contains("parents[1]"));
   auto nan_rows = rows;
   nan_rows[2] = std::numeric_limits<float>::infinity();
-  CHECK_THROWS_WITH(verify_tree_logits<float>(MultiRound{}, warp, tree, nan_rows, rows, vocab,
+  CHECK_THROWS_WITH(verify_tree_logits<float>(MultiRound{}, warp, tree, {nan_rows, rows}, vocab,
                                               stream, accepted, ws),
                     Contains("target_logits[0]"));
   auto banned_rows = rows;
   banned_rows[1] = -std::numeric_limits<float>::infinity();  // token 1 banned at the root
-  CHECK_THROWS_WITH(verify_tree_logits<float>(MultiRound{}, warp, tree, rows, banned_rows, vocab,
+  CHECK_THROWS_WITH(verify_tree_logits<float>(MultiRound{}, warp, tree, {rows, banned_rows}, vocab,
                                               stream, accepted, ws),
                     Contains("tokens[0]"));
   CHECK_THROWS_WITH(verify_tree_target_only_logits<float>(Warp{.top_k = 9}, tree, rows, vocab,

@@ -245,9 +245,10 @@ inline std::size_t verify_tree_logits_workspace_size(std::size_t nodes, std::int
 
 /// verify_tree on the rows `warp` makes of logits, without writing them: the same walk, draws,
 /// verdict and tokens as warping every row (warp_logits) and calling verify_tree, for every rule.
-/// `tree` and `accepted_nodes` as verify_tree takes them; `target_logits` and `draft_logits` hold
-/// N + 1 rows of `vocab` logits laid out as verify_tree's rows (row 0 = the root, row i + 1 =
-/// after node i; the draft rows of leaves are never read but must be present). At each node the
+/// `tree` and `accepted_nodes` as verify_tree takes them; `logits.target` and `logits.draft`
+/// (target_logits and draft_logits in errors; no raw rows) hold N + 1 rows of `vocab` logits laid
+/// out as verify_tree's rows (row 0 = the root, row i + 1 = after node i; the draft rows of leaves
+/// are never read but must be present). At each node the
 /// walk visits, p and q are computed at its children; Rejection, MultiRound and Recursive accept
 /// a first child on those alone, and any other outcome writes the node's two rows (and, for the
 /// cascade deferral and the greedy lossy test, their unwarped softmax) for the rule's kernel. The
@@ -258,20 +259,17 @@ inline std::size_t verify_tree_logits_workspace_size(std::size_t nodes, std::int
 /// written.
 template <class T = float>
 TreeVerdict verify_tree_logits(const Rule& rule, const Warp& warp, TreeView tree,
-                               std::type_identity_t<std::span<const T>> target_logits,
-                               std::type_identity_t<std::span<const T>> draft_logits,
-                               std::int64_t vocab, const RandomStream& stream,
-                               std::span<std::int32_t> accepted_nodes, Workspace& ws) {
+                               const RowSpans<T>& logits, std::int64_t vocab,
+                               const RandomStream& stream, std::span<std::int32_t> accepted_nodes,
+                               Workspace& ws) {
   auto scope = ws.scope();
-  const TreeBuffers buffers = detail::checked_tree_logits<T>(
-      ws, &rule, warp, tree, {.target = target_logits, .draft = draft_logits}, vocab,
-      accepted_nodes);
+  const TreeBuffers buffers =
+      detail::checked_tree_logits<T>(ws, &rule, warp, tree, logits, vocab, accepted_nodes);
   auto bytes = ws.take<std::byte>(detail::tree_logits_scratch_size(vocab));
-  const detail::TreeLogitRows<T> logits{
-      .target = {target_logits.data(), vocab, "target_logits", 0},
-      .draft = {draft_logits.data(), vocab, "draft_logits", 0},
-      .vocab = vocab};
-  return detail::verify_tree_logits_unchecked<T>(rule, warp, tree, logits, stream, buffers,
+  const detail::TreeLogitRows<T> rows{.target = {logits.target.data(), vocab, "target_logits", 0},
+                                      .draft = {logits.draft.data(), vocab, "draft_logits", 0},
+                                      .vocab = vocab};
+  return detail::verify_tree_logits_unchecked<T>(rule, warp, tree, rows, stream, buffers,
                                                  detail::tree_logits_scratch(bytes.data(), vocab));
 }
 

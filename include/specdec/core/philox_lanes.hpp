@@ -137,32 +137,6 @@ void philox_uniform_groups(const RandomStream& s, std::uint32_t first_block, std
 #else
 #define SPECDEC_LANES_COPY(isa) inline
 #endif
-#if defined(SPECDEC_LANES_X86)
-SPECDEC_LANES_COPY("sse2") void philox_uniform_groups_sse2(const RandomStream& s,
-                                                           std::uint32_t first_block,
-                                                           std::int64_t groups, float* out) {
-  philox_uniform_groups<Sse2Lanes>(s, first_block, groups, out);
-}
-#if defined(SPECDEC_LANES_DISPATCH) || defined(__AVX2__)
-SPECDEC_LANES_COPY("avx2") void philox_uniform_groups_avx2(const RandomStream& s,
-                                                           std::uint32_t first_block,
-                                                           std::int64_t groups, float* out) {
-  philox_uniform_groups<Avx2Lanes>(s, first_block, groups, out);
-}
-#endif
-#if defined(SPECDEC_LANES_DISPATCH) || defined(__AVX512F__)
-SPECDEC_LANES_COPY("avx512f") void philox_uniform_groups_avx512(const RandomStream& s,
-                                                                std::uint32_t first_block,
-                                                                std::int64_t groups, float* out) {
-  philox_uniform_groups<Avx512Lanes>(s, first_block, groups, out);
-}
-#endif
-#elif defined(SPECDEC_LANES_NEON)
-inline void philox_uniform_groups_neon(const RandomStream& s, std::uint32_t first_block,
-                                       std::int64_t groups, float* out) {
-  philox_uniform_groups<NeonLanes>(s, first_block, groups, out);
-}
-#endif
 
 /// The largest group any target draws at once, in blocks.
 inline constexpr int kMaxGroupBlocks = 64;
@@ -283,30 +257,31 @@ void run_on_lanes(LaneTarget target, Args... args) {
   }
 }
 
+/// run_on_lanes' kernel of philox_uniform_blocks: `groups` lane groups of blocks from
+/// `first_block` (one block a group on the scalar path).
+struct PhiloxUniformGroups {
+#if defined(SPECDEC_LANES_X86) || defined(SPECDEC_LANES_NEON)
+  template <class Lanes>
+  static void run(RandomStream s, std::uint32_t first_block, std::int64_t groups, float* out) {
+    philox_uniform_groups<Lanes>(s, first_block, groups, out);
+  }
+#endif
+  static void run_scalar(RandomStream s, std::uint32_t first_block, std::int64_t groups,
+                         float* out) {
+    for (std::int64_t j = 0; j < groups; ++j) {
+      const Uint4 block = s.block(first_block + static_cast<std::uint32_t>(j));
+      for (int k = 0; k < 4; ++k) out[4 * j + k] = bits_to_open_uniform(block[k]);
+    }
+  }
+};
+
 /// out[i] = s.uniform(4 * first_block + i) for i < 4 * blocks, on `target`'s lanes (one of
 /// available_lane_targets()).
 inline void philox_uniform_blocks(LaneTarget target, const RandomStream& s,
                                   std::uint32_t first_block, std::int64_t blocks, float* out) {
   const int group = lane_group_blocks(target);
   const auto run = [&](std::uint32_t first, std::int64_t groups, float* values) {
-    switch (target) {
-#if defined(SPECDEC_LANES_X86)
-      case LaneTarget::kSse2: return philox_uniform_groups_sse2(s, first, groups, values);
-#if defined(SPECDEC_LANES_DISPATCH) || defined(__AVX2__)
-      case LaneTarget::kAvx2: return philox_uniform_groups_avx2(s, first, groups, values);
-#endif
-#if defined(SPECDEC_LANES_DISPATCH) || defined(__AVX512F__)
-      case LaneTarget::kAvx512: return philox_uniform_groups_avx512(s, first, groups, values);
-#endif
-#elif defined(SPECDEC_LANES_NEON)
-      case LaneTarget::kNeon: return philox_uniform_groups_neon(s, first, groups, values);
-#endif
-      default:
-        for (std::int64_t j = 0; j < groups; ++j) {
-          const Uint4 block = s.block(first + static_cast<std::uint32_t>(j));
-          for (int k = 0; k < 4; ++k) values[4 * j + k] = bits_to_open_uniform(block[k]);
-        }
-    }
+    run_on_lanes<PhiloxUniformGroups>(target, s, first, groups, values);
   };
   const std::int64_t groups = blocks / group;
   run(first_block, groups, out);

@@ -155,6 +155,16 @@ void bind_toy_provider(py::module_& m, const char* name, const char* model_name)
           "Appends the kept path's tokens, then `next`, to the committed context.");
 }
 
+/// A toy model's distribution after `context` (float32 [V]).
+template <class Model>
+py::object next_probabilities(const Model& model, py::handle context) {
+  const Array tokens = token_arg(context, "context", 1);
+  check_vocab_tokens(tokens, "context", model.vocab_size());
+  Output<float> out({model.vocab_size()}, ArrayKind::numpy);
+  model.next_probabilities(tokens.span<Token>("context"), out.values());
+  return out.result();
+}
+
 }  // namespace
 
 void bind_toys(py::module_& m) {
@@ -179,16 +189,8 @@ void bind_toys(py::module_& m) {
             return output_from<float>(model.row(previous), ArrayKind::numpy);
           },
           py::arg("previous"), "The distribution after `previous` (float32 [V]).")
-      .def(
-          "next_probabilities",
-          [](const toy::MarkovModel& model, py::handle context) {
-            const Array tokens = token_arg(context, "context", 1);
-            check_vocab_tokens(tokens, "context", model.vocab_size());
-            Output<float> out({model.vocab_size()}, ArrayKind::numpy);
-            model.next_probabilities(tokens.span<Token>("context"), out.values());
-            return out.result();
-          },
-          py::arg("context"), "The distribution after `context` (its last token).");
+      .def("next_probabilities", &next_probabilities<toy::MarkovModel>, py::arg("context"),
+           "The distribution after `context` (its last token).");
 
   const toy::NGramModel::Config config{};  // the library's defaults, as are provider's below
   const toy::ProviderOptions provider{};
@@ -208,16 +210,8 @@ void bind_toys(py::module_& m) {
                   "+ noise * an independent model's rows.")
       .def("vocab_size", &toy::NGramModel::vocab_size)
       .def("order", &toy::NGramModel::order)
-      .def(
-          "next_probabilities",
-          [](const toy::NGramModel& model, py::handle context) {
-            const Array tokens = token_arg(context, "context", 1);
-            check_vocab_tokens(tokens, "context", model.vocab_size());
-            Output<float> out({model.vocab_size()}, ArrayKind::numpy);
-            model.next_probabilities(tokens.span<Token>("context"), out.values());
-            return out.result();
-          },
-          py::arg("context"), "The distribution after `context`.");
+      .def("next_probabilities", &next_probabilities<toy::NGramModel>, py::arg("context"),
+           "The distribution after `context`.");
 
   py::class_<toy::ProviderOptions>(
       m, "ProviderOptions",

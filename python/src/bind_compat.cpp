@@ -19,29 +19,27 @@ namespace specdec::python {
 
 namespace {
 
-/// An int64 array of `ndim` dimensions on the host (SGLang's index tensors are int64).
-Array int64_arg(py::handle obj, std::string_view name, int ndim) {
+/// An array of `dtype` and `ndim` dimensions on the host (SGLang's index tensors are int64, its
+/// probabilities and uniforms float32).
+Array host_arg(py::handle obj, std::string_view name, int ndim, DType dtype) {
   Array a = array_arg(obj, name);
   require_host(a, name);
   require_ndim(a, name, ndim);
-  if (a.dtype != DType::int64) {
-    throw Error(std::string(name),
-                fmt::format("has dtype {}; expected int64", dtype_name(a.dtype)));
+  if (a.dtype != dtype) {
+    throw Error(std::string(name), fmt::format("has dtype {}; expected {}", dtype_name(a.dtype),
+                                               dtype_name(dtype)));
   }
   return a;
+}
+
+Array int64_arg(py::handle obj, std::string_view name, int ndim) {
+  return host_arg(obj, name, ndim, DType::int64);
 }
 
 /// float32 of `ndim` dimensions on the host, or nothing for None.
 std::optional<Array> optional_f32(py::handle obj, std::string_view name, int ndim) {
   if (obj.is_none()) return std::nullopt;
-  Array a = array_arg(obj, name);
-  require_host(a, name);
-  require_ndim(a, name, ndim);
-  if (a.dtype != DType::float32) {
-    throw Error(std::string(name),
-                fmt::format("has dtype {}; expected float32", dtype_name(a.dtype)));
-  }
-  return a;
+  return host_arg(obj, name, ndim, DType::float32);
 }
 
 void require_shape(const Array& a, std::string_view name, std::vector<std::int64_t> shape) {

@@ -33,6 +33,15 @@ void register_error(py::module_& m) {
   });
 }
 
+/// `count` draws as a float32 NumPy array, filled by fill(values).
+template <class Fill>
+py::object draws(std::int64_t count, const Fill& fill) {
+  if (count < 0) throw Error("count", fmt::format("{} is negative", count));
+  Output<float> out({count}, ArrayKind::numpy);
+  fill(out.values());
+  return out.result();
+}
+
 std::string repr(const RandomStream& s) {
   return fmt::format("RandomStream(seed={}, sequence={}, position={}, node={}, domain=Domain.{})",
                      s.seed, s.sequence, s.position, s.node,
@@ -96,20 +105,14 @@ void bind_core(py::module_& m) {
       .def(
           "uniforms",
           [](const RandomStream& s, std::int64_t count, std::uint32_t first) {
-            if (count < 0) throw Error("count", fmt::format("{} is negative", count));
-            Output<float> out({count}, ArrayKind::numpy);
-            fill_uniforms(s, first, out.values());
-            return out.result();
+            return draws(count, [&](std::span<float> out) { fill_uniforms(s, first, out); });
           },
           py::arg("count"), py::arg("first") = 0,
           "Draws first .. first + count - 1 as uniforms in (0, 1) (a float32 NumPy array).")
       .def(
           "gumbels",
           [](const RandomStream& s, std::int64_t count, std::uint32_t first) {
-            if (count < 0) throw Error("count", fmt::format("{} is negative", count));
-            Output<float> out({count}, ArrayKind::numpy);
-            fill_gumbels(s, first, out.values());
-            return out.result();
+            return draws(count, [&](std::span<float> out) { fill_gumbels(s, first, out); });
           },
           py::arg("count"), py::arg("first") = 0,
           "Draws first .. first + count - 1 as standard Gumbels (a float32 NumPy array).")

@@ -47,12 +47,27 @@ py::handle draft_rows_arg(py::handle function) {
   return function;
 }
 
+/// A tree drafted by draft(rows, out) without the GIL, rows coming from the caller's callback.
+template <class Draft>
+DraftedTree drafted(py::handle draft_rows, const Draft& draft) {
+  PyDraftRows rows(draft_rows_arg(draft_rows));
+  DraftedTree out;
+  py::gil_scoped_release unlocked;
+  draft(rows, out);
+  return out;
+}
+
 /// A float32 matrix [rows, cols] (any float dtype converted) for the head's inputs.
 Eigen::MatrixXf matrix_arg(py::handle obj, std::string_view name) {
   const Array a = rows_f32_arg(obj, name, 2);
   const auto values = a.span<float>(name);
   return Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(
       values.data(), a.dim(0), a.dim(1));
+}
+
+/// The head's embedding override [V, H], or an empty matrix for None (keep the file's).
+Eigen::MatrixXf embedding_arg(py::handle embedding) {
+  return embedding.is_none() ? Eigen::MatrixXf() : matrix_arg(embedding, "embedding");
 }
 
 py::object matrix_output(const Eigen::MatrixXf& m) {
@@ -271,11 +286,9 @@ void bind_tree_drafters(py::module_& m) {
       "draft_iid_chains",
       [](std::int32_t k, std::int32_t depth, std::int64_t vocab, py::handle draft_rows,
          const RandomStream& stream) {
-        PyDraftRows rows(draft_rows_arg(draft_rows));
-        DraftedTree out;
-        py::gil_scoped_release unlocked;
-        draft_iid_chains(k, depth, vocab, rows, stream, out, thread_workspace());
-        return out;
+        return drafted(draft_rows, [&](PyDraftRows& rows, DraftedTree& out) {
+          draft_iid_chains(k, depth, vocab, rows, stream, out, thread_workspace());
+        });
       },
       py::arg("k"), py::arg("depth"), py::arg("vocab"), py::arg("draft_rows"), py::arg("stream"),
       "SpecTr / SpecInfer drafting: k independent chains of `depth` tokens (node of chain c at\n"
@@ -284,11 +297,9 @@ void bind_tree_drafters(py::module_& m) {
       "draft_rsd_c",
       [](const std::vector<std::int32_t>& branching, std::int64_t vocab, py::handle draft_rows,
          const RandomStream& stream) {
-        PyDraftRows rows(draft_rows_arg(draft_rows));
-        DraftedTree out;
-        py::gil_scoped_release unlocked;
-        draft_rsd_c(branching, vocab, rows, stream, out, thread_workspace());
-        return out;
+        return drafted(draft_rows, [&](PyDraftRows& rows, DraftedTree& out) {
+          draft_rsd_c(branching, vocab, rows, stream, out, thread_workspace());
+        });
       },
       py::arg("branching"), py::arg("vocab"), py::arg("draft_rows"), py::arg("stream"),
       "An RSD-C tree: each node at depth l gets branching[l] children drawn without\n"
@@ -298,11 +309,9 @@ void bind_tree_drafters(py::module_& m) {
       "draft_rsd_s",
       [](std::int32_t width, std::int32_t depth, std::int64_t vocab, py::handle draft_rows,
          const RandomStream& stream) {
-        PyDraftRows rows(draft_rows_arg(draft_rows));
-        DraftedTree out;
-        py::gil_scoped_release unlocked;
-        draft_rsd_s(width, depth, vocab, rows, stream, out, thread_workspace());
-        return out;
+        return drafted(draft_rows, [&](PyDraftRows& rows, DraftedTree& out) {
+          draft_rsd_s(width, depth, vocab, rows, stream, out, thread_workspace());
+        });
       },
       py::arg("width"), py::arg("depth"), py::arg("vocab"), py::arg("draft_rows"),
       py::arg("stream"),
@@ -401,8 +410,7 @@ void bind_redrafter(py::module_& m) {
   m.def(
       "load_redrafter_head",
       [](const std::filesystem::path& path, py::handle embedding, std::int32_t top_k) {
-        const Eigen::MatrixXf table =
-            embedding.is_none() ? Eigen::MatrixXf() : matrix_arg(embedding, "embedding");
+        const Eigen::MatrixXf table = embedding_arg(embedding);
         py::gil_scoped_release unlocked;
         return io::load_redrafter_head(path, table, top_k);
       },
@@ -427,8 +435,7 @@ void bind_redrafter(py::module_& m) {
           const auto values = a.span<float>(name);
           map[name] = io::Tensor{a.shape, {values.begin(), values.end()}};
         }
-        const Eigen::MatrixXf table =
-            embedding.is_none() ? Eigen::MatrixXf() : matrix_arg(embedding, "embedding");
+        const Eigen::MatrixXf table = embedding_arg(embedding);
         return io::redrafter_head_from_tensors(map, table, top_k);
       },
       py::arg("tensors"), py::arg("embedding") = py::none(), py::arg("top_k") = 50,

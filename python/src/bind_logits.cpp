@@ -62,32 +62,29 @@ py::tuple chain_with_draft(ChainWalk walk, const Warp& warp, py::handle target_o
   return verdict_and(verdict, out, verdict.emitted, kind_of(target, draft, tokens));
 }
 
+/// Binds a chain from logits with draft logits (`walk`) under `name`.
+void def_chain_logits(py::module_& m, const char* name, ChainWalk walk, const char* doc) {
+  m.def(
+      name,
+      [walk](const Warp& warp, py::handle target_object, py::handle draft_object,
+             py::handle tokens_object, const RandomStream& stream) {
+        return chain_with_draft(walk, warp, target_object, draft_object, tokens_object, stream);
+      },
+      py::arg("warp"), py::arg("target_logits"), py::arg("draft_logits"), py::arg("draft_tokens"),
+      py::arg("stream"), doc);
+}
+
 }  // namespace
 
 void bind_logits(py::module_& m) {
-  m.def(
-      "verify_chain_logits",
-      [](const Warp& warp, py::handle target_object, py::handle draft_object,
-         py::handle tokens_object, const RandomStream& stream) {
-        return chain_with_draft(ChainWalk::chain, warp, target_object, draft_object, tokens_object,
-                                stream);
-      },
-      py::arg("warp"), py::arg("target_logits"), py::arg("draft_logits"), py::arg("draft_tokens"),
-      py::arg("stream"),
+  def_chain_logits(
+      m, "verify_chain_logits", ChainWalk::chain,
       "verify_chain(Rejection(), ...) on the rows `warp` makes of logits, without writing them:\n"
       "the same tokens, draws and verdict as warp_logits on every row then verify_chain.\n"
       "target_logits: [L + 1, V], draft_logits: [L, V] (float32, float16 or bfloat16, the same\n"
       "dtype, read in place). Returns (ChainVerdict, tokens) as verify_chain does.");
-
-  m.def(
-      "verify_block_logits",
-      [](const Warp& warp, py::handle target_object, py::handle draft_object,
-         py::handle tokens_object, const RandomStream& stream) {
-        return chain_with_draft(ChainWalk::block, warp, target_object, draft_object, tokens_object,
-                                stream);
-      },
-      py::arg("warp"), py::arg("target_logits"), py::arg("draft_logits"), py::arg("draft_tokens"),
-      py::arg("stream"),
+  def_chain_logits(
+      m, "verify_block_logits", ChainWalk::block,
       "verify_block on the rows `warp` makes of logits: the same tokens, draws and verdict as\n"
       "warp_logits on every row then verify_block. Logits as verify_chain_logits takes them.\n"
       "Returns (ChainVerdict, tokens).");

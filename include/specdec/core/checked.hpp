@@ -22,24 +22,29 @@ template <std::integral T>
                      std::numeric_limits<T>::digits + (std::is_signed_v<T> ? 1 : 0));
 }
 
+/// `a symbol b` as `overflows(a, b, &out)` computes it (a __builtin_*_overflow), or an Error
+/// naming `name` when the result does not fit in `T`.
+template <std::integral T, class Overflows>
+[[nodiscard]] T checked_op(const ArgName& name, T a, T b, const char* symbol,
+                           const Overflows& overflows) {
+  T out;
+  if (overflows(a, b, &out))
+    fail(name, "{} {} {} overflows {}", a, symbol, b, integer_type_name<T>());
+  return out;
+}
+
 /// `a * b`, or an Error naming `name` when the product does not fit in `T`.
 template <std::integral T>
 [[nodiscard]] T checked_mul(const ArgName& name, T a, T b) {
-  T out;
-  if (__builtin_mul_overflow(a, b, &out)) {
-    fail(name, "{} x {} overflows {}", a, b, integer_type_name<T>());
-  }
-  return out;
+  return checked_op(name, a, b, "x",
+                    [](T x, T y, T* out) { return __builtin_mul_overflow(x, y, out); });
 }
 
 /// `a + b`, or an Error naming `name` when the sum does not fit in `T`.
 template <std::integral T>
 [[nodiscard]] T checked_add(const ArgName& name, T a, T b) {
-  T out;
-  if (__builtin_add_overflow(a, b, &out)) {
-    fail(name, "{} + {} overflows {}", a, b, integer_type_name<T>());
-  }
-  return out;
+  return checked_op(name, a, b, "+",
+                    [](T x, T y, T* out) { return __builtin_add_overflow(x, y, out); });
 }
 
 /// `value` converted to `To`, or an Error naming `name` when it is out of `To`'s range.

@@ -33,12 +33,12 @@ void register_error(py::module_& m) {
   });
 }
 
-/// `count` draws as a float32 NumPy array, filled by fill(values).
-template <class Fill>
-py::object draws(std::int64_t count, const Fill& fill) {
+/// RandomStream.uniforms and .gumbels: draws first .. first + count - 1 by Fill, as float32.
+template <void (*Fill)(const RandomStream&, std::uint32_t, std::span<float>)>
+py::object draws(const RandomStream& s, std::int64_t count, std::uint32_t first) {
   if (count < 0) throw Error("count", fmt::format("{} is negative", count));
   Output<float> out({count}, ArrayKind::numpy);
-  fill(out.values());
+  Fill(s, first, out.values());
   return out.result();
 }
 
@@ -102,20 +102,10 @@ void bind_core(py::module_& m) {
       .def("at_node", &RandomStream::at_node, py::arg("node"), "The same stream at another node.")
       .def("at_position", &RandomStream::at_position, py::arg("position"))
       .def("in_domain", &RandomStream::in_domain, py::arg("domain"))
-      .def(
-          "uniforms",
-          [](const RandomStream& s, std::int64_t count, std::uint32_t first) {
-            return draws(count, [&](std::span<float> out) { fill_uniforms(s, first, out); });
-          },
-          py::arg("count"), py::arg("first") = 0,
-          "Draws first .. first + count - 1 as uniforms in (0, 1) (a float32 NumPy array).")
-      .def(
-          "gumbels",
-          [](const RandomStream& s, std::int64_t count, std::uint32_t first) {
-            return draws(count, [&](std::span<float> out) { fill_gumbels(s, first, out); });
-          },
-          py::arg("count"), py::arg("first") = 0,
-          "Draws first .. first + count - 1 as standard Gumbels (a float32 NumPy array).")
+      .def("uniforms", &draws<fill_uniforms>, py::arg("count"), py::arg("first") = 0,
+           "Draws first .. first + count - 1 as uniforms in (0, 1) (a float32 NumPy array).")
+      .def("gumbels", &draws<fill_gumbels>, py::arg("count"), py::arg("first") = 0,
+           "Draws first .. first + count - 1 as standard Gumbels (a float32 NumPy array).")
       .def("__repr__", &repr);
 
   py::class_<Warp>(m, "Warp",

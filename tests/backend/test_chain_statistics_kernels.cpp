@@ -15,6 +15,7 @@
 #include "specdec/backend/cpu/verify_batch.hpp"
 #include "specdec/backend/cuda/detail/chain_logits_kernels.cuh"
 #include "specdec/backend/cuda/detail/nucleus_kernels.cuh"
+#include "specdec/backend/cuda/emulation/region_buffer.hpp"
 #include "specdec/backend/cuda/launchers.hpp"
 #include "specdec/backend/cuda/row_split.hpp"
 #include "specdec/backend/cuda/verify_batch.hpp"
@@ -28,34 +29,6 @@ namespace cuda_impl = specdec::backend::cuda_impl;
 namespace emu = specdec::emulation;
 
 namespace {
-
-/// Host memory that the emulation sees as device memory (a named region, 256-byte aligned).
-template <class T>
-class StatsBuffer {
- public:
-  StatsBuffer(const char* name, const std::vector<T>& values, bool written = true)
-      : size_(values.size()),
-        data_(static_cast<T*>(std::aligned_alloc(256, (size_ * sizeof(T) + 255) / 256 * 256))) {
-    std::copy(values.begin(), values.end(), data_);
-    emu::ledger.add(name, data_, size_ * sizeof(T), written);
-  }
-  StatsBuffer(const char* name, std::size_t count)
-      : StatsBuffer(name, std::vector<T>(count), false) {}
-  StatsBuffer(const StatsBuffer&) = delete;
-  StatsBuffer& operator=(const StatsBuffer&) = delete;
-  ~StatsBuffer() {
-    emu::ledger.remove(data_);
-    std::free(data_);
-  }
-  T* get() { return data_; }
-  std::vector<T> values() const { return {data_, data_ + size_}; }
-  void assign(const std::vector<T>& values) { std::copy(values.begin(), values.end(), data_); }
-  std::size_t size() const { return size_; }
-
- private:
-  std::size_t size_;
-  T* data_;
-};
 
 /// A ragged batch: draft logits, target logits near them (so some drafts are rejected), tokens
 /// drawn near the draft's top.
@@ -140,11 +113,11 @@ struct CudaChainRun {
   double target_reads, draft_reads;  // bytes read per byte of the rows
 };
 CudaChainRun cuda_chain(const StatsBatch& c, const Warp& w) {
-  StatsBuffer<float> target("target", c.target), draft("draft", c.draft);
-  StatsBuffer<std::int32_t> tokens("tokens", c.tokens);
-  StatsBuffer<std::int32_t> emitted("emitted", static_cast<std::size_t>(c.drafts() + c.batch()));
-  StatsBuffer<std::int32_t> accepted("accepted", static_cast<std::size_t>(c.batch()));
-  StatsBuffer<unsigned char> workspace(
+  emu::RegionBuffer<float> target("target", c.target), draft("draft", c.draft);
+  emu::RegionBuffer<std::int32_t> tokens("tokens", c.tokens);
+  emu::RegionBuffer<std::int32_t> emitted("emitted", static_cast<std::size_t>(c.drafts() + c.batch()));
+  emu::RegionBuffer<std::int32_t> accepted("accepted", static_cast<std::size_t>(c.batch()));
+  emu::RegionBuffer<unsigned char> workspace(
       "workspace", cuda_impl::chain_logits_workspace_size(c.batch(), c.max_gamma(), c.vocab));
   const cuda_impl::ChainVerifyParams p{target.get(),           c.vocab,           draft.get(),
                                        c.vocab,                cuda_impl::DType::kF32,
@@ -478,11 +451,11 @@ struct ResidentChain {
                               backend::DeviceWorkspace{workspace.get(), workspace.size()});
   }
 
-  StatsBuffer<float> target, draft;
-  StatsBuffer<std::int32_t> tokens, offsets;
-  StatsBuffer<RandomStream> streams;
-  StatsBuffer<std::int32_t> emitted, accepted;
-  StatsBuffer<unsigned char> workspace;
+  emu::RegionBuffer<float> target, draft;
+  emu::RegionBuffer<std::int32_t> tokens, offsets;
+  emu::RegionBuffer<RandomStream> streams;
+  emu::RegionBuffer<std::int32_t> emitted, accepted;
+  emu::RegionBuffer<unsigned char> workspace;
   std::int64_t vocab, batch, drafts;
 };
 
@@ -549,7 +522,7 @@ TEST_CASE("chain from logits, device-resident warps: no copy, each sequence the 
   CHECK(read_emitted == emitted);
   CHECK(read_accepted == accepted);
   ResidentChain device(c);
-  StatsBuffer<Warp> device_warps("device_warps", warps);
+  emu::RegionBuffer<Warp> device_warps("device_warps", warps);
   emu::ledger.reset();
   device.run(nullptr, device_warps.get());
   const emu::RuntimeCounts counts = emu::ledger.counts;
@@ -575,7 +548,7 @@ TEST_CASE("chain from logits, device-resident warps: a warp the statistics path 
   std::vector<Warp> warps = good;
   warps[1] = unsupported;
   ResidentChain device(c);
-  StatsBuffer<Warp> device_warps("device_warps", warps);
+  emu::RegionBuffer<Warp> device_warps("device_warps", warps);
   device.run(nullptr, device_warps.get());
   const std::vector<std::int32_t> got_emitted = device.emitted.values();
   const std::vector<std::int32_t> got_accepted = device.accepted.values();
@@ -782,13 +755,13 @@ struct RowsChainRun {
 };
 RowsChainRun rows_chain(const StatsBatch& c, bool target_only, bool on_device,
                         cudaStream_t stream = nullptr) {
-  StatsBuffer<float> target("target", softmax_rows(c.target, c.vocab));
-  StatsBuffer<float> draft("draft", softmax_rows(c.draft, c.vocab));
-  StatsBuffer<std::int32_t> tokens("tokens", c.tokens), offsets("offsets", c.offsets);
-  StatsBuffer<RandomStream> streams("streams", c.streams);
-  StatsBuffer<std::int32_t> emitted("emitted", static_cast<std::size_t>(c.drafts() + c.batch()));
-  StatsBuffer<std::int32_t> accepted("accepted", static_cast<std::size_t>(c.batch()));
-  StatsBuffer<unsigned char> workspace("workspace", cuda_impl::chain_workspace_size(c.batch()));
+  emu::RegionBuffer<float> target("target", softmax_rows(c.target, c.vocab));
+  emu::RegionBuffer<float> draft("draft", softmax_rows(c.draft, c.vocab));
+  emu::RegionBuffer<std::int32_t> tokens("tokens", c.tokens), offsets("offsets", c.offsets);
+  emu::RegionBuffer<RandomStream> streams("streams", c.streams);
+  emu::RegionBuffer<std::int32_t> emitted("emitted", static_cast<std::size_t>(c.drafts() + c.batch()));
+  emu::RegionBuffer<std::int32_t> accepted("accepted", static_cast<std::size_t>(c.batch()));
+  emu::RegionBuffer<unsigned char> workspace("workspace", cuda_impl::chain_workspace_size(c.batch()));
   ChainBatchArgs args{.target_rows = {target.get(), c.drafts() + c.batch(), c.vocab},
                       .draft_rows = {draft.get(), c.drafts(), c.vocab},
                       .draft_tokens = {tokens.get(), tokens.size()},

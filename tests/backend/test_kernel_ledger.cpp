@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "specdec/backend/cpu/tree_mask_batch.hpp"
+#include "specdec/backend/cuda/emulation/region_buffer.hpp"
 #include "specdec/backend/cuda/launchers.hpp"
 #include "specdec/backend/cuda/row_split.hpp"
 #include "specdec/toy/distributions.hpp"
@@ -29,43 +30,6 @@ namespace emu = specdec::emulation;
 namespace {
 
 constexpr std::int64_t kLedgerVocab = 8192;
-
-/// Allocates as cudaMalloc does: 256-byte aligned, so that sectors fall where they would.
-template <class T>
-struct LedgerAllocator {
-  using value_type = T;
-  LedgerAllocator() = default;
-  template <class U>
-  explicit LedgerAllocator(const LedgerAllocator<U>&) {}
-  T* allocate(std::size_t n) {
-    return static_cast<T*>(std::aligned_alloc(256, (n * sizeof(T) + 255) / 256 * 256));
-  }
-  void deallocate(T* p, std::size_t) { std::free(p); }
-  friend bool operator==(const LedgerAllocator&, const LedgerAllocator&) { return true; }
-};
-
-/// Host memory registered as a named region of emulated device memory while the buffer lives.
-template <class T>
-class LedgerBuffer {
- public:
-  LedgerBuffer(std::string name, const std::vector<T>& values, bool initialised = true)
-      : data_(values.begin(), values.end()) {
-    emu::ledger.add(std::move(name), data_.data(), data_.size() * sizeof(T), initialised);
-  }
-  /// `count` entries no one has written yet (a fresh device allocation).
-  LedgerBuffer(std::string name, std::size_t count)
-      : LedgerBuffer(std::move(name), std::vector<T>(count), false) {}
-  LedgerBuffer(const LedgerBuffer&) = delete;
-  LedgerBuffer& operator=(const LedgerBuffer&) = delete;
-  ~LedgerBuffer() { emu::ledger.remove(data_.data()); }
-
-  T* get() { return data_.data(); }
-  std::vector<T> values() const { return {data_.begin(), data_.end()}; }
-  T operator[](std::size_t i) const { return data_[i]; }
-
- private:
-  std::vector<T, LedgerAllocator<T>> data_;
-};
 
 std::vector<float> ledger_logits(std::int64_t rows, std::int64_t vocab, std::uint64_t seed) {
   toy::ToyRandom rng(seed);
@@ -141,9 +105,9 @@ struct LedgerChain {
               tokens.get(),           streams.data(), emitted.get(), accepted.get()};
   }
 
-  LedgerBuffer<float> target, draft;
-  LedgerBuffer<std::int32_t> tokens, emitted, accepted;
-  LedgerBuffer<unsigned char> workspace;
+  emu::RegionBuffer<float> target, draft;
+  emu::RegionBuffer<std::int32_t> tokens, emitted, accepted;
+  emu::RegionBuffer<unsigned char> workspace;
   std::vector<std::int32_t> offsets;
   std::vector<RandomStream> streams;
   cuda_impl::ChainVerifyParams params{};
@@ -187,8 +151,8 @@ struct LedgerWarp {
     return cuda_impl::warp_logits_batch(p, workspace.get(), nullptr);
   }
 
-  LedgerBuffer<float> logits, warped;
-  LedgerBuffer<unsigned char> workspace;
+  emu::RegionBuffer<float> logits, warped;
+  emu::RegionBuffer<unsigned char> workspace;
   std::int64_t rows_, vocab_;
 };
 
@@ -365,14 +329,14 @@ TEST_CASE("ledger: the warp with T only, one shared warp", "[backend][cuda_kerne
 TEST_CASE("ledger: Gumbel-top-k with k = 8", "[backend][cuda_kernel][ledger]") {
   emu::ledger.clear();
   const std::int64_t rows = 2, v = kLedgerVocab, k = 8;
-  LedgerBuffer<float> logits("logits", ledger_logits(rows, v, 45));
-  LedgerBuffer<std::int32_t> tokens("tokens", static_cast<std::size_t>(rows * k));
-  LedgerBuffer<float> values("values", static_cast<std::size_t>(rows * k));
-  LedgerBuffer<std::int32_t> counts("counts", static_cast<std::size_t>(rows));
-  LedgerBuffer<unsigned char> workspace("workspace",
+  emu::RegionBuffer<float> logits("logits", ledger_logits(rows, v, 45));
+  emu::RegionBuffer<std::int32_t> tokens("tokens", static_cast<std::size_t>(rows * k));
+  emu::RegionBuffer<float> values("values", static_cast<std::size_t>(rows * k));
+  emu::RegionBuffer<std::int32_t> counts("counts", static_cast<std::size_t>(rows));
+  emu::RegionBuffer<unsigned char> workspace("workspace",
                                         cuda_impl::gumbel_batch_workspace_size(rows, v, k));
   const std::vector<RandomStream> streams{ledger_stream(5, 0), ledger_stream(5, 1)};
-  LedgerBuffer<RandomStream> device_streams("device_streams", streams);
+  emu::RegionBuffer<RandomStream> device_streams("device_streams", streams);
   cuda_impl::GumbelTopKParams p{logits.get(),
                                 cuda_impl::DType::kF32,
                                 RowKind::kLogWeights,
@@ -473,13 +437,13 @@ struct LedgerBeam {
                                                   workspace.get(), nullptr);
   }
 
-  LedgerBuffer<float> draft;
-  LedgerBuffer<std::int32_t> counts, nodes;
-  LedgerBuffer<float> log_probs, scores;
-  LedgerBuffer<std::int32_t> next_parents, next_tokens;
-  LedgerBuffer<float> next_log_probs, next_scores;
-  LedgerBuffer<std::int32_t> next_counts;
-  LedgerBuffer<unsigned char> workspace;
+  emu::RegionBuffer<float> draft;
+  emu::RegionBuffer<std::int32_t> counts, nodes;
+  emu::RegionBuffer<float> log_probs, scores;
+  emu::RegionBuffer<std::int32_t> next_parents, next_tokens;
+  emu::RegionBuffer<float> next_log_probs, next_scores;
+  emu::RegionBuffer<std::int32_t> next_counts;
+  emu::RegionBuffer<unsigned char> workspace;
   std::vector<RandomStream> streams{ledger_stream(6, 0).in_domain(Domain::kDraft)};
   std::int64_t width_, vocab_;
 };
@@ -519,13 +483,13 @@ TEST_CASE("ledger: tree verification with RRS", "[backend][cuda_kernel][ledger]"
   int largest = 1;
   for (std::size_t b = 0; b + 1 < c.offsets.size(); ++b)
     largest = std::max(largest, c.offsets[b + 1] - c.offsets[b]);
-  LedgerBuffer<std::int32_t> tokens("tokens", c.tokens), parents("parents", c.parents);
-  LedgerBuffer<float> target("target", c.target), draft("draft", c.draft);
-  LedgerBuffer<std::int32_t> accepted_nodes("accepted_nodes", c.tokens.size());
-  LedgerBuffer<std::int32_t> accepted("accepted", static_cast<std::size_t>(batch));
-  LedgerBuffer<std::int32_t> final_tokens("final_tokens", static_cast<std::size_t>(batch));
-  LedgerBuffer<std::uint8_t> bonus("bonus", static_cast<std::size_t>(batch));
-  LedgerBuffer<unsigned char> workspace("workspace",
+  emu::RegionBuffer<std::int32_t> tokens("tokens", c.tokens), parents("parents", c.parents);
+  emu::RegionBuffer<float> target("target", c.target), draft("draft", c.draft);
+  emu::RegionBuffer<std::int32_t> accepted_nodes("accepted_nodes", c.tokens.size());
+  emu::RegionBuffer<std::int32_t> accepted("accepted", static_cast<std::size_t>(batch));
+  emu::RegionBuffer<std::int32_t> final_tokens("final_tokens", static_cast<std::size_t>(batch));
+  emu::RegionBuffer<std::uint8_t> bonus("bonus", static_cast<std::size_t>(batch));
+  emu::RegionBuffer<unsigned char> workspace("workspace",
                                         cuda_impl::tree_workspace_size(batch, largest, c.vocab));
   const cuda_impl::TreeVerifyParams p{c.offsets.data(), batch,
                                       largest,          tokens.get(),
@@ -578,10 +542,10 @@ TEST_CASE("ledger: packed tree masks move each mask word once and each parent ro
   const auto n = static_cast<std::int64_t>(f.parents.size());
   const auto batch = static_cast<std::int64_t>(f.trees.size());
   const std::int64_t words = 3;  // the largest tree has at most 70 nodes
-  LedgerBuffer<std::int32_t> parents("parents", f.parents);
-  LedgerBuffer<std::int32_t> offsets("offsets", f.offsets);
-  LedgerBuffer<std::uint32_t> masks("masks", static_cast<std::size_t>(n * words));
-  LedgerBuffer<unsigned char> workspace("workspace", cuda_impl::tree_mask_workspace_size(batch));
+  emu::RegionBuffer<std::int32_t> parents("parents", f.parents);
+  emu::RegionBuffer<std::int32_t> offsets("offsets", f.offsets);
+  emu::RegionBuffer<std::uint32_t> masks("masks", static_cast<std::size_t>(n * words));
+  emu::RegionBuffer<unsigned char> workspace("workspace", cuda_impl::tree_mask_workspace_size(batch));
   for (const bool device_offsets : {false, true}) {
     emu::ledger.reset();
     REQUIRE(cuda_impl::packed_tree_masks_batch(
@@ -625,9 +589,9 @@ TEST_CASE("ledger: tree positions write each position twice (depth, then positio
   const auto n = static_cast<std::int64_t>(f.parents.size());
   const auto batch = static_cast<std::int64_t>(f.trees.size());
   const std::vector<std::int32_t> contexts(static_cast<std::size_t>(batch), 4);
-  LedgerBuffer<std::int32_t> parents("parents", f.parents);
-  LedgerBuffer<std::int32_t> positions("positions", static_cast<std::size_t>(n));
-  LedgerBuffer<unsigned char> workspace("workspace", cuda_impl::tree_mask_workspace_size(batch));
+  emu::RegionBuffer<std::int32_t> parents("parents", f.parents);
+  emu::RegionBuffer<std::int32_t> positions("positions", static_cast<std::size_t>(n));
+  emu::RegionBuffer<unsigned char> workspace("workspace", cuda_impl::tree_mask_workspace_size(batch));
   emu::ledger.reset();
   REQUIRE(cuda_impl::tree_positions_batch({.host_node_offsets = f.offsets.data(),
                                            .batch = batch,
@@ -653,8 +617,8 @@ TEST_CASE("emulated runtime: fill_random runs its 2-D grid like RandomStream",
   const std::int64_t streams_n = 3, count = 300, stride = 301;
   std::vector<RandomStream> streams;
   for (std::uint32_t s = 0; s < streams_n; ++s) streams.push_back(ledger_stream(17, s));
-  LedgerBuffer<float> out("out", static_cast<std::size_t>(streams_n * stride));
-  LedgerBuffer<unsigned char> workspace("workspace",
+  emu::RegionBuffer<float> out("out", static_cast<std::size_t>(streams_n * stride));
+  emu::RegionBuffer<unsigned char> workspace("workspace",
                                         static_cast<std::size_t>(streams_n) * sizeof(RandomStream));
   for (const RandomKind kind : {RandomKind::kUniform, RandomKind::kGumbel}) {
     REQUIRE(cuda_impl::fill_random({streams.data(), streams_n, 11, count, out.get(), stride, kind},

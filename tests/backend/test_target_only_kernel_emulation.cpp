@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "specdec/backend/cpu/verify_batch.hpp"
+#include "specdec/backend/cuda/emulation/region_buffer.hpp"
 #include "specdec/backend/cuda/launchers.hpp"
 #include "specdec/toy/distributions.hpp"
 #include "specdec/toy/random.hpp"
@@ -22,34 +23,6 @@ namespace cuda_impl = specdec::backend::cuda_impl;
 namespace emu = specdec::emulation;
 
 namespace {
-
-/// Host memory registered as a named region of emulated device memory, 256-byte aligned as
-/// cudaMalloc's, while the buffer lives.
-template <class T>
-class TargetOnlyBuffer {
- public:
-  TargetOnlyBuffer(std::string name, const std::vector<T>& values, bool initialised = true)
-      : count_(values.size()),
-        data_(static_cast<T*>(
-            std::aligned_alloc(256, (count_ * sizeof(T) + 255) / 256 * 256 + 256))) {
-    std::copy(values.begin(), values.end(), data_);
-    emu::ledger.add(std::move(name), data_, count_ * sizeof(T), initialised);
-  }
-  TargetOnlyBuffer(std::string name, std::size_t count)
-      : TargetOnlyBuffer(std::move(name), std::vector<T>(count), false) {}
-  TargetOnlyBuffer(const TargetOnlyBuffer&) = delete;
-  TargetOnlyBuffer& operator=(const TargetOnlyBuffer&) = delete;
-  ~TargetOnlyBuffer() {
-    emu::ledger.remove(data_);
-    std::free(data_);
-  }
-  T* get() { return data_; }
-  std::vector<T> values() const { return {data_, data_ + count_}; }
-
- private:
-  std::size_t count_;
-  T* data_;
-};
 
 RandomStream target_only_stream(std::uint64_t seed, std::uint32_t sequence) {
   RandomStream s;
@@ -151,12 +124,12 @@ ChainOutputs chain_on_cpu(const TargetOnlyChain& c) {
 /// before the call, so the ledger holds this call's traffic afterwards).
 ChainOutputs chain_on_emulated_cuda(const TargetOnlyChain& c) {
   const auto batch = static_cast<std::int64_t>(c.streams.size());
-  TargetOnlyBuffer<float> target("target", c.rows);
-  TargetOnlyBuffer<std::int32_t> tokens("tokens",
+  emu::RegionBuffer<float> target("target", c.rows);
+  emu::RegionBuffer<std::int32_t> tokens("tokens",
                                         c.tokens.empty() ? std::vector<std::int32_t>{0} : c.tokens);
-  TargetOnlyBuffer<std::int32_t> emitted("emitted", c.tokens.size() + c.streams.size());
-  TargetOnlyBuffer<std::int32_t> accepted("accepted", c.streams.size());
-  TargetOnlyBuffer<unsigned char> workspace("workspace", cuda_impl::chain_workspace_size(batch));
+  emu::RegionBuffer<std::int32_t> emitted("emitted", c.tokens.size() + c.streams.size());
+  emu::RegionBuffer<std::int32_t> accepted("accepted", c.streams.size());
+  emu::RegionBuffer<unsigned char> workspace("workspace", cuda_impl::chain_workspace_size(batch));
   const cuda_impl::ChainVerifyParams p{target.get(),
                                        c.vocab,
                                        nullptr,
@@ -266,18 +239,18 @@ TreeOutputs trees_on_cpu(const TargetOnlyTrees& t) {
 TreeOutputs trees_on_emulated_cuda(const TargetOnlyTrees& t) {
   const auto batch = static_cast<std::int64_t>(t.streams.size());
   const auto nodes = t.tokens.empty() ? std::size_t{1} : t.tokens.size();
-  TargetOnlyBuffer<float> target("target", t.rows);
-  TargetOnlyBuffer<std::int32_t> tokens("tokens",
+  emu::RegionBuffer<float> target("target", t.rows);
+  emu::RegionBuffer<std::int32_t> tokens("tokens",
                                         t.tokens.empty() ? std::vector<std::int32_t>{0} : t.tokens);
-  TargetOnlyBuffer<std::int32_t> parents(
+  emu::RegionBuffer<std::int32_t> parents(
       "parents", t.parents.empty() ? std::vector<std::int32_t>{0} : t.parents);
   // accepted_nodes holds what the CPU leaves past each walk, so the whole vectors compare.
-  TargetOnlyBuffer<std::int32_t> accepted_nodes("accepted_nodes",
+  emu::RegionBuffer<std::int32_t> accepted_nodes("accepted_nodes",
                                                 std::vector<std::int32_t>(nodes, -7));
-  TargetOnlyBuffer<std::int32_t> accepted("accepted", t.streams.size());
-  TargetOnlyBuffer<std::int32_t> final_tokens("final_tokens", t.streams.size());
-  TargetOnlyBuffer<std::uint8_t> bonus("bonus", t.streams.size());
-  TargetOnlyBuffer<unsigned char> workspace("workspace", cuda_impl::chain_workspace_size(batch));
+  emu::RegionBuffer<std::int32_t> accepted("accepted", t.streams.size());
+  emu::RegionBuffer<std::int32_t> final_tokens("final_tokens", t.streams.size());
+  emu::RegionBuffer<std::uint8_t> bonus("bonus", t.streams.size());
+  emu::RegionBuffer<unsigned char> workspace("workspace", cuda_impl::chain_workspace_size(batch));
   const cuda_impl::TreeVerifyParams p{t.offsets.data(),
                                       batch,
                                       0,

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "specdec/backend/cpu/warp_batch.hpp"
+#include "specdec/backend/cuda/emulation/region_buffer.hpp"
 #include "specdec/backend/cuda/launchers.hpp"
 #include "specdec/backend/cuda/row_split.hpp"
 #include "specdec/backend/cuda/warp_batch.hpp"
@@ -28,33 +29,6 @@ namespace cuda_impl = specdec::backend::cuda_impl;
 namespace emu = specdec::emulation;
 
 namespace {
-
-/// Host memory that the emulation sees as device memory (a named region, 256-byte aligned).
-template <class T>
-class WarpPathBuffer {
- public:
-  WarpPathBuffer(const char* name, const std::vector<T>& values, bool written = true)
-      : size_(values.size()),
-        data_(static_cast<T*>(std::aligned_alloc(256, (size_ * sizeof(T) + 255) / 256 * 256))) {
-    std::copy(values.begin(), values.end(), data_);
-    emu::ledger.add(name, data_, size_ * sizeof(T), written);
-  }
-  WarpPathBuffer(const char* name, std::size_t count)
-      : WarpPathBuffer(name, std::vector<T>(count), false) {}
-  WarpPathBuffer(const WarpPathBuffer&) = delete;
-  WarpPathBuffer& operator=(const WarpPathBuffer&) = delete;
-  ~WarpPathBuffer() {
-    emu::ledger.remove(data_);
-    std::free(data_);
-  }
-  T* get() { return data_; }
-  std::vector<T> values() const { return {data_, data_ + size_}; }
-  std::size_t size() const { return size_; }
-
- private:
-  std::size_t size_;
-  T* data_;
-};
 
 /// rows x vocab logits `stride` entries apart (the gap entries are finite too).
 template <class T>
@@ -80,9 +54,9 @@ std::vector<float> cpu_warped(const std::vector<T>& logits, std::int64_t rows, s
 template <class T>
 std::vector<float> cuda_warped(const std::vector<T>& logits, std::int64_t rows, std::int64_t vocab,
                                std::int64_t stride, const std::vector<Warp>& warps) {
-  WarpPathBuffer<T> input("logits", logits);
-  WarpPathBuffer<float> output("warped", static_cast<std::size_t>(rows * vocab));
-  WarpPathBuffer<unsigned char> workspace(
+  emu::RegionBuffer<T> input("logits", logits);
+  emu::RegionBuffer<float> output("warped", static_cast<std::size_t>(rows * vocab));
+  emu::RegionBuffer<unsigned char> workspace(
       "workspace", workspace_size(backend::cuda, WarpBatchShape{rows, vocab}));
   warp_logits_batch(backend::cuda, MatrixView<const T>(input.get(), rows, vocab, stride), warps,
                     MatrixView<float>(output.get(), rows, vocab),
@@ -234,9 +208,9 @@ TEST_CASE(
   INFO("T " << warp.temperature << ", top-k " << warp.top_k << ", top-p " << warp.top_p
             << ", min-p " << warp.min_p << ", blocks per row "
             << cuda_impl::row_split(rows, vocab, sm_count).blocks_per_row);
-  WarpPathBuffer<float> input("logits", logits);
-  WarpPathBuffer<float> output("warped", static_cast<std::size_t>(rows * vocab));
-  WarpPathBuffer<unsigned char> workspace(
+  emu::RegionBuffer<float> input("logits", logits);
+  emu::RegionBuffer<float> output("warped", static_cast<std::size_t>(rows * vocab));
+  emu::RegionBuffer<unsigned char> workspace(
       "workspace", workspace_size(backend::cuda, WarpBatchShape{rows, vocab}));
   emu::ledger.reset();
   warp_logits_batch(backend::cuda, MatrixView<const float>(input.get(), rows, vocab),
@@ -301,8 +275,8 @@ struct WarpPathLedger {
     REQUIRE(cuda_impl::warp_logits_batch(p, workspace.get(), nullptr) == cudaSuccess);
   }
 
-  WarpPathBuffer<float> logits, warped;
-  WarpPathBuffer<unsigned char> workspace;
+  emu::RegionBuffer<float> logits, warped;
+  emu::RegionBuffer<unsigned char> workspace;
   std::int64_t rows_, vocab_;
 };
 
@@ -401,10 +375,10 @@ TEST_CASE(
                                 Warp{.temperature = 0.7f, .top_k = 40, .min_p = 0.05f},
                                 Warp{.temperature = 1.0f, .top_k = 2000}};  // not taken
   const std::vector<float> cpu = cpu_warped(logits, rows, vocab, vocab, warps);
-  WarpPathBuffer<float> input("logits", logits);
-  WarpPathBuffer<Warp> device_warps("warps", warps);
-  WarpPathBuffer<float> output("warped", static_cast<std::size_t>(rows * vocab));
-  WarpPathBuffer<unsigned char> workspace(
+  emu::RegionBuffer<float> input("logits", logits);
+  emu::RegionBuffer<Warp> device_warps("warps", warps);
+  emu::RegionBuffer<float> output("warped", static_cast<std::size_t>(rows * vocab));
+  emu::RegionBuffer<unsigned char> workspace(
       "workspace", workspace_size(backend::cuda, WarpBatchShape{rows, vocab}));
   emu::ledger.reset();
   warp_logits_batch(
@@ -448,8 +422,8 @@ TEST_CASE("warp with warps on the device: a wrong count, or a bad shape, are nam
   const std::int64_t rows = 2, vocab = 100;
   std::vector<float> logits(static_cast<std::size_t>(rows * vocab), 0.0f), out(logits.size());
   const std::vector<Warp> warps(2, Warp{.temperature = 1.0f});
-  WarpPathBuffer<Warp> device_warps("warps", warps);
-  WarpPathBuffer<unsigned char> workspace(
+  emu::RegionBuffer<Warp> device_warps("warps", warps);
+  emu::RegionBuffer<unsigned char> workspace(
       "workspace", workspace_size(backend::cuda, WarpBatchShape{rows, vocab}));
   Workspace ws(workspace_size(backend::cpu, WarpBatchShape{rows, vocab}));
   const auto run = [&](std::size_t count, std::int64_t out_rows) {
@@ -478,10 +452,10 @@ TEST_CASE(
   const std::vector<Warp> second_warps{Warp{.temperature = 0.0f},
                                        Warp{.temperature = 1.2f, .top_p = 0.7f},
                                        Warp{.temperature = 0.6f, .top_k = 100, .min_p = 0.1f}};
-  WarpPathBuffer<float> input("logits", first);
-  WarpPathBuffer<Warp> device_warps("warps", first_warps);
-  WarpPathBuffer<float> output("warped", static_cast<std::size_t>(rows * vocab));
-  WarpPathBuffer<unsigned char> workspace(
+  emu::RegionBuffer<float> input("logits", first);
+  emu::RegionBuffer<Warp> device_warps("warps", first_warps);
+  emu::RegionBuffer<float> output("warped", static_cast<std::size_t>(rows * vocab));
+  emu::RegionBuffer<unsigned char> workspace(
       "workspace", workspace_size(backend::cuda, WarpBatchShape{rows, vocab}));
   cudaStream_t stream = nullptr;
   REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);

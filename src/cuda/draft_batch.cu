@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "specdec/backend/cuda/detail/draft_kernels.cuh"
+#include "specdec/backend/cuda/detail/staging.cuh"
 #include "specdec/backend/cuda/launchers.hpp"
 #include "specdec/backend/cuda/row_split.hpp"
 
@@ -71,19 +72,6 @@ bool draft_groups_aligned(const void* rows, std::int64_t stride_bytes) {
   return reinterpret_cast<std::uintptr_t>(rows) % 16 == 0 && stride_bytes % 16 == 0;
 }
 
-/// Where the streams are: the device array, or the host ones staged into `staging`.
-cudaError_t stage_draft_streams(const RandomStream* host, const RandomStream* device, std::int64_t count,
-                          RandomStream* staging, const RandomStream** streams,
-                          cudaStream_t stream) {
-  if (device != nullptr) {
-    *streams = device;
-    return cudaSuccess;
-  }
-  *streams = staging;
-  return cudaMemcpyAsync(staging, host, static_cast<std::size_t>(count) * sizeof(RandomStream),
-                         cudaMemcpyHostToDevice, stream);
-}
-
 template <RowKind kind, class T>
 cudaError_t launch_top_k(const GumbelTopKParams& p, const RowSplit& split,
                          const RandomStream* streams, const detail::TopKLists& lists,
@@ -122,8 +110,7 @@ cudaError_t gumbel_top_k_batch(const GumbelTopKParams& params, void* workspace,
   const DraftLists split_lists = carve_draft_lists(base, params.row_count, split.blocks_per_row,
                                              params.k);
   const RandomStream* streams = nullptr;
-  status = stage_draft_streams(params.host_streams, params.device_streams, params.row_count, staging,
-                         &streams, stream);
+  status = detail::stage(params.streams, staging, stream, &streams);
   if (status != cudaSuccess) return status;
   status = zero_draft_counters(split, params.row_count, split_lists.counters, stream);
   if (status != cudaSuccess) return status;
@@ -156,8 +143,7 @@ cudaError_t stochastic_beam_level_batch(const BeamLevelParams& params, void* wor
   base += device_round_up(b * w * sizeof(std::int32_t));
   const DraftLists split_lists = carve_draft_lists(base, batch * width, split.blocks_per_row, width);
   const RandomStream* streams = nullptr;
-  status =
-      stage_draft_streams(params.host_streams, params.device_streams, batch, staging, &streams, stream);
+  status = detail::stage(params.streams, staging, stream, &streams);
   if (status != cudaSuccess) return status;
   status = zero_draft_counters(split, batch * width, split_lists.counters, stream);
   if (status != cudaSuccess) return status;

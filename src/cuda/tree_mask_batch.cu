@@ -5,22 +5,16 @@
 
 #include "specdec/backend/cuda/detail/launch.cuh"
 #include "specdec/backend/cuda/detail/tree_mask_kernels.cuh"
+#include "specdec/backend/cuda/detail/staging.cuh"
 #include "specdec/backend/cuda/launchers.hpp"
 
 namespace specdec::backend::cuda_impl {
 
 cudaError_t packed_tree_masks_batch(const TreeMaskParams& params, void* workspace,
                                     cudaStream_t stream) {
-  const std::int32_t* offsets = params.device_node_offsets;
-  if (offsets == nullptr) {
-    auto* staged = static_cast<std::int32_t*>(workspace);
-    const cudaError_t status =
-        cudaMemcpyAsync(staged, params.host_node_offsets,
-                        static_cast<std::size_t>(params.batch + 1) * sizeof(std::int32_t),
-                        cudaMemcpyHostToDevice, stream);
-    if (status != cudaSuccess) return status;
-    offsets = staged;
-  }
+  const std::int32_t* offsets = nullptr;
+  const cudaError_t status = detail::stage(params.node_offsets, workspace, stream, &offsets);
+  if (status != cudaSuccess) return status;
   return detail::launch(detail::packed_tree_masks_kernel, static_cast<unsigned int>(params.batch),
                         detail::kTreeMaskThreads, stream, offsets, params.parents, params.masks,
                         static_cast<int>(params.words), params.mask_stride);
@@ -29,25 +23,15 @@ cudaError_t packed_tree_masks_batch(const TreeMaskParams& params, void* workspac
 cudaError_t tree_positions_batch(const TreePositionsParams& params, void* workspace,
                                  cudaStream_t stream) {
   const auto b = static_cast<std::size_t>(params.batch);
-  const std::int32_t* offsets = params.device_node_offsets;
-  if (offsets == nullptr) {
-    auto* staged = static_cast<std::int32_t*>(workspace);
-    const cudaError_t status =
-        cudaMemcpyAsync(staged, params.host_node_offsets, (b + 1) * sizeof(std::int32_t),
-                        cudaMemcpyHostToDevice, stream);
-    if (status != cudaSuccess) return status;
-    offsets = staged;
-  }
-  const std::int32_t* contexts = params.device_context_lengths;
-  if (contexts == nullptr) {
-    auto* staged = reinterpret_cast<std::int32_t*>(static_cast<unsigned char*>(workspace) +
-                                                   device_round_up((b + 1) * sizeof(std::int32_t)));
-    const cudaError_t status =
-        cudaMemcpyAsync(staged, params.host_context_lengths, b * sizeof(std::int32_t),
-                        cudaMemcpyHostToDevice, stream);
-    if (status != cudaSuccess) return status;
-    contexts = staged;
-  }
+  const std::int32_t *offsets = nullptr, *contexts = nullptr;
+  // The tree_mask_workspace_size layout: the offsets, then the context lengths.
+  cudaError_t status = detail::stage(params.node_offsets, workspace, stream, &offsets);
+  if (status != cudaSuccess) return status;
+  status = detail::stage(params.context_lengths,
+                         static_cast<unsigned char*>(workspace) +
+                             device_round_up((b + 1) * sizeof(std::int32_t)),
+                         stream, &contexts);
+  if (status != cudaSuccess) return status;
   constexpr unsigned int kThreads = detail::kTreeMaskThreads;
   return detail::launch(detail::tree_positions_kernel,
                         static_cast<unsigned int>((b + kThreads - 1) / kThreads), kThreads, stream,

@@ -41,9 +41,8 @@ Staged carve(void* workspace, std::int64_t batch, std::int64_t rows = 0, std::in
 /// at the front of the workspace.
 cudaError_t stage_or_take(const ChainVerifyParams& p, Staged& staged, void* workspace,
                           cudaStream_t stream) {
-  return detail::offsets_and_streams(p.host_draft_offsets, p.device_draft_offsets, p.host_streams,
-                                     p.device_streams, p.batch, workspace, stream,
-                                     &staged.offsets, &staged.streams);
+  return detail::offsets_and_streams(p.draft_offsets, p.streams, workspace, stream, &staged.offsets,
+                                     &staged.streams);
 }
 
 template <bool kLogits, class T>
@@ -96,10 +95,8 @@ cudaError_t verify_chain_batch(const ChainVerifyParams& params, void* workspace,
   Staged staged = carve(workspace, params.batch);
   const cudaError_t status = stage_or_take(params, staged, workspace, stream);
   if (status != cudaSuccess) return status;
-  const std::int64_t drafts =
-      params.device_draft_offsets != nullptr ? params.drafts : params.host_draft_offsets[params.batch];
   const detail::LogitRowSet<float> set{static_cast<const float*>(params.target),
-                                       params.target_stride, drafts + params.batch,
+                                       params.target_stride, params.drafts + params.batch,
                                        static_cast<const float*>(params.draft),
                                        params.draft_stride};
   // Warped rows: the accept tests read two entries, the draws the CPU's sums of the rows.
@@ -109,28 +106,26 @@ cudaError_t verify_chain_batch(const ChainVerifyParams& params, void* workspace,
       params.draft_tokens, staged.streams, params.emitted, params.accepted, nullptr, nullptr);
 }
 
-cudaError_t verify_chain_batch_logits(const ChainVerifyParams& params, const DeviceWarp* host_warps,
-                                      std::int64_t warp_count, void* workspace,
+cudaError_t verify_chain_batch_logits(const ChainVerifyParams& params, void* workspace,
                                       cudaStream_t stream) {
-  const bool resident = params.device_draft_offsets != nullptr;
-  const std::int64_t drafts = resident ? params.drafts : params.host_draft_offsets[params.batch];
+  const std::int64_t drafts = params.drafts;
   Staged staged = carve(workspace, params.batch, 2 * drafts + params.batch, params.vocab);
   cudaError_t status = stage_or_take(params, staged, workspace, stream);
   if (status != cudaSuccess) return status;
-  const bool device_warps = warp_count < 0;  // B warps in device memory: not read here
-  const DeviceWarp shared_warp = device_warps ? DeviceWarp{} : host_warps[0];
-  const DeviceWarp* row_warps = device_warps ? host_warps : nullptr;
+  // One host warp travels as a kernel argument; per-sequence host warps are staged; warps on the
+  // device are not read here (the statistics path and its nucleus launch, whatever they hold).
+  const Resident<const DeviceWarp>& warps = params.warps;
+  const bool device_warps = warps.on_device();
+  const DeviceWarp shared_warp = device_warps ? DeviceWarp{} : warps[0];
+  const DeviceWarp* row_warps = nullptr;
   bool statistics = true, cut = device_warps;  // the nucleus launch may be needed
-  for (std::int64_t k = 0; k < warp_count; ++k) {
-    statistics = statistics && detail::statistics_warp(host_warps[k], params.vocab);
-    cut = cut || detail::cuts_rows(host_warps[k], params.vocab);
+  for (std::size_t k = 0; !device_warps && k < warps.size(); ++k) {
+    statistics = statistics && detail::statistics_warp(warps[k], params.vocab);
+    cut = cut || detail::cuts_rows(warps[k], params.vocab);
   }
-  if (warp_count > 1) {
-    status = cudaMemcpyAsync(staged.warps, host_warps,
-                             static_cast<std::size_t>(warp_count) * sizeof(DeviceWarp),
-                             cudaMemcpyHostToDevice, stream);
+  if (device_warps || warps.size() > 1) {
+    status = detail::stage(warps, staged.warps, stream, &row_warps);
     if (status != cudaSuccess) return status;
-    row_warps = staged.warps;
   }
   switch (params.dtype) {
     case DType::kF32:

@@ -17,8 +17,7 @@ cudaError_t verify_chain_batch_target_only(const ChainVerifyParams& p, void* wor
   const std::int32_t* offsets = nullptr;
   const RandomStream* streams = nullptr;
   const cudaError_t status =
-      detail::offsets_and_streams(p.host_draft_offsets, p.device_draft_offsets, p.host_streams,
-                          p.device_streams, p.batch, workspace, stream, &offsets, &streams);
+      detail::offsets_and_streams(p.draft_offsets, p.streams, workspace, stream, &offsets, &streams);
   if (status != cudaSuccess) return status;
   return detail::launch(detail::verify_chain_target_only_kernel, static_cast<unsigned int>(p.batch),
                         static_cast<unsigned int>(detail::kTargetOnlyThreads), stream,
@@ -32,8 +31,7 @@ cudaError_t verify_tree_batch_target_only(const TreeVerifyParams& p, void* works
   const std::int32_t* offsets = nullptr;
   const RandomStream* streams = nullptr;
   const cudaError_t status =
-      detail::offsets_and_streams(p.host_node_offsets, p.device_node_offsets, p.host_streams,
-                          p.device_streams, p.batch, workspace, stream, &offsets, &streams);
+      detail::offsets_and_streams(p.node_offsets, p.streams, workspace, stream, &offsets, &streams);
   if (status != cudaSuccess) return status;
   return detail::launch(detail::verify_tree_target_only_kernel, static_cast<unsigned int>(p.batch),
                         static_cast<unsigned int>(detail::kTargetOnlyThreads), stream, offsets,

@@ -15,8 +15,7 @@ cudaError_t verify_tree_batch(TreeRule rule, const TreeVerifyParams& p, void* wo
   const std::int32_t* offsets = nullptr;
   const RandomStream* streams = nullptr;
   const cudaError_t status =
-      detail::offsets_and_streams(p.host_node_offsets, p.device_node_offsets, p.host_streams,
-                                  p.device_streams, p.batch, workspace, stream, &offsets, &streams);
+      detail::offsets_and_streams(p.node_offsets, p.streams, workspace, stream, &offsets, &streams);
   if (status != cudaSuccess) return status;
   // The candidate lists follow the staged offsets and streams (tree_workspace_size's layout).
   auto* ints = reinterpret_cast<std::int32_t*>(static_cast<unsigned char*>(workspace) +

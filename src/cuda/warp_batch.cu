@@ -9,6 +9,7 @@
 #include "specdec/backend/cuda/detail/row_stats_launch.cuh"
 #include "specdec/backend/cuda/detail/warp_kernels.cuh"
 #include "specdec/backend/cuda/detail/warp_write_kernels.cuh"
+#include "specdec/backend/cuda/detail/staging.cuh"
 #include "specdec/backend/cuda/launchers.hpp"
 #include "specdec/backend/cuda/row_split.hpp"
 
@@ -78,22 +79,19 @@ cudaError_t dispatch_warp(const WarpBatchParams& p, const WarpStaged& staged, bo
 cudaError_t warp_logits_batch(const WarpBatchParams& params, void* workspace, cudaStream_t stream) {
   // One shared warp travels as a kernel argument; per-row warps are staged in the workspace.
   const WarpStaged staged = carve_warp(workspace, params.rows, params.cols);
-  const bool device_warps = params.warp_count < 0;  // rows warps in device memory: not read here
-  const DeviceWarp shared_warp = device_warps ? DeviceWarp{} : params.host_warps[0];
+  const Resident<const DeviceWarp>& warps = params.warps;
+  const bool device_warps = warps.on_device();  // rows warps on the device: not read here
+  const DeviceWarp shared_warp = device_warps ? DeviceWarp{} : warps[0];
   bool statistics = true, cut = device_warps;  // the cut launch may be needed
-  for (std::int64_t k = 0; k < params.warp_count; ++k) {
-    statistics = statistics && detail::statistics_warp(params.host_warps[k], params.cols);
+  for (std::size_t k = 0; !device_warps && k < warps.size(); ++k) {
+    statistics = statistics && detail::statistics_warp(warps[k], params.cols);
     // Min-p alone is cut by the write pass: the nucleus launch is for top-p and top-k.
-    cut = cut || (detail::cuts_rows(params.host_warps[k], params.cols) &&
-                  !detail::min_p_alone(params.host_warps[k], params.cols));
+    cut = cut || (detail::cuts_rows(warps[k], params.cols) &&
+                  !detail::min_p_alone(warps[k], params.cols));
   }
-  const DeviceWarp* row_warps = device_warps ? params.host_warps : nullptr;
-  if (params.warp_count > 1) {
-    row_warps = staged.warps;
-    const cudaError_t status =
-        cudaMemcpyAsync(staged.warps, params.host_warps,
-                        static_cast<std::size_t>(params.warp_count) * sizeof(DeviceWarp),
-                        cudaMemcpyHostToDevice, stream);
+  const DeviceWarp* row_warps = nullptr;
+  if (device_warps || warps.size() > 1) {
+    const cudaError_t status = detail::stage(warps, staged.warps, stream, &row_warps);
     if (status != cudaSuccess) return status;
   }
   switch (params.dtype) {

@@ -119,14 +119,23 @@ CudaChainRun cuda_chain(const StatsBatch& c, const Warp& w) {
   emu::RegionBuffer<std::int32_t> accepted("accepted", static_cast<std::size_t>(c.batch()));
   emu::RegionBuffer<unsigned char> workspace(
       "workspace", cuda_impl::chain_logits_workspace_size(c.batch(), c.max_gamma(), c.vocab));
-  const cuda_impl::ChainVerifyParams p{target.get(),           c.vocab,           draft.get(),
-                                       c.vocab,                cuda_impl::DType::kF32,
-                                       c.batch(),              c.vocab,           c.offsets.data(),
-                                       tokens.get(),           c.streams.data(),  emitted.get(),
-                                       accepted.get()};
   const cuda_impl::DeviceWarp dw{w.temperature, w.top_k, w.top_p, w.min_p};
+  const cuda_impl::ChainVerifyParams p{.target = target.get(),
+                                       .target_stride = c.vocab,
+                                       .draft = draft.get(),
+                                       .draft_stride = c.vocab,
+                                       .dtype = cuda_impl::DType::kF32,
+                                       .batch = c.batch(),
+                                       .vocab = c.vocab,
+                                       .drafts = c.drafts(),
+                                       .draft_offsets = c.offsets,
+                                       .draft_tokens = tokens.get(),
+                                       .streams = c.streams,
+                                       .emitted = emitted.get(),
+                                       .accepted = accepted.get(),
+                                       .warps = std::span<const cuda_impl::DeviceWarp>(&dw, 1)};
   emu::ledger.reset();
-  REQUIRE(cuda_impl::verify_chain_batch_logits(p, &dw, 1, workspace.get(), nullptr) == cudaSuccess);
+  REQUIRE(cuda_impl::verify_chain_batch_logits(p, workspace.get(), nullptr) == cudaSuccess);
   return {emitted.values(), accepted.values(), emu::ledger.region("target").reads_per_byte(),
           c.drafts() > 0 ? emu::ledger.region("draft").reads_per_byte() : 0.0};
 }

@@ -2,7 +2,7 @@
 // The traffic ledger of the CUDA backend's calls, run whole (launcher, staging copies, kernels)
 // through the emulated runtime at V = 8192: bytes read and written per element, launches, copies,
 // synchronisations and allocations per call, the figures of the "ledger" table in
-// docs/backends.md. Also the emulated runtime itself (2-D grids, block order, capture) and the
+// docs/cuda-measurements.md. Also the emulated runtime itself (2-D grids, block order, capture) and the
 // review fixes it can now show (token range, launch bounds, unwritten bytes).
 #include "specdec/backend/cuda/emulation/emulated_cuda.hpp"
 // The emulation must come first: the launchers then see its built-ins and runtime.
@@ -100,9 +100,19 @@ struct LedgerChain {
       offsets.push_back(static_cast<std::int32_t>(b * gamma));
     for (std::int64_t b = 0; b < batch; ++b)
       streams.push_back(ledger_stream(9, static_cast<std::uint32_t>(b)));
-    params = {target.get(),           vocab,          draft.get(),   vocab,
-              cuda_impl::DType::kF32, batch,          vocab,         offsets.data(),
-              tokens.get(),           streams.data(), emitted.get(), accepted.get()};
+    params = {.target = target.get(),
+              .target_stride = vocab,
+              .draft = draft.get(),
+              .draft_stride = vocab,
+              .dtype = cuda_impl::DType::kF32,
+              .batch = batch,
+              .vocab = vocab,
+              .drafts = batch * gamma,
+              .draft_offsets = offsets,
+              .draft_tokens = tokens.get(),
+              .streams = streams,
+              .emitted = emitted.get(),
+              .accepted = accepted.get()};
   }
 
   emu::RegionBuffer<float> target, draft;
@@ -139,15 +149,14 @@ struct LedgerWarp {
         vocab_(vocab) {}
 
   cudaError_t run(const std::vector<cuda_impl::DeviceWarp>& warps) {
-    const cuda_impl::WarpBatchParams p{logits.get(),
-                                       cuda_impl::DType::kF32,
-                                       rows_,
-                                       vocab_,
-                                       vocab_,
-                                       warped.get(),
-                                       vocab_,
-                                       warps.data(),
-                                       static_cast<std::int64_t>(warps.size())};
+    const cuda_impl::WarpBatchParams p{.logits = logits.get(),
+                                       .dtype = cuda_impl::DType::kF32,
+                                       .rows = rows_,
+                                       .cols = vocab_,
+                                       .logits_stride = vocab_,
+                                       .warped = warped.get(),
+                                       .warped_stride = vocab_,
+                                       .warps = warps};
     return cuda_impl::warp_logits_batch(p, workspace.get(), nullptr);
   }
 
@@ -163,7 +172,8 @@ std::pair<CallFigures, double> accepted_chain_figures(const cuda_impl::DeviceWar
   const std::int64_t batch = 1, gamma = 1, v = kLedgerVocab;
   LedgerChain c = accepted_chain(batch, gamma, v);
   emu::ledger.reset();
-  REQUIRE(cuda_impl::verify_chain_batch_logits(c.params, &warp, 1, c.workspace.get(), nullptr) ==
+  c.params.warps = std::span<const cuda_impl::DeviceWarp>(&warp, 1);
+  REQUIRE(cuda_impl::verify_chain_batch_logits(c.params, c.workspace.get(), nullptr) ==
           cudaSuccess);
   REQUIRE(c.accepted[0] == gamma);
   const auto bytes = static_cast<double>((2 * gamma + 1) * v * 4);
@@ -337,19 +347,19 @@ TEST_CASE("ledger: Gumbel-top-k with k = 8", "[backend][cuda_kernel][ledger]") {
                                         cuda_impl::gumbel_batch_workspace_size(rows, v, k));
   const std::vector<RandomStream> streams{ledger_stream(5, 0), ledger_stream(5, 1)};
   emu::RegionBuffer<RandomStream> device_streams("device_streams", streams);
-  cuda_impl::GumbelTopKParams p{logits.get(),
-                                cuda_impl::DType::kF32,
-                                RowKind::kLogWeights,
-                                rows,
-                                v,
-                                v,
-                                k,
-                                streams.data(),
-                                tokens.get(),
-                                k,
-                                values.get(),
-                                k,
-                                counts.get()};
+  cuda_impl::GumbelTopKParams p{.rows = logits.get(),
+                                .dtype = cuda_impl::DType::kF32,
+                                .kind = RowKind::kLogWeights,
+                                .row_count = rows,
+                                .vocab = v,
+                                .row_stride = v,
+                                .k = k,
+                                .streams = streams,
+                                .tokens = tokens.get(),
+                                .token_stride = k,
+                                .values = values.get(),
+                                .value_stride = k,
+                                .counts = counts.get()};
   const auto blocks = cuda_impl::row_split(rows, v, cuda_impl::kH100Sms).blocks(rows);
   REQUIRE(blocks == 16);  // 8 blocks of one tile per row
   emu::ledger.reset();
@@ -372,8 +382,7 @@ TEST_CASE("ledger: Gumbel-top-k with k = 8", "[backend][cuda_kernel][ledger]") {
 
   // Device-resident streams: nothing staged.
   const auto host_tokens = tokens.values();
-  p.host_streams = nullptr;
-  p.device_streams = device_streams.get();
+  p.streams = on_device(device_streams.get(), streams.size());
   emu::ledger.reset();
   REQUIRE(cuda_impl::gumbel_top_k_batch(p, workspace.get(), nullptr) == cudaSuccess);
   CHECK(tokens.values() == host_tokens);
@@ -433,7 +442,8 @@ struct LedgerBeam {
                                      next_scores.get(),
                                      w,
                                      next_counts.get()};
-    return cuda_impl::stochastic_beam_level_batch({m, 1, w, vocab_, streams.data()},
+    return cuda_impl::stochastic_beam_level_batch(
+        {.matrices = m, .batch = 1, .width = w, .vocab = vocab_, .streams = streams},
                                                   workspace.get(), nullptr);
   }
 
@@ -491,14 +501,21 @@ TEST_CASE("ledger: tree verification with RRS", "[backend][cuda_kernel][ledger]"
   emu::RegionBuffer<std::uint8_t> bonus("bonus", static_cast<std::size_t>(batch));
   emu::RegionBuffer<unsigned char> workspace("workspace",
                                         cuda_impl::tree_workspace_size(batch, largest, c.vocab));
-  const cuda_impl::TreeVerifyParams p{c.offsets.data(), batch,
-                                      largest,          tokens.get(),
-                                      parents.get(),    target.get(),
-                                      c.vocab,          draft.get(),
-                                      c.vocab,          c.vocab,
-                                      c.streams.data(), accepted_nodes.get(),
-                                      accepted.get(),   final_tokens.get(),
-                                      bonus.get()};
+  const cuda_impl::TreeVerifyParams p{.node_offsets = c.offsets,
+                                      .batch = batch,
+                                      .max_nodes = largest,
+                                      .tokens = tokens.get(),
+                                      .parents = parents.get(),
+                                      .target = target.get(),
+                                      .target_stride = c.vocab,
+                                      .draft = draft.get(),
+                                      .draft_stride = c.vocab,
+                                      .vocab = c.vocab,
+                                      .streams = c.streams,
+                                      .accepted_nodes = accepted_nodes.get(),
+                                      .accepted = accepted.get(),
+                                      .final_tokens = final_tokens.get(),
+                                      .bonus = bonus.get()};
   emu::ledger.reset();
   REQUIRE(cuda_impl::verify_tree_batch(cuda_impl::TreeRule::kRecursive, p, workspace.get(),
                                        nullptr) == cudaSuccess);
@@ -549,13 +566,13 @@ TEST_CASE("ledger: packed tree masks move each mask word once and each parent ro
   for (const bool device_offsets : {false, true}) {
     emu::ledger.reset();
     REQUIRE(cuda_impl::packed_tree_masks_batch(
-                {.host_node_offsets = device_offsets ? nullptr : f.offsets.data(),
+                {.node_offsets = device_offsets ? on_device(offsets.get(), f.offsets.size())
+                                                : Resident<const std::int32_t>(f.offsets),
                  .batch = batch,
                  .parents = parents.get(),
                  .masks = masks.get(),
                  .words = words,
-                 .mask_stride = words,
-                 .device_node_offsets = device_offsets ? offsets.get() : nullptr},
+                 .mask_stride = words},
                 workspace.get(), nullptr) == cudaSuccess);
     CAPTURE(device_offsets);
     // Each mask word written once; a non-root row reads its parent's row once; each of the
@@ -593,10 +610,10 @@ TEST_CASE("ledger: tree positions write each position twice (depth, then positio
   emu::RegionBuffer<std::int32_t> positions("positions", static_cast<std::size_t>(n));
   emu::RegionBuffer<unsigned char> workspace("workspace", cuda_impl::tree_mask_workspace_size(batch));
   emu::ledger.reset();
-  REQUIRE(cuda_impl::tree_positions_batch({.host_node_offsets = f.offsets.data(),
+  REQUIRE(cuda_impl::tree_positions_batch({.node_offsets = f.offsets,
                                            .batch = batch,
                                            .parents = parents.get(),
-                                           .host_context_lengths = contexts.data(),
+                                           .context_lengths = contexts,
                                            .positions = positions.get()},
                                           workspace.get(), nullptr) == cudaSuccess);
   const auto node_bytes = static_cast<std::uint64_t>(n) * 4;
@@ -621,7 +638,12 @@ TEST_CASE("emulated runtime: fill_random runs its 2-D grid like RandomStream",
   emu::RegionBuffer<unsigned char> workspace("workspace",
                                         static_cast<std::size_t>(streams_n) * sizeof(RandomStream));
   for (const RandomKind kind : {RandomKind::kUniform, RandomKind::kGumbel}) {
-    REQUIRE(cuda_impl::fill_random({streams.data(), streams_n, 11, count, out.get(), stride, kind},
+    REQUIRE(cuda_impl::fill_random({.streams = streams,
+                                    .first = 11,
+                                    .count = count,
+                                    .out = out.get(),
+                                    .out_stride = stride,
+                                    .kind = kind},
                                    workspace.get(), nullptr) == cudaSuccess);
     int wrong = 0;
     for (std::int64_t s = 0; s < streams_n; ++s) {
@@ -757,8 +779,8 @@ TEST_CASE(
   std::copy(c.offsets.begin(), c.offsets.end(), offsets);
   std::copy(c.streams.begin(), c.streams.end(), streams);
   cuda_impl::ChainVerifyParams p = c.params;
-  p.host_draft_offsets = offsets;
-  p.host_streams = streams;
+  p.draft_offsets = std::span<const std::int32_t>(offsets, c.offsets.size());
+  p.streams = std::span<const RandomStream>(streams, c.streams.size());
   REQUIRE(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) == cudaSuccess);
   REQUIRE(cuda_impl::verify_chain_batch(p, c.workspace.get(), stream) == cudaSuccess);
   REQUIRE(cudaStreamEndCapture(stream, &graph) == cudaSuccess);

@@ -130,18 +130,19 @@ ChainOutputs chain_on_emulated_cuda(const TargetOnlyChain& c) {
   emu::RegionBuffer<std::int32_t> emitted("emitted", c.tokens.size() + c.streams.size());
   emu::RegionBuffer<std::int32_t> accepted("accepted", c.streams.size());
   emu::RegionBuffer<unsigned char> workspace("workspace", cuda_impl::chain_workspace_size(batch));
-  const cuda_impl::ChainVerifyParams p{target.get(),
-                                       c.vocab,
-                                       nullptr,
-                                       0,
-                                       cuda_impl::DType::kF32,
-                                       batch,
-                                       c.vocab,
-                                       c.offsets.data(),
-                                       tokens.get(),
-                                       c.streams.data(),
-                                       emitted.get(),
-                                       accepted.get()};
+  const cuda_impl::ChainVerifyParams p{.target = target.get(),
+                                       .target_stride = c.vocab,
+                                       .draft = nullptr,
+                                       .draft_stride = 0,
+                                       .dtype = cuda_impl::DType::kF32,
+                                       .batch = batch,
+                                       .vocab = c.vocab,
+                                       .drafts = static_cast<std::int64_t>(c.tokens.size()),
+                                       .draft_offsets = c.offsets,
+                                       .draft_tokens = tokens.get(),
+                                       .streams = c.streams,
+                                       .emitted = emitted.get(),
+                                       .accepted = accepted.get()};
   emu::ledger.reset();
   REQUIRE(cuda_impl::verify_chain_batch_target_only(p, workspace.get(), nullptr) == cudaSuccess);
   CHECK(emu::ledger.counts.launches == 1);
@@ -251,21 +252,21 @@ TreeOutputs trees_on_emulated_cuda(const TargetOnlyTrees& t) {
   emu::RegionBuffer<std::int32_t> final_tokens("final_tokens", t.streams.size());
   emu::RegionBuffer<std::uint8_t> bonus("bonus", t.streams.size());
   emu::RegionBuffer<unsigned char> workspace("workspace", cuda_impl::chain_workspace_size(batch));
-  const cuda_impl::TreeVerifyParams p{t.offsets.data(),
-                                      batch,
-                                      0,
-                                      tokens.get(),
-                                      parents.get(),
-                                      target.get(),
-                                      t.vocab,
-                                      nullptr,
-                                      0,
-                                      t.vocab,
-                                      t.streams.data(),
-                                      accepted_nodes.get(),
-                                      accepted.get(),
-                                      final_tokens.get(),
-                                      bonus.get()};
+  const cuda_impl::TreeVerifyParams p{.node_offsets = t.offsets,
+                                      .batch = batch,
+                                      .max_nodes = 0,
+                                      .tokens = tokens.get(),
+                                      .parents = parents.get(),
+                                      .target = target.get(),
+                                      .target_stride = t.vocab,
+                                      .draft = nullptr,
+                                      .draft_stride = 0,
+                                      .vocab = t.vocab,
+                                      .streams = t.streams,
+                                      .accepted_nodes = accepted_nodes.get(),
+                                      .accepted = accepted.get(),
+                                      .final_tokens = final_tokens.get(),
+                                      .bonus = bonus.get()};
   emu::ledger.reset();
   REQUIRE(cuda_impl::verify_tree_batch_target_only(p, workspace.get(), nullptr) == cudaSuccess);
   CHECK(emu::ledger.counts.launches == 1);

@@ -263,15 +263,14 @@ struct WarpPathLedger {
         vocab_(vocab) {}
 
   void run(const std::vector<cuda_impl::DeviceWarp>& warps) {
-    const cuda_impl::WarpBatchParams p{logits.get(),
-                                       cuda_impl::DType::kF32,
-                                       rows_,
-                                       vocab_,
-                                       vocab_,
-                                       warped.get(),
-                                       vocab_,
-                                       warps.data(),
-                                       static_cast<std::int64_t>(warps.size())};
+    const cuda_impl::WarpBatchParams p{.logits = logits.get(),
+                                       .dtype = cuda_impl::DType::kF32,
+                                       .rows = rows_,
+                                       .cols = vocab_,
+                                       .logits_stride = vocab_,
+                                       .warped = warped.get(),
+                                       .warped_stride = vocab_,
+                                       .warps = warps};
     REQUIRE(cuda_impl::warp_logits_batch(p, workspace.get(), nullptr) == cudaSuccess);
   }
 

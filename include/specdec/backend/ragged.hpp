@@ -17,8 +17,11 @@ struct RaggedSlice {
   std::int64_t count = 0;
   std::int64_t index = 0;
 
-  SPECDEC_HOST_DEVICE static RaggedSlice of(const std::int32_t* offsets, std::int64_t b) {
-    return {offsets[b], offsets[b + 1] - offsets[b], b};
+  /// From `offsets` (B + 1 CSR offsets: a pointer, or a kernel's Global view), each read once.
+  template <class Offsets>
+  SPECDEC_HOST_DEVICE static RaggedSlice of(const Offsets& offsets, std::int64_t b) {
+    const std::int64_t first = offsets[b];
+    return {first, offsets[b + 1] - first, b};
   }
   /// Its first row with one more per sequence (target rows, emitted tokens, a tree's root row).
   SPECDEC_HOST_DEVICE std::int64_t first_row() const { return first + index; }

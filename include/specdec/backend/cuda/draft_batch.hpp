@@ -57,13 +57,12 @@ struct GumbelTopKBatchImpl<backend::Cuda> {
                     .vocab = args.rows.cols,
                     .row_stride = args.rows.stride,
                     .k = args.k,
-                    .host_streams = host_pointer(args.streams),
+                    .streams = args.streams,
                     .tokens = args.tokens.data,
                     .token_stride = args.tokens.stride,
                     .values = args.values.rows != 0 ? args.values.data : nullptr,
                     .value_stride = args.values.stride,
-                    .counts = args.counts.data(),
-                    .device_streams = device_pointer(args.streams)},
+                    .counts = args.counts.data()},
                    ws.data, cuda.stream),
                "gumbel_top_k_batch");
   }
@@ -121,8 +120,7 @@ struct BeamLevelBatchImpl<backend::Cuda> {
                                                          .batch = batch,
                                                          .width = width,
                                                          .vocab = args.draft_rows.cols,
-                                                         .host_streams = host_pointer(args.streams),
-                                                         .device_streams = device_pointer(args.streams)},
+                                                         .streams = args.streams},
                                                         ws.data, cuda.stream),
         "stochastic_beam_level_batch");
   }

@@ -30,14 +30,12 @@ struct FillRandomImpl<backend::Cuda> {
     if (out.data == nullptr) fail("out", "is a null device pointer");
     const bool staged = !args.streams.on_device();
     check_device_workspace(ws, staged ? workspace_size(cuda, {out.rows, out.cols}) : 0);
-    check_cuda_staged(backend::cuda_impl::fill_random({.host_streams = host_pointer(args.streams),
-                                                       .stream_count = out.rows,
+    check_cuda_staged(backend::cuda_impl::fill_random({.streams = args.streams,
                                                        .first = args.first,
                                                        .count = out.cols,
                                                        .out = out.data,
                                                        .out_stride = out.stride,
-                                                       .kind = args.kind,
-                                                       .device_streams = device_pointer(args.streams)},
+                                                       .kind = args.kind},
                                                       ws.data, cuda.stream),
                       "fill_random", staged ? "streams" : "");
   }

@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: MIT
-// A Resident array as the launchers take it, and what a CUDA entry point reports when a stream
-// capture refuses the copy of its host arrays.
+// What a CUDA entry point reports when a stream capture refuses the copy of its host arrays.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -14,17 +13,6 @@
 #include "specdec/core/error.hpp"
 
 namespace specdec::detail {
-
-/// A Resident array as the launchers take it: the host pointer (copied by the launcher) or the
-/// device pointer (read in place), the other null.
-template <class T>
-const T* host_pointer(const Resident<const T>& array) {
-  return array.on_device() ? nullptr : array.data();
-}
-template <class T>
-const T* device_pointer(const Resident<const T>& array) {
-  return array.on_device() ? array.data() : nullptr;
-}
 
 /// A call's Resident array with its argument name.
 struct NamedArray {

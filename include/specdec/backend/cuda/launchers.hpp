@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "specdec/backend/cuda/row_split.hpp"
+#include "specdec/backend/resident.hpp"
 #include "specdec/core/philox.hpp"
 #include "specdec/draft/drafting_rows.hpp"
 
@@ -37,7 +38,7 @@ constexpr std::size_t device_round_up(std::size_t bytes) {
 }
 
 /// The views of one batched warp (the layout of specdec::warp_logits_batch, strides in elements):
-/// device logits and warped rows, host warps.
+/// device logits and warped rows, host or device warps.
 struct WarpBatchParams {
   const void* logits;  // rows x cols of `dtype`
   DType dtype;
@@ -46,36 +47,32 @@ struct WarpBatchParams {
   std::int64_t logits_stride;
   float* warped;  // rows x cols
   std::int64_t warped_stride;
-  const DeviceWarp* host_warps;  // warp_count: 1 (every row) or rows; -rows: in device memory
-  std::int64_t warp_count;
+  Resident<const DeviceWarp> warps;  // 1 (every row) or rows
 };
 
-/// One warp (warp_count == 1) is passed as a kernel argument; `rows` warps are first copied into
-/// the workspace with cudaMemcpyAsync on `stream`; with warp_count == -rows, host_warps points to
-/// rows warps in device memory, read in place (the statistics path and its cut launch; a row whose
-/// warp that path does not take is written as NaN). Warps the statistics path takes
-/// (statistics_warp: all but a top-k above kStatisticsTopK; decided from host_warps) take it: the
+/// One host warp is passed as a kernel argument; `rows` host warps are first copied into the
+/// workspace with cudaMemcpyAsync on `stream`; warps on the device are read in place (the
+/// statistics path and its cut launch; a row whose warp that path does not take is written as
+/// NaN). Warps the statistics path takes (statistics_warp: all but a top-k above kStatisticsTopK;
+/// decided from the host warps) take it: the
 /// call zeroes the row counters (cudaMemsetAsync), row_stats_kernel splits the rows over blocks,
 /// nucleus_kernel cuts the rows by top-p, top-k and min-p, then a write pass with the same split
 /// writes every entry once, the CPU's bits. A larger top-k: one block per row.
 /// The workspace holds warp_workspace_size(rows, cols) bytes.
 cudaError_t warp_logits_batch(const WarpBatchParams& params, void* workspace, cudaStream_t stream);
 
-/// The views of one fill_random call: host or device streams, a device output of `stream_count`
-/// rows.
+/// The views of one fill_random call: host or device streams (one per row), a device output.
 struct FillRandomParams {
-  const RandomStream* host_streams;  // stream_count, or null with device_streams
-  std::int64_t stream_count;
+  Resident<const RandomStream> streams;
   std::uint32_t first;  // the first draw of every stream
   std::int64_t count;   // draws per stream
-  float* out;           // stream_count rows, out_stride floats apart
+  float* out;           // streams.size() rows, out_stride floats apart
   std::int64_t out_stride;
   RandomKind kind;
-  const RandomStream* device_streams = nullptr;  // stream_count, read in place when not null
 };
 
-/// Copies the host streams into the workspace (unless device_streams is given: then nothing is
-/// copied and the workspace is not touched), then fills out[s * out_stride + i] =
+/// Copies host streams into the workspace (streams on the device are read in place and the
+/// workspace is not touched), then fills out[s * out_stride + i] =
 /// streams[s].uniform(first + i) (kUniform) or .gumbel(first + i) (kGumbel) for i < count.
 cudaError_t fill_random(const FillRandomParams& params, void* workspace, cudaStream_t stream);
 
@@ -138,7 +135,8 @@ constexpr std::size_t chain_logits_workspace_size(std::int64_t batch, std::int64
 }
 
 /// The views of one ragged chain batch (the layout of specdec::ChainBatchArgs, strides in
-/// elements): device rows, tokens and outputs; host offsets and streams.
+/// elements): device rows, tokens and outputs; host or device offsets, streams and warps (read in
+/// place on the device, nothing staged: a graph-safe call).
 struct ChainVerifyParams {
   const void* target;  // G + B rows: fp32 probabilities, or logits of `dtype`
   std::int64_t target_stride;
@@ -147,16 +145,13 @@ struct ChainVerifyParams {
   DType dtype;
   std::int64_t batch;
   std::int64_t vocab;
-  const std::int32_t* host_draft_offsets;  // B + 1
-  const std::int32_t* draft_tokens;        // G
-  const RandomStream* host_streams;        // B
-  std::int32_t* emitted;                   // G + B
-  std::int32_t* accepted;                  // B
-  // Graph-safe calls: offsets and streams already in device memory (the host ones null, nothing
-  // staged), and G, which the host cannot read from them.
-  const std::int32_t* device_draft_offsets = nullptr;
-  const RandomStream* device_streams = nullptr;
-  std::int64_t drafts = -1;  // G; -1: host_draft_offsets[batch]
+  std::int64_t drafts;                         // G
+  Resident<const std::int32_t> draft_offsets;  // B + 1
+  const std::int32_t* draft_tokens;            // G
+  Resident<const RandomStream> streams;        // B
+  std::int32_t* emitted;                       // G + B
+  std::int32_t* accepted;                      // B
+  Resident<const DeviceWarp> warps = {};       // logits only: 1 (every sequence) or B
 };
 
 /// Copies the B + 1 host offsets and B host streams into the workspace, then launches one block
@@ -164,16 +159,15 @@ struct ChainVerifyParams {
 cudaError_t verify_chain_batch(const ChainVerifyParams& params, void* workspace,
                                cudaStream_t stream);
 
-/// As verify_chain_batch over logits of `dtype` warped with host_warps[0] (warp_count 1) or
-/// host_warps[b] (warp_count B, also copied into the workspace). Warps the statistics path takes
-/// (statistics_warp: all but a top-k above kStatisticsTopK) take two launches, three with a cut:
-/// the statistics of every row, split over blocks, the cuts, then one block per sequence drawing
-/// from rows recomputed from the logits or from a cut row's listed entries, the CPU's tokens bit
-/// for bit. Other warps are warped row by row into the workspace by one block per sequence.
-/// warp_count: 1 (shared) or B host warps; -B: B warps already in device memory (read in place, the
-/// statistics path, a sequence whose warp it does not take failed with accepted = -1).
-cudaError_t verify_chain_batch_logits(const ChainVerifyParams& params, const DeviceWarp* host_warps,
-                                      std::int64_t warp_count, void* workspace,
+/// As verify_chain_batch over logits of `dtype` warped with params.warps: one shared host warp,
+/// B host warps (also copied into the workspace), or B warps on the device (read in place, the
+/// statistics path, a sequence whose warp it does not take failed with accepted = -1). Warps the
+/// statistics path takes (statistics_warp: all but a top-k above kStatisticsTopK) take two
+/// launches, three with a cut: the statistics of every row, split over blocks, the cuts, then one
+/// block per sequence drawing from rows recomputed from the logits or from a cut row's listed
+/// entries, the CPU's tokens bit for bit. Other warps are warped row by row into the workspace by
+/// one block per sequence.
+cudaError_t verify_chain_batch_logits(const ChainVerifyParams& params, void* workspace,
                                       cudaStream_t stream);
 
 /// Device bytes verify_tree_batch needs: the staged offsets and streams and 2 * max_nodes ints
@@ -195,7 +189,7 @@ enum class TreeRule : int { kRecursive = 0, kMultiRound = 1 };
 /// The views of one tree batch (the layout of specdec::TreeBatchArgs, strides in elements):
 /// device nodes, rows and outputs; host or device offsets and streams.
 struct TreeVerifyParams {
-  const std::int32_t* host_node_offsets;  // B + 1, or null with device_node_offsets
+  Resident<const std::int32_t> node_offsets;  // B + 1
   std::int64_t batch;
   std::int64_t max_nodes;       // the largest tree
   const std::int32_t* tokens;   // N
@@ -205,17 +199,15 @@ struct TreeVerifyParams {
   const float* draft;  // N + B rows
   std::int64_t draft_stride;
   std::int64_t vocab;
-  const RandomStream* host_streams;                   // B
-  std::int32_t* accepted_nodes;                       // N
-  std::int32_t* accepted;                             // B
-  std::int32_t* final_tokens;                         // B
-  std::uint8_t* bonus;                                // B, or null
-  const std::int32_t* device_node_offsets = nullptr;  // B + 1, read in place when not null
-  const RandomStream* device_streams = nullptr;       // B, read in place when not null
+  Resident<const RandomStream> streams;  // B
+  std::int32_t* accepted_nodes;          // N
+  std::int32_t* accepted;                // B
+  std::int32_t* final_tokens;            // B
+  std::uint8_t* bonus;                   // B, or null
 };
 
-/// Copies the B + 1 host offsets and B host streams into the workspace (each unless its device
-/// array is given: a call with both copies nothing and can be captured in a graph), then launches
+/// Copies the B + 1 host offsets and B host streams into the workspace (each unless it is on the
+/// device: a call with both there copies nothing and can be captured in a graph), then launches
 /// one block per tree with `rule` over fp32 warped rows. max_nodes: at least ceil(N / B).
 cudaError_t verify_tree_batch(TreeRule rule, const TreeVerifyParams& params, void* workspace,
                               cudaStream_t stream);
@@ -227,8 +219,8 @@ cudaError_t verify_chain_batch_target_only(const ChainVerifyParams& params, void
                                            cudaStream_t stream);
 
 /// As verify_chain_batch_target_only for trees (TreeVerifyParams, draft unused): the same
-/// chain_workspace_size(B) bytes of staged offsets and streams (device_node_offsets and
-/// device_streams are read in place, as verify_tree_batch's), one block per tree.
+/// chain_workspace_size(B) bytes of staged offsets and streams (arrays on the device are read in
+/// place, as verify_tree_batch's), one block per tree.
 cudaError_t verify_tree_batch_target_only(const TreeVerifyParams& params, void* workspace,
                                           cudaStream_t stream);
 
@@ -273,16 +265,15 @@ struct GumbelTopKParams {
   std::int64_t vocab;
   std::int64_t row_stride;
   std::int64_t k;
-  const RandomStream* host_streams;  // row_count, or null with device_streams
-  std::int32_t* tokens;              // row_count x k
+  Resident<const RandomStream> streams;  // row_count
+  std::int32_t* tokens;                  // row_count x k
   std::int64_t token_stride;
   float* values;  // row_count x k, or null
   std::int64_t value_stride;
-  std::int32_t* counts;                         // row_count
-  const RandomStream* device_streams = nullptr;  // row_count in device memory, or null
+  std::int32_t* counts;  // row_count
 };
 
-/// Copies the host streams into the workspace (none with device_streams), zeroes the list
+/// Copies host streams into the workspace (none on the device), zeroes the list
 /// counters, then launches a row split (row_split over the device's SMs, at most kMaxSplitSms):
 /// Gumbel-top-k of row r, read as `kind` says, with streams[r], in one read of the row.
 cudaError_t gumbel_top_k_batch(const GumbelTopKParams& params, void* workspace,
@@ -329,11 +320,10 @@ struct BeamLevelParams {
   std::int64_t batch;
   std::int64_t width;
   std::int64_t vocab;
-  const RandomStream* host_streams;              // batch, or null with device_streams
-  const RandomStream* device_streams = nullptr;  // batch in device memory, or null
+  Resident<const RandomStream> streams;  // batch
 };
 
-/// Copies the `batch` host streams into the workspace (none with device_streams), zeroes the list
+/// Copies the `batch` host streams into the workspace (none on the device), zeroes the list
 /// counters, then launches a row split of every beam's row (its top-W children and their
 /// candidates, in one read of the row) and one block per sequence (the W best candidates).
 cudaError_t stochastic_beam_level_batch(const BeamLevelParams& params, void* workspace,
@@ -351,16 +341,15 @@ constexpr std::size_t tree_mask_workspace_size(std::int64_t batch) {
 /// device offsets, device parents and masks (`words` words per row, rows `mask_stride` words
 /// apart).
 struct TreeMaskParams {
-  const std::int32_t* host_node_offsets;  // B + 1, or null with device_node_offsets
+  Resident<const std::int32_t> node_offsets;  // B + 1
   std::int64_t batch;
   const std::int32_t* parents;  // N
   std::uint32_t* masks;         // N rows
   std::int64_t words;
   std::int64_t mask_stride;
-  const std::int32_t* device_node_offsets = nullptr;  // B + 1, read in place when not null
 };
 
-/// Copies the B + 1 host offsets into the workspace (unless device_node_offsets is given), then
+/// Copies the B + 1 host offsets into the workspace (unless they are on the device), then
 /// launches one block per tree.
 cudaError_t packed_tree_masks_batch(const TreeMaskParams& params, void* workspace,
                                     cudaStream_t stream);
@@ -368,17 +357,15 @@ cudaError_t packed_tree_masks_batch(const TreeMaskParams& params, void* workspac
 /// The views of a batch of tree position ids (the layout of specdec::tree_positions_batch): host
 /// offsets and context lengths, device parents and positions.
 struct TreePositionsParams {
-  const std::int32_t* host_node_offsets;  // B + 1, or null with device_node_offsets
+  Resident<const std::int32_t> node_offsets;  // B + 1
   std::int64_t batch;
-  const std::int32_t* parents;                           // N
-  const std::int32_t* host_context_lengths;              // B, or null with device_context_lengths
-  std::int32_t* positions;                               // N
-  const std::int32_t* device_node_offsets = nullptr;     // B + 1, read in place when not null
-  const std::int32_t* device_context_lengths = nullptr;  // B, read in place when not null
+  const std::int32_t* parents;                   // N
+  Resident<const std::int32_t> context_lengths;  // B
+  std::int32_t* positions;                       // N
 };
 
-/// Copies the B + 1 host offsets and B host context lengths into the workspace (each unless its
-/// device array is given), then launches one thread per tree.
+/// Copies the B + 1 host offsets and B host context lengths into the workspace (each unless it is
+/// on the device), then launches one thread per tree.
 cudaError_t tree_positions_batch(const TreePositionsParams& params, void* workspace,
                                  cudaStream_t stream);
 

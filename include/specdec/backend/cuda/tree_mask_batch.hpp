@@ -36,13 +36,12 @@ struct TreeMaskBatchImpl<backend::Cuda> {
     const std::string_view host_array = first_host_array({{"node_offsets", args.node_offsets}});
     check_device_workspace(ws, host_array.empty() ? 0 : workspace_size(cuda, {sizes.batch}));
     check_cuda_staged(backend::cuda_impl::packed_tree_masks_batch(
-                          {.host_node_offsets = host_pointer(args.node_offsets),
+                          {.node_offsets = args.node_offsets,
                            .batch = sizes.batch,
                            .parents = args.trees.parents.data(),
                            .masks = args.masks.data,
                            .words = args.masks.cols,
-                           .mask_stride = args.masks.stride,
-                           .device_node_offsets = device_pointer(args.node_offsets)},
+                           .mask_stride = args.masks.stride},
                           ws.data, cuda.stream),
                       "packed_tree_masks_batch", host_array);
   }
@@ -59,13 +58,11 @@ struct TreeMaskBatchImpl<backend::Cuda> {
         {{"node_offsets", args.node_offsets}, {"context_lengths", args.context_lengths}});
     check_device_workspace(ws, host_array.empty() ? 0 : workspace_size(cuda, {sizes.batch}));
     check_cuda_staged(backend::cuda_impl::tree_positions_batch(
-                          {.host_node_offsets = host_pointer(args.node_offsets),
+                          {.node_offsets = args.node_offsets,
                            .batch = sizes.batch,
                            .parents = args.trees.parents.data(),
-                           .host_context_lengths = host_pointer(args.context_lengths),
-                           .positions = args.positions.data(),
-                           .device_node_offsets = device_pointer(args.node_offsets),
-                           .device_context_lengths = device_pointer(args.context_lengths)},
+                           .context_lengths = args.context_lengths,
+                           .positions = args.positions.data()},
                           ws.data, cuda.stream),
                       "tree_positions_batch", host_array);
   }

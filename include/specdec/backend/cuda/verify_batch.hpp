@@ -42,14 +42,12 @@ backend::cuda_impl::ChainVerifyParams chain_params(const Args& args, const Ragge
           .dtype = device_dtype<T>(),
           .batch = sizes.batch,
           .vocab = rows.target.cols,
-          .host_draft_offsets = host_pointer(args.draft_offsets),
+          .drafts = sizes.total,
+          .draft_offsets = args.draft_offsets,
           .draft_tokens = args.draft_tokens.data(),
-          .host_streams = host_pointer(args.streams),
+          .streams = args.streams,
           .emitted = args.emitted.data(),
-          .accepted = args.accepted.data(),
-          .device_draft_offsets = device_pointer(args.draft_offsets),
-          .device_streams = device_pointer(args.streams),
-          .drafts = sizes.total};
+          .accepted = args.accepted.data()};
 }
 
 /// The chain arrays a CUDA call copies from the host: the first named (empty: none).
@@ -91,15 +89,12 @@ struct ChainBatchImpl<backend::Cuda> {
   template <class T>
   static void run_logits(const backend::Cuda& cuda, const ChainBatchLogitsArgs<T>& args,
                          const backend::DeviceWorkspace& ws) {
-    const auto p = chain_params<T>(args, check_chain_batch<backend::Cuda>(args));
+    auto p = chain_params<T>(args, check_chain_batch<backend::Cuda>(args));
     // Device warps are checked where the kernels read them (a bad one fails its sequence).
-    const bool device_warps = args.warps.on_device();
+    p.warps = device_warps(args.warps);
     check_device_workspace(ws, backend::cuda_impl::chain_logits_workspace_bytes(p.batch, p.drafts,
                                                                                 p.vocab));
-    const auto* warps = reinterpret_cast<const backend::cuda_impl::DeviceWarp*>(args.warps.data());
-    const auto warp_count = device_warps ? -p.batch : static_cast<std::int64_t>(args.warps.size());
-    check_cuda_staged(backend::cuda_impl::verify_chain_batch_logits(p, warps, warp_count, ws.data,
-                                                                    cuda.stream),
+    check_cuda_staged(backend::cuda_impl::verify_chain_batch_logits(p, ws.data, cuda.stream),
                       "verify_chain_batch_logits", chain_host_array(args));
   }
 };
@@ -122,7 +117,7 @@ inline backend::cuda_impl::TreeVerifyParams tree_params(const TreeBatchArgs& arg
   if (draft_rows && draft.data == nullptr) fail("draft_rows", "is a null device pointer");
   if (args.accepted.data() == nullptr) fail("accepted", "is a null device pointer");
   if (args.final_tokens.data() == nullptr) fail("final_tokens", "is a null device pointer");
-  return {.host_node_offsets = host_pointer(args.node_offsets),
+  return {.node_offsets = args.node_offsets,
           .batch = sizes.batch,
           .max_nodes = sizes.largest,
           .tokens = args.trees.tokens.data(),
@@ -132,13 +127,11 @@ inline backend::cuda_impl::TreeVerifyParams tree_params(const TreeBatchArgs& arg
           .draft = draft_rows ? draft.data : nullptr,
           .draft_stride = draft_rows ? draft.stride : 0,
           .vocab = target.cols,
-          .host_streams = host_pointer(args.streams),
+          .streams = args.streams,
           .accepted_nodes = args.accepted_nodes.data(),
           .accepted = args.accepted.data(),
           .final_tokens = args.final_tokens.data(),
-          .bonus = args.bonus.empty() ? nullptr : args.bonus.data(),
-          .device_node_offsets = device_pointer(args.node_offsets),
-          .device_streams = device_pointer(args.streams)};
+          .bonus = args.bonus.empty() ? nullptr : args.bonus.data()};
 }
 
 /// The tree arrays a CUDA call copies from the host: the first named (empty: none).

@@ -40,6 +40,14 @@ constexpr backend::cuda_impl::DType device_dtype() {
   }
 }
 
+/// The warps as the launchers take them (the same bytes as DeviceWarp), where they are.
+inline Resident<const backend::cuda_impl::DeviceWarp> device_warps(
+    const Resident<const Warp>& warps) {
+  const auto* data = reinterpret_cast<const backend::cuda_impl::DeviceWarp*>(warps.data());
+  if (warps.on_device()) return on_device(data, warps.size());
+  return std::span<const backend::cuda_impl::DeviceWarp>(data, warps.size());
+}
+
 /// Checks a device workspace against the bytes an operation needs.
 inline void check_device_workspace(const backend::DeviceWorkspace& ws, std::size_t needed) {
   if (needed > 0 && ws.data == nullptr)
@@ -74,7 +82,6 @@ struct WarpBatchImpl<backend::Cuda> {
     if (logits.data == nullptr) fail("logits", "is a null device pointer");
     if (warped.data == nullptr) fail("warped", "is a null device pointer");
     check_device_workspace(ws, workspace_size(cuda, {logits.rows, logits.cols}));
-    const bool device_warps = args.warps.on_device();
     check_cuda(
         backend::cuda_impl::warp_logits_batch(
             {.logits = logits.data,
@@ -84,10 +91,7 @@ struct WarpBatchImpl<backend::Cuda> {
              .logits_stride = logits.stride,
              .warped = warped.data,
              .warped_stride = warped.stride,
-             .host_warps =
-                 reinterpret_cast<const backend::cuda_impl::DeviceWarp*>(args.warps.data()),
-             .warp_count =
-                 device_warps ? -logits.rows : static_cast<std::int64_t>(args.warps.size())},
+             .warps = device_warps(args.warps)},
             ws.data, cuda.stream),
         "warp_logits_batch");
   }

@@ -15,6 +15,7 @@
 #include "specdec/backend/cuda/detail/block_reduce.cuh"
 #include "specdec/backend/cuda/detail/warp_kernels.cuh"
 #include "specdec/backend/cuda/launchers.hpp"
+#include "specdec/backend/ragged.hpp"
 #include "specdec/core/philox.hpp"
 #include "specdec/verify/residual_walk.hpp"
 
@@ -118,9 +119,10 @@ __global__ void __launch_bounds__(kWarpThreads)
   expect_block_threads(kWarpThreads);
   __shared__ ChainShared sh;
   const std::int64_t b = blockIdx.x;
-  const std::int64_t first_draft = offsets[b];
-  const int gamma = static_cast<int>(offsets[b + 1] - first_draft);
-  const std::int64_t first_target = first_draft + b;
+  const specdec::detail::RaggedSlice sequence = specdec::detail::RaggedSlice::of(offsets, b);
+  const std::int64_t first_draft = sequence.first;
+  const int gamma = static_cast<int>(sequence.count);
+  const std::int64_t first_target = sequence.first_row();
   const RandomStream stream = streams[b];
   const DeviceWarp w = warps == nullptr ? shared_warp : warps[b];
   const Global<float> warped_target =

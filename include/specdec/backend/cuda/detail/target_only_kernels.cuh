@@ -17,6 +17,7 @@
 #include "specdec/backend/cuda/detail/launch.cuh"
 #include "specdec/backend/cuda/detail/row_draw.cuh"
 #include "specdec/backend/cuda/launchers.hpp"
+#include "specdec/backend/ragged.hpp"
 #include "specdec/core/blocked_sum.hpp"
 #include "specdec/core/inverse_cdf.hpp"
 #include "specdec/core/philox.hpp"
@@ -119,9 +120,10 @@ __global__ void __launch_bounds__(kTargetOnlyThreads)
   expect_block_threads(kTargetOnlyThreads);
   __shared__ TargetOnlyShared sh;
   const std::int64_t b = blockIdx.x;
-  const std::int64_t first_draft = offsets[b];
-  const int gamma = static_cast<int>(offsets[b + 1] - first_draft);
-  const std::int64_t first_target = first_draft + b;
+  const specdec::detail::RaggedSlice sequence = specdec::detail::RaggedSlice::of(offsets, b);
+  const std::int64_t first_draft = sequence.first;
+  const int gamma = static_cast<int>(sequence.count);
+  const std::int64_t first_target = sequence.first_row();
   const RandomStream stream = streams[b];
   const Global<std::int32_t> out = emitted + first_target;
   bool invalid = false;
@@ -169,9 +171,10 @@ __global__ void __launch_bounds__(kTargetOnlyThreads) verify_tree_target_only_ke
   expect_block_threads(kTargetOnlyThreads);
   __shared__ TargetOnlyShared sh;
   const std::int64_t b = blockIdx.x;
-  const int begin = offsets[b];
-  const int nodes = offsets[b + 1] - begin;
-  const std::int64_t first_row = begin + b;
+  const specdec::detail::RaggedSlice tree = specdec::detail::RaggedSlice::of(offsets, b);
+  const int begin = static_cast<int>(tree.first);
+  const int nodes = static_cast<int>(tree.count);
+  const std::int64_t first_row = tree.first_row();
   const RandomStream stream = streams[b];
   const Global<const std::int32_t> tree_tokens = tokens + begin;
   const Global<const std::int32_t> tree_parents = parents + begin;

@@ -18,6 +18,7 @@
 #include "specdec/backend/cuda/detail/launch.cuh"
 #include "specdec/backend/cuda/detail/row_draw.cuh"
 #include "specdec/backend/cuda/launchers.hpp"
+#include "specdec/backend/ragged.hpp"
 #include "specdec/core/philox.hpp"
 #include "specdec/verify/residual_walk.hpp"
 
@@ -190,9 +191,10 @@ __global__ void __launch_bounds__(kDrawThreads)
   expect_block_threads(kDrawThreads);
   __shared__ TreeShared sh;
   const std::int64_t b = blockIdx.x;
-  const int begin = offsets[b];
-  const int nodes = offsets[b + 1] - begin;
-  const std::int64_t first_row = begin + b;
+  const specdec::detail::RaggedSlice tree = specdec::detail::RaggedSlice::of(offsets, b);
+  const int begin = static_cast<int>(tree.first);
+  const int nodes = static_cast<int>(tree.count);
+  const std::int64_t first_row = tree.first_row();
   const RandomStream stream = streams[b];
   const Global<std::int32_t> candidates = ints + 2 * static_cast<std::int64_t>(begin);
   const Global<std::int32_t> ids = candidates + nodes;

@@ -9,7 +9,6 @@
 #include <span>
 
 #include "specdec/backend/cpu/batch_loop.hpp"
-#include "specdec/backend/cpu/thread_pool.hpp"
 #include "specdec/backend/draft_batch.hpp"
 #include "specdec/backend/policy.hpp"
 #include "specdec/core/validate.hpp"
@@ -68,8 +67,7 @@ struct BeamLevelBatchImpl<backend::Cpu> {
            Workspace::round_up(w * w * sizeof(BeamCandidate));
   }
   static std::size_t workspace_size(const backend::Cpu& cpu, const BeamLevelBatchShape& shape) {
-    const int threads = backend::default_thread_pool().resolve(shape.batch, cpu.threads);
-    return static_cast<std::size_t>(threads) * per_thread_bytes(shape);
+    return sequence_loop_bytes(cpu, shape.batch, per_thread_bytes(shape));
   }
 
   static void run(const backend::Cpu& cpu, const BeamLevelBatchArgs& args, Workspace& ws) {
@@ -90,24 +88,28 @@ struct BeamLevelBatchImpl<backend::Cpu> {
     }
     const auto v = static_cast<std::size_t>(args.draft_rows.cols);
     const auto w = static_cast<std::size_t>(width);
-    auto& pool = backend::default_thread_pool();
-    const int threads = pool.resolve(batch, cpu.threads);
-    const auto t = static_cast<std::size_t>(threads);
-    auto scope = ws.scope();
-    auto perturbed = ws.take<float>(v * t);
-    auto index = ws.take<std::int32_t>(v * t);
-    auto tokens = ws.take<Token>(w * t);
-    auto values = ws.take<float>(w * t);
-    auto candidates = ws.take<BeamCandidate>(w * w * t);
-    pool.run(batch, threads, [&](std::int64_t b, int slot) {
-      const auto s = static_cast<std::size_t>(slot);
+    const SequenceLoop loop{
+        .batch = batch,
+        .scratch_bytes = per_thread_bytes({.width = width, .vocab = args.draft_rows.cols}),
+        .name_sequence = false};
+    for_each_sequence(cpu, ws, loop, [&](std::int64_t b, std::byte* scratch) {
+      // per_thread_bytes' layout: the Gumbel-top-k scratch, W tokens, W values, W x W candidates.
+      const auto take = [&scratch](std::size_t bytes) {
+        std::byte* at = scratch;
+        scratch += Workspace::round_up(bytes);
+        return at;
+      };
+      auto* perturbed = reinterpret_cast<float*>(take(v * sizeof(float)));
+      auto* index = reinterpret_cast<std::int32_t*>(take(v * sizeof(std::int32_t)));
+      auto* tokens = reinterpret_cast<Token*>(take(w * sizeof(Token)));
+      auto* values = reinterpret_cast<float*>(take(w * sizeof(float)));
+      auto* c = reinterpret_cast<BeamCandidate*>(take(w * w * sizeof(BeamCandidate)));
       const auto count = static_cast<std::size_t>(args.beam_counts[static_cast<std::size_t>(b)]);
       for (std::size_t i = 0; i < count; ++i) {
         check_probability_row<float>(
             ArgName("draft_rows", b * width + static_cast<std::int64_t>(i)),
             args.draft_rows.row(b * width + static_cast<std::int64_t>(i)));
       }
-      BeamCandidate* c = candidates.data() + s * w * w;
       const auto kept = stochastic_beam_level(
           BeamLevel{count, args.nodes.row_data(b), args.log_probs.row_data(b),
                     args.scores.row_data(b)},
@@ -116,8 +118,7 @@ struct BeamLevelBatchImpl<backend::Cpu> {
           },
           static_cast<std::int32_t>(width), args.draft_rows.cols,
           args.streams[static_cast<std::size_t>(b)],
-          GumbelTopKBuffers{perturbed.data() + s * v, index.data() + s * v,
-                            tokens.data() + s * w, values.data() + s * w},
+          GumbelTopKBuffers{perturbed, index, tokens, values},
           c);
       for (std::size_t j = 0; j < w; ++j) {
         const auto jj = static_cast<std::int64_t>(j);

@@ -505,7 +505,7 @@ TEST_CASE("exp_flush is nondecreasing within the margin that lets a pass skip a 
   CHECK(worst < static_cast<double>(detail::kMonotoneMargin));
   // A tile whose largest logit's probability is under the top-p cut is cut whole; one at the
   // row maximum is not.
-  detail::WarpStats s;
+  detail::WarpStats s = detail::WarpStats::uncut();
   s.max = 3.0f;
   s.inv_sum = 0.25f;
   s.top_p_value = 0.1f;

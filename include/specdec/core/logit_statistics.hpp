@@ -165,7 +165,7 @@ void cut_statistics(const Warp& w, const T* logits, std::int64_t n, WarpScratch 
     }
     if (found) {
       s.top_p_value = nucleus_cut.value;
-      s.top_p_last = nucleus_cut.last;
+      s.top_p_last = static_cast<std::int32_t>(nucleus_cut.last);
       // Gated candidates are at least the prune bound (> 2^-30): their sum by rank is exact. All
       // positive entries may hold smaller ones: summed in id order, as keep_top_p sums the row.
       const double kept = gated ? nucleus_mass : kept_mass(ids, values, m, nucleus_cut);
@@ -200,14 +200,14 @@ void cut_statistics(const Warp& w, const T* logits, std::int64_t n, WarpScratch 
 template <class T>
 WarpStats warp_stats(const Warp& w, const T* logits, std::int64_t n, WarpScratch scratch,
                      bool& invalid, std::int64_t* support = nullptr) {
-  WarpStats s;
+  WarpStats s = WarpStats::uncut();
   const bool top_k = !w.is_greedy() && w.top_k > 0 && w.top_k < n;
   if (w.is_greedy()) {
     // No exponentials: a read for validity, then the argmax.
     KeyRange keys;
     keys.add(logits, n);
     invalid = keys.invalid();
-    if (!invalid) s.greedy = row_argmax(logits, n);
+    if (!invalid) s.greedy = static_cast<std::int32_t>(row_argmax(logits, n));
     return s;
   }
   s.inv_temperature = 1.0f / w.temperature;
@@ -218,7 +218,7 @@ WarpStats warp_stats(const Warp& w, const T* logits, std::int64_t n, WarpScratch
     invalid = !select_top_k(logits, n, w.top_k, scratch.ids, scratch.values, cut);
     if (invalid) return s;
     s.top_k_value = cut.value;
-    s.top_k_last = cut.last;
+    s.top_k_last = static_cast<std::int32_t>(cut.last);
     m = w.top_k;
     const std::int32_t* ids = scratch.ids;
     const RowSum row = sparse_row_sum(ids, m, inv_t, scratch.tiles,

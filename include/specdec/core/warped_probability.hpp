@@ -14,19 +14,28 @@
 namespace specdec::detail {
 
 /// The statistics of one warped row. An entry's warped probability is warped_probability().
+/// The same struct on both backends: the CUDA kernels keep it in device and shared memory
+/// (RowStats adds whether the row is invalid), so it has no padding, 32-bit ids (as tokens are)
+/// and no default member initializers (shared memory runs no constructor): uncut() starts one.
 struct WarpStats {
-  float inv_temperature = 1.0f;  // z = logit * inv_temperature
-  std::int64_t greedy = -1;      // >= 0: the row is one-hot on this token
-  float max = 0.0f;              // largest logit kept by top-k
-  float inv_sum = 1.0f;          // 1 / sum of exp(z - max) over the top-k survivors
-  float top_k_value = 0.0f;      // logit of the k-th entry kept
-  std::int64_t top_k_last = -1;  // its id; -1: top-k off
-  float top_p_value = 0.0f;      // probability of the last entry of the nucleus
-  std::int64_t top_p_last = -1;  // its id; -1: top-p off
-  float inv_top_p_kept = 1.0f;
-  float min_p_threshold = 0.0f;  // > 0: min-p on
-  float inv_min_p_kept = 1.0f;
+  float inv_temperature;    // z = logit * inv_temperature
+  float max;                // largest logit kept by top-k
+  float inv_sum;            // 1 / sum of exp(z - max) over the top-k survivors
+  std::int32_t greedy;      // >= 0: the row is one-hot on this token
+  float top_p_value;        // probability of the last entry of the nucleus
+  std::int32_t top_p_last;  // its id; -1: top-p off
+  float inv_top_p_kept;
+  float top_k_value;        // logit of the k-th entry kept
+  std::int32_t top_k_last;  // its id; -1: top-k off
+  float min_p_threshold;    // > 0: min-p on
+  float inv_min_p_kept;
+
+  /// Temperature 1, no cut, not greedy: where warp_stats starts.
+  SPECDEC_HOST_DEVICE static constexpr WarpStats uncut() {
+    return {1.0f, 0.0f, 1.0f, -1, 0.0f, -1, 1.0f, 0.0f, -1, 0.0f, 1.0f};
+  }
 };
+static_assert(sizeof(WarpStats) == 11 * 4, "WarpStats has no padding");
 
 /// Probability after temperature, top-k and the softmax (before top-p and min-p).
 SPECDEC_ENTRY_INLINE float softmax_probability(const WarpStats& s, float logit, std::int64_t id) {

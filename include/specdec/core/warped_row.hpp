@@ -41,7 +41,7 @@ SPECDEC_ROW_LOOP void write_warped_row(const WarpStats& s, const T* logits, std:
     const float cut = s.top_p_value, inv_kept = s.inv_top_p_kept;
     // Up to the last id kept a tie with the cut stays, after it a tie goes: two loops without an
     // index comparison, so both vectorise.
-    const std::int64_t split = std::min(n, s.top_p_last + 1);
+    const std::int64_t split = std::min<std::int64_t>(n, s.top_p_last + 1);
     // Probabilities are >= +0, so their bits order as integers (integer selects vectorise
     // without SSE4.1, float ones do not).
     const auto cut_bits = std::bit_cast<std::int32_t>(cut);

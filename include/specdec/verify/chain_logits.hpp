@@ -210,7 +210,7 @@ ChainVerdict verify_chain_logits_unchecked(const Warp& w, const ChainLogitRows<T
     // bad target row is still reported before a bad draft row.
     std::int64_t support = -1;
     bool draft_invalid = false;
-    WarpStats draft_stats;
+    WarpStats draft_stats{};
     if (q_row == nullptr) {
       draft_stats =
           warp_stats(w, draft.row(i), vocab, warp_scratch(scratch.warp, vocab), draft_invalid);

@@ -102,7 +102,7 @@ TreeVerdict verify_tree_logits_unchecked(const Rule& rule, const Warp& w, TreeVi
       return {0, children[0]};
     }
     const WarpStats t = checked_warp_stats(w, target, r, vocab, rows.warp);
-    WarpStats d;
+    WarpStats d{};
     if (q_row == nullptr) d = checked_warp_stats(w, draft, r, vocab, rows.warp);
     const auto q_at = [&](Token x) {
       return q_row != nullptr ? q_row[x] : warped_probability(d, to_float(draft.row(r)[x]), x);

@@ -310,9 +310,9 @@ __global__ void __launch_bounds__(kDrawThreads)
   // given.
   const auto row_with = [&](std::int64_t r, const RowStats& st) {
     if constexpr (kLogits) {
-      return WarpedLogitValue<T>{rows.row(r), st.warp_stats()};
+      return WarpedLogitValue<T>{rows.row(r), st};
     } else {
-      return ProbabilityRowValue{rows.row(r), specdec::detail::WarpStats{}};
+      return ProbabilityRowValue{rows.row(r), specdec::detail::WarpStats::uncut()};
     }
   };
   const auto row_of = [&](std::int64_t r, int slot) { return row_with(r, row_stats[slot]); };

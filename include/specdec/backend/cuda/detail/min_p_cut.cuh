@@ -112,7 +112,7 @@ __device__ void cut_min_p(Global<const T> row, std::int64_t n, const DeviceWarp&
     sh.found = 0;
   }
   __syncthreads();
-  const sd::WarpStats cuts = sh.row.warp_stats();
+  const sd::WarpStats cuts = sh.row;
   const float threshold = cuts.min_p_threshold;
   const auto above = [&](std::uint64_t rank_key) {
     return !(sd::nucleus_probability(cuts, key_value(rank_key), key_id(rank_key)) < threshold);
@@ -165,7 +165,7 @@ __device__ void cut_min_p(Global<const T> row, std::int64_t n, const DeviceWarp&
     s.inv_min_p_kept = 1.0f / mass;
     unsigned int written = 0;
     if (keep && count > 0) {
-      const sd::WarpStats stats = s.warp_stats();
+      const sd::WarpStats stats = s;
       for (int j = 0; j < count; ++j) {
         float p;
         std::int64_t id;

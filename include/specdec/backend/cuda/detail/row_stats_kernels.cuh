@@ -36,37 +36,10 @@ struct TileStats {
   std::int32_t bad;
 };
 
-/// A row's statistics in device memory: what specdec::detail::WarpStats holds, and whether the
-/// row is invalid (a NaN or +inf, or no finite entry).
-struct RowStats {
-  float inv_temperature;
-  float max;
-  float inv_sum;
-  std::int32_t greedy;  // >= 0: the row is one-hot there
+/// A row's statistics in device memory: the CPU's WarpStats, and whether the row is invalid (a NaN
+/// or +inf, or no finite entry).
+struct RowStats : specdec::detail::WarpStats {
   std::int32_t invalid;
-  float top_p_value;         // the nucleus cut (top_p_last >= 0)
-  std::int32_t top_p_last;   // -1: no top-p cut
-  float inv_top_p_kept;
-  float top_k_value;         // the top-k cut (top_k_last >= 0)
-  std::int32_t top_k_last;   // -1: no top-k cut
-  float min_p_threshold;     // > 0: min-p on
-  float inv_min_p_kept;
-
-  SPECDEC_HOST_DEVICE specdec::detail::WarpStats warp_stats() const {
-    specdec::detail::WarpStats s;
-    s.inv_temperature = inv_temperature;
-    s.greedy = greedy;
-    s.max = max;
-    s.inv_sum = inv_sum;
-    s.top_p_value = top_p_value;
-    s.top_p_last = top_p_last;
-    s.inv_top_p_kept = inv_top_p_kept;
-    s.top_k_value = top_k_value;
-    s.top_k_last = top_k_last;
-    s.min_p_threshold = min_p_threshold;
-    s.inv_min_p_kept = inv_min_p_kept;
-    return s;
-  }
 };
 
 namespace detail {
@@ -385,9 +358,11 @@ __device__ RowStats finish_row(const Tiles& tiles, std::int64_t count, float inv
                                const specdec::detail::RowSum& sum) {
   std::int32_t bad = 0;
   for (std::int64_t t = 0; t < count; ++t) bad |= tiles.at(t).bad;
-  RowStats out{inv_t, sum.max, 1.0f / static_cast<float>(sum.sum), -1, 0, 0.0f, -1, 1.0f,
-               0.0f, -1, 0.0f, 1.0f};
-  out.invalid = bad != 0 || !(sum.max > specdec::kNegInf) ? 1 : 0;
+  RowStats out{specdec::detail::WarpStats::uncut(),
+               bad != 0 || !(sum.max > specdec::kNegInf) ? 1 : 0};
+  out.inv_temperature = inv_t;
+  out.max = sum.max;
+  out.inv_sum = 1.0f / static_cast<float>(sum.sum);
   if (greedy && out.invalid == 0) {
     for (std::int64_t t = 0; t < count; ++t) {
       const TileStats s = tiles.at(t);
@@ -428,8 +403,8 @@ __device__ void top_k_row_stats(Global<const T> row, std::int64_t n, const RowSp
     drawable = drawable || s.max > specdec::kNegInf;
   }
   // max and inv_sum are those of the k best, found from the lists.
-  RowStats out{1.0f / w.temperature, 0.0f, 1.0f, -1, 0, 0.0f, -1, 1.0f, 0.0f, -1, 0.0f, 1.0f};
-  out.invalid = bad != 0 || !drawable ? 1 : 0;
+  RowStats out{specdec::detail::WarpStats::uncut(), bad != 0 || !drawable ? 1 : 0};
+  out.inv_temperature = 1.0f / w.temperature;
   stats[0] = out;
 }
 

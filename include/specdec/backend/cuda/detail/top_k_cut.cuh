@@ -134,7 +134,7 @@ __device__ void finish_top_k(Global<const T> row, std::int64_t n, const DeviceWa
   if (threadIdx.x == 0) {
     if (w.min_p > 0.0f) {
       // The min-p threshold on the probabilities after top-p, its kept mass in id order.
-      const sd::WarpStats cuts = s.warp_stats();
+      const sd::WarpStats cuts = s;
       float top = 0.0f;
       for (int j = 0; j < support; ++j) {
         float& p = scratch.values[j];
@@ -152,7 +152,7 @@ __device__ void finish_top_k(Global<const T> row, std::int64_t n, const DeviceWa
     // The row as its kept entries (kept_candidates): ids ascending, warped probabilities.
     unsigned int listed = 0;
     if (keep) {
-      const sd::WarpStats stats = s.warp_stats();
+      const sd::WarpStats stats = s;
       for (int j = 0; j < support; ++j) {
         const std::int32_t id = scratch.ids[j];
         const float p = sd::warped_probability(stats, scratch.logits[j], id);

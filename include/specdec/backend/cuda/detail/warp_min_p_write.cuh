@@ -134,7 +134,7 @@ __device__ void write_min_p_alone(Global<const T> row, std::int64_t n, const Row
                                   Global<const TileStats> tiles, Global<std::uint64_t> list,
                                   Global<unsigned int> counters, Global<float> out, Shared& sh) {
   namespace sd = specdec::detail;
-  sd::WarpStats s = st.warp_stats();
+  sd::WarpStats s = st;
   const float threshold = min_p_alone_threshold(w.min_p, st);
   // Whether tile t of those in [first, end) keeps nothing: its largest logit is below the
   // threshold.

@@ -51,7 +51,7 @@ __device__ __forceinline__ bool cuts_row(const specdec::detail::WarpStats& s) {
 }
 
 /// Row r of the set is blockIdx.x; blockIdx.y writes split.tiles_per_block tiles of it:
-/// out[r * out_stride + i] = warped_probability(stats[r].warp_stats(), logit_i, i), or NaN
+/// out[r * out_stride + i] = warped_probability(stats[r], logit_i, i), or NaN
 /// throughout a row whose statistics are invalid (its logits, or a device warp the statistics
 /// path does not take). A row that is cut skips reading its tiles whose largest logit (`tiles`:
 /// the statistics', or for a top-k row the largest of its k best) warps to +0 (cuts_all_up_to).
@@ -71,7 +71,7 @@ __global__ void __launch_bounds__(kStatsThreads)
     sh.warp = warps.of(r);
   }
   __syncthreads();
-  const specdec::detail::WarpStats s = sh.stats.warp_stats();
+  const specdec::detail::WarpStats s = sh.stats;
   const Global<const T> row = rows.row(r);
   const Global<float> out_row = out + r * out_stride;
   const BlockTiles block = BlockTiles::of(split);

@@ -159,6 +159,12 @@ struct LedgerWarp {
                                        .warps = warps};
     return cuda_impl::warp_logits_batch(p, workspace.get(), nullptr);
   }
+  /// One call with `warps` from fresh counts: its figures per element of the logits.
+  CallFigures figures(const std::vector<cuda_impl::DeviceWarp>& warps) {
+    emu::ledger.reset();
+    REQUIRE(run(warps) == cudaSuccess);
+    return ledger_figures(static_cast<double>(rows_ * vocab_ * 4));
+  }
 
   emu::RegionBuffer<float> logits, warped;
   emu::RegionBuffer<unsigned char> workspace;
@@ -229,9 +235,7 @@ TEST_CASE("ledger: the warp with T and top-k 50", "[backend][cuda_kernel][ledger
   emu::ledger.clear();
   const std::int64_t rows = 2, v = kLedgerVocab;
   LedgerWarp w(rows, v, 43);
-  emu::ledger.reset();
-  REQUIRE(w.run({{0.8f, 50, 1.0f, 0.0f}}) == cudaSuccess);
-  const CallFigures f = ledger_figures(static_cast<double>(rows * v * 4));
+  const CallFigures f = w.figures({{0.8f, 50, 1.0f, 0.0f}});
   // Before: one block per row, 9.0 reads and 4.0 writes per element (four radix passes for the
   // cut, the softmax, three row writes), sector efficiency 0.98. Then (3.13 reads) the
   // statistics, each block's best 50 and the write pass each read the logits. Now each block's
@@ -262,9 +266,7 @@ TEST_CASE("ledger: the warp with T and min-p", "[backend][cuda_kernel][ledger]")
   emu::ledger.clear();
   const std::int64_t rows = 2, v = kLedgerVocab;
   LedgerWarp w(rows, v, 43);
-  emu::ledger.reset();
-  REQUIRE(w.run({{0.8f, 0, 1.0f, 0.1f}}) == cudaSuccess);
-  const CallFigures f = ledger_figures(static_cast<double>(rows * v * 4));
+  const CallFigures f = w.figures({{0.8f, 0, 1.0f, 0.1f}});
   // Before: one block per row, 8.0 reads and 5.0 writes per element. Then (3.06 reads) the
   // statistics, the entries at or above the threshold, the write pass each read the logits. Now
   // the write pass cuts: the logits at most twice (here 1.44: it skips the 7 of 16 tiles whose
@@ -282,9 +284,7 @@ TEST_CASE("ledger: the warp with T and top-p", "[backend][cuda_kernel][ledger]")
   emu::ledger.clear();
   const std::int64_t rows = 2, v = kLedgerVocab;
   LedgerWarp w(rows, v, 43);
-  emu::ledger.reset();
-  REQUIRE(w.run({{0.8f, 0, 0.9f, 0.0f}}) == cudaSuccess);
-  const CallFigures f = ledger_figures(static_cast<double>(rows * v * 4));
+  const CallFigures f = w.figures({{0.8f, 0, 0.9f, 0.0f}});
   // Before: one block per row, 42 passes (scale, 3 softmax passes, 31 radix passes for the cut,
   // ...) and 5 row writes where the output needs 1: 42.0 reads and 4.9 writes per element,
   // sector efficiency 0.96. Now the statistics, the nucleus, the write pass: the logits three
@@ -303,9 +303,7 @@ TEST_CASE("ledger: the warp with T only, one warp per row", "[backend][cuda_kern
   emu::ledger.clear();
   const std::int64_t rows = 2, v = kLedgerVocab;
   LedgerWarp w(rows, v, 44);
-  emu::ledger.reset();
-  REQUIRE(w.run({{0.8f, 0, 1.0f, 0.0f}, {1.2f, 0, 1.0f, 0.0f}}) == cudaSuccess);
-  const CallFigures f = ledger_figures(static_cast<double>(rows * v * 4));
+  const CallFigures f = w.figures({{0.8f, 0, 1.0f, 0.0f}, {1.2f, 0, 1.0f, 0.0f}});
   // The statistics path (8 blocks per row): the logits twice, each block's warp once; the output
   // once, 16 bytes per tile and 32 per row of statistics.
   CHECK(emu::ledger.region("logits").reads_per_byte() == 2.0);
@@ -323,9 +321,7 @@ TEST_CASE("ledger: the warp with T only, one shared warp", "[backend][cuda_kerne
   emu::ledger.clear();
   const std::int64_t rows = 2, v = kLedgerVocab;
   LedgerWarp w(rows, v, 44);
-  emu::ledger.reset();
-  REQUIRE(w.run({{0.8f, 0, 1.0f, 0.0f}}) == cudaSuccess);
-  const CallFigures f = ledger_figures(static_cast<double>(rows * v * 4));
+  const CallFigures f = w.figures({{0.8f, 0, 1.0f, 0.0f}});
   // The floor of a warp without a cut: each logit read by the statistics and by the write pass,
   // each output written once; the warp is a kernel argument.
   CHECK(emu::ledger.region("logits").reads_per_byte() == 2.0);

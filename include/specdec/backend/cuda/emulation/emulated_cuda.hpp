@@ -235,6 +235,16 @@ T exchange(T value, unsigned int source) {
   return out;
 }
 
+/// Stores `value` at `address` while better(value, the value there) holds; returns the old value.
+template <class T, class Better>
+T store_if(T* address, T value, Better better) {
+  std::atomic_ref<T> a(*address);
+  T old = a.load();
+  while (better(value, old) && !a.compare_exchange_weak(old, value)) {
+  }
+  return old;
+}
+
 inline void expect_block_threads(unsigned int threads) {
   if (blockDim.x != threads && !block->bounds_reported) {
     block->bounds_reported = true;
@@ -309,19 +319,11 @@ T atomicCAS(T* address, T expected, T desired) {
 }
 template <class T>
 T atomicMax(T* address, T value) {
-  std::atomic_ref<T> a(*address);
-  T old = a.load();
-  while (old < value && !a.compare_exchange_weak(old, value)) {
-  }
-  return old;
+  return specdec::emulation::store_if(address, value, [](T v, T old) { return old < v; });
 }
 template <class T>
 T atomicMin(T* address, T value) {
-  std::atomic_ref<T> a(*address);
-  T old = a.load();
-  while (value < old && !a.compare_exchange_weak(old, value)) {
-  }
-  return old;
+  return specdec::emulation::store_if(address, value, [](T v, T old) { return v < old; });
 }
 
 inline unsigned int __float_as_uint(float f) {

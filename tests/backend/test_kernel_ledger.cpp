@@ -21,6 +21,7 @@
 #include "specdec/toy/distributions.hpp"
 #include "specdec/toy/random.hpp"
 #include "specdec/verify/chain.hpp"
+#include "emulated_warp.hpp"
 #include "tree_cases.hpp"
 
 using namespace specdec;
@@ -139,36 +140,17 @@ LedgerChain accepted_chain(std::int64_t batch, std::int64_t gamma, std::int64_t 
   return {batch, gamma, vocab, std::move(target), std::move(draft), std::move(tokens)};
 }
 
-/// Runs the warp launcher over `rows` logit rows with one shared warp (or one per row).
-struct LedgerWarp {
+/// The warp launcher over `rows` rows of ledger_logits, and one call's figures.
+struct LedgerWarp : test::EmulatedWarpCall {
   LedgerWarp(std::int64_t rows, std::int64_t vocab, std::uint64_t seed)
-      : logits("logits", ledger_logits(rows, vocab, seed)),
-        warped("warped", static_cast<std::size_t>(rows * vocab)),
-        workspace("workspace", cuda_impl::warp_workspace_size(rows, vocab)),
-        rows_(rows),
-        vocab_(vocab) {}
+      : EmulatedWarpCall(ledger_logits(rows, vocab, seed), rows, vocab) {}
 
-  cudaError_t run(const std::vector<cuda_impl::DeviceWarp>& warps) {
-    const cuda_impl::WarpBatchParams p{.logits = logits.get(),
-                                       .dtype = cuda_impl::DType::kF32,
-                                       .rows = rows_,
-                                       .cols = vocab_,
-                                       .logits_stride = vocab_,
-                                       .warped = warped.get(),
-                                       .warped_stride = vocab_,
-                                       .warps = warps};
-    return cuda_impl::warp_logits_batch(p, workspace.get(), nullptr);
-  }
   /// One call with `warps` from fresh counts: its figures per element of the logits.
   CallFigures figures(const std::vector<cuda_impl::DeviceWarp>& warps) {
     emu::ledger.reset();
     REQUIRE(run(warps) == cudaSuccess);
     return ledger_figures(static_cast<double>(rows_ * vocab_ * 4));
   }
-
-  emu::RegionBuffer<float> logits, warped;
-  emu::RegionBuffer<unsigned char> workspace;
-  std::int64_t rows_, vocab_;
 };
 
 /// The figures of a chain step from logits (B 1, gamma 1, V kLedgerVocab, every draft accepted)

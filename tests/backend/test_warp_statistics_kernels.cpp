@@ -23,6 +23,7 @@
 #include "specdec/backend/cuda/warp_batch.hpp"
 #include "specdec/core/workspace.hpp"
 #include "specdec/toy/random.hpp"
+#include "emulated_warp.hpp"
 
 using namespace specdec;
 namespace cuda_impl = specdec::backend::cuda_impl;
@@ -253,30 +254,14 @@ TEST_CASE("warp: top-p takes the statistics path, the CPU's bits",
 
 namespace {
 
-/// Runs the warp launcher on rows x vocab fp32 logits in named regions, as the ledger sees it.
-struct WarpPathLedger {
+/// The warp launcher on rows x vocab fp32 logits in named regions, as the ledger sees it.
+struct WarpPathLedger : test::EmulatedWarpCall {
   WarpPathLedger(std::int64_t rows, std::int64_t vocab, std::uint64_t seed)
-      : logits("logits", warp_path_logits<float>(rows, vocab, seed)),
-        warped("warped", static_cast<std::size_t>(rows * vocab)),
-        workspace("workspace", cuda_impl::warp_workspace_size(rows, vocab)),
-        rows_(rows),
-        vocab_(vocab) {}
+      : EmulatedWarpCall(warp_path_logits<float>(rows, vocab, seed), rows, vocab) {}
 
   void run(const std::vector<cuda_impl::DeviceWarp>& warps) {
-    const cuda_impl::WarpBatchParams p{.logits = logits.get(),
-                                       .dtype = cuda_impl::DType::kF32,
-                                       .rows = rows_,
-                                       .cols = vocab_,
-                                       .logits_stride = vocab_,
-                                       .warped = warped.get(),
-                                       .warped_stride = vocab_,
-                                       .warps = warps};
-    REQUIRE(cuda_impl::warp_logits_batch(p, workspace.get(), nullptr) == cudaSuccess);
+    REQUIRE(EmulatedWarpCall::run(warps) == cudaSuccess);
   }
-
-  emu::RegionBuffer<float> logits, warped;
-  emu::RegionBuffer<unsigned char> workspace;
-  std::int64_t rows_, vocab_;
 };
 
 }  // namespace

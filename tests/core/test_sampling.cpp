@@ -4,6 +4,8 @@
 
 #include "specdec/core/philox.hpp"
 #include "specdec/core/sampling.hpp"
+#include "specdec/core/workspace.hpp"
+#include "specdec/verify/chain.hpp"
 #include "support/stats.hpp"
 
 using namespace specdec;
@@ -51,4 +53,30 @@ TEST_CASE("sampling from unnormalised weights scales the uniform by their sum", 
   CHECK_THROWS_WITH(sample_from_weights(std::vector<float>{1.0f, -1.0f}, 0.5f),
                     Catch::StartsWith("weights[1]: "));
   CHECK_THROWS_WITH(sample_from_weights(w, 1.0f), Catch::StartsWith("u: "));
+}
+
+TEST_CASE("sample draws the token a verifier draws from the same row and uniform",
+          "[core][sampling]") {
+  // Long flat rows, where a float running sum drifts from the double one (a float sampler picks
+  // another token for about 1 seed in 10); a chain of no drafts emits its bonus token, draw 0 of
+  // its stream at its position.
+  const std::int64_t vocab = 100000;
+  Workspace ws;
+  std::vector<float> row(static_cast<std::size_t>(vocab));
+  for (std::uint32_t seed = 0; seed < 20; ++seed) {
+    const RandomStream stream{.seed = 900 + seed, .sequence = 1, .position = 7};
+    float total = 0.0f;
+    for (std::int64_t i = 0; i < vocab; ++i) {
+      const float w = 0.5f + stream.at_node(3).uniform(static_cast<std::uint32_t>(i));
+      row[static_cast<std::size_t>(i)] = w;
+      total += w;
+    }
+    for (float& p : row) p /= total;
+    std::vector<Token> out(1);
+    verify_chain<float>(Rejection{}, row, {}, {}, vocab, stream, out, ws);
+    const float u = stream.at_position(stream.position).uniform(0);
+    CAPTURE(seed);
+    CHECK(sample(row, u) == out[0]);
+    CHECK(sample_from_weights(row, u) == out[0]);
+  }
 }

@@ -26,18 +26,19 @@ SPECDEC_HOST_DEVICE std::int64_t sample_weights(const float* weights, std::int64
 
 }  // namespace detail
 
-/// One token from a probability row, by inverse CDF with the uniform u in (0, 1).
+/// One token from a probability row, by inverse CDF with the uniform u in (0, 1): the library's
+/// own draw (detail::sample_row, sums in double), so the token a verifier would sample from the
+/// same row and uniform.
 inline Token sample(std::span<const float> probabilities, float u) {
   check_probability_row("probabilities", probabilities);
   if (!(u > 0.0f && u < 1.0f)) detail::fail("u", "{} is not strictly inside (0, 1)", u);
-  float total = 0.0f;
-  for (float p : probabilities) total += p;
-  return static_cast<Token>(detail::sample_weights(
-      probabilities.data(), static_cast<std::int64_t>(probabilities.size()), total, u));
+  return detail::sample_row(probabilities.data(), static_cast<std::int64_t>(probabilities.size()),
+                            u);
 }
 
 /// One index drawn from non-negative `weights` that need not sum to 1 (the inverse CDF of
-/// weights / their sum at the uniform u in (0, 1)); -1 when no weight is positive.
+/// weights / their sum at the uniform u in (0, 1)); -1 when no weight is positive. As `sample`
+/// draws: sample_from_weights(row, u) == sample(row, u) for a probability row.
 inline std::int64_t sample_from_weights(std::span<const float> weights, float u) {
   float total = 0.0f;
   for (std::size_t i = 0; i < weights.size(); ++i) {
@@ -49,8 +50,7 @@ inline std::int64_t sample_from_weights(std::span<const float> weights, float u)
   }
   if (!(u > 0.0f && u < 1.0f)) detail::fail("u", "{} is not strictly inside (0, 1)", u);
   if (!(total > 0.0f)) return -1;
-  return detail::sample_weights(weights.data(), static_cast<std::int64_t>(weights.size()), total,
-                                u);
+  return detail::sample_row(weights.data(), static_cast<std::int64_t>(weights.size()), u);
 }
 
 }  // namespace specdec

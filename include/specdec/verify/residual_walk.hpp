@@ -73,31 +73,6 @@ SPECDEC_HOST_DEVICE double copy_row(const S* source, std::int64_t n, float* scra
   return blocked_sum([=](std::int64_t i) { return scratch[i]; }, 0, n);
 }
 
-/// One token from a non-negative row of any scale by the inverse-CDF rule (core/inverse_cdf.hpp)
-/// with uniform u, summed in double; 0 when no entry is positive. Whole blocks of 1024 entries are
-/// skipped by their (vectorised) sums; the block holding the threshold is scanned.
-template <class S>
-SPECDEC_HOST_DEVICE Token sample_row(const S* row, std::int64_t n, float u) {
-  constexpr std::int64_t kBlock = kBlockedSumBlock;
-  const auto value = [=](std::int64_t i) { return to_float(row[i]); };
-  const double threshold = u * blocked_sum(value, 0, n);
-  double running = 0.0;
-  for (std::int64_t group = 0; group < n; group += kBlockedSumGroup * kBlock) {
-    float sums[kBlockedSumGroup];
-    const int count = block_sums(value, group, n, sums);
-    for (int k = 0; k < count; ++k) {
-      const std::int64_t b = group + k * kBlock, e = b + kBlock < n ? b + kBlock : n;
-      if (running + sums[k] <= threshold && e < n) {
-        running += sums[k];
-        continue;
-      }
-      const std::int64_t found = inverse_cdf_scan(value, b, e, running, threshold);
-      if (found >= 0) return static_cast<Token>(found);
-    }
-  }
-  return static_cast<Token>(last_positive(value, 0, n, 0));
-}
-
 /// A row held as its positive entries: values[j] at ids[j] (ascending, j < m), +0 elsewhere in
 /// [0, n). Its sums and draws are blocked_sum's and sample_row's on the written row bit for bit
 /// (the +0 entries left out change no sum), without writing it.

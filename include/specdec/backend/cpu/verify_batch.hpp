@@ -221,12 +221,24 @@ struct TreeBatchTargetOnlyImpl<backend::Cpu> {
   }
 };
 
-// The entries from logits are defined out of their classes, not inline, so that the extern
-// templates of backend/cpu/compiled_batch.hpp keep a caller from instantiating them.
+/// Sequence b of a chain batch from logits, as the walks from logits take it.
 template <class T>
-void ChainBatchImpl<backend::Cpu>::run_logits(const backend::Cpu& cpu,
-                                              const ChainBatchLogitsArgs<T>& args, Workspace& ws) {
-  const RaggedSizes sizes = check_chain_batch<backend::Cpu>(args);
+struct LogitSequence {
+  RaggedSlice slice;
+  const Warp& warp;
+  LogitRows<T> target;
+  const Token* tokens;
+  const RandomStream& stream;
+  std::span<Token> emitted;
+  ChainLogitsScratch scratch;
+};
+
+/// The loop of both chain batches from logits (`draft_rows` false: target-only): the checks, then
+/// walk(sequence) for each sequence, which returns its ChainVerdict.
+template <class T, class Walk>
+void for_each_logit_sequence(const backend::Cpu& cpu, const ChainBatchLogitsArgs<T>& args,
+                             Workspace& ws, bool draft_rows, Walk&& walk) {
+  const RaggedSizes sizes = check_chain_batch<backend::Cpu>(args, draft_rows);
   const std::int64_t vocab = args.target_logits.cols;
   check_chain_tokens(args.draft_offsets.span(), args.draft_tokens, vocab);
   const SequenceLoop loop{.batch = sizes.batch,
@@ -234,24 +246,39 @@ void ChainBatchImpl<backend::Cpu>::run_logits(const backend::Cpu& cpu,
                           .name_sequence = false};
   for_each_sequence(cpu, ws, loop, [&](std::int64_t b, std::byte* bytes) {
     const RaggedSlice seq = RaggedSlice::of(args.draft_offsets.data(), b);
-    const Warp& w = args.warps[static_cast<std::size_t>(warp_of(args.warps.size(), b))];
-    const LogitRows<T> target{args.target_logits.row_data(seq.first_row()),
-                              args.target_logits.stride, "target_logits", seq.first_row()};
-    const LogitRows<T> draft{args.draft_logits.row_data(seq.first), args.draft_logits.stride,
-                             "draft_logits", seq.first};
-    const auto emitted = args.emitted.subspan(static_cast<std::size_t>(seq.first_row()),
-                                              static_cast<std::size_t>(seq.count) + 1);
-    const auto verdict = verify_chain_logits_unchecked<T>(
-        w,
-        ChainLogitRows<T>{.target = target,
+    const auto i = static_cast<std::size_t>(b);
+    const LogitSequence<T> sequence{
+        .slice = seq,
+        .warp = args.warps[static_cast<std::size_t>(warp_of(args.warps.size(), b))],
+        .target = {args.target_logits.row_data(seq.first_row()), args.target_logits.stride,
+                   "target_logits", seq.first_row()},
+        .tokens = args.draft_tokens.data() + seq.first,
+        .stream = args.streams[i],
+        .emitted = args.emitted.subspan(static_cast<std::size_t>(seq.first_row()),
+                                        static_cast<std::size_t>(seq.count) + 1),
+        .scratch = chain_logits_scratch(bytes, vocab)};
+    const ChainVerdict verdict = walk(sequence);
+    finish_chain(verdict.accepted, verdict.emitted, sequence.emitted, args.accepted[i]);
+  });
+}
+
+// The entries from logits are defined out of their classes, not inline, so that the extern
+// templates of backend/cpu/compiled_batch.hpp keep a caller from instantiating them.
+template <class T>
+void ChainBatchImpl<backend::Cpu>::run_logits(const backend::Cpu& cpu,
+                                              const ChainBatchLogitsArgs<T>& args, Workspace& ws) {
+  const std::int64_t vocab = args.target_logits.cols;
+  for_each_logit_sequence(cpu, args, ws, /*draft_rows=*/true, [&](const LogitSequence<T>& s) {
+    const LogitRows<T> draft{args.draft_logits.row_data(s.slice.first), args.draft_logits.stride,
+                             "draft_logits", s.slice.first};
+    return verify_chain_logits_unchecked<T>(
+        s.warp,
+        ChainLogitRows<T>{.target = s.target,
                           .draft = draft,
-                          .tokens = args.draft_tokens.data() + seq.first,
-                          .length = seq.count,
+                          .tokens = s.tokens,
+                          .length = s.slice.count,
                           .vocab = vocab},
-        args.streams[static_cast<std::size_t>(b)], emitted.data(), ArgName("draft_tokens", b),
-        chain_logits_scratch(bytes, vocab));
-    finish_chain(verdict.accepted, verdict.emitted, emitted,
-                 args.accepted[static_cast<std::size_t>(b)]);
+        s.stream, s.emitted.data(), ArgName("draft_tokens", s.slice.index), s.scratch);
   });
 }
 
@@ -259,25 +286,11 @@ template <class T>
 void ChainBatchTargetOnlyImpl<backend::Cpu>::run_logits(const backend::Cpu& cpu,
                                                         const ChainBatchLogitsArgs<T>& args,
                                                         Workspace& ws) {
-  const RaggedSizes sizes = check_chain_batch<backend::Cpu>(args, /*draft_rows=*/false);
   const std::int64_t vocab = args.target_logits.cols;
-  check_chain_tokens(args.draft_offsets.span(), args.draft_tokens, vocab);
-  const SequenceLoop loop{.batch = sizes.batch,
-                          .scratch_bytes = chain_logits_scratch_size(vocab),
-                          .name_sequence = false};
-  for_each_sequence(cpu, ws, loop, [&](std::int64_t b, std::byte* bytes) {
-    const RaggedSlice seq = RaggedSlice::of(args.draft_offsets.data(), b);
-    const Warp& w = args.warps[static_cast<std::size_t>(warp_of(args.warps.size(), b))];
-    const LogitRows<T> target{args.target_logits.row_data(seq.first_row()),
-                              args.target_logits.stride, "target_logits", seq.first_row()};
-    const auto emitted = args.emitted.subspan(static_cast<std::size_t>(seq.first_row()),
-                                              static_cast<std::size_t>(seq.count) + 1);
-    const auto verdict = verify_chain_target_only_logits_unchecked<T>(
-        w, target, args.draft_tokens.data() + seq.first, seq.count, vocab,
-        args.streams[static_cast<std::size_t>(b)], emitted.data(),
-        chain_logits_scratch(bytes, vocab));
-    finish_chain(verdict.accepted, verdict.emitted, emitted,
-                 args.accepted[static_cast<std::size_t>(b)]);
+  for_each_logit_sequence(cpu, args, ws, /*draft_rows=*/false, [&](const LogitSequence<T>& s) {
+    return verify_chain_target_only_logits_unchecked<T>(s.warp, s.target, s.tokens, s.slice.count,
+                                                        vocab, s.stream, s.emitted.data(),
+                                                        s.scratch);
   });
 }
 

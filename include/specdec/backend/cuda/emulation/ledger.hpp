@@ -11,12 +11,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <compare>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace specdec::emulation {
@@ -159,12 +161,7 @@ struct SectorHit {
   std::uint64_t ordinal;
   std::int32_t region;
   std::uint64_t sector;
-  bool operator<(const SectorHit& o) const {
-    return ordinal != o.ordinal ? ordinal < o.ordinal
-           : region != o.region ? region < o.region
-                                : sector < o.sector;
-  }
-  bool operator==(const SectorHit& o) const = default;
+  auto operator<=>(const SectorHit& o) const = default;  // by ordinal, region, sector
 };
 
 /// One lane's access: its ordinal, region, address and size (lanes of a warp reading the same
@@ -175,9 +172,7 @@ struct Access {
   std::uintptr_t address;
   std::size_t bytes;
   bool operator<(const Access& o) const {
-    return ordinal != o.ordinal   ? ordinal < o.ordinal
-           : address != o.address ? address < o.address
-                                  : bytes < o.bytes;
+    return std::tie(ordinal, address, bytes) < std::tie(o.ordinal, o.address, o.bytes);
   }
   bool operator==(const Access& o) const = default;
 };

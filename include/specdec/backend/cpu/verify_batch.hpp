@@ -129,12 +129,28 @@ inline TreeSequence tree_sequence(const TreeBatchArgs& args, std::int64_t b, std
               bytes + Workspace::round_up(4 * n_max * sizeof(std::int32_t)))};
 }
 
-/// A tree's outputs.
-inline void finish_tree(const TreeBatchArgs& args, std::int64_t b, const TreeVerdict& verdict) {
-  const auto i = static_cast<std::size_t>(b);
-  args.accepted[i] = verdict.accepted;
-  args.final_tokens[i] = verdict.token;
-  if (!args.bonus.empty()) args.bonus[i] = verdict.bonus ? 1 : 0;
+/// The loop of both tree batches (`draft_rows` false: target-only): the checks, then
+/// walk(b, tree, buffers) for each tree, which returns its TreeVerdict; the outputs written.
+template <class Walk>
+void for_each_tree(const backend::Cpu& cpu, const TreeBatchArgs& args, Workspace& ws,
+                   bool draft_rows, Walk&& walk) {
+  const RaggedSizes sizes = check_tree_batch<backend::Cpu>(args, draft_rows);
+  check_contiguous("target_rows", args.target_rows);
+  if (draft_rows) check_contiguous("draft_rows", args.draft_rows);
+  const SequenceLoop loop{
+      .batch = sizes.batch,
+      .scratch_bytes = tree_scratch_bytes({.max_nodes = sizes.largest,
+                                           .vocab = args.target_rows.cols})};
+  for_each_sequence(cpu, ws, loop, [&](std::int64_t b, std::byte* bytes) {
+    const TreeSequence t = tree_sequence(args, b, sizes.largest, bytes);
+    const TreeBuffers buffers{args.accepted_nodes.data() + t.first, t.candidates, t.ids,
+                              t.scratch};
+    const TreeVerdict verdict = walk(b, t, buffers);
+    const auto i = static_cast<std::size_t>(b);
+    args.accepted[i] = verdict.accepted;
+    args.final_tokens[i] = verdict.token;
+    if (!args.bonus.empty()) args.bonus[i] = verdict.bonus ? 1 : 0;
+  });
 }
 
 template <>
@@ -145,26 +161,17 @@ struct TreeBatchImpl<backend::Cpu> {
 
   static void run(const backend::Cpu& cpu, const Rule& rule, const TreeBatchArgs& args,
                   Workspace& ws) {
-    const RaggedSizes sizes = check_tree_batch<backend::Cpu>(args);
-    check_contiguous("target_rows", args.target_rows);
-    check_contiguous("draft_rows", args.draft_rows);
     const std::int64_t vocab = args.target_rows.cols;
-    const SequenceLoop loop{
-        .batch = sizes.batch,
-        .scratch_bytes = tree_scratch_bytes({.max_nodes = sizes.largest, .vocab = vocab})};
-    for_each_sequence(cpu, ws, loop, [&](std::int64_t b, std::byte* bytes) {
-      const TreeSequence t = tree_sequence(args, b, sizes.largest, bytes);
-      const auto n = static_cast<std::size_t>(t.tree.size());
-      const std::span<const float> draft(t.draft, t.target.size());
-      check_tree_inputs<float>(rule, t.tree, {.target = t.target, .draft = draft}, vocab, n,
-                               t.depth, t.children);
-      finish_tree(args, b,
-                  verify_tree_unchecked<float>(
-                      rule, t.tree, TreeRows<float>{t.target.data(), t.draft, vocab},
-                      args.streams[static_cast<std::size_t>(b)],
-                      TreeBuffers{args.accepted_nodes.data() + t.first, t.candidates, t.ids,
-                                  t.scratch}));
-    });
+    for_each_tree(cpu, args, ws, /*draft_rows=*/true,
+                  [&](std::int64_t b, const TreeSequence& t, const TreeBuffers& buffers) {
+                    const auto n = static_cast<std::size_t>(t.tree.size());
+                    const std::span<const float> draft(t.draft, t.target.size());
+                    check_tree_inputs<float>(rule, t.tree, {.target = t.target, .draft = draft},
+                                             vocab, n, t.depth, t.children);
+                    return verify_tree_unchecked<float>(
+                        rule, t.tree, TreeRows<float>{t.target.data(), t.draft, vocab},
+                        args.streams[static_cast<std::size_t>(b)], buffers);
+                  });
   }
 };
 
@@ -201,23 +208,16 @@ struct ChainBatchTargetOnlyImpl<backend::Cpu> {
 template <>
 struct TreeBatchTargetOnlyImpl<backend::Cpu> {
   static void run(const backend::Cpu& cpu, const TreeBatchArgs& args, Workspace& ws) {
-    const RaggedSizes sizes = check_tree_batch<backend::Cpu>(args, /*draft_rows=*/false);
-    check_contiguous("target_rows", args.target_rows);
     const std::int64_t vocab = args.target_rows.cols;
-    const SequenceLoop loop{
-        .batch = sizes.batch,
-        .scratch_bytes = tree_scratch_bytes({.max_nodes = sizes.largest, .vocab = vocab})};
-    for_each_sequence(cpu, ws, loop, [&](std::int64_t b, std::byte* bytes) {
-      const TreeSequence t = tree_sequence(args, b, sizes.largest, bytes);
-      check_target_only_tree<float>(t.tree, t.target, vocab, static_cast<std::size_t>(t.tree.size()),
-                                    t.depth, t.children);
-      finish_tree(args, b,
-                  verify_tree_target_only_unchecked<float>(
-                      t.tree, TreeRows<float>{.target = t.target.data(), .vocab = vocab},
-                      args.streams[static_cast<std::size_t>(b)],
-                      TreeBuffers{args.accepted_nodes.data() + t.first, t.candidates, t.ids,
-                                  t.scratch}));
-    });
+    for_each_tree(cpu, args, ws, /*draft_rows=*/false,
+                  [&](std::int64_t b, const TreeSequence& t, const TreeBuffers& buffers) {
+                    check_target_only_tree<float>(t.tree, t.target, vocab,
+                                                  static_cast<std::size_t>(t.tree.size()),
+                                                  t.depth, t.children);
+                    return verify_tree_target_only_unchecked<float>(
+                        t.tree, TreeRows<float>{.target = t.target.data(), .vocab = vocab},
+                        args.streams[static_cast<std::size_t>(b)], buffers);
+                  });
   }
 };
 

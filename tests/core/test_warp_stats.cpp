@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// The statistics path (core/logit_statistics.hpp) against the materialised rows: every entry recomputed
+// The statistics path (core/warp/logit_stats.hpp) against the materialised rows: every entry recomputed
 // from its logit has the bits of the written row, the rows keep the support of the warp's row
 // algorithm (warp_scaled_logits_in_place), and a chain step from logits makes the same decisions
 // and emits the same tokens as warping every row and calling verify_chain.
@@ -13,11 +13,11 @@
 #include <vector>
 
 #include "specdec/backend/cpu/verify_batch.hpp"
-#include "specdec/core/logit_statistics.hpp"
+#include "specdec/core/warp/logit_stats.hpp"
 #include "specdec/core/rough_bounds.hpp"
 #include "specdec/core/top_p.hpp"
 #include "specdec/core/warp.hpp"
-#include "specdec/core/warped_row.hpp"
+#include "specdec/core/warp/row_writer.hpp"
 #include "specdec/toy/random.hpp"
 #include "specdec/verify/chain.hpp"
 #include "specdec/verify/chain_logits.hpp"

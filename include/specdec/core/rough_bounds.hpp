@@ -10,7 +10,7 @@
 
 #include "specdec/core/exponential.hpp"
 #include "specdec/core/tile_sum.hpp"
-#include "specdec/core/warp_params.hpp"
+#include "specdec/core/warp/params.hpp"
 
 namespace specdec::detail {
 

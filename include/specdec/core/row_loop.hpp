@@ -11,7 +11,7 @@
 // arithmetic, not by memory. Define SPECDEC_NO_CPU_CLONES to compile them once, as is.
 //
 // SPECDEC_BOUND_LOOP: a row loop whose results only bound others (the rough pass of
-// core/logit_statistics.hpp), never recomputed entry by entry: its clones may fuse multiply-adds.
+// core/warp/logit_stats.hpp), never recomputed entry by entry: its clones may fuse multiply-adds.
 #if defined(__GNUC__) && !defined(__clang__) && !defined(__CUDACC__) && defined(__x86_64__) && \
     !defined(__AVX2__) && !defined(SPECDEC_NO_CPU_CLONES)
 #define SPECDEC_ROW_LOOP \

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // The top-k selection: the k largest entries of a row (ties to the lowest id), as a cut (RowCut).
-// The one selection of the warp's top-k: the statistics path (core/logit_statistics.hpp) and the
+// The one selection of the warp's top-k: the statistics path (core/warp/logit_stats.hpp) and the
 // probability path (keep_top_k) both call select_top_k.
 #pragma once
 
@@ -12,7 +12,7 @@
 #include "specdec/core/numerics.hpp"
 #include "specdec/core/row_gather.hpp"
 #include "specdec/core/tile_sum.hpp"
-#include "specdec/core/warp_rows.hpp"
+#include "specdec/core/warp/cut_rules.hpp"
 
 namespace specdec::detail {
 

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 // The top-p (nucleus) selection: the shortest prefix of a row, ranked by probability descending
 // with ties to the lowest id, whose mass summed in double reaches top_p (reaches_nucleus), as a cut
-// (RowCut). The one selection of the warp's top-p: the statistics path (core/logit_statistics.hpp)
+// (RowCut). The one selection of the warp's top-p: the statistics path (core/warp/logit_stats.hpp)
 // and the probability path (keep_top_p) both call select_nucleus; the CUDA kernel shares its
-// ranking and boundary (core/warp_rows.hpp).
+// ranking and boundary (core/warp/cut_rules.hpp).
 #pragma once
 
 #include <algorithm>
@@ -16,7 +16,7 @@
 #include "specdec/core/compaction.hpp"
 #include "specdec/core/row_loop.hpp"
 #include "specdec/core/tile_sum.hpp"
-#include "specdec/core/warp_rows.hpp"
+#include "specdec/core/warp/cut_rules.hpp"
 
 namespace specdec::detail {
 

@@ -7,8 +7,8 @@
 // Top-k keeps exactly k tokens (ties broken towards the lowest id); top-p keeps the smallest set,
 // taken in decreasing probability (ties to the lowest id), whose mass reaches P. Each has one
 // selection (core/top_k.hpp, core/top_p.hpp), which sorts no vocabulary, used by both entries
-// here: warp_logits through the row's statistics (core/logit_statistics.hpp), warp_probabilities
-// on the row itself (core/probability_warp.hpp).
+// here: warp_logits through the row's statistics (core/warp/logit_stats.hpp), warp_probabilities
+// on the row itself (core/warp/probability_rows.hpp).
 #pragma once
 
 #include <cstdint>
@@ -16,11 +16,11 @@
 #include <type_traits>
 
 #include "specdec/core/error.hpp"
-#include "specdec/core/logit_statistics.hpp"
-#include "specdec/core/probability_warp.hpp"
+#include "specdec/core/warp/logit_stats.hpp"
+#include "specdec/core/warp/probability_rows.hpp"
 #include "specdec/core/validate.hpp"
-#include "specdec/core/warp_params.hpp"
-#include "specdec/core/warp_scratch.hpp"
+#include "specdec/core/warp/params.hpp"
+#include "specdec/core/warp/scratch.hpp"
 #include "specdec/core/workspace.hpp"
 
 namespace specdec {

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Block verification straight from logits: the same tokens as warping every row and calling
 // verify_block, with the weights w_i read from p and q at the drafted tokens only (the rows'
-// statistics, core/logit_statistics.hpp). The stopping tests run from the last position down, so a block
+// statistics, core/warp/logit_stats.hpp). The stopping tests run from the last position down, so a block
 // accepted whole writes no row (h_L = w_L needs none) and only the bonus row is drawn from; a
 // shorter block writes the row pairs of the positions tested and the residual's.
 #pragma once

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // One sequence's chain verification straight from logits, with standard rejection sampling: the
 // same verdict and tokens as warping every row (warp_logits) and calling verify_chain, but each
-// row is reduced to its statistics (core/logit_statistics.hpp) and p(x), q(x) are recomputed at the
+// row is reduced to its statistics (core/warp/logit_stats.hpp) and p(x), q(x) are recomputed at the
 // drafted tokens only. Whole rows are written only where the rule reads them: the target and draft
 // rows at the first rejection (the residual) or the target row after full acceptance (the bonus),
 // and not even those when the warp cuts (top-k, top-p, min-p): the residual and the bonus row are
@@ -14,12 +14,12 @@
 #include <cstdint>
 #include <span>
 
-#include "specdec/core/logit_statistics.hpp"
+#include "specdec/core/warp/logit_stats.hpp"
 #include "specdec/core/rough_bounds.hpp"
 #include "specdec/core/validate.hpp"
 #include "specdec/core/warp.hpp"
-#include "specdec/core/warp_scratch.hpp"
-#include "specdec/core/warped_row.hpp"
+#include "specdec/core/warp/scratch.hpp"
+#include "specdec/core/warp/row_writer.hpp"
 #include "specdec/verify/chain.hpp"
 #include "specdec/verify/rejection.hpp"
 #include "specdec/verify/residual_walk.hpp"

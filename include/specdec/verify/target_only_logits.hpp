@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Chain verification of drafts without draft rows straight from logits: the same verdict and
 // tokens as warping every target row and calling verify_chain_target_only, with each row reduced
-// to its statistics (core/logit_statistics.hpp). A position reads p(x) alone (most often on a rough
+// to its statistics (core/warp/logit_stats.hpp). A position reads p(x) alone (most often on a rough
 // pass of the row); a rejection draws once from the entries the row keeps with x removed, and the
 // bonus from the last row, neither writing a row where the warp allows (a short uncut row is
 // written). Rows after the first rejection are never read.

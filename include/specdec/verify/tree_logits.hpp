@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Tree verification straight from logits, for every rule and for trees without draft rows: the
 // same walk, draws and tokens as warping every row and calling verify_tree (verify_tree_target_only),
-// with each visited node's rows reduced to their statistics (core/logit_statistics.hpp). A rule whose
+// with each visited node's rows reduced to their statistics (core/warp/logit_stats.hpp). A rule whose
 // first test reads only p and q at the first child (Rejection, MultiRound, Recursive; the
 // target-only rule reads p alone) accepts it without writing a row, most often on a rough pass of
 // the rows (accepted_on_rough_bounds); otherwise the node's rows are

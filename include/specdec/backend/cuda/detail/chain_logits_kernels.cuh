@@ -16,7 +16,7 @@
 #include "specdec/backend/cuda/detail/row_draw.cuh"
 #include "specdec/backend/cuda/detail/row_stats_kernels.cuh"
 #include "specdec/backend/cuda/row_split.hpp"
-#include "specdec/core/warped_probability.hpp"
+#include "specdec/core/warp/stats.hpp"
 #include "specdec/verify/residual_walk.hpp"
 
 namespace specdec::backend::cuda_impl::detail {

@@ -2,7 +2,7 @@
 // The min-p cut of rows on the statistics path without top-k (top_k_cut.cuh cuts it after a
 // top-k), in the nucleus launch: its threshold is min_p times the largest probability after
 // top-p (the row maximum's), and its kept mass the float sum, in id order, of the probabilities
-// at or above it, as core/logit_statistics.hpp's cut_statistics adds them. The entries kept are
+// at or above it, as core/warp/logit_stats.hpp's cut_statistics adds them. The entries kept are
 // taken from the ranked nucleus (a prefix of it) or, for min-p alone, from the list the row's
 // blocks gathered at or above the threshold; ordered by id, they are added by one thread (a float
 // sum in order is one chain of additions) and listed for the draws with their warped
@@ -18,8 +18,8 @@
 #include "specdec/backend/cuda/detail/block_reduce.cuh"
 #include "specdec/backend/cuda/detail/nucleus_list.cuh"
 #include "specdec/backend/cuda/detail/row_stats_kernels.cuh"
-#include "specdec/core/warp_rows.hpp"
-#include "specdec/core/warped_probability.hpp"
+#include "specdec/core/warp/cut_rules.hpp"
+#include "specdec/core/warp/stats.hpp"
 
 namespace specdec::backend::cuda_impl::detail {
 

@@ -22,8 +22,8 @@
 #include "specdec/backend/cuda/detail/nucleus_list.cuh"
 #include "specdec/backend/cuda/detail/row_stats_kernels.cuh"
 #include "specdec/backend/cuda/detail/top_k_cut.cuh"
-#include "specdec/core/warp_rows.hpp"
-#include "specdec/core/warped_probability.hpp"
+#include "specdec/core/warp/cut_rules.hpp"
+#include "specdec/core/warp/stats.hpp"
 
 namespace specdec::backend::cuda_impl::detail {
 

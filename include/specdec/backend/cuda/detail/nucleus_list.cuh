@@ -14,8 +14,8 @@
 #include "specdec/backend/cuda/detail/block_reduce.cuh"
 #include "specdec/backend/cuda/detail/block_sweep.cuh"
 #include "specdec/backend/cuda/detail/row_stats_kernels.cuh"
-#include "specdec/core/warp_rows.hpp"
-#include "specdec/core/warped_probability.hpp"
+#include "specdec/core/warp/cut_rules.hpp"
+#include "specdec/core/warp/stats.hpp"
 
 namespace specdec::backend::cuda_impl::detail {
 

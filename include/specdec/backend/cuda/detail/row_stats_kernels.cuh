@@ -22,8 +22,8 @@
 #include "specdec/backend/cuda/row_split.hpp"
 #include "specdec/core/order_key.hpp"
 #include "specdec/core/tile_combine.hpp"
-#include "specdec/core/warp_rows.hpp"
-#include "specdec/core/warped_probability.hpp"
+#include "specdec/core/warp/cut_rules.hpp"
+#include "specdec/core/warp/stats.hpp"
 
 namespace specdec::backend::cuda_impl {
 

@@ -3,7 +3,7 @@
 // top-k of at most kStatisticsTopK), with the top-p and min-p that follow it. The statistics
 // launch left each block's best k of its part of the row in the row's candidate list
 // (top_k_lists.cuh); one block selects the k best of the lists (keep_largest_keys) and computes
-// what core/logit_statistics.hpp computes from them: their softmax sum in the tile rule's order
+// what core/warp/logit_stats.hpp computes from them: their softmax sum in the tile rule's order
 // (core/tile_combine.hpp's sparse_row_sum, the same function), the nucleus among them, the min-p
 // threshold. The row is then held as its kept entries, listed by id with their warped
 // probabilities, as the CPU's draws hold it.
@@ -16,8 +16,8 @@
 #include "specdec/backend/cuda/detail/row_stats_kernels.cuh"
 #include "specdec/backend/cuda/detail/top_k_lists.cuh"
 #include "specdec/core/tile_combine.hpp"
-#include "specdec/core/warp_rows.hpp"
-#include "specdec/core/warped_probability.hpp"
+#include "specdec/core/warp/cut_rules.hpp"
+#include "specdec/core/warp/stats.hpp"
 
 namespace specdec::backend::cuda_impl::detail {
 

@@ -7,7 +7,7 @@
 // (top-p). Entries equal to t are then kept in increasing id order until the count (or mass) is
 // reached, by the same bitwise search over ids: exactly the CPU's "ties to the lowest id". The
 // ranking of a cut, the nucleus boundary and the count of tied entries the nucleus takes are the
-// row functions the CPU's selections use (core/warp_rows.hpp).
+// row functions the CPU's selections use (core/warp/cut_rules.hpp).
 // IWYU pragma: private
 #pragma once
 
@@ -22,7 +22,7 @@
 #include "specdec/backend/cuda/detail/launch.cuh"
 #include "specdec/backend/cuda/launchers.hpp"
 #include "specdec/core/order_key.hpp"
-#include "specdec/core/warp_rows.hpp"
+#include "specdec/core/warp/cut_rules.hpp"
 
 namespace specdec::backend::cuda_impl::detail {
 
@@ -35,7 +35,7 @@ __device__ __forceinline__ float load(Global<const __nv_bfloat16> p, std::int64_
 }
 
 using specdec::detail::order_key;  // core/order_key.hpp: -0 and +0 share one key
-using specdec::detail::below_cut;  // core/warp_rows.hpp: the warp's row functions
+using specdec::detail::below_cut;  // core/warp/cut_rules.hpp: the warp's row functions
 using specdec::detail::min_p_cut;
 using specdec::detail::min_p_threshold;
 using specdec::detail::probability_key;

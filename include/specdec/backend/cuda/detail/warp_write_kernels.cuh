@@ -13,7 +13,7 @@
 #include "specdec/backend/cuda/detail/row_stats_kernels.cuh"
 #include "specdec/backend/cuda/detail/warp_min_p_write.cuh"
 #include "specdec/backend/cuda/row_split.hpp"
-#include "specdec/core/warped_probability.hpp"
+#include "specdec/core/warp/stats.hpp"
 
 namespace specdec::backend::cuda_impl::detail {
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // A warped row as a handful of numbers (WarpStats) and the warped probability of one entry
-// recomputed from its logit: the host's row writers (core/warped_row.hpp) and the CUDA kernels
+// recomputed from its logit: the host's row writers (core/warp/row_writer.hpp) and the CUDA kernels
 // compute every entry this way. Nothing here formats or allocates, so nvcc compiles it for the
 // device.
 #pragma once
@@ -9,7 +9,7 @@
 
 #include "specdec/core/exponential.hpp"
 #include "specdec/core/tile_combine.hpp"
-#include "specdec/core/warp_rows.hpp"
+#include "specdec/core/warp/cut_rules.hpp"
 
 namespace specdec::detail {
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Row functions of the warp shared by the CPU (core/top_k.hpp, core/top_p.hpp, core/warped_row.hpp)
+// Row functions of the warp shared by the CPU (core/top_k.hpp, core/top_p.hpp, core/warp/row_writer.hpp)
 // and the CUDA warp kernel: the ranking of a cut, the nucleus boundary, the key a threshold search
 // over probabilities compares, and the min-p cut. Plain SPECDEC_HOST_DEVICE code.
 #pragma once

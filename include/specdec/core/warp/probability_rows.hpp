@@ -12,10 +12,10 @@
 #include "specdec/core/packet_log.hpp"
 #include "specdec/core/top_k.hpp"
 #include "specdec/core/top_p.hpp"
-#include "specdec/core/warp_params.hpp"
-#include "specdec/core/warp_rows.hpp"
-#include "specdec/core/warp_scratch.hpp"
-#include "specdec/core/warped_row.hpp"
+#include "specdec/core/warp/params.hpp"
+#include "specdec/core/warp/cut_rules.hpp"
+#include "specdec/core/warp/scratch.hpp"
+#include "specdec/core/warp/row_writer.hpp"
 
 namespace specdec::detail {
 

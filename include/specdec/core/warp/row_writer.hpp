@@ -2,7 +2,7 @@
 // A warped row as a handful of numbers (WarpStats): verification needs the warped probability of a
 // few drafted tokens, not whole rows. Any entry is recomputed from its logit with exactly the float
 // operations that write_warped_row uses for the whole row (warp_logits writes rows that way). The
-// statistics themselves are found by core/logit_statistics.hpp.
+// statistics themselves are found by core/warp/logit_stats.hpp.
 #pragma once
 
 #include <algorithm>
@@ -13,9 +13,9 @@
 #include "specdec/core/numerics.hpp"
 #include "specdec/core/row_loop.hpp"
 #include "specdec/core/tile_sum.hpp"
-#include "specdec/core/warp_rows.hpp"
-#include "specdec/core/warp_scratch.hpp"
-#include "specdec/core/warped_probability.hpp"
+#include "specdec/core/warp/cut_rules.hpp"
+#include "specdec/core/warp/scratch.hpp"
+#include "specdec/core/warp/stats.hpp"
 
 namespace specdec::detail {
 

@@ -43,6 +43,44 @@ inline std::size_t chain_scratch_bytes(const ChainBatchShape& shape) {
   return Workspace::round_up(static_cast<std::size_t>(vocab) * sizeof(float));
 }
 
+/// Sequence b of a chain batch of warped rows, as the walks take it.
+struct RowSequence {
+  std::span<const float> target;  // gamma + 1 rows
+  std::span<const float> draft;   // gamma rows, or empty (target-only)
+  std::span<const Token> tokens;
+  std::span<Token> emitted;
+  const RandomStream& stream;
+  float* scratch;  // one row
+};
+
+/// The loop of both chain batches of warped rows (`draft_rows` false: target-only): the checks,
+/// then walk(sequence) for each sequence, which returns its ChainVerdict.
+template <class Walk>
+void for_each_chain(const backend::Cpu& cpu, const ChainBatchArgs& args, Workspace& ws,
+                    bool draft_rows, Walk&& walk) {
+  const RaggedSizes sizes = check_chain_batch<backend::Cpu>(args, draft_rows);
+  check_contiguous("target_rows", args.target_rows);
+  if (draft_rows) check_contiguous("draft_rows", args.draft_rows);
+  const auto v = static_cast<std::size_t>(args.target_rows.cols);
+  const SequenceLoop loop{.batch = sizes.batch,
+                          .scratch_bytes = chain_scratch_bytes({.vocab = args.target_rows.cols})};
+  for_each_sequence(cpu, ws, loop, [&](std::int64_t b, std::byte* scratch) {
+    const RaggedSlice seq = RaggedSlice::of(args.draft_offsets.data(), b);
+    const auto g = static_cast<std::size_t>(seq.count);
+    const auto i = static_cast<std::size_t>(b);
+    const RowSequence sequence{
+        .target = {args.target_rows.row_data(seq.first_row()), (g + 1) * v},
+        .draft = draft_rows ? std::span<const float>(args.draft_rows.row_data(seq.first), g * v)
+                            : std::span<const float>{},
+        .tokens = args.draft_tokens.subspan(static_cast<std::size_t>(seq.first), g),
+        .emitted = args.emitted.subspan(static_cast<std::size_t>(seq.first_row()), g + 1),
+        .stream = args.streams[i],
+        .scratch = reinterpret_cast<float*>(scratch)};
+    const ChainVerdict verdict = walk(sequence);
+    finish_chain(verdict.accepted, verdict.emitted, sequence.emitted, args.accepted[i]);
+  });
+}
+
 template <>
 struct ChainBatchImpl<backend::Cpu> {
   static std::size_t workspace_size(const backend::Cpu& cpu, const ChainBatchShape& shape) {
@@ -50,34 +88,21 @@ struct ChainBatchImpl<backend::Cpu> {
   }
 
   static void run(const backend::Cpu& cpu, const ChainBatchArgs& args, Workspace& ws) {
-    const RaggedSizes sizes = check_chain_batch<backend::Cpu>(args);
-    check_contiguous("target_rows", args.target_rows);
-    check_contiguous("draft_rows", args.draft_rows);
     const std::int64_t vocab = args.target_rows.cols;
-    const auto v = static_cast<std::size_t>(vocab);
-    const SequenceLoop loop{.batch = sizes.batch,
-                            .scratch_bytes = chain_scratch_bytes({.vocab = vocab})};
-    for_each_sequence(cpu, ws, loop, [&](std::int64_t b, std::byte* scratch) {
-      const RaggedSlice seq = RaggedSlice::of(args.draft_offsets.data(), b);
-      const auto g = static_cast<std::size_t>(seq.count);
-      const std::span<const float> target(args.target_rows.row_data(seq.first_row()), (g + 1) * v);
-      const std::span<const float> draft(args.draft_rows.row_data(seq.first), g * v);
-      const auto tokens = args.draft_tokens.subspan(static_cast<std::size_t>(seq.first), g);
-      const auto emitted = args.emitted.subspan(static_cast<std::size_t>(seq.first_row()), g + 1);
+    for_each_chain(cpu, args, ws, /*draft_rows=*/true, [&](const RowSequence& s) {
       // Rows are checked as the walk reaches them (rows after the first rejection are never read).
       const Rule rule = Rejection{};
-      check_chain_shapes<float>(target, draft, tokens, vocab, emitted.size(), {}, {});
-      const ChainRowChecks<float> check{rule, target, draft, {}, {}, tokens, v};
-      const ChainVerdict verdict = verify_chain_unchecked<float>(
+      check_chain_shapes<float>(s.target, s.draft, s.tokens, vocab, s.emitted.size(), {}, {});
+      const ChainRowChecks<float> check{rule,     s.target, s.draft, {}, {},
+                                        s.tokens, static_cast<std::size_t>(vocab)};
+      return verify_chain_unchecked<float>(
           rule,
-          specdec::ChainRows<float>{.target = target.data(), .draft = draft.data(),
-                                    .draft_tokens = tokens.data(),
-                                    .length = tokens.size(),
+          specdec::ChainRows<float>{.target = s.target.data(),
+                                    .draft = s.draft.data(),
+                                    .draft_tokens = s.tokens.data(),
+                                    .length = s.tokens.size(),
                                     .vocab = vocab},
-          args.streams[static_cast<std::size_t>(b)], emitted.data(),
-          reinterpret_cast<float*>(scratch), check);
-      finish_chain(verdict.accepted, verdict.emitted, emitted,
-                   args.accepted[static_cast<std::size_t>(b)]);
+          s.stream, s.emitted.data(), s.scratch, check);
     });
   }
 
@@ -178,24 +203,12 @@ struct TreeBatchImpl<backend::Cpu> {
 template <>
 struct ChainBatchTargetOnlyImpl<backend::Cpu> {
   static void run(const backend::Cpu& cpu, const ChainBatchArgs& args, Workspace& ws) {
-    const RaggedSizes sizes = check_chain_batch<backend::Cpu>(args, /*draft_rows=*/false);
-    check_contiguous("target_rows", args.target_rows);
     const std::int64_t vocab = args.target_rows.cols;
-    const auto v = static_cast<std::size_t>(vocab);
-    const SequenceLoop loop{.batch = sizes.batch,
-                            .scratch_bytes = chain_scratch_bytes({.vocab = vocab})};
-    for_each_sequence(cpu, ws, loop, [&](std::int64_t b, std::byte* scratch) {
-      const RaggedSlice seq = RaggedSlice::of(args.draft_offsets.data(), b);
-      const auto g = static_cast<std::size_t>(seq.count);
-      const std::span<const float> target(args.target_rows.row_data(seq.first_row()), (g + 1) * v);
-      const auto tokens = args.draft_tokens.subspan(static_cast<std::size_t>(seq.first), g);
-      const auto emitted = args.emitted.subspan(static_cast<std::size_t>(seq.first_row()), g + 1);
-      check_target_only_chain<float>(target, tokens, vocab, emitted.size());
-      const ChainVerdict verdict = verify_chain_target_only_unchecked<float>(
-          target.data(), tokens.data(), g, vocab, args.streams[static_cast<std::size_t>(b)],
-          emitted.data(), reinterpret_cast<float*>(scratch), TargetRowChecks<float>{target, v});
-      finish_chain(verdict.accepted, verdict.emitted, emitted,
-                   args.accepted[static_cast<std::size_t>(b)]);
+    for_each_chain(cpu, args, ws, /*draft_rows=*/false, [&](const RowSequence& s) {
+      check_target_only_chain<float>(s.target, s.tokens, vocab, s.emitted.size());
+      return verify_chain_target_only_unchecked<float>(
+          s.target.data(), s.tokens.data(), s.tokens.size(), vocab, s.stream, s.emitted.data(),
+          s.scratch, TargetRowChecks<float>{s.target, static_cast<std::size_t>(vocab)});
     });
   }
 

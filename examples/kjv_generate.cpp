@@ -1,0 +1,347 @@
+// SPDX-License-Identifier: MIT
+// Decodes King James Bible text with the trained pair of examples/models (a 4-layer byte-level
+// target, a 1-layer draft) run in C++ the way an engine runs them (kjv_model.hpp: a KV cache, one
+// forward pass per draft tree with specdec's mask and positions; kjv_provider.hpp: the
+// LogitsProvider, compacting the cache with specdec's indices), with every method, and reports
+// tokens per target call and wall-clock tokens per second against plain decoding of the target.
+//
+// Usage: kjv_generate [--models DIR] [--prompt TEXT] [--tokens N] [--temperature T] [--seed S]
+//                     [--methods a,b,...] [--repeats R]
+//        kjv_generate --dump-logits target|draft [--prompt TEXT]      (rows after each prefix)
+//        kjv_generate --dump-tree 'TOKENS;PARENTS;KEPT;NEXT' [--prompt TEXT]
+// Bad input: one line on stderr, exit status 2.
+#include <charconv>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kjv_model.hpp"
+#include "kjv_provider.hpp"
+#include "specdec/decode/decoder.hpp"
+#include "specdec/decode/ngram_strategy.hpp"
+#include "specdec/decode/topk_tree_strategy.hpp"
+
+#ifndef SPECDEC_KJV_MODELS
+#define SPECDEC_KJV_MODELS "examples/models"
+#endif
+
+namespace {
+
+using specdec::DecodeOptions;
+using specdec::DecodeResult;
+using specdec::Method;
+using specdec::Token;
+using specdec::detail::fail;
+
+// Every method's tree is at most this deep: the context must leave room for it.
+constexpr std::int64_t kDeepestTree = 5;
+constexpr const char* kAllMethods =
+    "plain,sd,block_sd,specinfer,spectr,rsd_c,rsd_s,sequoia,eagle,ngram";
+
+struct Settings {
+  std::string models = SPECDEC_KJV_MODELS;
+  std::string prompt = "And God said, Let there be";
+  std::int64_t tokens = 80;
+  float temperature = 1.0f;
+  std::uint64_t seed = 2024;
+  std::vector<std::string> methods;
+  std::int64_t repeats = 4;
+  std::string dump_logits;  // "target" or "draft"
+  std::string dump_tree;
+};
+
+template <class T>
+T parse_number(std::string_view name, std::string_view text, T low, T high) {
+  T value{};
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size()) {
+    fail(name, "'{}' is not a number", specdec::io::escape_for_message(text));
+  }
+  if (!(value >= low && value <= high)) fail(name, "{} is outside [{}, {}]", value, low, high);
+  return value;
+}
+
+std::vector<std::string> split(std::string_view text, char separator) {
+  std::vector<std::string> out;
+  std::size_t begin = 0;
+  while (true) {
+    const auto end = text.find(separator, begin);
+    out.emplace_back(text.substr(begin, end == std::string_view::npos ? end : end - begin));
+    if (end == std::string_view::npos) return out;
+    begin = end + 1;
+  }
+}
+
+Settings parse_args(int argc, char** argv) {
+  Settings s;
+  std::string methods = kAllMethods;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view flag = argv[i];
+    if (i + 1 >= argc) fail(flag, "expects a value (see the usage at the top of kjv_generate.cpp)");
+    const std::string_view value = argv[++i];
+    if (flag == "--models") {
+      s.models = value;
+    } else if (flag == "--prompt") {
+      s.prompt = value;
+    } else if (flag == "--tokens") {
+      s.tokens = parse_number<std::int64_t>(flag, value, 1, 1 << 20);
+    } else if (flag == "--temperature") {
+      s.temperature = parse_number<float>(flag, value, 0.0f, 100.0f);
+    } else if (flag == "--seed") {
+      s.seed = parse_number<std::uint64_t>(flag, value, 0, UINT64_MAX);
+    } else if (flag == "--methods") {
+      methods = value;
+    } else if (flag == "--repeats") {
+      s.repeats = parse_number<std::int64_t>(flag, value, 1, 1000);
+    } else if (flag == "--dump-logits") {
+      if (value != "target" && value != "draft") fail(flag, "'{}' is not target or draft", value);
+      s.dump_logits = value;
+    } else if (flag == "--dump-tree") {
+      s.dump_tree = value;
+    } else {
+      fail(flag, "is not an option (see the usage at the top of kjv_generate.cpp)");
+    }
+  }
+  s.methods = split(methods, ',');
+  const auto known = split(kAllMethods, ',');
+  for (const auto& m : s.methods) {
+    if (std::find(known.begin(), known.end(), m) == known.end()) {
+      fail("--methods", "'{}' is not a method ({})", specdec::io::escape_for_message(m),
+           kAllMethods);
+    }
+  }
+  return s;
+}
+
+// Bytes are tokens: the prompt must be text of the model's vocabulary (ASCII for 128).
+std::vector<Token> encode(std::string_view text, std::int64_t vocab, std::int64_t context) {
+  if (text.empty()) fail("--prompt", "is empty: the root of every step is its last byte");
+  std::vector<Token> tokens;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    if (byte >= vocab) fail("--prompt", "byte {} (0x{:02x}) is outside the vocabulary of {}", i, byte, vocab);
+    tokens.push_back(static_cast<Token>(byte));
+  }
+  if (static_cast<std::int64_t>(tokens.size()) + kDeepestTree >= context) {
+    fail("--prompt", "has {} bytes; the model's context of {} positions leaves room for {}",
+         tokens.size(), context, context - kDeepestTree - 1);
+  }
+  return tokens;
+}
+
+// Printable ASCII as is, everything else escaped: one line that Python's unicode_escape reads.
+std::string escaped(std::span<const Token> tokens) {
+  std::string out;
+  for (const Token t : tokens) {
+    if (t == '\\') {
+      out += "\\\\";
+    } else if (t == '\n') {
+      out += "\\n";
+    } else if (t >= 0x20 && t < 0x7f) {
+      out += static_cast<char>(t);
+    } else {
+      out += fmt::format("\\x{:02x}", t);
+    }
+  }
+  return out;
+}
+
+void print_rows(const kjv::Matrix& rows, std::int64_t count) {
+  for (std::int64_t r = 0; r < count; ++r) {
+    std::string line;
+    for (std::int64_t c = 0; c < rows.cols(); ++c) line += fmt::format("{}{:.9g}", c ? " " : "", rows(r, c));
+    std::puts(line.c_str());
+  }
+}
+
+// The model's logits after every prefix of the prompt, from an empty cache with a causal mask.
+void dump_logits(const kjv::Transformer& model, std::span<const Token> prompt) {
+  const auto n = static_cast<std::int64_t>(prompt.size());
+  kjv::KVCache cache(model.config(), n);
+  kjv::Transformer::Scratch scratch(model.config(), n, n);
+  kjv::Matrix logits(n, model.config().vocab);
+  std::vector<std::int32_t> positions;
+  std::vector<std::uint8_t> mask(static_cast<std::size_t>(n * n), 0);
+  for (std::int64_t i = 0; i < n; ++i) {
+    positions.push_back(static_cast<std::int32_t>(i));
+    std::fill_n(mask.begin() + i * n, i + 1, std::uint8_t{1});
+  }
+  model.forward(prompt, positions, mask, cache, scratch, logits);
+  print_rows(logits, n);
+}
+
+std::vector<std::int32_t> parse_list(std::string_view name, std::string_view text) {
+  std::vector<std::int32_t> out;
+  if (text.empty()) return out;
+  for (const auto& item : split(text, ',')) {
+    out.push_back(parse_number<std::int32_t>(name, item, -1, 1 << 20));
+  }
+  return out;
+}
+
+// Scores a tree after the prompt through the provider (its first half, then all of it, so the
+// second pass extends the cached tree), commits a path and a token, and scores the tree again
+// after the longer context (the kept keys moved by kv_compaction): "# tree" and "# after commit"
+// sections of rows.
+void dump_tree(const kjv::Transformer& model, std::span<const Token> prompt,
+               std::string_view spec) {
+  const auto parts = split(spec, ';');
+  if (parts.size() != 4) fail("--dump-tree", "'{}' is not TOKENS;PARENTS;KEPT;NEXT", spec);
+  const auto tokens = parse_list("--dump-tree tokens", parts[0]);
+  const auto parents = parse_list("--dump-tree parents", parts[1]);
+  const auto kept = parse_list("--dump-tree kept", parts[2]);
+  const auto next = parse_number<Token>("--dump-tree next", parts[3], 0, 1 << 20);
+  if (tokens.size() != parents.size()) fail("--dump-tree", "tokens and parents differ in length");
+  specdec::DraftTree tree, half;
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    if (parents[i] >= static_cast<std::int32_t>(i)) fail("--dump-tree parents", "{} is not an earlier node", parents[i]);
+    tree.add(tokens[i], parents[i]);
+    if (2 * i < tokens.size()) half.add(tokens[i], parents[i]);
+  }
+  kjv::ModelProvider provider(model);
+  provider.reset(prompt);
+  const auto score = [&](const specdec::DraftTree& t, const char* title, bool print) {
+    const auto batch = specdec::TreeBatch::from_tree(t, provider.committed_length());
+    kjv::Matrix rows(batch.rows(), model.config().vocab);
+    provider.evaluate(batch, specdec::MatrixView<float>(rows.data(), batch.rows(), rows.cols()));
+    if (print) {
+      std::printf("# %s\n", title);
+      print_rows(rows, batch.rows());
+    }
+    return batch;
+  };
+  score(half, "", false);
+  const auto batch = score(tree, "tree", true);
+  provider.commit(batch, kept, next);
+  score(tree, "after commit", true);
+}
+
+// One method's decode of one sequence.
+DecodeResult decode(const std::string& method, kjv::ModelProvider& target,
+                    kjv::ModelProvider& draft, std::span<const Token> prompt,
+                    const specdec::LoopOptions& loop, std::uint32_t sequence) {
+  if (method == "sequoia" || method == "eagle") {
+    specdec::TopKTreeOptions options;
+    options = method == "sequoia"
+                  ? specdec::TopKTreeOptions{.shape = specdec::TreeShapePolicy::kSequoia,
+                                             .width = 4, .depth = kDeepestTree, .budget = 16}
+                  : specdec::TopKTreeOptions{.shape = specdec::TreeShapePolicy::kEagle2,
+                                             .width = 3, .depth = 4, .budget = 12};
+    return specdec::decode(target, specdec::TopKTreeStrategy<kjv::ModelProvider>(draft, options),
+                           loop, prompt, sequence);
+  }
+  if (method == "ngram") {
+    return specdec::decode(target, specdec::NGramStrategy({.max_ngram = 4, .min_ngram = 2,
+                                                           .max_draft = 4}),
+                           loop, prompt, sequence);
+  }
+  DecodeOptions o;
+  o.warp = loop.warp;
+  o.depth = 4;
+  o.width = 2;
+  o.max_new_tokens = loop.max_new_tokens;
+  o.seed = loop.seed;
+  if (method == "plain") o.method = Method::kAutoregressive;
+  if (method == "sd") o.method = Method::kSd;
+  if (method == "block_sd") o.method = Method::kSdBlock;
+  if (method == "specinfer") o.method = Method::kSpecInfer;
+  if (method == "spectr") o.method = Method::kSpecTr;
+  if (method == "rsd_s") o.method = Method::kRsdS;
+  if (method == "rsd_c") {
+    o.method = Method::kRsdC;
+    o.branching = {2, 2, 2};
+  }
+  return specdec::decode(target, draft, prompt, o, sequence);
+}
+
+std::string shape_of(const std::string& method) {
+  if (method == "plain") return "-";
+  if (method == "sequoia") return "budget 16, depth 5";
+  if (method == "eagle") return "top-3, budget 12, depth 4";
+  if (method == "ngram") return "2-4-grams, 4 drafts";
+  if (method == "rsd_c") return "b=[2,2,2]";
+  if (method == "sd" || method == "block_sd") return "L=4";
+  return "K=2, L=4";
+}
+
+int run(const Settings& s) {
+  const auto target_entry = kjv::read_pair_entry(s.models, "target");
+  const auto draft_entry = kjv::read_pair_entry(s.models, "draft");
+  const kjv::Transformer target(target_entry.config, target_entry.weights);
+  const kjv::Transformer draft(draft_entry.config, draft_entry.weights);
+  specdec::check_same_vocabulary(draft.config().vocab, target.config().vocab);
+  const auto context = std::min(target.config().max_positions, draft.config().max_positions);
+  const auto prompt = encode(s.prompt, target.config().vocab, context);
+  if (!s.dump_logits.empty()) {
+    dump_logits(s.dump_logits == "target" ? target : draft, prompt);
+    return 0;
+  }
+  if (!s.dump_tree.empty()) {
+    dump_tree(target, prompt, s.dump_tree);
+    return 0;
+  }
+  const auto room = context - static_cast<std::int64_t>(prompt.size()) - kDeepestTree;
+  if (s.tokens > room) {
+    fail("--tokens", "{} after a prompt of {} bytes overflows the context of {} positions (at "
+         "most {})", s.tokens, prompt.size(), context, room);
+  }
+  const auto describe = [](const char* name, const kjv::Config& c) {
+    std::printf("%s: %lld layers, width %lld, %lld heads, %lld positions, vocabulary %lld\n", name,
+                static_cast<long long>(c.layers), static_cast<long long>(c.width),
+                static_cast<long long>(c.heads), static_cast<long long>(c.max_positions),
+                static_cast<long long>(c.vocab));
+  };
+  describe("target", target.config());
+  describe("draft ", draft.config());
+  std::printf("prompt \"%s\", %lld tokens x %lld sequences per method, temperature %g, seed %llu\n\n",
+              escaped(prompt).c_str(), static_cast<long long>(s.tokens),
+              static_cast<long long>(s.repeats), static_cast<double>(s.temperature),
+              static_cast<unsigned long long>(s.seed));
+  kjv::ModelProvider target_provider(target), draft_provider(draft);
+  const specdec::LoopOptions loop{.warp = {.temperature = s.temperature},
+                                  .max_new_tokens = static_cast<std::int32_t>(s.tokens),
+                                  .seed = s.seed};
+  // Plain decoding of the target first: every speed is relative to it.
+  std::vector<std::string> methods = {"plain"};
+  for (const auto& m : s.methods) {
+    if (m != "plain") methods.push_back(m);
+  }
+  std::printf("%-10s %-26s %12s %12s %10s %9s\n", "method", "shape", "tokens/call",
+              "draft/token", "tokens/s", "vs plain");
+  double plain_speed = 0.0;
+  for (const auto& method : methods) {
+    specdec::DecodeMetrics total;
+    std::string sample;
+    for (std::int64_t r = 0; r < s.repeats; ++r) {
+      const auto result = decode(method, target_provider, draft_provider, prompt, loop,
+                                 static_cast<std::uint32_t>(r));
+      total.merge(result.metrics);
+      if (r == 0) sample = escaped(result.tokens);
+    }
+    const double speed = static_cast<double>(total.tokens_generated) / total.wall_seconds;
+    if (method == "plain") plain_speed = speed;
+    std::printf("%-10s %-26s %12.3f %12.3f %10.0f %8.2fx\n", method.c_str(),
+                shape_of(method).c_str(), total.block_efficiency(),
+                static_cast<double>(total.draft_calls) /
+                    static_cast<double>(total.tokens_generated),
+                speed, speed / plain_speed);
+    std::printf("  text: %s\n", sample.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(parse_args(argc, argv));
+  } catch (const std::exception& e) {
+    std::string message = e.what();
+    std::replace(message.begin(), message.end(), '\n', ' ');
+    std::fprintf(stderr, "kjv_generate: %s\n", message.c_str());
+    return 2;
+  }
+}

@@ -10,7 +10,9 @@
 //        kjv_generate --dump-logits target|draft [--prompt TEXT]      (rows after each prefix)
 //        kjv_generate --dump-tree 'TOKENS;PARENTS;KEPT;NEXT' [--prompt TEXT]
 // Bad input: one line on stderr, exit status 2.
+#include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -267,6 +269,41 @@ std::string shape_of(const std::string& method) {
   return "K=2, L=4";
 }
 
+// Microseconds of one forward pass over `fed` new tokens after `context` cached ones (the median
+// of 101), what a tree of fed - 1 nodes costs the target.
+double pass_microseconds(const kjv::Transformer& model, std::int64_t context, std::int64_t fed) {
+  kjv::KVCache cache(model.config(), context + fed);
+  kjv::Transformer::Scratch scratch(model.config(), fed, context + fed);
+  kjv::Matrix logits(fed, model.config().vocab);
+  const std::vector<Token> tokens(static_cast<std::size_t>(fed), Token{'a'});
+  std::vector<std::int32_t> positions;
+  for (std::int64_t i = 0; i < fed; ++i) positions.push_back(static_cast<std::int32_t>(context + i));
+  const std::vector<std::uint8_t> mask(static_cast<std::size_t>(fed * (context + fed)), 1);
+  std::vector<double> times;
+  for (int r = 0; r < 101; ++r) {
+    cache.length = context;
+    const auto start = std::chrono::steady_clock::now();
+    model.forward(tokens, positions, mask, cache, scratch, logits);
+    times.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::nth_element(times.begin(), times.begin() + 50, times.end());
+  return times[50];
+}
+
+void print_pass_costs(const kjv::Transformer& target, const kjv::Transformer& draft,
+                      std::int64_t context) {
+  std::printf("\nforward pass after %lld cached tokens, microseconds (median of 101):\n",
+              static_cast<long long>(context));
+  std::printf("%-22s %8s %8s %8s %8s %8s\n", "new tokens", "1", "2", "5", "9", "17");
+  for (const auto& [name, model] : {std::pair{"target", &target}, std::pair{"draft", &draft}}) {
+    std::printf("%-22s", name);
+    for (const std::int64_t fed : {1, 2, 5, 9, 17}) {
+      std::printf(" %8.1f", pass_microseconds(*model, context, fed));
+    }
+    std::printf("\n");
+  }
+}
+
 int run(const Settings& s) {
   const auto target_entry = kjv::read_pair_entry(s.models, "target");
   const auto draft_entry = kjv::read_pair_entry(s.models, "draft");
@@ -330,6 +367,7 @@ int run(const Settings& s) {
                 speed, speed / plain_speed);
     std::printf("  text: %s\n", sample.c_str());
   }
+  print_pass_costs(target, draft, static_cast<std::int64_t>(prompt.size()) + s.tokens / 2);
   return 0;
 }
 

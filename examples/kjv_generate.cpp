@@ -124,7 +124,8 @@ std::vector<Token> encode(std::string_view text, std::int64_t vocab, std::int64_
   std::vector<Token> tokens;
   for (std::size_t i = 0; i < text.size(); ++i) {
     const auto byte = static_cast<unsigned char>(text[i]);
-    if (byte >= vocab) fail("--prompt", "byte {} (0x{:02x}) is outside the vocabulary of {}", i, byte, vocab);
+    if (byte >= vocab)
+      fail("--prompt", "byte {} (0x{:02x}) is outside the vocabulary of {}", i, byte, vocab);
     tokens.push_back(static_cast<Token>(byte));
   }
   if (static_cast<std::int64_t>(tokens.size()) + kDeepestTree >= context) {
@@ -154,25 +155,10 @@ std::string escaped(std::span<const Token> tokens) {
 void print_rows(const kjv::Matrix& rows, std::int64_t count) {
   for (std::int64_t r = 0; r < count; ++r) {
     std::string line;
-    for (std::int64_t c = 0; c < rows.cols(); ++c) line += fmt::format("{}{:.9g}", c ? " " : "", rows(r, c));
+    for (std::int64_t c = 0; c < rows.cols(); ++c)
+      line += fmt::format("{}{:.9g}", c ? " " : "", rows(r, c));
     std::puts(line.c_str());
   }
-}
-
-// The model's logits after every prefix of the prompt, from an empty cache with a causal mask.
-void dump_logits(const kjv::Transformer& model, std::span<const Token> prompt) {
-  const auto n = static_cast<std::int64_t>(prompt.size());
-  kjv::KVCache cache(model.config(), n);
-  kjv::Transformer::Scratch scratch(model.config(), n, n);
-  kjv::Matrix logits(n, model.config().vocab);
-  std::vector<std::int32_t> positions;
-  std::vector<std::uint8_t> mask(static_cast<std::size_t>(n * n), 0);
-  for (std::int64_t i = 0; i < n; ++i) {
-    positions.push_back(static_cast<std::int32_t>(i));
-    std::fill_n(mask.begin() + i * n, i + 1, std::uint8_t{1});
-  }
-  model.forward(prompt, positions, mask, cache, scratch, logits);
-  print_rows(logits, n);
 }
 
 std::vector<std::int32_t> parse_list(std::string_view name, std::string_view text) {
@@ -199,7 +185,8 @@ void dump_tree(const kjv::Transformer& model, std::span<const Token> prompt,
   if (tokens.size() != parents.size()) fail("--dump-tree", "tokens and parents differ in length");
   specdec::DraftTree tree, half;
   for (std::size_t i = 0; i < tokens.size(); ++i) {
-    if (parents[i] >= static_cast<std::int32_t>(i)) fail("--dump-tree parents", "{} is not an earlier node", parents[i]);
+    if (parents[i] >= static_cast<std::int32_t>(i))
+      fail("--dump-tree parents", "{} is not an earlier node", parents[i]);
     tree.add(tokens[i], parents[i]);
     if (2 * i < tokens.size()) half.add(tokens[i], parents[i]);
   }
@@ -227,17 +214,20 @@ DecodeResult decode(const std::string& method, kjv::ModelProvider& target,
                     const specdec::LoopOptions& loop, std::uint32_t sequence) {
   if (method == "sequoia" || method == "eagle") {
     specdec::TopKTreeOptions options;
-    options = method == "sequoia"
-                  ? specdec::TopKTreeOptions{.shape = specdec::TreeShapePolicy::kSequoia,
-                                             .width = 4, .depth = kDeepestTree, .budget = 16}
-                  : specdec::TopKTreeOptions{.shape = specdec::TreeShapePolicy::kEagle2,
-                                             .width = 3, .depth = 4, .budget = 12};
+    options =
+        method == "sequoia"
+            ? specdec::TopKTreeOptions{.shape = specdec::TreeShapePolicy::kSequoia,
+                                       .width = 4,
+                                       .depth = kDeepestTree,
+                                       .budget = 16}
+            : specdec::TopKTreeOptions{
+                  .shape = specdec::TreeShapePolicy::kEagle2, .width = 3, .depth = 4, .budget = 12};
     return specdec::decode(target, specdec::TopKTreeStrategy<kjv::ModelProvider>(draft, options),
                            loop, prompt, sequence);
   }
   if (method == "ngram") {
-    return specdec::decode(target, specdec::NGramStrategy({.max_ngram = 4, .min_ngram = 2,
-                                                           .max_draft = 4}),
+    return specdec::decode(target,
+                           specdec::NGramStrategy({.max_ngram = 4, .min_ngram = 2, .max_draft = 4}),
                            loop, prompt, sequence);
   }
   DecodeOptions o;
@@ -277,14 +267,17 @@ double pass_microseconds(const kjv::Transformer& model, std::int64_t context, st
   kjv::Matrix logits(fed, model.config().vocab);
   const std::vector<Token> tokens(static_cast<std::size_t>(fed), Token{'a'});
   std::vector<std::int32_t> positions;
-  for (std::int64_t i = 0; i < fed; ++i) positions.push_back(static_cast<std::int32_t>(context + i));
+  for (std::int64_t i = 0; i < fed; ++i)
+    positions.push_back(static_cast<std::int32_t>(context + i));
   const std::vector<std::uint8_t> mask(static_cast<std::size_t>(fed * (context + fed)), 1);
   std::vector<double> times;
   for (int r = 0; r < 101; ++r) {
     cache.length = context;
     const auto start = std::chrono::steady_clock::now();
     model.forward(tokens, positions, mask, cache, scratch, logits);
-    times.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
+    times.push_back(
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+            .count());
   }
   std::nth_element(times.begin(), times.begin() + 50, times.end());
   return times[50];
@@ -313,7 +306,8 @@ int run(const Settings& s) {
   const auto context = std::min(target.config().max_positions, draft.config().max_positions);
   const auto prompt = encode(s.prompt, target.config().vocab, context);
   if (!s.dump_logits.empty()) {
-    dump_logits(s.dump_logits == "target" ? target : draft, prompt);
+    const auto& model = s.dump_logits == "target" ? target : draft;
+    print_rows(model.prefix_logits(prompt), static_cast<std::int64_t>(prompt.size()));
     return 0;
   }
   if (!s.dump_tree.empty()) {
@@ -322,8 +316,10 @@ int run(const Settings& s) {
   }
   const auto room = context - static_cast<std::int64_t>(prompt.size()) - kDeepestTree;
   if (s.tokens > room) {
-    fail("--tokens", "{} after a prompt of {} bytes overflows the context of {} positions (at "
-         "most {})", s.tokens, prompt.size(), context, room);
+    fail("--tokens",
+         "{} after a prompt of {} bytes overflows the context of {} positions (at "
+         "most {})",
+         s.tokens, prompt.size(), context, room);
   }
   const auto describe = [](const char* name, const kjv::Config& c) {
     std::printf("%s: %lld layers, width %lld, %lld heads, %lld positions, vocabulary %lld\n", name,
@@ -333,10 +329,10 @@ int run(const Settings& s) {
   };
   describe("target", target.config());
   describe("draft ", draft.config());
-  std::printf("prompt \"%s\", %lld tokens x %lld sequences per method, temperature %g, seed %llu\n\n",
-              escaped(prompt).c_str(), static_cast<long long>(s.tokens),
-              static_cast<long long>(s.repeats), static_cast<double>(s.temperature),
-              static_cast<unsigned long long>(s.seed));
+  std::printf(
+      "prompt \"%s\", %lld tokens x %lld sequences per method, temperature %g, seed %llu\n\n",
+      escaped(prompt).c_str(), static_cast<long long>(s.tokens), static_cast<long long>(s.repeats),
+      static_cast<double>(s.temperature), static_cast<unsigned long long>(s.seed));
   kjv::ModelProvider target_provider(target), draft_provider(draft);
   const specdec::LoopOptions loop{.warp = {.temperature = s.temperature},
                                   .max_new_tokens = static_cast<std::int32_t>(s.tokens),
@@ -346,8 +342,8 @@ int run(const Settings& s) {
   for (const auto& m : s.methods) {
     if (m != "plain") methods.push_back(m);
   }
-  std::printf("%-10s %-26s %12s %12s %10s %9s\n", "method", "shape", "tokens/call",
-              "draft/token", "tokens/s", "vs plain");
+  std::printf("%-10s %-26s %12s %12s %10s %9s\n", "method", "shape", "tokens/call", "draft/token",
+              "tokens/s", "vs plain");
   double plain_speed = 0.0;
   for (const auto& method : methods) {
     specdec::DecodeMetrics total;
@@ -360,11 +356,11 @@ int run(const Settings& s) {
     }
     const double speed = static_cast<double>(total.tokens_generated) / total.wall_seconds;
     if (method == "plain") plain_speed = speed;
-    std::printf("%-10s %-26s %12.3f %12.3f %10.0f %8.2fx\n", method.c_str(),
-                shape_of(method).c_str(), total.block_efficiency(),
-                static_cast<double>(total.draft_calls) /
-                    static_cast<double>(total.tokens_generated),
-                speed, speed / plain_speed);
+    std::printf(
+        "%-10s %-26s %12.3f %12.3f %10.0f %8.2fx\n", method.c_str(), shape_of(method).c_str(),
+        total.block_efficiency(),
+        static_cast<double>(total.draft_calls) / static_cast<double>(total.tokens_generated), speed,
+        speed / plain_speed);
     std::printf("  text: %s\n", sample.c_str());
   }
   print_pass_costs(target, draft, static_cast<std::int64_t>(prompt.size()) + s.tokens / 2);

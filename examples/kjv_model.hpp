@@ -5,6 +5,7 @@
 #pragma once
 
 #include <Eigen/Dense>
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -37,9 +38,11 @@ struct Config {
 
   /// Throws specdec::Error naming `name.field` unless every size is >= 1 and heads divides width.
   void validate(const std::string& name) const {
-    const std::pair<const char*, std::int64_t> sizes[] = {
-        {"vocab", vocab}, {"width", width}, {"heads", heads}, {"layers", layers},
-        {"max_positions", max_positions}};
+    const std::pair<const char*, std::int64_t> sizes[] = {{"vocab", vocab},
+                                                          {"width", width},
+                                                          {"heads", heads},
+                                                          {"layers", layers},
+                                                          {"max_positions", max_positions}};
     for (const auto& [field, value] : sizes) {
       if (value < 1 || value > (std::int64_t{1} << 20)) {
         specdec::detail::fail(name + "." + field, "{} is outside [1, 2^20]", value);
@@ -137,8 +140,12 @@ class Transformer {
   struct Scratch {
     Matrix x, normed, qkv, attended, hidden, scores;
     Scratch(const Config& c, std::int64_t rows, std::int64_t keys)
-        : x(rows, c.width), normed(rows, c.width), qkv(rows, 3 * c.width),
-          attended(rows, c.width), hidden(rows, 4 * c.width), scores(rows, keys) {}
+        : x(rows, c.width),
+          normed(rows, c.width),
+          qkv(rows, 3 * c.width),
+          attended(rows, c.width),
+          hidden(rows, 4 * c.width),
+          scores(rows, keys) {}
   };
 
   /// Logits [n, vocab] (into the first n rows of `logits`) of n new tokens at position ids
@@ -165,18 +172,19 @@ class Transformer {
       cache.values[l].middleRows(start, n) = s.qkv.block(0, 2 * w, n, w);
       for (std::int64_t h = 0; h < config_.heads; ++h) {
         auto scores = s.scores.topLeftCorner(n, total);
-        scores.noalias() = s.qkv.block(0, h * hw, n, hw) *
-                           cache.keys[l].block(0, h * hw, total, hw).transpose();
+        scores.noalias() =
+            s.qkv.block(0, h * hw, n, hw) * cache.keys[l].block(0, h * hw, total, hw).transpose();
         for (std::int64_t i = 0; i < n; ++i) {
           const std::uint8_t* allowed = mask.data() + i * total;
           float top = -std::numeric_limits<float>::infinity();
           for (std::int64_t j = 0; j < total; ++j) {
-            scores(i, j) = allowed[j] ? scores(i, j) * scale
-                                      : -std::numeric_limits<float>::infinity();
+            scores(i, j) =
+                allowed[j] ? scores(i, j) * scale : -std::numeric_limits<float>::infinity();
             top = std::max(top, scores(i, j));
           }
           float sum = 0.0f;
-          for (std::int64_t j = 0; j < total; ++j) sum += scores(i, j) = std::exp(scores(i, j) - top);
+          for (std::int64_t j = 0; j < total; ++j)
+            sum += scores(i, j) = std::exp(scores(i, j) - top);
           scores.row(i) /= sum;
         }
         s.attended.block(0, h * hw, n, hw).noalias() =
@@ -192,6 +200,23 @@ class Transformer {
     cache.length = total;
     layer_norm(x, norm_, s.normed.topRows(n));
     logits.topRows(n).noalias() = s.normed.topRows(n) * head_;
+  }
+
+  /// Logits [n, vocab] after every prefix of `tokens` (n of them), from an empty cache with a
+  /// causal mask: plain left-to-right scoring, the reference cached passes are checked against.
+  Matrix prefix_logits(std::span<const specdec::Token> tokens) const {
+    const auto n = static_cast<std::int64_t>(tokens.size());
+    KVCache cache(config_, n);
+    Scratch scratch(config_, n, n);
+    Matrix logits(n, config_.vocab);
+    std::vector<std::int32_t> positions;
+    std::vector<std::uint8_t> mask(static_cast<std::size_t>(n * n), 0);
+    for (std::int64_t i = 0; i < n; ++i) {
+      positions.push_back(static_cast<std::int32_t>(i));
+      std::fill_n(mask.begin() + i * n, i + 1, std::uint8_t{1});
+    }
+    forward(tokens, positions, mask, cache, scratch, logits);
+    return logits;
   }
 
  private:
@@ -225,8 +250,10 @@ class Transformer {
     for (Eigen::Index i = 0; i < in.rows(); ++i) {
       const float mean = in.row(i).mean();
       const float variance = (in.row(i).array() - mean).square().mean();
-      out.row(i) = ((in.row(i).array() - mean) / std::sqrt(variance + 1e-5f)).matrix()
-                       .cwiseProduct(norm.weight) + norm.bias;
+      out.row(i) = ((in.row(i).array() - mean) / std::sqrt(variance + 1e-5f))
+                       .matrix()
+                       .cwiseProduct(norm.weight) +
+                   norm.bias;
     }
   }
 
@@ -248,8 +275,8 @@ struct PairEntry {
 inline PairEntry read_pair_entry(const std::filesystem::path& directory, const std::string& name) {
   const auto path = directory / "kjv_pair.json";
   const auto bytes = specdec::detail::read_file(path);
-  const auto json = specdec::io::parse_json_strict(std::string_view(bytes.data(), bytes.size()),
-                                                   "kjv_pair.json");
+  const auto json =
+      specdec::io::parse_json_strict(std::string_view(bytes.data(), bytes.size()), "kjv_pair.json");
   const auto field = [&](const nlohmann::json& object, const std::string& key,
                          const std::string& where) -> const nlohmann::json& {
     if (!object.is_object() || !object.contains(key)) {
@@ -272,7 +299,8 @@ inline PairEntry read_pair_entry(const std::filesystem::path& directory, const s
                 number("max_positions")};
   out.config.validate("kjv_pair.json " + where);
   const auto& file = field(entry, "file", "models." + name);
-  if (!file.is_string()) specdec::detail::fail("kjv_pair.json", "models.{}.file is not a string", name);
+  if (!file.is_string())
+    specdec::detail::fail("kjv_pair.json", "models.{}.file is not a string", name);
   out.weights = directory / file.get<std::string>();
   return out;
 }

@@ -83,15 +83,18 @@ class ModelProvider {
     if (cached_ == committed) {
       const auto common = std::min<std::size_t>(scored_tokens_.size(), batch.tokens.size());
       while (static_cast<std::size_t>(kept) < common &&
-             scored_tokens_[static_cast<std::size_t>(kept)] == batch.tokens[static_cast<std::size_t>(kept)] &&
-             scored_parents_[static_cast<std::size_t>(kept)] == batch.parents[static_cast<std::size_t>(kept)]) {
+             scored_tokens_[static_cast<std::size_t>(kept)] ==
+                 batch.tokens[static_cast<std::size_t>(kept)] &&
+             scored_parents_[static_cast<std::size_t>(kept)] ==
+                 batch.parents[static_cast<std::size_t>(kept)]) {
         ++kept;
       }
     }
     fed_tokens_.assign(tokens_.begin() + cached_, tokens_.end());  // pending context
     const auto pending = static_cast<std::int64_t>(fed_tokens_.size());
     fed_positions_.clear();
-    for (auto p = cached_; p < committed; ++p) fed_positions_.push_back(static_cast<std::int32_t>(p));
+    for (auto p = cached_; p < committed; ++p)
+      fed_positions_.push_back(static_cast<std::int32_t>(p));
     fed_tokens_.insert(fed_tokens_.end(), batch.tokens.begin() + kept, batch.tokens.end());
     fed_positions_.insert(fed_positions_.end(), batch.positions.begin() + kept,
                           batch.positions.end());
@@ -138,11 +141,10 @@ class ModelProvider {
       // The cache holds the context, then the scored tree: keep the accepted nodes it scored
       // (a prefix of the path when the tree was a level-order prefix of `batch`).
       const auto scored = scored_tokens_.size();
-      const bool same = scored <= batch.tokens.size() &&
-                        std::equal(scored_tokens_.begin(), scored_tokens_.end(),
-                                   batch.tokens.begin()) &&
-                        std::equal(scored_parents_.begin(), scored_parents_.end(),
-                                   batch.parents.begin());
+      const bool same =
+          scored <= batch.tokens.size() &&
+          std::equal(scored_tokens_.begin(), scored_tokens_.end(), batch.tokens.begin()) &&
+          std::equal(scored_parents_.begin(), scored_parents_.end(), batch.parents.begin());
       std::size_t keys = 0;
       while (same && keys < kept_nodes.size() &&
              static_cast<std::size_t>(kept_nodes[keys]) < scored) {
@@ -151,15 +153,16 @@ class ModelProvider {
       source_.resize(keys);
       destination_.resize(keys);
       specdec::kv_compaction(specdec::TreeView{scored_tokens_, scored_parents_},
-                             static_cast<std::int32_t>(committed), kept_nodes.first(keys),
-                             source_, destination_);
+                             static_cast<std::int32_t>(committed), kept_nodes.first(keys), source_,
+                             destination_);
       cache_.move(source_, destination_);
       cached_ = committed + static_cast<std::int64_t>(keys);
     }
     cache_.length = cached_;
     scored_tokens_.clear();
     scored_parents_.clear();
-    for (const auto node : kept_nodes) tokens_.push_back(batch.tokens[static_cast<std::size_t>(node)]);
+    for (const auto node : kept_nodes)
+      tokens_.push_back(batch.tokens[static_cast<std::size_t>(node)]);
     tokens_.push_back(next);
   }
 

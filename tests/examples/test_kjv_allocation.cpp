@@ -50,8 +50,8 @@ TEST_CASE("EAGLE-2 tree steps on the trained pair allocate nothing after warm-up
   using Strategy = specdec::TopKTreeStrategy<kjv::ModelProvider>;
   specdec::Decoder<kjv::ModelProvider, Strategy> decoder(
       target,
-      Strategy(draft, {.shape = specdec::TreeShapePolicy::kEagle2, .width = 3, .depth = 4,
-                       .budget = 12}),
+      Strategy(draft,
+               {.shape = specdec::TreeShapePolicy::kEagle2, .width = 3, .depth = 4, .budget = 12}),
       specdec::LoopOptions{.max_new_tokens = 90});
   decoder.reset(kPrompt);
   CHECK(specdec::test::allocations_after_warm_up([&] { decoder.step(); }, 8, 4) == 0);

@@ -34,22 +34,13 @@ const Pair& trained_pair() {
 // softmax of the model's logits after `tokens`, from an empty cache with a causal mask.
 std::vector<double> next_token_law(const kjv::Transformer& model,
                                    const std::vector<specdec::Token>& tokens) {
-  const auto n = static_cast<std::int64_t>(tokens.size());
-  kjv::KVCache cache(model.config(), n);
-  kjv::Transformer::Scratch scratch(model.config(), n, n);
-  kjv::Matrix logits(n, model.config().vocab);
-  std::vector<std::int32_t> positions;
-  std::vector<std::uint8_t> mask(static_cast<std::size_t>(n * n), 0);
-  for (std::int64_t i = 0; i < n; ++i) {
-    positions.push_back(static_cast<std::int32_t>(i));
-    std::fill_n(mask.begin() + i * n, i + 1, std::uint8_t{1});
-  }
-  model.forward(tokens, positions, mask, cache, scratch, logits);
-  const auto row = logits.row(n - 1).cast<double>();
+  const auto logits = model.prefix_logits(tokens);
+  const auto row = logits.row(logits.rows() - 1).cast<double>();
   std::vector<double> law(static_cast<std::size_t>(row.size()));
   const double top = row.maxCoeff();
   double sum = 0.0;
-  for (std::size_t v = 0; v < law.size(); ++v) sum += law[v] = std::exp(row(static_cast<Eigen::Index>(v)) - top);
+  for (std::size_t v = 0; v < law.size(); ++v)
+    sum += law[v] = std::exp(row(static_cast<Eigen::Index>(v)) - top);
   for (auto& p : law) p /= sum;
   return law;
 }
@@ -126,8 +117,8 @@ TEST_CASE("an EAGLE-2 top-k tree on the trained pair emits the target's first tw
   using Strategy = specdec::TopKTreeStrategy<kjv::ModelProvider>;
   specdec::Decoder<kjv::ModelProvider, Strategy> decoder(
       target,
-      Strategy(draft, {.shape = specdec::TreeShapePolicy::kEagle2, .width = 3, .depth = 4,
-                       .budget = 12}),
+      Strategy(draft,
+               {.shape = specdec::TreeShapePolicy::kEagle2, .width = 3, .depth = 4, .budget = 12}),
       options(specdec::Method::kSd).loop());
   check_first_two_tokens(decoder, kRuns);
 }

@@ -54,15 +54,27 @@ inline ChainLogitsScratch chain_logits_scratch(std::byte* base, std::int64_t voc
           reinterpret_cast<TileSum*>(base + 3 * row + warp_workspace_size(vocab))};
 }
 
+/// Rows made on first use (constrained logits, verify/constrained_logits.hpp): fetch(context, i)
+/// is row i, valid while the walk works on it.
+template <class T>
+struct RowSource {
+  const T* (*fetch)(void* context, std::int64_t i) = nullptr;
+  void* context = nullptr;
+};
+
 /// A row of logits in a matrix: `rows` points at row 0 of the sequence, `stride` elements apart;
-/// `first` is row 0's index in the matrix named `name` (for error messages).
+/// `first` is row 0's index in the matrix named `name` (for error messages). With a `source`, rows
+/// come from it instead.
 template <class T>
 struct LogitRows {
   const T* rows;
   std::int64_t stride;
   std::string_view name;
   std::int64_t first;
-  const T* row(std::int64_t i) const { return rows + i * stride; }
+  RowSource<T> source{};
+  const T* row(std::int64_t i) const {
+    return source.fetch != nullptr ? source.fetch(source.context, i) : rows + i * stride;
+  }
 };
 
 template <class T>

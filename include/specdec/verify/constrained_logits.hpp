@@ -1,0 +1,312 @@
+// SPDX-License-Identifier: MIT
+// Constrained verification from logits: the target row at a position is the warp of its logits
+// transformed as the request asks (penalties, then a grammar bitmask, allowed ids and min_tokens
+// setting entries to -inf). Each target row is transformed when the walk first reads it, into one
+// of two rows of scratch: the mask is read as V/8 bytes (one bit test per entry of the copy) and
+// penalties adjust their few tokens only; the walk then runs on the transformed row exactly as on
+// a row given transformed, so verdicts and tokens equal the plain from-logits entry on the
+// transformed logits bit for bit. Rows the walk never reaches are neither read nor transformed:
+// a position after a draft token its own mask forbids is never reached (that token's target
+// probability is 0 and it is rejected with certainty), so its mask is never read.
+#pragma once
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <span>
+
+#include "specdec/verify/chain_logits.hpp"
+#include "specdec/verify/target_only_logits.hpp"
+
+namespace specdec {
+
+/// A token of a sequence that a penalty applies to: its count in the output so far (not counting
+/// the draft) and whether the prompt holds it. Each token at most once per list.
+struct PenalisedToken {
+  Token token = 0;
+  std::int32_t count = 0;
+  bool in_prompt = false;
+};
+
+/// vLLM's penalties (SamplingParams): a token in the prompt, the output or the draft prefix has a
+/// positive logit divided by `repetition`, a negative one multiplied by it; then
+/// `frequency * count + presence * [count > 0]` is subtracted, count over output + draft prefix.
+struct Penalties {
+  float repetition = 1.0f;
+  float frequency = 0.0f;
+  float presence = 0.0f;
+  std::span<const PenalisedToken> tokens{};
+  bool any() const { return repetition != 1.0f || frequency != 0.0f || presence != 0.0f; }
+};
+
+/// The constraints of one sequence's target rows. `bitmask`: xgrammar's / vLLM's packed mask,
+/// ceil(vocab / 32) int32 words per target row (bit j of word k set = token 32k + j allowed),
+/// empty for none. `allowed`: the only tokens allowed at every row (vLLM's allowed_token_ids),
+/// empty for all. `stop_tokens` are masked at a row while `output_length` plus the row's draft
+/// prefix is below `min_tokens`.
+struct LogitConstraints {
+  std::span<const std::int32_t> bitmask{};
+  std::span<const Token> allowed{};
+  Penalties penalties{};
+  std::span<const Token> stop_tokens{};
+  std::int64_t min_tokens = 0;
+  std::int64_t output_length = 0;
+};
+
+}  // namespace specdec
+
+namespace specdec::detail {
+
+/// Words of a packed mask row for `vocab` tokens.
+SPECDEC_HOST_DEVICE std::int64_t mask_words(std::int64_t vocab) { return (vocab + 31) / 32; }
+
+/// Whether bit `token` of a packed mask row is set.
+SPECDEC_HOST_DEVICE bool mask_allows(const std::int32_t* row, std::int64_t token) {
+  return ((static_cast<std::uint32_t>(row[token >> 5]) >> (token & 31)) & 1u) != 0;
+}
+
+/// A logit after the penalties, for a token counted `count` times in output + draft prefix.
+SPECDEC_HOST_DEVICE float penalised_logit(float logit, float repetition, float frequency,
+                                                 float presence, std::int32_t count,
+                                                 bool in_prompt) {
+  if (in_prompt || count > 0) logit = logit > 0.0f ? logit / repetition : logit * repetition;
+  logit -= frequency * static_cast<float>(count);
+  return logit - (count > 0 ? presence : 0.0f);
+}
+
+/// Occurrences of `token` among `prefix[0, length)`.
+inline std::int32_t occurrences(const Token* prefix, std::int64_t length, Token token) {
+  std::int32_t c = 0;
+  for (std::int64_t j = 0; j < length; ++j) c += prefix[j] == token ? 1 : 0;
+  return c;
+}
+
+/// The checks of a sequence's constraints for `rows` target rows of `vocab`.
+inline void check_constraints(const LogitConstraints& c, std::int64_t rows, std::int64_t vocab) {
+  if (!c.bitmask.empty()) {
+    check_size("bitmask", c.bitmask.size(), static_cast<std::size_t>(rows * mask_words(vocab)));
+  }
+  for (std::size_t i = 0; i < c.allowed.size(); ++i) {
+    check_token(ArgName("allowed", static_cast<std::int64_t>(i)), c.allowed[i], vocab);
+  }
+  for (std::size_t i = 0; i < c.stop_tokens.size(); ++i) {
+    check_token(ArgName("stop_tokens", static_cast<std::int64_t>(i)), c.stop_tokens[i], vocab);
+  }
+  const Penalties& p = c.penalties;
+  if (!(std::isfinite(p.repetition) && p.repetition > 0.0f)) {
+    fail("penalties.repetition", "{} must be finite and > 0", p.repetition);
+  }
+  if (!std::isfinite(p.frequency)) fail("penalties.frequency", "{} must be finite", p.frequency);
+  if (!std::isfinite(p.presence)) fail("penalties.presence", "{} must be finite", p.presence);
+  for (std::size_t i = 0; i < p.tokens.size(); ++i) {
+    const ArgName name("penalties.tokens", static_cast<std::int64_t>(i));
+    check_token(name, p.tokens[i].token, vocab);
+    if (p.tokens[i].count < 0) fail(name, "count {} must be >= 0", p.tokens[i].count);
+  }
+  if (c.min_tokens < 0) fail("min_tokens", "{} must be >= 0", c.min_tokens);
+  if (c.output_length < 0) fail("output_length", "{} must be >= 0", c.output_length);
+}
+
+/// Writes row `row` of raw logits `raw` transformed by `c` into `out` (vocab floats), for a
+/// row whose draft prefix is `prefix[0, length)`. Throws when the row allows no token.
+inline void transform_logit_row(const LogitConstraints& c, std::int64_t row, const float* raw,
+                                const Token* prefix, std::int64_t length, std::int64_t vocab,
+                                float* out) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  const std::int32_t* mask =
+      c.bitmask.empty() ? nullptr : c.bitmask.data() + row * mask_words(vocab);
+  std::int64_t allowed = 0;
+  if (!c.allowed.empty()) {
+    // A sparse row: only the listed ids, where the grammar allows them.
+    for (std::int64_t i = 0; i < vocab; ++i) out[i] = kNegInf;
+    for (const Token t : c.allowed) {
+      const bool ok = mask == nullptr || mask_allows(mask, t);
+      out[t] = ok ? raw[t] : kNegInf;
+      allowed += ok ? 1 : 0;
+    }
+  } else if (mask != nullptr) {
+    const std::int64_t words = vocab / 32;
+    for (std::int64_t k = 0; k < words; ++k) {
+      const auto w = static_cast<std::uint32_t>(mask[k]);
+      allowed += std::popcount(w);
+      for (int j = 0; j < 32; ++j) out[32 * k + j] = (w >> j) & 1u ? raw[32 * k + j] : kNegInf;
+    }
+    for (std::int64_t i = 32 * words; i < vocab; ++i) {
+      const bool ok = mask_allows(mask, i);
+      out[i] = ok ? raw[i] : kNegInf;
+      allowed += ok ? 1 : 0;
+    }
+  } else {
+    std::copy(raw, raw + vocab, out);
+    allowed = vocab;
+  }
+  if (c.output_length + length < c.min_tokens) {
+    for (const Token t : c.stop_tokens) out[t] = kNegInf;
+    // Stop tokens may have been the only ones allowed: count what is left (rare, a full scan).
+    if (allowed <= static_cast<std::int64_t>(c.stop_tokens.size())) {
+      allowed = 0;
+      for (std::int64_t i = 0; i < vocab; ++i) {
+        bool ok = mask == nullptr || mask_allows(mask, i);
+        for (const Token t : c.stop_tokens) ok = ok && t != i;
+        if (!c.allowed.empty()) ok = ok && occurrences(c.allowed.data(), std::ssize(c.allowed), static_cast<Token>(i)) > 0;
+        allowed += ok ? 1 : 0;
+      }
+    }
+  }
+  if (allowed <= 0) fail(ArgName("bitmask", row), "allows no token at target row {}", row);
+  // The penalties: the listed tokens with the prefix's occurrences added, then prefix tokens not
+  // listed (each at its first occurrence). Masked entries stay -inf.
+  const Penalties& p = c.penalties;
+  if (!p.any()) return;
+  const auto penalise = [&](Token t, std::int32_t count, bool in_prompt) {
+    if (out[t] == kNegInf) return;
+    out[t] = penalised_logit(raw[t], p.repetition, p.frequency, p.presence, count, in_prompt);
+  };
+  for (const PenalisedToken& e : p.tokens) {
+    penalise(e.token, e.count + occurrences(prefix, length, e.token), e.in_prompt);
+  }
+  for (std::int64_t j = 0; j < length; ++j) {
+    const Token t = prefix[j];
+    bool listed = occurrences(prefix, j, t) > 0;
+    for (const PenalisedToken& e : p.tokens) listed = listed || e.token == t;
+    if (!listed) penalise(t, occurrences(prefix + j, length - j, t), false);
+  }
+}
+
+/// The transformed target rows of one sequence, made on first use (LogitRows' source): two rows
+/// of scratch, the older one replaced. `prefix(r, buffer)` writes row r's draft prefix into
+/// `buffer` and returns its length (the chain's first r tokens, a tree node's ancestors).
+template <class Prefix>
+struct ConstrainedRows {
+  const LogitConstraints* constraints;
+  LogitRows<float> raw;
+  std::int64_t vocab;
+  Prefix prefix;
+  Token* prefix_buffer;
+  float* rows[2];
+  std::int64_t held[2] = {-1, -1};
+  int next = 0;
+
+  static const float* fetch(void* self, std::int64_t r) {
+    auto& s = *static_cast<ConstrainedRows*>(self);
+    for (int k = 0; k < 2; ++k) {
+      if (s.held[k] == r) return s.rows[k];
+    }
+    const int k = s.next;
+    s.next ^= 1;
+    s.held[k] = -1;  // a throw leaves no stale row
+    const std::int64_t length = s.prefix(r, s.prefix_buffer);
+    transform_logit_row(*s.constraints, r, s.raw.row(r), s.prefix_buffer, length, s.vocab,
+                        s.rows[k]);
+    s.held[k] = r;
+    return s.rows[k];
+  }
+
+  /// `raw` with this as its source (the same name, for errors).
+  LogitRows<float> rows_view() {
+    LogitRows<float> v = raw;
+    v.source = {&ConstrainedRows::fetch, this};
+    return v;
+  }
+};
+
+/// Bytes of scratch the transformed rows take besides the walk's: two rows and a prefix buffer of
+/// `depth` tokens.
+inline std::size_t constrained_rows_size(std::int64_t vocab, std::int64_t depth) {
+  return 2 * Workspace::round_up(static_cast<std::size_t>(vocab) * sizeof(float)) +
+         Workspace::round_up(static_cast<std::size_t>(std::max<std::int64_t>(depth, 1)) *
+                             sizeof(Token));
+}
+
+/// A chain's prefixes: row r's are the first r draft tokens.
+struct ChainPrefix {
+  const Token* tokens;
+  std::int64_t operator()(std::int64_t r, Token* buffer) const {
+    std::copy(tokens, tokens + r, buffer);
+    return r;
+  }
+};
+
+/// The chain's transformed rows in `bytes` (constrained_rows_size(vocab, L)).
+inline ConstrainedRows<ChainPrefix> constrained_chain_rows(const LogitConstraints& c,
+                                                           const LogitRows<float>& target,
+                                                           const Token* tokens, std::int64_t vocab,
+                                                           std::byte* bytes) {
+  const auto row = Workspace::round_up(static_cast<std::size_t>(vocab) * sizeof(float));
+  return {.constraints = &c,
+          .raw = target,
+          .vocab = vocab,
+          .prefix = ChainPrefix{tokens},
+          .prefix_buffer = reinterpret_cast<Token*>(bytes + 2 * row),
+          .rows = {reinterpret_cast<float*>(bytes), reinterpret_cast<float*>(bytes + row)}};
+}
+
+}  // namespace specdec::detail
+
+namespace specdec {
+
+/// Bytes of Workspace verify_chain_logits_constrained takes for `length` draft tokens of `vocab`.
+inline std::size_t verify_chain_logits_constrained_workspace_size(std::int64_t vocab,
+                                                                  std::int64_t length) {
+  const std::int64_t v = std::max<std::int64_t>(vocab, 1);
+  return detail::chain_logits_scratch_size(v) + detail::constrained_rows_size(v, length);
+}
+
+/// verify_chain_logits with the target rows transformed by `constraints` before the warp (row i's
+/// draft prefix is draft_tokens[0, i)): the same tokens, draws and verdict as transforming every
+/// target row (penalties, then the masks' -inf) and calling verify_chain_logits on them. The draft
+/// rows are taken as given (transformed or not: a draft token the target's row forbids is rejected
+/// with certainty). Throws specdec::Error naming the bad argument: verify_chain_logits's, bitmask
+/// (its size, or `bitmask[i]` for a reached row allowing no token), allowed[i], stop_tokens[i],
+/// penalties.*, min_tokens, output_length.
+inline ChainVerdict verify_chain_logits_constrained(const Warp& warp,
+                                                    std::span<const float> target_logits,
+                                                    std::span<const float> draft_logits,
+                                                    std::span<const Token> draft_tokens,
+                                                    std::int64_t vocab,
+                                                    const LogitConstraints& constraints,
+                                                    const RandomStream& stream,
+                                                    std::span<Token> out, Workspace& ws) {
+  detail::check_chain_logits_shapes<float>(warp, target_logits, draft_logits, draft_tokens, vocab,
+                                           out.size());
+  const auto length = static_cast<std::int64_t>(draft_tokens.size());
+  detail::check_constraints(constraints, length + 1, vocab);
+  auto scope = ws.scope();
+  auto bytes = ws.take<std::byte>(detail::chain_logits_scratch_size(vocab));
+  auto extra = ws.take<std::byte>(detail::constrained_rows_size(vocab, length));
+  auto chain = detail::chain_logit_rows<float>(target_logits, draft_logits, draft_tokens, vocab);
+  auto rows = detail::constrained_chain_rows(constraints, chain.target, draft_tokens.data(), vocab,
+                                             extra.data());
+  chain.target = rows.rows_view();
+  return detail::verify_chain_logits_unchecked<float>(
+      warp, chain, stream, out.data(), "draft_tokens",
+      detail::chain_logits_scratch(bytes.data(), vocab));
+}
+
+/// verify_chain_target_only_logits with the target rows transformed by `constraints`, as
+/// verify_chain_logits_constrained documents (no draft rows). Workspace:
+/// verify_chain_logits_constrained_workspace_size(vocab, L) bytes.
+inline ChainVerdict verify_chain_target_only_logits_constrained(
+    const Warp& warp, std::span<const float> target_logits, std::span<const Token> draft_tokens,
+    std::int64_t vocab, const LogitConstraints& constraints, const RandomStream& stream,
+    std::span<Token> out, Workspace& ws) {
+  const auto length = static_cast<std::int64_t>(draft_tokens.size());
+  // The chain's checks with the target's first L rows standing in for the absent draft rows.
+  const auto standin = target_logits.first(std::min<std::size_t>(
+      target_logits.size(), draft_tokens.size() * static_cast<std::size_t>(std::max<std::int64_t>(vocab, 0))));
+  detail::check_chain_logits_shapes<float>(warp, target_logits, standin, draft_tokens, vocab,
+                                           out.size());
+  detail::check_constraints(constraints, length + 1, vocab);
+  auto scope = ws.scope();
+  auto bytes = ws.take<std::byte>(detail::chain_logits_scratch_size(vocab));
+  auto extra = ws.take<std::byte>(detail::constrained_rows_size(vocab, length));
+  auto rows = detail::constrained_chain_rows(
+      constraints, detail::LogitRows<float>{target_logits.data(), vocab, "target_logits", 0},
+      draft_tokens.data(), vocab, extra.data());
+  return detail::verify_chain_target_only_logits_unchecked<float>(
+      warp, rows.rows_view(), draft_tokens.data(), length, vocab, stream, out.data(),
+      detail::chain_logits_scratch(bytes.data(), vocab));
+}
+
+}  // namespace specdec

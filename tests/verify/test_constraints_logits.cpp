@@ -1,0 +1,323 @@
+// SPDX-License-Identifier: MIT
+// Constrained verification from logits (verify_chain_logits_constrained and the target-only form):
+// bit for bit the plain from-logits entries on target logits transformed densely here (penalties,
+// bitmask, allowed ids, min_tokens), each transform alone and together; the emitted law is the
+// transformed target's; a row past a forbidden draft token is never read; bad input named.
+#include <cmath>
+#include <limits>
+
+#include "helpers.hpp"
+#include "specdec/toy/random.hpp"
+#include "specdec/verify/constrained_logits.hpp"
+#include "support/stats.hpp"
+
+using namespace specdec;
+using Catch::Contains;
+
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+std::vector<float> normal_rows(std::int64_t rows, std::int64_t vocab, toy::ToyRandom& rng) {
+  std::vector<float> out(static_cast<std::size_t>(rows * vocab));
+  for (float& x : out) x = static_cast<float>(2.0 * rng.normal());
+  return out;
+}
+
+// What a request asks of its rows, with the storage the spans of LogitConstraints point into.
+struct Request {
+  std::vector<std::int32_t> bitmask;
+  std::vector<Token> allowed, stops;
+  std::vector<PenalisedToken> penalised;
+  LogitConstraints c;
+};
+
+constexpr int kMask = 1, kPenalties = 2, kAllowed = 4, kMinTokens = 8;
+
+// A request with the transforms in `which`: a mask allowing about 60% of each row (always token
+// 0), penalties on a few tokens, half the vocabulary allowed, token 0 a stop token until length 3.
+Request make_request(int which, std::int64_t rows, std::int64_t vocab, toy::ToyRandom& rng) {
+  Request q;
+  const std::int64_t words = (vocab + 31) / 32;
+  if ((which & kMask) != 0) {
+    q.bitmask.resize(static_cast<std::size_t>(rows * words));
+    for (std::int64_t r = 0; r < rows; ++r) {
+      for (std::int64_t t = 0; t < vocab; ++t) {
+        if (t == 1 || rng.uniform() < 0.6) {
+          auto& w = q.bitmask[static_cast<std::size_t>(r * words + t / 32)];
+          w = static_cast<std::int32_t>(static_cast<std::uint32_t>(w) | (1u << (t % 32)));
+        }
+      }
+      // Bits past the vocabulary are set in the last word: they must be ignored.
+      if (vocab % 32 != 0) q.bitmask[static_cast<std::size_t>(r * words + words - 1)] |= ~0 << (vocab % 32);
+    }
+  }
+  if ((which & kPenalties) != 0) {
+    for (Token t = 0; t < vocab; t += 3) {
+      q.penalised.push_back({t, static_cast<std::int32_t>(t % 4), t % 5 == 0});
+    }
+    q.c.penalties = {.repetition = 1.3f, .frequency = 0.4f, .presence = 0.6f, .tokens = q.penalised};
+  }
+  if ((which & kAllowed) != 0) {
+    for (Token t = 1; t < vocab; t += 2) q.allowed.push_back(t);
+  }
+  if ((which & kMinTokens) != 0) {
+    q.stops = {1, static_cast<Token>(vocab - 1)};
+    q.c.min_tokens = 3;
+    q.c.output_length = 1;
+  }
+  q.c.bitmask = q.bitmask;
+  q.c.allowed = q.allowed;
+  q.c.stop_tokens = q.stops;
+  return q;
+}
+
+// The transforms applied densely, as an engine writes them: counts over output + prefix, vLLM's
+// penalties on every token, then every mask.
+std::vector<float> transform_densely(const Request& q, const std::vector<float>& logits,
+                                     const std::vector<Token>& tokens, std::int64_t vocab) {
+  const auto v = static_cast<std::size_t>(vocab);
+  std::vector<float> out(logits.size());
+  const std::size_t rows = logits.size() / v;
+  const auto& p = q.c.penalties;
+  for (std::size_t r = 0; r < rows; ++r) {
+    std::vector<std::int32_t> count(v, 0);
+    std::vector<bool> prompt(v, false), allowed(v, q.allowed.empty());
+    for (const auto& e : q.penalised) {
+      count[static_cast<std::size_t>(e.token)] += e.count;
+      prompt[static_cast<std::size_t>(e.token)] = e.in_prompt;
+    }
+    for (std::size_t j = 0; j < r; ++j) ++count[static_cast<std::size_t>(tokens[j])];
+    for (const Token t : q.allowed) allowed[static_cast<std::size_t>(t)] = true;
+    for (std::size_t t = 0; t < v; ++t) {
+      float x = logits[r * v + t];
+      if (p.any()) {
+        if (prompt[t] || count[t] > 0) x = x > 0.0f ? x / p.repetition : x * p.repetition;
+        x -= p.frequency * static_cast<float>(count[t]);
+        x -= count[t] > 0 ? p.presence : 0.0f;
+      }
+      bool ok = allowed[t];
+      if (!q.bitmask.empty()) {
+        const auto word = static_cast<std::uint32_t>(q.bitmask[r * ((v + 31) / 32) + t / 32]);
+        ok = ok && ((word >> (t % 32)) & 1u) != 0;
+      }
+      for (const Token s : q.stops) {
+        if (q.c.output_length + static_cast<std::int64_t>(r) < q.c.min_tokens &&
+            static_cast<std::size_t>(s) == t) {
+          ok = false;
+        }
+      }
+      out[r * v + t] = ok ? x : kNegInf;
+    }
+  }
+  return out;
+}
+
+std::vector<float> warp_rows(const Warp& warp, const std::vector<float>& logits,
+                             std::int64_t vocab) {
+  Workspace ws;
+  std::vector<float> out(logits.size());
+  const auto v = static_cast<std::size_t>(vocab);
+  for (std::size_t r = 0; r * v < logits.size(); ++r) {
+    warp_logits<float>(warp, std::span<const float>(logits).subspan(r * v, v),
+                       std::span<float>(out).subspan(r * v, v), ws);
+  }
+  return out;
+}
+
+std::vector<Warp> constraint_warps() {
+  return {Warp{},
+          Warp{.temperature = 0.7f},
+          Warp{.temperature = 1.3f, .top_k = 5},
+          Warp{.top_p = 0.8f},
+          Warp{.min_p = 0.05f},
+          Warp{.temperature = 0.0f}};
+}
+
+// Draft tokens drawn one position at a time from the draft rows, transformed with their prefix
+// when `transformed` (so every token has positive draft probability).
+struct ConstrainedChain {
+  std::vector<float> target, draft, target_dense, draft_used;
+  std::vector<Token> tokens;
+};
+
+ConstrainedChain make_chain(const Request& q, const Warp& warp, std::int64_t vocab,
+                            std::size_t length, bool transformed, toy::ToyRandom& rng) {
+  const auto v = static_cast<std::size_t>(vocab);
+  ConstrainedChain c;
+  c.target = normal_rows(static_cast<std::int64_t>(length) + 1, vocab, rng);
+  c.draft = c.target;
+  c.draft.resize(length * v);
+  for (float& x : c.draft) x += static_cast<float>(0.7 * rng.normal());
+  c.draft_used = c.draft;
+  for (std::size_t i = 0; i < length; ++i) {
+    if (transformed) {
+      // Row i of the draft transformed with the prefix drawn so far.
+      std::vector<float> rows(c.draft.begin(), c.draft.begin() + static_cast<std::ptrdiff_t>((i + 1) * v));
+      rows.resize((i + 1) * v);
+      auto t = transform_densely(q, rows, c.tokens, vocab);
+      std::copy(t.begin() + static_cast<std::ptrdiff_t>(i * v), t.end(),
+                c.draft_used.begin() + static_cast<std::ptrdiff_t>(i * v));
+    }
+    const auto row = warp_rows(warp, std::vector<float>(c.draft_used.begin() + static_cast<std::ptrdiff_t>(i * v),
+                                                        c.draft_used.begin() + static_cast<std::ptrdiff_t>((i + 1) * v)),
+                               vocab);
+    c.tokens.push_back(detail::sample_row(row.data(), vocab, static_cast<float>(rng.uniform())));
+  }
+  c.target_dense = transform_densely(q, c.target, c.tokens, vocab);
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("constrained chains from logits equal the plain entry on densely transformed logits",
+          "[verify][logits][constraints]") {
+  toy::ToyRandom rng(39);
+  Workspace ws;
+  const std::size_t length = 4;
+  std::int32_t rejections = 0, full = 0;
+  for (const std::int64_t vocab : {40, 300, 9000}) {
+    for (const int which : {kMask, kPenalties, kAllowed, kMinTokens, kMask | kPenalties | kMinTokens,
+                            kAllowed | kPenalties}) {
+      for (const auto& warp : constraint_warps()) {
+        for (const bool transformed : {false, true}) {
+          const Request q = make_request(which, static_cast<std::int64_t>(length) + 1, vocab, rng);
+          const auto c = make_chain(q, warp, vocab, length, transformed, rng);
+          for (std::uint32_t seed = 0; seed < 4; ++seed) {
+            INFO("vocab " << vocab << " transforms " << which << " temperature "
+                          << warp.temperature << " top_k " << warp.top_k << " top_p " << warp.top_p
+                          << " draft transformed " << transformed << " seed " << seed);
+            const RandomStream stream{seed, 5, 2};
+            std::vector<Token> want(length + 1), got(length + 1);
+            const auto expected = verify_chain_logits<float>(warp, c.target_dense, c.draft_used,
+                                                             c.tokens, vocab, stream, want, ws);
+            const auto verdict = verify_chain_logits_constrained(
+                warp, c.target, c.draft_used, c.tokens, vocab, q.c, stream, got, ws);
+            REQUIRE(verdict.accepted == expected.accepted);
+            REQUIRE(verdict.emitted == expected.emitted);
+            const auto e = static_cast<std::ptrdiff_t>(expected.emitted);
+            CHECK(std::vector<Token>(got.begin(), got.begin() + e) ==
+                  std::vector<Token>(want.begin(), want.begin() + e));
+            // The target-only walk on the same rows.
+            const auto to_expected = verify_chain_target_only_logits<float>(
+                warp, c.target_dense, c.tokens, vocab, stream, want, ws);
+            const auto to_verdict = verify_chain_target_only_logits_constrained(
+                warp, c.target, c.tokens, vocab, q.c, stream, got, ws);
+            REQUIRE(to_verdict.accepted == to_expected.accepted);
+            const auto te = static_cast<std::ptrdiff_t>(to_expected.emitted);
+            CHECK(std::vector<Token>(got.begin(), got.begin() + te) ==
+                  std::vector<Token>(want.begin(), want.begin() + te));
+            rejections += expected.accepted < static_cast<std::int32_t>(length) ? 1 : 0;
+            full += expected.accepted == static_cast<std::int32_t>(length) ? 1 : 0;
+          }
+        }
+      }
+    }
+  }
+  // Both outcomes were compared.
+  CHECK(rejections > 50);
+  CHECK(full > 20);
+}
+
+TEST_CASE("constrained chains never read the mask past a draft token its own row forbids",
+          "[verify][logits][constraints]") {
+  toy::ToyRandom rng(7);
+  Workspace ws;
+  const std::int64_t vocab = 64;
+  const std::vector<Token> tokens = {3, 5, 7, 9};
+  const auto target = normal_rows(5, vocab, rng);
+  const auto draft = normal_rows(4, vocab, rng);
+  // Rows 0 and 1 allow everything but token 5; rows 2..4 are garbage that allows nothing.
+  std::vector<std::int32_t> mask(5 * 2, 0);
+  for (int r = 0; r < 2; ++r) mask[static_cast<std::size_t>(2 * r)] = mask[static_cast<std::size_t>(2 * r + 1)] = -1;
+  mask[2] &= ~(1 << 5);
+  const LogitConstraints c{.bitmask = mask};
+  for (std::uint32_t seed = 0; seed < 20; ++seed) {
+    std::vector<Token> out(5);
+    const auto v = verify_chain_logits_constrained(Warp{}, target, draft, tokens, vocab, c,
+                                                   RandomStream{seed, 0, 0}, out, ws);
+    CHECK(v.accepted <= 1);
+    if (v.accepted == 1) CHECK(out[1] != 5);
+  }
+  // The garbage would be reported if read: with token 5 allowed at row 1 the walk may reach row 2.
+  mask[2] = -1;
+  bool reported = false;
+  for (std::uint32_t seed = 0; seed < 20 && !reported; ++seed) {
+    std::vector<Token> out(5);
+    try {
+      const std::vector<float> close(target.begin(), target.begin() + 4 * vocab);
+      verify_chain_logits_constrained(Warp{}, target, close, tokens, vocab, c,
+                                      RandomStream{seed, 0, 0}, out, ws);
+    } catch (const Error& e) {
+      CHECK_THAT(e.what(), Contains("bitmask[2]"));
+      reported = true;
+    }
+  }
+  CHECK(reported);
+}
+
+TEST_CASE("constrained chains emit the transformed target's law", "[verify][logits][constraints]") {
+  // V = 6, two positions; untransformed draft. The first emitted token's law is the transformed
+  // row 0's softmax (computed here in double), whatever the draft: chi-square at 1e-6.
+  const std::int64_t vocab = 6;
+  const std::vector<float> target = {1.0f, 0.5f, -0.3f, 2.0f, 0.0f, -1.0f,
+                                     0.2f, 0.1f, 0.3f,  0.4f, 0.5f, 0.6f,
+                                     0.0f, 0.0f, 0.0f,  0.0f, 0.0f, 0.0f};
+  const std::vector<float> draft = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f,
+                                    0.3f, -0.2f, 0.1f, 0.0f, 1.0f, 0.0f};
+  const std::vector<std::int32_t> mask = {0b101011, 0b111111, 0b111111};  // row 0: 2, 4 masked
+  const std::vector<PenalisedToken> pen = {{0, 2, false}, {3, 0, true}};
+  const LogitConstraints c{.bitmask = mask,
+                           .penalties = {.repetition = 1.5f, .frequency = 0.3f, .presence = 0.2f,
+                                         .tokens = pen}};
+  // Row 0 transformed: token 0: 1/1.5 - 0.6 - 0.2; token 3: 2/1.5; tokens 2, 4 masked.
+  const std::vector<double> z = {1.0 / 1.5 - 0.6 - 0.2, 0.5, -INFINITY, 2.0 / 1.5, -INFINITY, -1.0};
+  std::vector<double> expected(6);
+  double sum = 0.0;
+  for (std::size_t t = 0; t < 6; ++t) sum += std::exp(z[t]);
+  for (std::size_t t = 0; t < 6; ++t) expected[t] = std::exp(z[t]) / sum;
+  Workspace ws;
+  toy::ToyRandom rng(3);
+  const auto q0 = warp_rows(Warp{}, std::vector<float>(draft.begin(), draft.begin() + 6), vocab);
+  const auto q1 = warp_rows(Warp{}, std::vector<float>(draft.begin() + 6, draft.end()), vocab);
+  std::vector<std::int64_t> counts(6, 0);
+  const int trials = 40000;
+  for (int n = 0; n < trials; ++n) {
+    const std::vector<Token> tokens = {
+        detail::sample_row(q0.data(), vocab, static_cast<float>(rng.uniform())),
+        detail::sample_row(q1.data(), vocab, static_cast<float>(rng.uniform()))};
+    std::vector<Token> out(3);
+    verify_chain_logits_constrained(Warp{}, target, draft, tokens, vocab, c,
+                                    RandomStream{17, static_cast<std::uint32_t>(n), 0}, out, ws);
+    ++counts[static_cast<std::size_t>(out[0])];
+  }
+  // A masked token drawn (probability 0) gives p = 0.
+  const auto fit = test::chi_square_test(counts, expected);
+  INFO("statistic " << fit.statistic << " df " << fit.df);
+  CHECK(fit.p_value > 1e-6);
+}
+
+TEST_CASE("constrained chains name bad constraints", "[verify][logits][constraints]") {
+  Workspace ws;
+  const std::int64_t vocab = 40;
+  const std::vector<float> target(2 * 40, 0.0f), draft(40, 0.0f);
+  const std::vector<Token> tokens = {1};
+  std::vector<Token> out(2);
+  const auto run = [&](const LogitConstraints& c) {
+    verify_chain_logits_constrained(Warp{}, target, draft, tokens, vocab, c, RandomStream{}, out,
+                                    ws);
+  };
+  const std::vector<std::int32_t> short_mask(3, -1), empty_row = {-1, -1, 0, 0};
+  CHECK_THROWS_WITH(run({.bitmask = short_mask}), Contains("bitmask"));
+  CHECK_THROWS_WITH(run({.bitmask = empty_row}), Contains("bitmask[1]"));
+  CHECK_THROWS_WITH(run({.penalties = {.repetition = 0.0f}}), Contains("penalties.repetition"));
+  CHECK_THROWS_WITH(run({.penalties = {.frequency = NAN}}), Contains("penalties.frequency"));
+  CHECK_THROWS_WITH(run({.penalties = {.presence = INFINITY}}), Contains("penalties.presence"));
+  const std::vector<PenalisedToken> outside = {{40, 1, false}}, negative = {{3, -1, false}};
+  CHECK_THROWS_WITH(run({.penalties = {.tokens = outside}}), Contains("penalties.tokens[0]"));
+  CHECK_THROWS_WITH(run({.penalties = {.tokens = negative}}), Contains("penalties.tokens[0]"));
+  const std::vector<Token> bad_ids = {2, 41};
+  CHECK_THROWS_WITH(run({.allowed = bad_ids}), Contains("allowed[1]"));
+  CHECK_THROWS_WITH(run({.stop_tokens = bad_ids}), Contains("stop_tokens[1]"));
+  CHECK_THROWS_WITH(run({.min_tokens = -1}), Contains("min_tokens"));
+}

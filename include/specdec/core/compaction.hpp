@@ -1,13 +1,37 @@
 // SPDX-License-Identifier: MIT
-// Compaction: the entries of a float array inside a range [lo, hi], in order, with their ids. AVX2
-// permutes where the CPU has them (core/detail/simd_x86.hpp), else a branch-free scalar loop.
+// Compaction: the entries of a float array inside a range [lo, hi], in order, with their ids, and
+// the selection of the few at least a gate. AVX2 permutes and AVX2 or AVX-512 compares where the
+// CPU has them (core/detail/simd_x86.hpp), chosen at run time as Philox's lanes are (so a build
+// for the baseline x86-64 reaches them, and SPECDEC_LANES narrows them), else branch-free scalar
+// loops. Every target gives the same entries in the same order.
 #pragma once
 
 #include <cstdint>
 
 #include "specdec/core/detail/simd_x86.hpp"
+#include "specdec/core/philox_lanes.hpp"
 
 namespace specdec::detail {
+
+/// The instructions a compaction runs on.
+enum class CompactTarget { kScalar, kAvx2, kAvx512 };
+
+/// The compaction target of a lane target (core/philox_lanes.hpp): scalar below AVX2.
+constexpr CompactTarget compact_target_of(LaneTarget target) {
+  switch (target) {
+    case LaneTarget::kAvx2: return CompactTarget::kAvx2;
+    case LaneTarget::kAvx512: return CompactTarget::kAvx512;
+    default: return CompactTarget::kScalar;
+  }
+}
+
+/// The target the row code's compactions run on: host_lane_target()'s (the widest the CPU has, or
+/// the one SPECDEC_LANES names), scalar where the x86 paths are off (use_x86_avx2). Asked once.
+inline CompactTarget host_compact_target() {
+  static const CompactTarget target =
+      use_x86_avx2() ? compact_target_of(host_lane_target()) : CompactTarget::kScalar;
+  return target;
+}
 
 /// Where compacted entries go: ids and values, `count` of them written so far.
 struct Compacted {
@@ -39,13 +63,14 @@ std::int64_t compact_between_scalar(const float* values, const std::int32_t* ids
 
 /// The entries of values[0, n) inside [lo, hi] with their ids (positions when kPositions), in
 /// order, into out_ids / out_values; returns their count. Up to 7 entries past it may be written;
-/// the outputs may be the inputs. (AVX-512's compress measured slower than the permute table on
-/// the machine of docs/backends.md.)
+/// the outputs may be the inputs. AVX-512 targets run the AVX2 permutes (AVX-512's compress
+/// measured slower than the permute table on the machine of docs/backends.md).
 template <bool kPositions>
 inline std::int64_t compact_between(const float* values, const std::int32_t* ids, std::int64_t n,
-                                    float lo, float hi, std::int32_t* out_ids, float* out_values) {
+                                    float lo, float hi, std::int32_t* out_ids, float* out_values,
+                                    CompactTarget target = host_compact_target()) {
 #ifdef SPECDEC_X86_COMPACT
-  if (use_x86_avx2()) {
+  if (target != CompactTarget::kScalar) {
     std::int64_t done = 0;
     const std::int64_t m =
         compact_between_avx2<kPositions>(values, ids, n, lo, hi, out_ids, out_values, &done);
@@ -54,6 +79,24 @@ inline std::int64_t compact_between(const float* values, const std::int32_t* ids
   }
 #endif
   return compact_between_scalar<kPositions>(values, ids, 0, n, lo, hi, {out_ids, out_values, 0});
+}
+
+/// first + the positions of the entries of values[0, n) at least `lo`, ascending, into ids;
+/// returns their count. For a gate that keeps few entries (a few in a hundred); up to 4 entries
+/// past the count may be written.
+inline std::int64_t select_at_least(const float* values, std::int64_t n, float lo,
+                                    std::int32_t* ids, std::int32_t first,
+                                    CompactTarget target = host_compact_target()) {
+#ifdef SPECDEC_X86_COMPACT
+  if (target == CompactTarget::kAvx512) return select_at_least_avx512(values, n, lo, ids, first);
+  if (target == CompactTarget::kAvx2) return select_at_least_avx2(values, n, lo, ids, first);
+#endif
+  std::int64_t m = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    ids[m] = first + static_cast<std::int32_t>(i);
+    m += values[i] >= lo ? 1 : 0;
+  }
+  return m;
 }
 
 }  // namespace specdec::detail

@@ -9,7 +9,6 @@
 #include <type_traits>
 
 #include "specdec/core/compaction.hpp"
-#include "specdec/core/detail/simd_x86.hpp"
 #include "specdec/core/key_range.hpp"
 #include "specdec/core/numerics.hpp"
 #include "specdec/core/tile_sum.hpp"
@@ -28,13 +27,11 @@ std::int64_t gather_tile(const T* logits, std::int64_t count, std::int32_t first
                          std::int32_t* ids, float* values) {
   std::int64_t m = 0;
   if constexpr (std::is_same_v<T, float>) {
-#ifdef SPECDEC_X86_COMPACT
-    if (kSelective && use_x86_avx2()) {
-      m = select_at_least_avx2(logits, count, gate, ids, first);
+    if (kSelective && host_compact_target() != CompactTarget::kScalar) {
+      m = select_at_least(logits, count, gate, ids, first);
       for (std::int64_t j = 0; j < m; ++j) values[j] = logits[ids[j] - first];
       return m;
     }
-#endif
     m = compact_between<true>(logits, nullptr, count, gate, std::numeric_limits<float>::infinity(),
                               ids, values);
     for (std::int64_t j = 0; j < m; ++j) ids[j] += first;

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // The x86 intrinsics of the row code, and nothing else: compactions (keep the entries inside a
 // range, in order) by AVX2 permutes, since a compiler does not vectorise a loop whose store
-// position depends on the data. Off x86 (or under nvcc) this header defines only use_x86_avx2.
+// position depends on the data; selections of the few entries above a gate by AVX2 or AVX-512
+// compares. Off x86 (or under nvcc) this header defines only use_x86_avx2.
 // IWYU pragma: private
 #pragma once
 
@@ -73,6 +74,35 @@ template <bool kPositions>
   return m;
 }
 
+/// Appends first + base + the set bits of `word` to ids[m...], ascending; returns the new count.
+/// Four bits are taken without a branch (ids[m .. m + 3] may be written), the rest one by one.
+[[gnu::always_inline]] inline std::int64_t append_set_bits(std::uint64_t word, std::int64_t base,
+                                                           std::int32_t first, std::int32_t* ids,
+                                                           std::int64_t m) {
+  for (int k = 0; k < 4; ++k) {
+    ids[m] = first + static_cast<std::int32_t>(base + __builtin_ctzll(word | (1ull << 63)));
+    m += word != 0 ? 1 : 0;
+    word &= word - 1;
+  }
+  while (word != 0) {  // more than four in 64: rare
+    ids[m++] = first + static_cast<std::int32_t>(base + __builtin_ctzll(word));
+    word &= word - 1;
+  }
+  return m;
+}
+
+/// The positions of values[from, n) at least `lo`, one at a time (the tail of the vector loops).
+[[gnu::always_inline]] inline std::int64_t append_at_least(const float* values, std::int64_t from,
+                                                           std::int64_t n, float lo,
+                                                           std::int32_t first, std::int32_t* ids,
+                                                           std::int64_t m) {
+  for (std::int64_t i = from; i < n; ++i) {
+    ids[m] = first + static_cast<std::int32_t>(i);
+    m += values[i] >= lo ? 1 : 0;
+  }
+  return m;
+}
+
 /// The positions of the entries of `values` at least `lo`, ascending, when few are (a few in a
 /// hundred): a 64-bit mask per 64 entries, whose set bits are taken four at a time without a
 /// branch (a compaction of every 8 entries, or a branch on each, costs more when most are empty
@@ -91,21 +121,26 @@ template <bool kPositions>
                   static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(v, low, _CMP_GE_OQ))))
               << (8 * k);
     }
+    m = append_set_bits(word, i, first, ids, m);
+  }
+  return append_at_least(values, i, n, lo, first, ids, m);
+}
+
+/// select_at_least_avx2 with AVX-512's compares into mask registers: four compares and no
+/// movemask per 64 entries.
+[[gnu::target("avx512f,popcnt")]] inline std::int64_t select_at_least_avx512(
+    const float* values, std::int64_t n, float lo, std::int32_t* ids, std::int32_t first = 0) {
+  const __m512 low = _mm512_set1_ps(lo);
+  std::int64_t m = 0, i = 0;
+  for (; i + 64 <= n; i += 64) {
+    std::uint64_t word = 0;
     for (int k = 0; k < 4; ++k) {
-      ids[m] = first + static_cast<std::int32_t>(i + __builtin_ctzll(word | (1ull << 63)));
-      m += word != 0 ? 1 : 0;
-      word &= word - 1;
+      const __m512 v = _mm512_loadu_ps(values + i + 16 * k);
+      word |= static_cast<std::uint64_t>(_mm512_cmp_ps_mask(v, low, _CMP_GE_OQ)) << (16 * k);
     }
-    while (word != 0) {  // more than four in 64: rare
-      ids[m++] = first + static_cast<std::int32_t>(i + __builtin_ctzll(word));
-      word &= word - 1;
-    }
+    m = append_set_bits(word, i, first, ids, m);
   }
-  for (; i < n; ++i) {
-    ids[m] = first + static_cast<std::int32_t>(i);
-    m += values[i] >= lo ? 1 : 0;
-  }
-  return m;
+  return append_at_least(values, i, n, lo, first, ids, m);
 }
 #endif
 

@@ -6,30 +6,15 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
-#include <string_view>
 #include <vector>
 
-#include "kjv_model.hpp"
+#include "examples/kjv_pair.hpp"
 #include "kjv_provider.hpp"
 #include "specdec/decode/decoder.hpp"
 #include "specdec/decode/topk_tree_strategy.hpp"
 #include "support/stats.hpp"
 
 namespace {
-
-struct Pair {
-  kjv::Transformer target, draft;
-};
-
-const Pair& trained_pair() {
-  static const Pair pair = [] {
-    const auto target = kjv::read_pair_entry(SPECDEC_MODELS_DIR, "target");
-    const auto draft = kjv::read_pair_entry(SPECDEC_MODELS_DIR, "draft");
-    return Pair{kjv::Transformer(target.config, target.weights),
-                kjv::Transformer(draft.config, draft.weights)};
-  }();
-  return pair;
-}
 
 // softmax of the model's logits after `tokens`, from an empty cache with a causal mask.
 std::vector<double> next_token_law(const kjv::Transformer& model,
@@ -45,30 +30,26 @@ std::vector<double> next_token_law(const kjv::Transformer& model,
   return law;
 }
 
-const std::vector<specdec::Token> kPrompt = [] {
-  constexpr std::string_view text = "And the LORD said unto";
-  return std::vector<specdec::Token>(text.begin(), text.end());
-}();
-
 // Runs `runs` sequences of two tokens through `decoder` (fresh streams per sequence id) and
 // checks the first token against the target's law after the prompt and the second against its
 // marginal, sum over x of p(x) p(. | prompt, x).
 template <class Decoder>
 void check_first_two_tokens(Decoder& decoder, std::uint32_t runs) {
-  const auto& model = trained_pair().target;
+  const auto& model = specdec::test::kjv_pair().target;
+  const auto prompt = specdec::test::kjv_prompt();
   const auto vocab = static_cast<std::size_t>(model.config().vocab);
   std::vector<std::int64_t> first(vocab), second(vocab);
   for (std::uint32_t i = 0; i < runs; ++i) {
-    decoder.reset(kPrompt, i);
+    decoder.reset(prompt, i);
     while (decoder.generated().size() < 2) decoder.step();
     ++first[static_cast<std::size_t>(decoder.generated()[0])];
     ++second[static_cast<std::size_t>(decoder.generated()[1])];
   }
-  const auto law = next_token_law(model, kPrompt);
+  const auto law = next_token_law(model, prompt);
   std::vector<double> marginal(vocab);
   for (std::size_t x = 0; x < vocab; ++x) {
     if (law[x] < 1e-12) continue;
-    auto context = kPrompt;
+    auto context = prompt;
     context.push_back(static_cast<specdec::Token>(x));
     const auto next = next_token_law(model, context);
     for (std::size_t y = 0; y < vocab; ++y) marginal[y] += law[x] * next[y];
@@ -97,7 +78,8 @@ specdec::DecodeOptions options(specdec::Method method) {
 
 TEST_CASE("SD on the trained pair emits the target's first two tokens' law at temperature 1",
           "[examples][kjv][mc]") {
-  kjv::ModelProvider target(trained_pair().target), draft(trained_pair().draft);
+  kjv::ModelProvider target(specdec::test::kjv_pair().target),
+      draft(specdec::test::kjv_pair().draft);
   specdec::MethodDecoder<kjv::ModelProvider, kjv::ModelProvider> decoder(
       target, draft, options(specdec::Method::kSd));
   check_first_two_tokens(decoder, kRuns);
@@ -105,7 +87,8 @@ TEST_CASE("SD on the trained pair emits the target's first two tokens' law at te
 
 TEST_CASE("RSD-S on the trained pair emits the target's first two tokens' law at temperature 1",
           "[examples][kjv][mc]") {
-  kjv::ModelProvider target(trained_pair().target), draft(trained_pair().draft);
+  kjv::ModelProvider target(specdec::test::kjv_pair().target),
+      draft(specdec::test::kjv_pair().draft);
   specdec::MethodDecoder<kjv::ModelProvider, kjv::ModelProvider> decoder(
       target, draft, options(specdec::Method::kRsdS));
   check_first_two_tokens(decoder, kRuns);
@@ -113,7 +96,8 @@ TEST_CASE("RSD-S on the trained pair emits the target's first two tokens' law at
 
 TEST_CASE("an EAGLE-2 top-k tree on the trained pair emits the target's first two tokens' law",
           "[examples][kjv][mc]") {
-  kjv::ModelProvider target(trained_pair().target), draft(trained_pair().draft);
+  kjv::ModelProvider target(specdec::test::kjv_pair().target),
+      draft(specdec::test::kjv_pair().draft);
   using Strategy = specdec::TopKTreeStrategy<kjv::ModelProvider>;
   specdec::Decoder<kjv::ModelProvider, Strategy> decoder(
       target,

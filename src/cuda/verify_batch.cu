@@ -54,7 +54,7 @@ cudaError_t launch_chain(const ChainVerifyParams& p, const Staged& staged,
                         static_cast<const T*>(p.draft), p.draft_stride,
                         static_cast<const std::int32_t*>(staged.offsets), p.draft_tokens,
                         static_cast<int>(p.vocab), static_cast<const RandomStream*>(staged.streams),
-                        shared_warp, warps, staged.rows, p.emitted, p.accepted);
+                        shared_warp, warps, staged.rows, p.emitted, p.accepted, p.status);
 }
 
 /// The launches of a chain step from logits with warps the statistics path takes: the
@@ -84,7 +84,7 @@ cudaError_t launch_chain_statistics(const ChainVerifyParams& p, const Staged& st
       static_cast<const unsigned int*>(staged.statistics.counters + 2 * rows),
       static_cast<const std::int32_t*>(staged.offsets), p.draft_tokens,
       static_cast<const RandomStream*>(staged.streams), p.emitted, p.accepted,
-      reinterpret_cast<float*>(staged.statistics.tiles), staged.statistics.counters);
+      reinterpret_cast<float*>(staged.statistics.tiles), staged.statistics.counters, p.status);
 }
 
 }  // namespace
@@ -93,7 +93,8 @@ cudaError_t verify_chain_batch(const ChainVerifyParams& params, void* workspace,
                                cudaStream_t stream) {
   if (params.dtype != DType::kF32) return cudaErrorInvalidValue;
   Staged staged = carve(workspace, params.batch);
-  const cudaError_t status = stage_or_take(params, staged, workspace, stream);
+  cudaError_t status = detail::clear_failures(params.status, params.batch, stream);
+  if (status == cudaSuccess) status = stage_or_take(params, staged, workspace, stream);
   if (status != cudaSuccess) return status;
   const detail::LogitRowSet<float> set{static_cast<const float*>(params.target),
                                        params.target_stride, params.drafts + params.batch,
@@ -103,14 +104,16 @@ cudaError_t verify_chain_batch(const ChainVerifyParams& params, void* workspace,
   return detail::launch(
       detail::chain_finish_kernel<float, false>, static_cast<unsigned int>(params.batch),
       detail::kDrawThreads, stream, set, params.vocab, nullptr, nullptr, nullptr, staged.offsets,
-      params.draft_tokens, staged.streams, params.emitted, params.accepted, nullptr, nullptr);
+      params.draft_tokens, staged.streams, params.emitted, params.accepted, nullptr, nullptr,
+      params.status);
 }
 
 cudaError_t verify_chain_batch_logits(const ChainVerifyParams& params, void* workspace,
                                       cudaStream_t stream) {
   const std::int64_t drafts = params.drafts;
   Staged staged = carve(workspace, params.batch, 2 * drafts + params.batch, params.vocab);
-  cudaError_t status = stage_or_take(params, staged, workspace, stream);
+  cudaError_t status = detail::clear_failures(params.status, params.batch, stream);
+  if (status == cudaSuccess) status = stage_or_take(params, staged, workspace, stream);
   if (status != cudaSuccess) return status;
   // One host warp travels as a kernel argument; per-sequence host warps are staged; warps on the
   // device are not read here (the statistics path and its nucleus launch, whatever they hold).

@@ -14,8 +14,11 @@ cudaError_t verify_tree_batch(TreeRule rule, const TreeVerifyParams& p, void* wo
   if (rule != TreeRule::kRecursive && rule != TreeRule::kMultiRound) return cudaErrorInvalidValue;
   const std::int32_t* offsets = nullptr;
   const RandomStream* streams = nullptr;
-  const cudaError_t status =
-      detail::offsets_and_streams(p.node_offsets, p.streams, workspace, stream, &offsets, &streams);
+  cudaError_t status = detail::clear_failures(p.status, p.batch, stream);
+  if (status == cudaSuccess) {
+    status = detail::offsets_and_streams(p.node_offsets, p.streams, workspace, stream, &offsets,
+                                         &streams);
+  }
   if (status != cudaSuccess) return status;
   // The candidate lists follow the staged offsets and streams (tree_workspace_size's layout).
   auto* ints = reinterpret_cast<std::int32_t*>(static_cast<unsigned char*>(workspace) +
@@ -25,7 +28,7 @@ cudaError_t verify_tree_batch(TreeRule rule, const TreeVerifyParams& p, void* wo
   return detail::launch(kernel, static_cast<unsigned int>(p.batch), detail::kDrawThreads, stream,
                         offsets, p.tokens, p.parents, p.target, p.target_stride, p.draft,
                         p.draft_stride, static_cast<int>(p.vocab), streams, ints,
-                        p.accepted_nodes, p.accepted, p.final_tokens, p.bonus);
+                        p.accepted_nodes, p.accepted, p.final_tokens, p.bonus, p.status);
 }
 
 }  // namespace specdec::backend::cuda_impl

@@ -13,6 +13,7 @@
 #include "specdec/backend/batch_checks.hpp"
 #include "specdec/backend/policy.hpp"
 #include "specdec/backend/resident.hpp"
+#include "specdec/backend/status.hpp"
 #include "specdec/core/error.hpp"
 #include "specdec/core/philox.hpp"
 #include "specdec/core/token.hpp"
@@ -65,6 +66,14 @@ struct TreeBatchShape {
 /// synchronisation, so it can be captured in a CUDA graph and replayed after new offsets, streams
 /// and rows are written to the same buffers. Device offsets are not scanned: they must be a valid
 /// layout of G = draft_tokens.size() drafts (non-decreasing from 0 to G).
+///
+/// `status` (optional, B + 1 words where the outputs live: backend/status.hpp) asks for errors
+/// found in a sequence's data to be reported instead of thrown: status[b] gets sequence b's
+/// SequenceStatus (kOk, or the cause, its outputs then accepted = -1 and -1 tokens) and status[B]
+/// the number of failed sequences; throw_if_failed turns a host copy into a specdec::Error. The
+/// CUDA backend writes it from the kernels (a capturable call: no synchronisation); the CPU backend
+/// writes the same codes where it would have thrown for one sequence. Errors of the call itself
+/// (shapes, offsets, sizes) are thrown by both. Empty: the CPU throws, CUDA reports nothing.
 struct ChainBatchArgs {
   Resident<const std::int32_t> draft_offsets{};
   MatrixView<const float> target_rows{};
@@ -73,6 +82,7 @@ struct ChainBatchArgs {
   Resident<const RandomStream> streams{};
   std::span<Token> emitted{};
   std::span<std::int32_t> accepted{};
+  std::span<std::int32_t> status{};
 };
 
 /// ChainBatchArgs with logits in place of warped rows (verify_chain_batch_logits): the same
@@ -82,8 +92,8 @@ struct ChainBatchArgs {
 /// per-sequence host warps are copied (not capturable). Device warps are not seen by the host: a
 /// CUDA call with them takes the statistics path, so each must be a valid warp that path takes:
 /// any but a top-k above 1024 and below V; a sequence whose warp is not (or has a bad field) gets
-/// accepted = -1 and only -1 tokens. On the CPU backend every array is read, and checked, as host
-/// memory.
+/// accepted = -1 and only -1 tokens (with `status`: SequenceStatus::kBadWarp). On the CPU backend
+/// every array is read, and checked, as host memory; with `status` a bad warp fails its sequence.
 template <class T>
 struct ChainBatchLogitsArgs {
   Resident<const std::int32_t> draft_offsets{};
@@ -94,6 +104,7 @@ struct ChainBatchLogitsArgs {
   Resident<const RandomStream> streams{};
   std::span<Token> emitted{};
   std::span<std::int32_t> accepted{};
+  std::span<std::int32_t> status{};
 };
 
 /// The views of a batch of B ragged trees in CSR layout (verify_tree_batch). N = node_offsets[B]
@@ -113,7 +124,7 @@ struct ChainBatchLogitsArgs {
 /// `node_offsets` and `streams` are Resident arrays, as ChainBatchArgs' are: with both on the
 /// device a CUDA call copies nothing from the host and can be captured in a CUDA graph; device
 /// offsets are not scanned and must be what the host array would hold (from 0, non-decreasing,
-/// ending at N = trees.tokens.size()).
+/// ending at N = trees.tokens.size()). `status`: as ChainBatchArgs' (B + 1 words, optional).
 struct TreeBatchArgs {
   Resident<const std::int32_t> node_offsets{};
   TreeView trees{};
@@ -124,6 +135,7 @@ struct TreeBatchArgs {
   std::span<std::int32_t> accepted{};
   std::span<Token> final_tokens{};
   std::span<std::uint8_t> bonus{};
+  std::span<std::int32_t> status{};
 };
 
 /// Fills `offsets` (B + 1 entries) with the draft offsets of B sequences of `gamma` draft tokens
@@ -214,9 +226,16 @@ RaggedSizes check_chain_batch(const Args& args, bool draft_rows = true) {
   check_resident("streams", args.streams, static_cast<std::size_t>(batch));
   check_size("emitted", args.emitted.size(), static_cast<std::size_t>(drafts + batch));
   check_size("accepted", args.accepted.size(), static_cast<std::size_t>(batch));
+  if (!args.status.empty()) check_size("status", args.status.size(), status_words(batch));
   if constexpr (requires { args.warps; }) {
     if (args.warps.on_device() && !kHostMemory<Backend>) {
       check_resident("warps", args.warps, static_cast<std::size_t>(batch));
+    } else if (!args.status.empty() && kHostMemory<Backend>) {
+      // Each sequence's warp is checked with it, a bad one failing that sequence only.
+      if (args.warps.size() != 1 && args.warps.size() != static_cast<std::size_t>(batch)) {
+        fail("warps", "has {} entries, expected 1 (shared) or {} (one per sequence)",
+             args.warps.size(), batch);
+      }
     } else {
       check_warp_list(args.warps.span(), batch, rows.target.cols, "sequence");
     }
@@ -249,6 +268,7 @@ RaggedSizes check_tree_batch(const TreeBatchArgs& args, bool draft_rows = true) 
   check_size("accepted", args.accepted.size(), batch);
   check_size("final_tokens", args.final_tokens.size(), batch);
   if (!args.bonus.empty()) check_size("bonus", args.bonus.size(), batch);
+  if (!args.status.empty()) check_size("status", args.status.size(), status_words(sizes.batch));
   return sizes;
 }
 

@@ -10,6 +10,7 @@
 
 #include "specdec/backend/cpu/thread_pool.hpp"
 #include "specdec/backend/policy.hpp"
+#include "specdec/backend/status.hpp"
 #include "specdec/core/error.hpp"
 #include "specdec/core/token.hpp"
 #include "specdec/core/workspace.hpp"
@@ -60,6 +61,33 @@ inline void finish_chain(std::int32_t accepted_count, std::int64_t emitted_count
                          std::span<Token> emitted, std::int32_t& accepted) {
   std::fill(emitted.begin() + emitted_count, emitted.end(), kNoToken);
   accepted = accepted_count;
+}
+
+/// Sequence b's verdict: walk(), or, with a status buffer (B + 1 words), `failed` when walk raises
+/// an error for the sequence, its cause written to status[b] (kOk when it verified). Without one
+/// the error propagates.
+template <class Verdict, class Walk>
+Verdict verdict_or_status(std::span<std::int32_t> status, std::int64_t b, Verdict failed,
+                          Walk&& walk) {
+  if (status.empty()) return walk();
+  const auto i = static_cast<std::size_t>(b);
+  try {
+    const Verdict verdict = walk();
+    status[i] = static_cast<std::int32_t>(SequenceStatus::kOk);
+    return verdict;
+  } catch (const Error& e) {
+    status[i] = static_cast<std::int32_t>(status_of(e));
+    return failed;
+  }
+}
+
+/// A status buffer's last word, after the loop: how many sequences failed.
+inline void count_failures(std::span<std::int32_t> status) {
+  if (status.empty()) return;
+  const auto last = status.size() - 1;
+  status[last] = static_cast<std::int32_t>(
+      std::count_if(status.begin(), status.begin() + static_cast<std::ptrdiff_t>(last),
+                    [](std::int32_t code) { return code != 0; }));
 }
 
 }  // namespace specdec::detail

@@ -76,9 +76,11 @@ void for_each_chain(const backend::Cpu& cpu, const ChainBatchArgs& args, Workspa
         .emitted = args.emitted.subspan(static_cast<std::size_t>(seq.first_row()), g + 1),
         .stream = args.streams[i],
         .scratch = reinterpret_cast<float*>(scratch)};
-    const ChainVerdict verdict = walk(sequence);
+    const ChainVerdict verdict = verdict_or_status(args.status, b, ChainVerdict{-1, 0},
+                                                   [&] { return walk(sequence); });
     finish_chain(verdict.accepted, verdict.emitted, sequence.emitted, args.accepted[i]);
   });
+  count_failures(args.status);
 }
 
 template <>
@@ -170,12 +172,14 @@ void for_each_tree(const backend::Cpu& cpu, const TreeBatchArgs& args, Workspace
     const TreeSequence t = tree_sequence(args, b, sizes.largest, bytes);
     const TreeBuffers buffers{args.accepted_nodes.data() + t.first, t.candidates, t.ids,
                               t.scratch};
-    const TreeVerdict verdict = walk(b, t, buffers);
+    const TreeVerdict verdict = verdict_or_status(args.status, b, TreeVerdict{-1, kNoToken, false},
+                                                  [&] { return walk(b, t, buffers); });
     const auto i = static_cast<std::size_t>(b);
     args.accepted[i] = verdict.accepted;
     args.final_tokens[i] = verdict.token;
     if (!args.bonus.empty()) args.bonus[i] = verdict.bonus ? 1 : 0;
   });
+  count_failures(args.status);
 }
 
 template <>
@@ -253,7 +257,8 @@ void for_each_logit_sequence(const backend::Cpu& cpu, const ChainBatchLogitsArgs
                              Workspace& ws, bool draft_rows, Walk&& walk) {
   const RaggedSizes sizes = check_chain_batch<backend::Cpu>(args, draft_rows);
   const std::int64_t vocab = args.target_logits.cols;
-  check_chain_tokens(args.draft_offsets.span(), args.draft_tokens, vocab);
+  // With a status buffer each sequence's tokens and warp are checked with it (a failure is its own).
+  if (args.status.empty()) check_chain_tokens(args.draft_offsets.span(), args.draft_tokens, vocab);
   const SequenceLoop loop{.batch = sizes.batch,
                           .scratch_bytes = chain_logits_scratch_size(vocab),
                           .name_sequence = false};
@@ -270,9 +275,18 @@ void for_each_logit_sequence(const backend::Cpu& cpu, const ChainBatchLogitsArgs
         .emitted = args.emitted.subspan(static_cast<std::size_t>(seq.first_row()),
                                         static_cast<std::size_t>(seq.count) + 1),
         .scratch = chain_logits_scratch(bytes, vocab)};
-    const ChainVerdict verdict = walk(sequence);
+    const ChainVerdict verdict =
+        verdict_or_status(args.status, b, ChainVerdict{-1, 0}, [&] {
+          if (!args.status.empty()) {
+            sequence.warp.validate(vocab);
+            for (std::int64_t k = 0; k < seq.count; ++k)
+              check_token(ArgName("draft_tokens", b)[k], sequence.tokens[k], vocab);
+          }
+          return walk(sequence);
+        });
     finish_chain(verdict.accepted, verdict.emitted, sequence.emitted, args.accepted[i]);
   });
+  count_failures(args.status);
 }
 
 // The entries from logits are defined out of their classes, not inline, so that the extern

@@ -152,6 +152,7 @@ struct ChainVerifyParams {
   std::int32_t* emitted;                       // G + B
   std::int32_t* accepted;                      // B
   Resident<const DeviceWarp> warps = {};       // logits only: 1 (every sequence) or B
+  std::int32_t* status = nullptr;              // B + 1 (backend/status.hpp), or null
 };
 
 /// Copies the B + 1 host offsets and B host streams into the workspace, then launches one block
@@ -204,6 +205,7 @@ struct TreeVerifyParams {
   std::int32_t* accepted;                // B
   std::int32_t* final_tokens;            // B
   std::uint8_t* bonus;                   // B, or null
+  std::int32_t* status = nullptr;        // B + 1 (backend/status.hpp), or null
 };
 
 /// Copies the B + 1 host offsets and B host streams into the workspace (each unless it is on the

@@ -47,7 +47,8 @@ backend::cuda_impl::ChainVerifyParams chain_params(const Args& args, const Ragge
           .draft_tokens = args.draft_tokens.data(),
           .streams = args.streams,
           .emitted = args.emitted.data(),
-          .accepted = args.accepted.data()};
+          .accepted = args.accepted.data(),
+          .status = args.status.empty() ? nullptr : args.status.data()};
 }
 
 /// The chain arrays a CUDA call copies from the host: the first named (empty: none).
@@ -131,7 +132,8 @@ inline backend::cuda_impl::TreeVerifyParams tree_params(const TreeBatchArgs& arg
           .accepted_nodes = args.accepted_nodes.data(),
           .accepted = args.accepted.data(),
           .final_tokens = args.final_tokens.data(),
-          .bonus = args.bonus.empty() ? nullptr : args.bonus.data()};
+          .bonus = args.bonus.empty() ? nullptr : args.bonus.data(),
+          .status = args.status.empty() ? nullptr : args.status.data()};
 }
 
 /// The tree arrays a CUDA call copies from the host: the first named (empty: none).

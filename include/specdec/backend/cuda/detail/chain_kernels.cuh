@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "specdec/backend/cuda/detail/block_reduce.cuh"
+#include "specdec/backend/cuda/detail/status_write.cuh"
 #include "specdec/backend/cuda/detail/warp_kernels.cuh"
 #include "specdec/backend/cuda/launchers.hpp"
 #include "specdec/backend/ragged.hpp"
@@ -115,7 +116,8 @@ __global__ void __launch_bounds__(kWarpThreads)
                         Global<const std::int32_t> tokens, int n,
                         Global<const RandomStream> streams, DeviceWarp shared_warp,
                         Global<const DeviceWarp> warps, Global<float> rows_ws,
-                        Global<std::int32_t> emitted, Global<std::int32_t> accepted) {
+                        Global<std::int32_t> emitted, Global<std::int32_t> accepted,
+                        Global<std::int32_t> status = {}) {
   expect_block_threads(kWarpThreads);
   __shared__ ChainShared sh;
   const std::int64_t b = blockIdx.x;
@@ -134,6 +136,7 @@ __global__ void __launch_bounds__(kWarpThreads)
     const std::int32_t x = tokens[first_draft + j];
     invalid = invalid || x < 0 || x >= n;
   }
+  SequenceStatus code = invalid ? SequenceStatus::kTokenOutsideVocab : SequenceStatus::kOk;
   int i = 0;
   for (; i < gamma && !invalid; ++i) {
     const Global<const T> t_row = target + (first_target + i) * target_stride;
@@ -156,6 +159,7 @@ __global__ void __launch_bounds__(kWarpThreads)
     const float qx = dp[x];
     if (!(qx > 0.0f)) {  // the draft cannot have drawn x
       invalid = true;
+      code = SequenceStatus::kZeroDraftProbability;
       break;
     }
     // The CPU's test, mass = 1 before any residual.
@@ -194,6 +198,7 @@ __global__ void __launch_bounds__(kWarpThreads)
   if (threadIdx.x == 0) {
     accepted[b] = invalid ? -1 : i;
     for (int j = invalid ? 0 : i + 1; j <= gamma; ++j) out[j] = -1;
+    write_status(status, b, code);
   }
 }
 

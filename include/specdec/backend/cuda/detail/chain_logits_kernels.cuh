@@ -15,6 +15,7 @@
 #include "specdec/backend/cuda/detail/nucleus_list.cuh"
 #include "specdec/backend/cuda/detail/row_draw.cuh"
 #include "specdec/backend/cuda/detail/row_stats_kernels.cuh"
+#include "specdec/backend/cuda/detail/status_write.cuh"
 #include "specdec/backend/cuda/row_split.hpp"
 #include "specdec/core/warp/stats.hpp"
 #include "specdec/verify/residual_walk.hpp"
@@ -256,7 +257,8 @@ __global__ void __launch_bounds__(kDrawThreads)
                         Global<const std::int32_t> offsets, Global<const std::int32_t> tokens,
                         Global<const RandomStream> streams, Global<std::int32_t> emitted,
                         Global<std::int32_t> accepted, Global<float> draw_sums = {},
-                        Global<unsigned int> draw_counters = {}) {
+                        Global<unsigned int> draw_counters = {},
+                        Global<std::int32_t> status = {}) {
   expect_block_threads(kDrawThreads);
   __shared__ DrawShared sh;
   const std::int64_t b = blockIdx.x;
@@ -320,11 +322,13 @@ __global__ void __launch_bounds__(kDrawThreads)
   // the first position not accepted, and whether it was rejected or bad input, decide the step,
   // as the CPU's walk in order does; the accepted tokens are written as they are found.
   __shared__ int stop, stop_kind;  // kind: 1 rejected, 2 invalid
+  __shared__ SequenceStatus stop_code;  // why an invalid stop is
   if (threadIdx.x == 0) stop = gamma;
   __syncthreads();
   for (int base = 0; base < gamma; base += static_cast<int>(blockDim.x)) {
     const int t = base + static_cast<int>(threadIdx.x);
     int kind = 0;
+    SequenceStatus code = SequenceStatus::kOk;
     if (t < gamma) {
       const std::int32_t x = tokens[first_draft + t];
       const std::int64_t target_row = first_target + t,
@@ -336,10 +340,13 @@ __global__ void __launch_bounds__(kDrawThreads)
       }
       if (x < 0 || x >= n || ps.invalid != 0 || qs.invalid != 0) {
         kind = 2;
+        code = x < 0 || x >= n ? SequenceStatus::kTokenOutsideVocab
+                               : row_status(ps.invalid != 0 ? ps.invalid : qs.invalid);
       } else {
         const float qx = row_with(draft_row, qs)(x);
         if (!(qx > 0.0f)) {  // the draft cannot have drawn x
           kind = 2;
+          code = SequenceStatus::kZeroDraftProbability;
         } else {
           const RandomStream s =
               stream.at_position(stream.position + static_cast<std::uint32_t>(t));
@@ -350,7 +357,10 @@ __global__ void __launch_bounds__(kDrawThreads)
       if (kind != 0) atomicMin(&stop, t);
     }
     __syncthreads();
-    if (t == stop) stop_kind = kind;
+    if (t == stop) {
+      stop_kind = kind;
+      stop_code = code;
+    }
     __syncthreads();
     if (stop < gamma) break;
   }
@@ -362,6 +372,9 @@ __global__ void __launch_bounds__(kDrawThreads)
                      draft_row = correct ? rows.target_rows + first_draft + i : -1;
   if (!invalid) load_stats(target_row, draft_row);
   invalid = invalid || (!correct && row_stats[0].invalid != 0);
+  const SequenceStatus code = !invalid                 ? SequenceStatus::kOk
+                              : i < gamma && !correct ? stop_code
+                                                      : row_status(row_stats[0].invalid);
   const bool split = gridDim.y > 1 && !invalid && nucleus == 0 &&
                      (correct || row_of(target_row, 0).stats.greedy < 0);
   if (split) {
@@ -402,6 +415,7 @@ __global__ void __launch_bounds__(kDrawThreads)
   if (threadIdx.x == 0) {
     accepted[b] = invalid ? -1 : i;
     for (int j = invalid ? 0 : i + 1; j <= gamma; ++j) out[j] = -1;
+    write_status(status, b, code);
   }
 }
 

@@ -20,6 +20,7 @@
 #include "specdec/backend/cuda/detail/top_k_lists.cuh"
 #include "specdec/backend/cuda/launchers.hpp"
 #include "specdec/backend/cuda/row_split.hpp"
+#include "specdec/backend/status.hpp"
 #include "specdec/core/order_key.hpp"
 #include "specdec/core/tile_combine.hpp"
 #include "specdec/core/warp/cut_rules.hpp"
@@ -41,6 +42,14 @@ struct TileStats {
 struct RowStats : specdec::detail::WarpStats {
   std::int32_t invalid;
 };
+
+/// RowStats::invalid of a row whose warp is bad (the row's own faults leave another nonzero value).
+inline constexpr std::int32_t kInvalidWarp = 2;
+
+/// The status of a sequence stopped by a row whose RowStats::invalid is `invalid` (nonzero).
+SPECDEC_HOST_DEVICE SequenceStatus row_status(std::int32_t invalid) {
+  return invalid == kInvalidWarp ? SequenceStatus::kBadWarp : SequenceStatus::kBadRow;
+}
 
 namespace detail {
 
@@ -471,7 +480,7 @@ __global__ void __launch_bounds__(kStatsThreads)
       sum.max = max;
       for (std::int64_t t = 0; t < split.tiles; ++t) sum.sum += terms[t];
       RowStats out = finish_row(CachedTiles{cached}, split.tiles, inv_t, greedy, sum);
-      if (!valid_warp(w, n) || !statistics_warp(w, n)) out.invalid = 1;
+      if (!valid_warp(w, n) || !statistics_warp(w, n)) out.invalid = kInvalidWarp;
       stats[r] = out;
       sh.row = out;
     }
@@ -479,7 +488,7 @@ __global__ void __launch_bounds__(kStatsThreads)
     RowStats out =
         finish_row(TileSums{row_tiles}, split.tiles, inv_t, greedy,
                    specdec::detail::combine_tiles(TileSums{row_tiles}, split.tiles, inv_t));
-    if (!valid_warp(w, n) || !statistics_warp(w, n)) out.invalid = 1;
+    if (!valid_warp(w, n) || !statistics_warp(w, n)) out.invalid = kInvalidWarp;
     stats[r] = out;
     sh.row = out;
   }

@@ -16,6 +16,7 @@
 #include "specdec/backend/cuda/detail/global.cuh"
 #include "specdec/backend/cuda/detail/launch.cuh"
 #include "specdec/backend/cuda/detail/row_draw.cuh"
+#include "specdec/backend/cuda/detail/status_write.cuh"
 #include "specdec/backend/cuda/launchers.hpp"
 #include "specdec/backend/ragged.hpp"
 #include "specdec/core/blocked_sum.hpp"
@@ -116,7 +117,8 @@ __global__ void __launch_bounds__(kTargetOnlyThreads)
                                     Global<const std::int32_t> offsets,
                                     Global<const std::int32_t> tokens, std::int64_t n,
                                     Global<const RandomStream> streams,
-                                    Global<std::int32_t> emitted, Global<std::int32_t> accepted) {
+                                    Global<std::int32_t> emitted, Global<std::int32_t> accepted,
+                                    Global<std::int32_t> status = {}) {
   expect_block_threads(kTargetOnlyThreads);
   __shared__ TargetOnlyShared sh;
   const std::int64_t b = blockIdx.x;
@@ -153,6 +155,8 @@ __global__ void __launch_bounds__(kTargetOnlyThreads)
     if (!invalid) out[i] = token;
     accepted[b] = invalid ? -1 : i;
     for (int j = invalid ? 0 : i + 1; j <= gamma; ++j) out[j] = -1;
+    write_status(status, b,
+                 invalid ? SequenceStatus::kTokenOutsideVocab : SequenceStatus::kOk);
   }
 }
 
@@ -167,7 +171,8 @@ __global__ void __launch_bounds__(kTargetOnlyThreads) verify_tree_target_only_ke
     Global<const std::int32_t> offsets, Global<const std::int32_t> tokens,
     Global<const std::int32_t> parents, Global<const float> target, std::int64_t target_stride,
     std::int64_t n, Global<const RandomStream> streams, Global<std::int32_t> accepted_nodes,
-    Global<std::int32_t> accepted, Global<std::int32_t> final_tokens, Global<std::uint8_t> bonus) {
+    Global<std::int32_t> accepted, Global<std::int32_t> final_tokens, Global<std::uint8_t> bonus,
+    Global<std::int32_t> status = {}) {
   expect_block_threads(kTargetOnlyThreads);
   __shared__ TargetOnlyShared sh;
   const std::int64_t b = blockIdx.x;
@@ -183,6 +188,7 @@ __global__ void __launch_bounds__(kTargetOnlyThreads) verify_tree_target_only_ke
     const std::int32_t x = tree_tokens[j];
     invalid = invalid || x < 0 || x >= n;
   }
+  SequenceStatus code = invalid ? SequenceStatus::kTokenOutsideVocab : SequenceStatus::kOk;
   int current = -1;
   int walked = 0;
   int token = -1;
@@ -209,6 +215,7 @@ __global__ void __launch_bounds__(kTargetOnlyThreads) verify_tree_target_only_ke
         row, n, [&](int k) { return tree_tokens[child(k)]; }, count, s, sh);
     if (verdict.accepted == -2) {
       invalid = true;
+      code = SequenceStatus::kTooManyChildren;
       break;
     }
     if (verdict.accepted < 0) {
@@ -223,6 +230,7 @@ __global__ void __launch_bounds__(kTargetOnlyThreads) verify_tree_target_only_ke
     accepted[b] = invalid ? -1 : walked;
     final_tokens[b] = invalid ? -1 : token;
     if (bonus != nullptr) bonus[b] = invalid ? 0 : (is_bonus ? 1 : 0);
+    write_status(status, b, code);
   }
 }
 

@@ -17,6 +17,7 @@
 #include "specdec/backend/cuda/detail/global.cuh"
 #include "specdec/backend/cuda/detail/launch.cuh"
 #include "specdec/backend/cuda/detail/row_draw.cuh"
+#include "specdec/backend/cuda/detail/status_write.cuh"
 #include "specdec/backend/cuda/launchers.hpp"
 #include "specdec/backend/ragged.hpp"
 #include "specdec/core/philox.hpp"
@@ -187,7 +188,7 @@ __global__ void __launch_bounds__(kDrawThreads)
                        std::int64_t draft_stride, int n, Global<const RandomStream> streams,
                        Global<std::int32_t> ints, Global<std::int32_t> accepted_nodes,
                        Global<std::int32_t> accepted, Global<std::int32_t> final_tokens,
-                       Global<std::uint8_t> bonus) {
+                       Global<std::uint8_t> bonus, Global<std::int32_t> status = {}) {
   expect_block_threads(kDrawThreads);
   __shared__ TreeShared sh;
   const std::int64_t b = blockIdx.x;
@@ -200,9 +201,25 @@ __global__ void __launch_bounds__(kDrawThreads)
   const Global<std::int32_t> ids = candidates + nodes;
   const Global<const std::int32_t> tree_tokens = tokens + begin;
   const Global<const std::int32_t> tree_parents = parents + begin;
+  // A token outside the vocabulary anywhere in the tree fails it, as on the CPU (which checks
+  // every node before the walk); the block reads each token once.
+  __shared__ int outside_flag;
+  if (threadIdx.x == 0) outside_flag = 0;
+  __syncthreads();
+  for (int j = static_cast<int>(threadIdx.x); j < nodes; j += static_cast<int>(blockDim.x)) {
+    const std::int32_t x = tree_tokens[j];
+    if (x < 0 || x >= n) atomicExch(&outside_flag, 1);
+  }
+  __syncthreads();
+  const bool outside = outside_flag != 0;
+  SequenceStatus code = outside ? SequenceStatus::kTokenOutsideVocab : SequenceStatus::kOk;
   int current = -1;
-  int walked = 0;
-  for (;;) {
+  int walked = outside ? -1 : 0;
+  if (outside && threadIdx.x == 0) {
+    final_tokens[b] = -1;
+    if (bonus != nullptr) bonus[b] = 0;
+  }
+  for (; !outside;) {
     __syncthreads();  // the previous node's candidates have been read
     if (threadIdx.x == 0) {
       int count = 0;
@@ -242,6 +259,7 @@ __global__ void __launch_bounds__(kDrawThreads)
         s, VirtualScratch{&sh, target_row, draft_row});
     if (sh.overflow != 0) {
       walked = -1;
+      code = SequenceStatus::kResidualOverflow;
       if (threadIdx.x == 0) final_tokens[b] = -1;
       break;
     }
@@ -256,7 +274,10 @@ __global__ void __launch_bounds__(kDrawThreads)
     if (threadIdx.x == 0) accepted_nodes[begin + walked] = current;
     ++walked;
   }
-  if (threadIdx.x == 0) accepted[b] = walked;
+  if (threadIdx.x == 0) {
+    accepted[b] = walked;
+    write_status(status, b, code);
+  }
 }
 
 }  // namespace specdec::backend::cuda_impl::detail

@@ -12,6 +12,7 @@
 #include "args.hpp"
 #include "arrays.hpp"
 #include "bindings.hpp"
+#include "specdec/backend/cpu/lossy_chain_batch.hpp"
 #include "specdec/backend/cpu/sglang_tree_batch.hpp"
 #include "specdec/verify/target_only_lossy.hpp"
 
@@ -177,6 +178,74 @@ py::tuple typical(py::handle tree_object, py::handle target_object, py::handle r
   return verdict_and(verdict, accepted, verdict.accepted, kind_of(target));
 }
 
+/// A ragged chain batch of an engine's lossy rule (synthetic, fly) read from Python: offsets
+/// [B + 1], tokens [G], target rows [G + B, V] and draft rows [G, V] or None, all on the host.
+struct LossyChainCall {
+  Array offsets, tokens, target;
+  std::optional<Array> draft;
+  std::vector<RandomStream> streams;
+  Output<Token> emitted;
+  Output<std::int32_t> accepted;
+  ChainBatchArgs args;
+
+  LossyChainCall(py::handle target_object, py::handle draft_object, py::handle tokens_object,
+                 py::handle offsets_object, py::handle streams_object)
+      : offsets(int32_arg(offsets_object, "draft_offsets", 1)),
+        tokens(token_arg(tokens_object, "draft_tokens", 1)),
+        target(rows_f32_arg(target_object, "target_rows", 2)),
+        draft(draft_object.is_none() ? std::nullopt
+                                     : std::optional(rows_f32_arg(draft_object, "draft_rows", 2))),
+        streams(streams_arg(streams_object)),
+        emitted({tokens.size() + std::max<std::int64_t>(offsets.size() - 1, 0)}, kind_of(target)),
+        accepted({std::max<std::int64_t>(offsets.size() - 1, 0)}, kind_of(target)) {
+    require_host(offsets, "draft_offsets");
+    require_host(tokens, "draft_tokens");
+    require_host(target, "target_rows");
+    if (draft) require_host(*draft, "draft_rows");
+    std::fill(emitted.values().begin(), emitted.values().end(), Token{-1});
+    args.draft_offsets = offsets.span<std::int32_t>("draft_offsets");
+    args.target_rows = batch_matrix<float>(target, "target_rows");
+    if (draft) args.draft_rows = batch_matrix<float>(*draft, "draft_rows");
+    args.draft_tokens = tokens.span<Token>("draft_tokens");
+    args.streams = streams;
+    args.emitted = emitted.values();
+    args.accepted = accepted.values();
+  }
+  py::tuple result() { return py::make_tuple(emitted.result(), accepted.result()); }
+};
+
+backend::Cpu lossy_chain_cpu(int threads) {
+  if (threads < 0) throw Error("threads", fmt::format("{} is negative (0 = every hardware thread)", threads));
+  return backend::cpu.with_threads(threads == 0 ? 1 : threads);
+}
+
+py::tuple synthetic_batch(py::handle target_object, py::handle tokens_object,
+                          py::handle offsets_object, py::handle streams_object,
+                          py::handle rates_object, int threads) {
+  LossyChainCall call(target_object, py::none(), tokens_object, offsets_object, streams_object);
+  const Array rates = values_f32_arg(rates_object, "synthetic_acceptance_rates", 1);
+  const auto cpu = lossy_chain_cpu(threads);
+  {
+    py::gil_scoped_release unlocked;
+    verify_chain_batch_synthetic(cpu, call.args, rates.span<float>("synthetic_acceptance_rates"),
+                                 thread_workspace());
+  }
+  return call.result();
+}
+
+py::tuple fly_batch(py::handle target_object, py::handle draft_object, py::handle tokens_object,
+                    py::handle offsets_object, py::handle streams_object, std::int32_t window,
+                    float threshold, int threads) {
+  LossyChainCall call(target_object, draft_object, tokens_object, offsets_object, streams_object);
+  const auto cpu = lossy_chain_cpu(threads);
+  {
+    py::gil_scoped_release unlocked;
+    verify_chain_batch_fly(cpu, call.args, FlyParams{.window = window, .entropy_threshold = threshold},
+                           thread_workspace());
+  }
+  return call.result();
+}
+
 }  // namespace
 
 void bind_compat(py::module_& m) {
@@ -213,6 +282,26 @@ void bind_compat(py::module_& m) {
         "specdec.compat.sglang's walk (private): returns (accept_index [B, S] int32, tokens\n"
         "[B, S] int32 (tokens[b, j] goes to predicts[accept_index[b, j]]), accept_token_num\n"
         "[B] int32), -1 where nothing is written.");
+  m.def("verify_chain_batch_synthetic", &synthetic_batch, py::kw_only(), py::arg("target_rows"),
+        py::arg("draft_tokens"), py::arg("draft_offsets"), py::arg("streams"),
+        py::arg("synthetic_acceptance_rates"), py::arg("threads") = 0,
+        "LOSSY (benchmarking): vLLM's \"synthetic\" rejection method for a ragged batch. Draft\n"
+        "position i, reached, is accepted with probability synthetic_acceptance_rates[i] whatever\n"
+        "the rows hold; at the first rejection the token is drawn from the target row without the\n"
+        "draft token; all accepted: the bonus from the last row. Layout of\n"
+        "verify_chain_batch_target_only's ragged form: draft_offsets [B + 1] int32, draft_tokens\n"
+        "[G], target_rows [G + B, V] float32 warped rows. Returns (emitted [G + B] padded with -1,\n"
+        "accepted [B]).");
+  m.def("verify_chain_batch_fly", &fly_batch, py::kw_only(), py::arg("target_rows"),
+        py::arg("draft_rows") = py::none(), py::arg("draft_tokens"), py::arg("draft_offsets"),
+        py::arg("streams"), py::arg("fly_window_size") = 1,
+        py::arg("fly_entropy_threshold") = 0.0f, py::arg("threads") = 0,
+        "LOSSY: FLy (vLLM's \"fly\" rejection method) for a ragged batch. A draft token the\n"
+        "lossless test rejects is kept when the target allows it (p > 0), the target row's\n"
+        "entropy in nats exceeds fly_entropy_threshold, and the next fly_window_size drafts pass\n"
+        "the lossless test; otherwise the lossless correction. draft_rows [G, V] or None (drafts\n"
+        "without rows: the target-only test). Layout and outputs of verify_chain_batch_synthetic.\n"
+        "An infinite threshold gives verify_chain_batch(_target_only)'s tokens exactly.");
 }
 
 }  // namespace specdec::python

@@ -1,17 +1,30 @@
 """vLLM v1's rejection sampler over specdec: the tensors vLLM's `RejectionSampler.forward` takes,
 verified by specdec's chain verifiers.
 
-Switch: replace ``vllm.v1.sample.rejection_sampler.RejectionSampler(sampler)`` with
-``specdec.compat.vllm.RejectionSampler(sampler)``; `forward`, `parse_output` and the output
-``[B, max_spec_len + 1]`` int32 padded with ``PLACEHOLDER_TOKEN_ID`` are vLLM's.
+Switch: replace ``vllm.v1.sample.rejection_sampler.RejectionSampler(sampler, spec_config,
+device)`` with ``specdec.compat.vllm.RejectionSampler(sampler, spec_config, device)``; `forward`,
+`parse_output` and the output ``[B, max_spec_len + 1]`` int32 padded with
+``PLACEHOLDER_TOKEN_ID`` are vLLM's. ``spec_config.rejection_sample_method`` picks the method
+("standard", "block", "synthetic" or "fly"; anything else is a specdec.Error at construction) and
+the fields those methods take are read from it (``synthetic_acceptance_rates``,
+``fly_window_size``, ``fly_entropy_threshold``). The bonus tokens come from `sampler` on
+``logits[bonus_logits_indices]`` as in vLLM, so the engine's penalties and processors apply;
+``SamplerOutput.logprobs_tensors`` is filled when ``sampling_metadata.max_num_logprobs`` is set.
 
 What differs from vLLM:
 
 - Draws come from specdec's Philox streams, one stream per request seeded from the request's
   generator (one draw from it per call) or, for unseeded requests, from torch's global generator.
   Tokens therefore equal vLLM's only in distribution; greedy requests give exactly vLLM's tokens.
-- The bonus token is drawn here from the bonus row (vLLM hands that row to its `Sampler`);
-  penalties, bad words and allowed-token masks are not applied: apply them to `logits` first.
+- Without a sampler (``RejectionSampler()``, or ``sampler=None``) the bonus token is drawn here
+  from the warped bonus row, without the engine's penalties and processors.
+- "synthetic" and "fly" are specdec's lossy rules of the same names (verify/synthetic.hpp,
+  verify/fly.hpp; docs/engines.md says what they trade): synthetic accepts position i with
+  probability ``synthetic_acceptance_rates[i]`` whatever the rows say (a rejected position takes
+  a token from the target row without the draft token); fly keeps a draft token the lossless
+  test rejects when the target allows it, the target row's entropy exceeds
+  ``fly_entropy_threshold`` nats and the next ``fly_window_size`` drafts pass the lossless test.
+  Greedy requests have one-hot rows (entropy 0), so fly never relaxes them.
 - Requests with draft probabilities are verified with standard rejection sampling (accept x with
   probability min(1, p(x) / q(x))), or with ``rejection_sample_method="block"`` by block
   verification (Sun et al. 2024, vLLM's "block": lossless, and at least as many accepted tokens
@@ -20,13 +33,11 @@ What differs from vLLM:
   from p with x removed), exactly vLLM's distributions. vLLM runs that rule for such drafts under
   "block" too, and so does this adapter: for drafts without probabilities no lossless rule
   accepts the first k tokens more often than the product of their target probabilities, which
-  the target-only rule attains, so block verification has the same law there. "synthetic"
-  (vLLM's benchmarking mode, whose acceptance ignores the target) is not offered: it raises
-  specdec.Error.
+  the target-only rule attains, so block verification has the same law there.
 - Under "block", a chain with an unusable draft token (below) is block-verified up to it, and
   when that prefix is all accepted the token there is drawn from the target row.
 - A draft token outside ``[0, V)`` (the placeholder -1 included) or with draft probability 0 is
-  rejected without being read, as in vLLM; the token at its position comes from the target row
+  rejected without being read, as in vLLM (under every method); the token at its position comes from the target row
   (with draft rows, from the residual max(p - q, 0)).
 - Draft probability rows must sum to 1 (within 1%, then rescaled). Inputs are torch CPU
   tensors or NumPy arrays (torch in, torch out); a CUDA tensor raises
@@ -41,17 +52,18 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from .. import _specdec
-from ._common import (as_numpy, draw_seeds, error, is_torch, per_request, renormalised,
-                      seed_from_generator, verify_chains)
+from ._common import (_cut_at_unusable, as_numpy, draw_seeds, error, is_torch, per_request,
+                      renormalised, seed_from_generator, verify_chains)
 
 PLACEHOLDER_TOKEN_ID = -1
 GREEDY_TEMPERATURE = 0
 MAX_SPEC_LEN = 128
-REJECTION_SAMPLE_METHODS = ("standard", "block")
+REJECTION_SAMPLE_METHODS = ("standard", "block", "synthetic", "fly")
 
 __all__ = ["PLACEHOLDER_TOKEN_ID", "GREEDY_TEMPERATURE", "MAX_SPEC_LEN",
-           "REJECTION_SAMPLE_METHODS", "SpecDecodeMetadata",
-           "SamplingMetadata", "SamplerOutput", "RejectionSampler", "rejection_sample"]
+           "REJECTION_SAMPLE_METHODS", "SpecDecodeMetadata", "SamplingMetadata",
+           "SamplerOutput", "LogprobsTensors", "SpeculativeConfig", "RejectionSampler",
+           "rejection_sample"]
 
 
 @dataclass
@@ -101,18 +113,44 @@ class SpecDecodeMetadata:
 class SamplingMetadata:
     """The fields of vLLM's SamplingMetadata this adapter reads (a vLLM SamplingMetadata works
     as it is): per-request `temperature` (0 = greedy; None when all are greedy), `top_k`, `top_p`
-    (None when unused), and `generators`, {request index: torch or NumPy generator}."""
+    (None when unused), `generators`, {request index: torch or NumPy generator}, and
+    `max_num_logprobs` (None: no logprobs; n: the sampled token's and the top n)."""
     temperature: Any = None
     all_greedy: bool = True
     all_random: bool = False
     top_k: Any = None
     top_p: Any = None
     generators: dict = field(default_factory=dict)
+    max_num_logprobs: Optional[int] = None
+
+
+@dataclass
+class SpeculativeConfig:
+    """The fields of vLLM's SpeculativeConfig the sampler reads (a vLLM SpeculativeConfig works
+    as it is): the method, the per-position acceptance rates of "synthetic" and the window and
+    entropy threshold (nats) of "fly"."""
+    rejection_sample_method: str = "standard"
+    synthetic_acceptance_rates: Optional[Sequence[float]] = None
+    fly_window_size: Optional[int] = None
+    fly_entropy_threshold: Optional[float] = None
+
+
+@dataclass
+class LogprobsTensors:
+    """vLLM's LogprobsTensors, one row per slot of `sampled_token_ids` (B * (max_spec_len + 1)
+    rows, request by request): column 0 the slot's token, columns 1.. the top max_num_logprobs
+    tokens, all under the raw target logits of the row that scored the slot (log-softmax);
+    placeholder slots hold id -1, logprob -inf and rank -1. `selected_token_ranks` is the 1-based
+    rank of the slot's token in its row."""
+    logprob_token_ids: Any
+    logprobs: Any
+    selected_token_ranks: Any
 
 
 @dataclass
 class SamplerOutput:
-    """`sampled_token_ids` [B, max_spec_len + 1] int32, padded with PLACEHOLDER_TOKEN_ID."""
+    """`sampled_token_ids` [B, max_spec_len + 1] int32, padded with PLACEHOLDER_TOKEN_ID, and
+    `logprobs_tensors` when the sampling metadata asks for them."""
     sampled_token_ids: Any
     logprobs_tensors: Any = None
 
@@ -122,7 +160,9 @@ def rejection_sample(draft_token_ids: Any, num_draft_tokens: Sequence[int],
                      target_logits_indices: Any, bonus_logits_indices: Any, *,
                      temperature: Any = None, top_k: Any = None, top_p: Any = None,
                      seeds: Any = None, max_spec_len: Optional[int] = None,
-                     threads: int = 0, rejection_sample_method: str = "standard") -> Any:
+                     threads: int = 0, rejection_sample_method: str = "standard",
+                     synthetic_acceptance_rates: Any = None, fly_window_size: int = 1,
+                     fly_entropy_threshold: float = 0.0, bonus_token_ids: Any = None) -> Any:
     """Verifies a vLLM batch and returns the tokens to append, [B, max_spec_len + 1] int32
     padded with -1.
 
@@ -134,9 +174,13 @@ def rejection_sample(draft_token_ids: Any, num_draft_tokens: Sequence[int],
     off), top_p [B] (1: off) warp the target rows; seeds [B] seed each request's stream (None:
     drawn from torch's global generator). Greedy requests emit the target's argmax up to and
     including the first mismatch, and the bonus argmax when every draft matches.
-    rejection_sample_method: "standard" (token by token) or "block" (block verification of each
-    sampled request that has draft probabilities; see the module docstring)."""
-    block = _method(rejection_sample_method) == "block"
+    rejection_sample_method: "standard" (token by token), "block" (block verification of each
+    sampled request that has draft probabilities), or the lossy "synthetic" (position i accepted
+    with probability synthetic_acceptance_rates[i]) and "fly" (fly_window_size,
+    fly_entropy_threshold); see the module docstring. bonus_token_ids [B] (the engine sampler's
+    draws) replace the bonus tokens drawn here; with them bonus_logits_indices is not read."""
+    method = _method(rejection_sample_method)
+    block = method == "block"
     rows = as_numpy(logits, "logits", kind="float", ndim=2)
     tokens = as_numpy(draft_token_ids, "draft_token_ids", kind="int", ndim=1)
     counts = as_numpy(list(num_draft_tokens) if not hasattr(num_draft_tokens, "shape")
@@ -159,7 +203,16 @@ def rejection_sample(draft_token_ids: Any, num_draft_tokens: Sequence[int],
     width = (longest if max_spec_len is None else int(max_spec_len)) + 1
     target_at = _row_indices(target_logits_indices, "target_logits_indices", tokens.shape[0],
                              rows.shape[0])
-    bonus_at = _row_indices(bonus_logits_indices, "bonus_logits_indices", batch, rows.shape[0])
+    if bonus_token_ids is None:
+        bonus_at = _row_indices(bonus_logits_indices, "bonus_logits_indices", batch, rows.shape[0])
+    else:  # any row serves: the token drawn from it is replaced by the sampler's
+        bonus_at = np.zeros(batch, np.int64)
+        bonus_token_ids = as_numpy(bonus_token_ids, "bonus_token_ids", kind="int").reshape(-1)
+        if bonus_token_ids.shape[0] != batch:
+            raise error("bonus_token_ids", f"has {bonus_token_ids.shape[0]} entries; expected {batch}")
+    rates = None
+    if method == "synthetic":
+        rates = _rates(synthetic_acceptance_rates, int(counts.max()) if batch else 0)
     probs = None
     if draft_probs is not None:
         probs = renormalised(as_numpy(draft_probs, "draft_probs", kind="float", ndim=2))
@@ -191,14 +244,20 @@ def rejection_sample(draft_token_ids: Any, num_draft_tokens: Sequence[int],
         for g, members in enumerate(groups):
             if members.size == 0:
                 continue
-            uses_draft = probs is not None and g == 1
+            uses_draft = probs is not None and g == 1 and method != "synthetic"
             sub = _subset(members, counts, warped, tokens, probs if uses_draft else None)
             member_streams = [streams[b] for b in members]
             if block and uses_draft:
                 chosen = _verify_blocks(*sub, member_streams)
+            elif method in ("synthetic", "fly"):
+                chosen = _lossy_chains(*sub, member_streams, threads, rates=rates,
+                                       fly=(int(fly_window_size), float(fly_entropy_threshold)))
             else:
                 chosen, _ = verify_chains(*sub, member_streams, threads, names=_NAMES)
             out[members, :chosen.shape[1]] = chosen
+        if bonus_token_ids is not None:  # all drafts accepted: the sampler's token
+            full = out[np.arange(batch), counts] != PLACEHOLDER_TOKEN_ID
+            out[full, counts[full]] = bonus_token_ids[full]
     if is_torch(logits):
         import torch
         return torch.from_numpy(out).to(logits.device)
@@ -206,16 +265,45 @@ def rejection_sample(draft_token_ids: Any, num_draft_tokens: Sequence[int],
 
 
 class RejectionSampler:
-    """vLLM v1's `RejectionSampler` interface: `forward(metadata, draft_probs, logits,
-    sampling_metadata)` returns a SamplerOutput whose `sampled_token_ids` are
-    [B, max_spec_len + 1] int32 padded with -1. See the module docstring for what differs."""
+    """vLLM v1's `RejectionSampler`, built as vLLM builds it: ``RejectionSampler(sampler,
+    spec_config, device)``. `forward(metadata, draft_probs, logits, sampling_metadata)` returns a
+    SamplerOutput whose `sampled_token_ids` are [B, max_spec_len + 1] int32 padded with -1 and
+    whose `logprobs_tensors` are filled when ``sampling_metadata.max_num_logprobs`` is set. The
+    bonus tokens are `sampler`'s draws on ``logits[bonus_logits_indices]`` (sampler None: drawn
+    here from the warped bonus rows). `rejection_sample_method`, when given, overrides
+    spec_config's. See the module docstring for what differs."""
 
-    def __init__(self, sampler: Any = None, *args: Any, threads: int = 0,
-                 rejection_sample_method: str = "standard", **kwargs: Any) -> None:
-        self.sampler = sampler  # kept for vLLM's signature; the bonus token is drawn here
+    def __init__(self, sampler: Any = None, spec_config: Any = None, device: Any = None, *,
+                 threads: int = 0, rejection_sample_method: Optional[str] = None) -> None:
+        self.sampler = sampler
+        self.device = device
         self.threads = threads
-        # vLLM reads it from SpeculativeConfig.rejection_sample_method: "standard" or "block"
-        self.rejection_sample_method = _method(rejection_sample_method)
+        method, name = rejection_sample_method, "rejection_sample_method"
+        if method is None:
+            method = getattr(spec_config, "rejection_sample_method", None) or "standard"
+            name = "spec_config.rejection_sample_method"
+        self.rejection_sample_method = _method(method, name)
+        self.synthetic_acceptance_rates = None
+        self.fly_window_size, self.fly_entropy_threshold = 1, 0.0
+        if method == "synthetic":
+            rates = getattr(spec_config, "synthetic_acceptance_rates", None)
+            if rates is None:
+                raise error("spec_config.synthetic_acceptance_rates",
+                            "is required by 'synthetic' (one acceptance probability per position)")
+            self.synthetic_acceptance_rates = _rates(rates, 0)
+        if method == "fly":
+            window = getattr(spec_config, "fly_window_size", None)
+            threshold = getattr(spec_config, "fly_entropy_threshold", None)
+            for name, value in (("fly_window_size", window),
+                                ("fly_entropy_threshold", threshold)):
+                if value is None:
+                    raise error(f"spec_config.{name}", "is required by 'fly'")
+            if int(window) != window or window < 0:
+                raise error("spec_config.fly_window_size", f"{window!r} is not a count >= 0")
+            if not float(threshold) >= 0:
+                raise error("spec_config.fly_entropy_threshold",
+                            f"{threshold!r} is not an entropy >= 0 (nats)")
+            self.fly_window_size, self.fly_entropy_threshold = int(window), float(threshold)
 
     def forward(self, metadata: SpecDecodeMetadata, draft_probs: Any, logits: Any,
                 sampling_metadata: Any) -> SamplerOutput:
@@ -228,14 +316,38 @@ class RejectionSampler:
                 generator, f"sampling_metadata.generators[{index}]")
         all_greedy = bool(getattr(sampling_metadata, "all_greedy", False))
         temperature = None if all_greedy else sampling_metadata.temperature
+        bonus = None
+        if self.sampler is not None:
+            bonus = self._bonus_tokens(logits, metadata.bonus_logits_indices, sampling_metadata)
         sampled = rejection_sample(
             metadata.draft_token_ids, metadata.num_draft_tokens, metadata.cu_num_draft_tokens,
             draft_probs, logits, metadata.target_logits_indices, metadata.bonus_logits_indices,
             temperature=temperature, top_k=getattr(sampling_metadata, "top_k", None),
             top_p=getattr(sampling_metadata, "top_p", None), seeds=seeds,
             max_spec_len=metadata.max_spec_len, threads=self.threads,
-            rejection_sample_method=self.rejection_sample_method)
-        return SamplerOutput(sampled_token_ids=sampled)
+            rejection_sample_method=self.rejection_sample_method,
+            synthetic_acceptance_rates=self.synthetic_acceptance_rates,
+            fly_window_size=self.fly_window_size,
+            fly_entropy_threshold=self.fly_entropy_threshold, bonus_token_ids=bonus)
+        logprobs = None
+        top = getattr(sampling_metadata, "max_num_logprobs", None)
+        if top is not None:
+            logprobs = _logprobs(sampled, logits, metadata, int(top))
+        return SamplerOutput(sampled_token_ids=sampled, logprobs_tensors=logprobs)
+
+    def _bonus_tokens(self, logits: Any, bonus_logits_indices: Any, sampling_metadata: Any):
+        """The engine sampler's draws on the bonus rows, as vLLM's rejection sampler asks."""
+        indices = bonus_logits_indices
+        if is_torch(logits):  # torch indexes with int64 only
+            import torch
+            indices = torch.as_tensor(indices, device=logits.device).long()
+        rows = logits[indices]
+        try:
+            result = self.sampler(logits=rows, sampling_metadata=sampling_metadata,
+                                  predict_bonus_token=True)
+        except TypeError:  # a Sampler from before predict_bonus_token
+            result = self.sampler(logits=rows, sampling_metadata=sampling_metadata)
+        return getattr(result, "sampled_token_ids", result)
 
     __call__ = forward
 
@@ -259,14 +371,108 @@ class RejectionSampler:
 _NAMES = {"draft_rows": "draft_probs", "draft_tokens": "draft_token_ids", "target_rows": "logits"}
 
 
-def _method(value: Any) -> str:
-    if value == "synthetic":
-        raise error("rejection_sample_method", "'synthetic' (vLLM's benchmarking mode, whose "
-                    "acceptance ignores the target: lossy) is not offered; use 'standard' or "
-                    "'block'")
+def _method(value: Any, name: str = "rejection_sample_method") -> str:
     if value not in REJECTION_SAMPLE_METHODS:
-        raise error("rejection_sample_method", f"{value!r} is not one of 'standard', 'block'")
+        raise error(name, f"{value!r} is not one of "
+                    + ", ".join(repr(m) for m in REJECTION_SAMPLE_METHODS))
     return value
+
+
+def _rates(value: Any, positions: int) -> np.ndarray:
+    """synthetic_acceptance_rates as float32, one probability per position (at least
+    `positions`)."""
+    name = "spec_config.synthetic_acceptance_rates"
+    rates = np.asarray(value if value is not None else [], np.float32).reshape(-1)
+    if rates.shape[0] < max(positions, 1):
+        raise error(name, f"has {rates.shape[0]} entries; the drafts have {max(positions, 1)} "
+                    "positions")
+    bad = np.flatnonzero(~((rates >= 0) & (rates <= 1)))
+    if bad.size:
+        raise error(f"{name}[{bad[0]}]", f"{float(rates[bad[0]])} is outside [0, 1]")
+    return rates
+
+
+def _lossy_chains(rows, tokens, counts, probs, streams, threads, *, rates, fly):
+    """The batch of "synthetic" (rates given) or "fly" ((window, threshold)) over chains laid
+    out as verify_chains takes them, cut before unusable tokens as verify_chains cuts them.
+    Returns tokens [B, max(counts) + 1] int32 padded with -1."""
+    batch, vocab = len(counts), rows.shape[1]
+    width = int(counts.max()) + 1 if batch else 1
+    offsets = np.zeros(batch + 1, np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    valid = (tokens >= 0) & (tokens < vocab)
+    if probs is not None:
+        valid &= probs[np.arange(len(tokens)), np.where(valid, tokens, 0)] > 0
+    if not valid.all():
+        rows, tokens, counts, probs = _cut_at_unusable(rows, tokens, counts, probs, offsets,
+                                                       valid)
+        np.cumsum(counts, out=offsets[1:])
+    args = dict(target_rows=np.ascontiguousarray(rows, np.float32),
+                draft_tokens=np.ascontiguousarray(tokens, np.int32),
+                draft_offsets=offsets.astype(np.int32), streams=list(streams), threads=threads)
+    try:
+        if rates is not None:
+            flat, _ = _specdec.verify_chain_batch_synthetic(synthetic_acceptance_rates=rates,
+                                                            **args)
+        else:
+            flat, _ = _specdec.verify_chain_batch_fly(
+                draft_rows=None if probs is None else np.ascontiguousarray(probs, np.float32),
+                fly_window_size=fly[0], fly_entropy_threshold=fly[1], **args)
+    except _specdec.Error as refused:
+        base = refused.argument.split("[")[0]
+        raise error(_NAMES.get(base, base), refused.problem) from None
+    # Request b's tokens start at flat[offsets[b] + b]; slots past its counts[b] + 1 stay -1.
+    slot = np.arange(width)
+    take = (offsets[:-1] + np.arange(batch))[:, None] + slot
+    flat = np.asarray(flat)
+    return np.where(slot <= counts[:, None], flat[np.minimum(take, flat.shape[0] - 1)],
+                    PLACEHOLDER_TOKEN_ID).astype(np.int32)
+
+
+def _logprobs(sampled: Any, logits: Any, metadata: SpecDecodeMetadata, top: int
+              ) -> LogprobsTensors:
+    """LogprobsTensors of every slot of `sampled` under the raw logits row that scored it (draft
+    position j: target_logits_indices; the bonus slot: bonus_logits_indices)."""
+    tokens = as_numpy(sampled, "sampled_token_ids", kind="int", ndim=2)
+    rows = as_numpy(logits, "logits", kind="float", ndim=2)
+    batch, width = tokens.shape
+    counts = np.asarray(metadata.num_draft_tokens, np.int64)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]]) if batch else counts
+    target_at = as_numpy(metadata.target_logits_indices, "target_logits_indices",
+                         kind="int").astype(np.int64)
+    bonus_at = as_numpy(metadata.bonus_logits_indices, "bonus_logits_indices",
+                        kind="int").astype(np.int64)
+    slot = np.arange(width)
+    draft_slot = slot < counts[:, None]
+    used = tokens >= 0
+    empty = np.zeros((batch, width), np.int64)
+    from_target = (target_at[np.minimum(starts[:, None] + slot, target_at.size - 1)]
+                   if target_at.size else empty)
+    from_bonus = bonus_at[:, None] + empty if bonus_at.size == batch else empty
+    row_of = np.where(draft_slot, from_target, from_bonus)
+    picked = rows[row_of[used]].astype(np.float32)
+    shifted = picked - picked.max(axis=1, keepdims=True)
+    logp = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+    chosen = tokens[used].astype(np.int64)
+    chosen_logp = logp[np.arange(len(chosen)), chosen]
+    n = min(top, rows.shape[1])
+    ids = np.full((batch * width, n + 1), -1, np.int64)
+    values = np.full((batch * width, n + 1), -np.inf, np.float32)
+    ranks = np.full(batch * width, -1, np.int64)
+    flat_used = used.reshape(-1)
+    ids[flat_used, 0], values[flat_used, 0] = chosen, chosen_logp
+    ranks[flat_used] = (logp >= chosen_logp[:, None]).sum(axis=1)  # 1-based, as vLLM counts
+    if n > 0:  # a selection, then a sort of the n chosen
+        best = np.argpartition(-logp, n - 1, axis=1)[:, :n]
+        order = np.argsort(-np.take_along_axis(logp, best, axis=1), axis=1, kind="stable")
+        best = np.take_along_axis(best, order, axis=1)
+        ids[flat_used, 1:] = best
+        values[flat_used, 1:] = np.take_along_axis(logp, best, axis=1)
+    if is_torch(logits):
+        import torch
+        return LogprobsTensors(*(torch.from_numpy(a).to(logits.device)
+                                 for a in (ids, values, ranks)))
+    return LogprobsTensors(ids, values, ranks)
 
 
 def _verify_blocks(rows, tokens, counts, probs, streams):

@@ -22,6 +22,7 @@
 #include <functional>
 #include <memory>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "specdec/backend/cuda/emulation/ledger.hpp"
@@ -54,19 +55,22 @@ inline dim3 gridDim{1, 1, 1};
 
 namespace specdec::emulation {
 
-/// A barrier over the fibers of a block or warp: the last to arrive lets the others through.
+/// A barrier over the fibers of a block or warp: the last to arrive lets the others through (in
+/// the latency model, at the latest arrival plus `cost`).
 struct FiberBarrier {
-  explicit FiberBarrier(unsigned int count) : expected(count) {}
+  FiberBarrier(unsigned int count, bool whole_block) : expected(count), block_wide(whole_block) {}
   void arrive_and_wait();
   unsigned int expected;
+  bool block_wide;
   unsigned int arrived = 0;
   std::uint64_t generation = 0;
+  double latest = 0, second = 0, release = 0;  // the arrivals' clocks, the release's
 };
 
 /// The lanes of one warp: a barrier over them and two rounds of exchange slots (a lane writes
 /// round r's slot, waits, reads; round r + 2 reuses it only after every lane passed round r + 1).
 struct Warp {
-  explicit Warp(unsigned int lanes) : barrier(lanes) {}
+  explicit Warp(unsigned int lanes) : barrier(lanes, false) {}
   FiberBarrier barrier;
   std::uint64_t slots[2][32] = {};
 };
@@ -99,7 +103,7 @@ inline char* fiber_stack(unsigned int thread) {
 }
 
 struct Block {
-  explicit Block(unsigned int threads) : barrier(threads), fibers(threads) {
+  explicit Block(unsigned int threads) : barrier(threads, true), fibers(threads) {
     for (unsigned int first = 0; first < threads; first += 32) {
       warps.push_back(std::make_unique<Warp>(std::min(32u, threads - first)));
     }
@@ -114,6 +118,7 @@ struct Block {
   bool bounds_reported = false;
   const void* scheduler_stack = nullptr;  // for the address sanitizer's fiber switches
   std::size_t scheduler_stack_size = 0;
+  double alone = 0;  // latency model: cycles one thread worked while the others waited
 };
 // The threads of a block are fibers taking turns on the calling thread: a barrier costs a
 // context switch per thread instead of a kernel wake-up, and kernels see no data race.
@@ -142,15 +147,39 @@ inline void yield() {
                  block->scheduler_stack_size);
 }
 
+/// Keeps the emulation's own steps (exchanges, barriers) off the running thread's clock.
+struct ClockPause {
+  ClockPause() : t(trace), was(t != nullptr && std::exchange(t->clock.paused, true)) {}
+  ~ClockPause() {
+    if (t != nullptr) t->clock.paused = was;
+  }
+  ThreadTrace* t;
+  bool was;
+};
+
 inline void FiberBarrier::arrive_and_wait() {
+  const ClockPause pause;
+  ThreadClock* c = latency.on ? &block->current->trace->clock : nullptr;
+  if (c != nullptr) {
+    const double t = std::max(c->now, c->pending);
+    second = std::max(second, std::min(t, latest));
+    latest = std::max(latest, t);
+  }
   if (++arrived == expected) {
     arrived = 0;
     ++generation;
     ++block->progress;
+    if (c != nullptr) {
+      release = latest + (block_wide ? latency.k.barrier : latency.k.shuffle);
+      if (block_wide && expected > 1) block->alone += latest - second;
+      latest = second = 0;
+      *c = {release, 0, c->steps, c->paused};
+    }
     return;
   }
   const std::uint64_t g = generation;
   while (generation == g) yield();
+  if (c != nullptr) *c = {release, 0, c->steps, c->paused};
 }
 
 inline void fiber_main() {
@@ -180,6 +209,20 @@ inline void fiber_main() {
   context.uc_stack.ss_size = 0;
 }
 
+/// The latency model's record of a finished block: its end (the slowest thread), its steps, the
+/// cycles one thread worked alone (including after every other thread had finished).
+inline void end_block_clocks(double start, const std::vector<ThreadTrace>& traces, double alone) {
+  double last = start, second = start, steps = 0;
+  for (const ThreadTrace& t : traces) {
+    const double end = std::max(t.clock.now, t.clock.pending);
+    second = std::max(second, std::min(end, last));
+    last = std::max(last, end);
+    steps += static_cast<double>(t.clock.steps);
+  }
+  latency.end_block(start, last, steps, alone + (traces.size() > 1 ? last - second : 0.0));
+
+}
+
 /// Runs `kernel()` as block `index` of `threads` threads, each a fiber, round robin until all
 /// have finished; aborts when no thread can move (a barrier some threads never reach).
 inline void run_block(unsigned int threads, dim3 index, const std::function<void()>& kernel) {
@@ -189,9 +232,11 @@ inline void run_block(unsigned int threads, dim3 index, const std::function<void
   blockDim = {threads, 1, 1};
   blockIdx = index;
   std::vector<ThreadTrace> traces(threads);
+  const double start = latency.on ? latency.block_start() : 0.0;
   for (unsigned int t = 0; t < threads; ++t) {
     Fiber& f = b.fibers[t];
     traces[t].traffic.resize(ledger.size());
+    traces[t].clock.now = start;
     f.thread = {t, 0, 0};
     f.trace = &traces[t];
     f.stack = fiber_stack(t);
@@ -216,6 +261,7 @@ inline void run_block(unsigned int threads, dim3 index, const std::function<void
   }
   trace = nullptr;
   block = nullptr;
+  if (latency.on) end_block_clocks(start, traces, b.alone);
   merge_block(traces);
 }
 
@@ -223,6 +269,7 @@ inline void run_block(unsigned int threads, dim3 index, const std::function<void
 template <class T>
 T exchange(T value, unsigned int source) {
   static_assert(sizeof(T) <= 8 && std::is_trivially_copyable_v<T>);
+  const ClockPause pause;
   const unsigned int lane = threadIdx.x & 31u;
   Warp& w = *block->warps[threadIdx.x >> 5];
   const unsigned int round = exchange_round++ & 1u;
@@ -245,6 +292,17 @@ T store_if(T* address, T value, Better better) {
   return old;
 }
 
+/// The latency model's cost of an atomic at `address`: a global one's round trip after the
+/// earlier ones there, a shared one's step.
+inline void clock_atomic(const void* address) {
+  if (!latency.on || trace == nullptr) return;
+  if (ledger.find(reinterpret_cast<std::uintptr_t>(address)) >= 0) {
+    clock_global_atomic(trace->clock, address);
+  } else {
+    clock_step(trace->clock);
+  }
+}
+
 inline void expect_block_threads(unsigned int threads) {
   if (blockDim.x != threads && !block->bounds_reported) {
     block->bounds_reported = true;
@@ -262,7 +320,11 @@ inline void __syncwarp(unsigned int = 0xffffffffu) {
   specdec::emulation::block->warps[threadIdx.x >> 5]->barrier.arrive_and_wait();
   if (specdec::emulation::trace != nullptr) specdec::emulation::trace->sync();
 }
-inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+inline void __threadfence() {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (specdec::emulation::latency.on && specdec::emulation::trace != nullptr)
+    specdec::emulation::clock_fence(specdec::emulation::trace->clock);
+}
 inline void __threadfence_block() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 
 template <class T>
@@ -287,6 +349,7 @@ T __shfl_up_sync(unsigned int, T value, unsigned int delta, int = 32) {
 }
 inline unsigned int __ballot_sync(unsigned int, int predicate) {
   // Every lane publishes its predicate through one exchange round, then reads all of them.
+  const specdec::emulation::ClockPause pause;
   auto& w = *specdec::emulation::block->warps[threadIdx.x >> 5];
   const unsigned int round = specdec::emulation::exchange_round++ & 1u;
   w.slots[round][threadIdx.x & 31u] = predicate != 0 ? 1u : 0u;
@@ -306,23 +369,28 @@ inline int __ffs(int x) { return __builtin_ffs(x); }
 
 template <class T>
 T atomicAdd(T* address, T value) {
+  specdec::emulation::clock_atomic(address);
   return std::atomic_ref<T>(*address).fetch_add(value);
 }
 template <class T>
 T atomicExch(T* address, T value) {
+  specdec::emulation::clock_atomic(address);
   return std::atomic_ref<T>(*address).exchange(value);
 }
 template <class T>
 T atomicCAS(T* address, T expected, T desired) {
+  specdec::emulation::clock_atomic(address);
   std::atomic_ref<T>(*address).compare_exchange_strong(expected, desired);
   return expected;
 }
 template <class T>
 T atomicMax(T* address, T value) {
+  specdec::emulation::clock_atomic(address);
   return specdec::emulation::store_if(address, value, [](T v, T old) { return old < v; });
 }
 template <class T>
 T atomicMin(T* address, T value) {
+  specdec::emulation::clock_atomic(address);
   return specdec::emulation::store_if(address, value, [](T v, T old) { return v < old; });
 }
 

@@ -19,7 +19,10 @@
 #include <stdexcept>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
+
+#include "specdec/backend/cuda/emulation/latency.hpp"
 
 namespace specdec::emulation {
 
@@ -188,6 +191,7 @@ struct ThreadTrace {
   // from shifting the pairing of later accesses.
   std::uint64_t epoch = 0;
   std::vector<std::uint32_t> loads, stores;  // per region index + 1
+  ThreadClock clock;                         // the latency model's (latency.hpp)
   void sync() {
     ++epoch;
     std::fill(loads.begin(), loads.end(), 0u);
@@ -196,9 +200,9 @@ struct ThreadTrace {
 };
 inline thread_local ThreadTrace* trace = nullptr;
 
-inline void record(const void* address, std::size_t bytes, bool store, bool dense) {
-  ThreadTrace* t = trace;
-  if (t == nullptr) return;  // host code, outside a kernel
+/// The ledger's record of one access by thread `t`.
+inline void record_access(ThreadTrace* t, const void* address, std::size_t bytes, bool store,
+                          bool dense) {
   const auto a = reinterpret_cast<std::uintptr_t>(address);
   const int r = ledger.find(a);
   std::vector<std::uint32_t>& counts = store ? t->stores : t->loads;
@@ -223,6 +227,16 @@ inline void record(const void* address, std::size_t bytes, bool store, bool dens
     }
   }
 }
+inline void record(const void* address, std::size_t bytes, bool store, bool dense) {
+  ThreadTrace* t = trace;
+  if (t == nullptr) return;  // host code, outside a kernel
+  // The bookkeeping below is not the kernel's work: its steps are not counted.
+  const bool was_paused = std::exchange(t->clock.paused, true);
+  if (!store && latency.on) clock_load(t->clock);
+  record_access(t, address, bytes, store, dense);
+  t->clock.paused = was_paused;
+}
+
 inline void record_load(const void* address, std::size_t bytes, bool dense) {
   record(address, bytes, false, dense);
 }

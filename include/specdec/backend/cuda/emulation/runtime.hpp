@@ -84,7 +84,9 @@ inline void run_grid(dim3 grid, unsigned int threads, const std::function<void()
   std::mt19937_64 rng(ledger.seed + ledger.counts.launches);
   std::shuffle(blocks.begin(), blocks.end(), rng);
   gridDim = grid;
+  if (latency.on) latency.begin_launch(grid.x * grid.y * grid.z, threads, ledger.total().sectors);
   for (const dim3& b : blocks) run_block(threads, b, kernel);
+  if (latency.on) latency.end_launch(ledger.total().sectors);
 }
 
 inline cudaError_t launch(dim3 grid, unsigned int threads, cudaStream_t stream,
@@ -157,6 +159,8 @@ inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes
   const bool from_host = kind == cudaMemcpyHostToDevice;
   const bool pinned = from_host && rt.is_pinned(src);
   const auto copy = [=] {
+    emu::latency.stream_op(pinned || !from_host ? emu::latency.k.copy_us
+                                                 : emu::latency.k.pageable_copy_us);
     std::memcpy(dst, src, bytes);
     emu::ledger.mark_written(dst, bytes);
   };
@@ -185,6 +189,7 @@ inline cudaError_t cudaMemsetAsync(void* dst, int value, std::size_t bytes,
   namespace emu = specdec::emulation;
   const auto set = [=] {
     ++emu::ledger.counts.memsets;
+    emu::latency.stream_op(emu::latency.k.memset_us);
     std::memset(dst, value, bytes);
     emu::ledger.mark_written(dst, bytes);
   };

@@ -1,0 +1,121 @@
+// SPDX-License-Identifier: MIT
+// The latency model of the emulation (emulation/latency.hpp), run on the benchmark's cases at
+// B = 1, V = 128256 (latency_cases.hpp): its calibration against what an H200 measured
+// (docs/cuda-measurements.md, each figure within 35%), the figures it still misses (reported, not
+// failing), and the goals of the small-batch work on an H100 (hidden: `[goal]` runs them).
+#include "latency_cases.hpp"
+// The emulation comes first (latency_cases.hpp).
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+using namespace specdec;
+namespace emu = specdec::emulation;
+
+namespace {
+
+constexpr std::int64_t kV = 128256;
+const Warp kTopP{.temperature = 0.8f, .top_p = 0.9f};
+const Warp kTopK{.temperature = 0.8f, .top_k = 50};
+const Warp kMinP{.temperature = 0.8f, .min_p = 0.1f};
+
+/// The model's figure within 35% of the measured one.
+void check_near(const char* what, double model_us, double measured_us) {
+  INFO(what << ": model " << model_us << " us, measured " << measured_us << " us");
+  CHECK(model_us >= 0.65 * measured_us);
+  CHECK(model_us <= 1.35 * measured_us);
+}
+
+void show(const std::string& name, const emu::CallTime& t) {
+  std::printf("%s\n%s\n", name.c_str(), t.table().c_str());
+}
+
+}  // namespace
+
+TEST_CASE("latency model: the chain step with T and top-p, fp32, B 1 (H200: 120 us, draws 42)",
+          "[latency]") {
+  const emu::CallTime t = test::chain_step_time<float>(emu::kH200, 1, kV, kTopP);
+  show("chain, T + top-p, fp32, B 1", t);
+  REQUIRE(t.launches.size() == 3);
+  check_near("the step", t.total_us, 120);
+  // Nsight's 66 to 82 us: within 35% of its low end, the model's nucleus holds fewer flat rows'
+  // overflows than the profiled rows did.
+  check_near("the nucleus launch", t.launches[1].us, 66);
+  check_near("the draws", t.launches[2].us, 42);
+  // The draws are the sequence's last block alone (one block per sequence draws a cut row).
+  CHECK(t.launches[2].tail_share() > 0.8);
+}
+
+TEST_CASE("latency model: the chain step with T only, bf16, B 1 (H200: 37 us)", "[latency]") {
+  const emu::CallTime t = test::chain_step_time<Eigen::bfloat16>(emu::kH200, 1, kV, Warp{});
+  show("chain, T only, bf16, B 1", t);
+  REQUIRE(t.launches.size() == 2);
+  check_near("the step", t.total_us, 37);
+}
+
+TEST_CASE("latency model: the warp with T and top-k 50, bf16, B 1 (H200: 69 us)", "[latency]") {
+  const emu::CallTime t = test::warp_time(emu::kH200, 1, kV, kTopK);
+  show("warp, T + top-k 50, bf16, B 1", t);
+  check_near("the warp", t.total_us, 69);
+}
+
+TEST_CASE("latency model: Gumbel-top-k, k 8, fp32, B 1 (H200: 25 us)", "[latency]") {
+  const emu::CallTime t = test::gumbel_time(emu::kH200, 1, kV);
+  show("Gumbel-top-k, k 8, B 1", t);
+  check_near("the call", t.total_us, 25);
+}
+
+// What the model does not yet reproduce: the statistics launch (22 us measured: the model counts
+// no step inside libm's exponentials) and top-k's last block alone (58 us measured).
+TEST_CASE("latency model: figures still missed (reported)", "[latency][!mayfail]") {
+  const emu::CallTime chain = test::chain_step_time<float>(emu::kH200, 1, kV, kTopP);
+  check_near("the statistics launch", chain.launches[0].us, 22);
+  const emu::CallTime warp = test::warp_time(emu::kH200, 1, kV, kTopK);
+  double alone = 0;
+  for (const emu::LaunchTime& l : warp.launches) alone = std::max(alone, l.tail_us);
+  check_near("top-k's last block alone", alone, 58);
+}
+
+namespace {
+
+/// Every launch of a call: the slowest block within 3x the median, no block or thread alone for
+/// more than 30% of it.
+void check_launch_shape(const emu::CallTime& t) {
+  for (std::size_t i = 0; i < t.launches.size(); ++i) {
+    const emu::LaunchTime& l = t.launches[i];
+    INFO("launch " << i << ": spread " << l.spread << ", tail share " << l.tail_share());
+    CHECK(l.spread <= 3.0);
+    CHECK(l.tail_share() <= 0.3);
+  }
+}
+
+void check_goal(const std::string& name, const emu::CallTime& t, double goal_us) {
+  show(name, t);
+  INFO(name << ": model " << t.total_us << " us, goal " << goal_us << " us");
+  CHECK(t.total_us <= goal_us);
+  check_launch_shape(t);
+}
+
+}  // namespace
+
+// The goals of the small-batch work (H100 constants). Today's kernels miss them (their tails are
+// the next change), so they are hidden from the suite: `test_latency_model "[goal]"` prints them.
+TEST_CASE("latency goals: chain steps at B 1, V 128256, <= 25 us", "[.goal]") {
+  check_goal("chain, T + top-p, fp32, B 1", test::chain_step_time<float>(emu::kH100, 1, kV, kTopP),
+             25);
+  check_goal("chain, T + top-k 50, fp32, B 1",
+             test::chain_step_time<float>(emu::kH100, 1, kV, kTopK), 25);
+  check_goal("chain, T + min-p 0.1, fp32, B 1",
+             test::chain_step_time<float>(emu::kH100, 1, kV, kMinP), 25);
+}
+
+TEST_CASE("latency goals: chain step at B 16, V 32000, <= 30 us", "[.goal]") {
+  check_goal("chain, T + top-p, fp32, B 16, V 32000",
+             test::chain_step_time<float>(emu::kH100, 16, 32000, kTopP), 30);
+}
+
+TEST_CASE("latency goals: warp T + top-p <= 15 us, Gumbel-top-k k 8 <= 12 us (B 1)", "[.goal]") {
+  check_goal("warp, T + top-p, B 1", test::warp_time(emu::kH100, 1, kV, kTopP), 15);
+  check_goal("Gumbel-top-k, k 8, B 1", test::gumbel_time(emu::kH100, 1, kV), 12);
+}

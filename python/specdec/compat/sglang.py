@@ -3,7 +3,13 @@
 `predicts`, `accept_index` and `accept_token_num` as SGLang does.
 
 Switch: ``from specdec.compat.sglang import tree_speculative_sampling_target_only,
-verify_tree_greedy`` in place of ``from sgl_kernel import ...``.
+tree_speculative_sampling_target_only_rejmask, verify_tree_greedy`` in place of
+``from sgl_kernel import ...``.
+
+``tree_speculative_sampling_target_only_rejmask`` is sgl-kernel's faster form without
+`draft_probs`: the rejected children are masked out of the row the final token is drawn from
+instead of being written into a draft tensor, which gives the same tokens as the draft-less
+form. Here it is the same walk (with ``draft_probs=None``), so it takes any number of children.
 
 SGLang's layout: sequence b's draft tree has N = num_draft_tokens slots, slot 0 the root (the
 last verified token); ``retrive_next_token[b, s]`` is the first child of slot s and
@@ -56,7 +62,8 @@ from .. import _specdec
 from ._common import (as_numpy, draw_seeds, error, is_cuda, is_torch, renormalised,
                       seed_from_generator)
 
-__all__ = ["tree_speculative_sampling_target_only", "verify_tree_greedy"]
+__all__ = ["tree_speculative_sampling_target_only", "tree_speculative_sampling_target_only_rejmask",
+           "verify_tree_greedy"]
 
 _LINKS = ("index", "next_token", "next_sibling")
 
@@ -103,6 +110,28 @@ def tree_speculative_sampling_target_only(
                    streams=streams, threshold_single=float(threshold_single),
                    threshold_acc=float(threshold_acc))
     outputs.write(*result)
+
+
+def tree_speculative_sampling_target_only_rejmask(
+        predicts: Any, accept_index: Any, accept_token_num: Any, candidates: Any,
+        retrive_index: Any = None, retrive_next_token: Any = None,
+        retrive_next_sibling: Any = None, uniform_samples: Any = None,
+        uniform_samples_for_final_sampling: Any = None, target_probs: Any = None,
+        threshold_single: float = 1.0, threshold_acc: float = 1.0, deterministic: bool = True,
+        *, retrieve_index: Any = None, retrieve_next_token: Any = None,
+        retrieve_next_sibling: Any = None, seed: Any = None, generator: Any = None) -> None:
+    """sgl-kernel's rejection-mask form: tree_speculative_sampling_target_only without
+    `draft_probs` (the final token is drawn from the target with the tried children masked out),
+    with its arguments, shapes, dtypes and in-place outputs."""
+    for name, value in (("threshold_single", threshold_single), ("threshold_acc", threshold_acc)):
+        if not isinstance(value, (int, float, np.floating, np.integer)):
+            raise error(name, f"is a {type(value).__name__}; expected a float in [0, 1]")
+    tree_speculative_sampling_target_only(
+        predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
+        retrive_next_sibling, uniform_samples, uniform_samples_for_final_sampling, target_probs,
+        None, threshold_single, threshold_acc, deterministic, retrieve_index=retrieve_index,
+        retrieve_next_token=retrieve_next_token, retrieve_next_sibling=retrieve_next_sibling,
+        seed=seed, generator=generator)
 
 
 def verify_tree_greedy(predicts: Any, accept_index: Any, accept_token_num: Any, candidates: Any,

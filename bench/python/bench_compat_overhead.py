@@ -5,7 +5,8 @@ same work with arrays already in specdec's layout, at B = 8 requests of k = 4 dr
 V = 32000 (a Llama 2 vocabulary):
 
 - vLLM: RejectionSampler.forward (draft_probs=None, temperature 0.8) against warp_logits +
-  verify_chain_batch_target_only;
+  verify_chain_batch_target_only, and its "fly" method against warp_logits +
+  verify_chain_batch_fly (both sides on one thread);
 - FlashInfer: chain_speculative_sampling against verify_chain_batch;
 - SGLang: tree_speculative_sampling_target_only (a chain of k drafts as a tree of k + 1 slots,
   specdec's streams) against verify_tree_batch_target_only.
@@ -54,7 +55,7 @@ def cases(batch, k, vocab, use_torch):
     metadata = vllm.SpecDecodeMetadata.make_dummy(tokens.tolist())
     sampling = vllm.SamplingMetadata(temperature=wrap(np.full(batch, 0.8, np.float32)),
                                      all_greedy=False)
-    sampler = vllm.RejectionSampler()
+    sampler = vllm.RejectionSampler(threads=1)  # the bare calls run on one thread too
     warp = specdec.Warp(temperature=0.8)
     offsets = np.arange(0, batch * k + 1, k, dtype=np.int32)
     flat_tokens = tokens.reshape(-1)
@@ -66,6 +67,19 @@ def cases(batch, k, vocab, use_torch):
                                                draft_offsets=offsets, streams=streams, threads=1)
 
     out["vllm"] = (lambda: sampler.forward(metadata, None, logits_w, sampling), vllm_bare)
+
+    # vLLM's "fly" method against warp_logits + verify_chain_batch_fly.
+    fly_config = vllm.SpeculativeConfig(rejection_sample_method="fly", fly_window_size=1,
+                                        fly_entropy_threshold=0.5)
+    fly = vllm.RejectionSampler(None, fly_config, "cpu", threads=1)
+
+    def fly_bare():
+        warped = specdec.warp_logits(warp, logits)
+        specdec.verify_chain_batch_fly(target_rows=warped, draft_tokens=flat_tokens,
+                                       draft_offsets=offsets, streams=streams,
+                                       fly_window_size=1, fly_entropy_threshold=0.5, threads=1)
+
+    out["vllm fly"] = (lambda: fly.forward(metadata, None, logits_w, sampling), fly_bare)
 
     # FlashInfer: draft rows equal to the target rows.
     draft = np.ascontiguousarray(rows[:, :k])
@@ -103,11 +117,11 @@ def main():
     options = parser.parse_args()
     batch, k, vocab = 8, 4, 32000
     print(f"B = {batch}, k = {k}, V = {vocab}, {'torch' if options.torch else 'NumPy'} inputs")
-    print(f"{'adapter':>11} {'adapter us':>11} {'bare us':>9} {'overhead us':>12}")
+    print(f"{'adapter':>11} {'adapter us':>11} {'bare us':>9} {'overhead us':>12} {'ratio':>6}")
     for name, (adapter, bare) in cases(batch, k, vocab, options.torch).items():
         a = per_call(adapter, options.repeats)
         b = per_call(bare, options.repeats)
-        print(f"{name:>11} {a * 1e6:>11.1f} {b * 1e6:>9.1f} {(a - b) * 1e6:>12.1f}")
+        print(f"{name:>11} {a * 1e6:>11.1f} {b * 1e6:>9.1f} {(a - b) * 1e6:>12.1f} {a / b:>6.2f}")
 
 
 if __name__ == "__main__":

@@ -29,9 +29,12 @@ def is_cuda(value: Any) -> bool:
     return is_torch(value) and getattr(value, "is_cuda", False)
 
 
-def as_numpy(value: Any, name: str, *, kind: str, ndim: Optional[int] = None) -> np.ndarray:
+def as_numpy(value: Any, name: str, *, kind: str, ndim: Optional[int] = None,
+             check_finite: bool = True) -> np.ndarray:
     """`value` (torch CPU tensor, NumPy array, list) as a NumPy array of float32 (kind 'float') or
-    int64 (kind 'int'); a CUDA tensor or the wrong kind or rank raises specdec.Error naming it."""
+    int64 (kind 'int'); a CUDA tensor or the wrong kind or rank raises specdec.Error naming it.
+    check_finite=False skips the pass that refuses NaN and +inf (for a caller whose next call
+    checks them)."""
     if is_cuda(value):
         raise error(name, "is a CUDA tensor; this adapter verifies on the CPU (pass value.cpu())")
     if is_torch(value):
@@ -50,7 +53,7 @@ def as_numpy(value: Any, name: str, *, kind: str, ndim: Optional[int] = None) ->
         if array.dtype.kind != "f":
             raise error(name, f"has dtype {array.dtype}; expected floating point")
         array = array.astype(np.float32, copy=False)
-        total = array.sum()  # one pass; NaN or +inf makes it NaN or +inf (or an overflow does)
+        total = array.sum() if check_finite else 0.0  # NaN or +inf makes it NaN or +inf
         if not (np.isfinite(total) or total == -np.inf):
             if np.isnan(array).any() or (array == np.inf).any():
                 raise error(name, "holds NaN or +inf")
@@ -104,7 +107,7 @@ def renormalised(rows: np.ndarray) -> np.ndarray:
 
 def verify_chains(target_rows: np.ndarray, draft_tokens: np.ndarray, counts: np.ndarray,
                   draft_rows: Optional[np.ndarray], streams: Sequence[_specdec.RandomStream],
-                  threads: int = 0, names: Optional[dict] = None
+                  threads: int = 0, names: Optional[dict] = None, call: Any = None
                   ) -> tuple[np.ndarray, np.ndarray]:
     """Verifies B ragged chains: request b has counts[b] drafts and counts[b] + 1 warped target
     rows (the last gives the bonus token), laid out one request after another. Without draft rows
@@ -113,7 +116,8 @@ def verify_chains(target_rows: np.ndarray, draft_tokens: np.ndarray, counts: np.
     from that position's target row (with draft rows: from the residual max(p - q, 0), the
     distribution a rejection draws from). Returns tokens [B, max(counts) + 1] int32 padded with
     -1 and accepted [B] int32. An error of the verifier names the caller's argument: `names`
-    maps the verifier's names ('target_rows', 'draft_rows', 'draft_tokens') to the caller's."""
+    maps the verifier's names ('target_rows', 'draft_rows', 'draft_tokens') to the caller's.
+    `call` replaces the verifier: call(draft_rows=None or rows, **the batch's arguments)."""
     batch, vocab = len(counts), target_rows.shape[1]
     width = int(counts.max()) + 1 if batch else 1  # before any chain is cut
     offsets = np.zeros(batch + 1, np.int64)
@@ -131,7 +135,10 @@ def verify_chains(target_rows: np.ndarray, draft_tokens: np.ndarray, counts: np.
                 draft_tokens=np.ascontiguousarray(draft_tokens, np.int32),
                 draft_offsets=offsets.astype(np.int32), streams=list(streams), threads=threads)
     try:
-        if draft_rows is None:
+        if call is not None:
+            flat, accepted = call(draft_rows=None if draft_rows is None else
+                                  np.ascontiguousarray(draft_rows, np.float32), **args)
+        elif draft_rows is None:
             flat, accepted = _specdec.verify_chain_batch_target_only(**args)
         else:
             flat, accepted = _specdec.verify_chain_batch(
@@ -141,10 +148,10 @@ def verify_chains(target_rows: np.ndarray, draft_tokens: np.ndarray, counts: np.
         if names and base in names:  # the verifier's row numbers are not the caller's
             raise error(names[base], refused.problem) from None
         raise
-    out = np.full((batch, width), -1, np.int32)
-    for b in range(batch):
-        start = offsets[b] + b
-        out[b, :counts[b] + 1] = flat[start:start + counts[b] + 1]
+    # Request b's tokens start at flat[offsets[b] + b]; slots past its counts[b] + 1 stay -1.
+    flat, slot = np.asarray(flat), np.arange(width)
+    take = np.minimum((offsets[:-1] + np.arange(batch))[:, None] + slot, max(flat.shape[0] - 1, 0))
+    out = np.where(slot <= counts[:, None], flat[take] if flat.size else -1, -1).astype(np.int32)
     return out, np.asarray(accepted, np.int32)
 
 

@@ -52,7 +52,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from .. import _specdec
-from ._common import (_cut_at_unusable, as_numpy, draw_seeds, error, is_torch, per_request,
+from ._common import (as_numpy, draw_seeds, error, is_torch, per_request,
                       renormalised, seed_from_generator, verify_chains)
 
 PLACEHOLDER_TOKEN_ID = -1
@@ -181,7 +181,8 @@ def rejection_sample(draft_token_ids: Any, num_draft_tokens: Sequence[int],
     draws) replace the bonus tokens drawn here; with them bonus_logits_indices is not read."""
     method = _method(rejection_sample_method)
     block = method == "block"
-    rows = as_numpy(logits, "logits", kind="float", ndim=2)
+    # warp_logits refuses NaN and +inf naming the row: no pass of its own here.
+    rows = as_numpy(logits, "logits", kind="float", ndim=2, check_finite=False)
     tokens = as_numpy(draft_token_ids, "draft_token_ids", kind="int", ndim=1)
     counts = as_numpy(list(num_draft_tokens) if not hasattr(num_draft_tokens, "shape")
                       else num_draft_tokens, "num_draft_tokens", kind="int", ndim=1)
@@ -225,19 +226,31 @@ def rejection_sample(draft_token_ids: Any, num_draft_tokens: Sequence[int],
                         default=GREEDY_TEMPERATURE)
     ks = per_request(top_k, "top_k", batch, kind="int", default=0)
     ps = per_request(top_p, "top_p", batch, kind="float", default=1.0)
-    for b in range(batch):
-        if not (np.isfinite(temps[b]) and (temps[b] >= 0 or temps[b] == -1)):
-            raise error(f"temperature[{b}]", f"{temps[b]} is not a temperature (>= 0; 0 = greedy)")
-        if not 0 < ps[b] <= 1:
-            raise error(f"top_p[{b}]", f"{ps[b]} is outside (0, 1]")
+    bad = np.flatnonzero(~(np.isfinite(temps) & ((temps >= 0) | (temps == -1))))
+    if bad.size:
+        b = bad[0]
+        raise error(f"temperature[{b}]", f"{temps[b]} is not a temperature (>= 0; 0 = greedy)")
+    bad = np.flatnonzero(~((ps > 0) & (ps <= 1)))
+    if bad.size:
+        raise error(f"top_p[{bad[0]}]", f"{ps[bad[0]]} is outside (0, 1]")
     stream_seeds = (draw_seeds(batch) if seeds is None
                     else per_request(seeds, "seeds", batch, kind="int", default=0))
     out = np.full((batch, width), PLACEHOLDER_TOKEN_ID, np.int32)
     if batch:
         greedy = temps <= 0  # 0, and -1 in older vLLM
-        order = np.concatenate([np.append(target_at[cu[b] - counts[b]:cu[b]], bonus_at[b])
-                                for b in range(batch)])
-        warped = _warp_requests(rows[order], counts, greedy, temps, ks, ps, vocab)
+        # Request b's rows in specdec's layout: its draft positions, then its bonus row.
+        order = np.empty(tokens.shape[0] + batch, np.int64)
+        bonus_slot = cu + np.arange(batch)
+        draft_slot = np.ones(order.shape[0], bool)
+        draft_slot[bonus_slot] = False
+        order[draft_slot], order[bonus_slot] = target_at, bonus_at
+        # vLLM lays logits out this way already: then the rows are used where they lie.
+        in_place = np.array_equal(order, np.arange(order.shape[0])) and order.shape[0] == rows.shape[0]
+        try:
+            warped = _warp_requests(rows if in_place else rows[order], counts, greedy, temps, ks,
+                                    ps, vocab)
+        except _specdec.Error as refused:  # its row numbers are not the caller's
+            raise error("logits", refused.problem) from None
         streams = [_specdec.RandomStream(seed=int(s) % 2**64) for s in stream_seeds]
         groups = [np.arange(batch)] if probs is None else [np.flatnonzero(greedy),
                                                            np.flatnonzero(~greedy)]
@@ -393,40 +406,15 @@ def _rates(value: Any, positions: int) -> np.ndarray:
 
 
 def _lossy_chains(rows, tokens, counts, probs, streams, threads, *, rates, fly):
-    """The batch of "synthetic" (rates given) or "fly" ((window, threshold)) over chains laid
-    out as verify_chains takes them, cut before unusable tokens as verify_chains cuts them.
-    Returns tokens [B, max(counts) + 1] int32 padded with -1."""
-    batch, vocab = len(counts), rows.shape[1]
-    width = int(counts.max()) + 1 if batch else 1
-    offsets = np.zeros(batch + 1, np.int64)
-    np.cumsum(counts, out=offsets[1:])
-    valid = (tokens >= 0) & (tokens < vocab)
-    if probs is not None:
-        valid &= probs[np.arange(len(tokens)), np.where(valid, tokens, 0)] > 0
-    if not valid.all():
-        rows, tokens, counts, probs = _cut_at_unusable(rows, tokens, counts, probs, offsets,
-                                                       valid)
-        np.cumsum(counts, out=offsets[1:])
-    args = dict(target_rows=np.ascontiguousarray(rows, np.float32),
-                draft_tokens=np.ascontiguousarray(tokens, np.int32),
-                draft_offsets=offsets.astype(np.int32), streams=list(streams), threads=threads)
-    try:
+    """verify_chains with "synthetic" (rates given) or "fly" ((window, threshold)) as the
+    verifier. Returns tokens [B, max(counts) + 1] int32 padded with -1."""
+    def call(draft_rows, **args):
         if rates is not None:
-            flat, _ = _specdec.verify_chain_batch_synthetic(synthetic_acceptance_rates=rates,
-                                                            **args)
-        else:
-            flat, _ = _specdec.verify_chain_batch_fly(
-                draft_rows=None if probs is None else np.ascontiguousarray(probs, np.float32),
-                fly_window_size=fly[0], fly_entropy_threshold=fly[1], **args)
-    except _specdec.Error as refused:
-        base = refused.argument.split("[")[0]
-        raise error(_NAMES.get(base, base), refused.problem) from None
-    # Request b's tokens start at flat[offsets[b] + b]; slots past its counts[b] + 1 stay -1.
-    slot = np.arange(width)
-    take = (offsets[:-1] + np.arange(batch))[:, None] + slot
-    flat = np.asarray(flat)
-    return np.where(slot <= counts[:, None], flat[np.minimum(take, flat.shape[0] - 1)],
-                    PLACEHOLDER_TOKEN_ID).astype(np.int32)
+            return _specdec.verify_chain_batch_synthetic(synthetic_acceptance_rates=rates, **args)
+        return _specdec.verify_chain_batch_fly(draft_rows=draft_rows, fly_window_size=fly[0],
+                                               fly_entropy_threshold=fly[1], **args)
+    return verify_chains(rows, tokens, counts, probs, streams, threads, names=_NAMES,
+                         call=call)[0]
 
 
 def _logprobs(sampled: Any, logits: Any, metadata: SpecDecodeMetadata, top: int
@@ -519,31 +507,30 @@ def _row_indices(value: Any, name: str, count: int, rows: int) -> np.ndarray:
 def _warp_requests(rows, counts, greedy, temps, ks, ps, vocab):
     """Each request's rows warped by its own temperature / top-k / top-p, one call per distinct
     warp (greedy rows become the one-hot argmax)."""
-    owner = np.repeat(np.arange(len(counts)), counts + 1)
-    settings = [(0.0, 0, 1.0) if greedy[b] else
-                (float(temps[b]), int(ks[b]) if 0 < ks[b] < vocab else 0, float(ps[b]))
-                for b in range(len(counts))]
-    if len(set(settings)) == 1:  # one warp for the batch: no masked copies
-        t, k, p = settings[0]
-        return np.asarray(_specdec.warp_logits(_specdec.Warp(temperature=t, top_k=k, top_p=p),
-                                               rows))
+    settings = np.stack([np.where(greedy, 0.0, temps),
+                         np.where(greedy | (ks <= 0) | (ks >= vocab), 0, ks),
+                         np.where(greedy, 1.0, ps)], axis=1).astype(np.float64)
+    distinct, which = np.unique(settings, axis=0, return_inverse=True)
+    which = which.reshape(-1)
+    warps = [_specdec.Warp(temperature=float(t), top_k=int(k), top_p=float(p))
+             for t, k, p in distinct]
+    if len(warps) == 1:  # one warp for the batch: no masked copies
+        return np.asarray(_specdec.warp_logits(warps[0], rows))
+    owner = np.repeat(which, counts + 1)
     warped = np.empty_like(rows)
-    for setting in set(settings):
-        members = [b for b, s in enumerate(settings) if s == setting]
-        mask = np.isin(owner, members)
-        warp = _specdec.Warp(temperature=setting[0], top_k=setting[1], top_p=setting[2])
+    for w, warp in enumerate(warps):
+        mask = owner == w
         warped[mask] = np.asarray(_specdec.warp_logits(warp, np.ascontiguousarray(rows[mask])))
     return warped
 
 
 def _subset(members, counts, rows, tokens, probs):
-    """The rows, tokens, counts and draft rows of the requests `members`, in their order."""
+    """The rows, tokens, counts and draft rows of the requests `members` (ascending)."""
     if len(members) == len(counts):  # the whole batch, in order
         return rows, tokens, counts, probs
-    row_start = np.concatenate([[0], np.cumsum(counts + 1)])
-    token_start = np.concatenate([[0], np.cumsum(counts)])
-    row_pick = np.concatenate([np.arange(row_start[b], row_start[b + 1]) for b in members])
-    token_pick = np.concatenate([np.arange(token_start[b], token_start[b + 1])
-                                 for b in members]).astype(np.int64)
+    chosen = np.zeros(len(counts), bool)
+    chosen[members] = True
+    row_pick = np.repeat(chosen, counts + 1)
+    token_pick = np.repeat(chosen, counts)
     return (rows[row_pick], tokens[token_pick], counts[members],
             None if probs is None else probs[token_pick])

@@ -510,12 +510,14 @@ def _warp_requests(rows, counts, greedy, temps, ks, ps, vocab):
     settings = np.stack([np.where(greedy, 0.0, temps),
                          np.where(greedy | (ks <= 0) | (ks >= vocab), 0, ks),
                          np.where(greedy, 1.0, ps)], axis=1).astype(np.float64)
+    if (settings == settings[0]).all():  # one warp for the batch: no masked copies
+        t, k, p = settings[0]
+        return np.asarray(_specdec.warp_logits(
+            _specdec.Warp(temperature=float(t), top_k=int(k), top_p=float(p)), rows))
     distinct, which = np.unique(settings, axis=0, return_inverse=True)
     which = which.reshape(-1)
     warps = [_specdec.Warp(temperature=float(t), top_k=int(k), top_p=float(p))
              for t, k, p in distinct]
-    if len(warps) == 1:  # one warp for the batch: no masked copies
-        return np.asarray(_specdec.warp_logits(warps[0], rows))
     owner = np.repeat(which, counts + 1)
     warped = np.empty_like(rows)
     for w, warp in enumerate(warps):

@@ -6,7 +6,12 @@
 // loops. Every target gives the same entries in the same order.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
+#include <cstdlib>
+#include <span>
+#include <utility>
 
 #include "specdec/core/detail/simd_x86.hpp"
 #include "specdec/core/philox_lanes.hpp"
@@ -25,11 +30,32 @@ constexpr CompactTarget compact_target_of(LaneTarget target) {
   }
 }
 
-/// The target the row code's compactions run on: host_lane_target()'s (the widest the CPU has, or
-/// the one SPECDEC_LANES names), scalar where the x86 paths are off (use_x86_avx2). Asked once.
+/// The compaction targets this CPU runs, narrowest first: scalar, then AVX2 and AVX-512 where the
+/// x86 paths are on (use_x86_avx2) and the CPU has them, whatever compiler built the code.
+inline std::span<const CompactTarget> available_compact_targets() {
+  static const auto targets = [] {
+    std::array<CompactTarget, 3> list{CompactTarget::kScalar};
+    std::size_t n = 1;
+#if defined(SPECDEC_X86_COMPACT)
+    if (use_x86_avx2()) {
+      list[n++] = CompactTarget::kAvx2;
+      if (__builtin_cpu_supports("avx512f")) list[n++] = CompactTarget::kAvx512;
+    }
+#endif
+    return std::pair{list, n};
+  }();
+  return std::span<const CompactTarget>(targets.first.data(), targets.second);
+}
+
+/// The target the row code's compactions run on: the widest available, narrowed to
+/// host_lane_target()'s when SPECDEC_LANES names one (scalar for scalar or sse2). Asked once.
 inline CompactTarget host_compact_target() {
-  static const CompactTarget target =
-      use_x86_avx2() ? compact_target_of(host_lane_target()) : CompactTarget::kScalar;
+  static const CompactTarget target = [] {
+    const CompactTarget widest = available_compact_targets().back();
+    const char* chosen = std::getenv("SPECDEC_LANES");
+    if (chosen == nullptr || *chosen == '\0') return widest;
+    return std::min(widest, compact_target_of(host_lane_target()));
+  }();
   return target;
 }
 

@@ -44,6 +44,7 @@ emulation::CallTime chain_step_time(const emulation::Gpu& gpu, std::int64_t batc
                                     std::int64_t vocab, const Warp& warp,
                                     const emulation::LatencyConstants& k = {}) {
   namespace emu = specdec::emulation;
+  emu::ledger.clear();  // the blocks' order (seeded by the launch count) whatever ran before
   constexpr std::int64_t gamma = 5;
   const std::vector<T> target_rows = latency_rows<T>(batch * (gamma + 1), vocab);
   std::vector<T> draft_rows;
@@ -84,6 +85,7 @@ inline emulation::CallTime warp_time(const emulation::Gpu& gpu, std::int64_t row
                                      std::int64_t vocab, const Warp& warp,
                                      const emulation::LatencyConstants& k = {}) {
   namespace emu = specdec::emulation;
+  emu::ledger.clear();  // the blocks' order (seeded by the launch count) whatever ran before
   using T = Eigen::bfloat16;
   emu::RegionBuffer<T> logits("logits", latency_rows<T>(rows, vocab));
   emu::RegionBuffer<float> warped("warped", static_cast<std::size_t>(rows * vocab));
@@ -104,6 +106,7 @@ inline emulation::CallTime gumbel_time(const emulation::Gpu& gpu, std::int64_t r
                                        std::int64_t vocab,
                                        const emulation::LatencyConstants& k = {}) {
   namespace emu = specdec::emulation;
+  emu::ledger.clear();  // the blocks' order (seeded by the launch count) whatever ran before
   constexpr std::int64_t kK = 8;
   emu::RegionBuffer<float> logits("logits", latency_rows<float>(rows, vocab));
   emu::RegionBuffer<Token> tokens("tokens", static_cast<std::size_t>(rows * kK));

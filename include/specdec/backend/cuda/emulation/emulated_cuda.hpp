@@ -173,13 +173,13 @@ inline void FiberBarrier::arrive_and_wait() {
       release = latest + (block_wide ? latency.k.barrier : latency.k.shuffle);
       if (block_wide && expected > 1) block->alone += latest - second;
       latest = second = 0;
-      *c = {release, 0, c->steps, c->paused};
+      c->release_at(release);
     }
     return;
   }
   const std::uint64_t g = generation;
   while (generation == g) yield();
-  if (c != nullptr) *c = {release, 0, c->steps, c->paused};
+  if (c != nullptr) c->release_at(release);
 }
 
 inline void fiber_main() {

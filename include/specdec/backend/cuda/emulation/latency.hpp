@@ -38,7 +38,7 @@ inline constexpr Gpu kH100{.name = "H100 SXM", .sms = 132, .ghz = 1.755, .bytes_
 inline constexpr Gpu kH200{.name = "H200", .sms = 132, .ghz = 1.755, .bytes_per_us = 4.8e6};
 
 /// The model's constants (cycles unless named _us). Fitted once (docs/cuda-measurements.md) to
-/// what an H200 measured with the kernels of commit 6942042; the round trips start from published
+/// what an H200 measured (docs/cuda-measurements.md); the round trips start from published
 /// figures (L2 about 200 cycles, an atomic's a few hundred).
 struct LatencyConstants {
   double step = 8;              // one basic block of a thread's own code
@@ -60,6 +60,12 @@ struct ThreadClock {
   double now = 0, pending = 0;
   std::uint64_t steps = 0;
   bool paused = false;  // inside the emulation's own bookkeeping
+
+  /// Past a barrier at `t`: every load waited for.
+  void release_at(double t) {
+    now = t;
+    pending = 0;
+  }
 };
 
 /// One launch as modelled.

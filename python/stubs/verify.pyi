@@ -136,6 +136,18 @@ def verify_tree_target_only_thresholded(
     final_uniform: float = 0.5) -> tuple[TreeVerdict, Array]: ...
 def verify_tree_target_only_typical(tree: DraftTree, target_rows: ArrayLike, rule: Typical,
                                     stream: RandomStream) -> tuple[TreeVerdict, Array]: ...
+def verify_chain_batch_synthetic(*, target_rows: ArrayLike, draft_tokens: ArrayLike,
+                                 draft_offsets: ArrayLike, streams: Streams,
+                                 synthetic_acceptance_rates: ArrayLike,
+                                 threads: int = 0) -> tuple[Array, Array]:
+    """LOSSY: vLLM's "synthetic" method on a ragged batch (position i accepted with probability
+    synthetic_acceptance_rates[i]); returns (emitted [G + B] padded with -1, accepted [B])."""
+def verify_chain_batch_fly(*, target_rows: ArrayLike, draft_rows: ArrayLike | None = None,
+                           draft_tokens: ArrayLike, draft_offsets: ArrayLike, streams: Streams,
+                           fly_window_size: int = 1, fly_entropy_threshold: float = 0.0,
+                           threads: int = 0) -> tuple[Array, Array]:
+    """LOSSY: FLy (vLLM's "fly") on a ragged batch; returns (emitted [G + B] padded with -1,
+    accepted [B])."""
 def verify_chain_logits(warp: Warp, target_logits: ArrayLike, draft_logits: ArrayLike,
                         draft_tokens: ArrayLike,
                         stream: RandomStream) -> tuple[ChainVerdict, Array]:

@@ -6,8 +6,8 @@
 // issued at once and its round trip is charged at the thread's next step (where its value is first
 // used), atomics and fences wait for their round trip, a shuffle or ballot lines the warp's lanes
 // up on the slowest, and a __syncthreads releases the block at its slowest thread plus the
-// barrier's cost. A global atomic also waits for the earlier ones on its address, so a row's last
-// block starts its combine only when every other block of the row has counted itself. Blocks are
+// barrier's cost. The last global atomic on an address also waits for the others there, so a
+// row's last block starts its combine only when every other block has counted itself. Blocks are
 // placed on the GPU's SMs in waves as they run, and a launch ends at the latest of its last block,
 // its issue slots (every warp step over all SMs' schedulers) and its bytes (sectors moved over the
 // GPU's bandwidth). A call is its launches and stream operations in order, each after a fixed gap.
@@ -143,10 +143,16 @@ struct LatencyModel {
     bool operator>(const Slot& o) const { return free > o.free; }
   };
   std::priority_queue<Slot, std::vector<Slot>, std::greater<>> slots;
-  std::unordered_map<std::uintptr_t, double> atomics;  // per address: its last atomic's end
-  std::vector<double> block_cycles;
-  double launch_start = 0, last_end = 0, second_end = 0, last_start = 0, warp_steps = 0;
-  double slowest_block = 0, slowest_alone = 0;
+  struct BlockRun {
+    double start, end, steps, alone;
+  };
+  std::vector<BlockRun> runs;  // the launch's blocks in the order they ran
+  struct AtomicHit {
+    std::size_t block;  // in runs
+    double at;
+  };
+  std::unordered_map<std::uintptr_t, std::vector<AtomicHit>> atomics;  // per global address
+  double launch_start = 0;
   std::uint64_t sectors_before = 0;
   unsigned int blocks = 0, threads = 0;
 
@@ -159,9 +165,7 @@ struct LatencyModel {
     for (unsigned int s = 0; s < per_sm * static_cast<unsigned int>(gpu.sms); ++s)
       slots.push({launch_start});
     atomics.clear();
-    block_cycles.clear();
-    last_end = second_end = last_start = launch_start;
-    warp_steps = slowest_block = slowest_alone = 0;
+    runs.clear();
     sectors_before = sectors;
     blocks = grid_blocks;
     threads = block_threads;
@@ -174,21 +178,43 @@ struct LatencyModel {
   }
   void end_block(double start, double end, double steps, double alone) {
     slots.push({end});
-    warp_steps += steps / 32.0;
-    block_cycles.push_back(end - start);
-    if (end - start > slowest_block) {
-      slowest_block = end - start;
-      slowest_alone = alone;
+    runs.push_back({start, end, steps, alone});
+  }
+  /// The last atomic on an address saw every other: its block goes on only after the latest of
+  /// them (the count that elects a row's last block). Earlier ones wait for nothing, since the
+  /// order the emulation ran the blocks in is not the GPU's.
+  void wait_for_counts() {
+    std::vector<double> delay(runs.size(), 0.0);
+    for (const auto& [address, hits] : atomics) {
+      const AtomicHit& last = hits.back();
+      double others = -1;
+      for (const AtomicHit& h : hits)
+        if (h.block != last.block) others = std::max(others, h.at);
+      if (others >= 0)
+        delay[last.block] = std::max(delay[last.block], others + k.atomic_serial - last.at);
     }
-    if (end >= last_end) {
-      second_end = last_end;
-      last_end = end;
-      last_start = start;
-    } else {
-      second_end = std::max(second_end, end);
-    }
+    for (std::size_t b = 0; b < runs.size(); ++b) runs[b].end += delay[b];
   }
   void end_launch(std::uint64_t sectors) {
+    wait_for_counts();
+    double last_end = launch_start, second_end = launch_start, last_start = launch_start;
+    double warp_steps = 0, slowest_block = 0, slowest_alone = 0;
+    std::vector<double> sorted;
+    for (const BlockRun& r : runs) {
+      warp_steps += r.steps / 32.0;
+      sorted.push_back(r.end - r.start);
+      if (r.end - r.start > slowest_block) {
+        slowest_block = r.end - r.start;
+        slowest_alone = r.alone;
+      }
+      if (r.end >= last_end) {
+        second_end = last_end;
+        last_end = r.end;
+        last_start = r.start;
+      } else {
+        second_end = std::max(second_end, r.end);
+      }
+    }
     LaunchTime l;
     l.blocks = blocks;
     l.threads = threads;
@@ -199,7 +225,6 @@ struct LatencyModel {
     l.us = std::max({l.critical_us, l.issue_us, l.bytes_us});
     l.tail_us = blocks > 1 ? us(last_end - std::max(second_end, last_start)) : 0.0;
     l.thread_alone_us = us(slowest_alone);
-    std::vector<double> sorted = block_cycles;
     if (!sorted.empty()) {
       const auto mid = sorted.begin() + static_cast<std::ptrdiff_t>(sorted.size() / 2);
       std::nth_element(sorted.begin(), mid, sorted.end());
@@ -219,12 +244,12 @@ inline void clock_step(ThreadClock& c) {
   ++c.steps;
 }
 inline void clock_load(ThreadClock& c) { c.pending = std::max(c.pending, c.now + latency.k.load); }
-/// A global atomic: applied at its address after the earlier ones there (one per
-/// `atomic_serial`), its old value back a round trip later and used at once.
+/// A global atomic: its old value back a round trip later and used at once (the last one on its
+/// address also waits for the others: LatencyModel::wait_for_counts).
 inline void clock_global_atomic(ThreadClock& c, const void* address) {
-  double& last = latency.atomics[reinterpret_cast<std::uintptr_t>(address)];
-  last = std::max(c.now, last + latency.k.atomic_serial);
-  c.now = last + latency.k.atomic;
+  latency.atomics[reinterpret_cast<std::uintptr_t>(address)].push_back(
+      {latency.runs.size(), c.now});
+  c.now += latency.k.atomic;
 }
 inline void clock_fence(ThreadClock& c) {
   c.now = std::max(c.now, c.pending) + latency.k.fence;

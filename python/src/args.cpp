@@ -3,6 +3,10 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
+
+#include "arrays.hpp"
+
 namespace specdec::python {
 
 std::string type_name(py::handle obj) {
@@ -23,7 +27,27 @@ Rule rule_arg(py::handle obj) {
                                   type_name(obj)));
 }
 
+bool is_stream_tensor(py::handle obj) { return is_array_like(obj); }
+
+Array stream_tensor_arg(py::handle obj, std::string_view name) {
+  Array a = array_arg(obj, name);
+  if (a.dtype != DType::int32 || a.ndim() != 2 || a.dim(1) != kStreamWords) {
+    throw Error(std::string(name),
+                fmt::format("is a {}-D {} array; a stream tensor is int32 [B, {}] (the bytes of B "
+                            "RandomStreams: specdec.stream_tensor)",
+                            a.ndim(), dtype_name(a.dtype), kStreamWords));
+  }
+  return a;
+}
+
 std::vector<RandomStream> streams_arg(py::handle obj, std::string_view name) {
+  if (is_stream_tensor(obj)) {
+    const Array a = stream_tensor_arg(obj, name);
+    require_host(a, name);
+    std::vector<RandomStream> streams(static_cast<std::size_t>(a.dim(0)));
+    std::memcpy(streams.data(), a.data, streams.size() * sizeof(RandomStream));
+    return streams;
+  }
   if (py::isinstance<RandomStream>(obj)) {
     throw Error(std::string(name), "is one RandomStream; expected a sequence of them, one per sequence");
   }

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "arrays.hpp"
 #include "specdec/core/philox.hpp"
 #include "specdec/core/warp.hpp"
 #include "specdec/tree/tree.hpp"
@@ -23,8 +24,19 @@ std::string type_name(py::handle obj);
 /// Any of the rule classes as a Rule.
 Rule rule_arg(py::handle obj);
 
-/// A sequence of RandomStream, one per sequence of a batch (`name`: the argument's name).
+/// RandomStream's bytes as int32 words: seed (low, high), sequence, position, node, domain.
+inline constexpr std::int64_t kStreamWords = 6;
+static_assert(sizeof(RandomStream) == kStreamWords * sizeof(std::int32_t));
+
+/// A sequence of RandomStream, one per sequence of a batch (`name`: the argument's name), or a
+/// stream tensor: an int32 array [B, 6] of their bytes (specdec.stream_tensor), copied.
 std::vector<RandomStream> streams_arg(py::handle obj, std::string_view name = "streams");
+
+/// True when `obj` is a stream tensor (an array, not a sequence of RandomStream).
+bool is_stream_tensor(py::handle obj);
+
+/// A stream tensor checked as int32 [B, 6], where it lives (host or device).
+Array stream_tensor_arg(py::handle obj, std::string_view name = "streams");
 
 /// A Warp, or a sequence of them (one per sequence).
 std::vector<Warp> warps_arg(py::handle obj);

@@ -172,10 +172,6 @@ Array from_buffer(py::object obj, std::string_view name) {
   return a;
 }
 
-bool is_array_like(py::handle obj) {
-  return PyObject_CheckBuffer(obj.ptr()) || py::hasattr(obj, "__dlpack__");
-}
-
 /// A list, tuple or scalar as a NumPy array of `dtype`, with a specdec::Error if it cannot be.
 Array from_sequence(py::handle obj, std::string_view name, const char* dtype) {
   try {
@@ -187,6 +183,10 @@ Array from_sequence(py::handle obj, std::string_view name, const char* dtype) {
 }
 
 }  // namespace
+
+bool is_array_like(py::handle obj) {
+  return PyObject_CheckBuffer(obj.ptr()) || py::hasattr(obj, "__dlpack__");
+}
 
 std::string_view dtype_name(DType dtype) {
   switch (dtype) {

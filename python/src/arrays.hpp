@@ -84,6 +84,9 @@ class Array {
   void require(DType want, std::string_view name) const;
 };
 
+/// Whether `obj` is read as an array (the buffer protocol or __dlpack__), not as a sequence.
+bool is_array_like(py::handle obj);
+
 /// Any array-like argument, as it is (any dtype). CUDA tensors are accepted here; functions that
 /// run on the host call `require_host` (through the helpers below) and so reject them clearly.
 Array array_arg(py::handle obj, std::string_view name);

@@ -5,6 +5,7 @@
 #include <pybind11/stl.h>
 
 #include <chrono>
+#include <cstring>
 #include <optional>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "arrays.hpp"
 #include "bindings.hpp"
 #include "specdec/backend/cpu/verify_batch.hpp"
+#include "specdec/backend/status.hpp"
 #include "specdec/verify/verify.hpp"
 
 #if defined(SPECDEC_PYTHON_WITH_CUDA)
@@ -43,6 +45,23 @@ MatrixView<const T> batch_rows(const Array& a, std::string_view name, const Batc
   return batch_matrix<T>(a, name);
 }
 
+/// The status words (B + 1, backend/status.hpp) of a host call made with check=False, returned
+/// after its other outputs; with check=True there are none and the C++ call throws instead.
+struct HostStatus {
+  std::optional<Output<std::int32_t>> words;
+  HostStatus(bool check, std::int64_t batch, ArrayKind kind) {
+    if (!check) words.emplace(std::vector<std::int64_t>{batch + 1}, kind);
+  }
+  [[nodiscard]] std::span<std::int32_t> span() {
+    return words ? words->values() : std::span<std::int32_t>{};
+  }
+  /// `outputs`, then the status words when asked for.
+  [[nodiscard]] py::tuple append_to(const py::tuple& outputs) const {
+    if (!words) return outputs;
+    return py::tuple(outputs + py::make_tuple(words->result()));
+  }
+};
+
 /// Where a chain batch's sequences lie: the draft offsets given (ragged) or made for B
 /// sequences of gamma tokens (uniform, from [B, gamma] tokens), and the shape of `emitted`.
 struct ChainBatchLayout {
@@ -50,12 +69,31 @@ struct ChainBatchLayout {
   std::vector<std::int64_t> emitted_shape;
   std::vector<std::int32_t> uniform;  // the offsets of a uniform batch
   std::optional<Array> ragged;        // the caller's offsets
+  std::optional<Array> device;        // the caller's offsets as a CUDA tensor, read in place
   BatchRowsShape target, draft;       // what 3-D rows must look like (ragged: 2-D only)
   [[nodiscard]] std::span<const std::int32_t> offsets() const {
+    if (device) throw Error("draft_offsets", "is a CUDA tensor while the rows are on the host");
     return ragged ? ragged->span<std::int32_t>("draft_offsets")
                   : std::span<const std::int32_t>(uniform);
   }
+  [[nodiscard]] Resident<const std::int32_t> resident() const {
+    if (!device) return offsets();
+    return on_device(static_cast<const std::int32_t*>(device->data),
+                     static_cast<std::size_t>(device->size()));
+  }
 };
+
+/// CSR offsets given as a CUDA tensor (int32, 1-D): read in place by a CUDA call, never copied.
+std::optional<Array> device_offsets(py::handle obj, std::string_view name) {
+  if (obj.is_none() || !is_cuda_array(obj)) return std::nullopt;
+  Array a = array_arg(obj, name);
+  require_ndim(a, name, 1);
+  if (a.dtype != DType::int32) {
+    throw Error(std::string(name),
+                fmt::format("is a CUDA tensor of {}; device offsets are int32", dtype_name(a.dtype)));
+  }
+  return a;
+}
 
 ChainBatchLayout chain_batch_layout(const Array& tokens, py::handle offsets_object) {
   ChainBatchLayout layout;
@@ -76,8 +114,16 @@ ChainBatchLayout chain_batch_layout(const Array& tokens, py::handle offsets_obje
                     .from = "draft_tokens [B, gamma]"};
     return layout;
   }
-  layout.ragged = int32_arg(offsets_object, "draft_offsets", 1);
   require_ndim(tokens, "draft_tokens", 1);
+  layout.device = device_offsets(offsets_object, "draft_offsets");
+  if (layout.device) {  // B from its size, G from the tokens: nothing read back
+    layout.batch = std::max<std::int64_t>(layout.device->size() - 1, 0);
+    layout.emitted_shape = {tokens.size() + layout.batch};
+    layout.target = layout.draft = {.sequences = layout.batch, .per_sequence = -1,
+                                    .from = "draft_offsets"};
+    return layout;
+  }
+  layout.ragged = int32_arg(offsets_object, "draft_offsets", 1);
   const auto offsets = layout.offsets();
   layout.batch = std::max<std::int64_t>(static_cast<std::int64_t>(offsets.size()) - 1, 0);
   // Sized by the offsets, so a token count that disagrees is reported as draft_tokens.
@@ -110,12 +156,13 @@ struct HostChainBatch {
   ChainBatchLayout layout;
   Output<Token> emitted;
   Output<std::int32_t> accepted;
+  HostStatus status;
   backend::Cpu cpu;
   ChainBatchArgs args;
 
   HostChainBatch(py::handle target_object, const py::handle* draft_object,
                  py::handle tokens_object, py::handle streams_object, py::handle offsets_object,
-                 int threads)
+                 int threads, bool check = true)
       : target(rows_f32_arg(target_object, "target_rows")),
         draft(draft_object != nullptr ? rows_f32_arg(*draft_object, "draft_rows") : Array{}),
         tokens(token_arg(tokens_object, "draft_tokens")),
@@ -123,6 +170,7 @@ struct HostChainBatch {
         layout(chain_batch_layout(tokens, offsets_object)),
         emitted(layout.emitted_shape, kind_of(target, draft, tokens)),
         accepted({layout.batch}, kind_of(target, draft, tokens)),
+        status(check, layout.batch, kind_of(target, draft, tokens)),
         cpu(cpu_for(threads, target.size())) {
     args.draft_offsets = layout.offsets();
     args.target_rows = batch_rows<float>(target, "target_rows", layout.target);
@@ -133,9 +181,12 @@ struct HostChainBatch {
     args.streams = streams;
     args.emitted = emitted.values();
     args.accepted = accepted.values();
+    args.status = status.span();
   }
   void run() { verify_chain_batch(cpu, args, thread_workspace()); }
-  py::tuple result() { return py::make_tuple(emitted.result(), accepted.result()); }
+  py::tuple result() {
+    return status.append_to(py::make_tuple(emitted.result(), accepted.result()));
+  }
 };
 
 /// A CPU tree batch (verify_tree_batch, or its target-only form when `draft_object` is null) with
@@ -147,11 +198,12 @@ struct HostTreeBatch {
   Output<std::int32_t> accepted_nodes, accepted;
   Output<Token> final_tokens;
   Output<std::uint8_t> bonus;
+  HostStatus status;
   TreeBatchArgs args;
 
   HostTreeBatch(py::handle offsets_object, py::handle tokens_object, py::handle parents_object,
                 py::handle target_object, const py::handle* draft_object,
-                py::handle streams_object, int threads)
+                py::handle streams_object, int threads, bool check = true)
       : offsets(int32_arg(offsets_object, "node_offsets", 1)),
         tokens(token_arg(tokens_object, "tokens", 1)),
         parents(int32_arg(parents_object, "parents", 1)),
@@ -162,7 +214,8 @@ struct HostTreeBatch {
         accepted_nodes({tokens.size()}, kind()),
         accepted({batch()}, kind()),
         final_tokens({batch()}, kind()),
-        bonus({batch()}, kind()) {
+        bonus({batch()}, kind()),
+        status(check, batch(), kind()) {
     const BatchRowsShape shape = tree_batch_rows(offsets);
     std::fill(accepted_nodes.values().begin(), accepted_nodes.values().end(), -1);
     args.node_offsets = offsets.span<std::int32_t>("node_offsets");
@@ -174,12 +227,13 @@ struct HostTreeBatch {
     args.accepted = accepted.values();
     args.final_tokens = final_tokens.values();
     args.bonus = bonus.values();
+    args.status = status.span();
   }
   std::int64_t batch() const { return std::max<std::int64_t>(offsets.size() - 1, 0); }
   ArrayKind kind() const { return kind_of(target, draft, tokens); }
   py::tuple result() {
-    return py::make_tuple(accepted_nodes.result(), accepted.result(), final_tokens.result(),
-                          bonus.result());
+    return status.append_to(py::make_tuple(accepted_nodes.result(), accepted.result(),
+                                           final_tokens.result(), bonus.result()));
   }
 };
 
@@ -247,6 +301,37 @@ Array device_tokens(py::handle obj, std::string_view name, int device) {
   return a;
 }
 
+/// The largest count of one sequence the workspace is sized for: read from host offsets, or
+/// ceil(total / B) for device offsets (what the C++ checks size device offsets by).
+std::int64_t largest_count(const Resident<const std::int32_t>& offsets, std::int64_t total) {
+  if (!offsets.on_device()) return largest_count(offsets.span());
+  const auto batch = static_cast<std::int64_t>(offsets.size()) - 1;
+  return batch > 0 ? (total + batch - 1) / batch : 0;
+}
+
+/// The streams of a CUDA call: a CUDA stream tensor (int32 [B, 6]) read in place, as a graph
+/// capture needs, or host streams the launcher copies.
+struct CallStreams {
+  std::vector<RandomStream> host;
+  std::optional<Array> device;
+  CallStreams(py::handle obj, int device_index) {
+    if (is_stream_tensor(obj) && is_cuda_array(obj)) {
+      device = stream_tensor_arg(obj);
+      if (device->device != device_index) {
+        throw Error("streams", fmt::format("is on cuda:{}, the rows on cuda:{}", device->device,
+                                           device_index));
+      }
+    } else {
+      host = streams_arg(obj);
+    }
+  }
+  [[nodiscard]] Resident<const RandomStream> resident() const {
+    if (!device) return host;
+    return on_device(static_cast<const RandomStream*>(device->data),
+                     static_cast<std::size_t>(device->dim(0)));
+  }
+};
+
 /// A fresh CUDA tensor and its memory.
 struct DeviceOutput {
   py::object tensor;
@@ -272,82 +357,108 @@ struct DeviceScratch {
   [[nodiscard]] backend::DeviceWorkspace workspace() const { return {memory.array.data, bytes}; }
 };
 
+/// The status words of a CUDA call (B + 1, on the device, backend/status.hpp): returned after the
+/// other outputs with check=False (nothing waits: a capturable call); with check=True read back
+/// once after the call, the call's one synchronisation, and raised as specdec.Error.
+struct DeviceStatus {
+  DeviceOutput words;
+  bool check;
+  DeviceStatus(bool check_after, std::int64_t batch, int device)
+      : words({batch + 1}, DType::int32, device, "status"), check(check_after) {}
+  [[nodiscard]] std::span<std::int32_t> span() const {
+    return words.values<std::int32_t>("status");
+  }
+  [[nodiscard]] py::tuple finish(const py::tuple& outputs) const {
+    if (!check) return py::tuple(outputs + py::make_tuple(words.tensor));
+    const py::object host = words.tensor.attr("cpu")();  // waits for the call on its stream
+    throw_if_failed(array_arg(host, "status").span<std::int32_t>("status"));
+    return outputs;
+  }
+};
+
 backend::Cuda current_stream(int device) {
   return backend::cuda.on(reinterpret_cast<cudaStream_t>(torch_current_stream(device)));
 }
 
 py::tuple cuda_chain_batch(py::handle target_object, py::handle draft_object,
                            py::handle tokens_object, py::handle streams_object,
-                           py::handle offsets_object) {
+                           py::handle offsets_object, bool check) {
   const Array target = device_arg(target_object, "target_rows", -1);
   const int device = target.device;
   const Array draft = device_arg(draft_object, "draft_rows", device);
   const Array tokens = device_tokens(tokens_object, "draft_tokens", device);
-  const std::vector<RandomStream> streams = streams_arg(streams_object);
+  const CallStreams streams(streams_object, device);
   const ChainBatchLayout layout = chain_batch_layout(tokens, offsets_object);
   const DeviceOutput emitted(layout.emitted_shape, DType::int32, device, "emitted");
   const DeviceOutput accepted({layout.batch}, DType::int32, device, "accepted");
+  const DeviceStatus status(check, layout.batch, device);
   ChainBatchArgs args;
-  args.draft_offsets = layout.offsets();
+  args.draft_offsets = layout.resident();
   args.target_rows = batch_rows<float>(target, "target_rows", layout.target);
   args.draft_rows = batch_rows<float>(draft, "draft_rows", layout.draft);
   args.draft_tokens = tokens.span<Token>("draft_tokens");
-  args.streams = streams;
+  args.streams = streams.resident();
   args.emitted = emitted.values<Token>("emitted");
   args.accepted = accepted.values<std::int32_t>("accepted");
+  args.status = status.span();
   const DeviceScope scope(device);
   const backend::Cuda cuda = current_stream(device);
   const DeviceScratch scratch(
       workspace_size(cuda, ChainBatchShape{.batch = layout.batch,
-                                           .max_gamma = largest_count(args.draft_offsets),
+                                           .max_gamma = largest_count(args.draft_offsets,
+                                                                      tokens.size()),
                                            .vocab = args.target_rows.cols}),
       device);
   {
     py::gil_scoped_release unlocked;
     verify_chain_batch(cuda, args, scratch.workspace());
   }
-  return py::make_tuple(emitted.tensor, accepted.tensor);
+  return status.finish(py::make_tuple(emitted.tensor, accepted.tensor));
 }
 
 py::tuple cuda_chain_batch_logits(py::handle target_object, py::handle draft_object,
                                   py::handle warps_object, py::handle tokens_object,
-                                  py::handle streams_object, py::handle offsets_object) {
+                                  py::handle streams_object, py::handle offsets_object,
+                                  bool check) {
   const Array target = device_arg(target_object, "target_logits", -1);
   const int device = target.device;
   const Array draft = device_arg(draft_object, "draft_logits", device);
   const Array tokens = device_tokens(tokens_object, "draft_tokens", device);
   const std::vector<Warp> warps = warps_arg(warps_object);
-  const std::vector<RandomStream> streams = streams_arg(streams_object);
+  const CallStreams streams(streams_object, device);
   const ChainBatchLayout layout = chain_batch_layout(tokens, offsets_object);
   const DeviceOutput emitted(layout.emitted_shape, DType::int32, device, "emitted");
   const DeviceOutput accepted({layout.batch}, DType::int32, device, "accepted");
+  const DeviceStatus status(check, layout.batch, device);
   const DeviceScope scope(device);
   const backend::Cuda cuda = current_stream(device);
   visit_floats(target, "target_logits", [&]<class T>(std::span<const T>) {
     ChainBatchLogitsArgs<T> args;
-    args.draft_offsets = layout.offsets();
+    args.draft_offsets = layout.resident();
     args.target_logits = batch_rows<T>(target, "target_logits", layout.target);
     args.draft_logits = batch_rows<T>(draft, "draft_logits", layout.draft);
     args.warps = warps;
     args.draft_tokens = tokens.span<Token>("draft_tokens");
-    args.streams = streams;
+    args.streams = streams.resident();
     args.emitted = emitted.values<Token>("emitted");
     args.accepted = accepted.values<std::int32_t>("accepted");
+    args.status = status.span();
     const DeviceScratch scratch(
         workspace_size(cuda, ChainBatchShape{.batch = layout.batch,
-                                             .max_gamma = largest_count(args.draft_offsets),
+                                             .max_gamma = largest_count(args.draft_offsets,
+                                                                        tokens.size()),
                                              .vocab = args.target_logits.cols,
                                              .from_logits = true}),
         device);
     py::gil_scoped_release unlocked;
     verify_chain_batch_logits(cuda, args, scratch.workspace());
   });
-  return py::make_tuple(emitted.tensor, accepted.tensor);
+  return status.finish(py::make_tuple(emitted.tensor, accepted.tensor));
 }
 
 py::tuple cuda_tree_batch(const Rule& rule, py::handle offsets_object, py::handle tokens_object,
                           py::handle parents_object, py::handle target_object,
-                          py::handle draft_object, py::handle streams_object) {
+                          py::handle draft_object, py::handle streams_object, bool check) {
   const Array target = device_arg(target_object, "target_rows", -1);
   const int device = target.device;
   const Array draft = device_arg(draft_object, "draft_rows", device);
@@ -355,37 +466,49 @@ py::tuple cuda_tree_batch(const Rule& rule, py::handle offsets_object, py::handl
   const Array parents = device_tokens(parents_object, "parents", device);
   require_ndim(tokens, "tokens", 1);
   require_ndim(parents, "parents", 1);
-  const Array offsets = int32_arg(offsets_object, "node_offsets", 1);
-  const std::vector<RandomStream> streams = streams_arg(streams_object);
+  const std::optional<Array> on_gpu = device_offsets(offsets_object, "node_offsets");
+  const Array offsets = on_gpu ? *on_gpu : int32_arg(offsets_object, "node_offsets", 1);
+  const CallStreams streams(streams_object, device);
   const auto batch = std::max<std::int64_t>(offsets.size() - 1, 0);
   const DeviceOutput accepted_nodes({tokens.size()}, DType::int32, device, "accepted_nodes");
   accepted_nodes.tensor.attr("fill_")(-1);
   const DeviceOutput accepted({batch}, DType::int32, device, "accepted");
   const DeviceOutput final_tokens({batch}, DType::int32, device, "final_tokens");
   const DeviceOutput bonus({batch}, DType::uint8, device, "bonus");
+  const DeviceStatus status(check, batch, device);
   TreeBatchArgs args;
-  args.node_offsets = offsets.span<std::int32_t>("node_offsets");
+  const std::span<const std::int32_t> offset_values = offsets.span<std::int32_t>("node_offsets");
+  if (on_gpu) {
+    args.node_offsets = on_device(offset_values.data(), offset_values.size());
+  } else {
+    args.node_offsets = offset_values;
+  }
   args.trees = {tokens.span<Token>("tokens"), parents.span<std::int32_t>("parents")};
-  const BatchRowsShape shape = tree_batch_rows(offsets);
+  const BatchRowsShape shape =
+      on_gpu ? BatchRowsShape{.sequences = batch, .per_sequence = -1, .from = "node_offsets"}
+             : tree_batch_rows(offsets);
   args.target_rows = batch_rows<float>(target, "target_rows", shape);
   args.draft_rows = batch_rows<float>(draft, "draft_rows", shape);
-  args.streams = streams;
+  args.streams = streams.resident();
   args.accepted_nodes = accepted_nodes.values<std::int32_t>("accepted_nodes");
   args.accepted = accepted.values<std::int32_t>("accepted");
   args.final_tokens = final_tokens.values<Token>("final_tokens");
   args.bonus = bonus.values<std::uint8_t>("bonus");
+  args.status = status.span();
   const DeviceScope scope(device);
   const backend::Cuda cuda = current_stream(device);
   const DeviceScratch scratch(
       workspace_size(cuda, TreeBatchShape{.batch = batch,
-                                          .max_nodes = largest_count(args.node_offsets),
+                                          .max_nodes = largest_count(args.node_offsets,
+                                                                     tokens.size()),
                                           .vocab = args.target_rows.cols}),
       device);
   {
     py::gil_scoped_release unlocked;
     verify_tree_batch(cuda, rule, args, scratch.workspace());
   }
-  return py::make_tuple(accepted_nodes.tensor, accepted.tensor, final_tokens.tensor, bonus.tensor);
+  return status.finish(
+      py::make_tuple(accepted_nodes.tensor, accepted.tensor, final_tokens.tensor, bonus.tensor));
 }
 
 #endif  // SPECDEC_PYTHON_WITH_CUDA
@@ -400,7 +523,50 @@ bool runs_on_cuda(std::string_view cuda_name) {
   return true;
 }
 
+void bind_status(py::module_& m) {
+  py::enum_<SequenceStatus>(m, "SequenceStatus",
+                            "Why a sequence of a batch call made with check=False failed (its\n"
+                            "status word); OK when it verified. Compares equal to its int.",
+                            py::arithmetic())
+      .value("OK", SequenceStatus::kOk)
+      .value("TOKEN_OUTSIDE_VOCAB", SequenceStatus::kTokenOutsideVocab)
+      .value("ZERO_DRAFT_PROBABILITY", SequenceStatus::kZeroDraftProbability)
+      .value("BAD_WARP", SequenceStatus::kBadWarp)
+      .value("TOO_MANY_CHILDREN", SequenceStatus::kTooManyChildren)
+      .value("BAD_ROW", SequenceStatus::kBadRow)
+      .value("BAD_TREE", SequenceStatus::kBadTree)
+      .value("RESIDUAL_OVERFLOW", SequenceStatus::kResidualOverflow);
+  m.def(
+      "check_status",
+      [](py::handle status_object) {
+        py::object host = py::reinterpret_borrow<py::object>(status_object);
+        if (is_cuda_array(status_object)) host = host.attr("cpu")();  // one synchronisation
+        const Array words = int32_arg(host, "status", 1);
+        throw_if_failed(words.span<std::int32_t>("status"));
+      },
+      py::arg("status"),
+      "Raises specdec.Error naming the first failed sequence of the status words a batch call\n"
+      "returned with check=False (int32 [B + 1]; a CUDA tensor is read back first); returns\n"
+      "None when every sequence verified.");
+  m.def(
+      "stream_tensor",
+      [](py::handle streams_object) {
+        const std::vector<RandomStream> streams = streams_arg(streams_object);
+        py::array_t<std::int32_t> out(
+            std::vector<py::ssize_t>{static_cast<py::ssize_t>(streams.size()), kStreamWords});
+        if (!streams.empty())
+          std::memcpy(out.mutable_data(), streams.data(), streams.size() * sizeof(RandomStream));
+        return out;
+      },
+      py::arg("streams"),
+      "The streams as an int32 NumPy array [B, 6] of their bytes (seed low and high words,\n"
+      "sequence, position, node, domain), which every batch call takes as `streams`: moved to a\n"
+      "device once, it is read there in place, and a step advances it in place (column 3 is the\n"
+      "position).");
+}
+
 void bind_batches(py::module_& m) {
+  bind_status(m);
   m.attr("_with_cuda") =
 #if defined(SPECDEC_PYTHON_WITH_CUDA)
       true;
@@ -410,17 +576,17 @@ void bind_batches(py::module_& m) {
   m.def(
       "verify_chain_batch",
       [](py::handle target_object, py::handle draft_object, py::handle tokens_object,
-         py::handle streams_object, py::handle offsets_object, int threads) {
+         py::handle streams_object, py::handle offsets_object, int threads, bool check) {
         if (runs_on_cuda(first_cuda({{target_object, "target_rows"},
                                      {draft_object, "draft_rows"},
                                      {tokens_object, "draft_tokens"}}))) {
 #if defined(SPECDEC_PYTHON_WITH_CUDA)
           return cuda_chain_batch(target_object, draft_object, tokens_object, streams_object,
-                                  offsets_object);
+                                  offsets_object, check);
 #endif
         }
         HostChainBatch call(target_object, &draft_object, tokens_object, streams_object,
-                            offsets_object, threads);
+                            offsets_object, threads, check);
         {
           py::gil_scoped_release unlocked;
           call.run();
@@ -429,6 +595,7 @@ void bind_batches(py::module_& m) {
       },
       py::kw_only(), py::arg("target_rows"), py::arg("draft_rows"), py::arg("draft_tokens"),
       py::arg("streams"), py::arg("draft_offsets") = py::none(), py::arg("threads") = 0,
+      py::arg("check") = true,
       "Chain verification with standard rejection sampling for B sequences, in parallel on the\n"
       "CPU (`threads`: 0 = every hardware thread, or the calling thread alone for small batches;\n"
       "results never depend on it). Sequence b is\n"
@@ -442,8 +609,14 @@ void bind_batches(py::module_& m) {
       "Emitted tokens: the accepted ones, the correction or bonus token, then -1 padding.\n"
       "Rows are float32 (float16 / bfloat16 rows are converted; see verify_chain_batch_logits).\n"
       "CUDA: when the rows and tokens are torch CUDA tensors the call runs on the CUDA backend\n"
-      "on PyTorch's current stream, without synchronising, and returns CUDA tensors (offsets\n"
-      "and streams stay host values; device rows are not scanned, so they must be valid).");
+      "on PyTorch's current stream and returns CUDA tensors, copying no row, token or output;\n"
+      "draft_offsets (int32) and streams (a stream_tensor) may be CUDA tensors too, read in\n"
+      "place, so the call can be captured in a CUDA graph (with check=False). Device rows and\n"
+      "offsets are not scanned: bad data fails its sequence (see check).\n"
+      "check: True raises specdec.Error naming the first bad sequence (on CUDA after reading\n"
+      "the status back: the call's one synchronisation); False verifies every good sequence,\n"
+      "gives a bad one accepted = -1 and -1 tokens, and returns its status words last: int32\n"
+      "[B + 1], status[b] a SequenceStatus, status[B] the number of failed sequences.");
 
   m.def(
       "_time_verify_chain_batch",
@@ -471,13 +644,13 @@ void bind_batches(py::module_& m) {
       "verify_chain_batch_logits",
       [](py::handle target_object, py::handle draft_object, py::handle warps_object,
          py::handle tokens_object, py::handle streams_object, py::handle offsets_object,
-         int threads) {
+         int threads, bool check) {
         if (runs_on_cuda(first_cuda({{target_object, "target_logits"},
                                      {draft_object, "draft_logits"},
                                      {tokens_object, "draft_tokens"}}))) {
 #if defined(SPECDEC_PYTHON_WITH_CUDA)
           return cuda_chain_batch_logits(target_object, draft_object, warps_object, tokens_object,
-                                         streams_object, offsets_object);
+                                         streams_object, offsets_object, check);
 #endif
         }
         const Array target = rows_arg(target_object, "target_logits");
@@ -489,6 +662,7 @@ void bind_batches(py::module_& m) {
         const ChainBatchLayout layout = chain_batch_layout(tokens, offsets_object);
         Output<Token> emitted(layout.emitted_shape, kind_of(target, draft, tokens));
         Output<std::int32_t> accepted({layout.batch}, kind_of(target, draft, tokens));
+        HostStatus status(check, layout.batch, kind_of(target, draft, tokens));
         visit_floats(target, "target_logits", [&]<class T>(std::span<const T>) {
           const ChainBatchLogitsArgs<T> args{
               .draft_offsets = layout.offsets(),
@@ -498,24 +672,26 @@ void bind_batches(py::module_& m) {
               .draft_tokens = tokens.span<Token>("draft_tokens"),
               .streams = streams,
               .emitted = emitted.values(),
-              .accepted = accepted.values()};
+              .accepted = accepted.values(),
+              .status = status.span()};
           py::gil_scoped_release unlocked;
           verify_chain_batch_logits(cpu, args, thread_workspace());
         });
-        return py::make_tuple(emitted.result(), accepted.result());
+        return status.append_to(py::make_tuple(emitted.result(), accepted.result()));
       },
       py::kw_only(), py::arg("target_logits"), py::arg("draft_logits"), py::arg("warps"),
       py::arg("draft_tokens"), py::arg("streams"), py::arg("draft_offsets") = py::none(),
-      py::arg("threads") = 0,
+      py::arg("threads") = 0, py::arg("check") = true,
       "verify_chain_batch from raw logits (float32, float16 or bfloat16, read in place): each\n"
       "row is warped with warps[b] (a Warp, or a list with one per sequence) and verified;\n"
-      "the same layout, draws and outputs as verify_chain_batch, and the same CUDA rule.");
+      "the same layout, draws and outputs as verify_chain_batch, and the same CUDA rule and\n"
+      "`check` (a bad warp or a row with NaN, +inf or no finite logit fails its sequence).");
 
   m.def(
       "verify_tree_batch",
       [](py::handle rule_object, py::handle offsets_object, py::handle tokens_object,
          py::handle parents_object, py::handle target_object, py::handle draft_object,
-         py::handle streams_object, int threads) {
+         py::handle streams_object, int threads, bool check) {
         const Rule rule = rule_arg(rule_object);
         if (runs_on_cuda(first_cuda({{target_object, "target_rows"},
                                      {draft_object, "draft_rows"},
@@ -523,11 +699,11 @@ void bind_batches(py::module_& m) {
                                      {parents_object, "parents"}}))) {
 #if defined(SPECDEC_PYTHON_WITH_CUDA)
           return cuda_tree_batch(rule, offsets_object, tokens_object, parents_object, target_object,
-                                 draft_object, streams_object);
+                                 draft_object, streams_object, check);
 #endif
         }
         HostTreeBatch call(offsets_object, tokens_object, parents_object, target_object,
-                           &draft_object, streams_object, threads);
+                           &draft_object, streams_object, threads, check);
         {
           py::gil_scoped_release unlocked;
           verify_tree_batch(call.cpu, rule, call.args, thread_workspace());
@@ -536,7 +712,7 @@ void bind_batches(py::module_& m) {
       },
       py::arg("rule"), py::kw_only(), py::arg("node_offsets"), py::arg("tokens"),
       py::arg("parents"), py::arg("target_rows"), py::arg("draft_rows"), py::arg("streams"),
-      py::arg("threads") = 0,
+      py::arg("threads") = 0, py::arg("check") = true,
       "Tree verification for B ragged trees in CSR layout, in parallel on the CPU; tree b is\n"
       "verify_tree(rule, ...) of its rows with streams[b], bit for bit.\n"
       "node_offsets [B + 1]; tokens, parents [N] (tree b's nodes at node_offsets[b] ..\n"
@@ -545,15 +721,15 @@ void bind_batches(py::module_& m) {
       "Returns (accepted_nodes [N] (tree b's accepted local ids from node_offsets[b], the rest\n"
       "-1), accepted [B], final_tokens [B], bonus [B] (uint8, 1 = ended at a leaf)).\n"
       "CUDA tensors run on the CUDA backend as in verify_chain_batch (rules Recursive,\n"
-      "MultiRound and Rejection there).");
+      "MultiRound and Rejection there), and `check` as there (status words last).");
 
   m.def(
       "verify_chain_batch_target_only",
       [](py::handle target_object, py::handle tokens_object, py::handle streams_object,
-         py::handle offsets_object, int threads) {
+         py::handle offsets_object, int threads, bool check) {
         require_host(first_cuda({{target_object, "target_rows"}, {tokens_object, "draft_tokens"}}));
         HostChainBatch call(target_object, nullptr, tokens_object, streams_object, offsets_object,
-                            threads);
+                            threads, check);
         {
           py::gil_scoped_release unlocked;
           verify_chain_batch_target_only(call.cpu, call.args, thread_workspace());
@@ -561,7 +737,7 @@ void bind_batches(py::module_& m) {
         return call.result();
       },
       py::kw_only(), py::arg("target_rows"), py::arg("draft_tokens"), py::arg("streams"),
-      py::arg("draft_offsets") = py::none(), py::arg("threads") = 0,
+      py::arg("draft_offsets") = py::none(), py::arg("threads") = 0, py::arg("check") = true,
       "verify_chain_target_only for B sequences of drafts without draft rows, in parallel on\n"
       "the CPU: sequence b is verify_chain_target_only of its rows with streams[b], bit for\n"
       "bit. The layout and outputs of verify_chain_batch without draft_rows: uniform\n"
@@ -572,12 +748,12 @@ void bind_batches(py::module_& m) {
   m.def(
       "verify_tree_batch_target_only",
       [](py::handle offsets_object, py::handle tokens_object, py::handle parents_object,
-         py::handle target_object, py::handle streams_object, int threads) {
+         py::handle target_object, py::handle streams_object, int threads, bool check) {
         require_host(first_cuda({{target_object, "target_rows"},
                                  {tokens_object, "tokens"},
                                  {parents_object, "parents"}}));
         HostTreeBatch call(offsets_object, tokens_object, parents_object, target_object,
-                           nullptr, streams_object, threads);
+                           nullptr, streams_object, threads, check);
         {
           py::gil_scoped_release unlocked;
           verify_tree_batch_target_only(call.cpu, call.args, thread_workspace());
@@ -585,7 +761,7 @@ void bind_batches(py::module_& m) {
         return call.result();
       },
       py::kw_only(), py::arg("node_offsets"), py::arg("tokens"), py::arg("parents"),
-      py::arg("target_rows"), py::arg("streams"), py::arg("threads") = 0,
+      py::arg("target_rows"), py::arg("streams"), py::arg("threads") = 0, py::arg("check") = true,
       "verify_tree_target_only for B ragged candidate trees without draft rows, in parallel on\n"
       "the CPU: tree b is verify_tree_target_only of its rows with streams[b], bit for bit.\n"
       "The layout and outputs of verify_tree_batch without draft_rows: node_offsets [B + 1];\n"

@@ -187,23 +187,42 @@ def cascade_target(raw_target: ArrayLike, raw_draft: ArrayLike, target: ArrayLik
 def tv_distance(a: ArrayLike, b: ArrayLike) -> float: ...
 def entropy(probabilities: ArrayLike) -> float: ...
 
+class SequenceStatus(enum.IntEnum):
+    """Why a sequence of a batch call made with check=False failed (its status word)."""
+    OK = 0
+    TOKEN_OUTSIDE_VOCAB = 1
+    ZERO_DRAFT_PROBABILITY = 2
+    BAD_WARP = 3
+    TOO_MANY_CHILDREN = 4
+    BAD_ROW = 5
+    BAD_TREE = 6
+    RESIDUAL_OVERFLOW = 7
+
+def check_status(status: ArrayLike) -> None:
+    """Raises Error naming the first failed sequence of status words (int32 [B + 1])."""
+def stream_tensor(streams: Sequence[RandomStream]) -> Array:
+    """The streams as an int32 [B, 6] array of their bytes, for `streams=` of the batch calls."""
+
+# With check=False the batch calls return their status words (int32 [B + 1]) last.
+Streams = Union[Sequence[RandomStream], ArrayLike]
+
 def verify_chain_batch(*, target_rows: ArrayLike, draft_rows: ArrayLike, draft_tokens: ArrayLike,
-                       streams: Sequence[RandomStream], draft_offsets: ArrayLike | None = None,
-                       threads: int = 0) -> tuple[Array, Array]: ...
+                       streams: Streams, draft_offsets: ArrayLike | None = None,
+                       threads: int = 0, check: bool = True) -> tuple[Array, ...]: ...
 def verify_chain_batch_logits(*, target_logits: ArrayLike, draft_logits: ArrayLike,
                               warps: Union[Warp, Sequence[Warp]], draft_tokens: ArrayLike,
-                              streams: Sequence[RandomStream],
+                              streams: Streams,
                               draft_offsets: ArrayLike | None = None,
-                              threads: int = 0) -> tuple[Array, Array]: ...
+                              threads: int = 0, check: bool = True) -> tuple[Array, ...]: ...
 def verify_tree_batch(rule: Rule, *, node_offsets: ArrayLike, tokens: ArrayLike,
                       parents: ArrayLike, target_rows: ArrayLike, draft_rows: ArrayLike,
-                      streams: Sequence[RandomStream],
-                      threads: int = 0) -> tuple[Array, Array, Array, Array]: ...
+                      streams: Streams, threads: int = 0,
+                      check: bool = True) -> tuple[Array, ...]: ...
 def verify_chain_batch_target_only(*, target_rows: ArrayLike, draft_tokens: ArrayLike,
-                                   streams: Sequence[RandomStream],
+                                   streams: Streams,
                                    draft_offsets: ArrayLike | None = None,
-                                   threads: int = 0) -> tuple[Array, Array]: ...
+                                   threads: int = 0, check: bool = True) -> tuple[Array, ...]: ...
 def verify_tree_batch_target_only(*, node_offsets: ArrayLike, tokens: ArrayLike,
                                   parents: ArrayLike, target_rows: ArrayLike,
-                                  streams: Sequence[RandomStream],
-                                  threads: int = 0) -> tuple[Array, Array, Array, Array]: ...
+                                  streams: Streams, threads: int = 0,
+                                  check: bool = True) -> tuple[Array, ...]: ...

@@ -65,6 +65,24 @@ struct StatusChain {
             .accepted = accepted,
             .status = status};
   }
+
+  /// The CUDA launchers' view of the same batch (`with_draft` false: target-only).
+  cuda_impl::ChainVerifyParams params(bool with_draft) {
+    return {.target = target.data(),
+            .target_stride = kVocab,
+            .draft = with_draft ? draft.data() : nullptr,
+            .draft_stride = with_draft ? kVocab : 0,
+            .dtype = cuda_impl::DType::kF32,
+            .batch = 3,
+            .vocab = kVocab,
+            .drafts = 6,
+            .draft_offsets = offsets,
+            .draft_tokens = tokens.data(),
+            .streams = streams,
+            .emitted = emitted.data(),
+            .accepted = accepted.data(),
+            .status = status.data()};
+  }
 };
 
 const Codes kChainCodes{0, 1, 2, 2};
@@ -103,21 +121,8 @@ TEST_CASE("the CUDA chain launcher writes the CPU's status codes and outputs",
   Workspace ws;
   verify_chain_batch(backend::cpu, cpu.args(), ws);
   std::vector<unsigned char> workspace(cuda_impl::chain_workspace_size(3));
-  const cuda_impl::ChainVerifyParams p{.target = cuda.target.data(),
-                                       .target_stride = kVocab,
-                                       .draft = cuda.draft.data(),
-                                       .draft_stride = kVocab,
-                                       .dtype = cuda_impl::DType::kF32,
-                                       .batch = 3,
-                                       .vocab = kVocab,
-                                       .drafts = 6,
-                                       .draft_offsets = cuda.offsets,
-                                       .draft_tokens = cuda.tokens.data(),
-                                       .streams = cuda.streams,
-                                       .emitted = cuda.emitted.data(),
-                                       .accepted = cuda.accepted.data(),
-                                       .status = cuda.status.data()};
-  REQUIRE(cuda_impl::verify_chain_batch(p, workspace.data(), nullptr) == cudaSuccess);
+  REQUIRE(cuda_impl::verify_chain_batch(cuda.params(true), workspace.data(), nullptr) ==
+          cudaSuccess);
   CHECK(cuda.status == kChainCodes);
   CHECK(cuda.accepted == cpu.accepted);
   CHECK(cuda.emitted == cpu.emitted);
@@ -198,21 +203,8 @@ TEST_CASE("the CUDA target-only chain launcher reports a token outside the vocab
   StatusChain d;
   d.tokens[4] = 5;
   std::vector<unsigned char> workspace(cuda_impl::chain_workspace_size(3));
-  const cuda_impl::ChainVerifyParams p{.target = d.target.data(),
-                                       .target_stride = kVocab,
-                                       .draft = nullptr,
-                                       .draft_stride = 0,
-                                       .dtype = cuda_impl::DType::kF32,
-                                       .batch = 3,
-                                       .vocab = kVocab,
-                                       .drafts = 6,
-                                       .draft_offsets = d.offsets,
-                                       .draft_tokens = d.tokens.data(),
-                                       .streams = d.streams,
-                                       .emitted = d.emitted.data(),
-                                       .accepted = d.accepted.data(),
-                                       .status = d.status.data()};
-  REQUIRE(cuda_impl::verify_chain_batch_target_only(p, workspace.data(), nullptr) == cudaSuccess);
+  REQUIRE(cuda_impl::verify_chain_batch_target_only(d.params(false), workspace.data(), nullptr) ==
+          cudaSuccess);
   CHECK(d.status == want);
   CHECK(d.accepted == c.accepted);
   CHECK(d.emitted == c.emitted);

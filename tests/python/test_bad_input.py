@@ -247,6 +247,7 @@ def examples(tmp_path):
         "tv_distance": Example(lambda **a: specdec.tv_distance(**a), a=r, b=d),
         "entropy": Example(lambda **a: specdec.entropy(**a), probabilities=r),
         # batches
+        "check_status": Example(lambda **a: specdec.check_status(**a), status=tokens(0, 0, 0)),
         "verify_chain_batch": [
             Example(lambda **a: specdec.verify_chain_batch(streams=two_streams(), **a),
                     ids={"draft_tokens"}, **uniform_batch("rows")),

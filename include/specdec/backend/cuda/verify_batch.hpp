@@ -152,7 +152,8 @@ struct TreeBatchImpl<backend::Cuda> {
   /// Shapes, offsets, streams and the rule are checked on the host; device tokens, parents and
   /// rows are not scanned: they must be what the CPU backend accepts (level-ordered trees, tokens
   /// with positive draft probability, probability rows). Bad device data cannot make the kernel
-  /// fault or hang: a child whose token lies outside the vocabulary is never accepted.
+  /// fault or hang: a tree holding a token outside the vocabulary fails (accepted = -1, and
+  /// SequenceStatus::kTokenOutsideVocab in args.status), as the CPU backend's does.
   /// Rejection runs the multi-round rule (identical for one child per node). With offsets on
   /// the device the workspace is checked against ceil(N / B) nodes per tree (any largest tree is
   /// at least that) and the offsets are not scanned: wrong ones read wrong rows.

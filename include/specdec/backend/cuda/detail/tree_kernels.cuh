@@ -176,10 +176,10 @@ struct BlockRows {
 /// trees; tree b's rows start at row offsets[b] + b of target / draft (root row first). ints holds
 /// 2 N entries: tree b's candidate tokens and node ids at 2 offsets[b] (a node has fewer children
 /// than its tree has nodes), so its size needs no largest tree.
-/// Outputs as specdec::verify_tree_batch; bonus may be null. Device data is not trusted: the walk
-/// only moves to later nodes, and a child whose token lies outside [0, n) is never a candidate; a
-/// node whose walk needs more than kMaxResidualSteps steps gets the tree accepted = -1 and
-/// final_tokens = -1.
+/// Outputs as specdec::verify_tree_batch; bonus and status may be null. Device data is not
+/// trusted: the walk only moves to later nodes; a tree holding a token outside [0, n), or a node
+/// whose walk needs more than kMaxResidualSteps steps, gets accepted = -1, final_tokens = -1 and
+/// its SequenceStatus.
 template <bool kRecursive>
 __global__ void __launch_bounds__(kDrawThreads)
     verify_tree_kernel(Global<const std::int32_t> offsets, Global<const std::int32_t> tokens,

@@ -526,7 +526,7 @@ bool runs_on_cuda(std::string_view cuda_name) {
 void bind_status(py::module_& m) {
   py::enum_<SequenceStatus>(m, "SequenceStatus",
                             "Why a sequence of a batch call made with check=False failed (its\n"
-                            "status word); OK when it verified. Compares equal to its int.",
+                            "status word); OK when it verified. int(code) is the word's value.",
                             py::arithmetic())
       .value("OK", SequenceStatus::kOk)
       .value("TOKEN_OUTSIDE_VOCAB", SequenceStatus::kTokenOutsideVocab)

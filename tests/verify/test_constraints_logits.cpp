@@ -74,8 +74,9 @@ Request make_request(int which, std::int64_t rows, std::int64_t vocab, toy::ToyR
 
 // The transforms applied densely, as an engine writes them: counts over output + prefix, vLLM's
 // penalties on every token, then every mask.
-std::vector<float> transform_densely(const Request& q, const std::vector<float>& logits,
-                                     const std::vector<Token>& tokens, std::int64_t vocab) {
+std::vector<float> transform_rows(const Request& q, const std::vector<float>& logits,
+                                  const std::vector<std::vector<Token>>& prefixes,
+                                  std::int64_t vocab) {
   const auto v = static_cast<std::size_t>(vocab);
   std::vector<float> out(logits.size());
   const std::size_t rows = logits.size() / v;
@@ -87,7 +88,7 @@ std::vector<float> transform_densely(const Request& q, const std::vector<float>&
       count[static_cast<std::size_t>(e.token)] += e.count;
       prompt[static_cast<std::size_t>(e.token)] = e.in_prompt;
     }
-    for (std::size_t j = 0; j < r; ++j) ++count[static_cast<std::size_t>(tokens[j])];
+    for (const Token t : prefixes[r]) ++count[static_cast<std::size_t>(t)];
     for (const Token t : q.allowed) allowed[static_cast<std::size_t>(t)] = true;
     for (std::size_t t = 0; t < v; ++t) {
       float x = logits[r * v + t];
@@ -102,7 +103,7 @@ std::vector<float> transform_densely(const Request& q, const std::vector<float>&
         ok = ok && ((word >> (t % 32)) & 1u) != 0;
       }
       for (const Token s : q.stops) {
-        if (q.c.output_length + static_cast<std::int64_t>(r) < q.c.min_tokens &&
+        if (q.c.output_length + std::ssize(prefixes[r]) < q.c.min_tokens &&
             static_cast<std::size_t>(s) == t) {
           ok = false;
         }
@@ -111,6 +112,16 @@ std::vector<float> transform_densely(const Request& q, const std::vector<float>&
     }
   }
   return out;
+}
+
+// A chain's rows: row r's prefix is the first r tokens.
+std::vector<float> transform_densely(const Request& q, const std::vector<float>& logits,
+                                     const std::vector<Token>& tokens, std::int64_t vocab) {
+  std::vector<std::vector<Token>> prefixes;
+  for (std::size_t r = 0; r * static_cast<std::size_t>(vocab) < logits.size(); ++r) {
+    prefixes.emplace_back(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(std::min(r, tokens.size())));
+  }
+  return transform_rows(q, logits, prefixes, vocab);
 }
 
 std::vector<float> warp_rows(const Warp& warp, const std::vector<float>& logits,
@@ -320,4 +331,121 @@ TEST_CASE("constrained chains name bad constraints", "[verify][logits][constrain
   CHECK_THROWS_WITH(run({.allowed = bad_ids}), Contains("allowed[1]"));
   CHECK_THROWS_WITH(run({.stop_tokens = bad_ids}), Contains("stop_tokens[1]"));
   CHECK_THROWS_WITH(run({.min_tokens = -1}), Contains("min_tokens"));
+}
+
+namespace {
+
+// A depth-3 tree: the root has 2 children, each of them 2, each of those 1 (10 nodes), tokens
+// drawn from the parent's warped draft row (siblings distinct).
+struct ConstrainedTree {
+  std::vector<Token> tokens;
+  std::vector<std::int32_t> parents;
+  std::vector<std::vector<Token>> prefixes;  // per row: the root's empty, row i + 1's to node i
+};
+
+ConstrainedTree make_tree(const std::vector<float>& draft_rows, std::int64_t vocab,
+                          toy::ToyRandom& rng) {
+  const auto v = static_cast<std::size_t>(vocab);
+  ConstrainedTree t;
+  t.prefixes.emplace_back();
+  const auto add = [&](std::int32_t parent) {
+    const float* q = draft_rows.data() + static_cast<std::size_t>(parent + 1) * v;
+    // Siblings distinct: redraw a taken token (every warp here keeps at least 5 tokens).
+    const auto taken = [&](Token y) {
+      for (std::size_t i = 0; i < t.tokens.size(); ++i) {
+        if (t.parents[i] == parent && t.tokens[i] == y) return true;
+      }
+      return false;
+    };
+    Token x = detail::sample_row(q, vocab, static_cast<float>(rng.uniform()));
+    while (taken(x)) x = detail::sample_row(q, vocab, static_cast<float>(rng.uniform()));
+    auto prefix = t.prefixes[static_cast<std::size_t>(parent + 1)];
+    prefix.push_back(x);
+    t.tokens.push_back(x);
+    t.parents.push_back(parent);
+    t.prefixes.push_back(prefix);
+    return static_cast<std::int32_t>(t.tokens.size()) - 1;
+  };
+  const std::int32_t a = add(-1), b = add(-1);
+  const std::int32_t a1 = add(a), a2 = add(a), b1 = add(b), b2 = add(b);
+  for (const auto n : {a1, a2, b1, b2}) add(n);
+  return t;
+}
+
+// The rules taking two candidates per node (Rejection takes one: the chain tests cover it).
+std::vector<Rule> constraint_rules() {
+  return {MultiRound{}, Recursive{}, SpecTr{}, Typical{}, Greedy{}};
+}
+
+}  // namespace
+
+TEST_CASE("constrained trees from logits equal the plain entry with per-node transforms",
+          "[verify][logits][constraints]") {
+  toy::ToyRandom rng(38);
+  Workspace ws;
+  std::int32_t rejections = 0, bonuses = 0, garbage = 0;
+  for (const std::int64_t vocab : {40, 9000}) {
+    for (const int which : {kMask, kPenalties, kMask | kPenalties | kMinTokens, kAllowed}) {
+      for (const auto& warp : constraint_warps()) {
+        if (warp.is_greedy()) continue;  // one token per row: no two distinct siblings
+        const auto v = static_cast<std::size_t>(vocab);
+        const auto target = normal_rows(11, vocab, rng);
+        auto draft = target;
+        for (float& x : draft) x += static_cast<float>(0.7 * rng.normal());
+        const auto tree = make_tree(warp_rows(warp, draft, vocab), vocab, rng);
+        Request q = make_request(which, 11, vocab, rng);
+        // A node its parent's row forbids gets a garbage row (nothing allowed): never read.
+        for (std::size_t i = 0; i < tree.tokens.size() && !q.bitmask.empty(); ++i) {
+          const auto words = (v + 31) / 32;
+          const auto parent_row = static_cast<std::size_t>(tree.parents[i] + 1);
+          const auto x = static_cast<std::size_t>(tree.tokens[i]);
+          if (((static_cast<std::uint32_t>(q.bitmask[parent_row * words + x / 32]) >> (x % 32)) & 1u) == 0) {
+            std::fill_n(q.bitmask.begin() + static_cast<std::ptrdiff_t>((i + 1) * words), words, 0);
+            ++garbage;
+          }
+        }
+        q.c.bitmask = q.bitmask;
+        const auto dense = transform_rows(q, target, tree.prefixes, vocab);
+        const TreeView view{tree.tokens, tree.parents};
+        for (std::size_t index = 0; const auto& rule : constraint_rules()) {
+          ++index;
+          for (std::uint32_t seed = 0; seed < 4; ++seed) {
+            INFO("vocab " << vocab << " transforms " << which << " temperature "
+                          << warp.temperature << " top_k " << warp.top_k << " top_p " << warp.top_p
+                          << " rule " << index << " seed " << seed);
+            const RandomStream stream{seed, 4};
+            std::vector<std::int32_t> want(11), got(11);
+            const auto expected = verify_tree_logits<float>(rule, warp, view, {dense, draft}, vocab,
+                                                            stream, want, ws);
+            const auto verdict = verify_tree_logits_constrained(rule, warp, view, {target, draft},
+                                                                vocab, q.c, stream, got, ws);
+            REQUIRE(verdict.accepted == expected.accepted);
+            CHECK(verdict.token == expected.token);
+            CHECK(verdict.bonus == expected.bonus);
+            const auto kept = static_cast<std::ptrdiff_t>(expected.accepted);
+            CHECK(std::vector<std::int32_t>(got.begin(), got.begin() + kept) ==
+                  std::vector<std::int32_t>(want.begin(), want.begin() + kept));
+            rejections += expected.bonus ? 0 : 1;
+            bonuses += expected.bonus ? 1 : 0;
+          }
+        }
+        for (std::uint32_t seed = 0; seed < 4; ++seed) {
+          const RandomStream stream{seed, 9};
+          std::vector<std::int32_t> want(11), got(11);
+          const auto expected = verify_tree_target_only_logits<float>(warp, view, dense, vocab,
+                                                                      stream, want, ws);
+          const auto verdict = verify_tree_target_only_logits_constrained(warp, view, target, vocab,
+                                                                          q.c, stream, got, ws);
+          REQUIRE(verdict.accepted == expected.accepted);
+          CHECK(verdict.token == expected.token);
+          const auto kept = static_cast<std::ptrdiff_t>(expected.accepted);
+          CHECK(std::vector<std::int32_t>(got.begin(), got.begin() + kept) ==
+                std::vector<std::int32_t>(want.begin(), want.begin() + kept));
+        }
+      }
+    }
+  }
+  CHECK(rejections > 50);
+  CHECK(bonuses > 10);
+  CHECK(garbage > 10);
 }

@@ -18,6 +18,7 @@
 
 #include "specdec/verify/chain_logits.hpp"
 #include "specdec/verify/target_only_logits.hpp"
+#include "specdec/verify/tree_logits.hpp"
 
 namespace specdec {
 
@@ -228,16 +229,29 @@ struct ChainPrefix {
   }
 };
 
-/// The chain's transformed rows in `bytes` (constrained_rows_size(vocab, L)).
-inline ConstrainedRows<ChainPrefix> constrained_chain_rows(const LogitConstraints& c,
-                                                           const LogitRows<float>& target,
-                                                           const Token* tokens, std::int64_t vocab,
-                                                           std::byte* bytes) {
+/// A tree's prefixes: row 0's is empty, row i + 1's the tokens from the root down to node i.
+struct TreePrefix {
+  TreeView tree;
+  std::int64_t operator()(std::int64_t r, Token* buffer) const {
+    std::int64_t length = 0;
+    for (auto node = static_cast<std::int32_t>(r - 1); node >= 0;
+         node = tree.parents[static_cast<std::size_t>(node)]) {
+      buffer[length++] = tree.tokens[static_cast<std::size_t>(node)];
+    }
+    std::reverse(buffer, buffer + length);
+    return length;
+  }
+};
+
+/// The transformed rows of `bytes` (constrained_rows_size(vocab, depth)) for `prefix`.
+template <class Prefix>
+ConstrainedRows<Prefix> constrained_rows(const LogitConstraints& c, const LogitRows<float>& target,
+                                         Prefix prefix, std::int64_t vocab, std::byte* bytes) {
   const auto row = Workspace::round_up(static_cast<std::size_t>(vocab) * sizeof(float));
   return {.constraints = &c,
           .raw = target,
           .vocab = vocab,
-          .prefix = ChainPrefix{tokens},
+          .prefix = prefix,
           .prefix_buffer = reinterpret_cast<Token*>(bytes + 2 * row),
           .rows = {reinterpret_cast<float*>(bytes), reinterpret_cast<float*>(bytes + row)}};
 }
@@ -276,8 +290,8 @@ inline ChainVerdict verify_chain_logits_constrained(const Warp& warp,
   auto bytes = ws.take<std::byte>(detail::chain_logits_scratch_size(vocab));
   auto extra = ws.take<std::byte>(detail::constrained_rows_size(vocab, length));
   auto chain = detail::chain_logit_rows<float>(target_logits, draft_logits, draft_tokens, vocab);
-  auto rows = detail::constrained_chain_rows(constraints, chain.target, draft_tokens.data(), vocab,
-                                             extra.data());
+  auto rows = detail::constrained_rows(constraints, chain.target,
+                                       detail::ChainPrefix{draft_tokens.data()}, vocab, extra.data());
   chain.target = rows.rows_view();
   return detail::verify_chain_logits_unchecked<float>(
       warp, chain, stream, out.data(), "draft_tokens",
@@ -301,11 +315,73 @@ inline ChainVerdict verify_chain_target_only_logits_constrained(
   auto scope = ws.scope();
   auto bytes = ws.take<std::byte>(detail::chain_logits_scratch_size(vocab));
   auto extra = ws.take<std::byte>(detail::constrained_rows_size(vocab, length));
-  auto rows = detail::constrained_chain_rows(
+  auto rows = detail::constrained_rows(
       constraints, detail::LogitRows<float>{target_logits.data(), vocab, "target_logits", 0},
-      draft_tokens.data(), vocab, extra.data());
+      detail::ChainPrefix{draft_tokens.data()}, vocab, extra.data());
   return detail::verify_chain_target_only_logits_unchecked<float>(
       warp, rows.rows_view(), draft_tokens.data(), length, vocab, stream, out.data(),
+      detail::chain_logits_scratch(bytes.data(), vocab));
+}
+
+/// Bytes of Workspace verify_tree_logits_constrained takes for a tree of `nodes` nodes.
+inline std::size_t verify_tree_logits_constrained_workspace_size(std::size_t nodes,
+                                                                 std::int64_t vocab) {
+  return verify_tree_logits_workspace_size(nodes, vocab) +
+         detail::constrained_rows_size(std::max<std::int64_t>(vocab, 1),
+                                       static_cast<std::int64_t>(nodes));
+}
+
+/// verify_tree_logits with the target rows transformed by `constraints` before the warp, per
+/// node: row 0's draft prefix is empty, row i + 1's the tokens from the root down to node i (so a
+/// node's penalty counts are its ancestors' tokens and its own plus the sequence's), and the
+/// bitmask has N + 1 rows. The same walk, draws and tokens as transforming every target row and
+/// calling verify_tree_logits; a child its parent's row forbids is rejected with certainty and
+/// its row never read. Draft rows as given. Throws as verify_tree_logits and
+/// verify_chain_logits_constrained (bitmask, allowed[i], stop_tokens[i], penalties.*, ...).
+inline TreeVerdict verify_tree_logits_constrained(const Rule& rule, const Warp& warp,
+                                                  TreeView tree, const RowSpans<float>& logits,
+                                                  std::int64_t vocab,
+                                                  const LogitConstraints& constraints,
+                                                  const RandomStream& stream,
+                                                  std::span<std::int32_t> accepted_nodes,
+                                                  Workspace& ws) {
+  auto scope = ws.scope();
+  const TreeBuffers buffers =
+      detail::checked_tree_logits<float>(ws, &rule, warp, tree, logits, vocab, accepted_nodes);
+  const auto nodes = static_cast<std::int64_t>(tree.tokens.size());
+  detail::check_constraints(constraints, nodes + 1, vocab);
+  auto bytes = ws.take<std::byte>(detail::tree_logits_scratch_size(vocab));
+  auto extra = ws.take<std::byte>(detail::constrained_rows_size(vocab, nodes));
+  auto rows = detail::constrained_rows(
+      constraints, detail::LogitRows<float>{logits.target.data(), vocab, "target_logits", 0},
+      detail::TreePrefix{tree}, vocab, extra.data());
+  const detail::TreeLogitRows<float> view{
+      .target = rows.rows_view(),
+      .draft = {logits.draft.data(), vocab, "draft_logits", 0},
+      .vocab = vocab};
+  return detail::verify_tree_logits_unchecked<float>(
+      rule, warp, tree, view, stream, buffers, detail::tree_logits_scratch(bytes.data(), vocab));
+}
+
+/// verify_tree_target_only_logits with the target rows transformed by `constraints` per node, as
+/// verify_tree_logits_constrained documents. Workspace:
+/// verify_tree_logits_constrained_workspace_size(N, vocab) bytes.
+inline TreeVerdict verify_tree_target_only_logits_constrained(
+    const Warp& warp, TreeView tree, std::span<const float> target_logits, std::int64_t vocab,
+    const LogitConstraints& constraints, const RandomStream& stream,
+    std::span<std::int32_t> accepted_nodes, Workspace& ws) {
+  auto scope = ws.scope();
+  const TreeBuffers buffers = detail::checked_tree_logits<float>(
+      ws, nullptr, warp, tree, {.target = target_logits}, vocab, accepted_nodes);
+  const auto nodes = static_cast<std::int64_t>(tree.tokens.size());
+  detail::check_constraints(constraints, nodes + 1, vocab);
+  auto bytes = ws.take<std::byte>(detail::chain_logits_scratch_size(vocab));
+  auto extra = ws.take<std::byte>(detail::constrained_rows_size(vocab, nodes));
+  auto rows = detail::constrained_rows(
+      constraints, detail::LogitRows<float>{target_logits.data(), vocab, "target_logits", 0},
+      detail::TreePrefix{tree}, vocab, extra.data());
+  return detail::verify_tree_target_only_logits_unchecked<float>(
+      warp, tree, rows.rows_view(), vocab, stream, buffers,
       detail::chain_logits_scratch(bytes.data(), vocab));
 }
 

@@ -114,7 +114,6 @@ inline void check_constraints(const LogitConstraints& c, std::int64_t rows, std:
 inline void transform_logit_row(const LogitConstraints& c, std::int64_t row, const float* raw,
                                 const Token* prefix, std::int64_t length, std::int64_t vocab,
                                 float* out) {
-  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   const std::int32_t* mask =
       c.bitmask.empty() ? nullptr : c.bitmask.data() + row * mask_words(vocab);
   std::int64_t allowed = 0;
@@ -131,7 +130,19 @@ inline void transform_logit_row(const LogitConstraints& c, std::int64_t row, con
     for (std::int64_t k = 0; k < words; ++k) {
       const auto w = static_cast<std::uint32_t>(mask[k]);
       allowed += std::popcount(w);
-      for (int j = 0; j < 32; ++j) out[32 * k + j] = (w >> j) & 1u ? raw[32 * k + j] : kNegInf;
+      const float* in = raw + 32 * k;
+      float* to = out + 32 * k;
+      if (w == ~0u) {
+        std::copy(in, in + 32, to);
+        continue;
+      }
+      // Bit selects, no branch per entry: the loop vectorises.
+      const auto inf_bits = std::bit_cast<std::uint32_t>(kNegInf);
+      for (int j = 0; j < 32; ++j) {
+        const std::uint32_t keep = 0u - ((w >> j) & 1u);
+        to[j] = std::bit_cast<float>((std::bit_cast<std::uint32_t>(in[j]) & keep) |
+                                     (inf_bits & ~keep));
+      }
     }
     for (std::int64_t i = 32 * words; i < vocab; ++i) {
       const bool ok = mask_allows(mask, i);

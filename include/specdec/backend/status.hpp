@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <string_view>
 
 #include "specdec/core/error.hpp"
@@ -52,16 +53,20 @@ inline constexpr std::string_view describe(SequenceStatus status) {
 /// "status[3]: a token is outside the vocabulary (code 1; 2 sequences failed)"; returns when
 /// every sequence verified. `status` is a host copy of a status buffer (B + 1 words).
 inline void throw_if_failed(std::span<const std::int32_t> status) {
-  if (status.empty()) detail::fail("status", "is empty, expected B + 1 words");
+  // Plain concatenation, not fmt: CUDA sources include this, and nvcc cannot run fmt's
+  // compile-time format check.
+  if (status.empty()) throw Error("status", "is empty, expected B + 1 words");
   const std::size_t batch = status.size() - 1;
   if (status[batch] == 0) return;
+  const std::string failed = std::to_string(status[batch]) + " sequence(s) failed";
   for (std::size_t b = 0; b < batch; ++b) {
     if (status[b] == 0) continue;
-    detail::fail(ArgName("status", static_cast<std::int64_t>(b)),
-                 "sequence {}: {} (code {}; {} sequence(s) failed)", b,
-                 describe(static_cast<SequenceStatus>(status[b])), status[b], status[batch]);
+    throw Error(ArgName("status", static_cast<std::int64_t>(b)).str(),
+                "sequence " + std::to_string(b) + ": " +
+                    std::string(describe(static_cast<SequenceStatus>(status[b]))) + " (code " +
+                    std::to_string(status[b]) + "; " + failed + ")");
   }
-  detail::fail("status", "{} sequence(s) failed but no sequence has a code", status[batch]);
+  throw Error("status", failed + " but no sequence has a code");
 }
 
 namespace detail {

@@ -2,7 +2,11 @@
 // The one exception type of the library: it names the argument and the bad value.
 #pragma once
 
+// fmt 9 does not compile under nvcc in C++20 (it turns its constexpr off for __NVCC__ but keeps
+// constexpr callers), so CUDA sources get the exception and names without the formatting helper.
+#if !defined(__CUDACC__)
 #include <fmt/format.h>
+#endif
 
 #include <cstdint>
 #include <iterator>
@@ -51,7 +55,8 @@ class ArgName {
   }
   [[nodiscard]] std::string str() const {
     std::string out(base_);
-    for (int i = 0; i < count_; ++i) fmt::format_to(std::back_inserter(out), "[{}]", indices_[i]);
+    // Plain concatenation: fmt's compile-time format check fails under nvcc, which includes this.
+    for (int i = 0; i < count_; ++i) out += '[' + std::to_string(indices_[i]) + ']';
     return out;
   }
 
@@ -63,11 +68,13 @@ class ArgName {
 
 namespace detail {
 
+#if !defined(__CUDACC__)
 template <class... Args>
 [[noreturn]] void fail(const ArgName& argument, fmt::format_string<Args...> problem,
                        Args&&... args) {
   throw Error(argument.str(), fmt::format(problem, std::forward<Args>(args)...));
 }
+#endif
 
 
 /// The one rule for naming an item of a batch: an error raised for item `sequence` (a sequence, a
@@ -78,11 +85,11 @@ template <class... Args>
   const std::string& argument = e.argument();
   const auto bracket = argument.find('[');
   if (bracket == std::string::npos) {
-    throw Error(fmt::format("{} (sequence {})", argument, sequence), e.problem());
+    throw Error(argument + " (sequence " + std::to_string(sequence) + ")", e.problem());
   }
-  throw Error(
-      fmt::format("{}[{}]{}", argument.substr(0, bracket), sequence, argument.substr(bracket)),
-      e.problem());
+  throw Error(argument.substr(0, bracket) + '[' + std::to_string(sequence) + ']' +
+                  argument.substr(bracket),
+              e.problem());
 }
 
 }  // namespace detail

@@ -12,6 +12,7 @@
 #include "args.hpp"
 #include "arrays.hpp"
 #include "bindings.hpp"
+#include "specdec/backend/cpu/fill_random.hpp"
 #include "specdec/backend/cpu/verify_batch.hpp"
 #include "specdec/backend/status.hpp"
 #include "specdec/verify/verify.hpp"
@@ -19,6 +20,7 @@
 #if defined(SPECDEC_PYTHON_WITH_CUDA)
 #include <cuda_runtime_api.h>
 
+#include "specdec/backend/cuda/fill_random.hpp"
 #include "specdec/backend/cuda/verify_batch.hpp"
 #endif
 
@@ -380,12 +382,14 @@ backend::Cuda current_stream(int device) {
   return backend::cuda.on(reinterpret_cast<cudaStream_t>(torch_current_stream(device)));
 }
 
-py::tuple cuda_chain_batch(py::handle target_object, py::handle draft_object,
+/// verify_chain_batch on the device, or its target-only form when `draft_object` is null.
+py::tuple cuda_chain_batch(py::handle target_object, const py::handle* draft_object,
                            py::handle tokens_object, py::handle streams_object,
                            py::handle offsets_object, bool check) {
   const Array target = device_arg(target_object, "target_rows", -1);
   const int device = target.device;
-  const Array draft = device_arg(draft_object, "draft_rows", device);
+  const Array draft =
+      draft_object != nullptr ? device_arg(*draft_object, "draft_rows", device) : Array{};
   const Array tokens = device_tokens(tokens_object, "draft_tokens", device);
   const CallStreams streams(streams_object, device);
   const ChainBatchLayout layout = chain_batch_layout(tokens, offsets_object);
@@ -395,7 +399,7 @@ py::tuple cuda_chain_batch(py::handle target_object, py::handle draft_object,
   ChainBatchArgs args;
   args.draft_offsets = layout.resident();
   args.target_rows = batch_rows<float>(target, "target_rows", layout.target);
-  args.draft_rows = batch_rows<float>(draft, "draft_rows", layout.draft);
+  if (draft_object != nullptr) args.draft_rows = batch_rows<float>(draft, "draft_rows", layout.draft);
   args.draft_tokens = tokens.span<Token>("draft_tokens");
   args.streams = streams.resident();
   args.emitted = emitted.values<Token>("emitted");
@@ -403,6 +407,7 @@ py::tuple cuda_chain_batch(py::handle target_object, py::handle draft_object,
   args.status = status.span();
   const DeviceScope scope(device);
   const backend::Cuda cuda = current_stream(device);
+  // The target-only form needs at most verify_chain_batch's workspace.
   const DeviceScratch scratch(
       workspace_size(cuda, ChainBatchShape{.batch = layout.batch,
                                            .max_gamma = largest_count(args.draft_offsets,
@@ -411,7 +416,11 @@ py::tuple cuda_chain_batch(py::handle target_object, py::handle draft_object,
       device);
   {
     py::gil_scoped_release unlocked;
-    verify_chain_batch(cuda, args, scratch.workspace());
+    if (draft_object != nullptr) {
+      verify_chain_batch(cuda, args, scratch.workspace());
+    } else {
+      verify_chain_batch_target_only(cuda, args, scratch.workspace());
+    }
   }
   return status.finish(py::make_tuple(emitted.tensor, accepted.tensor));
 }
@@ -511,6 +520,21 @@ py::tuple cuda_tree_batch(const Rule& rule, py::handle offsets_object, py::handl
       py::make_tuple(accepted_nodes.tensor, accepted.tensor, final_tokens.tensor, bonus.tensor));
 }
 
+/// Uniform draws 0 .. count - 1 of each stream of a CUDA stream tensor, read in place.
+py::object cuda_uniforms(const Array& streams, std::int64_t count) {
+  const int device = streams.device;
+  const DeviceOutput out({streams.dim(0), count}, DType::float32, device, "uniforms");
+  const DeviceScope scope(device);
+  const backend::Cuda cuda = current_stream(device);
+  const auto* words = static_cast<const RandomStream*>(streams.data);
+  fill_random(cuda,
+              FillRandomArgs{.streams = on_device(words, static_cast<std::size_t>(streams.dim(0))),
+                             .out = MatrixView<float>(out.values<float>("uniforms").data(),
+                                                      streams.dim(0), count, count)},
+              backend::DeviceWorkspace{});
+  return out.tensor;
+}
+
 #endif  // SPECDEC_PYTHON_WITH_CUDA
 
 /// True when the call must run on CUDA (`cuda_name` names a CUDA input); refuses CUDA inputs in
@@ -581,7 +605,7 @@ void bind_batches(py::module_& m) {
                                      {draft_object, "draft_rows"},
                                      {tokens_object, "draft_tokens"}}))) {
 #if defined(SPECDEC_PYTHON_WITH_CUDA)
-          return cuda_chain_batch(target_object, draft_object, tokens_object, streams_object,
+          return cuda_chain_batch(target_object, &draft_object, tokens_object, streams_object,
                                   offsets_object, check);
 #endif
         }
@@ -727,7 +751,13 @@ void bind_batches(py::module_& m) {
       "verify_chain_batch_target_only",
       [](py::handle target_object, py::handle tokens_object, py::handle streams_object,
          py::handle offsets_object, int threads, bool check) {
-        require_host(first_cuda({{target_object, "target_rows"}, {tokens_object, "draft_tokens"}}));
+        if (runs_on_cuda(
+                first_cuda({{target_object, "target_rows"}, {tokens_object, "draft_tokens"}}))) {
+#if defined(SPECDEC_PYTHON_WITH_CUDA)
+          return cuda_chain_batch(target_object, nullptr, tokens_object, streams_object,
+                                  offsets_object, check);
+#endif
+        }
         HostChainBatch call(target_object, nullptr, tokens_object, streams_object, offsets_object,
                             threads, check);
         {
@@ -743,7 +773,10 @@ void bind_batches(py::module_& m) {
       "bit. The layout and outputs of verify_chain_batch without draft_rows: uniform\n"
       "(draft_tokens [B, gamma], target_rows [B, gamma + 1, V] or 2-D) or ragged (draft_offsets\n"
       "[B + 1], draft_tokens [G], target_rows [G + B, V]; 0 drafts allowed). Returns (emitted,\n"
-      "accepted), emitted padded with -1. Rows are float32 (float16 / bfloat16 converted).");
+      "accepted), emitted padded with -1. Rows are float32 (float16 / bfloat16 converted).\n"
+      "CUDA tensors run on the CUDA backend as in verify_chain_batch (offsets and streams may\n"
+      "be CUDA tensors; a token outside the vocabulary fails its sequence), and `check` as\n"
+      "there (status words last).");
 
   m.def(
       "verify_tree_batch_target_only",
@@ -767,6 +800,40 @@ void bind_batches(py::module_& m) {
       "The layout and outputs of verify_tree_batch without draft_rows: node_offsets [B + 1];\n"
       "tokens, parents [N]; target_rows [N + B, V]. Returns (accepted_nodes [N], accepted [B],\n"
       "final_tokens [B], bonus [B]).");
+
+  m.def(
+      "_fill_uniforms",
+      [](py::handle streams_object, std::int64_t count) -> py::object {
+        if (count < 0) throw Error("count", fmt::format("{} is negative", count));
+        if (is_stream_tensor(streams_object) && is_cuda_array(streams_object)) {
+          const Array streams = stream_tensor_arg(streams_object);
+          if (runs_on_cuda("streams")) {
+#if defined(SPECDEC_PYTHON_WITH_CUDA)
+            if (streams.dim(0) == 0 || count == 0) {
+              return cuda_empty({streams.dim(0), count}, DType::float32, streams.device);
+            }
+            return cuda_uniforms(streams, count);
+#endif
+          }
+        }
+        const std::vector<RandomStream> streams = streams_arg(streams_object);
+        const ArrayKind kind = is_stream_tensor(streams_object)
+                                   ? array_arg(streams_object, "streams").kind
+                                   : ArrayKind::numpy;
+        Output<float> out({static_cast<std::int64_t>(streams.size()), count}, kind);
+        if (!streams.empty() && count > 0) {
+          py::gil_scoped_release unlocked;
+          fill_random(backend::cpu.with_threads(1), streams, 0,
+                      MatrixView<float>(out.data(), static_cast<std::int64_t>(streams.size()),
+                                        count, count),
+                      RandomKind::kUniform, thread_workspace());
+        }
+        return out.result();
+      },
+      py::arg("streams"), py::arg("count"),
+      "Uniform draws 0 .. count - 1 of each stream (float32 [B, count]): row b is\n"
+      "streams[b].uniforms(count). A CUDA stream tensor is read in place and the draws made on\n"
+      "its device, on PyTorch's current stream; otherwise on the host (torch in, torch out).");
 }
 
 }  // namespace

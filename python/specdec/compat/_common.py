@@ -31,12 +31,12 @@ def is_cuda(value: Any) -> bool:
 
 def as_numpy(value: Any, name: str, *, kind: str, ndim: Optional[int] = None,
              check_finite: bool = True) -> np.ndarray:
-    """`value` (torch CPU tensor, NumPy array, list) as a NumPy array of float32 (kind 'float') or
-    int64 (kind 'int'); a CUDA tensor or the wrong kind or rank raises specdec.Error naming it.
-    check_finite=False skips the pass that refuses NaN and +inf (for a caller whose next call
-    checks them)."""
+    """`value` (NumPy array, list, torch CPU tensor) as a NumPy array of float32 (kind 'float') or
+    int64 (kind 'int'); a CUDA tensor (which the torch paths take where they lie) or the wrong
+    kind or rank raises specdec.Error naming it. check_finite=False skips the pass that refuses
+    NaN and +inf (for a caller whose next call checks them)."""
     if is_cuda(value):
-        raise error(name, "is a CUDA tensor; this adapter verifies on the CPU (pass value.cpu())")
+        raise error(name, "is a CUDA tensor where a host array is read")
     if is_torch(value):
         value = value.detach()
         if kind == "float" and value.is_floating_point():
@@ -94,12 +94,18 @@ def seed_from_generator(generator: Any, name: str) -> int:
     raise error(name, f"is a {type(generator).__name__}; expected a torch or NumPy generator")
 
 
+def rescaled_rows(sums: Any) -> Any:
+    """Which rows, by their sums (NumPy or torch), are within 1% of summing to 1 but not within
+    float32 rounding of it: the float16 / bfloat16 rows renormalisation scales."""
+    off = abs(sums - 1.0)
+    return (off > 1e-4) & (off <= 1e-2)  # float32 rounding alone stays below 1e-4
+
+
 def renormalised(rows: np.ndarray) -> np.ndarray:
     """Rows within 1% of summing to 1 (float16 / bfloat16 rounding) scaled to sum 1; other rows
     are left for the verifier to refuse."""
     sums = rows.sum(axis=-1, keepdims=True)
-    off = np.abs(sums - 1.0)
-    scale = (off > 1e-4) & (off <= 1e-2)  # float32 rounding alone stays below 1e-4
+    scale = rescaled_rows(sums)
     if not scale.any():
         return rows  # the common case: no copy
     return (rows / np.where(scale, sums, 1.0)).astype(np.float32)
@@ -180,3 +186,154 @@ def _cut_at_unusable(target_rows, draft_tokens, counts, draft_rows, offsets, val
         joined_drafts = np.concatenate(drafts) if drafts else np.zeros((0, vocab), np.float32)
     return (np.concatenate(rows), np.concatenate(tokens).astype(np.int64), new_counts,
             joined_drafts)
+
+
+# The torch paths: torch tensors are read where they lie (CPU or CUDA), every step is a torch
+# operation on their device or a batch binding (which runs on the device of its tensors, on
+# PyTorch's current stream), and outputs are made there: no row, token or output crosses between
+# host and device. The one branch on the device is the bindings' own dispatch.
+
+_VERIFY_DOMAIN = 2  # Domain.VERIFY, a RandomStream's default
+_USER_DOMAIN = 15  # Domain.USER
+
+
+def torch_device(*values: Any) -> Any:
+    """The device of the first torch tensor among `values` (None when there is none)."""
+    return next((v.device for v in values if is_torch(v)), None)
+
+
+def torch_rows(value: Any, name: str, ndim: int, device: Any) -> Any:
+    """Floating rows as a contiguous float32 torch tensor on `device` (float16 / bfloat16 are
+    widened there); a tensor on another device raises specdec.Error naming it."""
+    import torch
+    tensor = _on(value, name, device)
+    if not tensor.is_floating_point():
+        raise error(name, f"has dtype {tensor.dtype}; expected floating point")
+    if tensor.dim() != ndim:
+        raise error(name, f"has {tensor.dim()} dimensions; expected {ndim}")
+    return tensor.to(torch.float32).contiguous()
+
+
+def torch_ints(value: Any, name: str, ndim: Optional[int], device: Any) -> Any:
+    """Integers as an int64 torch tensor on `device`."""
+    import torch
+    tensor = _on(value, name, device)
+    if tensor.is_floating_point() or tensor.is_complex() or tensor.dtype == torch.bool:
+        raise error(name, f"has dtype {tensor.dtype}; expected integers")
+    if ndim is not None and tensor.dim() != ndim:
+        raise error(name, f"has {tensor.dim()} dimensions; expected {ndim}")
+    return tensor.to(torch.int64)
+
+
+def _on(value: Any, name: str, device: Any) -> Any:
+    import torch
+    if is_torch(value):
+        if value.device != device:
+            raise error(name, f"is on {value.device}, the other inputs on {device}")
+        return value.detach()
+    try:  # a NumPy array or list beside torch inputs: the caller's host data, put on `device`
+        return torch.as_tensor(np.asarray(value), device=device)
+    except (TypeError, ValueError, RuntimeError) as e:
+        raise error(name, f"is not an array ({e})") from None
+
+
+def read_flags(*flags: Any) -> list:
+    """Boolean scalar tensors read back together: on CUDA the one synchronisation of a check."""
+    import torch
+    return torch.stack([f.reshape(()) for f in flags]).tolist() if flags else []
+
+
+def stream_words(seeds: Any, positions: Any, domain: int = _VERIFY_DOMAIN) -> Any:
+    """The stream tensor (int32 [B, 6], specdec.stream_tensor's layout) of RandomStream(seed =
+    seeds[b], sequence = b, position = positions[b]) in `domain`, made where `seeds` lie. Seeds
+    are int64 in [0, 2^63), positions in [0, 2^32)."""
+    import torch
+    batch = seeds.shape[0]
+
+    def word(x):  # the low 32 bits as a signed int32, the stream's bytes
+        return (((x & 0xFFFFFFFF) ^ 0x80000000) - 0x80000000).to(torch.int32)
+
+    words = torch.empty((batch, 6), dtype=torch.int32, device=seeds.device)
+    words[:, 0] = word(seeds)
+    words[:, 1] = word(seeds >> 32)
+    words[:, 2] = torch.arange(batch, dtype=torch.int32, device=seeds.device)
+    words[:, 3] = word(positions)
+    words[:, 4] = 0
+    words[:, 5] = domain
+    return words
+
+
+def rescale_torch(rows: Any, sums: Any, scale: Any) -> Any:
+    """`rows` with the rows `scale` marks divided by their `sums` (renormalised's torch form)."""
+    import torch
+    return rows / torch.where(scale, sums, torch.ones_like(sums))
+
+
+def verify_chains_torch(target_rows: Any, draft_tokens: Any, counts: Any, draft_rows: Any,
+                        streams: Any, width: int, usable: Any, all_usable: bool,
+                        names: Optional[dict] = None, uniform: bool = False) -> tuple[Any, Any]:
+    """verify_chains on torch tensors where they lie: B ragged chains (counts [B] int64 on the
+    device of the rows, `width` - 1 >= max(counts) known to the caller), `usable` [G] the draft
+    tokens inside the vocabulary with positive draft probability, `streams` a stream tensor.
+    Returns tokens [B, width] int32 padded with -1 and accepted [B] int32. `uniform`: every
+    count is width - 1 (then the rows may be [B, width, V] and the call needs no offsets)."""
+    import torch
+    batch, device = counts.shape[0], counts.device
+    vocab = target_rows.shape[-1]
+    offsets = torch.zeros(batch + 1, dtype=torch.int64, device=device)
+    torch.cumsum(counts, 0, out=offsets[1:])
+    slot = torch.arange(width, device=device)
+    cut = counts
+    if not all_usable:  # each chain cut before its first unusable token (shapes read back once)
+        target_rows = target_rows.reshape(-1, vocab)
+        inside = slot[:-1] < counts[:, None]
+        at = (offsets[:-1, None] + slot[:-1]).clamp(max=max(draft_tokens.shape[0] - 1, 0))
+        bad = inside & ~usable[at] if draft_tokens.shape[0] else inside
+        cut = torch.where(bad.any(1), bad.int().argmax(1), counts)
+        keep_row = (slot[None, :] <= cut[:, None]) & (slot[None, :] <= counts[:, None])
+        row_at = offsets[:-1, None] + torch.arange(batch, device=device)[:, None] + slot
+        kept_rows = row_at[keep_row]  # request by request, slot by slot
+        rows = target_rows[kept_rows]
+        keep_token = slot[None, :-1] < cut[:, None]
+        draft_tokens = draft_tokens[at[keep_token]] if draft_tokens.shape[0] else draft_tokens
+        new_offsets = torch.zeros_like(offsets)
+        torch.cumsum(cut, 0, out=new_offsets[1:])
+        if draft_rows is not None:
+            draft_rows = draft_rows.reshape(-1, vocab)
+            # The row a rejection draws from: the residual max(p - q, 0) where it has mass.
+            q_at = (offsets[:-1] + cut).clamp(max=max(draft_rows.shape[0] - 1, 0))
+            p_at = new_offsets[:-1] + torch.arange(batch, device=device) + cut
+            residual = (rows[p_at] - draft_rows[q_at]).clamp(min=0.0)
+            mass = residual.sum(1, keepdim=True)
+            swap = (cut < counts)[:, None] & (mass > 0)
+            rows[p_at] = torch.where(swap, residual / torch.where(swap, mass, torch.ones_like(mass)),
+                                     rows[p_at])
+            draft_rows = draft_rows[at[keep_token]] if draft_rows.shape[0] else draft_rows
+        target_rows, offsets, uniform = rows, new_offsets, False
+    args = dict(target_rows=target_rows, draft_tokens=draft_tokens.to(torch.int32),
+                streams=streams)
+    if uniform:
+        args["draft_tokens"] = args["draft_tokens"].reshape(batch, width - 1)
+    else:
+        args["draft_offsets"] = offsets.to(torch.int32)
+        args["target_rows"] = target_rows.reshape(-1, vocab)
+        if draft_rows is not None:
+            draft_rows = draft_rows.reshape(-1, vocab)
+    try:
+        if draft_rows is None:
+            flat, accepted = _specdec.verify_chain_batch_target_only(**args)
+        else:
+            flat, accepted = _specdec.verify_chain_batch(draft_rows=draft_rows, **args)
+    except _specdec.Error as refused:
+        base = refused.argument.split("[")[0]
+        if names and base in names:
+            raise error(names[base], refused.problem) from None
+        raise
+    if uniform:
+        return flat, accepted
+    # Request b's tokens start at flat[offsets[b] + b]; slots past its cut + 1 stay -1.
+    start = offsets[:-1] + torch.arange(batch, device=device)
+    take = (start[:, None] + slot).clamp(max=max(flat.shape[0] - 1, 0))
+    picked = flat[take] if flat.shape[0] else torch.full_like(take, -1, dtype=torch.int32)
+    out = torch.where(slot[None, :] <= cut[:, None], picked, torch.full_like(picked, -1))
+    return out.to(torch.int32), accepted

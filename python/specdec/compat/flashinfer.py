@@ -28,8 +28,10 @@ from typing import Any, Optional
 import numpy as np
 
 from .. import _specdec
-from ._common import (as_numpy, draw_seeds, error, is_cuda, is_torch, renormalised,
-                      seed_from_generator, verify_chains)
+from ._common import (_USER_DOMAIN, as_numpy, draw_seeds, error, is_torch,
+                      read_flags, renormalised, rescale_torch, rescaled_rows,
+                      seed_from_generator, stream_words, torch_device, torch_ints, torch_rows,
+                      verify_chains, verify_chains_torch)
 
 __all__ = ["chain_speculative_sampling"]
 
@@ -48,24 +50,15 @@ def chain_speculative_sampling(draft_probs: Any, draft_token_ids: Any, target_pr
     rejection (a measure of draft/target agreement, each position tested with a fresh uniform).
     When the maybe_output_* counters (int32 (B,)) are given, the counts are added to them in place
     (zero them first) and they are returned."""
-    cuda = any(is_cuda(x) for x in (draft_probs, draft_token_ids, target_probs))
-    device = next((x.device for x in (target_probs, draft_probs, draft_token_ids) if is_cuda(x)),
-                  None)
-    draft = renormalised(_host(draft_probs, "draft_probs", "float", 3))
-    tokens = _host(draft_token_ids, "draft_token_ids", "int", 2)
-    target = renormalised(_host(target_probs, "target_probs", "float", 3))
-    batch, n = tokens.shape
-    vocab = target.shape[2]
-    if draft.shape[:2] != (batch, n):
-        raise error("draft_probs", f"has shape {tuple(draft.shape)}; expected ({batch}, {n}, V) "
-                    "for draft_token_ids of shape (B, n)")
-    if target.shape[:2] != (batch, n + 1):
-        raise error("target_probs", f"has shape {tuple(target.shape)}; expected ({batch}, {n + 1}, "
-                    "V): one row per draft position and the bonus row")
-    if draft.shape[2] != vocab:
-        raise error("draft_probs", f"has vocabulary {draft.shape[2]}; target_probs has {vocab}")
-    if vocab == 0:
-        raise error("target_probs", "has no columns (vocabulary 0)")
+    device = torch_device(target_probs, draft_probs, draft_token_ids)
+    if device is not None:
+        return _chain_torch(draft_probs, draft_token_ids, target_probs,
+                            maybe_output_accepted_token_num, maybe_output_emitted_draft_token_num,
+                            generator, seed, offset, device)
+    draft = renormalised(as_numpy(draft_probs, "draft_probs", kind="float", ndim=3))
+    tokens = as_numpy(draft_token_ids, "draft_token_ids", kind="int", ndim=2)
+    target = renormalised(as_numpy(target_probs, "target_probs", kind="float", ndim=3))
+    batch, n, vocab = _check_shapes(draft.shape, tokens.shape, target.shape)
     for name, rows in (("draft_probs", draft), ("target_probs", target)):
         if rows.size and rows.min() < 0:
             raise error(name, "holds a negative probability")
@@ -81,37 +74,120 @@ def chain_speculative_sampling(draft_probs: Any, draft_token_ids: Any, target_pr
                                      position=int(offsets[b])) for b in range(batch)]
     if batch == 0:
         output, emitted = np.zeros((0, n + 1), np.int32), np.zeros(0, np.int32)
-    elif cuda and _usable(tokens, draft).all():
-        output, emitted = _on_device(draft, tokens, target, device, streams)
     else:
         output, emitted = verify_chains(target.reshape(batch * (n + 1), vocab),
                                         tokens.reshape(-1), np.full(batch, n, np.int64),
-                                        draft.reshape(batch * n, vocab), streams,
-                                        names={"target_rows": "target_probs",
-                                               "draft_rows": "draft_probs",
-                                               "draft_tokens": "draft_token_ids"})
+                                        draft.reshape(batch * n, vocab), streams, names=_NAMES)
     accepted = emitted + _later_passes(draft, tokens, target, np.asarray(emitted), streams)
     results = []
     for counts, out in ((accepted, accepted_out), (emitted, emitted_out)):
         counts = np.asarray(counts, np.int32)
         if out is None:
-            results.append(_like(counts, target_probs, device))
+            results.append(counts)
         else:
-            out += _like(counts, out, getattr(out, "device", None))
+            out += counts
             results.append(out)
-    return (_like(np.asarray(output, np.int32), target_probs, device), *results)
+    return (np.asarray(output, np.int32), *results)
 
 
-def _host(value: Any, name: str, kind: str, ndim: int) -> np.ndarray:
-    """A host copy for the checks (a CUDA tensor is copied; the extension still reads it)."""
-    if is_cuda(value):
-        value = value.detach().cpu()
-    return as_numpy(value, name, kind=kind, ndim=ndim)
+_NAMES = {"target_rows": "target_probs", "draft_rows": "draft_probs",
+          "draft_tokens": "draft_token_ids"}
 
 
-def _usable(tokens: np.ndarray, draft: np.ndarray) -> np.ndarray:
-    """Draft tokens inside the vocabulary that their draft row gives probability."""
+def _check_shapes(draft: tuple, tokens: tuple, target: tuple) -> tuple[int, int, int]:
+    """B, n and V of FlashInfer's three inputs, or specdec.Error naming the one that disagrees."""
+    batch, n = tokens
+    vocab = target[2]
+    if tuple(draft[:2]) != (batch, n):
+        raise error("draft_probs", f"has shape {tuple(draft)}; expected ({batch}, {n}, V) "
+                    "for draft_token_ids of shape (B, n)")
+    if tuple(target[:2]) != (batch, n + 1):
+        raise error("target_probs", f"has shape {tuple(target)}; expected ({batch}, {n + 1}, "
+                    "V): one row per draft position and the bonus row")
+    if draft[2] != vocab:
+        raise error("draft_probs", f"has vocabulary {draft[2]}; target_probs has {vocab}")
+    if vocab == 0:
+        raise error("target_probs", "has no columns (vocabulary 0)")
+    return batch, n, vocab
+
+
+def _chain_torch(draft_probs, draft_token_ids, target_probs, accepted_out, emitted_out,
+                 generator, seed, offset, device):
+    """chain_speculative_sampling on torch tensors where they lie (CPU or CUDA): the same checks,
+    draws and outputs as the NumPy path, with torch operations on `device` and the batch
+    bindings; what is read back to the host is a handful of flags (one synchronisation on CUDA)."""
+    import torch
+    draft = torch_rows(draft_probs, "draft_probs", 3, device)
+    tokens = torch_ints(draft_token_ids, "draft_token_ids", 2, device)
+    target = torch_rows(target_probs, "target_probs", 3, device)
+    batch, n, vocab = _check_shapes(draft.shape, tokens.shape, target.shape)
+    for name, out in (("maybe_output_accepted_token_num", accepted_out),
+                      ("maybe_output_emitted_draft_token_num", emitted_out)):
+        _counter(out, name, batch)
+        if out is not None and not is_torch(out):
+            raise error(name, "is not a torch tensor while the inputs are")
+    seeds = _seeds_torch(seed, generator, batch, device)
+    positions = _per_row_torch(offset, "offset", batch, device)
+    draft_sums, target_sums = draft.sum(2, keepdim=True), target.sum(2, keepdim=True)
+    usable = _usable(tokens, draft)
+    flags = [rescaled_rows(draft_sums).any(), rescaled_rows(target_sums).any(),
+             ~torch.isfinite(draft_sums).all(), ~torch.isfinite(target_sums).all(),
+             usable.all(), (positions < 0).any(), (positions > 2**32 - 1 - (n + 1)).any(),
+             (seeds < 0).any()]
+    if batch * n * vocab:
+        flags += [draft.min() < 0, target.min() < 0]
+    (scale_draft, scale_target, bad_draft, bad_target, all_usable, negative, high, bad_seed,
+     *negatives) = read_flags(*flags) + [False, False]
+    if bad_seed:
+        raise error("seed", "holds a negative value; expected values >= 0")
+    for name, bad in (("draft_probs", bad_draft), ("target_probs", bad_target)):
+        if bad:
+            raise error(name, "holds NaN or +inf")
+    for name, bad in zip(("draft_probs", "target_probs"), negatives):
+        if bad:
+            raise error(name, "holds a negative probability")
+    if negative:
+        raise error("offset", "holds a negative value; expected values >= 0")
+    if high:
+        raise error("offset", f"leaves no room for {n + 1} positions below 2^32")
+    if scale_draft:
+        draft = rescale_torch(draft, draft_sums, rescaled_rows(draft_sums))
+        usable = _usable(tokens, draft)
+    if scale_target:
+        target = rescale_torch(target, target_sums, rescaled_rows(target_sums))
+    if batch == 0:
+        output = torch.zeros((0, n + 1), dtype=torch.int32, device=device)
+        emitted = torch.zeros(0, dtype=torch.int32, device=device)
+    else:
+        output, emitted = verify_chains_torch(
+            target, tokens.reshape(-1), torch.full((batch,), n, dtype=torch.int64, device=device),
+            draft, stream_words(seeds, positions), n + 1, usable.reshape(-1), all_usable,
+            names=_NAMES, uniform=True)
+    # FlashInfer's extra "accepted" count (see _later_passes) on the device.
+    u = _specdec._fill_uniforms(stream_words(seeds, positions, _USER_DOMAIN), n)
+    safe = torch.where(usable, tokens, torch.zeros_like(tokens))[..., None]
+    q = torch.gather(draft, 2, safe)[..., 0]
+    p = torch.gather(target[:, :n], 2, safe)[..., 0]
+    later = torch.arange(n, device=device)[None, :] > emitted[:, None].to(torch.int64)
+    accepted = emitted + (usable & (u * q < p) & later).sum(1).to(torch.int32)
+    results = []
+    for counts, out in ((accepted, accepted_out), (emitted, emitted_out)):
+        if out is None:
+            results.append(counts.to(torch.int32))
+        else:
+            out += counts.to(device=out.device, dtype=torch.int32)
+            results.append(out)
+    return (output, *results)
+
+
+def _usable(tokens: Any, draft: Any) -> Any:
+    """Draft tokens inside the vocabulary that their draft row gives probability (NumPy or
+    torch)."""
     inside = (tokens >= 0) & (tokens < draft.shape[2])
+    if is_torch(tokens):
+        import torch
+        safe = torch.where(inside, tokens, torch.zeros_like(tokens))
+        return inside & (torch.gather(draft, 2, safe[..., None])[..., 0] > 0)
     safe = np.where(inside, tokens, 0)
     return inside & (np.take_along_axis(draft, safe[..., None], axis=2)[..., 0] > 0)
 
@@ -135,23 +211,6 @@ def _later_passes(draft, tokens, target, emitted, streams):
     return extra
 
 
-def _on_device(draft, tokens, target, device, streams):
-    """The checked rows on the CUDA device, to the batch verifier (specdec.Error naming the
-    argument if specdec was built without CUDA)."""
-    import torch
-    try:
-        out, accepted = _specdec.verify_chain_batch(
-            target_rows=torch.from_numpy(target).to(device),
-            draft_rows=torch.from_numpy(draft).to(device),
-            draft_tokens=torch.from_numpy(tokens.astype(np.int32)).to(device), streams=streams)
-    except _specdec.Error as refused:
-        names = {"target_rows": "target_probs", "draft_rows": "draft_probs",
-                 "draft_tokens": "draft_token_ids"}
-        raise error(names.get(refused.argument.split("[")[0], refused.argument),
-                    refused.problem) from None
-    return out.cpu().numpy(), accepted.cpu().numpy()
-
-
 def _counter(value: Any, name: str, batch: int) -> Optional[Any]:
     if value is None:
         return None
@@ -173,12 +232,31 @@ def _per_row(value: Any, name: str, batch: int, default: int) -> np.ndarray:
             raise error(name, f"{int(value)} is outside [0, 2^63)")
         array = np.array([int(value)], np.int64)
     else:
-        array = as_numpy(value.cpu() if is_cuda(value) else value, name, kind="int", ndim=1)
+        array = as_numpy(value, name, kind="int", ndim=1)
     if array.shape[0] not in (1, batch):
         raise error(name, f"has {array.shape[0]} entries; expected 1 or {batch}")
     if (array < 0).any():
         raise error(name, f"holds {int(array.min())}; expected values >= 0")
     return np.broadcast_to(array, (batch,))
+
+
+def _per_row_torch(value: Any, name: str, batch: int, device: Any) -> Any:
+    """_per_row where the rows lie: an int, or a tensor of 1 or B entries (range checked by the
+    caller's flags)."""
+    import torch
+    if value is None or isinstance(value, (int, np.integer)):
+        return torch.as_tensor(_per_row(value, name, batch, 0).copy(), device=device)
+    array = torch_ints(value, name, 1, device)
+    if array.shape[0] not in (1, batch):
+        raise error(name, f"has {array.shape[0]} entries; expected 1 or {batch}")
+    return array.expand(batch)
+
+
+def _seeds_torch(seed: Any, generator: Any, batch: int, device: Any) -> Any:
+    if seed is not None and not isinstance(seed, (int, np.integer)):
+        return _per_row_torch(seed, "seed", batch, device)
+    import torch
+    return torch.as_tensor(_seeds(seed, generator, batch).copy(), device=device)
 
 
 def _seeds(seed: Any, generator: Any, batch: int) -> np.ndarray:
@@ -187,12 +265,3 @@ def _seeds(seed: Any, generator: Any, batch: int) -> np.ndarray:
     if generator is not None:
         return np.full(batch, seed_from_generator(generator, "generator"), np.int64)
     return np.full(batch, int(draw_seeds(1)[0]), np.int64)
-
-
-def _like(array: np.ndarray, reference: Any, device: Any) -> Any:
-    """`array` as a torch tensor on `device` when `reference` is one, else as it is."""
-    if is_torch(reference):
-        import torch
-        tensor = torch.from_numpy(np.ascontiguousarray(array))
-        return tensor.to(device) if device is not None else tensor
-    return array

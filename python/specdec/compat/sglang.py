@@ -23,7 +23,10 @@ are left as they were (callers fill them with -1).
 
 What differs from SGLang:
 
-- Runs on the CPU. CUDA tensors are copied to the host and the written tensors copied back.
+- Runs on the CPU: specdec has no device form of SGLang's walk (with its coins, thresholds and
+  sibling order) yet, so CUDA tensors raise specdec.Error naming the first of them rather than
+  being copied to the host and back. CPU torch tensors and NumPy arrays are read and written in
+  place.
 - Given SGLang's ``uniform_samples`` and ``uniform_samples_for_final_sampling`` the walk is
   SGLang's (one running coin per node; a child is accepted when the coin is at most the tried
   children's target mass / threshold_acc or its own target probability reaches threshold_single;
@@ -87,6 +90,14 @@ def tree_speculative_sampling_target_only(
         # sgl-kernel's signature without draft_probs, called positionally: shift the scalars.
         draft_probs, threshold_single, threshold_acc, deterministic = (
             None, draft_probs, threshold_single, threshold_acc)
+    _refuse_cuda(predicts=predicts, accept_index=accept_index, accept_token_num=accept_token_num,
+                 candidates=candidates, retrive_index=retrive_index,
+                 retrive_next_token=retrive_next_token, retrive_next_sibling=retrive_next_sibling,
+                 uniform_samples=uniform_samples,
+                 uniform_samples_for_final_sampling=uniform_samples_for_final_sampling,
+                 target_probs=target_probs, draft_probs=draft_probs, retrieve_index=retrieve_index,
+                 retrieve_next_token=retrieve_next_token,
+                 retrieve_next_sibling=retrieve_next_sibling)
     links, spellings = _links((retrive_index, retrive_next_token, retrive_next_sibling),
                               (retrieve_index, retrieve_next_token, retrieve_next_sibling))
     if target_probs is None:
@@ -144,6 +155,12 @@ def verify_tree_greedy(predicts: Any, accept_index: Any, accept_token_num: Any, 
     the flattened tensor) is accepted; otherwise, or after a leaf or a full-depth path, that
     argmax is the emitted token. Writes `predicts`, `accept_index` and `accept_token_num` as
     tree_speculative_sampling_target_only does."""
+    _refuse_cuda(predicts=predicts, accept_index=accept_index, accept_token_num=accept_token_num,
+                 candidates=candidates, retrive_index=retrive_index,
+                 retrive_next_token=retrive_next_token, retrive_next_sibling=retrive_next_sibling,
+                 target_predict=target_predict, retrieve_index=retrieve_index,
+                 retrieve_next_token=retrieve_next_token,
+                 retrieve_next_sibling=retrieve_next_sibling)
     links, spellings = _links((retrive_index, retrive_next_token, retrive_next_sibling),
                               (retrieve_index, retrieve_next_token, retrieve_next_sibling))
     if target_predict is None:
@@ -152,6 +169,15 @@ def verify_tree_greedy(predicts: Any, accept_index: Any, accept_token_num: Any, 
     predicted = _host(target_predict, "target_predict", "int", 2)
     result = _call(spellings, outputs, candidates, links, target_predict=predicted)
     outputs.write(*result)
+
+
+def _refuse_cuda(**arguments: Any) -> None:
+    """specdec.Error naming the first CUDA tensor: the walk runs on the host only, and copying
+    the engine's tensors there and back is what the caller should see, not what we hide."""
+    for name, value in arguments.items():
+        if is_cuda(value):
+            raise error(name, "is a CUDA tensor; specdec has no CUDA form of SGLang's tree walk "
+                        "yet (docs/engines.md): pass CPU tensors")
 
 
 def _links(retrive: tuple, retrieve: tuple) -> tuple[list, dict]:
@@ -191,7 +217,7 @@ def _call(spellings: dict, outputs: "_Outputs", candidates: Any, links: list, **
 
 
 class _Outputs:
-    """The caller's three output tensors as writable host arrays, copied back to CUDA ones."""
+    """The caller's three output tensors as writable host arrays sharing their memory."""
 
     def __init__(self, predicts: Any, accept_index: Any, accept_token_num: Any) -> None:
         self._tensors = (predicts, accept_index, accept_token_num)
@@ -208,19 +234,14 @@ class _Outputs:
         self.accept_index[written] = accept_index[written]
         self.predicts[accept_index[written]] = tokens[written]
         self.accept_token_num[:] = accepted
-        for tensor, host in zip(self._tensors, (self.predicts, self.accept_index,
-                                                self.accept_token_num)):
-            if is_cuda(tensor):
-                import torch
-                tensor.copy_(torch.from_numpy(host))
 
 
 def _writable(value: Any, name: str, ndim: int) -> np.ndarray:
-    """An int32 output tensor as a NumPy array sharing its memory (a host copy for CUDA)."""
+    """An int32 output tensor (CPU) as a NumPy array sharing its memory."""
     if is_torch(value):
         if str(value.dtype) != "torch.int32":
             raise error(name, f"has dtype {value.dtype}; expected torch.int32 (written in place)")
-        array = value.detach().cpu().numpy() if is_cuda(value) else value.detach().numpy()
+        array = value.detach().numpy()
     elif isinstance(value, np.ndarray):
         if value.dtype != np.int32:
             raise error(name, f"has dtype {value.dtype}; expected int32 (written in place)")
@@ -238,8 +259,6 @@ def _writable(value: Any, name: str, ndim: int) -> np.ndarray:
 def _host(value: Any, name: str, kind: str, ndim: int) -> np.ndarray:
     if value is None:
         raise error(name, "is required")
-    if is_cuda(value):
-        value = value.detach().cpu()
     return as_numpy(value, name, kind=kind, ndim=ndim)
 
 
@@ -247,8 +266,6 @@ def _rows(value: Any, name: str) -> np.ndarray:
     """Probability rows [bs, N, V] as float32. The walk checks the rows it reads (most are not
     read), so float32 rows are passed as they are; float16 / bfloat16 rows are widened and those
     within 1% of summing to 1 rescaled."""
-    if is_cuda(value):
-        value = value.detach().cpu()
     if is_torch(value) and str(value.dtype) == "torch.float32":
         array = value.detach().numpy()
     elif isinstance(value, np.ndarray) and value.dtype == np.float32:

@@ -14,6 +14,7 @@
 #include "bindings.hpp"
 #include "specdec/backend/cpu/fill_random.hpp"
 #include "specdec/backend/cpu/verify_batch.hpp"
+#include "specdec/backend/cpu/warp_batch.hpp"
 #include "specdec/backend/status.hpp"
 #include "specdec/verify/verify.hpp"
 
@@ -22,6 +23,7 @@
 
 #include "specdec/backend/cuda/fill_random.hpp"
 #include "specdec/backend/cuda/verify_batch.hpp"
+#include "specdec/backend/cuda/warp_batch.hpp"
 #endif
 
 namespace specdec::python {
@@ -238,6 +240,19 @@ struct HostTreeBatch {
                                            final_tokens.result(), bonus.result()));
   }
 };
+
+/// A warp tensor: int32 [rows, 4] holding one Warp's bytes per row (temperature, top_k, top_p,
+/// min_p), where it lives; the warps of a batch built by tensor operations, with no Warp objects.
+Array warp_tensor_arg(py::handle obj, std::int64_t rows) {
+  static_assert(sizeof(Warp) == 4 * sizeof(std::int32_t));
+  Array a = array_arg(obj, "warps");
+  if (a.dtype != DType::int32 || a.ndim() != 2 || a.dim(1) != 4 || a.dim(0) != rows) {
+    throw Error("warps", fmt::format("is a {}-D {} array; expected int32 [{}, 4] (one Warp's bytes "
+                                     "per row of logits)",
+                                     a.ndim(), dtype_name(a.dtype), rows));
+  }
+  return a;
+}
 
 /// Target-only batches run on the CPU alone: refuses the CUDA input `on_cuda` names, if any.
 void require_host(std::string_view on_cuda) {
@@ -520,6 +535,32 @@ py::tuple cuda_tree_batch(const Rule& rule, py::handle offsets_object, py::handl
       py::make_tuple(accepted_nodes.tensor, accepted.tensor, final_tokens.tensor, bonus.tensor));
 }
 
+/// warp_logits_batch on the device: logits and a warp tensor read in place, rows warped on
+/// PyTorch's current stream (capturable: nothing is read from the host).
+py::object cuda_warp_rows(const Array& logits, py::handle warps_object) {
+  const int device = logits.device;
+  const Array warps = warp_tensor_arg(warps_object, logits.dim(0));
+  if (!warps.on_cuda || warps.device != device) {
+    throw Error("warps", fmt::format("is not on cuda:{}, where the logits are", device));
+  }
+  const DeviceOutput warped({logits.dim(0), logits.dim(1)}, DType::float32, device, "warped");
+  const DeviceScope scope(device);
+  const backend::Cuda cuda = current_stream(device);
+  visit_floats(logits, "logits", [&]<class T>(std::span<const T>) {
+    const WarpBatchArgs<T> args{
+        .logits = batch_matrix<T>(logits, "logits"),
+        .warps = on_device(static_cast<const Warp*>(warps.data),
+                           static_cast<std::size_t>(logits.dim(0))),
+        .warped = MatrixView<float>(warped.values<float>("warped").data(), logits.dim(0),
+                                    logits.dim(1), logits.dim(1))};
+    const DeviceScratch scratch(workspace_size(cuda, WarpBatchShape{logits.dim(0), logits.dim(1)}),
+                                device);
+    py::gil_scoped_release unlocked;
+    warp_logits_batch(cuda, args, scratch.workspace());
+  });
+  return warped.tensor;
+}
+
 /// Uniform draws 0 .. count - 1 of each stream of a CUDA stream tensor, read in place.
 py::object cuda_uniforms(const Array& streams, std::int64_t count) {
   const int device = streams.device;
@@ -800,6 +841,40 @@ void bind_batches(py::module_& m) {
       "The layout and outputs of verify_tree_batch without draft_rows: node_offsets [B + 1];\n"
       "tokens, parents [N]; target_rows [N + B, V]. Returns (accepted_nodes [N], accepted [B],\n"
       "final_tokens [B], bonus [B]).");
+
+  m.def(
+      "_warp_rows",
+      [](py::handle logits_object, py::handle warps_object, int threads) -> py::object {
+        const Array logits = rows_arg(logits_object, "logits", 2);
+        if (runs_on_cuda(first_cuda({{logits_object, "logits"}}))) {
+#if defined(SPECDEC_PYTHON_WITH_CUDA)
+          if (logits.dim(0) == 0) return cuda_empty({0, logits.dim(1)}, DType::float32, logits.device);
+          return cuda_warp_rows(logits, warps_object);
+#endif
+        }
+        const Array warps = warp_tensor_arg(warps_object, logits.dim(0));
+        specdec::python::require_host(warps, "warps");
+        Output<float> warped({logits.dim(0), logits.dim(1)}, kind_of(logits));
+        if (logits.dim(0) == 0) return warped.result();
+        const backend::Cpu cpu = cpu_for(threads, logits.size());
+        visit_floats(logits, "logits", [&]<class T>(std::span<const T>) {
+          const WarpBatchArgs<T> args{
+              .logits = batch_matrix<T>(logits, "logits"),
+              .warps = std::span<const Warp>(static_cast<const Warp*>(warps.data),
+                                             static_cast<std::size_t>(logits.dim(0))),
+              .warped = MatrixView<float>(warped.data(), logits.dim(0), logits.dim(1),
+                                          logits.dim(1))};
+          py::gil_scoped_release unlocked;
+          warp_logits_batch(cpu, args, thread_workspace());
+        });
+        return warped.result();
+      },
+      py::arg("logits"), py::arg("warps"), py::arg("threads") = 0,
+      "warp_logits on every row of logits [rows, V] (float32, float16, bfloat16) with its own\n"
+      "warp: `warps` int32 [rows, 4], each row a Warp's bytes (temperature, top_k, top_p, min_p\n"
+      "as float32 / int32 / float32 / float32 bits). Returns float32 [rows, V] where the logits\n"
+      "are; CUDA tensors are read in place on PyTorch's current stream (a row whose warp the\n"
+      "device cannot apply, top_k above 1024 and below V, is written as NaN).");
 
   m.def(
       "_fill_uniforms",

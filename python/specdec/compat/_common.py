@@ -243,10 +243,11 @@ def read_flags(*flags: Any) -> list:
     return torch.stack([f.reshape(()) for f in flags]).tolist() if flags else []
 
 
-def stream_words(seeds: Any, positions: Any, domain: int = _VERIFY_DOMAIN) -> Any:
+def stream_words(seeds: Any, positions: Any, domain: int = _VERIFY_DOMAIN,
+                 numbered: bool = True) -> Any:
     """The stream tensor (int32 [B, 6], specdec.stream_tensor's layout) of RandomStream(seed =
-    seeds[b], sequence = b, position = positions[b]) in `domain`, made where `seeds` lie. Seeds
-    are int64 in [0, 2^63), positions in [0, 2^32)."""
+    seeds[b] mod 2^64, sequence = b (0 when not `numbered`), position = positions[b]) in
+    `domain`, made where `seeds` lie (int64; positions in [0, 2^32))."""
     import torch
     batch = seeds.shape[0]
 
@@ -256,7 +257,7 @@ def stream_words(seeds: Any, positions: Any, domain: int = _VERIFY_DOMAIN) -> An
     words = torch.empty((batch, 6), dtype=torch.int32, device=seeds.device)
     words[:, 0] = word(seeds)
     words[:, 1] = word(seeds >> 32)
-    words[:, 2] = torch.arange(batch, dtype=torch.int32, device=seeds.device)
+    words[:, 2] = torch.arange(batch, dtype=torch.int32, device=seeds.device) if numbered else 0
     words[:, 3] = word(positions)
     words[:, 4] = 0
     words[:, 5] = domain
@@ -271,12 +272,14 @@ def rescale_torch(rows: Any, sums: Any, scale: Any) -> Any:
 
 def verify_chains_torch(target_rows: Any, draft_tokens: Any, counts: Any, draft_rows: Any,
                         streams: Any, width: int, usable: Any, all_usable: bool,
-                        names: Optional[dict] = None, uniform: bool = False) -> tuple[Any, Any]:
+                        names: Optional[dict] = None, uniform: bool = False, threads: int = 0,
+                        call: Any = None) -> tuple[Any, Any]:
     """verify_chains on torch tensors where they lie: B ragged chains (counts [B] int64 on the
     device of the rows, `width` - 1 >= max(counts) known to the caller), `usable` [G] the draft
     tokens inside the vocabulary with positive draft probability, `streams` a stream tensor.
     Returns tokens [B, width] int32 padded with -1 and accepted [B] int32. `uniform`: every
-    count is width - 1 (then the rows may be [B, width, V] and the call needs no offsets)."""
+    count is width - 1 (then the rows may be [B, width, V] and the call needs no offsets).
+    `call` replaces the verifier as in verify_chains; `threads` goes to the CPU backend."""
     import torch
     batch, device = counts.shape[0], counts.device
     vocab = target_rows.shape[-1]
@@ -311,7 +314,7 @@ def verify_chains_torch(target_rows: Any, draft_tokens: Any, counts: Any, draft_
             draft_rows = draft_rows[at[keep_token]] if draft_rows.shape[0] else draft_rows
         target_rows, offsets, uniform = rows, new_offsets, False
     args = dict(target_rows=target_rows, draft_tokens=draft_tokens.to(torch.int32),
-                streams=streams)
+                streams=streams, threads=threads)
     if uniform:
         args["draft_tokens"] = args["draft_tokens"].reshape(batch, width - 1)
     else:
@@ -320,7 +323,9 @@ def verify_chains_torch(target_rows: Any, draft_tokens: Any, counts: Any, draft_
         if draft_rows is not None:
             draft_rows = draft_rows.reshape(-1, vocab)
     try:
-        if draft_rows is None:
+        if call is not None:
+            flat, accepted = call(draft_rows=draft_rows, **args)
+        elif draft_rows is None:
             flat, accepted = _specdec.verify_chain_batch_target_only(**args)
         else:
             flat, accepted = _specdec.verify_chain_batch(draft_rows=draft_rows, **args)

@@ -52,8 +52,10 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from .. import _specdec
-from ._common import (as_numpy, draw_seeds, error, is_torch, per_request,
-                      renormalised, seed_from_generator, verify_chains)
+from ._common import (as_numpy, draw_seeds, error, is_cuda, is_torch, per_request,
+                      read_flags, renormalised, rescale_torch, rescaled_rows,
+                      seed_from_generator, stream_words, torch_ints, torch_rows, verify_chains,
+                      verify_chains_torch)
 
 PLACEHOLDER_TOKEN_ID = -1
 GREEDY_TEMPERATURE = 0
@@ -181,6 +183,17 @@ def rejection_sample(draft_token_ids: Any, num_draft_tokens: Sequence[int],
     draws) replace the bonus tokens drawn here; with them bonus_logits_indices is not read."""
     method = _method(rejection_sample_method)
     block = method == "block"
+    if is_torch(logits) and not block:
+        return _rejection_sample_torch(
+            draft_token_ids, num_draft_tokens, cu_num_draft_tokens, draft_probs, logits,
+            target_logits_indices, bonus_logits_indices, temperature=temperature, top_k=top_k,
+            top_p=top_p, seeds=seeds, max_spec_len=max_spec_len, threads=threads, method=method,
+            synthetic_acceptance_rates=synthetic_acceptance_rates,
+            fly=(int(fly_window_size), float(fly_entropy_threshold)),
+            bonus_token_ids=bonus_token_ids)
+    if block and is_cuda(logits):
+        raise error("rejection_sample_method", "'block' verifies request by request on the host; "
+                    "specdec has no CUDA form of it yet (docs/engines.md)")
     # warp_logits refuses NaN and +inf naming the row: no pass of its own here.
     rows = as_numpy(logits, "logits", kind="float", ndim=2, check_finite=False)
     tokens = as_numpy(draft_token_ids, "draft_token_ids", kind="int", ndim=1)
@@ -277,6 +290,199 @@ def rejection_sample(draft_token_ids: Any, num_draft_tokens: Sequence[int],
     return out
 
 
+def _rejection_sample_torch(draft_token_ids, num_draft_tokens, cu_num_draft_tokens, draft_probs,
+                            logits, target_logits_indices, bonus_logits_indices, *, temperature,
+                            top_k, top_p, seeds, max_spec_len, threads, method,
+                            synthetic_acceptance_rates, fly, bonus_token_ids):
+    """rejection_sample on torch tensors where they lie (CPU or CUDA): the same checks, warps,
+    draws and tokens as the NumPy path, as torch operations on the logits' device and batch
+    bindings (rows warped there by _warp_rows with one warp per row, verified by the batch
+    verifiers); what the host reads back is a handful of flags (one synchronisation on CUDA),
+    and on mixed greedy / sampled batches with draft rows the sizes of the two groups."""
+    import torch
+    device = logits.device
+    rows = logits.detach()
+    if rows.dim() != 2:
+        raise error("logits", f"has {rows.dim()} dimensions; expected 2")
+    if not rows.is_floating_point():
+        raise error("logits", f"has dtype {rows.dtype}; expected floating point")
+    tokens = torch_ints(draft_token_ids, "draft_token_ids", 1, device)
+    counts_host = as_numpy(list(num_draft_tokens) if not hasattr(num_draft_tokens, "shape")
+                           else num_draft_tokens, "num_draft_tokens", kind="int", ndim=1)
+    batch, vocab, total = counts_host.shape[0], rows.shape[1], tokens.shape[0]
+    if vocab == 0:
+        raise error("logits", "has no columns (vocabulary 0)")
+    if (counts_host < 0).any():
+        raise error("num_draft_tokens", f"holds {int(counts_host.min())}; counts are >= 0")
+    if counts_host.sum() != total:
+        raise error("num_draft_tokens", f"sums to {int(counts_host.sum())}, but draft_token_ids "
+                    f"has {total} tokens")
+    longest = int(counts_host.max()) if batch else 0
+    if max_spec_len is not None and max_spec_len < longest:
+        raise error("max_spec_len", f"{max_spec_len} is below the longest draft ({longest})")
+    width = (longest if max_spec_len is None else int(max_spec_len)) + 1
+    counts = torch.as_tensor(counts_host, device=device)
+    cu = torch_ints(cu_num_draft_tokens, "cu_num_draft_tokens", 1, device)
+    if cu.shape[0] != batch:
+        raise error("cu_num_draft_tokens", "is not the inclusive cumulative sum of "
+                    "num_draft_tokens")
+    target_at = _row_indices_torch(target_logits_indices, "target_logits_indices", total, device)
+    if bonus_token_ids is None:
+        bonus_at = _row_indices_torch(bonus_logits_indices, "bonus_logits_indices", batch, device)
+    else:  # any row serves: the token drawn from it is replaced by the sampler's
+        bonus_at = torch.zeros(batch, dtype=torch.int64, device=device)
+        bonus_token_ids = torch_ints(bonus_token_ids, "bonus_token_ids", None, device).reshape(-1)
+        if bonus_token_ids.shape[0] != batch:
+            raise error("bonus_token_ids", f"has {bonus_token_ids.shape[0]} entries; expected {batch}")
+    rates = _rates(synthetic_acceptance_rates, longest) if method == "synthetic" else None
+    probs = None
+    if draft_probs is not None:
+        probs = torch_rows(draft_probs, "draft_probs", 2, device)
+        if tuple(probs.shape) != (total, vocab):
+            raise error("draft_probs", f"has shape {tuple(probs.shape)}; expected "
+                        f"({total}, {vocab}) (num_tokens, V)")
+    temps = _per_request_torch(temperature, "temperature", batch, torch.float64,
+                               GREEDY_TEMPERATURE, device)
+    ks = _per_request_torch(top_k, "top_k", batch, torch.int64, 0, device)
+    ps = _per_request_torch(top_p, "top_p", batch, torch.float64, 1.0, device)
+    bad_temps = ~(torch.isfinite(temps) & ((temps >= 0) | (temps == -1)))
+    bad_ps = ~((ps > 0) & (ps <= 1))
+    flags = [(cu != torch.cumsum(counts, 0)).any(), bad_temps.any(), bad_ps.any(),
+             ((target_at < 0) | (target_at >= rows.shape[0])).any(),
+             ((bonus_at < 0) | (bonus_at >= rows.shape[0])).any()]
+    if probs is not None:
+        sums = probs.sum(1, keepdim=True)
+        flags += [rescaled_rows(sums).any(), ~torch.isfinite(sums).all()]
+        if probs.numel():
+            flags.append(probs.min() < 0)
+    bad_cu, bad_t, bad_p, bad_target, bad_bonus, *row_flags = read_flags(*flags)
+    if bad_cu:
+        raise error("cu_num_draft_tokens", "is not the inclusive cumulative sum of "
+                    "num_draft_tokens")
+    for bad, values, name in ((bad_t, temps, "temperature"), (bad_p, ps, "top_p")):
+        if bad:  # the error path: the first bad entry read back to name it
+            b = int(torch.nonzero((bad_temps if name == "temperature" else bad_ps))[0])
+            expected = ("is not a temperature (>= 0; 0 = greedy)" if name == "temperature"
+                        else "is outside (0, 1]")
+            raise error(f"{name}[{b}]", f"{float(values[b])} {expected}")
+    for bad, indices, name in ((bad_target, target_at, "target_logits_indices"),
+                               (bad_bonus, bonus_at, "bonus_logits_indices")):
+        if bad:
+            _row_indices(indices.tolist(), name, indices.shape[0], rows.shape[0])
+    if probs is not None:
+        scale, nonfinite, negative = (row_flags + [False])[:3]
+        if nonfinite:
+            raise error("draft_probs", "holds NaN or +inf")
+        if negative:
+            raise error("draft_probs", "holds a negative probability")
+        if scale:
+            probs = rescale_torch(probs, sums, rescaled_rows(sums))
+    seeds = (torch.as_tensor(draw_seeds(batch), device=device) if seeds is None
+             else _per_request_torch(seeds, "seeds", batch, torch.int64, 0, device))
+    out = torch.full((batch, width), PLACEHOLDER_TOKEN_ID, dtype=torch.int32, device=device)
+    if batch == 0:
+        return out
+    greedy = temps <= 0  # 0, and -1 in older vLLM
+    # Request b's rows in specdec's layout: its draft positions, then its bonus row.
+    bonus_slot = cu + torch.arange(batch, device=device)
+    order = torch.empty(total + batch, dtype=torch.int64, device=device)
+    draft_slot = torch.ones(total + batch, dtype=torch.bool, device=device)
+    draft_slot[bonus_slot] = False
+    order[draft_slot] = target_at
+    order[bonus_slot] = bonus_at
+    in_place = order.shape[0] == rows.shape[0] and bool(
+        read_flags((order == torch.arange(order.shape[0], device=device)).all())[0])
+    per_row = torch.repeat_interleave(torch.arange(batch, device=device), counts + 1,
+                                      output_size=total + batch)
+    warps = torch.zeros((total + batch, 4), dtype=torch.int32, device=device)
+    warps[:, 0] = torch.where(greedy, 0.0, temps).to(torch.float32)[per_row].view(torch.int32)
+    warps[:, 1] = torch.where(greedy | (ks <= 0) | (ks >= vocab), 0, ks).to(torch.int32)[per_row]
+    warps[:, 2] = torch.where(greedy, 1.0, ps).to(torch.float32)[per_row].view(torch.int32)
+    try:
+        warped = _specdec._warp_rows(rows if in_place else rows[order], warps, threads)
+    except _specdec.Error as refused:  # its row numbers are not the caller's
+        raise error("logits", refused.problem) from None
+    streams = stream_words(seeds, torch.zeros_like(seeds), numbered=False)
+    inside = (tokens >= 0) & (tokens < vocab)
+    if probs is None or method == "synthetic":
+        groups = [(None, False)]
+    else:
+        all_greedy, any_greedy = read_flags(greedy.all(), greedy.any())
+        groups = ([(None, False)] if all_greedy else [(None, True)] if not any_greedy
+                  else [(greedy, False), (~greedy, True)])
+    for chosen, uses_draft in groups:
+        sub = _subset_torch(chosen, counts, warped, tokens, probs if uses_draft else None,
+                            total, batch)
+        usable = inside if chosen is None else sub[1].ge(0) & sub[1].lt(vocab)
+        if uses_draft:
+            safe = torch.where(usable, sub[1], torch.zeros_like(sub[1]))
+            usable = usable & (torch.gather(sub[3], 1, safe[:, None])[:, 0] > 0)
+        call = _lossy_call(rates, fly) if method in ("synthetic", "fly") else None
+        picked, _ = verify_chains_torch(
+            sub[0], sub[1], sub[2], sub[3], streams if chosen is None else streams[chosen], width,
+            usable, bool(read_flags(usable.all())[0]), names=_NAMES, threads=threads, call=call)
+        if chosen is None:
+            out = picked
+        else:
+            out[chosen] = picked
+    if bonus_token_ids is not None:  # all drafts accepted: the sampler's token
+        at = torch.arange(batch, device=device)
+        full = out[at, counts] != PLACEHOLDER_TOKEN_ID
+        out[at, counts] = torch.where(full, bonus_token_ids.to(torch.int32), out[at, counts])
+    return out
+
+
+def _lossy_call(rates, fly):
+    """The verifier of "synthetic" (rates given) or "fly" ((window, threshold)) for
+    verify_chains / verify_chains_torch."""
+    def call(draft_rows, **args):
+        if rates is not None:
+            return _specdec.verify_chain_batch_synthetic(synthetic_acceptance_rates=rates, **args)
+        return _specdec.verify_chain_batch_fly(draft_rows=draft_rows, fly_window_size=fly[0],
+                                               fly_entropy_threshold=fly[1], **args)
+    return call
+
+
+def _per_request_torch(value, name, batch, dtype, default, device):
+    """per_request on the device: None gives `default` for all, else `batch` entries."""
+    import torch
+    if value is None:
+        return torch.full((batch,), default, dtype=dtype, device=device)
+    tensor = _on_device(value, name, device).to(dtype)
+    if tensor.dim() != 1 or tensor.shape[0] != batch:
+        raise error(name, f"has {tensor.shape[0] if tensor.dim() else 0} entries; expected one "
+                    f"per request ({batch})")
+    return tensor
+
+
+def _on_device(value, name, device):
+    if is_torch(value):
+        if value.device != device:
+            raise error(name, f"is on {value.device}, the logits on {device}")
+        return value.detach()
+    import torch
+    return torch.as_tensor(np.asarray(value), device=device)
+
+
+def _row_indices_torch(value, name, count, device):
+    indices = torch_ints(value, name, 1, device)
+    if indices.shape[0] != count:
+        raise error(name, f"has {indices.shape[0]} entries; expected {count}")
+    return indices
+
+
+def _subset_torch(chosen, counts, rows, tokens, probs, total, batch):
+    """_subset on the device: the rows, tokens, counts and draft rows of the requests `chosen`
+    marks (None: all of them)."""
+    import torch
+    if chosen is None:
+        return rows, tokens, counts, probs
+    row_pick = torch.repeat_interleave(chosen, counts + 1, output_size=total + batch)
+    token_pick = torch.repeat_interleave(chosen, counts, output_size=total)
+    return (rows[row_pick], tokens[token_pick], counts[chosen],
+            None if probs is None else probs[token_pick])
+
+
 class RejectionSampler:
     """vLLM v1's `RejectionSampler`, built as vLLM builds it: ``RejectionSampler(sampler,
     spec_config, device)``. `forward(metadata, draft_probs, logits, sampling_metadata)` returns a
@@ -345,7 +551,8 @@ class RejectionSampler:
         logprobs = None
         top = getattr(sampling_metadata, "max_num_logprobs", None)
         if top is not None:
-            logprobs = _logprobs(sampled, logits, metadata, int(top))
+            logprobs = (_logprobs_torch if is_torch(sampled) else _logprobs)(
+                sampled, logits, metadata, int(top))
         return SamplerOutput(sampled_token_ids=sampled, logprobs_tensors=logprobs)
 
     def _bonus_tokens(self, logits: Any, bonus_logits_indices: Any, sampling_metadata: Any):
@@ -408,13 +615,8 @@ def _rates(value: Any, positions: int) -> np.ndarray:
 def _lossy_chains(rows, tokens, counts, probs, streams, threads, *, rates, fly):
     """verify_chains with "synthetic" (rates given) or "fly" ((window, threshold)) as the
     verifier. Returns tokens [B, max(counts) + 1] int32 padded with -1."""
-    def call(draft_rows, **args):
-        if rates is not None:
-            return _specdec.verify_chain_batch_synthetic(synthetic_acceptance_rates=rates, **args)
-        return _specdec.verify_chain_batch_fly(draft_rows=draft_rows, fly_window_size=fly[0],
-                                               fly_entropy_threshold=fly[1], **args)
     return verify_chains(rows, tokens, counts, probs, streams, threads, names=_NAMES,
-                         call=call)[0]
+                         call=_lossy_call(rates, fly))[0]
 
 
 def _logprobs(sampled: Any, logits: Any, metadata: SpecDecodeMetadata, top: int
@@ -460,6 +662,41 @@ def _logprobs(sampled: Any, logits: Any, metadata: SpecDecodeMetadata, top: int
         import torch
         return LogprobsTensors(*(torch.from_numpy(a).to(logits.device)
                                  for a in (ids, values, ranks)))
+    return LogprobsTensors(ids, values, ranks)
+
+
+def _logprobs_torch(sampled: Any, logits: Any, metadata: SpecDecodeMetadata, top: int
+                    ) -> LogprobsTensors:
+    """_logprobs where the logits lie: every slot's row scored (placeholders masked after), so
+    nothing is read back."""
+    import torch
+    device = logits.device
+    tokens = sampled.to(torch.int64)
+    batch, width = tokens.shape
+    counts = torch.as_tensor(np.asarray(metadata.num_draft_tokens, np.int64), device=device)
+    starts = torch.cumsum(counts, 0) - counts
+    target_at = torch_ints(metadata.target_logits_indices, "target_logits_indices", 1, device)
+    bonus_at = torch_ints(metadata.bonus_logits_indices, "bonus_logits_indices", 1, device)
+    slot = torch.arange(width, device=device)
+    empty = torch.zeros((batch, width), dtype=torch.int64, device=device)
+    from_target = (target_at[(starts[:, None] + slot).clamp(max=target_at.shape[0] - 1)]
+                   if target_at.shape[0] else empty)
+    from_bonus = bonus_at[:, None] + empty if bonus_at.shape[0] == batch else empty
+    row_of = torch.where(slot < counts[:, None], from_target, from_bonus).reshape(-1)
+    logp = torch.log_softmax(logits.detach()[row_of].to(torch.float32), dim=1)
+    used = (tokens >= 0).reshape(-1)
+    chosen = tokens.reshape(-1).clamp(min=0)
+    chosen_logp = torch.gather(logp, 1, chosen[:, None])[:, 0]
+    n = min(top, logits.shape[1])
+    ids = torch.full((batch * width, n + 1), -1, dtype=torch.int64, device=device)
+    values = torch.full((batch * width, n + 1), -float("inf"), dtype=torch.float32, device=device)
+    ids[:, 0] = torch.where(used, chosen, ids[:, 0])
+    values[:, 0] = torch.where(used, chosen_logp, values[:, 0])
+    ranks = torch.where(used, (logp >= chosen_logp[:, None]).sum(1), torch.full_like(chosen, -1))
+    if n > 0:  # a selection of the n best, sorted
+        best_values, best = torch.topk(logp, n, dim=1)
+        ids[:, 1:] = torch.where(used[:, None], best, ids[:, 1:])
+        values[:, 1:] = torch.where(used[:, None], best_values, values[:, 1:])
     return LogprobsTensors(ids, values, ranks)
 
 

@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: MIT
-// Decodes King James Bible text with the trained pair of examples/models (a 4-layer byte-level
-// target, a 1-layer draft) run in C++ the way an engine runs them (kjv_model.hpp: a KV cache, one
-// forward pass per draft tree with specdec's mask and positions; kjv_provider.hpp: the
+// Decodes King James Bible text with a trained pair of examples/models (the small pair: a 4-layer
+// byte-level target, a 1-layer draft; --pair large, in kjv_large/: a 6-layer target of width 96,
+// a 1-layer draft of width 32) run in C++ the way an engine runs them (kjv_model.hpp: a KV cache,
+// one forward pass per draft tree with specdec's mask and positions; kjv_provider.hpp: the
 // LogitsProvider, compacting the cache with specdec's indices), with every method, and reports
 // tokens per target call and wall-clock tokens per second against plain decoding of the target.
 //
-// Usage: kjv_generate [--models DIR] [--prompt TEXT] [--tokens N] [--temperature T] [--seed S]
-//                     [--methods a,b,...] [--repeats R]
+// Usage: kjv_generate [--models DIR] [--pair small|large] [--prompt TEXT] [--tokens N]
+//                     [--temperature T] [--seed S] [--methods a,b,...] [--repeats R]
 //        kjv_generate --dump-logits target|draft [--prompt TEXT]      (rows after each prefix)
 //        kjv_generate --dump-tree 'TOKENS;PARENTS;KEPT;NEXT' [--prompt TEXT]
 // Bad input: one line on stderr, exit status 2.
@@ -45,6 +46,7 @@ constexpr const char* kAllMethods =
 
 struct Settings {
   std::string models = SPECDEC_KJV_MODELS;
+  std::string pair = "small";  // "large": the pair in the models directory's kjv_large/
   std::string prompt = "And God said, Let there be";
   std::int64_t tokens = 80;
   float temperature = 1.0f;
@@ -86,6 +88,10 @@ Settings parse_args(int argc, char** argv) {
     const std::string_view value = argv[++i];
     if (flag == "--models") {
       s.models = value;
+    } else if (flag == "--pair") {
+      if (value != "small" && value != "large")
+        fail(flag, "'{}' is not small or large", specdec::io::escape_for_message(value));
+      s.pair = value;
     } else if (flag == "--prompt") {
       s.prompt = value;
     } else if (flag == "--tokens") {
@@ -107,6 +113,7 @@ Settings parse_args(int argc, char** argv) {
       fail(flag, "is not an option (see the usage at the top of kjv_generate.cpp)");
     }
   }
+  if (s.pair == "large") s.models += "/kjv_large";
   s.methods = split(methods, ',');
   const auto known = split(kAllMethods, ',');
   for (const auto& m : s.methods) {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "constraints_reference.hpp"
 #include "helpers.hpp"
 #include "specdec/toy/random.hpp"
 #include "specdec/verify/constrained_logits.hpp"
@@ -29,10 +30,21 @@ struct Request {
   std::vector<std::int32_t> bitmask;
   std::vector<Token> allowed, stops;
   std::vector<PenalisedToken> penalised;
+  std::vector<Token> bad_words, tail;
+  std::vector<std::int32_t> bad_offsets;
   LogitConstraints c;
+
+  // Bans `word` too.
+  void ban(const std::vector<Token>& word) {
+    if (bad_offsets.empty()) bad_offsets.push_back(0);
+    bad_words.insert(bad_words.end(), word.begin(), word.end());
+    bad_offsets.push_back(static_cast<std::int32_t>(bad_words.size()));
+    c.bad_words = bad_words;
+    c.bad_word_offsets = bad_offsets;
+  }
 };
 
-constexpr int kMask = 1, kPenalties = 2, kAllowed = 4, kMinTokens = 8;
+constexpr int kMask = 1, kPenalties = 2, kAllowed = 4, kMinTokens = 8, kBadWords = 16;
 
 // A request with the transforms in `which`: a mask allowing about 60% of each row (always token
 // 0), penalties on a few tokens, half the vocabulary allowed, token 0 a stop token until length 3.
@@ -66,50 +78,33 @@ Request make_request(int which, std::int64_t rows, std::int64_t vocab, toy::ToyR
     q.c.min_tokens = 3;
     q.c.output_length = 1;
   }
+  if ((which & kBadWords) != 0) {
+    // The output ends with 4, 5: 3 and 7 are banned at row 0, 11 everywhere.
+    q.tail = {4, 5};
+    q.c.output_tail = q.tail;
+    q.ban({5, 3});
+    q.ban({4, 5, 7});
+    q.ban({11});
+  }
   q.c.bitmask = q.bitmask;
   q.c.allowed = q.allowed;
   q.c.stop_tokens = q.stops;
   return q;
 }
 
-// The transforms applied densely, as an engine writes them: counts over output + prefix, vLLM's
-// penalties on every token, then every mask.
+// The transforms applied densely to every row (constraints_reference.hpp), row r's prefix
+// prefixes[r].
 std::vector<float> transform_rows(const Request& q, const std::vector<float>& logits,
                                   const std::vector<std::vector<Token>>& prefixes,
                                   std::int64_t vocab) {
   const auto v = static_cast<std::size_t>(vocab);
-  std::vector<float> out(logits.size());
-  const std::size_t rows = logits.size() / v;
-  const auto& p = q.c.penalties;
-  for (std::size_t r = 0; r < rows; ++r) {
-    std::vector<std::int32_t> count(v, 0);
-    std::vector<bool> prompt(v, false), allowed(v, q.allowed.empty());
-    for (const auto& e : q.penalised) {
-      count[static_cast<std::size_t>(e.token)] += e.count;
-      prompt[static_cast<std::size_t>(e.token)] = e.in_prompt;
-    }
-    for (const Token t : prefixes[r]) ++count[static_cast<std::size_t>(t)];
-    for (const Token t : q.allowed) allowed[static_cast<std::size_t>(t)] = true;
-    for (std::size_t t = 0; t < v; ++t) {
-      float x = logits[r * v + t];
-      if (p.any()) {
-        if (prompt[t] || count[t] > 0) x = x > 0.0f ? x / p.repetition : x * p.repetition;
-        x -= p.frequency * static_cast<float>(count[t]);
-        x -= count[t] > 0 ? p.presence : 0.0f;
-      }
-      bool ok = allowed[t];
-      if (!q.bitmask.empty()) {
-        const auto word = static_cast<std::uint32_t>(q.bitmask[r * ((v + 31) / 32) + t / 32]);
-        ok = ok && ((word >> (t % 32)) & 1u) != 0;
-      }
-      for (const Token s : q.stops) {
-        if (q.c.output_length + std::ssize(prefixes[r]) < q.c.min_tokens &&
-            static_cast<std::size_t>(s) == t) {
-          ok = false;
-        }
-      }
-      out[r * v + t] = ok ? x : kNegInf;
-    }
+  const auto words = static_cast<std::size_t>(detail::mask_words(vocab));
+  std::vector<float> out;
+  for (std::size_t r = 0; r * v < logits.size(); ++r) {
+    const auto row = test::transform_row_reference(
+        q.c, q.bitmask.empty() ? nullptr : q.bitmask.data() + r * words,
+        std::span<const float>(logits).subspan(r * v, v), prefixes[r]);
+    out.insert(out.end(), row.begin(), row.end());
   }
   return out;
 }
@@ -188,12 +183,17 @@ TEST_CASE("constrained chains from logits equal the plain entry on densely trans
   const std::size_t length = 4;
   std::int32_t rejections = 0, full = 0;
   for (const std::int64_t vocab : {40, 300, 9000}) {
-    for (const int which : {kMask, kPenalties, kAllowed, kMinTokens, kMask | kPenalties | kMinTokens,
-                            kAllowed | kPenalties}) {
+    for (const int which : {kMask, kPenalties, kAllowed, kMinTokens, kBadWords,
+                            kMask | kPenalties | kMinTokens | kBadWords, kAllowed | kPenalties}) {
       for (const auto& warp : constraint_warps()) {
         for (const bool transformed : {false, true}) {
-          const Request q = make_request(which, static_cast<std::int64_t>(length) + 1, vocab, rng);
-          const auto c = make_chain(q, warp, vocab, length, transformed, rng);
+          Request q = make_request(which, static_cast<std::int64_t>(length) + 1, vocab, rng);
+          auto c = make_chain(q, warp, vocab, length, transformed, rng);
+          if ((which & kBadWords) != 0) {
+            // A word across the output and the draft: bans draft token 1 at row 1.
+            q.ban({5, c.tokens[0], c.tokens[1]});
+            c.target_dense = transform_densely(q, c.target, c.tokens, vocab);
+          }
           for (std::uint32_t seed = 0; seed < 4; ++seed) {
             INFO("vocab " << vocab << " transforms " << which << " temperature "
                           << warp.temperature << " top_k " << warp.top_k << " top_p " << warp.top_p
@@ -331,6 +331,31 @@ TEST_CASE("constrained chains name bad constraints", "[verify][logits][constrain
   CHECK_THROWS_WITH(run({.allowed = bad_ids}), Contains("allowed[1]"));
   CHECK_THROWS_WITH(run({.stop_tokens = bad_ids}), Contains("stop_tokens[1]"));
   CHECK_THROWS_WITH(run({.min_tokens = -1}), Contains("min_tokens"));
+  CHECK_THROWS_WITH(run({.penalties = {.repetition = -1.5f}}), Contains("penalties.repetition"));
+  CHECK_THROWS_WITH(run({.penalties = {.repetition = INFINITY}}), Contains("penalties.repetition"));
+  // Banned words: an empty word, a token outside the vocabulary, offsets not ending at the size.
+  const std::vector<Token> words = {3, 40}, tail = {41};
+  const std::vector<std::int32_t> empty_word = {0, 1, 1}, two = {0, 2}, short_end = {0, 1};
+  CHECK_THROWS_WITH(run({.bad_words = std::span(words).first(1), .bad_word_offsets = empty_word}),
+                    Contains("bad_word_offsets[1]"));
+  CHECK_THROWS_WITH(run({.bad_words = words, .bad_word_offsets = two}), Contains("bad_words[1]"));
+  CHECK_THROWS_WITH(run({.bad_words = words, .bad_word_offsets = short_end}),
+                    Contains("bad_word_offsets"));
+  CHECK_THROWS_WITH(run({.bad_words = words}), Contains("bad_word_offsets"));
+  CHECK_THROWS_WITH(run({.output_tail = tail}), Contains("output_tail[0]"));
+  // Allowed ids all banned at row 0 (one-token words), and all stop tokens before min_tokens.
+  const std::vector<Token> pair = {2, 3};
+  const std::vector<std::int32_t> singles = {0, 1, 2};
+  CHECK_THROWS_WITH(run({.allowed = pair, .bad_words = pair, .bad_word_offsets = singles}),
+                    Contains("constraints[0]"));
+  CHECK_THROWS_WITH(run({.allowed = pair, .stop_tokens = pair, .min_tokens = 1}),
+                    Contains("constraints[0]"));
+  // A word banning the only allowed token after draft token 1: row 1 is named.
+  const std::vector<Token> after_one = {1, 2};
+  const std::vector<std::int32_t> one_word = {0, 2};
+  const std::vector<std::int32_t> row_one = {-1, -1, 0b100, 0};
+  CHECK_THROWS_WITH(run({.bitmask = row_one, .bad_words = after_one, .bad_word_offsets = one_word}),
+                    Contains("bitmask[1]"));
 }
 
 namespace {
@@ -385,7 +410,8 @@ TEST_CASE("constrained trees from logits equal the plain entry with per-node tra
   Workspace ws;
   std::int32_t rejections = 0, bonuses = 0, garbage = 0;
   for (const std::int64_t vocab : {40, 9000}) {
-    for (const int which : {kMask, kPenalties, kMask | kPenalties | kMinTokens, kAllowed}) {
+    for (const int which :
+         {kMask, kPenalties, kMask | kPenalties | kMinTokens, kAllowed, kBadWords | kMask}) {
       for (const auto& warp : constraint_warps()) {
         if (warp.is_greedy()) continue;  // one token per row: no two distinct siblings
         const auto v = static_cast<std::size_t>(vocab);
@@ -394,6 +420,8 @@ TEST_CASE("constrained trees from logits equal the plain entry with per-node tra
         for (float& x : draft) x += static_cast<float>(0.7 * rng.normal());
         const auto tree = make_tree(warp_rows(warp, draft, vocab), vocab, rng);
         Request q = make_request(which, 11, vocab, rng);
+        // A word along the tree: bans node 2 (node 0's first child) at node 0's row.
+        if ((which & kBadWords) != 0) q.ban({tree.tokens[0], tree.tokens[2]});
         // A node its parent's row forbids gets a garbage row (nothing allowed): never read.
         for (std::size_t i = 0; i < tree.tokens.size() && !q.bitmask.empty(); ++i) {
           const auto words = (v + 31) / 32;

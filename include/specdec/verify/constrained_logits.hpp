@@ -1,13 +1,14 @@
 // SPDX-License-Identifier: MIT
 // Constrained verification from logits: the target row at a position is the warp of its logits
-// transformed as the request asks (penalties, then a grammar bitmask, allowed ids and min_tokens
-// setting entries to -inf). Each target row is transformed when the walk first reads it, into one
-// of two rows of scratch: the mask is read as V/8 bytes (one bit test per entry of the copy) and
-// penalties adjust their few tokens only; the walk then runs on the transformed row exactly as on
-// a row given transformed, so verdicts and tokens equal the plain from-logits entry on the
-// transformed logits bit for bit. Rows the walk never reaches are neither read nor transformed:
-// a position after a draft token its own mask forbids is never reached (that token's target
-// probability is 0 and it is rejected with certainty), so its mask is never read.
+// transformed as the request asks (penalties, then a grammar bitmask, allowed ids, min_tokens and
+// banned words setting entries to -inf). Each target row is transformed when the walk first reads
+// it, into one of two rows of scratch: the mask is read as V/8 bytes (one bit test per entry of
+// the copy), penalties adjust their few tokens only, banned words their matching last tokens; the
+// walk then runs on the transformed row exactly as on a row given transformed, so verdicts and
+// tokens equal the plain from-logits entry on the transformed logits bit for bit. Rows the walk
+// never reaches are neither read nor transformed: a position after a draft token its own mask
+// forbids is never reached (that token's target probability is 0 and it is rejected with
+// certainty), so its mask is never read.
 #pragma once
 
 #include <bit>
@@ -45,7 +46,11 @@ struct Penalties {
 /// ceil(vocab / 32) int32 words per target row (bit j of word k set = token 32k + j allowed),
 /// empty for none. `allowed`: the only tokens allowed at every row (vLLM's allowed_token_ids),
 /// empty for all. `stop_tokens` are masked at a row while `output_length` plus the row's draft
-/// prefix is below `min_tokens`.
+/// prefix is below `min_tokens`. Banned words (vLLM's bad_words): word w is
+/// bad_words[bad_word_offsets[w], bad_word_offsets[w + 1]) (W + 1 offsets from 0, empty for none);
+/// its last token is masked at a row whose history (`output_tail`, then the row's draft prefix)
+/// ends with its other tokens, a one-token word at every row. `output_tail`: the output's last
+/// tokens, at least the longest word's length - 1 of them unless the output is shorter.
 struct LogitConstraints {
   std::span<const std::int32_t> bitmask{};
   std::span<const Token> allowed{};
@@ -53,6 +58,9 @@ struct LogitConstraints {
   std::span<const Token> stop_tokens{};
   std::int64_t min_tokens = 0;
   std::int64_t output_length = 0;
+  std::span<const Token> bad_words{};
+  std::span<const std::int32_t> bad_word_offsets{};
+  std::span<const Token> output_tail{};
 };
 
 }  // namespace specdec
@@ -107,6 +115,66 @@ inline void check_constraints(const LogitConstraints& c, std::int64_t rows, std:
   }
   if (c.min_tokens < 0) fail("min_tokens", "{} must be >= 0", c.min_tokens);
   if (c.output_length < 0) fail("output_length", "{} must be >= 0", c.output_length);
+  const auto& offsets = c.bad_word_offsets;
+  if (!offsets.empty() || !c.bad_words.empty()) {
+    if (offsets.empty() || offsets.front() != 0 ||
+        offsets.back() != static_cast<std::int64_t>(c.bad_words.size())) {
+      fail("bad_word_offsets", "must run from 0 to bad_words.size() = {} ({} offsets given)",
+           c.bad_words.size(), offsets.size());
+    }
+    for (std::size_t w = 0; w + 1 < offsets.size(); ++w) {
+      if (offsets[w + 1] <= offsets[w]) {
+        fail(ArgName("bad_word_offsets", static_cast<std::int64_t>(w)), "word {} is empty", w);
+      }
+    }
+  }
+  for (std::size_t i = 0; i < c.bad_words.size(); ++i) {
+    check_token(ArgName("bad_words", static_cast<std::int64_t>(i)), c.bad_words[i], vocab);
+  }
+  for (std::size_t i = 0; i < c.output_tail.size(); ++i) {
+    check_token(ArgName("output_tail", static_cast<std::int64_t>(i)), c.output_tail[i], vocab);
+  }
+}
+
+/// Token k of a row's history: the output's tail, then the row's draft prefix.
+inline Token history_token(const LogitConstraints& c, const Token* prefix, std::int64_t k) {
+  const auto tail = static_cast<std::int64_t>(c.output_tail.size());
+  return k < tail ? c.output_tail[static_cast<std::size_t>(k)] : prefix[k - tail];
+}
+
+/// Whether banned word w's last token is masked at a row whose draft prefix is
+/// `prefix[0, length)`: its other tokens end the row's history (vLLM's bad_words rule).
+inline bool bad_word_matches(const LogitConstraints& c, std::size_t w, const Token* prefix,
+                             std::int64_t length) {
+  const std::int64_t begin = c.bad_word_offsets[w];
+  const std::int64_t before = c.bad_word_offsets[w + 1] - 1 - begin;
+  const std::int64_t history = static_cast<std::int64_t>(c.output_tail.size()) + length;
+  if (before > history) return false;
+  for (std::int64_t j = 0; j < before; ++j) {
+    if (history_token(c, prefix, history - before + j) !=
+        c.bad_words[static_cast<std::size_t>(begin + j)]) {
+      return false;
+    }
+  }
+  return true;
+}
+
+/// Whether `token` is masked at the row after the tokens of `length` and `prefix` besides by the
+/// bitmask and allowed ids: a stop token before min_tokens, or a banned word's last token.
+inline bool masked_by_history(const LogitConstraints& c, const Token* prefix, std::int64_t length,
+                              Token token) {
+  if (c.output_length + length < c.min_tokens) {
+    for (const Token t : c.stop_tokens) {
+      if (t == token) return true;
+    }
+  }
+  for (std::size_t w = 0; w + 1 < c.bad_word_offsets.size(); ++w) {
+    if (c.bad_words[static_cast<std::size_t>(c.bad_word_offsets[w + 1] - 1)] == token &&
+        bad_word_matches(c, w, prefix, length)) {
+      return true;
+    }
+  }
+  return false;
 }
 
 /// Writes row `row` of raw logits `raw` transformed by `c` into `out` (vocab floats), for a
@@ -153,20 +221,32 @@ inline void transform_logit_row(const LogitConstraints& c, std::int64_t row, con
     std::copy(raw, raw + vocab, out);
     allowed = vocab;
   }
+  // Masked by the history: stop tokens before min_tokens, banned words' last tokens.
+  std::int64_t masked = 0;
   if (c.output_length + length < c.min_tokens) {
     for (const Token t : c.stop_tokens) out[t] = kNegInf;
-    // Stop tokens may have been the only ones allowed: count what is left (rare, a full scan).
-    if (allowed <= static_cast<std::int64_t>(c.stop_tokens.size())) {
-      allowed = 0;
-      for (std::int64_t i = 0; i < vocab; ++i) {
-        bool ok = mask == nullptr || mask_allows(mask, i);
-        for (const Token t : c.stop_tokens) ok = ok && t != i;
-        if (!c.allowed.empty()) ok = ok && occurrences(c.allowed.data(), std::ssize(c.allowed), static_cast<Token>(i)) > 0;
-        allowed += ok ? 1 : 0;
-      }
+    masked += std::ssize(c.stop_tokens);
+  }
+  for (std::size_t w = 0; w + 1 < c.bad_word_offsets.size(); ++w) {
+    if (!bad_word_matches(c, w, prefix, length)) continue;
+    out[c.bad_words[static_cast<std::size_t>(c.bad_word_offsets[w + 1] - 1)]] = kNegInf;
+    ++masked;
+  }
+  // They may have been the only tokens allowed: count what is left (rare, a full scan).
+  if (masked > 0 && allowed <= masked) {
+    allowed = 0;
+    for (std::int64_t i = 0; i < vocab; ++i) {
+      const auto t = static_cast<Token>(i);
+      bool ok = mask == nullptr || mask_allows(mask, i);
+      if (!c.allowed.empty()) ok = ok && occurrences(c.allowed.data(), std::ssize(c.allowed), t) > 0;
+      allowed += ok && !masked_by_history(c, prefix, length, t) ? 1 : 0;
     }
   }
-  if (allowed <= 0) fail(ArgName("bitmask", row), "allows no token at target row {}", row);
+  if (allowed <= 0) {
+    // Named for the mask when there is one, else for the constraints as a whole.
+    fail(ArgName(mask != nullptr ? "bitmask" : "constraints", row),
+         "allows no token at target row {} (with allowed ids, stop tokens and banned words)", row);
+  }
   // The penalties: the listed tokens with the prefix's occurrences added, then prefix tokens not
   // listed (each at its first occurrence). Masked entries stay -inf.
   const Penalties& p = c.penalties;
@@ -283,8 +363,10 @@ inline std::size_t verify_chain_logits_constrained_workspace_size(std::int64_t v
 /// target row (penalties, then the masks' -inf) and calling verify_chain_logits on them. The draft
 /// rows are taken as given (transformed or not: a draft token the target's row forbids is rejected
 /// with certainty). Throws specdec::Error naming the bad argument: verify_chain_logits's, bitmask
-/// (its size, or `bitmask[i]` for a reached row allowing no token), allowed[i], stop_tokens[i],
-/// penalties.*, min_tokens, output_length.
+/// (its size, or `bitmask[i]` for a reached row allowing no token; `constraints[i]` without a
+/// mask), allowed[i], stop_tokens[i],
+/// penalties.*, min_tokens, output_length, bad_words[i], bad_word_offsets (`[w]` for an empty
+/// word), output_tail[i].
 inline ChainVerdict verify_chain_logits_constrained(const Warp& warp,
                                                     std::span<const float> target_logits,
                                                     std::span<const float> draft_logits,

@@ -87,7 +87,7 @@ def cases(batch, k, vocab, use_torch):
     out["flashinfer"] = (
         lambda: flashinfer.chain_speculative_sampling(draft_w, tokens_w, rows_w, seed=1),
         lambda: specdec.verify_chain_batch(target_rows=rows, draft_rows=draft,
-                                           draft_tokens=tokens, streams=streams, threads=1))
+                                           draft_tokens=tokens, streams=streams))
 
     # SGLang: a chain of k drafts as a tree of k + 1 slots; slot s's row is rows[:, s].
     slots = k + 1

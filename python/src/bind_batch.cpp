@@ -16,6 +16,7 @@
 #include "specdec/backend/cpu/verify_batch.hpp"
 #include "specdec/backend/cpu/warp_batch.hpp"
 #include "specdec/backend/status.hpp"
+#include "specdec/core/warp.hpp"
 #include "specdec/verify/verify.hpp"
 
 #if defined(SPECDEC_PYTHON_WITH_CUDA)
@@ -857,11 +858,23 @@ void bind_batches(py::module_& m) {
         Output<float> warped({logits.dim(0), logits.dim(1)}, kind_of(logits));
         if (logits.dim(0) == 0) return warped.result();
         const backend::Cpu cpu = cpu_for(threads, logits.size());
+        const std::span<const Warp> row_warps(static_cast<const Warp*>(warps.data),
+                                              static_cast<std::size_t>(logits.dim(0)));
         visit_floats(logits, "logits", [&]<class T>(std::span<const T>) {
+          if (cpu.threads == 1) {  // warp_logits checks a row in its first pass, not a pass of its own
+            const MatrixView<const T> rows = batch_matrix<T>(logits, "logits");
+            py::gil_scoped_release unlocked;
+            for (std::int64_t r = 0; r < rows.rows; ++r) {
+              warp_logits<T>(row_warps[static_cast<std::size_t>(r)], rows.row(r),
+                             std::span<float>(warped.data() + r * rows.cols,
+                                              static_cast<std::size_t>(rows.cols)),
+                             thread_workspace());
+            }
+            return;
+          }
           const WarpBatchArgs<T> args{
               .logits = batch_matrix<T>(logits, "logits"),
-              .warps = std::span<const Warp>(static_cast<const Warp*>(warps.data),
-                                             static_cast<std::size_t>(logits.dim(0))),
+              .warps = row_warps,
               .warped = MatrixView<float>(warped.data(), logits.dim(0), logits.dim(1),
                                           logits.dim(1))};
           py::gil_scoped_release unlocked;

@@ -81,7 +81,7 @@ def draw_seeds(count: int) -> np.ndarray:
         import torch
     except ImportError:
         return np.random.randint(0, 2**63 - 1, size=count, dtype=np.int64)
-    return torch.randint(0, 2**63 - 1, (count,), dtype=torch.int64).numpy()
+    return np.array(torch.randint(0, 2**63 - 1, (count,), dtype=torch.int64).tolist(), np.int64)
 
 
 def seed_from_generator(generator: Any, name: str) -> int:
@@ -247,21 +247,25 @@ def stream_words(seeds: Any, positions: Any, domain: int = _VERIFY_DOMAIN,
                  numbered: bool = True) -> Any:
     """The stream tensor (int32 [B, 6], specdec.stream_tensor's layout) of RandomStream(seed =
     seeds[b] mod 2^64, sequence = b (0 when not `numbered`), position = positions[b]) in
-    `domain`, made where `seeds` lie (int64; positions in [0, 2^32))."""
-    import torch
+    `domain`: a torch tensor where `seeds` lie, or a NumPy array for NumPy seeds (int64;
+    positions in [0, 2^32))."""
     batch = seeds.shape[0]
+    if is_torch(seeds):
+        import torch
+        xp, int32 = torch, torch.int32
+        count = torch.arange(batch, device=seeds.device)
+    else:
+        xp, int32 = np, np.int32
+        count = np.arange(batch, dtype=np.int64)
+    zero = count * 0
 
     def word(x):  # the low 32 bits as a signed int32, the stream's bytes
-        return (((x & 0xFFFFFFFF) ^ 0x80000000) - 0x80000000).to(torch.int32)
+        return ((x & 0xFFFFFFFF) ^ 0x80000000) - 0x80000000
 
-    words = torch.empty((batch, 6), dtype=torch.int32, device=seeds.device)
-    words[:, 0] = word(seeds)
-    words[:, 1] = word(seeds >> 32)
-    words[:, 2] = torch.arange(batch, dtype=torch.int32, device=seeds.device) if numbered else 0
-    words[:, 3] = word(positions)
-    words[:, 4] = 0
-    words[:, 5] = domain
-    return words
+    columns = [word(seeds), word(seeds >> 32), count if numbered else zero, word(positions),
+               zero, zero + domain]
+    words = xp.stack(columns, 1)
+    return words.to(int32) if xp is not np else words.astype(int32)
 
 
 def rescale_torch(rows: Any, sums: Any, scale: Any) -> Any:

@@ -28,7 +28,7 @@ from typing import Any, Optional
 import numpy as np
 
 from .. import _specdec
-from ._common import (_USER_DOMAIN, as_numpy, draw_seeds, error, is_torch,
+from ._common import (_USER_DOMAIN, _VERIFY_DOMAIN, as_numpy, draw_seeds, error, is_torch,
                       read_flags, renormalised, rescale_torch, rescaled_rows,
                       seed_from_generator, stream_words, torch_device, torch_ints, torch_rows,
                       verify_chains, verify_chains_torch)
@@ -68,8 +68,7 @@ def chain_speculative_sampling(draft_probs: Any, draft_token_ids: Any, target_pr
                            "maybe_output_emitted_draft_token_num", batch)
     seeds = _seeds(seed, generator, batch)
     offsets = _per_row(offset, "offset", batch, 0)
-    if (offsets > 2**32 - 1 - (n + 1)).any():  # stream positions are 32-bit
-        raise error("offset", f"{int(offsets.max())} leaves no room for {n + 1} positions below 2^32")
+    _check_positions(offsets.max() if batch else 0, n)
     streams = [_specdec.RandomStream(seed=int(seeds[b]) % 2**64, sequence=b,
                                      position=int(offsets[b])) for b in range(batch)]
     if batch == 0:
@@ -113,9 +112,12 @@ def _check_shapes(draft: tuple, tokens: tuple, target: tuple) -> tuple[int, int,
 
 def _chain_torch(draft_probs, draft_token_ids, target_probs, accepted_out, emitted_out,
                  generator, seed, offset, device):
-    """chain_speculative_sampling on torch tensors where they lie (CPU or CUDA): the same checks,
-    draws and outputs as the NumPy path, with torch operations on `device` and the batch
-    bindings; what is read back to the host is a handful of flags (one synchronisation on CUDA)."""
+    """chain_speculative_sampling on torch tensors where they lie (CPU or CUDA): the same draws
+    and outputs as the NumPy path, with torch operations on `device` and the batch bindings.
+    No pass over the rows of its own: the verifier checks them (on CUDA through the status words,
+    read back once), and float32 rows it refuses are rescaled as renormalised rescales them and
+    tried again. The host reads back one flag (whether every draft is usable), and the seeds'
+    and offsets' checks when those are tensors."""
     import torch
     draft = torch_rows(draft_probs, "draft_probs", 3, device)
     tokens = torch_ints(draft_token_ids, "draft_token_ids", 2, device)
@@ -126,45 +128,39 @@ def _chain_torch(draft_probs, draft_token_ids, target_probs, accepted_out, emitt
         _counter(out, name, batch)
         if out is not None and not is_torch(out):
             raise error(name, "is not a torch tensor while the inputs are")
-    seeds = _seeds_torch(seed, generator, batch, device)
-    positions = _per_row_torch(offset, "offset", batch, device)
-    draft_sums, target_sums = draft.sum(2, keepdim=True), target.sum(2, keepdim=True)
+        if out is not None and out.device != device:
+            raise error(name, f"is on {out.device}, the inputs on {device}")
+    verify_words, user_words = _stream_words(seed, generator, offset, batch, n, device)
+    narrow = [getattr(x, "dtype", None) not in (torch.float32, np.float32)
+              for x in (draft_probs, target_probs)]
+    if narrow[0]:  # float16 / bfloat16 rounding: rescaled as the NumPy path rescales
+        draft = _rescaled(draft)
+    if narrow[1]:
+        target = _rescaled(target)
     usable = _usable(tokens, draft)
-    flags = [rescaled_rows(draft_sums).any(), rescaled_rows(target_sums).any(),
-             ~torch.isfinite(draft_sums).all(), ~torch.isfinite(target_sums).all(),
-             usable.all(), (positions < 0).any(), (positions > 2**32 - 1 - (n + 1)).any(),
-             (seeds < 0).any()]
-    if batch * n * vocab:
-        flags += [draft.min() < 0, target.min() < 0]
-    (scale_draft, scale_target, bad_draft, bad_target, all_usable, negative, high, bad_seed,
-     *negatives) = read_flags(*flags) + [False, False]
-    if bad_seed:
-        raise error("seed", "holds a negative value; expected values >= 0")
-    for name, bad in (("draft_probs", bad_draft), ("target_probs", bad_target)):
-        if bad:
-            raise error(name, "holds NaN or +inf")
-    for name, bad in zip(("draft_probs", "target_probs"), negatives):
-        if bad:
-            raise error(name, "holds a negative probability")
-    if negative:
-        raise error("offset", "holds a negative value; expected values >= 0")
-    if high:
-        raise error("offset", f"leaves no room for {n + 1} positions below 2^32")
-    if scale_draft:
-        draft = rescale_torch(draft, draft_sums, rescaled_rows(draft_sums))
-        usable = _usable(tokens, draft)
-    if scale_target:
-        target = rescale_torch(target, target_sums, rescaled_rows(target_sums))
     if batch == 0:
         output = torch.zeros((0, n + 1), dtype=torch.int32, device=device)
         emitted = torch.zeros(0, dtype=torch.int32, device=device)
     else:
-        output, emitted = verify_chains_torch(
-            target, tokens.reshape(-1), torch.full((batch,), n, dtype=torch.int64, device=device),
-            draft, stream_words(seeds, positions), n + 1, usable.reshape(-1), all_usable,
-            names=_NAMES, uniform=True)
+        def verify(draft, target, usable):
+            return verify_chains_torch(
+                target, tokens.reshape(-1),
+                torch.full((batch,), n, dtype=torch.int64, device=device), draft, verify_words,
+                n + 1, usable.reshape(-1), bool(read_flags(usable.all())[0]), names=_NAMES,
+                uniform=True)
+        try:
+            output, emitted = verify(draft, target, usable)
+        except _specdec.Error as refused:  # rows off by float16-like rounding: rescaled once
+            if refused.argument not in _NAMES.values() or all(narrow):
+                raise
+            rescaled = [_rescaled(draft), _rescaled(target)]
+            if not any(read_flags(*((r != x).any() for r, x in zip(rescaled, (draft, target))))):
+                raise
+            draft, target = rescaled
+            usable = _usable(tokens, draft)
+            output, emitted = verify(draft, target, usable)
     # FlashInfer's extra "accepted" count (see _later_passes) on the device.
-    u = _specdec._fill_uniforms(stream_words(seeds, positions, _USER_DOMAIN), n)
+    u = _specdec._fill_uniforms(user_words, n)
     safe = torch.where(usable, tokens, torch.zeros_like(tokens))[..., None]
     q = torch.gather(draft, 2, safe)[..., 0]
     p = torch.gather(target[:, :n], 2, safe)[..., 0]
@@ -175,9 +171,43 @@ def _chain_torch(draft_probs, draft_token_ids, target_probs, accepted_out, emitt
         if out is None:
             results.append(counts.to(torch.int32))
         else:
-            out += counts.to(device=out.device, dtype=torch.int32)
+            out += counts.to(torch.int32)
             results.append(out)
     return (output, *results)
+
+
+def _rescaled(rows: Any) -> Any:
+    """renormalised's rescaling of torch rows, where they lie."""
+    sums = rows.sum(2, keepdim=True)
+    return rescale_torch(rows, sums, rescaled_rows(sums))
+
+
+def _stream_words(seed, generator, offset, batch, n, device):
+    """The stream tensors (verify and USER domains) on `device`: made on the host from host
+    seeds and offsets (checked there), or on the device from tensors (checked by one read-back)."""
+    import torch
+    if not is_torch(seed) and not is_torch(offset):
+        seeds = _seeds(seed, generator, batch)
+        positions = _per_row(offset, "offset", batch, 0)
+        _check_positions(positions.max() if batch else 0, n)
+        return tuple(torch.as_tensor(stream_words(seeds, positions, domain), device=device)
+                     for domain in (_VERIFY_DOMAIN, _USER_DOMAIN))
+    seeds = _seeds_torch(seed, generator, batch, device)
+    positions = _per_row_torch(offset, "offset", batch, device)
+    bad_seed, negative, high = read_flags((seeds < 0).any(), (positions < 0).any(),
+                                          (positions > 2**32 - 1 - (n + 1)).any())
+    if bad_seed:
+        raise error("seed", "holds a negative value; expected values >= 0")
+    if negative:
+        raise error("offset", "holds a negative value; expected values >= 0")
+    if high:
+        _check_positions(2**32, n)
+    return tuple(stream_words(seeds, positions, domain) for domain in (_VERIFY_DOMAIN, _USER_DOMAIN))
+
+
+def _check_positions(largest: int, n: int) -> None:
+    if largest > 2**32 - 1 - (n + 1):  # stream positions are 32-bit
+        raise error("offset", f"{int(largest)} leaves no room for {n + 1} positions below 2^32")
 
 
 def _usable(tokens: Any, draft: Any) -> Any:

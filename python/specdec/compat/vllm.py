@@ -350,12 +350,7 @@ def _rejection_sample_torch(draft_token_ids, num_draft_tokens, cu_num_draft_toke
     flags = [(cu != torch.cumsum(counts, 0)).any(), bad_temps.any(), bad_ps.any(),
              ((target_at < 0) | (target_at >= rows.shape[0])).any(),
              ((bonus_at < 0) | (bonus_at >= rows.shape[0])).any()]
-    if probs is not None:
-        sums = probs.sum(1, keepdim=True)
-        flags += [rescaled_rows(sums).any(), ~torch.isfinite(sums).all()]
-        if probs.numel():
-            flags.append(probs.min() < 0)
-    bad_cu, bad_t, bad_p, bad_target, bad_bonus, *row_flags = read_flags(*flags)
+    bad_cu, bad_t, bad_p, bad_target, bad_bonus = read_flags(*flags)
     if bad_cu:
         raise error("cu_num_draft_tokens", "is not the inclusive cumulative sum of "
                     "num_draft_tokens")
@@ -369,16 +364,19 @@ def _rejection_sample_torch(draft_token_ids, num_draft_tokens, cu_num_draft_toke
                                (bad_bonus, bonus_at, "bonus_logits_indices")):
         if bad:
             _row_indices(indices.tolist(), name, indices.shape[0], rows.shape[0])
-    if probs is not None:
-        scale, nonfinite, negative = (row_flags + [False])[:3]
-        if nonfinite:
-            raise error("draft_probs", "holds NaN or +inf")
-        if negative:
-            raise error("draft_probs", "holds a negative probability")
-        if scale:
-            probs = rescale_torch(probs, sums, rescaled_rows(sums))
-    seeds = (torch.as_tensor(draw_seeds(batch), device=device) if seeds is None
-             else _per_request_torch(seeds, "seeds", batch, torch.int64, 0, device))
+    # No pass over the draft rows here: the verifier checks them, and float32 rows it refuses
+    # are rescaled as renormalised rescales them and tried again (float16 / bfloat16: first).
+    narrow = probs is not None and draft_probs.dtype not in (torch.float32, np.float32)
+    if narrow:
+        probs = _rescaled_rows(probs)
+    if seeds is None or not is_torch(seeds):  # host seeds: the streams made on the host
+        host = draw_seeds(batch) if seeds is None else per_request(seeds, "seeds", batch,
+                                                                   kind="int", default=0)
+        streams = torch.as_tensor(stream_words(host, np.zeros(batch, np.int64), numbered=False),
+                                  device=device)
+    else:
+        seeds = _per_request_torch(seeds, "seeds", batch, torch.int64, 0, device)
+        streams = stream_words(seeds, torch.zeros_like(seeds), numbered=False)
     out = torch.full((batch, width), PLACEHOLDER_TOKEN_ID, dtype=torch.int32, device=device)
     if batch == 0:
         return out
@@ -402,7 +400,6 @@ def _rejection_sample_torch(draft_token_ids, num_draft_tokens, cu_num_draft_toke
         warped = _specdec._warp_rows(rows if in_place else rows[order], warps, threads)
     except _specdec.Error as refused:  # its row numbers are not the caller's
         raise error("logits", refused.problem) from None
-    streams = stream_words(seeds, torch.zeros_like(seeds), numbered=False)
     inside = (tokens >= 0) & (tokens < vocab)
     if probs is None or method == "synthetic":
         groups = [(None, False)]
@@ -410,17 +407,30 @@ def _rejection_sample_torch(draft_token_ids, num_draft_tokens, cu_num_draft_toke
         all_greedy, any_greedy = read_flags(greedy.all(), greedy.any())
         groups = ([(None, False)] if all_greedy else [(None, True)] if not any_greedy
                   else [(greedy, False), (~greedy, True)])
-    for chosen, uses_draft in groups:
+    call = _lossy_call(rates, fly) if method in ("synthetic", "fly") else None
+
+    def verify(chosen, uses_draft, probs):
         sub = _subset_torch(chosen, counts, warped, tokens, probs if uses_draft else None,
                             total, batch)
         usable = inside if chosen is None else sub[1].ge(0) & sub[1].lt(vocab)
         if uses_draft:
             safe = torch.where(usable, sub[1], torch.zeros_like(sub[1]))
             usable = usable & (torch.gather(sub[3], 1, safe[:, None])[:, 0] > 0)
-        call = _lossy_call(rates, fly) if method in ("synthetic", "fly") else None
-        picked, _ = verify_chains_torch(
+        return verify_chains_torch(
             sub[0], sub[1], sub[2], sub[3], streams if chosen is None else streams[chosen], width,
-            usable, bool(read_flags(usable.all())[0]), names=_NAMES, threads=threads, call=call)
+            usable, bool(read_flags(usable.all())[0]), names=_NAMES, threads=threads, call=call)[0]
+
+    for chosen, uses_draft in groups:
+        try:
+            picked = verify(chosen, uses_draft, probs)
+        except _specdec.Error as refused:
+            if refused.argument != "draft_probs" or narrow:
+                raise
+            rescaled = _rescaled_rows(probs)
+            if not read_flags((rescaled != probs).any())[0]:
+                raise
+            probs, narrow = rescaled, True
+            picked = verify(chosen, uses_draft, probs)
         if chosen is None:
             out = picked
         else:
@@ -430,6 +440,12 @@ def _rejection_sample_torch(draft_token_ids, num_draft_tokens, cu_num_draft_toke
         full = out[at, counts] != PLACEHOLDER_TOKEN_ID
         out[at, counts] = torch.where(full, bonus_token_ids.to(torch.int32), out[at, counts])
     return out
+
+
+def _rescaled_rows(rows):
+    """renormalised's rescaling of torch rows [N, V], where they lie."""
+    sums = rows.sum(1, keepdim=True)
+    return rescale_torch(rows, sums, rescaled_rows(sums))
 
 
 def _lossy_call(rates, fly):

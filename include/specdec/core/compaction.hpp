@@ -103,6 +103,8 @@ inline std::int64_t compact_between(const float* values, const std::int32_t* ids
     return compact_between_scalar<kPositions>(values, ids, done, n, lo, hi,
                                               {out_ids, out_values, m});
   }
+#else
+  (void)target;  // one target without x86 lanes
 #endif
   return compact_between_scalar<kPositions>(values, ids, 0, n, lo, hi, {out_ids, out_values, 0});
 }
@@ -116,6 +118,8 @@ inline std::int64_t select_at_least(const float* values, std::int64_t n, float l
 #ifdef SPECDEC_X86_COMPACT
   if (target == CompactTarget::kAvx512) return select_at_least_avx512(values, n, lo, ids, first);
   if (target == CompactTarget::kAvx2) return select_at_least_avx2(values, n, lo, ids, first);
+#else
+  (void)target;  // one target without x86 lanes
 #endif
   std::int64_t m = 0;
   for (std::int64_t i = 0; i < n; ++i) {

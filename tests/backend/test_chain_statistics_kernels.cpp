@@ -280,6 +280,33 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "chain from logits, cut rows of kSplitCutTiles blocks or more: the draws split over the "
+    "sequence's blocks, the cut a predicate entry by entry, the CPU's tokens bit for bit",
+    "[backend][cuda_kernel][chain_statistics]") {
+  const Warp p09{.temperature = 0.8f, .top_p = 0.9f};
+  const Warp k50_p09{.temperature = 1.0f, .top_k = 50, .top_p = 0.9f};
+  const Warp min{.temperature = 1.0f, .min_p = 0.1f};
+  const Warp p_min{.temperature = 0.7f, .top_p = 0.95f, .min_p = 0.05f};
+  // 30 tiles: every tile a block of its own at 132 SMs, 5 tiles a block at 8.
+  const std::int64_t vocab = 30 * 1024 - 100;
+  static_assert(cuda_impl::detail::kSplitCutTiles <= 30);
+  const auto [warp, sm_count, seed] = GENERATE_COPY(table<Warp, int, std::uint64_t>(
+      {{p09, 132, 51}, {p09, 8, 52}, {k50_p09, 132, 53}, {min, 8, 54}, {p_min, 132, 55}}));
+  // Drafts at their rows' argmax (in every cut); targets near the drafts: some rejected.
+  const StatsBatch c({2, 0, 3}, vocab, seed, /*argmax_only=*/true, 3.0);
+  emu::ledger.seed = seed;  // the order blocks run in
+  INFO("top-k " << warp.top_k << ", top-p " << warp.top_p << ", min-p " << warp.min_p << ", SMs "
+                << sm_count << ", draw blocks per sequence "
+                << cuda_impl::detail::draw_split(c.batch(), vocab, sm_count).blocks_per_row);
+  REQUIRE(cuda_impl::detail::draw_split(c.batch(), vocab, sm_count).blocks_per_row > 1);
+  const CudaChainRun run = expect_cpu_tokens(c, warp, sm_count);
+  // Each sequence's drawn row is read once more, whole (not from its listed entries).
+  const double target_rows = static_cast<double>(c.drafts() + c.batch());
+  CHECK(run.target_reads >= 1.0 + static_cast<double>(c.batch()) / target_rows);
+  CHECK(emu::ledger.total().unwritten_reads == 0);
+}
+
+TEST_CASE(
     "chain from logits on peaked rows: the cuts' gathers read only the tiles that reach their "
     "gate, the CPU's tokens bit for bit",
     "[backend][cuda_kernel][chain_statistics]") {

@@ -85,15 +85,22 @@ TEST_CASE("latency model: a row's last block combines after the slowest block ha
   CHECK(counter[0] == 4u);
 }
 
-TEST_CASE("latency model: the chain step with T and top-p in fp32 at B 1 (H200 120 us)",
+// Measured on the kernels of c470ede: the step 118-120 us, its draws 42 us, where one block per
+// sequence drew a cut row (the model then: 105.3 and 41.7 us, the draws 95% a block alone). The
+// draw of a cut row is now split over the sequence's blocks like an uncut row's (not yet measured):
+// the model puts the draws where the temperature-only step's split draw is.
+TEST_CASE("latency model: the chain step with T and top-p in fp32 at B 1 (H200 120 us before the "
+          "split draw of cut rows)",
           "[latency]") {
   const emu::CallTime t = test::chain_step_time<float>(emu::kH200, 1, kV, kTopP);
   show("chain, T + top-p, fp32, B 1", t);
   REQUIRE(t.launches.size() == 3);
-  check_near("the step", t.total_us, 120);
-  check_near("the draws", t.launches[2].us, 42);
-  // The draws are the sequence's last block alone (one block per sequence draws a cut row).
-  CHECK(t.launches[2].tail_share() > 0.8);
+  const emu::LaunchTime& draws = t.launches[2];
+  CHECK(draws.blocks == 126);
+  CHECK(draws.us <= 15);
+  CHECK(draws.spread <= 3);
+  // The draws' old tail gone, the step is under 70% of the one measured.
+  CHECK(t.total_us <= 0.7 * 120);
 }
 
 TEST_CASE("latency model: the chain step with T only in bf16 at B 1 (H200 37 us)", "[latency]") {

@@ -236,6 +236,11 @@ inline RowSplit draw_split(std::int64_t batch, std::int64_t vocab, int sm_count)
   return RowSplit{.tiles = split.tiles, .tiles_per_block = split.tiles, .blocks_per_row = 1};
 }
 
+/// The fewest 1024-entry blocks a cut row (top-p, top-k, min-p) must span for its draw to be
+/// split too, recomputing the row from its logits with the cut as a predicate entry by entry:
+/// on shorter rows the one block's draw from the listed entries is short and reads no logit again.
+inline constexpr std::int64_t kSplitCutTiles = 24;
+
 /// Standard rejection sampling of every sequence (blockIdx.x = b) of a chain batch. kLogits: rows
 /// of logits of type T whose statistics are in `stats` (target rows first, `target_rows` of
 /// them, then the draft rows); else warped fp32 rows (T = float; stats, lists and counts null).
@@ -246,7 +251,8 @@ inline RowSplit draw_split(std::int64_t batch, std::int64_t vocab, int sm_count)
 /// reports as bad input) gets accepted[b] = -1 and only -1 tokens.
 ///
 /// With gridDim.y > 1 (draw_split; kLogits only) every block of a sequence makes its accept
-/// tests; a draw from a whole row (no cut) is then split: block y sums its share of the row's
+/// tests; a draw from a whole row (no cut, or a cut row of kSplitCutTiles blocks or more, its
+/// cut a predicate entry by entry) is then split: block y sums its share of the row's
 /// 1024-entry blocks into draw_sums[b * tiles ..] (tiles = the row's blocks), and the last block
 /// to finish (draw_counters[b], 0 at launch and after) draws from those sums, reading only the
 /// block it scans. Any other step is made by block 0 alone.
@@ -300,10 +306,10 @@ __global__ void __launch_bounds__(kDrawThreads)
   // Row r's nucleus list (none without logits), ordered by id for the draw from it (the
   // nucleus launch leaves it ranked; the block's row buffers hold the sort).
   static_assert(sizeof(sh.block) >= sizeof(std::uint64_t) * kNucleusList);
-  const auto nucleus_list = [&](std::int64_t r) {
+  const auto nucleus_list = [&](std::int64_t r, unsigned int listed) {
     const Global<std::uint64_t> list = kLogits ? lists + r * kNucleusListSize : lists;
-    if (nucleus > 0) {
-      order_kept_keys(list, static_cast<int>(nucleus),
+    if (listed > 0) {
+      order_kept_keys(list, static_cast<int>(listed),
                       reinterpret_cast<std::uint64_t*>(&sh.block[0][0]));
     }
     return Global<const std::uint64_t>(list);
@@ -375,8 +381,12 @@ __global__ void __launch_bounds__(kDrawThreads)
   const SequenceStatus code = !invalid                 ? SequenceStatus::kOk
                               : i < gamma && !correct ? stop_code
                                                       : row_status(row_stats[0].invalid);
-  const bool split = gridDim.y > 1 && !invalid && nucleus == 0 &&
+  // A cut row of kSplitCutTiles blocks or more is split too: its entries are recomputed from the
+  // logits with the cut applied (warped_probability), the written row the listed draw reads.
+  const bool split = gridDim.y > 1 && !invalid &&
+                     (nucleus == 0 || (n + kSumBlock - 1) / kSumBlock >= kSplitCutTiles) &&
                      (correct || row_of(target_row, 0).stats.greedy < 0);
+  const unsigned int listed = split ? 0u : nucleus;  // a split draw reads no list
   if (split) {
     // This block's share of the draw row's block sums; the last block to finish draws.
     const auto count = static_cast<int>((n + kSumBlock - 1) / kSumBlock);
@@ -403,13 +413,13 @@ __global__ void __launch_bounds__(kDrawThreads)
   if (correct) {
     const RandomStream s = stream.at_position(stream.position + static_cast<std::uint32_t>(i));
     const int token =
-        draw_correction(row_of(target_row, 0), row_of(draft_row, 1), nucleus_list(target_row),
-                        nucleus, n, s.uniform(1), sh, split);
+        draw_correction(row_of(target_row, 0), row_of(draft_row, 1),
+                        nucleus_list(target_row, listed), listed, n, s.uniform(1), sh, split);
     if (threadIdx.x == 0) out[i] = token;
   } else if (!invalid) {
     const RandomStream s = stream.at_position(stream.position + static_cast<std::uint32_t>(gamma));
-    const int token = draw_warped(row_of(target_row, 0), nucleus_list(target_row), nucleus, n,
-                                  s.uniform(0), sh, split);
+    const int token = draw_warped(row_of(target_row, 0), nucleus_list(target_row, listed), listed,
+                                  n, s.uniform(0), sh, split);
     if (threadIdx.x == 0) out[gamma] = token;
   }
   if (threadIdx.x == 0) {

@@ -279,6 +279,7 @@ struct ConstrainedRows {
   float* rows[2];
   std::int64_t held[2] = {-1, -1};
   int next = 0;
+  std::int64_t sequence = -1;  // in a batch: its errors name the sequence ("bitmask[b][i]")
 
   static const float* fetch(void* self, std::int64_t r) {
     auto& s = *static_cast<ConstrainedRows*>(self);
@@ -289,8 +290,13 @@ struct ConstrainedRows {
     s.next ^= 1;
     s.held[k] = -1;  // a throw leaves no stale row
     const std::int64_t length = s.prefix(r, s.prefix_buffer);
-    transform_logit_row(*s.constraints, r, s.raw.row(r), s.prefix_buffer, length, s.vocab,
-                        s.rows[k]);
+    try {
+      transform_logit_row(*s.constraints, r, s.raw.row(r), s.prefix_buffer, length, s.vocab,
+                          s.rows[k]);
+    } catch (const Error& e) {
+      if (s.sequence < 0) throw;
+      rethrow_for_sequence(e, s.sequence);
+    }
     s.held[k] = r;
     return s.rows[k];
   }

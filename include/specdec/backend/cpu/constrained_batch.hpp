@@ -1,0 +1,176 @@
+// SPDX-License-Identifier: MIT
+// Constrained chain verification from logits for a ragged batch on the CPU: sequence b is
+// verify_chain_logits_constrained (or its target-only form) of its rows with its constraints, bit
+// for bit, sequences in parallel on the thread pool as verify_chain_batch_logits runs them.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <span>
+
+#include "specdec/backend/cpu/batch_loop.hpp"
+#include "specdec/backend/cpu/verify_batch.hpp"
+#include "specdec/backend/ragged.hpp"
+#include "specdec/backend/verify_batch.hpp"
+#include "specdec/verify/constrained_logits.hpp"
+
+namespace specdec {
+
+/// The constraints of a chain batch from logits, in ChainBatchLogitsArgs' ragged layout.
+/// `bitmask`: xgrammar's batch mask, ceil(V / 32) int32 words per target row for the G + B target
+/// rows (sequence b's gamma_b + 1 rows from row draft_offsets[b] + b, as target_logits), or empty
+/// for none. `sequences`: B LogitConstraints (one per sequence) or one shared by every sequence;
+/// their own `bitmask` must be empty (the batch's is cut for them). Penalties, allowed ids, stop
+/// tokens and banned words stay per sequence and sparse.
+struct ChainBatchConstraints {
+  std::span<const std::int32_t> bitmask{};
+  std::span<const LogitConstraints> sequences{};
+};
+
+namespace detail {
+
+/// The per-thread scratch of a constrained chain batch for drafts of at most `max_gamma` tokens.
+inline std::size_t constrained_chain_scratch_bytes(std::int64_t vocab, std::int64_t max_gamma) {
+  const auto v = std::max<std::int64_t>(vocab, 1);
+  return chain_logits_scratch_size(v) + constrained_rows_size(v, max_gamma);
+}
+
+/// The batch's checks of `constraints` for `batch` sequences with `rows` target rows in all.
+inline void check_batch_constraints(const ChainBatchConstraints& constraints, std::int64_t batch,
+                                    std::int64_t rows, std::int64_t vocab) {
+  const auto count = constraints.sequences.size();
+  if (count != 1 && count != static_cast<std::size_t>(batch)) {
+    fail("constraints.sequences", "has {} entries, expected 1 (shared) or {} (one per sequence)",
+         count, batch);
+  }
+  for (std::size_t b = 0; b < count; ++b) {
+    if (!constraints.sequences[b].bitmask.empty()) {
+      fail(ArgName("constraints.sequences", static_cast<std::int64_t>(b)),
+           "has its own bitmask; a batch's masks go in constraints.bitmask");
+    }
+  }
+  if (!constraints.bitmask.empty()) {
+    check_size("constraints.bitmask", constraints.bitmask.size(),
+               static_cast<std::size_t>(rows * mask_words(vocab)));
+  }
+}
+
+/// Sequence `slice`'s constraints: its entry with its rows of the batch's bitmask.
+inline LogitConstraints sequence_constraints(const ChainBatchConstraints& constraints,
+                                             const RaggedSlice& slice, std::int64_t vocab) {
+  LogitConstraints c = constraints.sequences[static_cast<std::size_t>(
+      warp_of(static_cast<std::int64_t>(constraints.sequences.size()), slice.index))];
+  if (!constraints.bitmask.empty()) {
+    const auto words = mask_words(vocab);
+    c.bitmask = constraints.bitmask.subspan(static_cast<std::size_t>(slice.first_row() * words),
+                                            static_cast<std::size_t>((slice.count + 1) * words));
+  }
+  return c;
+}
+
+/// The loop of both constrained chain batches (`draft_rows` false: target-only): the checks,
+/// then walk(sequence, rows) for each sequence, `rows` its transformed target rows.
+template <class Walk>
+void for_each_constrained_sequence(const backend::Cpu& cpu, const ChainBatchLogitsArgs<float>& args,
+                                   const ChainBatchConstraints& constraints, Workspace& ws,
+                                   bool draft_rows, Walk&& walk) {
+  const RaggedSizes sizes = check_chain_batch<backend::Cpu>(args, draft_rows);
+  const std::int64_t vocab = args.target_logits.cols;
+  check_batch_constraints(constraints, sizes.batch, sizes.total + sizes.batch, vocab);
+  if (args.status.empty()) check_chain_tokens(args.draft_offsets.span(), args.draft_tokens, vocab);
+  const SequenceLoop loop{.batch = sizes.batch,
+                          .scratch_bytes = constrained_chain_scratch_bytes(vocab, sizes.largest),
+                          .name_sequence = false};
+  for_each_sequence(cpu, ws, loop, [&](std::int64_t b, std::byte* bytes) {
+    const RaggedSlice seq = RaggedSlice::of(args.draft_offsets.data(), b);
+    const auto i = static_cast<std::size_t>(b);
+    const LogitSequence<float> sequence{
+        .slice = seq,
+        .warp = args.warps[static_cast<std::size_t>(warp_of(args.warps.size(), b))],
+        .target = {args.target_logits.row_data(seq.first_row()), args.target_logits.stride,
+                   "target_logits", seq.first_row()},
+        .tokens = args.draft_tokens.data() + seq.first,
+        .stream = args.streams[i],
+        .emitted = args.emitted.subspan(static_cast<std::size_t>(seq.first_row()),
+                                        static_cast<std::size_t>(seq.count) + 1),
+        .scratch = chain_logits_scratch(bytes, vocab)};
+    const ChainVerdict verdict = verdict_or_status(args.status, b, ChainVerdict{-1, 0}, [&] {
+      if (!args.status.empty()) {
+        sequence.warp.validate(vocab);
+        for (std::int64_t k = 0; k < seq.count; ++k)
+          check_token(ArgName("draft_tokens", b)[k], sequence.tokens[k], vocab);
+      }
+      const LogitConstraints c = sequence_constraints(constraints, seq, vocab);
+      // Errors of the constraints name the sequence: "penalties.tokens[b][0]", "bitmask[b][2]".
+      try {
+        check_constraints(c, seq.count + 1, vocab);
+      } catch (const Error& e) {
+        rethrow_for_sequence(e, b);
+      }
+      auto rows = constrained_rows(c, sequence.target, ChainPrefix{sequence.tokens}, vocab,
+                                   bytes + chain_logits_scratch_size(std::max<std::int64_t>(vocab, 1)));
+      rows.sequence = b;
+      return walk(sequence, rows.rows_view());
+    });
+    finish_chain(verdict.accepted, verdict.emitted, sequence.emitted, args.accepted[i]);
+  });
+  count_failures(args.status);
+}
+
+}  // namespace detail
+
+/// Bytes of Workspace verify_chain_batch_logits_constrained (and its target-only form) takes on
+/// `cpu` for `shape` (batch, largest gamma, vocab).
+inline std::size_t constrained_chain_batch_workspace_size(const backend::Cpu& cpu,
+                                                          const ChainBatchShape& shape) {
+  return detail::sequence_loop_bytes(
+      cpu, shape.batch, detail::constrained_chain_scratch_bytes(shape.vocab, shape.max_gamma));
+}
+
+/// verify_chain_batch_logits with each sequence's target rows transformed by its constraints:
+/// sequence b is verify_chain_logits_constrained of its rows, tokens, warps[b] (or warps[0]),
+/// streams[b] and constraints (constraints.sequences[b] or [0], with its rows of
+/// constraints.bitmask), bit for bit. float logits, host memory. Size `ws` with
+/// constrained_chain_batch_workspace_size. Throws specdec::Error naming the bad argument (a
+/// sequence's constraint as "penalties.tokens[b][i]", "bitmask[b][i]" for its row i allowing no
+/// token); with `status`, a sequence whose constraints are bad fails alone (kBadRow, or
+/// kTokenOutsideVocab for a token outside the vocabulary).
+inline void verify_chain_batch_logits_constrained(const backend::Cpu& cpu,
+                                                  const ChainBatchLogitsArgs<float>& args,
+                                                  const ChainBatchConstraints& constraints,
+                                                  Workspace& ws) {
+  const std::int64_t vocab = args.target_logits.cols;
+  detail::for_each_constrained_sequence(
+      cpu, args, constraints, ws, /*draft_rows=*/true,
+      [&](const detail::LogitSequence<float>& s, const detail::LogitRows<float>& target) {
+        const detail::LogitRows<float> draft{args.draft_logits.row_data(s.slice.first),
+                                             args.draft_logits.stride, "draft_logits",
+                                             s.slice.first};
+        return detail::verify_chain_logits_unchecked<float>(
+            s.warp,
+            detail::ChainLogitRows<float>{.target = target,
+                                          .draft = draft,
+                                          .tokens = s.tokens,
+                                          .length = s.slice.count,
+                                          .vocab = vocab},
+            s.stream, s.emitted.data(), ArgName("draft_tokens", s.slice.index), s.scratch);
+      });
+}
+
+/// verify_chain_batch_target_only_logits with each sequence's target rows transformed by its
+/// constraints (`draft_logits` empty): sequence b is verify_chain_target_only_logits_constrained,
+/// bit for bit. Workspace and errors as verify_chain_batch_logits_constrained.
+inline void verify_chain_batch_target_only_logits_constrained(
+    const backend::Cpu& cpu, const ChainBatchLogitsArgs<float>& args,
+    const ChainBatchConstraints& constraints, Workspace& ws) {
+  const std::int64_t vocab = args.target_logits.cols;
+  detail::for_each_constrained_sequence(
+      cpu, args, constraints, ws, /*draft_rows=*/false,
+      [&](const detail::LogitSequence<float>& s, const detail::LogitRows<float>& target) {
+        return detail::verify_chain_target_only_logits_unchecked<float>(
+            s.warp, target, s.tokens, s.slice.count, vocab, s.stream, s.emitted.data(),
+            s.scratch);
+      });
+}
+
+}  // namespace specdec

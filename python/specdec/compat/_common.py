@@ -250,22 +250,25 @@ def stream_words(seeds: Any, positions: Any, domain: int = _VERIFY_DOMAIN,
     `domain`: a torch tensor where `seeds` lie, or a NumPy array for NumPy seeds (int64;
     positions in [0, 2^32))."""
     batch = seeds.shape[0]
-    if is_torch(seeds):
-        import torch
-        xp, int32 = torch, torch.int32
-        count = torch.arange(batch, device=seeds.device)
-    else:
-        xp, int32 = np, np.int32
-        count = np.arange(batch, dtype=np.int64)
-    zero = count * 0
+    if not is_torch(seeds):  # the 64-bit seeds' two words and the positions' low word, as bytes
+        words = np.zeros((batch, 6), np.int32)
+        words[:, :2] = np.ascontiguousarray(seeds, np.int64).view(np.int32).reshape(batch, 2)
+        words[:, 3] = np.asarray(positions, np.int64).astype(np.uint32).view(np.int32)
+        if numbered:
+            words[:, 2] = np.arange(batch)
+        words[:, 5] = domain
+        return words
+    import torch
 
     def word(x):  # the low 32 bits as a signed int32, the stream's bytes
-        return ((x & 0xFFFFFFFF) ^ 0x80000000) - 0x80000000
+        return (((x & 0xFFFFFFFF) ^ 0x80000000) - 0x80000000).to(torch.int32)
 
-    columns = [word(seeds), word(seeds >> 32), count if numbered else zero, word(positions),
-               zero, zero + domain]
-    words = xp.stack(columns, 1)
-    return words.to(int32) if xp is not np else words.astype(int32)
+    words = torch.zeros((batch, 6), dtype=torch.int32, device=seeds.device)
+    words[:, 0], words[:, 1], words[:, 3] = word(seeds), word(seeds >> 32), word(positions)
+    if numbered:
+        words[:, 2] = torch.arange(batch, dtype=torch.int32, device=seeds.device)
+    words[:, 5] = domain
+    return words
 
 
 def rescale_torch(rows: Any, sums: Any, scale: Any) -> Any:

@@ -321,16 +321,26 @@ def _rejection_sample_torch(draft_token_ids, num_draft_tokens, cu_num_draft_toke
     if max_spec_len is not None and max_spec_len < longest:
         raise error("max_spec_len", f"{max_spec_len} is below the longest draft ({longest})")
     width = (longest if max_spec_len is None else int(max_spec_len)) + 1
-    counts = torch.as_tensor(counts_host, device=device)
+    # vLLM's layout, known from the host counts: request b's draft rows, then its bonus row.
+    # Uploaded once (with the row -> request map the warps take) and compared on the device.
+    cu_host = np.cumsum(counts_host)
+    draft_rows_host = np.arange(total) + np.repeat(np.arange(batch), counts_host)
+    row_owner = np.repeat(np.arange(batch), counts_host + 1)
+    layout = torch.as_tensor(np.concatenate([counts_host, cu_host, draft_rows_host,
+                                             cu_host + np.arange(batch), row_owner]),
+                             device=device)
+    counts, cu_expected, draft_rows_at, bonus_rows_at, row_owner = torch.split(
+        layout, [batch, batch, total, batch, total + batch])
     cu = torch_ints(cu_num_draft_tokens, "cu_num_draft_tokens", 1, device)
     if cu.shape[0] != batch:
         raise error("cu_num_draft_tokens", "is not the inclusive cumulative sum of "
                     "num_draft_tokens")
     target_at = _row_indices_torch(target_logits_indices, "target_logits_indices", total, device)
+    fits = rows.shape[0] == total + batch
     if bonus_token_ids is None:
         bonus_at = _row_indices_torch(bonus_logits_indices, "bonus_logits_indices", batch, device)
     else:  # any row serves: the token drawn from it is replaced by the sampler's
-        bonus_at = torch.zeros(batch, dtype=torch.int64, device=device)
+        bonus_at = bonus_rows_at if fits else torch.zeros_like(bonus_rows_at)
         bonus_token_ids = torch_ints(bonus_token_ids, "bonus_token_ids", None, device).reshape(-1)
         if bonus_token_ids.shape[0] != batch:
             raise error("bonus_token_ids", f"has {bonus_token_ids.shape[0]} entries; expected {batch}")
@@ -341,32 +351,38 @@ def _rejection_sample_torch(draft_token_ids, num_draft_tokens, cu_num_draft_toke
         if tuple(probs.shape) != (total, vocab):
             raise error("draft_probs", f"has shape {tuple(probs.shape)}; expected "
                         f"({total}, {vocab}) (num_tokens, V)")
-    temps = _per_request_torch(temperature, "temperature", batch, torch.float64,
-                               GREEDY_TEMPERATURE, device)
-    ks = _per_request_torch(top_k, "top_k", batch, torch.int64, 0, device)
-    ps = _per_request_torch(top_p, "top_p", batch, torch.float64, 1.0, device)
-    bad_temps = ~(torch.isfinite(temps) & ((temps >= 0) | (temps == -1)))
-    bad_ps = ~((ps > 0) & (ps <= 1))
-    flags = [(cu != torch.cumsum(counts, 0)).any(), bad_temps.any(), bad_ps.any(),
-             ((target_at < 0) | (target_at >= rows.shape[0])).any(),
-             ((bonus_at < 0) | (bonus_at >= rows.shape[0])).any()]
-    bad_cu, bad_t, bad_p, bad_target, bad_bonus = read_flags(*flags)
-    if bad_cu:
+    temps = ks = ps = None  # None: every request greedy / top-k off / top-p off
+    checks = {"cu_num_draft_tokens": (cu != cu_expected).any()}
+    if fits:  # the logits already in specdec's layout: used where they lie
+        checks["in_place"] = (target_at == draft_rows_at).all() & (bonus_at == bonus_rows_at).all()
+    if temperature is not None:
+        temps = _per_request_torch(temperature, "temperature", batch, torch.float64, 0, device)
+        checks["temperature"] = ~(torch.isfinite(temps) & ((temps >= 0) | (temps == -1)))
+    if top_k is not None:
+        ks = _per_request_torch(top_k, "top_k", batch, torch.int64, 0, device)
+    if top_p is not None:
+        ps = _per_request_torch(top_p, "top_p", batch, torch.float64, 1.0, device)
+        checks["top_p"] = ~((ps > 0) & (ps <= 1))
+    flags = dict(zip(checks, read_flags(*(v if v.dim() == 0 else v.any()
+                                          for v in checks.values()))))
+    if flags["cu_num_draft_tokens"]:
         raise error("cu_num_draft_tokens", "is not the inclusive cumulative sum of "
                     "num_draft_tokens")
-    for bad, values, name in ((bad_t, temps, "temperature"), (bad_p, ps, "top_p")):
-        if bad:  # the error path: the first bad entry read back to name it
-            b = int(torch.nonzero((bad_temps if name == "temperature" else bad_ps))[0])
-            expected = ("is not a temperature (>= 0; 0 = greedy)" if name == "temperature"
-                        else "is outside (0, 1]")
+    for name, values, expected in (("temperature", temps, "is not a temperature (>= 0; 0 = greedy)"),
+                                   ("top_p", ps, "is outside (0, 1]")):
+        if flags.get(name):  # the error path: the first bad entry read back to name it
+            b = int(torch.nonzero(checks[name])[0])
             raise error(f"{name}[{b}]", f"{float(values[b])} {expected}")
-    for bad, indices, name in ((bad_target, target_at, "target_logits_indices"),
-                               (bad_bonus, bonus_at, "bonus_logits_indices")):
-        if bad:
-            _row_indices(indices.tolist(), name, indices.shape[0], rows.shape[0])
+    in_place = flags.get("in_place", False)
+    if not in_place:
+        for indices, name in ((target_at, "target_logits_indices"),
+                              (bonus_at, "bonus_logits_indices")):
+            if read_flags(((indices < 0) | (indices >= rows.shape[0])).any())[0]:
+                _row_indices(indices.tolist(), name, indices.shape[0], rows.shape[0])
     # No pass over the draft rows here: the verifier checks them, and float32 rows it refuses
     # are rescaled as renormalised rescales them and tried again (float16 / bfloat16: first).
-    narrow = probs is not None and draft_probs.dtype not in (torch.float32, np.float32)
+    narrow = probs is not None and draft_probs.dtype != (
+        torch.float32 if is_torch(draft_probs) else np.float32)
     if narrow:
         probs = _rescaled_rows(probs)
     if seeds is None or not is_torch(seeds):  # host seeds: the streams made on the host
@@ -380,29 +396,27 @@ def _rejection_sample_torch(draft_token_ids, num_draft_tokens, cu_num_draft_toke
     out = torch.full((batch, width), PLACEHOLDER_TOKEN_ID, dtype=torch.int32, device=device)
     if batch == 0:
         return out
-    greedy = temps <= 0  # 0, and -1 in older vLLM
-    # Request b's rows in specdec's layout: its draft positions, then its bonus row.
-    bonus_slot = cu + torch.arange(batch, device=device)
-    order = torch.empty(total + batch, dtype=torch.int64, device=device)
-    draft_slot = torch.ones(total + batch, dtype=torch.bool, device=device)
-    draft_slot[bonus_slot] = False
-    order[draft_slot] = target_at
-    order[bonus_slot] = bonus_at
-    in_place = order.shape[0] == rows.shape[0] and bool(
-        read_flags((order == torch.arange(order.shape[0], device=device)).all())[0])
-    per_row = torch.repeat_interleave(torch.arange(batch, device=device), counts + 1,
-                                      output_size=total + batch)
-    warps = torch.zeros((total + batch, 4), dtype=torch.int32, device=device)
-    warps[:, 0] = torch.where(greedy, 0.0, temps).to(torch.float32)[per_row].view(torch.int32)
-    warps[:, 1] = torch.where(greedy | (ks <= 0) | (ks >= vocab), 0, ks).to(torch.int32)[per_row]
-    warps[:, 2] = torch.where(greedy, 1.0, ps).to(torch.float32)[per_row].view(torch.int32)
+    greedy = None if temps is None else temps <= 0  # 0, and -1 in older vLLM (None: all)
+    if not in_place:
+        order = torch.empty(total + batch, dtype=torch.int64, device=device)
+        order[draft_rows_at], order[bonus_rows_at] = target_at, bonus_at
+        rows = rows[order]
+    # One warp per request (Warp's bytes), then one per row.
+    warps = torch.zeros((batch, 4), dtype=torch.int32, device=device)
+    warps[:, 2] = _ONE_BITS
+    if temps is not None:
+        warps[:, 0] = torch.where(greedy, 0.0, temps).to(torch.float32).view(torch.int32)
+        if ks is not None:
+            warps[:, 1] = torch.where(greedy | (ks <= 0) | (ks >= vocab), 0, ks)
+        if ps is not None:
+            warps[:, 2] = torch.where(greedy, 1.0, ps).to(torch.float32).view(torch.int32)
     try:
-        warped = _specdec._warp_rows(rows if in_place else rows[order], warps, threads)
+        warped = _specdec._warp_rows(rows, warps[row_owner], threads)
     except _specdec.Error as refused:  # its row numbers are not the caller's
         raise error("logits", refused.problem) from None
     inside = (tokens >= 0) & (tokens < vocab)
-    if probs is None or method == "synthetic":
-        groups = [(None, False)]
+    if probs is None or method == "synthetic" or greedy is None:
+        groups = [(None, probs is not None and greedy is not None and method != "synthetic")]
     else:
         all_greedy, any_greedy = read_flags(greedy.all(), greedy.any())
         groups = ([(None, False)] if all_greedy else [(None, True)] if not any_greedy
@@ -440,6 +454,9 @@ def _rejection_sample_torch(draft_token_ids, num_draft_tokens, cu_num_draft_toke
         full = out[at, counts] != PLACEHOLDER_TOKEN_ID
         out[at, counts] = torch.where(full, bonus_token_ids.to(torch.int32), out[at, counts])
     return out
+
+
+_ONE_BITS = int(np.float32(1.0).view(np.int32))  # top_p = 1 (off) as a Warp's bytes
 
 
 def _rescaled_rows(rows):

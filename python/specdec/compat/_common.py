@@ -112,7 +112,7 @@ def renormalised(rows: np.ndarray) -> np.ndarray:
 
 
 def verify_chains(target_rows: np.ndarray, draft_tokens: np.ndarray, counts: np.ndarray,
-                  draft_rows: Optional[np.ndarray], streams: Sequence[_specdec.RandomStream],
+                  draft_rows: Optional[np.ndarray], streams: Any,
                   threads: int = 0, names: Optional[dict] = None, call: Any = None
                   ) -> tuple[np.ndarray, np.ndarray]:
     """Verifies B ragged chains: request b has counts[b] drafts and counts[b] + 1 warped target
@@ -123,6 +123,7 @@ def verify_chains(target_rows: np.ndarray, draft_tokens: np.ndarray, counts: np.
     distribution a rejection draws from). Returns tokens [B, max(counts) + 1] int32 padded with
     -1 and accepted [B] int32. An error of the verifier names the caller's argument: `names`
     maps the verifier's names ('target_rows', 'draft_rows', 'draft_tokens') to the caller's.
+    `streams`: a sequence of RandomStream or a stream tensor (int32 [B, 6]).
     `call` replaces the verifier: call(draft_rows=None or rows, **the batch's arguments)."""
     batch, vocab = len(counts), target_rows.shape[1]
     width = int(counts.max()) + 1 if batch else 1  # before any chain is cut
@@ -132,14 +133,17 @@ def verify_chains(target_rows: np.ndarray, draft_tokens: np.ndarray, counts: np.
     if draft_rows is not None:
         safe = np.where(valid, draft_tokens, 0)
         valid &= draft_rows[np.arange(len(draft_tokens)), safe] > 0
-    if not valid.all():
+    if not valid.all():  # the rows a cut turns into residuals are checked first
+        _check_cut_rows(names, target_rows=target_rows, draft_rows=draft_rows)
         target_rows, draft_tokens, counts, draft_rows = _cut_at_unusable(
             target_rows, draft_tokens, counts, draft_rows, offsets, valid)
         offsets = np.zeros(batch + 1, np.int64)
         np.cumsum(counts, out=offsets[1:])
     args = dict(target_rows=np.ascontiguousarray(target_rows, np.float32),
                 draft_tokens=np.ascontiguousarray(draft_tokens, np.int32),
-                draft_offsets=offsets.astype(np.int32), streams=list(streams), threads=threads)
+                draft_offsets=offsets.astype(np.int32),
+                streams=streams if isinstance(streams, np.ndarray) else list(streams),
+                threads=threads)
     try:
         if call is not None:
             flat, accepted = call(draft_rows=None if draft_rows is None else
@@ -159,6 +163,17 @@ def verify_chains(target_rows: np.ndarray, draft_tokens: np.ndarray, counts: np.
     take = np.minimum((offsets[:-1] + np.arange(batch))[:, None] + slot, max(flat.shape[0] - 1, 0))
     out = np.where(slot <= counts[:, None], flat[take] if flat.size else -1, -1).astype(np.int32)
     return out, np.asarray(accepted, np.int32)
+
+
+def _check_cut_rows(names: Optional[dict], **rows: Any) -> None:
+    """specdec.Error naming rows (NumPy or torch) that hold a negative, NaN or infinite entry:
+    a cut chain's residual max(p - q, 0) would hide them from the verifier."""
+    for name, values in rows.items():
+        if values is None or not values.shape[0]:
+            continue
+        low, total = values.min(), values.sum()
+        if not (low >= 0 and abs(float(total)) < float("inf")):
+            raise error((names or {}).get(name, name), "holds a negative probability, NaN or inf")
 
 
 def _cut_at_unusable(target_rows, draft_tokens, counts, draft_rows, offsets, valid):
@@ -295,6 +310,7 @@ def verify_chains_torch(target_rows: Any, draft_tokens: Any, counts: Any, draft_
     slot = torch.arange(width, device=device)
     cut = counts
     if not all_usable:  # each chain cut before its first unusable token (shapes read back once)
+        _check_cut_rows(names, target_rows=target_rows, draft_rows=draft_rows)
         target_rows = target_rows.reshape(-1, vocab)
         inside = slot[:-1] < counts[:, None]
         at = (offsets[:-1, None] + slot[:-1]).clamp(max=max(draft_tokens.shape[0] - 1, 0))

@@ -55,13 +55,17 @@ def chain_speculative_sampling(draft_probs: Any, draft_token_ids: Any, target_pr
         return _chain_torch(draft_probs, draft_token_ids, target_probs,
                             maybe_output_accepted_token_num, maybe_output_emitted_draft_token_num,
                             generator, seed, offset, device)
-    draft = renormalised(as_numpy(draft_probs, "draft_probs", kind="float", ndim=3))
+    narrow = [np.asarray(x).dtype != np.float32 if not is_torch(x) else True
+              for x in (draft_probs, target_probs)]
+    # The verifier checks the rows (NaN, negative, sums): no pass of our own over them.
+    draft = as_numpy(draft_probs, "draft_probs", kind="float", ndim=3, check_finite=False)
     tokens = as_numpy(draft_token_ids, "draft_token_ids", kind="int", ndim=2)
-    target = renormalised(as_numpy(target_probs, "target_probs", kind="float", ndim=3))
+    target = as_numpy(target_probs, "target_probs", kind="float", ndim=3, check_finite=False)
     batch, n, vocab = _check_shapes(draft.shape, tokens.shape, target.shape)
-    for name, rows in (("draft_probs", draft), ("target_probs", target)):
-        if rows.size and rows.min() < 0:
-            raise error(name, "holds a negative probability")
+    if narrow[0]:  # float16 / bfloat16 rounding: rescaled first
+        draft = renormalised(draft)
+    if narrow[1]:
+        target = renormalised(target)
     accepted_out = _counter(maybe_output_accepted_token_num, "maybe_output_accepted_token_num",
                             batch)
     emitted_out = _counter(maybe_output_emitted_draft_token_num,
@@ -69,15 +73,27 @@ def chain_speculative_sampling(draft_probs: Any, draft_token_ids: Any, target_pr
     seeds = _seeds(seed, generator, batch)
     offsets = _per_row(offset, "offset", batch, 0)
     _check_positions(offsets.max() if batch else 0, n)
-    streams = [_specdec.RandomStream(seed=int(seeds[b]) % 2**64, sequence=b,
-                                     position=int(offsets[b])) for b in range(batch)]
+    words = stream_words(seeds, offsets)
     if batch == 0:
         output, emitted = np.zeros((0, n + 1), np.int32), np.zeros(0, np.int32)
     else:
-        output, emitted = verify_chains(target.reshape(batch * (n + 1), vocab),
-                                        tokens.reshape(-1), np.full(batch, n, np.int64),
-                                        draft.reshape(batch * n, vocab), streams, names=_NAMES)
-    accepted = emitted + _later_passes(draft, tokens, target, np.asarray(emitted), streams)
+        def verify(draft, target):
+            return verify_chains(target.reshape(batch * (n + 1), vocab), tokens.reshape(-1),
+                                 np.full(batch, n, np.int64), draft.reshape(batch * n, vocab),
+                                 words, names=_NAMES)
+        try:
+            output, emitted = verify(draft, target)
+        except _specdec.Error as refused:  # rows off by float16-like rounding: rescaled once
+            if refused.argument not in _NAMES.values() or all(narrow):
+                raise
+            rescaled = renormalised(draft), renormalised(target)
+            if rescaled[0] is draft and rescaled[1] is target:
+                raise
+            draft, target = rescaled
+            output, emitted = verify(draft, target)
+    user = words.copy()
+    user[:, 5] = _USER_DOMAIN
+    accepted = emitted + _later_passes(draft, tokens, target, np.asarray(emitted), user)
     results = []
     for counts, out in ((accepted, accepted_out), (emitted, emitted_out)):
         counts = np.asarray(counts, np.int32)
@@ -159,13 +175,7 @@ def _chain_torch(draft_probs, draft_token_ids, target_probs, accepted_out, emitt
             draft, target = rescaled
             usable = _usable(tokens, draft)
             output, emitted = verify(draft, target, usable)
-    # FlashInfer's extra "accepted" count (see _later_passes) on the device.
-    u = _specdec._fill_uniforms(user_words, n)
-    safe = torch.where(usable, tokens, torch.zeros_like(tokens))[..., None]
-    q = torch.gather(draft, 2, safe)[..., 0]
-    p = torch.gather(target[:, :n], 2, safe)[..., 0]
-    later = torch.arange(n, device=device)[None, :] > emitted[:, None].to(torch.int64)
-    accepted = emitted + (usable & (u * q < p) & later).sum(1).to(torch.int32)
+    accepted = emitted + _later_passes(draft, tokens, target, emitted, user_words, usable)
     results = []
     for counts, out in ((accepted, accepted_out), (emitted, emitted_out)):
         if out is None:
@@ -224,23 +234,24 @@ def _usable(tokens: Any, draft: Any) -> Any:
     return inside & (np.take_along_axis(draft, safe[..., None], axis=2)[..., 0] > 0)
 
 
-def _later_passes(draft, tokens, target, emitted, streams):
+def _later_passes(draft, tokens, target, emitted, user_words, usable=None):
     """FlashInfer's extra "accepted" count: positions after the first rejection whose draft
-    token passes u * q(x) < p(x), u drawn from the request's stream in the USER domain."""
-    batch, n = tokens.shape
-    usable = _usable(tokens, draft)
+    token passes u * q(x) < p(x), u the request's uniforms in the USER domain (`user_words`, its
+    stream tensor); NumPy or torch, where the rows lie."""
+    n = tokens.shape[1]
+    if usable is None:
+        usable = _usable(tokens, draft)
+    u = _specdec._fill_uniforms(user_words, n)
+    if is_torch(tokens):
+        import torch
+        safe = torch.where(usable, tokens, torch.zeros_like(tokens))[..., None]
+        q, p = (torch.gather(rows, 2, safe)[..., 0] for rows in (draft, target[:, :n]))
+        later = torch.arange(n, device=tokens.device)[None, :] > emitted[:, None].to(torch.int64)
+        return (usable & (u * q < p) & later).sum(1).to(torch.int32)
     safe = np.where(usable, tokens, 0)[..., None]
-    q = np.take_along_axis(draft, safe, axis=2)[..., 0]
-    p = np.take_along_axis(target[:, :n], safe, axis=2)[..., 0]
-    extra = np.zeros(batch, np.int32)
-    for b in range(batch):
-        first = int(emitted[b]) + 1  # the rejected position itself does not count
-        if first >= n:
-            continue
-        u = streams[b].in_domain(_specdec.Domain.USER).uniforms(n)
-        passes = usable[b] & (u * q[b] < p[b])
-        extra[b] = int(passes[first:].sum())
-    return extra
+    q, p = (np.take_along_axis(rows, safe, axis=2)[..., 0] for rows in (draft, target[:, :n]))
+    later = np.arange(n)[None, :] > emitted[:, None]
+    return (usable & (np.asarray(u) * q < p) & later).sum(1).astype(np.int32)
 
 
 def _counter(value: Any, name: str, batch: int) -> Optional[Any]:

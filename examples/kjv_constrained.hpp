@@ -134,7 +134,11 @@ inline constexpr float kForbiddenLogit = -1.0e4f;
 template <specdec::LogitsProvider Inner>
 class GrammarDraft {
  public:
-  GrammarDraft(Inner& inner, bool masked) : inner_(&inner), masked_(masked) {}
+  /// `nodes`: the most nodes a draft call scores (states kept without allocating per step).
+  GrammarDraft(Inner& inner, bool masked, std::size_t nodes = 1024)
+      : inner_(&inner), masked_(masked) {
+    states_.reserve(nodes);
+  }
 
   std::int64_t vocab_size() const { return inner_->vocab_size(); }
   std::span<const specdec::Token> context() const { return inner_->context(); }

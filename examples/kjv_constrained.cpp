@@ -11,6 +11,8 @@
 //                        [--seed S] [--methods a,b,...] [--repeats R]
 // Methods: plain, sd, sequoia, eagle (each but plain twice: draft masked and unmasked).
 // Bad input: one line on stderr, exit status 2.
+#include "kjv_constrained.hpp"
+
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
@@ -18,7 +20,6 @@
 #include <string_view>
 #include <vector>
 
-#include "kjv_constrained.hpp"
 #include "kjv_model.hpp"
 #include "kjv_provider.hpp"
 #include "specdec/decode/decoder.hpp"
@@ -117,8 +118,10 @@ std::vector<Token> encode(std::string_view text, std::int64_t vocab, std::int64_
     tokens.push_back(static_cast<Token>(byte));
   }
   if (!kjv::VerseGrammar::parses(tokens)) {
-    fail("--prompt", "'{}' does not begin text of the grammar (Book chapter:verse text, a line "
-         "each)", specdec::io::escape_for_message(text));
+    fail("--prompt",
+         "'{}' does not begin text of the grammar (Book chapter:verse text, a line "
+         "each)",
+         specdec::io::escape_for_message(text));
   }
   if (static_cast<std::int64_t>(tokens.size()) + kDeepestTree >= context) {
     fail("--prompt", "has {} bytes; the model's context of {} positions leaves room for {}",
@@ -135,9 +138,8 @@ std::string shown(std::span<const Token> tokens) {
 }
 
 kjv::ConstrainedOptions options_of(const std::string& method, float temperature) {
-  kjv::ConstrainedOptions o{.drafting = kjv::Drafting::kChain,
-                            .warp = {.temperature = temperature},
-                            .length = 4};
+  kjv::ConstrainedOptions o{
+      .drafting = kjv::Drafting::kChain, .warp = {.temperature = temperature}, .length = 4};
   if (method == "plain") o.drafting = kjv::Drafting::kPlain;
   if (method == "sequoia") {
     o.drafting = kjv::Drafting::kTree;
@@ -197,7 +199,8 @@ int run(const Settings& s) {
       const auto options = options_of(method, s.temperature);
       specdec::Decoder<kjv::ModelProvider, Strategy> decoder(
           target_provider, Strategy(grammar_draft, options),
-          {.warp = options.warp, .max_new_tokens = static_cast<std::int32_t>(s.tokens),
+          {.warp = options.warp,
+           .max_new_tokens = static_cast<std::int32_t>(s.tokens),
            .seed = s.seed});
       specdec::DecodeMetrics total;
       std::string sample;
@@ -216,12 +219,14 @@ int run(const Settings& s) {
       }
       const double speed = static_cast<double>(total.tokens_generated) / total.wall_seconds;
       if (method == "plain") plain_speed = speed;
-      std::printf("%-8s %-26s %-9s %12.3f %12.3f %10.0f %8.2fx\n", method.c_str(),
-                  shape_of(method).c_str(), method == "plain" ? "-" : masked ? "masked" : "unmasked",
-                  total.block_efficiency(),
-                  static_cast<double>(total.draft_calls) /
-                      static_cast<double>(total.tokens_generated),
-                  speed, speed / plain_speed);
+      std::printf(
+          "%-8s %-26s %-9s %12.3f %12.3f %10.0f %8.2fx\n", method.c_str(), shape_of(method).c_str(),
+          method == "plain" ? "-"
+          : masked          ? "masked"
+                            : "unmasked",
+          total.block_efficiency(),
+          static_cast<double>(total.draft_calls) / static_cast<double>(total.tokens_generated),
+          speed, speed / plain_speed);
       std::printf("  text: %s\n", sample.c_str());
     }
   }

@@ -34,8 +34,8 @@ namespace kjv {
 class VerseGrammar {
  public:
   static constexpr std::array<std::string_view, 17> kBooks = {
-      "Genesis", "Exodus", "Leviticus", "Numbers", "Deuteronomy", "Joshua",
-      "Judges",  "Ruth",   "Psalms",    "Proverbs", "Isaiah",     "Matthew",
+      "Genesis", "Exodus", "Leviticus", "Numbers",  "Deuteronomy", "Joshua",
+      "Judges",  "Ruth",   "Psalms",    "Proverbs", "Isaiah",      "Matthew",
       "Mark",    "Luke",   "John",      "Acts",     "Romans"};
   static constexpr std::int32_t kMaxText = 60;
 
@@ -98,7 +98,9 @@ class VerseGrammar {
   }
 
   /// Whether `tokens` is a prefix of the language (the whole text, prompt included).
-  static bool parses(std::span<const specdec::Token> tokens) { return !run(start(), tokens).dead(); }
+  static bool parses(std::span<const specdec::Token> tokens) {
+    return !run(start(), tokens).dead();
+  }
 
   /// Writes the packed mask of `s` (ceil(vocab / 32) words, bit set = the byte may follow): no
   /// bit for the dead state, whose rows the verifiers never read.
@@ -108,8 +110,8 @@ class VerseGrammar {
     if (s.dead()) return;
     for (std::int64_t t = 0; t < vocab; ++t) {
       if (!next(s, static_cast<specdec::Token>(t)).dead()) {
-        words[t >> 5] = static_cast<std::int32_t>(static_cast<std::uint32_t>(words[t >> 5]) |
-                                                  (1u << (t & 31)));
+        words[t >> 5] =
+            static_cast<std::int32_t>(static_cast<std::uint32_t>(words[t >> 5]) | (1u << (t & 31)));
       }
     }
   }
@@ -204,6 +206,10 @@ class ConstrainedStrategy {
   /// Verification reads the logits; the Decoder warps nothing.
   bool needs_target_rows() const { return false; }
 
+  /// Target rows verified so far whose mask was the dead state's (after a forbidden draft byte):
+  /// rows the verifiers must not read, since that mask allows nothing.
+  std::int64_t dead_rows() const { return dead_rows_; }
+
   void prepare(std::int64_t vocab, specdec::Workspace& workspace) {
     specdec::check_same_vocabulary(draft_->vocab_size(), vocab);
     options_.warp.validate(vocab);
@@ -213,13 +219,15 @@ class ConstrainedStrategy {
     if (options_.drafting == Drafting::kTree) tree_.prepare(vocab, workspace);
     const auto nodes = static_cast<std::size_t>(
         std::max<std::int64_t>(options_.length, options_.tree.max_tree_size()));
-    workspace.reserve(specdec::verify_tree_logits_constrained_workspace_size(nodes, vocab) +
-                      specdec::verify_chain_logits_constrained_workspace_size(vocab, options_.length) +
-                      (1 << 12));
+    workspace.reserve(
+        specdec::verify_tree_logits_constrained_workspace_size(nodes, vocab) +
+        specdec::verify_chain_logits_constrained_workspace_size(vocab, options_.length) +
+        (1 << 12));
     masks_.reserve((nodes + 1) * static_cast<std::size_t>(specdec::detail::mask_words(vocab)));
     states_.reserve(nodes);
     chain_.reserve(static_cast<std::size_t>(options_.length));
-    draft_logits_.reserve(static_cast<std::size_t>(options_.length) * static_cast<std::size_t>(vocab));
+    draft_logits_.reserve(static_cast<std::size_t>(options_.length) *
+                          static_cast<std::size_t>(vocab));
     probs_.resize(static_cast<std::size_t>(vocab));
     out_.resize(static_cast<std::size_t>(options_.length) + 1);
     accepted_.resize(nodes + 1);
@@ -279,14 +287,16 @@ class ConstrainedStrategy {
     VerseGrammar::mask(root, context.vocab, masks_.data());
     for (std::size_t i = 0; i < n; ++i) {
       VerseGrammar::mask(states_[i], context.vocab, masks_.data() + (i + 1) * words);
+      dead_rows_ += states_[i].dead() ? 1 : 0;
     }
     const specdec::LogitConstraints constraints{.bitmask = masks_};
     const std::span<const float> target(scores.logits.data, (n + 1) * v);
     if (options_.drafting == Drafting::kTree) {
       const auto verdict = specdec::verify_tree_target_only_logits_constrained(
           warp, tree.view(), target, context.vocab, constraints, context.sequence.verify_stream(),
-          std::span<std::int32_t>(accepted_.data(), std::max<std::size_t>(
-                                                         static_cast<std::size_t>(tree.max_depth()), 1)),
+          std::span<std::int32_t>(
+              accepted_.data(),
+              std::max<std::size_t>(static_cast<std::size_t>(tree.max_depth()), 1)),
           context.workspace);
       return {std::span<const std::int32_t>(accepted_.data(),
                                             static_cast<std::size_t>(verdict.accepted)),
@@ -303,9 +313,9 @@ class ConstrainedStrategy {
                   context.vocab, constraints, context.sequence.verify_stream(), out,
                   context.workspace);
     for (std::int32_t i = 0; i < verdict.accepted; ++i) accepted_[static_cast<std::size_t>(i)] = i;
-    return {std::span<const std::int32_t>(accepted_.data(),
-                                          static_cast<std::size_t>(verdict.accepted)),
-            out_[static_cast<std::size_t>(verdict.accepted)], draft_->calls()};
+    return {
+        std::span<const std::int32_t>(accepted_.data(), static_cast<std::size_t>(verdict.accepted)),
+        out_[static_cast<std::size_t>(verdict.accepted)], draft_->calls()};
   }
 
   void commit(const specdec::TreeBatch& batch, std::span<const std::int32_t> accepted,
@@ -327,6 +337,7 @@ class ConstrainedStrategy {
   std::vector<std::int32_t> masks_, accepted_;
   std::vector<float> draft_logits_, probs_;
   std::vector<specdec::Token> out_;
+  std::int64_t dead_rows_ = 0;
 };
 
 }  // namespace kjv

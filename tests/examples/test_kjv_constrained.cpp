@@ -39,9 +39,8 @@ std::vector<Token> law_prompt() {
 }
 
 kjv::ConstrainedOptions constrained_options(std::string_view method, float temperature) {
-  kjv::ConstrainedOptions o{.drafting = kjv::Drafting::kChain,
-                            .warp = {.temperature = temperature},
-                            .length = 4};
+  kjv::ConstrainedOptions o{
+      .drafting = kjv::Drafting::kChain, .warp = {.temperature = temperature}, .length = 4};
   if (method == "sequoia") {
     o.drafting = kjv::Drafting::kTree;
     o.tree = {.shape = specdec::TreeShapePolicy::kSequoia, .width = 4, .depth = 5, .budget = 16};
@@ -62,8 +61,7 @@ void with_decoder(std::string_view method, bool masked, float temperature,
   kjv::GrammarDraft<kjv::ModelProvider> grammar(draft, masked);
   const auto o = constrained_options(method, temperature);
   specdec::Decoder<kjv::ModelProvider, Strategy> decoder(
-      target, Strategy(grammar, o),
-      {.warp = o.warp, .max_new_tokens = max_new_tokens, .seed = 77});
+      target, Strategy(grammar, o), {.warp = o.warp, .max_new_tokens = max_new_tokens, .seed = 77});
   body(decoder);
 }
 
@@ -76,7 +74,8 @@ std::vector<double> constrained_law(const std::vector<Token>& tokens) {
   std::vector<double> law(static_cast<std::size_t>(row.size()));
   double top = -std::numeric_limits<double>::infinity();
   for (Eigen::Index v = 0; v < row.size(); ++v) {
-    if (!VerseGrammar::next(state, static_cast<Token>(v)).dead()) top = std::max<double>(top, row(v));
+    if (!VerseGrammar::next(state, static_cast<Token>(v)).dead())
+      top = std::max<double>(top, row(v));
   }
   double sum = 0.0;
   for (Eigen::Index v = 0; v < row.size(); ++v) {
@@ -107,6 +106,10 @@ TEST_CASE("decoding under the verse grammar on the trained pair always parses",
           CHECK(result.tokens.size() == static_cast<std::size_t>(kTokens));
           CHECK(VerseGrammar::parses(text));
         }
+        // An unmasked draft proposes forbidden bytes: the rows after them carry the dead state's
+        // mask, which allows nothing, so reading one would throw. A masked chain never does.
+        if (!masked) CHECK(decoder.strategy().dead_rows() > 0);
+        if (masked && method == "sd") CHECK(decoder.strategy().dead_rows() == 0);
       });
     }
   }
@@ -139,10 +142,11 @@ TEST_CASE("the verse grammar's masks: a state's bits are the bytes it accepts",
   }
   // After "John 3:" a verse number: a digit other than 0, nothing else.
   const std::string_view colon = "John 3:";
-  VerseGrammar::mask(VerseGrammar::run(VerseGrammar::start(),
-                                       std::vector<Token>(colon.begin(), colon.end())),
-                     128, words);
-  for (int t = 0; t < 128; ++t) CHECK(specdec::detail::mask_allows(words, t) == (t >= '1' && t <= '9'));
+  VerseGrammar::mask(
+      VerseGrammar::run(VerseGrammar::start(), std::vector<Token>(colon.begin(), colon.end())), 128,
+      words);
+  for (int t = 0; t < 128; ++t)
+    CHECK(specdec::detail::mask_allows(words, t) == (t >= '1' && t <= '9'));
   VerseGrammar::mask(VerseGrammar::State{.phase = VerseGrammar::Phase::kDead}, 128, words);
   CHECK((words[0] | words[1] | words[2] | words[3]) == 0);
 }
@@ -196,14 +200,16 @@ TEST_CASE("SD under the verse grammar, draft unmasked, emits constrained samplin
   check_constrained_first_two("sd", false);
 }
 
-TEST_CASE("EAGLE-2 under the verse grammar, draft masked, emits constrained sampling's first tokens",
-          "[examples][kjv][constrained][mc]") {
+TEST_CASE(
+    "EAGLE-2 under the verse grammar, draft masked, emits constrained sampling's first tokens",
+    "[examples][kjv][constrained][mc]") {
   check_constrained_first_two("eagle", true);
 }
 
-TEST_CASE("EAGLE-2 under the verse grammar, draft unmasked, emits constrained sampling's first "
-          "tokens",
-          "[examples][kjv][constrained][mc]") {
+TEST_CASE(
+    "EAGLE-2 under the verse grammar, draft unmasked, emits constrained sampling's first "
+    "tokens",
+    "[examples][kjv][constrained][mc]") {
   check_constrained_first_two("eagle", false);
 }
 
@@ -215,8 +221,8 @@ TEST_CASE("at temperature 0 decoding under the verse grammar is the target's con
     const auto law = constrained_law(greedy);
     greedy.push_back(static_cast<Token>(std::max_element(law.begin(), law.end()) - law.begin()));
   }
-  const std::vector<Token> expected(greedy.begin() + static_cast<std::ptrdiff_t>(grammar_prompt().size()),
-                                    greedy.end());
+  const std::vector<Token> expected(
+      greedy.begin() + static_cast<std::ptrdiff_t>(grammar_prompt().size()), greedy.end());
   REQUIRE(VerseGrammar::parses(greedy));
   for (const std::string_view method : {"sd", "sequoia", "eagle"}) {
     for (const bool masked : {true, false}) {

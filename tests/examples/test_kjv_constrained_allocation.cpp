@@ -43,6 +43,8 @@ long constrained_step_allocations(kjv::ConstrainedOptions options, bool masked) 
     const auto verdict = strategy.verify(
         context, {.batch = batch,
                   .logits = specdec::MatrixView<const float>(logits.data(), batch.rows(), vocab),
+                  .rows = {},
+                  .hidden = {},
                   .warp = options.warp});
     target.commit(batch, verdict.accepted, verdict.next);
     strategy.commit(batch, verdict.accepted, verdict.next);

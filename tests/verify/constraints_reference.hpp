@@ -43,8 +43,8 @@ inline std::vector<float> transform_row_reference(const LogitConstraints& c,
     const std::vector<Token> word(c.bad_words.begin() + c.bad_word_offsets[w],
                                   c.bad_words.begin() + c.bad_word_offsets[w + 1]);
     const std::size_t rest = word.size() - 1;
-    if (rest <= history.size() &&
-        std::equal(word.begin(), word.end() - 1, history.end() - static_cast<std::ptrdiff_t>(rest))) {
+    if (rest <= history.size() && std::equal(word.begin(), word.end() - 1,
+                                             history.end() - static_cast<std::ptrdiff_t>(rest))) {
       ok[static_cast<std::size_t>(word.back())] = false;
     }
   }

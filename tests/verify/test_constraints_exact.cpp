@@ -46,16 +46,9 @@ std::vector<float> raw_logits(const std::vector<Token>& prefix, bool draft) {
   return row;
 }
 
-enum Transform : int {
-  kGrammar = 1,
-  kAllowed = 2,
-  kBanned = 4,
-  kMinTokens = 8,
-  kRepetition = 16,
-  kFrequency = 32,
-  kPresence = 64,
-  kAll = 127
-};
+// The transforms, as bits of a setting.
+constexpr int kGrammar = 1, kAllowed = 2, kBanned = 4, kMinTokens = 8, kRepetition = 16,
+              kFrequency = 32, kPresence = 64, kAll = 127;
 
 // A request's constraints with their storage; the bitmask row is the grammar's, per prefix.
 struct Request {
@@ -170,7 +163,8 @@ struct NodeOutcome {
 
 NodeOutcome node_outcome(const Rule& rule, const std::vector<float>& p, const std::vector<float>& q,
                          const std::vector<std::int32_t>& tuple) {
-  const detail::ExactRows rows{.target = normalised(p), .draft = normalised(q), .raw_target = {}, .pi = {}};
+  const detail::ExactRows rows{
+      .target = normalised(p), .draft = normalised(q), .raw_target = {}, .pi = {}};
   std::vector<double> out(kV, 0.0);
   const double accepted = detail::exact_outcome(rule, rows, tuple, 1.0, out);
   // A rejected candidate has no correction mass (its residual entry is 0), so out at a candidate
@@ -288,8 +282,7 @@ std::vector<double> extended(Rows& rows, const Law& emitted) {
 std::vector<Warp> exact_warps() { return {Warp{}, Warp{.temperature = 0.8f, .top_p = 0.9f}}; }
 
 std::vector<int> exact_transforms() {
-  return {kGrammar,    kAllowed,   kBanned,   kMinTokens, kRepetition,
-          kFrequency,  kPresence,  kAll};
+  return {kGrammar, kAllowed, kBanned, kMinTokens, kRepetition, kFrequency, kPresence, kAll};
 }
 
 }  // namespace
@@ -332,7 +325,8 @@ TEST_CASE("the constraints change the law the enumeration compares",
     Rows rows{.q = q, .warp = Warp{}, .draft_transformed = false};
     const auto target = extended(rows, {{{}, 1.0}});
     double distance = 0.0;
-    for (std::size_t i = 0; i < target.size(); ++i) distance += std::abs(target[i] - unconstrained[i]);
+    for (std::size_t i = 0; i < target.size(); ++i)
+      distance += std::abs(target[i] - unconstrained[i]);
     INFO("transforms " << which);
     CHECK(distance > 1e-3);
   }

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
-// Constrained chain verification from logits for a ragged batch on the CPU: sequence b is
-// verify_chain_logits_constrained (or its target-only form) of its rows with its constraints, bit
-// for bit, sequences in parallel on the thread pool as verify_chain_batch_logits runs them.
+// Constrained verification from logits for ragged batches of chains and trees on the CPU:
+// sequence b is verify_chain_logits_constrained (verify_tree_logits_constrained, or their
+// target-only forms) of its rows with its constraints, bit for bit, sequences in parallel on the
+// thread pool as the other CPU batches run them.
 #pragma once
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include "specdec/backend/ragged.hpp"
 #include "specdec/backend/verify_batch.hpp"
 #include "specdec/verify/constrained_logits.hpp"
+#include "specdec/verify/tree_logits.hpp"
 
 namespace specdec {
 
@@ -21,7 +23,8 @@ namespace specdec {
 /// rows (sequence b's gamma_b + 1 rows from row draft_offsets[b] + b, as target_logits), or empty
 /// for none. `sequences`: B LogitConstraints (one per sequence) or one shared by every sequence;
 /// their own `bitmask` must be empty (the batch's is cut for them). Penalties, allowed ids, stop
-/// tokens and banned words stay per sequence and sparse.
+/// tokens and banned words stay per sequence and sparse. Tree batches take the same over their
+/// N + B target rows (tree b's N_b + 1 rows from row node_offsets[b] + b).
 struct ChainBatchConstraints {
   std::span<const std::int32_t> bitmask{};
   std::span<const LogitConstraints> sequences{};
@@ -82,24 +85,10 @@ void for_each_constrained_sequence(const backend::Cpu& cpu, const ChainBatchLogi
                           .scratch_bytes = constrained_chain_scratch_bytes(vocab, sizes.largest),
                           .name_sequence = false};
   for_each_sequence(cpu, ws, loop, [&](std::int64_t b, std::byte* bytes) {
-    const RaggedSlice seq = RaggedSlice::of(args.draft_offsets.data(), b);
-    const auto i = static_cast<std::size_t>(b);
-    const LogitSequence<float> sequence{
-        .slice = seq,
-        .warp = args.warps[static_cast<std::size_t>(warp_of(args.warps.size(), b))],
-        .target = {args.target_logits.row_data(seq.first_row()), args.target_logits.stride,
-                   "target_logits", seq.first_row()},
-        .tokens = args.draft_tokens.data() + seq.first,
-        .stream = args.streams[i],
-        .emitted = args.emitted.subspan(static_cast<std::size_t>(seq.first_row()),
-                                        static_cast<std::size_t>(seq.count) + 1),
-        .scratch = chain_logits_scratch(bytes, vocab)};
+    const LogitSequence<float> sequence = logit_sequence(args, b, bytes);
+    const RaggedSlice& seq = sequence.slice;
     const ChainVerdict verdict = verdict_or_status(args.status, b, ChainVerdict{-1, 0}, [&] {
-      if (!args.status.empty()) {
-        sequence.warp.validate(vocab);
-        for (std::int64_t k = 0; k < seq.count; ++k)
-          check_token(ArgName("draft_tokens", b)[k], sequence.tokens[k], vocab);
-      }
+      check_logit_sequence(args, sequence);
       const LogitConstraints c = sequence_constraints(constraints, seq, vocab);
       // Errors of the constraints name the sequence: "penalties.tokens[b][0]", "bitmask[b][2]".
       try {
@@ -107,12 +96,85 @@ void for_each_constrained_sequence(const backend::Cpu& cpu, const ChainBatchLogi
       } catch (const Error& e) {
         rethrow_for_sequence(e, b);
       }
-      auto rows = constrained_rows(c, sequence.target, ChainPrefix{sequence.tokens}, vocab,
-                                   bytes + chain_logits_scratch_size(std::max<std::int64_t>(vocab, 1)));
+      auto rows =
+          constrained_rows(c, sequence.target, ChainPrefix{sequence.tokens}, vocab,
+                           bytes + chain_logits_scratch_size(std::max<std::int64_t>(vocab, 1)));
       rows.sequence = b;
       return walk(sequence, rows.rows_view());
     });
-    finish_chain(verdict.accepted, verdict.emitted, sequence.emitted, args.accepted[i]);
+    finish_chain(verdict.accepted, verdict.emitted, sequence.emitted,
+                 args.accepted[static_cast<std::size_t>(b)]);
+  });
+  count_failures(args.status);
+}
+
+/// The per-thread scratch of a constrained tree batch for trees of at most `max_nodes` nodes:
+/// four ints per node (depths, children, candidates, ids), the walk's rows and the transformed
+/// rows.
+inline std::size_t constrained_tree_scratch_bytes(std::int64_t vocab, std::int64_t max_nodes) {
+  const auto v = std::max<std::int64_t>(vocab, 1);
+  const auto n = static_cast<std::size_t>(std::max<std::int64_t>(max_nodes, 0)) + 1;
+  return Workspace::round_up(4 * n * sizeof(std::int32_t)) + tree_logits_scratch_size(v) +
+         constrained_rows_size(v, max_nodes);
+}
+
+/// The loop of both constrained tree batches (`rule` nullptr: target-only): the checks, then
+/// walk(tree, rows, buffers, bytes) for each tree, `rows` its transformed target rows and `bytes`
+/// the walk's scratch; the outputs written.
+template <class Walk>
+void for_each_constrained_tree(const backend::Cpu& cpu, const Rule* rule, const TreeBatchArgs& args,
+                               std::span<const Warp> warps,
+                               const ChainBatchConstraints& constraints, Workspace& ws,
+                               Walk&& walk) {
+  const RaggedSizes sizes = check_tree_batch<backend::Cpu>(args, rule != nullptr);
+  const std::int64_t vocab = args.target_rows.cols;
+  check_contiguous("target_rows", args.target_rows);
+  if (rule != nullptr) check_contiguous("draft_rows", args.draft_rows);
+  check_warp_list(warps, sizes.batch, vocab, "sequence");
+  check_batch_constraints(constraints, sizes.batch, sizes.total + sizes.batch, vocab);
+  const auto n_max = static_cast<std::size_t>(sizes.largest) + 1;
+  const SequenceLoop loop{.batch = sizes.batch,
+                          .scratch_bytes = constrained_tree_scratch_bytes(vocab, sizes.largest),
+                          .name_sequence = false};
+  for_each_sequence(cpu, ws, loop, [&](std::int64_t b, std::byte* bytes) {
+    const RaggedSlice seq = RaggedSlice::of(args.node_offsets.data(), b);
+    const auto n = static_cast<std::size_t>(seq.count);
+    const auto v = static_cast<std::size_t>(vocab);
+    const TreeView tree = args.trees.subtree(static_cast<std::size_t>(seq.first), n);
+    const Warp& warp = warps[static_cast<std::size_t>(warp_of(std::ssize(warps), b))];
+    auto* depth = reinterpret_cast<std::int32_t*>(bytes);
+    const TreeBuffers buffers{.accepted_nodes = args.accepted_nodes.data() + seq.first,
+                              .candidates = reinterpret_cast<Token*>(depth + 2 * n_max),
+                              .ids = depth + 3 * n_max};
+    std::byte* walk_bytes = bytes + Workspace::round_up(4 * n_max * sizeof(std::int32_t));
+    std::byte* rows_bytes = walk_bytes + tree_logits_scratch_size(std::max<std::int64_t>(vocab, 1));
+    const TreeVerdict verdict =
+        verdict_or_status(args.status, b, TreeVerdict{-1, kNoToken, false}, [&] {
+          const RowSpans<float> logits{
+              .target = {args.target_rows.row_data(seq.first_row()), (n + 1) * v},
+              .draft = rule == nullptr
+                           ? std::span<const float>{}
+                           : std::span<const float>(args.draft_rows.row_data(seq.first_row()),
+                                                    (n + 1) * v)};
+          const LogitConstraints c = sequence_constraints(constraints, seq, vocab);
+          // Errors name the tree: "tokens[b][i]", "penalties.tokens[b][0]", "bitmask[b][2]".
+          try {
+            check_tree_logits<float>(rule, warp, tree, logits, vocab, n, depth, depth + n_max);
+            check_constraints(c, seq.count + 1, vocab);
+          } catch (const Error& e) {
+            rethrow_for_sequence(e, b);
+          }
+          auto rows = constrained_rows(
+              c, LogitRows<float>{logits.target.data(), vocab, "target_rows", seq.first_row()},
+              TreePrefix{tree}, vocab, rows_bytes);
+          rows.sequence = b;
+          return walk(warp, tree, logits, rows.rows_view(), buffers, walk_bytes,
+                      args.streams[static_cast<std::size_t>(b)], seq);
+        });
+    const auto i = static_cast<std::size_t>(b);
+    args.accepted[i] = verdict.accepted;
+    args.final_tokens[i] = verdict.token;
+    if (!args.bonus.empty()) args.bonus[i] = verdict.bonus ? 1 : 0;
   });
   count_failures(args.status);
 }
@@ -168,8 +230,61 @@ inline void verify_chain_batch_target_only_logits_constrained(
       cpu, args, constraints, ws, /*draft_rows=*/false,
       [&](const detail::LogitSequence<float>& s, const detail::LogitRows<float>& target) {
         return detail::verify_chain_target_only_logits_unchecked<float>(
-            s.warp, target, s.tokens, s.slice.count, vocab, s.stream, s.emitted.data(),
-            s.scratch);
+            s.warp, target, s.tokens, s.slice.count, vocab, s.stream, s.emitted.data(), s.scratch);
+      });
+}
+
+/// Bytes of Workspace verify_tree_batch_logits_constrained (and its target-only form) takes on
+/// `cpu` for `shape` (batch, largest tree, vocab).
+inline std::size_t constrained_tree_batch_workspace_size(const backend::Cpu& cpu,
+                                                         const TreeBatchShape& shape) {
+  return detail::sequence_loop_bytes(
+      cpu, shape.batch, detail::constrained_tree_scratch_bytes(shape.vocab, shape.max_nodes));
+}
+
+/// Tree verification from logits with constraints for B ragged trees: `args` in TreeBatchArgs'
+/// layout with logits in `target_rows` and `draft_rows` (N + B rows each, tree b's from row
+/// node_offsets[b] + b, root row first), `warps` one per tree or one shared, `constraints` as
+/// for chains over the N + B target rows (a node's row: its ancestors' tokens and its own are its
+/// draft prefix). Tree b is verify_tree_logits_constrained(rule, warps[b], ...) of its rows and
+/// constraints, bit for bit. float logits, host memory, contiguous rows. Size `ws` with
+/// constrained_tree_batch_workspace_size. Throws specdec::Error naming the bad argument (a tree's
+/// as "tokens[b][i]", "penalties.tokens[b][i]", "bitmask[b][i]"); with `status`, a tree whose
+/// data or constraints are bad fails alone.
+inline void verify_tree_batch_logits_constrained(const backend::Cpu& cpu, const Rule& rule,
+                                                 const TreeBatchArgs& args,
+                                                 std::span<const Warp> warps,
+                                                 const ChainBatchConstraints& constraints,
+                                                 Workspace& ws) {
+  const std::int64_t vocab = args.target_rows.cols;
+  detail::for_each_constrained_tree(
+      cpu, &rule, args, warps, constraints, ws,
+      [&](const Warp& warp, TreeView tree, const RowSpans<float>& logits,
+          const detail::LogitRows<float>& target, const TreeBuffers& buffers, std::byte* bytes,
+          const RandomStream& stream, const detail::RaggedSlice& seq) {
+        const detail::TreeLogitRows<float> view{
+            .target = target,
+            .draft = {logits.draft.data(), vocab, "draft_rows", seq.first_row()},
+            .vocab = vocab};
+        return detail::verify_tree_logits_unchecked<float>(
+            rule, warp, tree, view, stream, buffers, detail::tree_logits_scratch(bytes, vocab));
+      });
+}
+
+/// verify_tree_batch_logits_constrained without draft rows (`draft_rows` empty): tree b is
+/// verify_tree_target_only_logits_constrained of its rows and constraints, bit for bit. Workspace
+/// and errors as verify_tree_batch_logits_constrained.
+inline void verify_tree_batch_target_only_logits_constrained(
+    const backend::Cpu& cpu, const TreeBatchArgs& args, std::span<const Warp> warps,
+    const ChainBatchConstraints& constraints, Workspace& ws) {
+  const std::int64_t vocab = args.target_rows.cols;
+  detail::for_each_constrained_tree(
+      cpu, nullptr, args, warps, constraints, ws,
+      [&](const Warp& warp, TreeView tree, const RowSpans<float>&,
+          const detail::LogitRows<float>& target, const TreeBuffers& buffers, std::byte* bytes,
+          const RandomStream& stream, const detail::RaggedSlice&) {
+        return detail::verify_tree_target_only_logits_unchecked<float>(
+            warp, tree, target, vocab, stream, buffers, detail::chain_logits_scratch(bytes, vocab));
       });
 }
 

@@ -250,6 +250,32 @@ struct LogitSequence {
   ChainLogitsScratch scratch;
 };
 
+/// Sequence b of a chain batch from logits, its scratch laid out in `bytes`.
+template <class T>
+LogitSequence<T> logit_sequence(const ChainBatchLogitsArgs<T>& args, std::int64_t b,
+                                std::byte* bytes) {
+  const RaggedSlice seq = RaggedSlice::of(args.draft_offsets.data(), b);
+  return {.slice = seq,
+          .warp = args.warps[static_cast<std::size_t>(warp_of(args.warps.size(), b))],
+          .target = {args.target_logits.row_data(seq.first_row()), args.target_logits.stride,
+                     "target_logits", seq.first_row()},
+          .tokens = args.draft_tokens.data() + seq.first,
+          .stream = args.streams[static_cast<std::size_t>(b)],
+          .emitted = args.emitted.subspan(static_cast<std::size_t>(seq.first_row()),
+                                          static_cast<std::size_t>(seq.count) + 1),
+          .scratch = chain_logits_scratch(bytes, args.target_logits.cols)};
+}
+
+/// With a status buffer, a sequence's warp and tokens are checked with it (a failure is its own).
+template <class T>
+void check_logit_sequence(const ChainBatchLogitsArgs<T>& args, const LogitSequence<T>& sequence) {
+  if (args.status.empty()) return;
+  const std::int64_t vocab = args.target_logits.cols;
+  sequence.warp.validate(vocab);
+  for (std::int64_t k = 0; k < sequence.slice.count; ++k)
+    check_token(ArgName("draft_tokens", sequence.slice.index)[k], sequence.tokens[k], vocab);
+}
+
 /// The loop of both chain batches from logits (`draft_rows` false: target-only): the checks, then
 /// walk(sequence) for each sequence, which returns its ChainVerdict.
 template <class T, class Walk>
@@ -263,28 +289,14 @@ void for_each_logit_sequence(const backend::Cpu& cpu, const ChainBatchLogitsArgs
                           .scratch_bytes = chain_logits_scratch_size(vocab),
                           .name_sequence = false};
   for_each_sequence(cpu, ws, loop, [&](std::int64_t b, std::byte* bytes) {
-    const RaggedSlice seq = RaggedSlice::of(args.draft_offsets.data(), b);
-    const auto i = static_cast<std::size_t>(b);
-    const LogitSequence<T> sequence{
-        .slice = seq,
-        .warp = args.warps[static_cast<std::size_t>(warp_of(args.warps.size(), b))],
-        .target = {args.target_logits.row_data(seq.first_row()), args.target_logits.stride,
-                   "target_logits", seq.first_row()},
-        .tokens = args.draft_tokens.data() + seq.first,
-        .stream = args.streams[i],
-        .emitted = args.emitted.subspan(static_cast<std::size_t>(seq.first_row()),
-                                        static_cast<std::size_t>(seq.count) + 1),
-        .scratch = chain_logits_scratch(bytes, vocab)};
+    const LogitSequence<T> sequence = logit_sequence(args, b, bytes);
     const ChainVerdict verdict =
         verdict_or_status(args.status, b, ChainVerdict{-1, 0}, [&] {
-          if (!args.status.empty()) {
-            sequence.warp.validate(vocab);
-            for (std::int64_t k = 0; k < seq.count; ++k)
-              check_token(ArgName("draft_tokens", b)[k], sequence.tokens[k], vocab);
-          }
+          check_logit_sequence(args, sequence);
           return walk(sequence);
         });
-    finish_chain(verdict.accepted, verdict.emitted, sequence.emitted, args.accepted[i]);
+    finish_chain(verdict.accepted, verdict.emitted, sequence.emitted,
+                 args.accepted[static_cast<std::size_t>(b)]);
   });
   count_failures(args.status);
 }

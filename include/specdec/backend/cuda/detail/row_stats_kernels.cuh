@@ -234,19 +234,76 @@ __device__ float nucleus_gate(Global<const T> row, std::int64_t n, float top_p,
   return prune;  // the sample saw the mass only at the top (a peaked row): it tells nothing
 }
 
+/// What the whole block finds over a row's cached tiles for its last block: combine_tiles's
+/// largest logit (a NaN never taken) and the first tile holding it, whether any tile is bad.
+struct TileMaximum {
+  float max;
+  std::int32_t first;
+  std::int32_t bad;
+
+  /// Whether tile t's largest logit v replaces this one: larger, or equal in an earlier tile (what
+  /// combine_tiles's walk in order keeps, so the reduction's order does not matter).
+  __device__ __forceinline__ bool taken_over_by(float v, std::int32_t t) const {
+    return v > max || (v == max && t < first);
+  }
+};
+
+/// The per-warp results of max_of_tiles (StatsShared).
+struct TileMaximumShared {
+  TileMaximum warp[kStatsWarps];
+};
+
+/// TileMaximum of tiles[0, count) in shared memory by the whole block: each thread its strided
+/// tiles, then its warp by shuffles, then the warps in order. Ends with a barrier.
+__device__ inline TileMaximum max_of_tiles(const TileStats* tiles, std::int64_t count,
+                                           TileMaximumShared& sh) {
+  TileMaximum m{specdec::kNegInf, 0x7fffffff, 0};
+  for (std::int64_t t = threadIdx.x; t < count; t += blockDim.x) {
+    if (m.taken_over_by(tiles[t].max, static_cast<std::int32_t>(t))) {
+      m.max = tiles[t].max;
+      m.first = static_cast<std::int32_t>(t);
+    }
+    m.bad |= tiles[t].bad;
+  }
+  for (int mask = 16; mask > 0; mask /= 2) {
+    const float v = __shfl_xor_sync(0xffffffffu, m.max, mask);
+    const std::int32_t t = __shfl_xor_sync(0xffffffffu, m.first, mask);
+    m.bad |= __shfl_xor_sync(0xffffffffu, m.bad, mask);
+    if (m.taken_over_by(v, t)) {
+      m.max = v;
+      m.first = t;
+    }
+  }
+  if (threadIdx.x % 32 == 0) sh.warp[threadIdx.x / 32] = m;
+  __syncthreads();
+  TileMaximum out = sh.warp[0];
+  for (int w = 1; w < kStatsWarps; ++w) {
+    const TileMaximum o = sh.warp[w];
+    out.bad |= o.bad;
+    if (out.taken_over_by(o.max, o.first)) {
+      out.max = o.max;
+      out.first = o.first;
+    }
+  }
+  __syncthreads();  // sh is read before a later call writes it
+  return out;
+}
+
+/// The statistics kernel's shared memory.
 struct StatsShared {
   union {
     float tile[kStatsWarps][kTile];
     SplitTopKShared top_k;  // a top-k row's block list
   };
   GateShared gate;
+  TileMaximumShared maximum;
   RowStats row;
   DeviceWarp warp;
   int last;
 };
 
 /// One tile (count <= kTile entries at `tile`) by one warp: the entries into buf, then the
-/// CPU's tile rule. Lane 0 returns the tile's TileStats.
+/// CPU's tile rule (buf left holding the exponentials). Lane 0 returns the tile's TileStats.
 template <class T>
 __device__ __forceinline__ TileStats tile_stats(Global<const T> tile, int count, float inv_t,
                                                 float* buf) {
@@ -289,13 +346,17 @@ __device__ __forceinline__ TileStats tile_stats(Global<const T> tile, int count,
     const int other = __shfl_xor_sync(0xffffffffu, first, mask);
     first = other < first ? other : first;
   }
-  // Lane j < 16 adds the entries at offsets j mod 16 in order, as the CPU's lane j does.
+  // The exponentials by all 32 lanes, each rounded on its own as the CPU's are; then lane j < 16
+  // adds those at offsets j mod 16 in order, as the CPU's lane j does (its one chain of sums).
   float sum = 0.0f;
-  if (lane < kTileLanes && max > specdec::kNegInf) {
+  if (max > specdec::kNegInf) {
     SPECDEC_UNROLL(8)
-    for (int i = lane; i < count; i += kTileLanes) {
-      sum = specdec::detail::add_rn(
-          sum, specdec::detail::exp_flush(specdec::detail::scaled_exponent(buf[i], max, inv_t)));
+    for (int i = lane; i < count; i += 32)
+      buf[i] = specdec::detail::exp_flush(specdec::detail::scaled_exponent(buf[i], max, inv_t));
+    __syncwarp();
+    if (lane < kTileLanes) {
+      SPECDEC_UNROLL(8)
+      for (int i = lane; i < count; i += kTileLanes) sum = specdec::detail::add_rn(sum, buf[i]);
     }
   }
   // The lanes added in order 0..15 (add_lanes).
@@ -347,19 +408,29 @@ struct TileSums {
   }
 };
 
-/// A row's tiles cached in shared memory.
-struct CachedTiles {
-  const TileStats* tiles;
-  __device__ __forceinline__ TileStats at(std::int64_t t) const { return tiles[t]; }
-  __device__ __forceinline__ specdec::detail::TileSum operator[](std::int64_t t) const {
-    return {tiles[t].max, tiles[t].sum, 0.0f};
-  }
-};
-
 /// How many tiles the statistics kernel's tile buffers hold with their terms (TileStats and a
 /// double each: rows up to 1.3M entries).
 inline constexpr std::int64_t kCachedTiles = static_cast<std::int64_t>(
     sizeof(float) * kStatsWarps * kTile / (sizeof(TileStats) + sizeof(double)));
+
+/// A row's RowStats from its largest logit and sum (combine_tiles's), whether a tile holds a NaN
+/// or +inf (`bad`), and for a greedy row the argmax of the first tile holding that logit.
+template <class Argmax>
+__device__ RowStats row_stats_of(const specdec::detail::RowSum& sum, std::int32_t bad, float inv_t,
+                                 bool greedy, const Argmax& argmax) {
+  RowStats out{specdec::detail::WarpStats::uncut(),
+               bad != 0 || !(sum.max > specdec::kNegInf) ? 1 : 0};
+  out.inv_temperature = inv_t;
+  out.max = sum.max;
+  out.inv_sum = 1.0f / static_cast<float>(sum.sum);
+  if (greedy && out.invalid == 0) {
+    out.greedy = argmax();
+    out.inv_temperature = 1.0f;
+    out.max = 0.0f;
+    out.inv_sum = 1.0f;
+  }
+  return out;
+}
 
 /// A row's RowStats from its largest logit and sum (combine_tiles's) and its tiles.
 template <class Tiles>
@@ -367,24 +438,17 @@ __device__ RowStats finish_row(const Tiles& tiles, std::int64_t count, float inv
                                const specdec::detail::RowSum& sum) {
   std::int32_t bad = 0;
   for (std::int64_t t = 0; t < count; ++t) bad |= tiles.at(t).bad;
-  RowStats out{specdec::detail::WarpStats::uncut(),
-               bad != 0 || !(sum.max > specdec::kNegInf) ? 1 : 0};
-  out.inv_temperature = inv_t;
-  out.max = sum.max;
-  out.inv_sum = 1.0f / static_cast<float>(sum.sum);
-  if (greedy && out.invalid == 0) {
+  return row_stats_of(sum, bad, inv_t, greedy, [&] {
+    std::int32_t argmax = -1;
     for (std::int64_t t = 0; t < count; ++t) {
       const TileStats s = tiles.at(t);
       if (s.max == sum.max) {
-        out.greedy = s.argmax;
+        argmax = s.argmax;
         break;
       }
     }
-    out.inv_temperature = 1.0f;
-    out.max = 0.0f;
-    out.inv_sum = 1.0f;
-  }
-  return out;
+    return argmax;
+  });
 }
 
 /// A top-k row's part of the statistics launch, by each of its blocks: the block's best k of its
@@ -452,22 +516,18 @@ __global__ void __launch_bounds__(kStatsThreads)
     if (lane == 0) row_tiles[t] = s;
   }
   // The last block of a row to finish combines its tiles: read side by side into shared memory
-  // (the tile buffers are free now), then combined in tile order by one thread.
+  // (the tile buffers are free now), then combined in tile order.
   if (!last_block_of_row(counters, r, split.blocks_per_row, sh.last)) return;
   if (split.tiles <= kCachedTiles) {
-    // combine_tiles's sum, its terms (exact products) computed side by side, added in tile order.
+    // combine_tiles's sum, its largest logit found and its terms (exact products) computed by the
+    // whole block, the terms added in tile order by one thread.
     TileStats* cached = reinterpret_cast<TileStats*>(&sh.tile[0][0]);
     double* terms = reinterpret_cast<double*>(cached + kCachedTiles);
     for (std::int64_t t = threadIdx.x; t < split.tiles; t += blockDim.x)
       cached[t] = TileStats(row_tiles[t]);
     __syncthreads();
-    if (threadIdx.x == 0) {
-      float max = specdec::kNegInf;
-      for (std::int64_t t = 0; t < split.tiles; ++t) max = cached[t].max > max ? cached[t].max : max;
-      sh.row.max = max;
-    }
-    __syncthreads();
-    const float max = sh.row.max;
+    const TileMaximum maximum = max_of_tiles(cached, split.tiles, sh.maximum);
+    const float max = maximum.max;
     for (std::int64_t t = threadIdx.x; t < split.tiles; t += blockDim.x) {
       const TileStats tile = cached[t];
       terms[t] = tile.max > specdec::kNegInf
@@ -479,7 +539,8 @@ __global__ void __launch_bounds__(kStatsThreads)
       specdec::detail::RowSum sum;
       sum.max = max;
       for (std::int64_t t = 0; t < split.tiles; ++t) sum.sum += terms[t];
-      RowStats out = finish_row(CachedTiles{cached}, split.tiles, inv_t, greedy, sum);
+      RowStats out = row_stats_of(sum, maximum.bad, inv_t, greedy,
+                                  [&] { return cached[maximum.first].argmax; });
       if (!valid_warp(w, n) || !statistics_warp(w, n)) out.invalid = kInvalidWarp;
       stats[r] = out;
       sh.row = out;

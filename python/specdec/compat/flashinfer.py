@@ -17,8 +17,11 @@ What differs from FlashInfer:
   token at its position comes from the residual max(p - q, 0).
 - Probability rows must sum to 1 (within 1%, then rescaled: float16 / bfloat16 rounding);
   FlashInfer reads unnormalised rows as they are. Inputs are torch tensors or NumPy arrays
-  (float32, float16, bfloat16 probabilities), torch in, torch out; CUDA tensors go to specdec's CUDA backend when it was built, and raise specdec.Error
-  naming the argument otherwise. Bad input raises specdec.Error naming the argument.
+  (float32, float16, bfloat16 probabilities), torch in, torch out. Torch tensors are used where
+  they lie (CPU or CUDA): the work runs there as torch operations and specdec's batch calls,
+  with no copy of rows, tokens or outputs between host and device (a specdec built without
+  CUDA raises specdec.Error naming the argument). Bad input raises specdec.Error naming the
+  argument.
 """
 
 from __future__ import annotations
@@ -226,12 +229,11 @@ def _usable(tokens: Any, draft: Any) -> Any:
     """Draft tokens inside the vocabulary that their draft row gives probability (NumPy or
     torch)."""
     inside = (tokens >= 0) & (tokens < draft.shape[2])
+    safe = tokens.clip(0, draft.shape[2] - 1)[..., None]  # read, then masked by `inside`
     if is_torch(tokens):
         import torch
-        safe = torch.where(inside, tokens, torch.zeros_like(tokens))
-        return inside & (torch.gather(draft, 2, safe[..., None])[..., 0] > 0)
-    safe = np.where(inside, tokens, 0)
-    return inside & (np.take_along_axis(draft, safe[..., None], axis=2)[..., 0] > 0)
+        return inside & (torch.gather(draft, 2, safe)[..., 0] > 0)
+    return inside & (np.take_along_axis(draft, safe, axis=2)[..., 0] > 0)
 
 
 def _later_passes(draft, tokens, target, emitted, user_words, usable=None):
@@ -242,13 +244,12 @@ def _later_passes(draft, tokens, target, emitted, user_words, usable=None):
     if usable is None:
         usable = _usable(tokens, draft)
     u = _specdec._fill_uniforms(user_words, n)
+    safe = tokens.clip(0, draft.shape[2] - 1)[..., None]  # read, then masked by `usable`
     if is_torch(tokens):
         import torch
-        safe = torch.where(usable, tokens, torch.zeros_like(tokens))[..., None]
         q, p = (torch.gather(rows, 2, safe)[..., 0] for rows in (draft, target[:, :n]))
         later = torch.arange(n, device=tokens.device)[None, :] > emitted[:, None].to(torch.int64)
         return (usable & (u * q < p) & later).sum(1).to(torch.int32)
-    safe = np.where(usable, tokens, 0)[..., None]
     q, p = (np.take_along_axis(rows, safe, axis=2)[..., 0] for rows in (draft, target[:, :n]))
     later = np.arange(n)[None, :] > emitted[:, None]
     return (usable & (np.asarray(u) * q < p) & later).sum(1).astype(np.int32)

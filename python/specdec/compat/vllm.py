@@ -39,9 +39,13 @@ What differs from vLLM:
 - A draft token outside ``[0, V)`` (the placeholder -1 included) or with draft probability 0 is
   rejected without being read, as in vLLM (under every method); the token at its position comes from the target row
   (with draft rows, from the residual max(p - q, 0)).
-- Draft probability rows must sum to 1 (within 1%, then rescaled). Inputs are torch CPU
-  tensors or NumPy arrays (torch in, torch out); a CUDA tensor raises
-  specdec.Error naming it. Bad input raises specdec.Error naming the argument.
+- Draft probability rows must sum to 1 (within 1%, then rescaled). Inputs are torch tensors
+  or NumPy arrays (torch in, torch out). Torch tensors are used where they lie (CPU or CUDA):
+  the checks, warps (_warp_rows), verification and logprobs run there, with no copy of rows,
+  tokens or outputs between host and device and no loop over the batch; the host reads back a
+  few flags. "block", "synthetic" and "fly" run on the host only (CUDA tensors raise
+  specdec.Error naming rejection_sample_method or logits). Bad input raises specdec.Error
+  naming the argument.
 """
 
 from __future__ import annotations

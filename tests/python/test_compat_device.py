@@ -126,8 +126,18 @@ def vllm_case(seed, counts=(3, 0, 2, 4, 1), vocab=40):
 @pytest.mark.parametrize("method", ["standard", "synthetic", "fly"])
 @pytest.mark.parametrize("with_probs", [False, True])
 @pytest.mark.parametrize("temperatures", [[0, 0, 0, 0, 0], [0.8] * 5, [0, 0.7, 1.0, 0, 1.3]])
-def test_vllm_torch_path_gives_the_numpy_tokens_without_moves(method, with_probs, temperatures):
+@pytest.mark.parametrize("permuted", [False, True])
+def test_vllm_torch_path_gives_the_numpy_tokens_without_moves(method, with_probs, temperatures,
+                                                              permuted):
     metadata, logits, probs = vllm_case(len(temperatures) + int(with_probs))
+    if permuted:  # rows not in vLLM's layout, plus one row no index names
+        order = np.random.default_rng(1).permutation(logits.shape[0] + 1)
+        where = np.argsort(order)  # where[r]: the new position of row r
+        logits = np.concatenate([logits, logits[:1] * 0])[order]
+        metadata.target_logits_indices = torch.as_tensor(
+            where[metadata.target_logits_indices.numpy()].astype(np.int32))
+        metadata.bonus_logits_indices = torch.as_tensor(
+            where[metadata.bonus_logits_indices.numpy()].astype(np.int32))
     settings = dict(temperature=np.array(temperatures, np.float32),
                     top_k=np.array([0, 5, 0, 100, 3]), top_p=np.array([1, 0.9, 0.5, 1, 1], np.float32),
                     seeds=np.arange(5) * 17 + 3)
@@ -342,3 +352,39 @@ def test_a_captured_vllm_step_replays_on_new_inputs():
         eager = step()
         assert all(r.tolist() == e.tolist() for r, e in zip(replayed, eager))
         assert int(replayed[2][-1]) == 0  # no sequence failed
+
+
+@requires_torch
+@pytest.mark.parametrize("change, argument", [
+    ("temperature", "temperature[2]"), ("top_p", "top_p[1]"),
+    ("cu_num_draft_tokens", "cu_num_draft_tokens"),
+    ("target_logits_indices", "target_logits_indices[3]"), ("draft_probs", "draft_probs"),
+    ("logits", "logits"),
+])
+def test_vllm_torch_path_names_bad_input_as_the_numpy_path(change, argument):
+    metadata, logits, probs = vllm_case(2)
+    fields = {name: np.array(getattr(metadata, name).tolist()) for name in
+              ("draft_token_ids", "cu_num_draft_tokens", "target_logits_indices",
+               "bonus_logits_indices")}
+    settings = dict(temperature=np.full(5, 0.9, np.float32), top_p=np.ones(5, np.float32))
+    if change == "temperature":
+        settings["temperature"][2] = -0.5
+    elif change == "top_p":
+        settings["top_p"][1] = 0.0
+    elif change == "cu_num_draft_tokens":
+        fields[change][1] += 1
+    elif change == "target_logits_indices":
+        fields[change][3] = logits.shape[0] + 4
+        logits = np.concatenate([logits, logits[:1]])  # not vLLM's layout: indices range-checked
+    elif change == "draft_probs":
+        probs[4, 7] = -0.5
+    else:
+        logits[6, 3] = np.nan
+    for convert in (lambda x: x, torch.as_tensor):
+        with pytest.raises(specdec.Error) as raised:
+            vllm.rejection_sample(convert(fields["draft_token_ids"]), metadata.num_draft_tokens,
+                                  convert(fields["cu_num_draft_tokens"]), convert(probs),
+                                  convert(logits), convert(fields["target_logits_indices"]),
+                                  convert(fields["bonus_logits_indices"]), seeds=np.arange(5),
+                                  **{k: convert(v) for k, v in settings.items()})
+        assert raised.value.argument == argument

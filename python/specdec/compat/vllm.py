@@ -426,6 +426,7 @@ def _rejection_sample_torch(draft_token_ids, num_draft_tokens, cu_num_draft_toke
         groups = ([(None, False)] if all_greedy else [(None, True)] if not any_greedy
                   else [(greedy, False), (~greedy, True)])
     call = _lossy_call(rates, fly) if method in ("synthetic", "fly") else None
+    same_counts = bool((counts_host == width - 1).all())  # uniform: no offsets, no unpacking
 
     def verify(chosen, uses_draft, probs):
         sub = _subset_torch(chosen, counts, warped, tokens, probs if uses_draft else None,
@@ -436,7 +437,8 @@ def _rejection_sample_torch(draft_token_ids, num_draft_tokens, cu_num_draft_toke
             usable = usable & (torch.gather(sub[3], 1, safe[:, None])[:, 0] > 0)
         return verify_chains_torch(
             sub[0], sub[1], sub[2], sub[3], streams if chosen is None else streams[chosen], width,
-            usable, bool(read_flags(usable.all())[0]), names=_NAMES, threads=threads, call=call)[0]
+            usable, bool(usable.all()), names=_NAMES, threads=threads, call=call,
+            uniform=chosen is None and same_counts and call is None)[0]
 
     for chosen, uses_draft in groups:
         try:

@@ -617,6 +617,9 @@ class RejectionSampler:
                      ) -> tuple[list[list[int]], Optional[list[int]]]:
         """Per-request token lists without placeholders and ids >= vocab_size; requests in
         discard_req_indices get empty lists. With return_cu_num_tokens also [0, n0, n0 + n1, ...]."""
+        if is_cuda(output_token_ids):  # Python lists are host objects: read back, as vLLM does
+            output_token_ids = np.array(output_token_ids.tolist(), np.int64).reshape(
+                tuple(output_token_ids.shape))
         tokens = as_numpy(output_token_ids, "output_token_ids", kind="int", ndim=2)
         discard = set(int(i) for i in discard_req_indices)
         lists = [[] if b in discard else [int(t) for t in row if 0 <= t < vocab_size]

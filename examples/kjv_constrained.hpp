@@ -127,7 +127,8 @@ class VerseGrammar {
 };
 
 /// A draft's logit for a byte the grammar forbids: finite, so the tree selectors rank such nodes
-/// last instead of reading -inf, and far enough below any logit that softmax gives it 0.
+/// last instead of reading -inf, and so far below any logit that softmax leaves it no weight to
+/// speak of (SD verifies against the rows as drafted, so the law is exact either way).
 inline constexpr float kForbiddenLogit = -1.0e4f;
 
 /// A draft LogitsProvider with its rows masked by the grammar after each node's prefix (when

@@ -4,7 +4,7 @@ a token its draft row gives no probability)."""
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from typing import Any, Optional
 
 import numpy as np
 

@@ -846,13 +846,17 @@ void bind_batches(py::module_& m) {
   m.def(
       "_warp_rows",
       [](py::handle logits_object, py::handle warps_object, int threads) -> py::object {
-        const Array logits = rows_arg(logits_object, "logits", 2);
         if (runs_on_cuda(first_cuda({{logits_object, "logits"}}))) {
 #if defined(SPECDEC_PYTHON_WITH_CUDA)
-          if (logits.dim(0) == 0) return cuda_empty({0, logits.dim(1)}, DType::float32, logits.device);
-          return cuda_warp_rows(logits, warps_object);
+          const Array device_logits = device_arg(logits_object, "logits", -1);
+          require_ndim(device_logits, "logits", 2);
+          if (device_logits.dim(0) == 0) {
+            return cuda_empty({0, device_logits.dim(1)}, DType::float32, device_logits.device);
+          }
+          return cuda_warp_rows(device_logits, warps_object);
 #endif
         }
+        const Array logits = rows_arg(logits_object, "logits", 2);
         const Array warps = warp_tensor_arg(warps_object, logits.dim(0));
         specdec::python::require_host(warps, "warps");
         Output<float> warped({logits.dim(0), logits.dim(1)}, kind_of(logits));

@@ -88,7 +88,8 @@ def seed_from_generator(generator: Any, name: str) -> int:
     """One stream seed drawn from a caller's torch.Generator or numpy.random.Generator."""
     if type(generator).__module__.startswith("torch"):
         import torch
-        return int(torch.randint(0, 2**63 - 1, (1,), generator=generator, dtype=torch.int64))
+        return int(torch.randint(0, 2**63 - 1, (1,), generator=generator, dtype=torch.int64,
+                                 device=generator.device))  # a CUDA generator draws there
     if isinstance(generator, np.random.Generator):
         return int(generator.integers(0, 2**63 - 1))
     raise error(name, f"is a {type(generator).__name__}; expected a torch or NumPy generator")
@@ -250,6 +251,12 @@ def _on(value: Any, name: str, device: Any) -> Any:
         return torch.as_tensor(np.asarray(value), device=device)
     except (TypeError, ValueError, RuntimeError) as e:
         raise error(name, f"is not an array ({e})") from None
+
+
+def row_refusal(refused: _specdec.Error, names: Any) -> bool:
+    """Whether a verifier's error may be a row off by float16-like rounding: one naming the rows
+    (the CPU's checks) or a status word (CUDA's, read back with check=True)."""
+    return refused.argument in names or refused.argument.startswith("status")
 
 
 def read_flags(*flags: Any) -> list:

@@ -32,7 +32,7 @@ import numpy as np
 
 from .. import _specdec
 from ._common import (_USER_DOMAIN, _VERIFY_DOMAIN, as_numpy, draw_seeds, error, is_torch,
-                      read_flags, renormalised, rescale_torch, rescaled_rows,
+                      read_flags, renormalised, rescale_torch, rescaled_rows, row_refusal,
                       seed_from_generator, stream_words, torch_device, torch_ints, torch_rows,
                       verify_chains, verify_chains_torch)
 
@@ -87,7 +87,7 @@ def chain_speculative_sampling(draft_probs: Any, draft_token_ids: Any, target_pr
         try:
             output, emitted = verify(draft, target)
         except _specdec.Error as refused:  # rows off by float16-like rounding: rescaled once
-            if refused.argument not in _NAMES.values() or all(narrow):
+            if not row_refusal(refused, _NAMES.values()) or all(narrow):
                 raise
             rescaled = renormalised(draft), renormalised(target)
             if rescaled[0] is draft and rescaled[1] is target:
@@ -170,7 +170,7 @@ def _chain_torch(draft_probs, draft_token_ids, target_probs, accepted_out, emitt
         try:
             output, emitted = verify(draft, target, usable)
         except _specdec.Error as refused:  # rows off by float16-like rounding: rescaled once
-            if refused.argument not in _NAMES.values() or all(narrow):
+            if not row_refusal(refused, _NAMES.values()) or all(narrow):
                 raise
             rescaled = [_rescaled(draft), _rescaled(target)]
             if not any(read_flags(*((r != x).any() for r, x in zip(rescaled, (draft, target))))):

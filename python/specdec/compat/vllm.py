@@ -57,7 +57,7 @@ import numpy as np
 
 from .. import _specdec
 from ._common import (as_numpy, draw_seeds, error, is_cuda, is_torch, per_request,
-                      read_flags, renormalised, rescale_torch, rescaled_rows,
+                      read_flags, renormalised, rescale_torch, rescaled_rows, row_refusal,
                       seed_from_generator, stream_words, torch_ints, torch_rows, verify_chains,
                       verify_chains_torch)
 
@@ -444,7 +444,7 @@ def _rejection_sample_torch(draft_token_ids, num_draft_tokens, cu_num_draft_toke
         try:
             picked = verify(chosen, uses_draft, probs)
         except _specdec.Error as refused:
-            if refused.argument != "draft_probs" or narrow:
+            if not row_refusal(refused, ("draft_probs",)) or narrow:
                 raise
             rescaled = _rescaled_rows(probs)
             if not read_flags((rescaled != probs).any())[0]:

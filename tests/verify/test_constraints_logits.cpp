@@ -45,6 +45,8 @@ struct Request {
 };
 
 constexpr int kMask = 1, kPenalties = 2, kAllowed = 4, kMinTokens = 8, kBadWords = 16;
+// With kMask: even rows allow every token (rows the constraints may leave unchanged).
+constexpr int kFullRows = 32;
 
 // A request with the transforms in `which`: a mask allowing about 60% of each row (always token
 // 0), penalties on a few tokens, half the vocabulary allowed, token 0 a stop token until length 3.
@@ -59,6 +61,9 @@ Request make_request(int which, std::int64_t rows, std::int64_t vocab, toy::ToyR
           auto& w = q.bitmask[static_cast<std::size_t>(r * words + t / 32)];
           w = static_cast<std::int32_t>(static_cast<std::uint32_t>(w) | (1u << (t % 32)));
         }
+      }
+      if ((which & kFullRows) != 0 && r % 2 == 0) {
+        std::fill_n(q.bitmask.begin() + r * words, words, -1);
       }
       // Bits past the vocabulary are set in the last word: they must be ignored.
       if (vocab % 32 != 0) q.bitmask[static_cast<std::size_t>(r * words + words - 1)] |= ~0 << (vocab % 32);
@@ -184,7 +189,8 @@ TEST_CASE("constrained chains from logits equal the plain entry on densely trans
   std::int32_t rejections = 0, full = 0;
   for (const std::int64_t vocab : {40, 300, 9000}) {
     for (const int which : {kMask, kPenalties, kAllowed, kMinTokens, kBadWords,
-                            kMask | kPenalties | kMinTokens | kBadWords, kAllowed | kPenalties}) {
+                            kMask | kPenalties | kMinTokens | kBadWords, kAllowed | kPenalties,
+                            kMask | kFullRows, kMask | kFullRows | kMinTokens}) {
       for (const auto& warp : constraint_warps()) {
         for (const bool transformed : {false, true}) {
           Request q = make_request(which, static_cast<std::int64_t>(length) + 1, vocab, rng);

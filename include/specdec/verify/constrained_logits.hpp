@@ -266,6 +266,25 @@ inline void transform_logit_row(const LogitConstraints& c, std::int64_t row, con
   }
 }
 
+/// Whether `c` leaves row `row` (draft prefix `prefix[0, length)`) as it is: no allowed ids, no
+/// penalty touching it, no stop token or banned word masked there, and a mask row of ones over
+/// the vocabulary (V/8 bytes read). Such a row is read in place, not copied.
+inline bool identity_row(const LogitConstraints& c, std::int64_t row, const Token* prefix,
+                         std::int64_t length, std::int64_t vocab) {
+  if (!c.allowed.empty()) return false;
+  if (c.penalties.any() && (length > 0 || !c.penalties.tokens.empty())) return false;
+  if (c.output_length + length < c.min_tokens && !c.stop_tokens.empty()) return false;
+  for (std::size_t w = 0; w + 1 < c.bad_word_offsets.size(); ++w) {
+    if (bad_word_matches(c, w, prefix, length)) return false;
+  }
+  if (c.bitmask.empty()) return true;
+  const std::int32_t* mask = c.bitmask.data() + row * mask_words(vocab);
+  std::uint32_t all = ~0u;
+  for (std::int64_t k = 0; k < vocab / 32; ++k) all &= static_cast<std::uint32_t>(mask[k]);
+  for (std::int64_t i = 32 * (vocab / 32); i < vocab; ++i) all &= mask_allows(mask, i) ? ~0u : 0u;
+  return all == ~0u;
+}
+
 /// The transformed target rows of one sequence, made on first use (LogitRows' source): two rows
 /// of scratch, the older one replaced. `prefix(r, buffer)` writes row r's draft prefix into
 /// `buffer` and returns its length (the chain's first r tokens, a tree node's ancestors).
@@ -278,27 +297,32 @@ struct ConstrainedRows {
   Token* prefix_buffer;
   float* rows[2];
   std::int64_t held[2] = {-1, -1};
+  const float* given[2] = {nullptr, nullptr};  // rows[k], or the raw row where it is unchanged
   int next = 0;
   std::int64_t sequence = -1;  // in a batch: its errors name the sequence ("bitmask[b][i]")
 
   static const float* fetch(void* self, std::int64_t r) {
     auto& s = *static_cast<ConstrainedRows*>(self);
     for (int k = 0; k < 2; ++k) {
-      if (s.held[k] == r) return s.rows[k];
+      if (s.held[k] == r) return s.given[k];
     }
     const int k = s.next;
     s.next ^= 1;
     s.held[k] = -1;  // a throw leaves no stale row
     const std::int64_t length = s.prefix(r, s.prefix_buffer);
-    try {
-      transform_logit_row(*s.constraints, r, s.raw.row(r), s.prefix_buffer, length, s.vocab,
-                          s.rows[k]);
-    } catch (const Error& e) {
-      if (s.sequence < 0) throw;
-      rethrow_for_sequence(e, s.sequence);
+    const float* raw = s.raw.row(r);
+    s.given[k] = raw;
+    if (!identity_row(*s.constraints, r, s.prefix_buffer, length, s.vocab)) {
+      try {
+        transform_logit_row(*s.constraints, r, raw, s.prefix_buffer, length, s.vocab, s.rows[k]);
+      } catch (const Error& e) {
+        if (s.sequence < 0) throw;
+        rethrow_for_sequence(e, s.sequence);
+      }
+      s.given[k] = s.rows[k];
     }
     s.held[k] = r;
-    return s.rows[k];
+    return s.given[k];
   }
 
   /// `raw` with this as its source (the same name, for errors).

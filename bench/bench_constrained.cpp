@@ -4,6 +4,7 @@
 // against verify_chain_logits on the same logits without them, in the same run.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -71,16 +72,22 @@ ConstrainedInputs make_constrained_inputs(std::int64_t vocab, const specdec::War
 }
 
 // Arguments: V, warp (0 none, 1 temperature 0.8 + top-p 0.9), draft (0 equal to the target, 1
-// near it), constrained (0 / 1). Counters: accepted of gamma, ns per element of 2 gamma + 1 rows.
+// near it), constrained (0 none; 1 the mask and penalties; 2 a mask allowing every token, as a
+// grammar in free text, and no penalties: rows read in place). Counters: accepted of gamma, ns
+// per element of 2 gamma + 1 rows.
 void BM_ConstrainedChainStep(benchmark::State& state) {
   const auto vocab = state.range(0);
   const specdec::Warp warp =
       state.range(1) == 0 ? specdec::Warp{} : specdec::Warp{.temperature = 0.8f, .top_p = 0.9f};
   const bool constrained = state.range(3) != 0;
-  const auto in = make_constrained_inputs(vocab, warp, state.range(2) == 0);
-  const specdec::LogitConstraints c{
+  auto in = make_constrained_inputs(vocab, warp, state.range(2) == 0);
+  specdec::LogitConstraints c{
       .bitmask = in.bitmask,
       .penalties = {.repetition = 1.1f, .frequency = 0.2f, .presence = 0.1f, .tokens = in.penalised}};
+  if (state.range(3) == 2) {
+    std::fill(in.bitmask.begin(), in.bitmask.end(), -1);
+    c.penalties = {};
+  }
   std::vector<specdec::Token> out(kConstrainedGamma + 1);
   specdec::Workspace ws(
       specdec::verify_chain_logits_constrained_workspace_size(vocab, kConstrainedGamma));
@@ -101,7 +108,7 @@ void constrained_args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"V", "warp", "draft", "constrained"});
   for (std::int64_t warp = 0; warp < 2; ++warp) {
     for (std::int64_t draft = 0; draft < 2; ++draft) {
-      for (std::int64_t c = 0; c < 2; ++c) b->Args({128256, warp, draft, c});
+      for (std::int64_t c = 0; c < 3; ++c) b->Args({128256, warp, draft, c});
     }
   }
 }

@@ -89,9 +89,10 @@ TEST_CASE("latency model: a row's last block combines after the slowest block ha
 // sequence drew a cut row (the model then: 105.3 and 41.7 us, the draws 95% a block alone). The
 // draw of a cut row is now split over the sequence's blocks like an uncut row's (not yet measured):
 // the model puts the draws where the temperature-only step's split draw is.
-TEST_CASE("latency model: the chain step with T and top-p in fp32 at B 1 (H200 120 us before the "
-          "split draw of cut rows)",
-          "[latency]") {
+TEST_CASE(
+    "latency model: the chain step with T and top-p in fp32 at B 1 (H200 120 us before the "
+    "split draw of cut rows)",
+    "[latency]") {
   const emu::CallTime t = test::chain_step_time<float>(emu::kH200, 1, kV, kTopP);
   show("chain, T + top-p, fp32, B 1", t);
   REQUIRE(t.launches.size() == 3);

@@ -260,6 +260,14 @@ def examples(tmp_path):
             Example(lambda **a: specdec.verify_chain_batch_logits(
                 warps=specdec.Warp(), streams=two_streams(), **a),
                 ids={"draft_tokens"}, **ragged_batch("logits"))],
+        "verify_chain_batch_synthetic": Example(
+            lambda **a: specdec.verify_chain_batch_synthetic(streams=two_streams(), **a),
+            ids={"draft_tokens"}, target_rows=rows(5, V), draft_tokens=tokens(1, 2, 3),
+            draft_offsets=tokens(0, 2, 3),
+            synthetic_acceptance_rates=np.array([0.5, 0.25], dtype=np.float32)),
+        "verify_chain_batch_fly": Example(
+            lambda **a: specdec.verify_chain_batch_fly(streams=two_streams(), **a),
+            ids={"draft_tokens"}, **ragged_batch("rows")),
         "verify_tree_batch": Example(
             lambda **a: specdec.verify_tree_batch(specdec.Recursive(), streams=two_streams(), **a),
             ids={"tokens"}, node_offsets=tokens(0, 3, 4), tokens=tokens(1, 2, 3, 5),

@@ -32,6 +32,7 @@ struct DrawShared {
   float sums[kDrawThreads];            // block sums of the current chunk of the row
   int starts[kDrawThreads + 1];        // a sparse row's first listed entry of each block
   double running;                      // the draw's running sum
+  double prefix[kDrawThreads + 1];     // sample_from_sums's running sums of the block sums
   double warp_mass[kDrawWarps];        // block_threshold_scan's per-warp sums
   int warp_first[kDrawWarps];          // and per-warp first crossings
   int next;
@@ -260,19 +261,25 @@ __device__ inline int block_threshold_scan(const float* buf, int count, double t
 /// block, the running sum in sh.running: whole blocks are skipped by their sums, and the one
 /// holding the threshold is loaded side by side and scanned by thread 0. Returns whether it found
 /// the token (sh.result); at the row's last chunk it always does (last_positive's fallback).
+/// `walked` >= 0: the walk's first skips are made (its block, with sh.running before it).
 template <class Value>
 __device__ SPECDEC_NOINLINE bool scan_chunk(const Value value, std::int64_t n, std::int64_t base,
-                                            int count, double threshold, DrawShared& sh) {
+                                            int count, double threshold, DrawShared& sh,
+                                            int walked = -1) {
   constexpr std::int64_t kBlock = specdec::detail::kBlockedSumBlock;
   constexpr std::int64_t kChunk = kBlock * kDrawThreads;
   float* buf = sh.block[0];
   for (int k = 0;; ++k) {
     __syncthreads();  // sh.next, sh.result and buf are free
     if (threadIdx.x == 0) {
-      for (; k < count; ++k) {
-        const std::int64_t e = base + (k + 1) * kBlock < n ? base + (k + 1) * kBlock : n;
-        if (!(sh.running + sh.sums[k] <= threshold && e < n)) break;
-        sh.running += sh.sums[k];
+      if (k == 0 && walked >= 0) {
+        k = walked;
+      } else {
+        for (; k < count; ++k) {
+          const std::int64_t e = base + (k + 1) * kBlock < n ? base + (k + 1) * kBlock : n;
+          if (!(sh.running + sh.sums[k] <= threshold && e < n)) break;
+          sh.running += sh.sums[k];
+        }
       }
       sh.next = k;
       sh.result = -1;
@@ -302,11 +309,32 @@ template <class Value>
 __device__ int sample_from_sums(const Value& value, std::int64_t n, float u, DrawShared& sh) {
   constexpr std::int64_t kBlock = specdec::detail::kBlockedSumBlock;
   const int count = static_cast<int>((n + kBlock - 1) / kBlock);
-  double total = 0.0;
-  for (int k = 0; k < count; ++k) total += sh.sums[k];  // every thread, blocked_sum's order
+  // The running sums of the block sums in blocked_sum's order, once: the total, and every value
+  // the walk's running sum takes, so the block it stops at is found side by side.
   __syncthreads();
-  if (threadIdx.x == 0) sh.running = 0.0;
-  scan_chunk(value, n, 0, count, u * total, sh);
+  if (threadIdx.x == 0) {
+    double running = 0.0;
+    for (int k = 0; k < count; ++k) {
+      sh.prefix[k] = running;
+      running += sh.sums[k];
+    }
+    sh.prefix[count] = running;
+    sh.next = count - 1;  // the walk stops at the last block at the latest
+  }
+  __syncthreads();
+  const double threshold = u * sh.prefix[count];
+  // The walk skips block k while its running sum after k (prefix[k + 1]) stays at or below the
+  // threshold: it stops at the first block where that fails.
+  for (int k = static_cast<int>(threadIdx.x); k + 1 < count; k += static_cast<int>(blockDim.x)) {
+    if (!(sh.prefix[k + 1] <= threshold)) {
+      atomicMin(&sh.next, k);
+      break;
+    }
+  }
+  __syncthreads();
+  const int walked = sh.next;  // scan_chunk writes it after its first barrier
+  if (threadIdx.x == 0) sh.running = sh.prefix[walked];
+  scan_chunk(value, n, 0, count, threshold, sh, walked);
   const int token = sh.result;
   __syncthreads();  // sh.result and sh.sums are read before the next pass writes them
   return token;

@@ -73,8 +73,8 @@ class Pair:
 
 PAIRS = {"small": Pair(TARGET, DRAFT, window=LENGTH, batch=32, target_steps=1000,
                        draft_steps=600, target_rate=6e-3, draft_rate=1e-2, snippets=True),
-         "large": Pair(LARGE_TARGET, LARGE_DRAFT, window=LARGE, batch=16, target_steps=1600,
-                       draft_steps=1000, target_rate=3e-3, draft_rate=1e-2, snippets=False)}
+         "large": Pair(LARGE_TARGET, LARGE_DRAFT, window=LARGE, batch=16, target_steps=1200,
+                       draft_steps=1000, target_rate=1.5e-3, draft_rate=1e-2, snippets=False)}
 RUN = 100  # verses per run dealt to one split
 SNIPPET_BYTES = 6000  # held-out and calibration text checked in beside the weights
 

@@ -1,7 +1,8 @@
 """examples/kjv_generate (the C++ engine loop on the trained pair) against the PyTorch model of
 examples/python/model.py: the same logits, through a plain forward pass and through the KV cache
 with a tree mask after a compaction; greedy text equal to the target's for every lossless
-method; bad input as one line on stderr and exit status 2.
+method; bad input as one line on stderr and exit status 2. The large pair (examples/models/
+kjv_large, `--pair large`): the same logits, and the target's greedy text from two methods.
 
 The program is found through SPECDEC_KJV_GENERATE (set by ctest), else build/examples/."""
 
@@ -18,12 +19,16 @@ from conftest import requires_torch
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 MODELS = ROOT / "examples" / "models"
+LARGE = MODELS / "kjv_large"
 PROGRAM = pathlib.Path(os.environ.get("SPECDEC_KJV_GENERATE",
                                       ROOT / "build" / "examples" / "kjv_generate"))
 PROMPT = "And Moses said unto the"
 # Both read the float16 weights as float32 and sum in different orders: the logits (up to ~26 in
 # size) agree to float32 rounding, 2e-5 at most on these prompts, five times inside the tolerance.
 TOLERANCE = 1e-4
+# The large pair's target (6 layers of width 96, logits up to ~18) sums longer rows: 2.7e-5 at
+# most on this prompt, near four times inside the same tolerance.
+LARGE_TOLERANCE = 1e-4
 
 pytestmark = [requires_torch,
               pytest.mark.skipif(not PROGRAM.is_file(), reason=f"{PROGRAM} is not built")]
@@ -40,14 +45,23 @@ def rows(text):
     return np.array([[float(v) for v in line.split()] for line in text.strip().splitlines()])
 
 
-@pytest.fixture(scope="module")
-def pair():
+def load(models):
     import torch
 
     from shape_table import load_pair
 
     torch.set_num_threads(1)
-    return load_pair(MODELS)
+    return load_pair(models)
+
+
+@pytest.fixture(scope="module")
+def pair():
+    return load(MODELS)
+
+
+@pytest.fixture(scope="module")
+def large_pair():
+    return load(LARGE)
 
 
 def logits_after(model, sequences):
@@ -62,6 +76,16 @@ def test_logits_after_every_prefix_equal_pytorch(pair, name):
     expected = logits_after(model, [tokens[:i + 1] for i in range(len(tokens))])
     assert got.shape == expected.shape == (len(tokens), model.config.vocab)
     np.testing.assert_allclose(got, expected, rtol=0, atol=TOLERANCE)
+
+
+@pytest.mark.parametrize("name", ["target", "draft"])
+def test_large_pair_logits_after_every_prefix_equal_pytorch(large_pair, name):
+    model = large_pair[0] if name == "target" else large_pair[1]
+    tokens = list(PROMPT.encode("ascii"))
+    got = rows(run("--pair", "large", "--dump-logits", name, "--prompt", PROMPT).stdout)
+    expected = logits_after(model, [tokens[:i + 1] for i in range(len(tokens))])
+    assert got.shape == expected.shape == (len(tokens), model.config.vocab)
+    np.testing.assert_allclose(got, expected, rtol=0, atol=LARGE_TOLERANCE)
 
 
 def test_tree_through_the_cache_equals_full_forward_passes(pair):
@@ -103,10 +127,8 @@ def greedy(model, prompt, count):
     return bytes(tokens[len(prompt):]).decode("ascii")
 
 
-def test_every_method_at_temperature_zero_gives_the_targets_greedy_text(pair):
-    count = 48
-    out = run("--temperature", "0", "--tokens", str(count), "--repeats", "1",
-              "--prompt", PROMPT).stdout
+def texts_of(out):
+    """{method: its sample text} from kjv_generate's table."""
     texts = {}
     method = None
     for line in out.splitlines():
@@ -114,9 +136,26 @@ def test_every_method_at_temperature_zero_gives_the_targets_greedy_text(pair):
             texts[method] = codecs.decode(line[len("  text: "):], "unicode_escape")
         elif line and not line.startswith(("method", "target", "draft", "prompt")):
             method = line.split()[0]
+    return texts
+
+
+def test_every_method_at_temperature_zero_gives_the_targets_greedy_text(pair):
+    count = 48
+    texts = texts_of(run("--temperature", "0", "--tokens", str(count), "--repeats", "1",
+                         "--prompt", PROMPT).stdout)
     assert set(texts) == {"plain", "sd", "block_sd", "specinfer", "spectr", "rsd_c", "rsd_s",
                           "sequoia", "eagle", "ngram"}
     expected = greedy(pair[0], PROMPT.encode("ascii"), count)
+    for method, text in texts.items():
+        assert text == expected, method
+
+
+def test_large_pair_at_temperature_zero_gives_the_targets_greedy_text(large_pair):
+    count = 40
+    texts = texts_of(run("--pair", "large", "--temperature", "0", "--tokens", str(count),
+                         "--repeats", "1", "--methods", "sd,sequoia", "--prompt", PROMPT).stdout)
+    assert set(texts) == {"plain", "sd", "sequoia"}
+    expected = greedy(large_pair[0], PROMPT.encode("ascii"), count)
     for method, text in texts.items():
         assert text == expected, method
 
@@ -152,6 +191,9 @@ BAD_INPUT = {
     "empty prompt": lambda tmp: ["--prompt", ""],
     "more tokens than the context holds": lambda tmp: ["--tokens", "500"],
     "unknown method": lambda tmp: ["--methods", "sd,beam"],
+    "unknown pair": lambda tmp: ["--pair", "medium"],
+    "large pair missing": lambda tmp: ["--models", broken_models(
+        tmp, lambda d: shutil.rmtree(d / "kjv_large")), "--pair", "large"],
     "tokens not a number": lambda tmp: ["--tokens", "12x"],
     "negative temperature": lambda tmp: ["--temperature", "-1"],
     "seed not a number": lambda tmp: ["--seed", "seven"],

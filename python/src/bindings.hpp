@@ -19,6 +19,7 @@ void bind_rules(py::module_& m);   // the rule classes and verdicts
 void bind_verify(py::module_& m);  // node/chain/block/tree verification, MTAD, exact laws
 void bind_logits(py::module_& m);  // chain/block/tree verification of one sequence from logits
 void bind_batch(py::module_& m);   // batched chain and tree verification (CPU, CUDA)
+void bind_constraints(py::module_& m);  // constrained chain batches from logits (CPU)
 void bind_draft(py::module_& m);   // drafters and the ReDrafter head
 void bind_tree(py::module_& m);    // trees, masks, positions, KV compaction, exporters
 void bind_shape(py::module_& m);   // tree shapes, acceptance estimates, draft lengths

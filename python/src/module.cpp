@@ -19,6 +19,7 @@ PYBIND11_MODULE(_specdec, m) {
   specdec::python::bind_verify(m);
   specdec::python::bind_logits(m);
   specdec::python::bind_batch(m);
+  specdec::python::bind_constraints(m);
   specdec::python::bind_draft(m);
   specdec::python::bind_tree(m);
   specdec::python::bind_shape(m);

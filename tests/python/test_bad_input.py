@@ -139,6 +139,23 @@ def ragged_batch(rows_or_logits):
             "draft_tokens": tokens(1, 2, 3), "draft_offsets": tokens(0, 2, 3)}
 
 
+def constrained_batch(draft):
+    """ragged_batch("logits") with every constraint given (a mask of ones, one word per row)."""
+    batch = ragged_batch("logits")
+    if not draft:
+        del batch["draft_logits"]
+    per_sequence = {"allowed_token_ids": [tokens(1, 2, 3, 4, 5), tokens(3, 5)],
+                    "stop_token_ids": [tokens(7), tokens(6)],
+                    "prompt_token_ids": [tokens(1, 4), tokens(2)],
+                    "output_token_ids": [tokens(3), tokens(5, 6)],
+                    "bad_words": [[tokens(6, 7)], [tokens(4)]]}
+    return dict(batch, ids={"draft_tokens", *per_sequence}, empty_ok=set(per_sequence) - {"bad_words"},
+                bitmask=np.full((5, 1), -1, np.int32), min_tokens=tokens(2, 3),
+                repetition_penalty=np.array([1.5, 2.0], np.float32),
+                frequency_penalty=np.array([0.5, 0.0], np.float32),
+                presence_penalty=np.array([0.0, 0.25], np.float32), **per_sequence)
+
+
 def examples(tmp_path):
     r, d = rows(V), rows(V, seed=1)
     node = dict(target=r, draft=d, candidates=tokens(1, 2))
@@ -260,6 +277,14 @@ def examples(tmp_path):
             Example(lambda **a: specdec.verify_chain_batch_logits(
                 warps=specdec.Warp(), streams=two_streams(), **a),
                 ids={"draft_tokens"}, **ragged_batch("logits"))],
+        "verify_chain_batch_logits_constrained": Example(
+            lambda **a: specdec.verify_chain_batch_logits_constrained(
+                warps=specdec.Warp(), streams=two_streams(), **a),
+            **constrained_batch(draft=True)),
+        "verify_chain_batch_target_only_logits_constrained": Example(
+            lambda **a: specdec.verify_chain_batch_target_only_logits_constrained(
+                warps=specdec.Warp(), streams=two_streams(), **a),
+            **constrained_batch(draft=False)),
         "verify_chain_batch_synthetic": Example(
             lambda **a: specdec.verify_chain_batch_synthetic(streams=two_streams(), **a),
             ids={"draft_tokens"}, target_rows=rows(5, V), draft_tokens=tokens(1, 2, 3),

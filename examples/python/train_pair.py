@@ -19,8 +19,8 @@ shape table (examples/python/shape_table.py).
 `--pair large` trains the larger pair of examples/models/kjv_large/ instead (same files there,
 without the text): a 6-layer target of width 96 over 256 positions, trained on windows of 256
 bytes, and a 1-layer draft of width 32 with its own embeddings, a pair where the draft costs a
-small fraction of a target pass. It takes about an hour of one core with OpenBLAS as the system
-BLAS (`apt-get install libopenblas0-pthread`; the reference BLAS is ten times slower):
+small fraction of a target pass. It takes about half an hour of one core with OpenBLAS as the
+system BLAS (`apt-get install libopenblas0-pthread`; the reference BLAS is ten times slower):
 
     OPENBLAS_NUM_THREADS=1 nice -n 19 python3 examples/python/train_pair.py --pair large \
         --output examples/models/kjv_large

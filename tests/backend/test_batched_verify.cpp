@@ -104,28 +104,32 @@ void chain_oracle(const ChainCase& c, std::vector<Token>& emitted,
   }
 }
 
+/// verify_chain_batch of c on `backend`, or with `target_only` verify_chain_batch_target_only of
+/// its target rows and tokens (its draft rows unused).
 template <class Backend>
 void run_chain(const Backend& backend, const ChainCase& c, std::vector<Token>& emitted,
-               std::vector<std::int32_t>& accepted) {
+               std::vector<std::int32_t>& accepted, bool target_only = false) {
   test::Buffer<Backend, float> target(c.target), draft(c.draft);
   test::Buffer<Backend, Token> tokens(c.tokens);
   const auto outputs = static_cast<std::size_t>(c.drafts() + c.batch());
   test::Buffer<Backend, Token> out(std::vector<Token>(outputs, -7));
   test::Buffer<Backend, std::int32_t> acc(static_cast<std::size_t>(c.batch()));
   test::Scratch<Backend> scratch(workspace_size(
-      backend,
-      ChainBatchShape{.batch = c.batch(), .max_gamma = c.max_gamma(), .vocab = c.vocab}));
-  verify_chain_batch(
-      backend,
-      ChainBatchArgs{
-          .draft_offsets = c.offsets,
-          .target_rows = MatrixView<const float>(target.data(), c.drafts() + c.batch(), c.vocab),
-          .draft_rows = MatrixView<const float>(draft.data(), c.drafts(), c.vocab),
-          .draft_tokens = std::span<const Token>(tokens.data(), c.tokens.size()),
-          .streams = c.streams,
-          .emitted = std::span<Token>(out.data(), outputs),
-          .accepted = std::span<std::int32_t>(acc.data(), static_cast<std::size_t>(c.batch()))},
-      scratch.get());
+      backend, ChainBatchShape{.batch = c.batch(), .max_gamma = c.max_gamma(), .vocab = c.vocab}));
+  ChainBatchArgs args{
+      .draft_offsets = c.offsets,
+      .target_rows = MatrixView<const float>(target.data(), c.drafts() + c.batch(), c.vocab),
+      .draft_rows = MatrixView<const float>(draft.data(), c.drafts(), c.vocab),
+      .draft_tokens = std::span<const Token>(tokens.data(), c.tokens.size()),
+      .streams = c.streams,
+      .emitted = std::span<Token>(out.data(), outputs),
+      .accepted = std::span<std::int32_t>(acc.data(), static_cast<std::size_t>(c.batch()))};
+  if (target_only) {
+    args.draft_rows = {};
+    verify_chain_batch_target_only(backend, args, scratch.get());
+  } else {
+    verify_chain_batch(backend, args, scratch.get());
+  }
   emitted = out.to_host();
   accepted = acc.to_host();
 }
@@ -267,8 +271,8 @@ TEMPLATE_LIST_TEST_CASE("verify_chain_batch_logits equals warp_logits then verif
   CHECK(out.to_host() == want);
 }
 
-TEMPLATE_LIST_TEST_CASE("verify_chain_batch_logits takes ragged draft counts",
-                        "[backend][batched]", ChainBackends) {
+TEMPLATE_LIST_TEST_CASE("verify_chain_batch_logits takes ragged draft counts", "[backend][batched]",
+                        ChainBackends) {
   const std::vector<std::int64_t> gammas = {2, 0, 4, 1, 0, 3};
   const std::int64_t vocab = 90;
   auto c = make_ragged(gammas, vocab, 61);
@@ -301,10 +305,9 @@ TEMPLATE_LIST_TEST_CASE("verify_chain_batch_logits takes ragged draft counts",
   const auto outputs = static_cast<std::size_t>(c.drafts() + c.batch());
   test::Buffer<Backend, Token> out(outputs);
   test::Buffer<Backend, std::int32_t> acc(gammas.size());
-  test::Scratch<Backend> scratch(workspace_size(backend, ChainBatchShape{.batch = c.batch(),
-                                                                         .max_gamma = 4,
-                                                                         .vocab = vocab,
-                                                                         .from_logits = true}));
+  test::Scratch<Backend> scratch(workspace_size(
+      backend,
+      ChainBatchShape{.batch = c.batch(), .max_gamma = 4, .vocab = vocab, .from_logits = true}));
   verify_chain_batch_logits(
       backend,
       ChainBatchLogitsArgs<float>{
@@ -357,17 +360,16 @@ TEST_CASE("verify_chain_batch_logits takes bfloat16 logits", "[backend][batched]
       ChainBatchShape{.batch = batch, .max_gamma = gamma, .vocab = vocab, .from_logits = true}));
   verify_chain_batch_logits(
       backend::cpu.with_threads(2),
-      ChainBatchLogitsArgs<Eigen::bfloat16>{
-          .draft_offsets = c.offsets,
-          .target_logits =
-              MatrixView<const Eigen::bfloat16>(target_logits.data(), batch * (gamma + 1), vocab),
-          .draft_logits =
-              MatrixView<const Eigen::bfloat16>(draft_logits.data(), batch * gamma, vocab),
-          .warps = std::span<const Warp>(&warp, 1),
-          .draft_tokens = tokens,
-          .streams = c.streams,
-          .emitted = out,
-          .accepted = acc},
+      ChainBatchLogitsArgs<Eigen::bfloat16>{.draft_offsets = c.offsets,
+                                            .target_logits = MatrixView<const Eigen::bfloat16>(
+                                                target_logits.data(), batch * (gamma + 1), vocab),
+                                            .draft_logits = MatrixView<const Eigen::bfloat16>(
+                                                draft_logits.data(), batch * gamma, vocab),
+                                            .warps = std::span<const Warp>(&warp, 1),
+                                            .draft_tokens = tokens,
+                                            .streams = c.streams,
+                                            .emitted = out,
+                                            .accepted = acc},
       scratch);
   CHECK(acc == want_acc);
   CHECK(out == want);
@@ -437,20 +439,19 @@ TEST_CASE("verify_chain_batch rejects bad input naming the argument", "[backend]
   CHECK_THROWS_WITH(verify_chain_batch(backend::cpu, args, ws),
                     Catch::Contains("draft_offsets[2]: 1 is smaller than draft_offsets[1] = 2"));
   const std::vector<Warp> warps = {{.top_p = 1.5f}};
-  CHECK_THROWS_WITH(
-      verify_chain_batch_logits(
-          backend::cpu,
-          ChainBatchLogitsArgs<float>{.draft_offsets = c.offsets,
-                                      .target_logits =
-                                          MatrixView<const float>(c.target.data(), 12, 10),
-                                      .draft_logits = MatrixView<const float>(c.draft.data(), 8, 10),
-                                      .warps = warps,
-                                      .draft_tokens = c.tokens,
-                                      .streams = c.streams,
-                                      .emitted = out,
-                                      .accepted = acc},
-          ws),
-      Catch::Contains("warps[0].top_p"));
+  CHECK_THROWS_WITH(verify_chain_batch_logits(
+                        backend::cpu,
+                        ChainBatchLogitsArgs<float>{
+                            .draft_offsets = c.offsets,
+                            .target_logits = MatrixView<const float>(c.target.data(), 12, 10),
+                            .draft_logits = MatrixView<const float>(c.draft.data(), 8, 10),
+                            .warps = warps,
+                            .draft_tokens = c.tokens,
+                            .streams = c.streams,
+                            .emitted = out,
+                            .accepted = acc},
+                        ws),
+                    Catch::Contains("warps[0].top_p"));
 }
 
 // ---- Tree verification ----
@@ -517,7 +518,8 @@ TEMPLATE_LIST_TEST_CASE("verify_tree_batch takes trees without nodes", "[backend
   TreeCase c;
   c.vocab = 40;
   // Trees 0, 2 and 4 have no nodes: such a tree samples its bonus token from its root row.
-  for (std::uint32_t b = 0; b < 5; ++b) add_tree(c, b % 2 == 1 ? 3 : 0, 3, rng, verify_stream(8, b, 4));
+  for (std::uint32_t b = 0; b < 5; ++b)
+    add_tree(c, b % 2 == 1 ? 3 : 0, 3, rng, verify_stream(8, b, 4));
   REQUIRE(c.offsets[0] == c.offsets[1]);
   REQUIRE(c.offsets[1] < c.offsets[2]);
   REQUIRE(c.offsets[2] == c.offsets[3]);
@@ -630,46 +632,21 @@ TEST_CASE("CUDA verify_tree_batch rejects a rule it does not implement and a sma
   CHECK_THROWS_WITH(
       verify_tree_batch(
           backend::cuda, Recursive{},
-          TreeBatchArgs{.node_offsets = c.offsets,
-                        .trees = {{tokens.data(), c.tokens.size()}, {parents.data(), c.parents.size()}},
-                        .target_rows = MatrixView<const float>(target.data(), rows, c.vocab),
-                        .draft_rows = MatrixView<const float>(draft.data(), rows, c.vocab),
-                        .streams = c.streams,
-                        .accepted_nodes = std::span<std::int32_t>(nodes.data(), c.tokens.size()),
-                        .accepted = std::span<std::int32_t>(out.data(), 3),
-                        .final_tokens = std::span<Token>(out.data() + 3, 3)},
+          TreeBatchArgs{
+              .node_offsets = c.offsets,
+              .trees = {{tokens.data(), c.tokens.size()}, {parents.data(), c.parents.size()}},
+              .target_rows = MatrixView<const float>(target.data(), rows, c.vocab),
+              .draft_rows = MatrixView<const float>(draft.data(), rows, c.vocab),
+              .streams = c.streams,
+              .accepted_nodes = std::span<std::int32_t>(nodes.data(), c.tokens.size()),
+              .accepted = std::span<std::int32_t>(out.data(), 3),
+              .final_tokens = std::span<Token>(out.data() + 3, 3)},
           scratch.get()),
       Catch::Contains("workspace: holds 64 bytes"));
 }
 #endif
 
 namespace {
-
-/// verify_chain_batch_target_only of c's target rows and tokens (its draft rows unused).
-template <class Backend>
-void run_chain_target_only(const Backend& backend, const ChainCase& c, std::vector<Token>& emitted,
-                           std::vector<std::int32_t>& accepted) {
-  test::Buffer<Backend, float> target(c.target);
-  test::Buffer<Backend, Token> tokens(c.tokens);
-  const auto outputs = static_cast<std::size_t>(c.drafts() + c.batch());
-  test::Buffer<Backend, Token> out(std::vector<Token>(outputs, -7));
-  test::Buffer<Backend, std::int32_t> acc(static_cast<std::size_t>(c.batch()));
-  test::Scratch<Backend> scratch(workspace_size(
-      backend,
-      ChainBatchShape{.batch = c.batch(), .max_gamma = c.max_gamma(), .vocab = c.vocab}));
-  verify_chain_batch_target_only(
-      backend,
-      ChainBatchArgs{
-          .draft_offsets = c.offsets,
-          .target_rows = MatrixView<const float>(target.data(), c.drafts() + c.batch(), c.vocab),
-          .draft_tokens = std::span<const Token>(tokens.data(), c.tokens.size()),
-          .streams = c.streams,
-          .emitted = std::span<Token>(out.data(), outputs),
-          .accepted = std::span<std::int32_t>(acc.data(), static_cast<std::size_t>(c.batch()))},
-      scratch.get());
-  emitted = out.to_host();
-  accepted = acc.to_host();
-}
 
 /// verify_tree_batch_target_only of c's trees and target rows (its draft rows unused).
 template <class Backend>
@@ -704,13 +681,14 @@ TreeResult run_tree_target_only(const Backend& backend, const TreeCase& c) {
 
 }  // namespace
 
-TEMPLATE_LIST_TEST_CASE("verify_chain_batch_target_only equals verify_chain_target_only per "
-                        "sequence",
-                        "[backend][batched][target_only]", ChainBackends) {
+TEMPLATE_LIST_TEST_CASE(
+    "verify_chain_batch_target_only equals verify_chain_target_only per "
+    "sequence",
+    "[backend][batched][target_only]", ChainBackends) {
   const auto c = make_ragged({3, 0, 5, 1}, 300, 31);
   std::vector<Token> emitted;
   std::vector<std::int32_t> accepted;
-  run_chain_target_only(TestType{}, c, emitted, accepted);
+  run_chain(TestType{}, c, emitted, accepted, /*target_only=*/true);
   Workspace ws;
   const auto v = static_cast<std::size_t>(c.vocab);
   for (std::size_t b = 0; b < 4; ++b) {

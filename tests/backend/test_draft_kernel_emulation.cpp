@@ -137,8 +137,8 @@ std::vector<RandomStream> streams_for(std::int64_t n_rows, std::uint64_t seed) {
 }
 
 /// The CUDA entry point against the CPU backend on `rows` (as T, rows `stride` apart), under
-/// `orders` block orders. Entries listed in `nan_on_device` are NaN in the device rows and banned (-inf or
-/// 0) in the CPU's: a NaN after perturbation is never drawn.
+/// `orders` block orders. Entries listed in `nan_on_device` are NaN in the device rows and banned
+/// (-inf or 0) in the CPU's: a NaN after perturbation is never drawn.
 template <class T>
 void check_gumbel(RowKind kind, const std::vector<float>& rows, std::int64_t vocab,
                   std::int64_t stride, std::int64_t k, int orders = 1,
@@ -150,8 +150,8 @@ void check_gumbel(RowKind kind, const std::vector<float>& rows, std::int64_t voc
     nans[i] = std::numeric_limits<float>::quiet_NaN();
   }
   const auto streams = streams_for(n_rows, 21);
-  const auto want =
-      run_gumbel_cpu(kind, with_stride<T>(banned, vocab, stride), n_rows, vocab, stride, k, streams);
+  const auto want = run_gumbel_cpu(kind, with_stride<T>(banned, vocab, stride), n_rows, vocab,
+                                   stride, k, streams);
   const auto device_rows = with_stride<T>(nans, vocab, stride);
   const auto split = backend::cuda_impl::row_split(n_rows, vocab, backend::cuda_impl::kH100Sms);
   for (int order = 1; order <= orders; ++order) {
@@ -399,47 +399,37 @@ struct Level {
     next_scores.assign(cells, 7.0f);
     next_counts.assign(static_cast<std::size_t>(batch), 7);
   }
+
+  /// The level's arguments: its rows and beams in, the next beams out.
+  BeamLevelBatchArgs args(const std::vector<RandomStream>& streams) {
+    const auto b = batch, w = width;
+    return {.draft_rows = MatrixView<const float>(draft.data(), b * w, vocab),
+            .beam_counts = counts,
+            .nodes = MatrixView<const std::int32_t>(nodes.data(), b, w),
+            .log_probs = MatrixView<const float>(log_probs.data(), b, w),
+            .scores = MatrixView<const float>(scores.data(), b, w),
+            .streams = streams,
+            .next_parents = MatrixView<std::int32_t>(next_parents.data(), b, w),
+            .next_tokens = MatrixView<Token>(next_tokens.data(), b, w),
+            .next_log_probs = MatrixView<float>(next_log_probs.data(), b, w),
+            .next_scores = MatrixView<float>(next_scores.data(), b, w),
+            .next_counts = next_counts};
+  }
 };
 
 void run_level_cpu(Level& l, const std::vector<RandomStream>& streams) {
   l.clear_outputs();
-  const auto b = l.batch, w = l.width;
-  Workspace ws(workspace_size(backend::cpu, BeamLevelBatchShape{b, w, l.vocab}));
-  stochastic_beam_level_batch(
-      backend::cpu.with_threads(2),
-      BeamLevelBatchArgs{.draft_rows = MatrixView<const float>(l.draft.data(), b * w, l.vocab),
-                         .beam_counts = l.counts,
-                         .nodes = MatrixView<const std::int32_t>(l.nodes.data(), b, w),
-                         .log_probs = MatrixView<const float>(l.log_probs.data(), b, w),
-                         .scores = MatrixView<const float>(l.scores.data(), b, w),
-                         .streams = streams,
-                         .next_parents = MatrixView<std::int32_t>(l.next_parents.data(), b, w),
-                         .next_tokens = MatrixView<Token>(l.next_tokens.data(), b, w),
-                         .next_log_probs = MatrixView<float>(l.next_log_probs.data(), b, w),
-                         .next_scores = MatrixView<float>(l.next_scores.data(), b, w),
-                         .next_counts = l.next_counts},
-      ws);
+  Workspace ws(workspace_size(backend::cpu, BeamLevelBatchShape{l.batch, l.width, l.vocab}));
+  stochastic_beam_level_batch(backend::cpu.with_threads(2), l.args(streams), ws);
 }
 
 /// One level through backend::cuda's entry point (launcher and kernels under emulation).
 void run_level_cuda(Level& l, const std::vector<RandomStream>& streams) {
   l.clear_outputs();
-  const auto b = l.batch, w = l.width;
-  std::vector<unsigned char> ws(workspace_size(backend::cuda, BeamLevelBatchShape{b, w, l.vocab}));
-  stochastic_beam_level_batch(
-      backend::cuda,
-      BeamLevelBatchArgs{.draft_rows = MatrixView<const float>(l.draft.data(), b * w, l.vocab),
-                         .beam_counts = l.counts,
-                         .nodes = MatrixView<const std::int32_t>(l.nodes.data(), b, w),
-                         .log_probs = MatrixView<const float>(l.log_probs.data(), b, w),
-                         .scores = MatrixView<const float>(l.scores.data(), b, w),
-                         .streams = streams,
-                         .next_parents = MatrixView<std::int32_t>(l.next_parents.data(), b, w),
-                         .next_tokens = MatrixView<Token>(l.next_tokens.data(), b, w),
-                         .next_log_probs = MatrixView<float>(l.next_log_probs.data(), b, w),
-                         .next_scores = MatrixView<float>(l.next_scores.data(), b, w),
-                         .next_counts = l.next_counts},
-      backend::DeviceWorkspace{ws.data(), ws.size()});
+  std::vector<unsigned char> ws(
+      workspace_size(backend::cuda, BeamLevelBatchShape{l.batch, l.width, l.vocab}));
+  stochastic_beam_level_batch(backend::cuda, l.args(streams),
+                              backend::DeviceWorkspace{ws.data(), ws.size()});
 }
 
 /// Level 0 of B sequences: the root only, root rows from `rows`.

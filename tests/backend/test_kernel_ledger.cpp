@@ -2,8 +2,8 @@
 // The traffic ledger of the CUDA backend's calls, run whole (launcher, staging copies, kernels)
 // through the emulated runtime at V = 8192: bytes read and written per element, launches, copies,
 // synchronisations and allocations per call, the figures of the "ledger" table in
-// docs/cuda-measurements.md. Also the emulated runtime itself (2-D grids, block order, capture) and the
-// review fixes it can now show (token range, launch bounds, unwritten bytes).
+// docs/cuda-measurements.md. Also the emulated runtime itself (2-D grids, block order, capture) and
+// the review fixes it can now show (token range, launch bounds, unwritten bytes).
 #include "specdec/backend/cuda/emulation/emulated_cuda.hpp"
 // The emulation must come first: the launchers then see its built-ins and runtime.
 #include <algorithm>
@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "emulated_warp.hpp"
 #include "specdec/backend/cpu/tree_mask_batch.hpp"
 #include "specdec/backend/cuda/emulation/region_buffer.hpp"
 #include "specdec/backend/cuda/launchers.hpp"
@@ -21,7 +22,6 @@
 #include "specdec/toy/distributions.hpp"
 #include "specdec/toy/random.hpp"
 #include "specdec/verify/chain.hpp"
-#include "emulated_warp.hpp"
 #include "tree_cases.hpp"
 
 using namespace specdec;
@@ -84,6 +84,17 @@ void check_call_counts(const CallFigures& f, std::uint64_t launches, std::uint64
   CHECK(f.syncs == 0);
   CHECK(f.allocations == 0);
   CHECK(emu::ledger.total().unwritten_reads == 0);
+}
+
+/// The expected traffic of a call per element, within the tolerances the ledger table allows.
+struct TrafficFigures {
+  double reads, reads_epsilon = 0.02, writes, writes_epsilon = 0.02, sector_efficiency;
+};
+
+void check_traffic(const CallFigures& f, const TrafficFigures& e) {
+  CHECK(f.reads == Approx(e.reads).epsilon(e.reads_epsilon));
+  CHECK(f.writes == Approx(e.writes).epsilon(e.writes_epsilon));
+  CHECK(f.sector_efficiency == Approx(e.sector_efficiency).margin(0.02));
 }
 
 /// A chain batch of probability or logit rows in emulated device memory.
@@ -149,9 +160,17 @@ struct LedgerWarp : test::EmulatedWarpCall {
   CallFigures figures(const std::vector<cuda_impl::DeviceWarp>& warps) {
     emu::ledger.reset();
     REQUIRE(run(warps) == cudaSuccess);
-    return ledger_figures(static_cast<double>(rows_ * vocab_ * 4));
+    return ledger_figures(static_cast<double>(bytes()));
   }
+  /// The bytes of the logits, and of the warped rows.
+  std::uint64_t bytes() const { return static_cast<std::uint64_t>(rows_ * vocab_ * 4); }
 };
+
+/// The warp launcher over two rows of ledger_logits(`seed`) at V kLedgerVocab, on a clear ledger.
+LedgerWarp cleared_warp(std::uint64_t seed) {
+  emu::ledger.clear();
+  return LedgerWarp(2, kLedgerVocab, seed);
+}
 
 /// The figures of a chain step from logits (B 1, gamma 1, V kLedgerVocab, every draft accepted)
 /// with `warp`, per element of its 2 gamma + 1 rows, and how many times it read the logits.
@@ -188,9 +207,7 @@ TEST_CASE("ledger: the chain step from logits with T and top-p, every draft acce
   // Twice, the gate's sample of 1024 entries per row, the entries at the drafted tokens.
   const double sample = 1024.0 / static_cast<double>(v);
   CHECK(logit_reads <= 2.0 + sample + 0.03);
-  CHECK(f.reads == Approx(3.21).epsilon(0.02));
-  CHECK(f.writes == Approx(0.86).epsilon(0.02));
-  CHECK(f.sector_efficiency == Approx(0.94).margin(0.02));
+  check_traffic(f, {.reads = 3.21, .writes = 0.86, .sector_efficiency = 0.94});
   CHECK(emu::ledger.counts.copies_pageable == 2);
   check_call_counts(f, 3, 2);
 }
@@ -207,26 +224,22 @@ TEST_CASE("ledger: the chain step from logits with T, top-k 50 and top-p, every 
   // drawn from the listed row. The rest: the blocks' lists of 50 keys, written and read once,
   // and the statistics; the candidates' scattered reads bring sector efficiency down.
   CHECK(logit_reads <= 1.0 + 3.0 * 50 / static_cast<double>(v));
-  CHECK(f.reads == Approx(1.165).epsilon(0.02));
-  CHECK(f.writes == Approx(0.118).epsilon(0.05));
-  CHECK(f.sector_efficiency == Approx(0.905).margin(0.02));
+  check_traffic(
+      f, {.reads = 1.165, .writes = 0.118, .writes_epsilon = 0.05, .sector_efficiency = 0.905});
   check_call_counts(f, 3, 2);
 }
 
 TEST_CASE("ledger: the warp with T and top-k 50", "[backend][cuda_kernel][ledger]") {
-  emu::ledger.clear();
-  const std::int64_t rows = 2, v = kLedgerVocab;
-  LedgerWarp w(rows, v, 43);
+  LedgerWarp w = cleared_warp(43);
   const CallFigures f = w.figures({{0.8f, 50, 1.0f, 0.0f}});
   // Before: one block per row, 9.0 reads and 4.0 writes per element (four radix passes for the
   // cut, the softmax, three row writes), sector efficiency 0.98. Then (3.13 reads) the
   // statistics, each block's best 50 and the write pass each read the logits. Now each block's
   // best 50 in the statistics' read, then the write pass: the logits twice, the output once.
-  CHECK(emu::ledger.region("logits").reads_per_byte() <= 2.0 + 50.0 / static_cast<double>(v));
-  CHECK(emu::ledger.region("warped").traffic.written == static_cast<std::uint64_t>(rows * v * 4));
-  CHECK(f.reads == Approx(2.13).epsilon(0.02));
-  CHECK(f.writes == Approx(1.107).epsilon(0.02));
-  CHECK(f.sector_efficiency == Approx(0.98).margin(0.02));
+  CHECK(emu::ledger.region("logits").reads_per_byte() <=
+        2.0 + 50.0 / static_cast<double>(kLedgerVocab));
+  CHECK(emu::ledger.region("warped").traffic.written == w.bytes());
+  check_traffic(f, {.reads = 2.13, .writes = 1.107, .sector_efficiency = 0.98});
   check_call_counts(f, 3, 0);
 }
 
@@ -238,16 +251,13 @@ TEST_CASE("ledger: the chain step from logits with T and min-p, every draft acce
   // the threshold gathered into the row's list (the logits read twice), their mass added in id
   // order by one thread, the bonus drawn from the listed row.
   CHECK(logit_reads <= 2.0 + 0.001);
-  CHECK(f.reads == Approx(2.10).epsilon(0.02));
-  CHECK(f.writes == Approx(0.029).epsilon(0.05));
-  CHECK(f.sector_efficiency == Approx(0.95).margin(0.02));
+  check_traffic(
+      f, {.reads = 2.10, .writes = 0.029, .writes_epsilon = 0.05, .sector_efficiency = 0.95});
   check_call_counts(f, 3, 2);
 }
 
 TEST_CASE("ledger: the warp with T and min-p", "[backend][cuda_kernel][ledger]") {
-  emu::ledger.clear();
-  const std::int64_t rows = 2, v = kLedgerVocab;
-  LedgerWarp w(rows, v, 43);
+  LedgerWarp w = cleared_warp(43);
   const CallFigures f = w.figures({{0.8f, 0, 1.0f, 0.1f}});
   // Before: one block per row, 8.0 reads and 5.0 writes per element. Then (3.06 reads) the
   // statistics, the entries at or above the threshold, the write pass each read the logits. Now
@@ -255,36 +265,29 @@ TEST_CASE("ledger: the warp with T and min-p", "[backend][cuda_kernel][ledger]")
   // largest entry is below the threshold), the output once, the kept entries listed on the way.
   CHECK(emu::ledger.region("logits").reads_per_byte() <= 2.0);
   CHECK(emu::ledger.region("logits").reads_per_byte() == Approx(1.4375));
-  CHECK(emu::ledger.region("warped").traffic.written == static_cast<std::uint64_t>(rows * v * 4));
-  CHECK(f.reads == Approx(1.464).epsilon(0.01));
-  CHECK(f.writes == Approx(1.011).epsilon(0.02));
-  CHECK(f.sector_efficiency == Approx(0.985).margin(0.02));
+  CHECK(emu::ledger.region("warped").traffic.written == w.bytes());
+  check_traffic(
+      f, {.reads = 1.464, .reads_epsilon = 0.01, .writes = 1.011, .sector_efficiency = 0.985});
   check_call_counts(f, 2, 0);
 }
 
 TEST_CASE("ledger: the warp with T and top-p", "[backend][cuda_kernel][ledger]") {
-  emu::ledger.clear();
-  const std::int64_t rows = 2, v = kLedgerVocab;
-  LedgerWarp w(rows, v, 43);
+  LedgerWarp w = cleared_warp(43);
   const CallFigures f = w.figures({{0.8f, 0, 0.9f, 0.0f}});
   // Before: one block per row, 42 passes (scale, 3 softmax passes, 31 radix passes for the cut,
   // ...) and 5 row writes where the output needs 1: 42.0 reads and 4.9 writes per element,
   // sector efficiency 0.96. Now the statistics, the nucleus, the write pass: the logits three
   // times (and the gate's sample), the output once; the rest is the nucleus candidates' lists
   // (this row's nucleus holds a quarter of its entries) and their histograms.
-  const double sample = 1024.0 / static_cast<double>(v);
+  const double sample = 1024.0 / static_cast<double>(kLedgerVocab);
   CHECK(emu::ledger.region("logits").reads_per_byte() <= 3.0 + sample + 1e-9);
-  CHECK(emu::ledger.region("warped").traffic.written == static_cast<std::uint64_t>(rows * v * 4));
-  CHECK(f.reads == Approx(3.87).epsilon(0.02));
-  CHECK(f.writes == Approx(1.52).epsilon(0.02));
-  CHECK(f.sector_efficiency == Approx(0.96).margin(0.02));
+  CHECK(emu::ledger.region("warped").traffic.written == w.bytes());
+  check_traffic(f, {.reads = 3.87, .writes = 1.52, .sector_efficiency = 0.96});
   check_call_counts(f, 3, 0);
 }
 
 TEST_CASE("ledger: the warp with T only, one warp per row", "[backend][cuda_kernel][ledger]") {
-  emu::ledger.clear();
-  const std::int64_t rows = 2, v = kLedgerVocab;
-  LedgerWarp w(rows, v, 44);
+  LedgerWarp w = cleared_warp(44);
   const CallFigures f = w.figures({{0.8f, 0, 1.0f, 0.0f}, {1.2f, 0, 1.0f, 0.0f}});
   // The statistics path (8 blocks per row): the logits twice, each block's warp once; the output
   // once, 16 bytes per tile and 32 per row of statistics.
@@ -300,9 +303,7 @@ TEST_CASE("ledger: the warp with T only, one warp per row", "[backend][cuda_kern
 }
 
 TEST_CASE("ledger: the warp with T only, one shared warp", "[backend][cuda_kernel][ledger]") {
-  emu::ledger.clear();
-  const std::int64_t rows = 2, v = kLedgerVocab;
-  LedgerWarp w(rows, v, 44);
+  LedgerWarp w = cleared_warp(44);
   const CallFigures f = w.figures({{0.8f, 0, 1.0f, 0.0f}});
   // The floor of a warp without a cut: each logit read by the statistics and by the write pass,
   // each output written once; the warp is a kernel argument.
@@ -322,7 +323,7 @@ TEST_CASE("ledger: Gumbel-top-k with k = 8", "[backend][cuda_kernel][ledger]") {
   emu::RegionBuffer<float> values("values", static_cast<std::size_t>(rows * k));
   emu::RegionBuffer<std::int32_t> counts("counts", static_cast<std::size_t>(rows));
   emu::RegionBuffer<unsigned char> workspace("workspace",
-                                        cuda_impl::gumbel_batch_workspace_size(rows, v, k));
+                                             cuda_impl::gumbel_batch_workspace_size(rows, v, k));
   const std::vector<RandomStream> streams{ledger_stream(5, 0), ledger_stream(5, 1)};
   emu::RegionBuffer<RandomStream> device_streams("device_streams", streams);
   cuda_impl::GumbelTopKParams p{.rows = logits.get(),
@@ -422,7 +423,7 @@ struct LedgerBeam {
                                      next_counts.get()};
     return cuda_impl::stochastic_beam_level_batch(
         {.matrices = m, .batch = 1, .width = w, .vocab = vocab_, .streams = streams},
-                                                  workspace.get(), nullptr);
+        workspace.get(), nullptr);
   }
 
   emu::RegionBuffer<float> draft;
@@ -452,9 +453,8 @@ TEST_CASE("ledger: one stochastic beam level of width 4", "[backend][cuda_kernel
   // the selection's threshold search over the W * W candidates (a pass per bit).
   CHECK(emu::ledger.region("draft").traffic.read ==
         static_cast<std::uint64_t>(width * v * 4 + width * width * 4));
-  CHECK(f.reads == Approx(1.26).epsilon(0.02));
-  CHECK(f.writes == Approx(0.0133).epsilon(0.05));
-  CHECK(f.sector_efficiency == Approx(0.93).margin(0.02));
+  check_traffic(
+      f, {.reads = 1.26, .writes = 0.0133, .writes_epsilon = 0.05, .sector_efficiency = 0.93});
   CHECK(f.launches == 2);
   CHECK(emu::ledger.counts.copies_pageable == 1);  // the streams
   CHECK(emu::ledger.counts.memsets == 1);          // the beam counters
@@ -477,8 +477,8 @@ TEST_CASE("ledger: tree verification with RRS", "[backend][cuda_kernel][ledger]"
   emu::RegionBuffer<std::int32_t> accepted("accepted", static_cast<std::size_t>(batch));
   emu::RegionBuffer<std::int32_t> final_tokens("final_tokens", static_cast<std::size_t>(batch));
   emu::RegionBuffer<std::uint8_t> bonus("bonus", static_cast<std::size_t>(batch));
-  emu::RegionBuffer<unsigned char> workspace("workspace",
-                                        cuda_impl::tree_workspace_size(batch, largest, c.vocab));
+  emu::RegionBuffer<unsigned char> workspace(
+      "workspace", cuda_impl::tree_workspace_size(batch, largest, c.vocab));
   const cuda_impl::TreeVerifyParams p{.node_offsets = c.offsets,
                                       .batch = batch,
                                       .max_nodes = largest,
@@ -540,7 +540,8 @@ TEST_CASE("ledger: packed tree masks move each mask word once and each parent ro
   emu::RegionBuffer<std::int32_t> parents("parents", f.parents);
   emu::RegionBuffer<std::int32_t> offsets("offsets", f.offsets);
   emu::RegionBuffer<std::uint32_t> masks("masks", static_cast<std::size_t>(n * words));
-  emu::RegionBuffer<unsigned char> workspace("workspace", cuda_impl::tree_mask_workspace_size(batch));
+  emu::RegionBuffer<unsigned char> workspace("workspace",
+                                             cuda_impl::tree_mask_workspace_size(batch));
   for (const bool device_offsets : {false, true}) {
     emu::ledger.reset();
     REQUIRE(cuda_impl::packed_tree_masks_batch(
@@ -586,7 +587,8 @@ TEST_CASE("ledger: tree positions write each position twice (depth, then positio
   const std::vector<std::int32_t> contexts(static_cast<std::size_t>(batch), 4);
   emu::RegionBuffer<std::int32_t> parents("parents", f.parents);
   emu::RegionBuffer<std::int32_t> positions("positions", static_cast<std::size_t>(n));
-  emu::RegionBuffer<unsigned char> workspace("workspace", cuda_impl::tree_mask_workspace_size(batch));
+  emu::RegionBuffer<unsigned char> workspace("workspace",
+                                             cuda_impl::tree_mask_workspace_size(batch));
   emu::ledger.reset();
   REQUIRE(cuda_impl::tree_positions_batch({.node_offsets = f.offsets,
                                            .batch = batch,
@@ -613,8 +615,8 @@ TEST_CASE("emulated runtime: fill_random runs its 2-D grid like RandomStream",
   std::vector<RandomStream> streams;
   for (std::uint32_t s = 0; s < streams_n; ++s) streams.push_back(ledger_stream(17, s));
   emu::RegionBuffer<float> out("out", static_cast<std::size_t>(streams_n * stride));
-  emu::RegionBuffer<unsigned char> workspace("workspace",
-                                        static_cast<std::size_t>(streams_n) * sizeof(RandomStream));
+  emu::RegionBuffer<unsigned char> workspace(
+      "workspace", static_cast<std::size_t>(streams_n) * sizeof(RandomStream));
   for (const RandomKind kind : {RandomKind::kUniform, RandomKind::kGumbel}) {
     REQUIRE(cuda_impl::fill_random({.streams = streams,
                                     .first = 11,

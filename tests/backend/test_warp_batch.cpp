@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "specdec/backend/warp_batch.hpp"
@@ -49,6 +50,27 @@ std::vector<float> run_batch(const Backend& backend, const std::vector<T>& logit
   warp_logits_batch(backend, MatrixView<const T>(input.data(), rows, cols, stride), warps,
                     MatrixView<float>(output.data(), rows, cols), scratch.get());
   return output.to_host();
+}
+
+/// A call of warp_logits_batch on `rows` rows of 8 random logits that its checks refuse.
+struct BadCall {
+  std::int64_t rows;
+  std::uint64_t seed;
+  std::int64_t logits_stride = 8, warped_cols = 8;
+  std::vector<Warp> warps;
+};
+
+template <class Backend>
+void check_rejects(const BadCall& c, const std::string& message) {
+  const Backend backend{};
+  const std::vector<float> logits = random_logits<float>(c.rows, 8, c.seed);
+  test::Buffer<Backend, float> input(logits), output(static_cast<std::size_t>(c.rows * 8));
+  test::Scratch<Backend> scratch(workspace_size(backend, WarpBatchShape{c.rows, 8}));
+  CHECK_THROWS_WITH(
+      warp_logits_batch(backend, MatrixView<const float>(input.data(), c.rows, 8, c.logits_stride),
+                        c.warps, MatrixView<float>(output.data(), c.rows, c.warped_cols, 8),
+                        scratch.get()),
+      Catch::Contains(message));
 }
 
 /// Same support (zero pattern) exactly, and the same probabilities to float rounding.
@@ -136,9 +158,10 @@ TEMPLATE_LIST_TEST_CASE("top-k and top-p cut through ties at the lowest ids",
   CHECK(kept == 3);
 }
 
-TEMPLATE_LIST_TEST_CASE("batched top-k and top-p keep the documented tokens on signed zeros, "
-                        "-inf, denormals and ties",
-                        "[backend][warp_batch]", test::Backends) {
+TEMPLATE_LIST_TEST_CASE(
+    "batched top-k and top-p keep the documented tokens on signed zeros, "
+    "-inf, denormals and ties",
+    "[backend][warp_batch]", test::Backends) {
   for (const auto& c : test::warp_edge_cases()) {
     CAPTURE(c.name);
     const auto cols = static_cast<std::int64_t>(c.logits.size());
@@ -217,50 +240,26 @@ TEST_CASE("CPU batched warps allocate nothing with a workspace of workspace_size
 
 TEMPLATE_LIST_TEST_CASE("warp_logits_batch rejects a warped matrix of another shape",
                         "[backend][warp_batch][errors]", test::Backends) {
-  TestType backend{};
-  const std::vector<float> logits = random_logits<float>(2, 8, 21);
-  test::Buffer<TestType, float> input(logits), output(16);
-  test::Scratch<TestType> scratch(workspace_size(backend, WarpBatchShape{2, 8}));
-  const std::vector<Warp> warps = {{}};
-  CHECK_THROWS_WITH(warp_logits_batch(backend, MatrixView<const float>(input.data(), 2, 8), warps,
-                                      MatrixView<float>(output.data(), 2, 7, 8), scratch.get()),
-                    Catch::Contains("warped: has 7 columns, expected 8 like logits"));
+  check_rejects<TestType>({.rows = 2, .seed = 21, .warped_cols = 7, .warps = {{}}},
+                          "warped: has 7 columns, expected 8 like logits");
 }
 
 TEMPLATE_LIST_TEST_CASE("warp_logits_batch rejects a warp count other than 1 or rows",
                         "[backend][warp_batch][errors]", test::Backends) {
-  TestType backend{};
-  const std::vector<float> logits = random_logits<float>(3, 8, 22);
-  test::Buffer<TestType, float> input(logits), output(24);
-  test::Scratch<TestType> scratch(workspace_size(backend, WarpBatchShape{3, 8}));
-  const std::vector<Warp> warps = {{}, {}};
-  CHECK_THROWS_WITH(warp_logits_batch(backend, MatrixView<const float>(input.data(), 3, 8), warps,
-                                      MatrixView<float>(output.data(), 3, 8), scratch.get()),
-                    Catch::Contains("warps: has 2 entries, expected 1 (shared) or 3"));
+  check_rejects<TestType>({.rows = 3, .seed = 22, .warps = {{}, {}}},
+                          "warps: has 2 entries, expected 1 (shared) or 3");
 }
 
 TEMPLATE_LIST_TEST_CASE("warp_logits_batch names the row and field of a bad warp",
                         "[backend][warp_batch][errors]", test::Backends) {
-  TestType backend{};
-  const std::vector<float> logits = random_logits<float>(2, 8, 23);
-  test::Buffer<TestType, float> input(logits), output(16);
-  test::Scratch<TestType> scratch(workspace_size(backend, WarpBatchShape{2, 8}));
-  const std::vector<Warp> warps = {{}, {.top_k = 9}};
-  CHECK_THROWS_WITH(warp_logits_batch(backend, MatrixView<const float>(input.data(), 2, 8), warps,
-                                      MatrixView<float>(output.data(), 2, 8), scratch.get()),
-                    Catch::Contains("warps[1].top_k: 9 is outside [0, vocab = 8]"));
+  check_rejects<TestType>({.rows = 2, .seed = 23, .warps = {{}, {.top_k = 9}}},
+                          "warps[1].top_k: 9 is outside [0, vocab = 8]");
 }
 
 TEMPLATE_LIST_TEST_CASE("warp_logits_batch rejects a stride shorter than a row",
                         "[backend][warp_batch][errors]", test::Backends) {
-  TestType backend{};
-  const std::vector<float> logits = random_logits<float>(2, 8, 24);
-  test::Buffer<TestType, float> input(logits), output(16);
-  test::Scratch<TestType> scratch(workspace_size(backend, WarpBatchShape{2, 8}));
-  const std::vector<Warp> warps = {{}};
-  CHECK_THROWS_WITH(warp_logits_batch(backend, MatrixView<const float>(input.data(), 2, 8, 6),
-                                      warps, MatrixView<float>(output.data(), 2, 8), scratch.get()),
-                    Catch::Contains("logits: stride 6 is smaller than its 8 columns"));
+  check_rejects<TestType>({.rows = 2, .seed = 24, .logits_stride = 6, .warps = {{}}},
+                          "logits: stride 6 is smaller than its 8 columns");
 }
 
 TEST_CASE("CPU warp_logits_batch names the row and id of a NaN logit",

@@ -5,6 +5,7 @@
 // as the row-based entries on the warped rows, for the same streams, and bad input named.
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 #include "helpers.hpp"
 #include "specdec/backend/cpu/verify_batch.hpp"
@@ -45,8 +46,8 @@ std::vector<float> random_logit_rows(std::int64_t rows, std::int64_t vocab, toy:
 }
 
 // Draft logits near the target's: noise of `spread`, so that both acceptance and rejection occur.
-std::vector<float> nearby_logits(const std::vector<float>& target, std::size_t count,
-                                 double spread, toy::ToyRandom& rng) {
+std::vector<float> nearby_logits(const std::vector<float>& target, std::size_t count, double spread,
+                                 toy::ToyRandom& rng) {
   std::vector<float> out(target.begin(), target.begin() + static_cast<std::ptrdiff_t>(count));
   for (float& x : out) {
     if (std::isfinite(x)) x += static_cast<float>(spread * rng.normal());
@@ -73,8 +74,8 @@ Token draw_from(const float* row, std::int64_t vocab, toy::ToyRandom& rng) {
 }
 
 struct LogitChain {
-  std::vector<float> target, draft;              // logits
-  std::vector<float> target_rows, draft_rows;    // their warps
+  std::vector<float> target, draft;            // logits
+  std::vector<float> target_rows, draft_rows;  // their warps
   std::vector<Token> tokens;
 };
 
@@ -92,52 +93,71 @@ LogitChain make_logit_chain(const Warp& warp, std::int64_t vocab, std::size_t le
   return c;
 }
 
+/// How many compared chains rejected a draft, and how many accepted all.
+struct ChainOutcomes {
+  std::int32_t rejections = 0, full = 0;
+};
+
+/// For the streams {seed 0..11, `stream`'s sequence and position}, `verdicts(stream, want, got,
+/// fast, scratch)` verifies on the warped rows (tokens into `want`), from logits (`got`) and
+/// unchecked (`fast`, with 64-byte aligned scratch); the three agree on the verdict and tokens.
+template <class Verdicts>
+void check_chain_verdicts(const Warp& warp, std::int64_t vocab, std::size_t length,
+                          const RandomStream& stream, ChainOutcomes& outcomes, Verdicts verdicts) {
+  std::vector<std::byte> scratch(verify_chain_logits_workspace_size(vocab) + 64);
+  auto* aligned = reinterpret_cast<std::byte*>(
+      (reinterpret_cast<std::uintptr_t>(scratch.data()) + 63) / 64 * 64);
+  for (std::uint32_t seed = 0; seed < 12; ++seed) {
+    INFO("vocab " << vocab << " temperature " << warp.temperature << " top_k " << warp.top_k
+                  << " top_p " << warp.top_p << " min_p " << warp.min_p << " seed " << seed);
+    const RandomStream s{seed, stream.sequence, stream.position};
+    std::vector<Token> want(length + 1), got(length + 1), fast(length + 1);
+    const auto [expected, verdict, unchecked_verdict] = verdicts(s, want, got, fast, aligned);
+    CHECK(verdict.accepted == expected.accepted);
+    CHECK(verdict.emitted == expected.emitted);
+    CHECK(unchecked_verdict.accepted == expected.accepted);
+    const auto emitted = static_cast<std::size_t>(expected.emitted);
+    CHECK(std::vector<Token>(got.begin(), got.begin() + emitted) ==
+          std::vector<Token>(want.begin(), want.begin() + emitted));
+    CHECK(std::vector<Token>(fast.begin(), fast.begin() + emitted) ==
+          std::vector<Token>(want.begin(), want.begin() + emitted));
+    outcomes.rejections += expected.accepted < static_cast<std::int32_t>(length) ? 1 : 0;
+    outcomes.full += expected.accepted == static_cast<std::int32_t>(length) ? 1 : 0;
+  }
+}
+
 }  // namespace
 
 TEST_CASE("verify_chain_logits equals verify_chain on the warped rows", "[verify][logits]") {
   toy::ToyRandom rng(41);
   Workspace ws;
   const std::size_t length = 4;
-  std::int32_t rejections = 0, full = 0;
+  ChainOutcomes outcomes;
   for (const auto vocab : kLogitVocabs) {
     for (const auto& warp : logit_warps()) {
       const auto c = make_logit_chain(warp, vocab, length, rng);
-      std::vector<std::byte> scratch(verify_chain_logits_workspace_size(vocab) + 64);
-      auto* aligned = reinterpret_cast<std::byte*>(
-          (reinterpret_cast<std::uintptr_t>(scratch.data()) + 63) / 64 * 64);
-      for (std::uint32_t seed = 0; seed < 12; ++seed) {
-        INFO("vocab " << vocab << " temperature " << warp.temperature << " top_k " << warp.top_k
-                      << " top_p " << warp.top_p << " min_p " << warp.min_p << " seed " << seed);
-        const RandomStream stream{seed, 3, 7};
-        std::vector<Token> want(length + 1), got(length + 1), fast(length + 1);
-        const auto expected = verify_chain<float>(Rejection{}, c.target_rows, c.draft_rows,
-                                                  c.tokens, vocab, stream, want, ws);
-        const auto verdict = verify_chain_logits<float>(warp, c.target, c.draft, c.tokens, vocab,
-                                                        stream, got, ws);
-        const auto unchecked_verdict = unchecked::verify_chain_logits(
-            warp,
-            ChainLogits<float>{.target = c.target.data(),
-                               .draft = c.draft.data(),
-                               .draft_tokens = c.tokens.data(),
-                               .length = length,
-                               .vocab = vocab},
-            stream, fast.data(), aligned);
-        CHECK(verdict.accepted == expected.accepted);
-        CHECK(verdict.emitted == expected.emitted);
-        CHECK(unchecked_verdict.accepted == expected.accepted);
-        const auto emitted = static_cast<std::size_t>(expected.emitted);
-        CHECK(std::vector<Token>(got.begin(), got.begin() + emitted) ==
-              std::vector<Token>(want.begin(), want.begin() + emitted));
-        CHECK(std::vector<Token>(fast.begin(), fast.begin() + emitted) ==
-              std::vector<Token>(want.begin(), want.begin() + emitted));
-        rejections += expected.accepted < static_cast<std::int32_t>(length) ? 1 : 0;
-        full += expected.accepted == static_cast<std::int32_t>(length) ? 1 : 0;
-      }
+      check_chain_verdicts(
+          warp, vocab, length, {.sequence = 3, .position = 7}, outcomes,
+          [&](const RandomStream& stream, std::vector<Token>& want, std::vector<Token>& got,
+              std::vector<Token>& fast, std::byte* aligned) {
+            return std::tuple{
+                verify_chain<float>(Rejection{}, c.target_rows, c.draft_rows, c.tokens, vocab,
+                                    stream, want, ws),
+                verify_chain_logits<float>(warp, c.target, c.draft, c.tokens, vocab, stream, got,
+                                           ws),
+                unchecked::verify_chain_logits(warp,
+                                               ChainLogits<float>{.target = c.target.data(),
+                                                                  .draft = c.draft.data(),
+                                                                  .draft_tokens = c.tokens.data(),
+                                                                  .length = length,
+                                                                  .vocab = vocab},
+                                               stream, fast.data(), aligned)};
+          });
     }
   }
   // Both outcomes were compared.
-  CHECK(rejections > 20);
-  CHECK(full > 5);
+  CHECK(outcomes.rejections > 20);
+  CHECK(outcomes.full > 5);
 }
 
 TEST_CASE("verify_block_logits equals verify_block on the warped rows", "[verify][logits]") {
@@ -153,8 +173,8 @@ TEST_CASE("verify_block_logits equals verify_block on the warped rows", "[verify
                       << " top_p " << warp.top_p << " seed " << seed);
         const RandomStream stream{seed, 1};
         std::vector<Token> want(length + 1), got(length + 1);
-        const auto expected = verify_block<float>(c.target_rows, c.draft_rows, c.tokens, vocab,
-                                                  stream, want, ws);
+        const auto expected =
+            verify_block<float>(c.target_rows, c.draft_rows, c.tokens, vocab, stream, want, ws);
         const auto verdict =
             verify_block_logits<float>(warp, c.target, c.draft, c.tokens, vocab, stream, got, ws);
         CHECK(verdict.accepted == expected.accepted);
@@ -198,8 +218,8 @@ LogitTree make_logit_tree(const std::vector<float>& draft_rows, std::int64_t voc
         float total = 0.0f;
         for (float x : q) total += x;
         if (!(total > 0.0f)) break;
-        Token x = static_cast<Token>(detail::sample_weights(q.data(), vocab, total,
-                                                            static_cast<float>(rng.uniform())));
+        Token x = static_cast<Token>(
+            detail::sample_weights(q.data(), vocab, total, static_cast<float>(rng.uniform())));
         if (!distinct && k > 0 && rng.uniform() < 0.25) x = t.tokens.back();
         if (distinct) q[static_cast<std::size_t>(x)] = 0.0f;
         t.tokens.push_back(x);
@@ -256,11 +276,10 @@ TEST_CASE("verify_tree_logits equals verify_tree for every rule on random trees"
                         << " top_p " << warp.top_p << " rule " << index << " seed " << seed);
           const RandomStream stream{seed, 2};
           std::vector<std::int32_t> want(tree.tokens.size() + 1), got(tree.tokens.size() + 1);
-          const auto expected = verify_tree<float>(
-              rule, view,
-              {first(target_rows), first(draft_rows), first(raw_target_rows),
-               first(raw_draft_rows)},
-              vocab, stream, want, ws);
+          const auto expected = verify_tree<float>(rule, view,
+                                                   {first(target_rows), first(draft_rows),
+                                                    first(raw_target_rows), first(raw_draft_rows)},
+                                                   vocab, stream, want, ws);
           const auto verdict = verify_tree_logits<float>(
               rule, warp, view, {first(target), first(draft)}, vocab, stream, got, ws);
           CHECK(verdict.accepted == expected.accepted);
@@ -316,45 +335,31 @@ TEST_CASE("verify_chain_target_only_logits equals verify_chain_target_only on th
   toy::ToyRandom rng(45);
   Workspace ws;
   const std::size_t length = 4;
-  std::int32_t rejections = 0, full = 0;
+  ChainOutcomes outcomes;
   for (const auto vocab : kLogitVocabs) {
     for (const auto& warp : logit_warps()) {
       // Tokens drawn from nearby draft rows: accepted and rejected positions both occur.
       const auto c = make_logit_chain(warp, vocab, length, rng);
-      std::vector<std::byte> scratch(verify_chain_logits_workspace_size(vocab) + 64);
-      auto* aligned = reinterpret_cast<std::byte*>(
-          (reinterpret_cast<std::uintptr_t>(scratch.data()) + 63) / 64 * 64);
-      for (std::uint32_t seed = 0; seed < 12; ++seed) {
-        INFO("vocab " << vocab << " temperature " << warp.temperature << " top_k " << warp.top_k
-                      << " top_p " << warp.top_p << " min_p " << warp.min_p << " seed " << seed);
-        const RandomStream stream{seed, 5, 2};
-        std::vector<Token> want(length + 1), got(length + 1), fast(length + 1);
-        const auto expected =
-            verify_chain_target_only<float>(c.target_rows, c.tokens, vocab, stream, want, ws);
-        const auto verdict = verify_chain_target_only_logits<float>(warp, c.target, c.tokens, vocab,
-                                                                    stream, got, ws);
-        const auto unchecked_verdict = unchecked::verify_chain_target_only_logits(
-            warp,
-            ChainLogits<float>{.target = c.target.data(),
-                               .draft_tokens = c.tokens.data(),
-                               .length = length,
-                               .vocab = vocab},
-            stream, fast.data(), aligned);
-        CHECK(verdict.accepted == expected.accepted);
-        CHECK(verdict.emitted == expected.emitted);
-        CHECK(unchecked_verdict.accepted == expected.accepted);
-        const auto emitted = static_cast<std::size_t>(expected.emitted);
-        CHECK(std::vector<Token>(got.begin(), got.begin() + emitted) ==
-              std::vector<Token>(want.begin(), want.begin() + emitted));
-        CHECK(std::vector<Token>(fast.begin(), fast.begin() + emitted) ==
-              std::vector<Token>(want.begin(), want.begin() + emitted));
-        rejections += expected.accepted < static_cast<std::int32_t>(length) ? 1 : 0;
-        full += expected.accepted == static_cast<std::int32_t>(length) ? 1 : 0;
-      }
+      check_chain_verdicts(
+          warp, vocab, length, {.sequence = 5, .position = 2}, outcomes,
+          [&](const RandomStream& stream, std::vector<Token>& want, std::vector<Token>& got,
+              std::vector<Token>& fast, std::byte* aligned) {
+            return std::tuple{
+                verify_chain_target_only<float>(c.target_rows, c.tokens, vocab, stream, want, ws),
+                verify_chain_target_only_logits<float>(warp, c.target, c.tokens, vocab, stream, got,
+                                                       ws),
+                unchecked::verify_chain_target_only_logits(
+                    warp,
+                    ChainLogits<float>{.target = c.target.data(),
+                                       .draft_tokens = c.tokens.data(),
+                                       .length = length,
+                                       .vocab = vocab},
+                    stream, fast.data(), aligned)};
+          });
     }
   }
-  CHECK(rejections > 20);
-  CHECK(full > 5);
+  CHECK(outcomes.rejections > 20);
+  CHECK(outcomes.full > 5);
 }
 
 TEST_CASE("verify_chain_target_only_logits draws a correction other than the rejected token",
@@ -495,7 +500,7 @@ TEST_CASE("verification from logits names bad input", "[verify][logits][bad]") {
   Workspace ws;
   const std::int64_t vocab = 4;
   const std::vector<float> target = {0, 1, 2, 3, 1, 1, 1, 1, 3, 2, 1, 0};  // 3 rows
-  const std::vector<float> draft = {1, 0, 0, 1, 0, 2, 0, 1};                 // 2 rows
+  const std::vector<float> draft = {1, 0, 0, 1, 0, 2, 0, 1};               // 2 rows
   const std::vector<Token> tokens = {1, 2};
   std::vector<Token> out(3);
   const RandomStream stream{1};
@@ -525,9 +530,9 @@ TEST_CASE("verification from logits names bad input", "[verify][logits][bad]") {
   CHECK_THROWS_WITH(
       verify_block_logits<float>(warp, target, banned, tokens, vocab, stream, out, ws),
       Contains("draft_tokens[0]"));
-  CHECK_THROWS_WITH(verify_block_logits<float>(warp, nan_target, draft, tokens, vocab, stream,
-                                               out, ws),
-                    Contains("target_logits[0]"));
+  CHECK_THROWS_WITH(
+      verify_block_logits<float>(warp, nan_target, draft, tokens, vocab, stream, out, ws),
+      Contains("target_logits[0]"));
 
   const auto target_only = [&](const Warp& w, std::span<const float> t, std::span<const Token> x,
                                std::int64_t v, std::span<Token> o) {
@@ -586,7 +591,7 @@ TEST_CASE("verification from logits names bad input", "[verify][logits][bad]") {
   CHECK_THROWS_WITH(verify_tree_target_only_logits<float>(Warp{.top_k = 9}, tree, rows, vocab,
                                                           stream, accepted, ws),
                     Contains("top_k"));
-  CHECK_THROWS_WITH(verify_tree_target_only_logits<float>(warp, tree, nan_rows, vocab, stream,
-                                                          accepted, ws),
-                    Contains("target_logits[0]"));
+  CHECK_THROWS_WITH(
+      verify_tree_target_only_logits<float>(warp, tree, nan_rows, vocab, stream, accepted, ws),
+      Contains("target_logits[0]"));
 }

@@ -1,0 +1,223 @@
+"""Constrained chain batches from logits: each call equals the unconstrained one on logits
+transformed in NumPy as vLLM transforms them (penalties, then masked ids set to -inf), for the
+same streams, token for token; bad constraints are named, and check=False returns status words."""
+
+import numpy as np
+import pytest
+
+import specdec
+
+V = 70  # three mask words, the last one partial
+OFFSETS = np.array([0, 3, 3, 5, 9], np.int32)  # four sequences of 3, 0, 2 and 4 drafts
+B = len(OFFSETS) - 1
+WARPS = [specdec.Warp(), specdec.Warp(temperature=0.7), specdec.Warp(top_k=20),
+         specdec.Warp(top_p=0.9)]
+
+
+def streams(seed):
+    return [specdec.RandomStream(seed=seed, sequence=b) for b in range(B)]
+
+
+def allowed_mask(bitmask_row):
+    """The tokens a packed int32 mask row allows, as V booleans."""
+    words = bitmask_row.view(np.uint32)
+    return ((words[np.arange(V) >> 5] >> (np.arange(V) & 31).astype(np.uint32)) & 1) == 1
+
+
+def transform(logits, drafts, c):
+    """vLLM's order: repetition, then frequency and presence penalties, then the masks; the
+    history of row r of a sequence is its output, then its first r draft tokens."""
+    out = logits.copy()
+    for b in range(B):
+        first, gamma = OFFSETS[b], OFFSETS[b + 1] - OFFSETS[b]
+        for r in range(gamma + 1):
+            row = first + b + r
+            history = list(c["output_token_ids"][b]) + list(drafts[first:first + r])
+            counts = np.bincount(np.array(history, np.int64), minlength=V)
+            x = logits[row].copy()
+            seen = (counts > 0) | np.isin(np.arange(V), c["prompt_token_ids"][b])
+            rep = np.float32(c["repetition_penalty"][b])
+            x = np.where(seen, np.where(x > 0, x / rep, x * rep), x).astype(np.float32)
+            x = x - np.float32(c["frequency_penalty"][b]) * counts.astype(np.float32)
+            x = x - np.where(counts > 0, np.float32(c["presence_penalty"][b]), np.float32(0))
+            keep = allowed_mask(c["bitmask"][row])
+            if c["allowed_token_ids"][b] is not None:
+                keep &= np.isin(np.arange(V), c["allowed_token_ids"][b])
+            if len(c["output_token_ids"][b]) + r < c["min_tokens"][b]:
+                keep[c["stop_token_ids"][b]] = False
+            for word in c["bad_words"][b]:
+                if len(word) - 1 <= len(history) and list(history[len(history) - len(word) + 1:]) \
+                        == list(word[:-1]):
+                    keep[word[-1]] = False
+            out[row] = np.where(keep, x, -np.inf).astype(np.float32)
+    return out
+
+
+def random_case(seed):
+    """Logits, drafts drawn from the warped draft rows, and constraints of every kind, each sequence with a
+    safe token (allowed by every row) so no row of the transformed logits is empty."""
+    rng = np.random.default_rng(seed)
+    rows = OFFSETS[-1] + B
+    target = rng.normal(size=(rows, V)).astype(np.float32) * 2
+    draft = np.empty((OFFSETS[-1], V), np.float32)
+    drafts = np.empty(OFFSETS[-1], np.int32)
+    for b in range(B):
+        for i in range(OFFSETS[b], OFFSETS[b + 1]):
+            draft[i] = target[i + b] + rng.normal(size=V).astype(np.float32)
+            p = np.asarray(specdec.warp_logits(WARPS[b], draft[i]), np.float64)
+            drafts[i] = rng.choice(V, p=p / p.sum())
+    safe = rng.integers(0, V, size=B)
+    bits = rng.random((rows, V)) < 0.6
+    for b in range(B):
+        bits[OFFSETS[b] + b:OFFSETS[b + 1] + b + 1, safe[b]] = True
+    packed = np.zeros((rows, 3), np.uint32)
+    for k in range(V):
+        packed[:, k >> 5] |= bits[:, k].astype(np.uint32) << np.uint32(k & 31)
+    c = {"bitmask": packed.view(np.int32),
+         "allowed_token_ids": [None if rng.random() < 0.3 else
+                               np.union1d(rng.choice(V, 30, replace=False), [s]).astype(np.int32)
+                               for s in safe],
+         "prompt_token_ids": [rng.integers(0, V, size=rng.integers(0, 8)).astype(np.int32)
+                              for _ in range(B)],
+         "output_token_ids": [rng.integers(0, V, size=rng.integers(0, 6)).astype(np.int32)
+                              for _ in range(B)],
+         "min_tokens": rng.integers(0, 8, size=B).astype(np.int32),
+         "repetition_penalty": rng.uniform(0.5, 3.0, size=B).astype(np.float32),
+         "frequency_penalty": rng.uniform(-1.0, 2.0, size=B).astype(np.float32),
+         "presence_penalty": rng.uniform(-1.0, 2.0, size=B).astype(np.float32)}
+    others = [np.setdiff1d(np.arange(V), [s]) for s in safe]
+    c["stop_token_ids"] = [rng.choice(o, rng.integers(0, 4), replace=False).astype(np.int32)
+                           for o in others]
+    # Words ending in draft tokens (so they bite) or anywhere, never in the safe token.
+    c["bad_words"] = []
+    for b in range(B):
+        words = []
+        for _ in range(rng.integers(0, 4)):
+            length = rng.integers(1, 4)
+            word = list(rng.choice(others[b], length))
+            if OFFSETS[b + 1] > OFFSETS[b] and rng.random() < 0.5:
+                i = rng.integers(OFFSETS[b], OFFSETS[b + 1])
+                word = list(drafts[max(OFFSETS[b], i - length + 1):i + 1])
+                if word[-1] == safe[b]:
+                    continue
+            words.append(np.array(word, np.int32))
+        c["bad_words"].append(words)
+    return target, draft, drafts, c
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_equals_the_unconstrained_call_on_transformed_logits(seed):
+    target, draft, drafts, c = random_case(seed)
+    common = dict(warps=WARPS, draft_tokens=drafts, streams=streams(seed), draft_offsets=OFFSETS)
+    emitted, accepted = specdec.verify_chain_batch_logits_constrained(
+        target_logits=target, draft_logits=draft, **common, **c)
+    transformed = transform(target, drafts, c)
+    expected = specdec.verify_chain_batch_logits(target_logits=transformed, draft_logits=draft,
+                                                 **common)
+    np.testing.assert_array_equal(emitted, expected[0])
+    np.testing.assert_array_equal(accepted, expected[1])
+    # Every emitted token is one the transform allows at its row.
+    for b in range(B):
+        for r, token in enumerate(emitted[OFFSETS[b] + b:OFFSETS[b] + b + accepted[b] + 1]):
+            assert np.isfinite(transformed[OFFSETS[b] + b + r, token])
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_target_only_equals_the_unconstrained_walk_on_transformed_logits(seed):
+    target, _, drafts, c = random_case(seed)
+    emitted, accepted = specdec.verify_chain_batch_target_only_logits_constrained(
+        target_logits=target, warps=WARPS, draft_tokens=drafts, streams=streams(seed),
+        draft_offsets=OFFSETS, **c)
+    transformed = transform(target, drafts, c)
+    for b, stream in enumerate(streams(seed)):
+        rows = transformed[OFFSETS[b] + b:OFFSETS[b + 1] + b + 1]
+        verdict, tokens = specdec.verify_chain_target_only_logits(
+            WARPS[b], rows, drafts[OFFSETS[b]:OFFSETS[b + 1]], stream)
+        assert accepted[b] == verdict.accepted
+        np.testing.assert_array_equal(emitted[OFFSETS[b] + b:OFFSETS[b] + b + len(tokens)], tokens)
+
+
+def test_the_constraints_change_the_outcome():
+    """The comparison above is not vacuous: the constraints bite in most cases."""
+    changed = 0
+    for seed in range(40):
+        target, draft, drafts, c = random_case(seed)
+        common = dict(target_logits=target, draft_logits=draft, warps=WARPS, draft_tokens=drafts,
+                      streams=streams(seed), draft_offsets=OFFSETS)
+        got = specdec.verify_chain_batch_logits_constrained(**common, **c)
+        plain = specdec.verify_chain_batch_logits(**common)
+        changed += not np.array_equal(got[0], plain[0])
+    assert changed >= 20
+
+
+def test_a_row_after_a_forbidden_draft_token_is_never_read():
+    """Sequence 0's first draft token is masked at row 0: rows 1.. allow nothing, unread."""
+    target, draft, drafts, _ = random_case(0)
+    bitmask = np.full((len(target), 3), -1, np.int32)
+    t = drafts[0]
+    bitmask[0, t >> 5] = np.int32(np.uint32(0xFFFFFFFF) ^ np.uint32(1 << (t & 31)))
+    bitmask[1:4] = 0
+    common = dict(target_logits=target, draft_logits=draft, warps=WARPS, draft_tokens=drafts,
+                  streams=streams(0), draft_offsets=OFFSETS)
+    emitted, accepted = specdec.verify_chain_batch_logits_constrained(**common, bitmask=bitmask)
+    assert accepted[0] == 0 and emitted[0] != t
+    full = bitmask.copy()
+    full[1:4] = -1
+    expected = specdec.verify_chain_batch_logits_constrained(**common, bitmask=full)
+    np.testing.assert_array_equal(emitted, expected[0])
+
+
+def call(check=True, **constraints):
+    target, draft, drafts, _ = random_case(1)
+    return specdec.verify_chain_batch_logits_constrained(
+        target_logits=target, draft_logits=draft, warps=WARPS, draft_tokens=drafts,
+        streams=streams(1), draft_offsets=OFFSETS, check=check, **constraints)
+
+
+def argument_of(thunk):
+    with pytest.raises(specdec.Error) as error:
+        thunk()
+    return error.value.argument
+
+
+class FakeCudaTensor:
+    def __dlpack_device__(self):
+        return (2, 0)  # kDLCUDA
+
+
+def test_bad_constraints_are_named():
+    rows = OFFSETS[-1] + B
+    assert argument_of(lambda: call(bitmask=np.full((rows, 2), -1, np.int32))) == "bitmask"
+    empty_row = np.full((rows, 3), -1, np.int32)
+    empty_row[OFFSETS[2] + 2] = 0  # sequence 2's first row: always read
+    assert argument_of(lambda: call(bitmask=empty_row)) == "bitmask[2][0]"
+    assert argument_of(lambda: call(allowed_token_ids=[None, None, None, [V]])) == \
+        "allowed_token_ids[3][0]"
+    assert argument_of(lambda: call(stop_token_ids=[[1], [-1], [], []])) == "stop_token_ids[1][0]"
+    assert argument_of(lambda: call(
+        repetition_penalty=np.array([1, 0, 1, 1], np.float32))).startswith("repetition_penalty")
+    assert argument_of(lambda: call(
+        frequency_penalty=np.array([np.nan, 0, 0, 0], np.float32))).startswith("frequency_penalty")
+    assert argument_of(lambda: call(min_tokens=np.array([0, 0, -1, 0], np.int32))).startswith(
+        "min_tokens")
+    assert argument_of(lambda: call(bad_words=[[[1, V]], [], [], []])).startswith("bad_words")
+    assert argument_of(lambda: call(bad_words=[[[]], [], [], []])).startswith("bad_words")
+    assert argument_of(lambda: call(output_token_ids=[[1], [V], [], []])) == \
+        "output_token_ids[1][0]"
+    assert argument_of(lambda: call(prompt_token_ids=[[1]])) == "prompt_token_ids"
+    assert argument_of(lambda: call(min_tokens=np.array([1, 2], np.int32))) == "min_tokens"
+    assert argument_of(lambda: call(bitmask=FakeCudaTensor())) == "bitmask"
+
+
+def test_check_false_fails_the_bad_sequence_alone():
+    good = call()
+    rows = OFFSETS[-1] + B
+    empty_row = np.full((rows, 3), -1, np.int32)
+    empty_row[OFFSETS[2] + 2] = 0
+    emitted, accepted, status = call(check=False, bitmask=empty_row,
+                                     stop_token_ids=[[], [], [], [V]], min_tokens=[0, 0, 0, 9])
+    assert list(status) == [0, 0, int(specdec.SequenceStatus.BAD_ROW),
+                            int(specdec.SequenceStatus.TOKEN_OUTSIDE_VOCAB), 2]
+    assert list(accepted) == [good[1][0], good[1][1], -1, -1]
+    np.testing.assert_array_equal(emitted[:OFFSETS[2] + 2], good[0][:OFFSETS[2] + 2])
+    assert (emitted[OFFSETS[2] + 2:] == -1).all()

@@ -14,13 +14,13 @@
 #include "kjv_constrained.hpp"
 
 #include <algorithm>
-#include <charconv>
 #include <cstdio>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "kjv_model.hpp"
+#include "kjv_options.hpp"
 #include "kjv_provider.hpp"
 #include "specdec/decode/decoder.hpp"
 
@@ -47,28 +47,6 @@ struct Settings {
   std::int64_t repeats = 4;
 };
 
-template <class T>
-T parse_number(std::string_view name, std::string_view text, T low, T high) {
-  T value{};
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (error != std::errc() || end != text.data() + text.size()) {
-    fail(name, "'{}' is not a number", specdec::io::escape_for_message(text));
-  }
-  if (!(value >= low && value <= high)) fail(name, "{} is outside [{}, {}]", value, low, high);
-  return value;
-}
-
-std::vector<std::string> split(std::string_view text, char separator) {
-  std::vector<std::string> out;
-  std::size_t begin = 0;
-  while (true) {
-    const auto end = text.find(separator, begin);
-    out.emplace_back(text.substr(begin, end == std::string_view::npos ? end : end - begin));
-    if (end == std::string_view::npos) return out;
-    begin = end + 1;
-  }
-}
-
 Settings parse_args(int argc, char** argv) {
   Settings s;
   std::string methods = kAllMethods;
@@ -83,49 +61,31 @@ Settings parse_args(int argc, char** argv) {
     } else if (flag == "--prompt") {
       s.prompt = value;
     } else if (flag == "--tokens") {
-      s.tokens = parse_number<std::int64_t>(flag, value, 1, 1 << 20);
+      s.tokens = kjv::parse_number<std::int64_t>(flag, value, 1, 1 << 20);
     } else if (flag == "--temperature") {
-      s.temperature = parse_number<float>(flag, value, 0.0f, 100.0f);
+      s.temperature = kjv::parse_number<float>(flag, value, 0.0f, 100.0f);
     } else if (flag == "--seed") {
-      s.seed = parse_number<std::uint64_t>(flag, value, 0, UINT64_MAX);
+      s.seed = kjv::parse_number<std::uint64_t>(flag, value, 0, UINT64_MAX);
     } else if (flag == "--methods") {
       methods = value;
     } else if (flag == "--repeats") {
-      s.repeats = parse_number<std::int64_t>(flag, value, 1, 1000);
+      s.repeats = kjv::parse_number<std::int64_t>(flag, value, 1, 1000);
     } else {
       fail(flag, "is not an option (see the usage at the top of kjv_constrained.cpp)");
     }
   }
-  s.methods = split(methods, ',');
-  const auto known = split(kAllMethods, ',');
-  for (const auto& m : s.methods) {
-    if (std::find(known.begin(), known.end(), m) == known.end()) {
-      fail("--methods", "'{}' is not a method ({})", specdec::io::escape_for_message(m),
-           kAllMethods);
-    }
-  }
+  s.methods = kjv::parse_methods(methods, kAllMethods);
   return s;
 }
 
 // Bytes are tokens: the prompt must be ASCII text that the grammar can continue.
 std::vector<Token> encode(std::string_view text, std::int64_t vocab, std::int64_t context) {
-  if (text.empty()) fail("--prompt", "is empty: the root of every step is its last byte");
-  std::vector<Token> tokens;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    const auto byte = static_cast<unsigned char>(text[i]);
-    if (byte >= vocab)
-      fail("--prompt", "byte {} (0x{:02x}) is outside the vocabulary of {}", i, byte, vocab);
-    tokens.push_back(static_cast<Token>(byte));
-  }
+  auto tokens = kjv::encode_prompt(text, vocab, context, kDeepestTree);
   if (!kjv::VerseGrammar::parses(tokens)) {
     fail("--prompt",
          "'{}' does not begin text of the grammar (Book chapter:verse text, a line "
          "each)",
          specdec::io::escape_for_message(text));
-  }
-  if (static_cast<std::int64_t>(tokens.size()) + kDeepestTree >= context) {
-    fail("--prompt", "has {} bytes; the model's context of {} positions leaves room for {}",
-         tokens.size(), context, context - kDeepestTree - 1);
   }
   return tokens;
 }

@@ -12,7 +12,6 @@
 //        kjv_generate --dump-tree 'TOKENS;PARENTS;KEPT;NEXT' [--prompt TEXT]
 // Bad input: one line on stderr, exit status 2.
 #include <algorithm>
-#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -22,6 +21,7 @@
 #include <vector>
 
 #include "kjv_model.hpp"
+#include "kjv_options.hpp"
 #include "kjv_provider.hpp"
 #include "specdec/decode/decoder.hpp"
 #include "specdec/decode/ngram_strategy.hpp"
@@ -57,28 +57,6 @@ struct Settings {
   std::string dump_tree;
 };
 
-template <class T>
-T parse_number(std::string_view name, std::string_view text, T low, T high) {
-  T value{};
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (error != std::errc() || end != text.data() + text.size()) {
-    fail(name, "'{}' is not a number", specdec::io::escape_for_message(text));
-  }
-  if (!(value >= low && value <= high)) fail(name, "{} is outside [{}, {}]", value, low, high);
-  return value;
-}
-
-std::vector<std::string> split(std::string_view text, char separator) {
-  std::vector<std::string> out;
-  std::size_t begin = 0;
-  while (true) {
-    const auto end = text.find(separator, begin);
-    out.emplace_back(text.substr(begin, end == std::string_view::npos ? end : end - begin));
-    if (end == std::string_view::npos) return out;
-    begin = end + 1;
-  }
-}
-
 Settings parse_args(int argc, char** argv) {
   Settings s;
   std::string methods = kAllMethods;
@@ -95,15 +73,15 @@ Settings parse_args(int argc, char** argv) {
     } else if (flag == "--prompt") {
       s.prompt = value;
     } else if (flag == "--tokens") {
-      s.tokens = parse_number<std::int64_t>(flag, value, 1, 1 << 20);
+      s.tokens = kjv::parse_number<std::int64_t>(flag, value, 1, 1 << 20);
     } else if (flag == "--temperature") {
-      s.temperature = parse_number<float>(flag, value, 0.0f, 100.0f);
+      s.temperature = kjv::parse_number<float>(flag, value, 0.0f, 100.0f);
     } else if (flag == "--seed") {
-      s.seed = parse_number<std::uint64_t>(flag, value, 0, UINT64_MAX);
+      s.seed = kjv::parse_number<std::uint64_t>(flag, value, 0, UINT64_MAX);
     } else if (flag == "--methods") {
       methods = value;
     } else if (flag == "--repeats") {
-      s.repeats = parse_number<std::int64_t>(flag, value, 1, 1000);
+      s.repeats = kjv::parse_number<std::int64_t>(flag, value, 1, 1000);
     } else if (flag == "--dump-logits") {
       if (value != "target" && value != "draft") fail(flag, "'{}' is not target or draft", value);
       s.dump_logits = value;
@@ -114,32 +92,8 @@ Settings parse_args(int argc, char** argv) {
     }
   }
   if (s.pair == "large") s.models += "/kjv_large";
-  s.methods = split(methods, ',');
-  const auto known = split(kAllMethods, ',');
-  for (const auto& m : s.methods) {
-    if (std::find(known.begin(), known.end(), m) == known.end()) {
-      fail("--methods", "'{}' is not a method ({})", specdec::io::escape_for_message(m),
-           kAllMethods);
-    }
-  }
+  s.methods = kjv::parse_methods(methods, kAllMethods);
   return s;
-}
-
-// Bytes are tokens: the prompt must be text of the model's vocabulary (ASCII for 128).
-std::vector<Token> encode(std::string_view text, std::int64_t vocab, std::int64_t context) {
-  if (text.empty()) fail("--prompt", "is empty: the root of every step is its last byte");
-  std::vector<Token> tokens;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    const auto byte = static_cast<unsigned char>(text[i]);
-    if (byte >= vocab)
-      fail("--prompt", "byte {} (0x{:02x}) is outside the vocabulary of {}", i, byte, vocab);
-    tokens.push_back(static_cast<Token>(byte));
-  }
-  if (static_cast<std::int64_t>(tokens.size()) + kDeepestTree >= context) {
-    fail("--prompt", "has {} bytes; the model's context of {} positions leaves room for {}",
-         tokens.size(), context, context - kDeepestTree - 1);
-  }
-  return tokens;
 }
 
 // Printable ASCII as is, everything else escaped: one line that Python's unicode_escape reads.
@@ -171,8 +125,8 @@ void print_rows(const kjv::Matrix& rows, std::int64_t count) {
 std::vector<std::int32_t> parse_list(std::string_view name, std::string_view text) {
   std::vector<std::int32_t> out;
   if (text.empty()) return out;
-  for (const auto& item : split(text, ',')) {
-    out.push_back(parse_number<std::int32_t>(name, item, -1, 1 << 20));
+  for (const auto& item : kjv::split(text, ',')) {
+    out.push_back(kjv::parse_number<std::int32_t>(name, item, -1, 1 << 20));
   }
   return out;
 }
@@ -183,12 +137,12 @@ std::vector<std::int32_t> parse_list(std::string_view name, std::string_view tex
 // sections of rows.
 void dump_tree(const kjv::Transformer& model, std::span<const Token> prompt,
                std::string_view spec) {
-  const auto parts = split(spec, ';');
+  const auto parts = kjv::split(spec, ';');
   if (parts.size() != 4) fail("--dump-tree", "'{}' is not TOKENS;PARENTS;KEPT;NEXT", spec);
   const auto tokens = parse_list("--dump-tree tokens", parts[0]);
   const auto parents = parse_list("--dump-tree parents", parts[1]);
   const auto kept = parse_list("--dump-tree kept", parts[2]);
-  const auto next = parse_number<Token>("--dump-tree next", parts[3], 0, 1 << 20);
+  const auto next = kjv::parse_number<Token>("--dump-tree next", parts[3], 0, 1 << 20);
   if (tokens.size() != parents.size()) fail("--dump-tree", "tokens and parents differ in length");
   specdec::DraftTree tree, half;
   for (std::size_t i = 0; i < tokens.size(); ++i) {
@@ -311,7 +265,7 @@ int run(const Settings& s) {
   const kjv::Transformer draft(draft_entry.config, draft_entry.weights);
   specdec::check_same_vocabulary(draft.config().vocab, target.config().vocab);
   const auto context = std::min(target.config().max_positions, draft.config().max_positions);
-  const auto prompt = encode(s.prompt, target.config().vocab, context);
+  const auto prompt = kjv::encode_prompt(s.prompt, target.config().vocab, context, kDeepestTree);
   if (!s.dump_logits.empty()) {
     const auto& model = s.dump_logits == "target" ? target : draft;
     print_rows(model.prefix_logits(prompt), static_cast<std::int64_t>(prompt.size()));

@@ -1,0 +1,83 @@
+// SPDX-License-Identifier: MIT
+// The command-line pieces kjv_generate and kjv_constrained share: numbers in a range, comma
+// lists of known methods, and the prompt as byte tokens that leave room for a draft tree.
+// Each names the option it reads in the specdec::Error it throws.
+#pragma once
+
+#include <algorithm>
+#include <charconv>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "specdec/core/error.hpp"
+#include "specdec/core/token.hpp"
+#include "specdec/io/json.hpp"
+
+namespace kjv {
+
+/// `text` as a T in [low, high]; `name` is the option.
+template <class T>
+T parse_number(std::string_view name, std::string_view text, T low, T high) {
+  T value{};
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size()) {
+    specdec::detail::fail(name, "'{}' is not a number", specdec::io::escape_for_message(text));
+  }
+  if (!(value >= low && value <= high)) {
+    specdec::detail::fail(name, "{} is outside [{}, {}]", value, low, high);
+  }
+  return value;
+}
+
+/// The parts of `text` between `separator`s (an empty part where two meet).
+inline std::vector<std::string> split(std::string_view text, char separator) {
+  std::vector<std::string> out;
+  std::size_t begin = 0;
+  while (true) {
+    const auto end = text.find(separator, begin);
+    out.emplace_back(text.substr(begin, end == std::string_view::npos ? end : end - begin));
+    if (end == std::string_view::npos) return out;
+    begin = end + 1;
+  }
+}
+
+/// The comma list `methods`, each one of the comma list `known` (else an error naming --methods).
+inline std::vector<std::string> parse_methods(std::string_view methods, std::string_view known) {
+  auto out = split(methods, ',');
+  const auto names = split(known, ',');
+  for (const auto& m : out) {
+    if (std::find(names.begin(), names.end(), m) == names.end()) {
+      specdec::detail::fail("--methods", "'{}' is not a method ({})",
+                            specdec::io::escape_for_message(m), known);
+    }
+  }
+  return out;
+}
+
+/// The prompt's bytes as tokens of a vocabulary of `vocab` (bytes are tokens), leaving room in a
+/// context of `context` positions for a tree `deepest` deep.
+inline std::vector<specdec::Token> encode_prompt(std::string_view text, std::int64_t vocab,
+                                                 std::int64_t context, std::int64_t deepest) {
+  if (text.empty()) {
+    specdec::detail::fail("--prompt", "is empty: the root of every step is its last byte");
+  }
+  std::vector<specdec::Token> tokens;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    if (byte >= vocab) {
+      specdec::detail::fail("--prompt", "byte {} (0x{:02x}) is outside the vocabulary of {}", i,
+                            byte, vocab);
+    }
+    tokens.push_back(static_cast<specdec::Token>(byte));
+  }
+  if (static_cast<std::int64_t>(tokens.size()) + deepest >= context) {
+    specdec::detail::fail("--prompt",
+                          "has {} bytes; the model's context of {} positions leaves room for {}",
+                          tokens.size(), context, context - deepest - 1);
+  }
+  return tokens;
+}
+
+}  // namespace kjv

@@ -227,8 +227,8 @@ def verify_tree_batch_target_only(*, node_offsets: ArrayLike, tokens: ArrayLike,
                                   streams: Streams, threads: int = 0,
                                   check: bool = True) -> tuple[Array, ...]: ...
 
-# Constrained chain batches from logits (CPU, ragged layout): a grammar bitmask over the target
-# rows and vLLM's per-sequence sampling parameters; each per-sequence list holds B entries.
+# Constrained chain and tree batches from logits (CPU, ragged layout): a grammar bitmask over the
+# target rows and vLLM's per-sequence sampling parameters; each per-sequence list holds B entries.
 def verify_chain_batch_logits_constrained(
         *, target_logits: ArrayLike, draft_logits: ArrayLike, warps: Union[Warp, Sequence[Warp]],
         draft_tokens: ArrayLike, streams: Streams, draft_offsets: ArrayLike,
@@ -245,6 +245,32 @@ def verify_chain_batch_logits_constrained(
 def verify_chain_batch_target_only_logits_constrained(
         *, target_logits: ArrayLike, warps: Union[Warp, Sequence[Warp]], draft_tokens: ArrayLike,
         streams: Streams, draft_offsets: ArrayLike, bitmask: ArrayLike | None = None,
+        allowed_token_ids: Sequence[ArrayLike | None] | None = None,
+        bad_words: Sequence[Sequence[ArrayLike] | None] | None = None,
+        min_tokens: ArrayLike | None = None,
+        stop_token_ids: Sequence[ArrayLike | None] | None = None,
+        repetition_penalty: ArrayLike | None = None, frequency_penalty: ArrayLike | None = None,
+        presence_penalty: ArrayLike | None = None,
+        prompt_token_ids: Sequence[ArrayLike | None] | None = None,
+        output_token_ids: Sequence[ArrayLike | None] | None = None, threads: int = 0,
+        check: bool = True) -> tuple[Array, ...]: ...
+def verify_tree_batch_logits_constrained(
+        rule: Rule, *, node_offsets: ArrayLike, tokens: ArrayLike, parents: ArrayLike,
+        target_logits: ArrayLike, draft_logits: ArrayLike, warps: Union[Warp, Sequence[Warp]],
+        streams: Streams, bitmask: ArrayLike | None = None,
+        allowed_token_ids: Sequence[ArrayLike | None] | None = None,
+        bad_words: Sequence[Sequence[ArrayLike] | None] | None = None,
+        min_tokens: ArrayLike | None = None,
+        stop_token_ids: Sequence[ArrayLike | None] | None = None,
+        repetition_penalty: ArrayLike | None = None, frequency_penalty: ArrayLike | None = None,
+        presence_penalty: ArrayLike | None = None,
+        prompt_token_ids: Sequence[ArrayLike | None] | None = None,
+        output_token_ids: Sequence[ArrayLike | None] | None = None, threads: int = 0,
+        check: bool = True) -> tuple[Array, ...]: ...
+def verify_tree_batch_target_only_logits_constrained(
+        *, node_offsets: ArrayLike, tokens: ArrayLike, parents: ArrayLike,
+        target_logits: ArrayLike, warps: Union[Warp, Sequence[Warp]], streams: Streams,
+        bitmask: ArrayLike | None = None,
         allowed_token_ids: Sequence[ArrayLike | None] | None = None,
         bad_words: Sequence[Sequence[ArrayLike] | None] | None = None,
         min_tokens: ArrayLike | None = None,

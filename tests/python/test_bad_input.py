@@ -139,9 +139,14 @@ def ragged_batch(rows_or_logits):
             "draft_tokens": tokens(1, 2, 3), "draft_offsets": tokens(0, 2, 3)}
 
 
-def constrained_batch(draft):
-    """ragged_batch("logits") with every constraint given (a mask of ones, one word per row)."""
+def constrained_batch(draft, tree=False):
+    """ragged_batch("logits") (or a batch of two trees of 3 and 1 nodes, 6 rows) with every
+    constraint given (a mask of ones)."""
     batch = ragged_batch("logits")
+    if tree:
+        batch = {"node_offsets": tokens(0, 3, 4), "tokens": tokens(1, 2, 3, 5),
+                 "parents": tokens(-1, 0, 0, -1), "target_logits": rows(6, V),
+                 "draft_logits": rows(6, V, seed=1)}
     if not draft:
         del batch["draft_logits"]
     per_sequence = {"allowed_token_ids": [tokens(1, 2, 3, 4, 5), tokens(3, 5)],
@@ -149,8 +154,9 @@ def constrained_batch(draft):
                     "prompt_token_ids": [tokens(1, 4), tokens(2)],
                     "output_token_ids": [tokens(3), tokens(5, 6)],
                     "bad_words": [[tokens(6, 7)], [tokens(4)]]}
-    return dict(batch, ids={"draft_tokens", *per_sequence}, empty_ok=set(per_sequence) - {"bad_words"},
-                bitmask=np.full((5, 1), -1, np.int32), min_tokens=tokens(2, 3),
+    return dict(batch, ids={"tokens" if tree else "draft_tokens", *per_sequence},
+                empty_ok=set(per_sequence) - {"bad_words"},
+                bitmask=np.full((6 if tree else 5, 1), -1, np.int32), min_tokens=tokens(2, 3),
                 repetition_penalty=np.array([1.5, 2.0], np.float32),
                 frequency_penalty=np.array([0.5, 0.0], np.float32),
                 presence_penalty=np.array([0.0, 0.25], np.float32), **per_sequence)
@@ -285,6 +291,14 @@ def examples(tmp_path):
             lambda **a: specdec.verify_chain_batch_target_only_logits_constrained(
                 warps=specdec.Warp(), streams=two_streams(), **a),
             **constrained_batch(draft=False)),
+        "verify_tree_batch_logits_constrained": Example(
+            lambda **a: specdec.verify_tree_batch_logits_constrained(
+                specdec.Recursive(), warps=specdec.Warp(), streams=two_streams(), **a),
+            **constrained_batch(draft=True, tree=True)),
+        "verify_tree_batch_target_only_logits_constrained": Example(
+            lambda **a: specdec.verify_tree_batch_target_only_logits_constrained(
+                warps=specdec.Warp(), streams=two_streams(), **a),
+            **constrained_batch(draft=False, tree=True)),
         "verify_chain_batch_synthetic": Example(
             lambda **a: specdec.verify_chain_batch_synthetic(streams=two_streams(), **a),
             ids={"draft_tokens"}, target_rows=rows(5, V), draft_tokens=tokens(1, 2, 3),

@@ -7,14 +7,9 @@
 #include <cstdlib>
 #include <span>
 
+#include "fuzz_input.hpp"
 #include "specdec/io/redrafter_head.hpp"
 #include "specdec/io/safetensors.hpp"
-
-/// A result that contradicts the contract: say which check failed, then crash for libFuzzer.
-[[noreturn]] inline void finding(const char* check) {
-  std::fprintf(stderr, "finding: %s\n", check);
-  std::abort();
-}
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::span<const char> bytes(reinterpret_cast<const char*>(data), size);

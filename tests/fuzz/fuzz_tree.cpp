@@ -10,33 +10,12 @@
 #include <limits>
 #include <vector>
 
+#include "fuzz_input.hpp"
 #include "specdec/tree/tree.hpp"
-
-/// A result that contradicts the contract: say which check failed, then crash for libFuzzer.
-[[noreturn]] inline void finding(const char* check) {
-  std::fprintf(stderr, "finding: %s\n", check);
-  std::abort();
-}
 
 namespace {
 
-/// Reads the fuzz input front to back; zeros once it runs out.
-class Reader {
- public:
-  Reader(const std::uint8_t* data, std::size_t size) : data_(data), size_(size) {}
-  std::uint8_t byte() { return at_ < size_ ? data_[at_++] : 0; }
-  std::int32_t int32() {
-    std::uint32_t v = 0;
-    for (int i = 0; i < 4; ++i) v = (v << 8) | byte();
-    return static_cast<std::int32_t>(v);
-  }
-  bool empty() const { return at_ >= size_; }
-
- private:
-  const std::uint8_t* data_;
-  std::size_t size_;
-  std::size_t at_ = 0;
-};
+using specdec::fuzz::Reader;
 
 template <class F>
 void expect_error_or_success(F&& f) {

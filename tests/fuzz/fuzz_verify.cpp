@@ -11,33 +11,12 @@
 #include <cstring>
 #include <vector>
 
+#include "fuzz_input.hpp"
 #include "specdec/verify/verify.hpp"
-
-/// A result that contradicts the contract: say which check failed, then crash for libFuzzer.
-[[noreturn]] inline void finding(const char* check) {
-  std::fprintf(stderr, "finding: %s\n", check);
-  std::abort();
-}
 
 namespace {
 
-class Reader {
- public:
-  Reader(const std::uint8_t* data, std::size_t size) : data_(data), size_(size) {}
-  std::uint8_t byte() { return at_ < size_ ? data_[at_++] : 0; }
-  float raw_float() {
-    std::uint32_t bits = 0;
-    for (int i = 0; i < 4; ++i) bits = (bits << 8) | byte();
-    float v;
-    std::memcpy(&v, &bits, 4);
-    return v;
-  }
-
- private:
-  const std::uint8_t* data_;
-  std::size_t size_;
-  std::size_t at_ = 0;
-};
+using specdec::fuzz::Reader;
 
 /// `rows` rows of `vocab` entries: normalised byte weights, or raw floats when `raw`.
 std::vector<float> read_rows(Reader& in, std::size_t rows, std::size_t vocab, bool raw) {

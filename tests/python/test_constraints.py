@@ -1,6 +1,7 @@
-"""Constrained chain batches from logits: each call equals the unconstrained one on logits
-transformed in NumPy as vLLM transforms them (penalties, then masked ids set to -inf), for the
-same streams, token for token; bad constraints are named, and check=False returns status words."""
+"""Constrained chain and tree batches from logits: each call equals the unconstrained one on
+logits transformed in NumPy as vLLM transforms them (penalties, then masked ids set to -inf), for
+the same streams, token for token; bad constraints are named, and check=False returns status
+words."""
 
 import numpy as np
 import pytest
@@ -24,38 +25,84 @@ def allowed_mask(bitmask_row):
     return ((words[np.arange(V) >> 5] >> (np.arange(V) & 31).astype(np.uint32)) & 1) == 1
 
 
-def transform(logits, drafts, c):
+def chain_prefixes(drafts):
+    """(row, sequence, draft prefix) of every target row of the chain batch."""
+    return [(OFFSETS[b] + b + r, b, drafts[OFFSETS[b]:OFFSETS[b] + r])
+            for b in range(B) for r in range(OFFSETS[b + 1] - OFFSETS[b] + 1)]
+
+
+def transform(logits, prefixes, c):
     """vLLM's order: repetition, then frequency and presence penalties, then the masks; the
-    history of row r of a sequence is its output, then its first r draft tokens."""
+    history of a row is its sequence's output, then the row's draft prefix."""
     out = logits.copy()
-    for b in range(B):
-        first, gamma = OFFSETS[b], OFFSETS[b + 1] - OFFSETS[b]
-        for r in range(gamma + 1):
-            row = first + b + r
-            history = list(c["output_token_ids"][b]) + list(drafts[first:first + r])
-            counts = np.bincount(np.array(history, np.int64), minlength=V)
-            x = logits[row].copy()
-            seen = (counts > 0) | np.isin(np.arange(V), c["prompt_token_ids"][b])
-            rep = np.float32(c["repetition_penalty"][b])
-            x = np.where(seen, np.where(x > 0, x / rep, x * rep), x).astype(np.float32)
-            x = x - np.float32(c["frequency_penalty"][b]) * counts.astype(np.float32)
-            x = x - np.where(counts > 0, np.float32(c["presence_penalty"][b]), np.float32(0))
-            keep = allowed_mask(c["bitmask"][row])
-            if c["allowed_token_ids"][b] is not None:
-                keep &= np.isin(np.arange(V), c["allowed_token_ids"][b])
-            if len(c["output_token_ids"][b]) + r < c["min_tokens"][b]:
-                keep[c["stop_token_ids"][b]] = False
-            for word in c["bad_words"][b]:
-                if len(word) - 1 <= len(history) and list(history[len(history) - len(word) + 1:]) \
-                        == list(word[:-1]):
-                    keep[word[-1]] = False
-            out[row] = np.where(keep, x, -np.inf).astype(np.float32)
+    for row, b, prefix in prefixes:
+        history = list(c["output_token_ids"][b]) + list(prefix)
+        counts = np.bincount(np.array(history, np.int64), minlength=V)
+        x = logits[row].copy()
+        seen = (counts > 0) | np.isin(np.arange(V), c["prompt_token_ids"][b])
+        rep = np.float32(c["repetition_penalty"][b])
+        x = np.where(seen, np.where(x > 0, x / rep, x * rep), x).astype(np.float32)
+        x = x - np.float32(c["frequency_penalty"][b]) * counts.astype(np.float32)
+        x = x - np.where(counts > 0, np.float32(c["presence_penalty"][b]), np.float32(0))
+        keep = allowed_mask(c["bitmask"][row])
+        if c["allowed_token_ids"][b] is not None:
+            keep &= np.isin(np.arange(V), c["allowed_token_ids"][b])
+        if len(c["output_token_ids"][b]) + len(prefix) < c["min_tokens"][b]:
+            keep[c["stop_token_ids"][b]] = False
+        for word in c["bad_words"][b]:
+            if len(word) - 1 <= len(history) and \
+                    list(history[len(history) - len(word) + 1:]) == list(word[:-1]):
+                keep[word[-1]] = False
+        out[row] = np.where(keep, x, -np.inf).astype(np.float32)
     return out
 
 
+def random_constraints(rng, row_ranges, paths):
+    """Constraints of every kind for len(row_ranges) sequences, sequence b owning target rows
+    row_ranges[b] = (first, end); each has a safe token (allowed by all its rows) so no row of
+    the transformed logits is empty; bad words end some of the draft paths `paths[b]`."""
+    count = len(row_ranges)
+    rows = row_ranges[-1][1]
+    safe = rng.integers(0, V, size=count)
+    bits = rng.random((rows, V)) < 0.6
+    for b, (first, end) in enumerate(row_ranges):
+        bits[first:end, safe[b]] = True
+    packed = np.zeros((rows, 3), np.uint32)
+    for k in range(V):
+        packed[:, k >> 5] |= bits[:, k].astype(np.uint32) << np.uint32(k & 31)
+    c = {"bitmask": packed.view(np.int32),
+         "allowed_token_ids": [None if rng.random() < 0.3 else
+                               np.union1d(rng.choice(V, 30, replace=False), [s]).astype(np.int32)
+                               for s in safe],
+         "prompt_token_ids": [rng.integers(0, V, size=rng.integers(0, 8)).astype(np.int32)
+                              for _ in range(count)],
+         "output_token_ids": [rng.integers(0, V, size=rng.integers(0, 6)).astype(np.int32)
+                              for _ in range(count)],
+         "min_tokens": rng.integers(0, 8, size=count).astype(np.int32),
+         "repetition_penalty": rng.uniform(0.5, 3.0, size=count).astype(np.float32),
+         "frequency_penalty": rng.uniform(-1.0, 2.0, size=count).astype(np.float32),
+         "presence_penalty": rng.uniform(-1.0, 2.0, size=count).astype(np.float32)}
+    others = [np.setdiff1d(np.arange(V), [s]) for s in safe]
+    c["stop_token_ids"] = [rng.choice(o, rng.integers(0, 4), replace=False).astype(np.int32)
+                           for o in others]
+    # Words ending draft paths (so they bite) or anywhere, never in the safe token.
+    c["bad_words"] = []
+    for b in range(count):
+        words = []
+        for _ in range(rng.integers(0, 4)):
+            length = rng.integers(1, 4)
+            word = list(rng.choice(others[b], length))
+            if paths[b] and rng.random() < 0.5:
+                word = list(paths[b][rng.integers(len(paths[b]))][-length:])
+                if word[-1] == safe[b]:
+                    continue
+            words.append(np.array(word, np.int32))
+        c["bad_words"].append(words)
+    return c
+
+
 def random_case(seed):
-    """Logits, drafts drawn from the warped draft rows, and constraints of every kind, each sequence with a
-    safe token (allowed by every row) so no row of the transformed logits is empty."""
+    """Chain logits, drafts drawn from the warped draft rows, and random constraints."""
     rng = np.random.default_rng(seed)
     rows = OFFSETS[-1] + B
     target = rng.normal(size=(rows, V)).astype(np.float32) * 2
@@ -66,43 +113,47 @@ def random_case(seed):
             draft[i] = target[i + b] + rng.normal(size=V).astype(np.float32)
             p = np.asarray(specdec.warp_logits(WARPS[b], draft[i]), np.float64)
             drafts[i] = rng.choice(V, p=p / p.sum())
-    safe = rng.integers(0, V, size=B)
-    bits = rng.random((rows, V)) < 0.6
-    for b in range(B):
-        bits[OFFSETS[b] + b:OFFSETS[b + 1] + b + 1, safe[b]] = True
-    packed = np.zeros((rows, 3), np.uint32)
-    for k in range(V):
-        packed[:, k >> 5] |= bits[:, k].astype(np.uint32) << np.uint32(k & 31)
-    c = {"bitmask": packed.view(np.int32),
-         "allowed_token_ids": [None if rng.random() < 0.3 else
-                               np.union1d(rng.choice(V, 30, replace=False), [s]).astype(np.int32)
-                               for s in safe],
-         "prompt_token_ids": [rng.integers(0, V, size=rng.integers(0, 8)).astype(np.int32)
-                              for _ in range(B)],
-         "output_token_ids": [rng.integers(0, V, size=rng.integers(0, 6)).astype(np.int32)
-                              for _ in range(B)],
-         "min_tokens": rng.integers(0, 8, size=B).astype(np.int32),
-         "repetition_penalty": rng.uniform(0.5, 3.0, size=B).astype(np.float32),
-         "frequency_penalty": rng.uniform(-1.0, 2.0, size=B).astype(np.float32),
-         "presence_penalty": rng.uniform(-1.0, 2.0, size=B).astype(np.float32)}
-    others = [np.setdiff1d(np.arange(V), [s]) for s in safe]
-    c["stop_token_ids"] = [rng.choice(o, rng.integers(0, 4), replace=False).astype(np.int32)
-                           for o in others]
-    # Words ending in draft tokens (so they bite) or anywhere, never in the safe token.
-    c["bad_words"] = []
-    for b in range(B):
-        words = []
-        for _ in range(rng.integers(0, 4)):
-            length = rng.integers(1, 4)
-            word = list(rng.choice(others[b], length))
-            if OFFSETS[b + 1] > OFFSETS[b] and rng.random() < 0.5:
-                i = rng.integers(OFFSETS[b], OFFSETS[b + 1])
-                word = list(drafts[max(OFFSETS[b], i - length + 1):i + 1])
-                if word[-1] == safe[b]:
-                    continue
-            words.append(np.array(word, np.int32))
-        c["bad_words"].append(words)
-    return target, draft, drafts, c
+    ranges = [(OFFSETS[b] + b, OFFSETS[b + 1] + b + 1) for b in range(B)]
+    paths = [[drafts[OFFSETS[b]:i + 1] for i in range(OFFSETS[b], OFFSETS[b + 1])]
+             for b in range(B)]
+    return target, draft, drafts, random_constraints(rng, ranges, paths)
+
+
+TREE_OFFSETS = np.array([0, 5, 5, 9], np.int32)  # three trees of 5, 0 and 4 nodes
+TREES = len(TREE_OFFSETS) - 1
+
+
+def random_tree_case(seed):
+    """Tree logits, random trees whose children are drawn (without replacement among siblings)
+    from the warped draft row of their parent, random constraints and each row's prefix."""
+    rng = np.random.default_rng(seed)
+    rows = TREE_OFFSETS[-1] + TREES
+    target = rng.normal(size=(rows, V)).astype(np.float32) * 2
+    draft = target + rng.normal(size=(rows, V)).astype(np.float32)
+    tokens, parents, prefixes, paths = [], [], [], []
+    for b in range(TREES):
+        first = TREE_OFFSETS[b] + b
+        local_tokens, local_parents, local_paths = [], [], []
+        prefixes.append((first, b, []))
+        for i in range(TREE_OFFSETS[b + 1] - TREE_OFFSETS[b]):
+            # Parents in order keep the nodes in level order.
+            parent = int(rng.integers(local_parents[-1] if local_parents else -1, i))
+            p = np.asarray(specdec.warp_logits(WARPS[b], draft[first + 1 + parent]), np.float64)
+            siblings = [t for t, q in zip(local_tokens, local_parents) if q == parent]
+            p[siblings] = 0
+            token = int(rng.choice(V, p=p / p.sum()))
+            path = (local_paths[parent] if parent >= 0 else []) + [token]
+            local_tokens.append(token)
+            local_parents.append(parent)
+            local_paths.append(path)
+            prefixes.append((first + 1 + i, b, path))
+        tokens += local_tokens
+        parents += local_parents
+        paths.append(local_paths)
+    ranges = [(TREE_OFFSETS[b] + b, TREE_OFFSETS[b + 1] + b + 1) for b in range(TREES)]
+    tree = dict(node_offsets=TREE_OFFSETS, tokens=np.array(tokens, np.int32),
+                parents=np.array(parents, np.int32))
+    return target, draft, tree, prefixes, random_constraints(rng, ranges, paths)
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -111,7 +162,7 @@ def test_equals_the_unconstrained_call_on_transformed_logits(seed):
     common = dict(warps=WARPS, draft_tokens=drafts, streams=streams(seed), draft_offsets=OFFSETS)
     emitted, accepted = specdec.verify_chain_batch_logits_constrained(
         target_logits=target, draft_logits=draft, **common, **c)
-    transformed = transform(target, drafts, c)
+    transformed = transform(target, chain_prefixes(drafts), c)
     expected = specdec.verify_chain_batch_logits(target_logits=transformed, draft_logits=draft,
                                                  **common)
     np.testing.assert_array_equal(emitted, expected[0])
@@ -128,13 +179,44 @@ def test_target_only_equals_the_unconstrained_walk_on_transformed_logits(seed):
     emitted, accepted = specdec.verify_chain_batch_target_only_logits_constrained(
         target_logits=target, warps=WARPS, draft_tokens=drafts, streams=streams(seed),
         draft_offsets=OFFSETS, **c)
-    transformed = transform(target, drafts, c)
+    transformed = transform(target, chain_prefixes(drafts), c)
     for b, stream in enumerate(streams(seed)):
         rows = transformed[OFFSETS[b] + b:OFFSETS[b + 1] + b + 1]
         verdict, tokens = specdec.verify_chain_target_only_logits(
             WARPS[b], rows, drafts[OFFSETS[b]:OFFSETS[b + 1]], stream)
         assert accepted[b] == verdict.accepted
         np.testing.assert_array_equal(emitted[OFFSETS[b] + b:OFFSETS[b] + b + len(tokens)], tokens)
+
+
+@pytest.mark.parametrize("seed", range(30))
+@pytest.mark.parametrize("draft_rows", [True, False])
+def test_trees_equal_the_unconstrained_walk_on_transformed_logits(seed, draft_rows):
+    target, draft, tree, prefixes, c = random_tree_case(seed)
+    tree_streams = [specdec.RandomStream(seed=seed, sequence=b) for b in range(TREES)]
+    if draft_rows:
+        got = specdec.verify_tree_batch_logits_constrained(
+            specdec.Recursive(), **tree, target_logits=target, draft_logits=draft,
+            warps=WARPS[:TREES], streams=tree_streams, **c)
+    else:
+        got = specdec.verify_tree_batch_target_only_logits_constrained(
+            **tree, target_logits=target, warps=WARPS[:TREES], streams=tree_streams, **c)
+    accepted_nodes, accepted, final_tokens, bonus = got
+    transformed = transform(target, prefixes, c)
+    for b in range(TREES):
+        nodes = slice(TREE_OFFSETS[b], TREE_OFFSETS[b + 1])
+        rows = slice(TREE_OFFSETS[b] + b, TREE_OFFSETS[b + 1] + b + 1)
+        one = specdec.DraftTree(tree["tokens"][nodes], tree["parents"][nodes])
+        if draft_rows:
+            verdict, path = specdec.verify_tree_logits(specdec.Recursive(), WARPS[b], one,
+                                                       transformed[rows], draft[rows],
+                                                       tree_streams[b])
+        else:
+            verdict, path = specdec.verify_tree_target_only_logits(WARPS[b], one,
+                                                                   transformed[rows],
+                                                                   tree_streams[b])
+        assert (accepted[b], final_tokens[b], bool(bonus[b])) == \
+            (verdict.accepted, verdict.token, verdict.bonus)
+        np.testing.assert_array_equal(accepted_nodes[nodes][:len(path)], path)
 
 
 def test_the_constraints_change_the_outcome():
@@ -148,6 +230,15 @@ def test_the_constraints_change_the_outcome():
         plain = specdec.verify_chain_batch_logits(**common)
         changed += not np.array_equal(got[0], plain[0])
     assert changed >= 20
+    changed = 0
+    for seed in range(30):
+        target, draft, tree, _, c = random_tree_case(seed)
+        common = dict(**tree, target_logits=target, draft_logits=draft, warps=WARPS[:TREES],
+                      streams=[specdec.RandomStream(seed=seed, sequence=b) for b in range(TREES)])
+        got = specdec.verify_tree_batch_logits_constrained(specdec.Recursive(), **common, **c)
+        plain = specdec.verify_tree_batch_logits_constrained(specdec.Recursive(), **common)
+        changed += not (np.array_equal(got[0], plain[0]) and np.array_equal(got[2], plain[2]))
+    assert changed >= 15
 
 
 def test_a_row_after_a_forbidden_draft_token_is_never_read():
@@ -221,3 +312,23 @@ def test_check_false_fails_the_bad_sequence_alone():
     assert list(accepted) == [good[1][0], good[1][1], -1, -1]
     np.testing.assert_array_equal(emitted[:OFFSETS[2] + 2], good[0][:OFFSETS[2] + 2])
     assert (emitted[OFFSETS[2] + 2:] == -1).all()
+
+
+def test_tree_errors_are_named_and_check_false_fails_the_tree_alone():
+    target, draft, tree, _, _ = random_tree_case(3)
+    common = dict(**tree, target_logits=target, draft_logits=draft, warps=WARPS[:TREES],
+                  streams=[specdec.RandomStream(seed=3, sequence=b) for b in range(TREES)])
+    bitmask = np.full((len(target), 3), -1, np.int32)
+    bitmask[TREE_OFFSETS[1] + 1] = 0  # tree 1's root row (a tree of no nodes: always read)
+    assert argument_of(lambda: specdec.verify_tree_batch_logits_constrained(
+        specdec.Recursive(), **common, bitmask=bitmask)) == "bitmask[1][0]"
+    assert argument_of(lambda: specdec.verify_tree_batch_logits_constrained(
+        specdec.Recursive(), **common, bitmask=bitmask[:, :2])) == "bitmask"
+    assert argument_of(lambda: specdec.verify_tree_batch_logits_constrained(
+        specdec.Recursive(), **dict(common, target_logits=target[:-1]))) == "target_logits"
+    good = specdec.verify_tree_batch_logits_constrained(specdec.Recursive(), **common)
+    *outputs, status = specdec.verify_tree_batch_logits_constrained(
+        specdec.Recursive(), **common, bitmask=bitmask, check=False)
+    assert list(status) == [0, int(specdec.SequenceStatus.BAD_ROW), 0, 1]
+    assert list(outputs[1]) == [good[1][0], -1, good[1][2]]
+    np.testing.assert_array_equal(outputs[0], good[0])

@@ -18,13 +18,11 @@ namespace specdec::test {
 /// The prompt every law test starts from; its last token roots the first step.
 inline const std::vector<Token> kLawPrompt{0, 2};
 
-/// Decodes `runs` sequences of three tokens from `prompt` (sequence id = run index) with a Decoder
-/// whose LoopOptions have max_new_tokens = 3, and checks the histogram of the tokens against the
-/// warped target's law (chi-square; false-failure probability kFalseFailureProbability).
+/// The histogram of the first three tokens of `runs` sequences decoded from `prompt` (sequence id
+/// = run index; the index is (t0 * 4 + t1) * 4 + t2); every run must give three tokens.
 template <class D>
-void check_first_tokens_follow_target(D& decoder, std::uint32_t runs,
-                                      const std::vector<Token>& prompt = kLawPrompt) {
-  REQUIRE(decoder.loop_options().max_new_tokens == 3);
+std::vector<std::int64_t> first_token_counts(D& decoder, std::uint32_t runs,
+                                             const std::vector<Token>& prompt) {
   std::vector<std::int64_t> counts(64, 0);
   std::uint32_t short_runs = 0;
   for (std::uint32_t s = 0; s < runs; ++s) {
@@ -38,6 +36,17 @@ void check_first_tokens_follow_target(D& decoder, std::uint32_t runs,
     ++counts[static_cast<std::size_t>((t[0] * 4 + t[1]) * 4 + t[2])];
   }
   REQUIRE(short_runs == 0);
+  return counts;
+}
+
+/// Decodes `runs` sequences of three tokens from `prompt` (sequence id = run index) with a Decoder
+/// whose LoopOptions have max_new_tokens = 3, and checks the histogram of the tokens against the
+/// warped target's law (chi-square; false-failure probability kFalseFailureProbability).
+template <class D>
+void check_first_tokens_follow_target(D& decoder, std::uint32_t runs,
+                                      const std::vector<Token>& prompt = kLawPrompt) {
+  REQUIRE(decoder.loop_options().max_new_tokens == 3);
+  const auto counts = first_token_counts(decoder, runs, prompt);
   const auto expected = target_sequence_distribution(prompt.back(), decoder.loop_options().warp);
   const auto chi = chi_square_test(counts, expected);
   INFO("chi2 " << chi.statistic << " df " << chi.df << " p " << chi.p_value);

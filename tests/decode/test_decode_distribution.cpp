@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <functional>
 
+#include "decode/strategy_law.hpp"
 #include "decode/toy_tables.hpp"
 #include "specdec/decode/decoder.hpp"
 #include "support/stats.hpp"
@@ -24,21 +25,17 @@ std::vector<std::int64_t> histogram(const DecodeOptions& base, std::uint32_t run
   DecodeOptions options = base;
   options.max_new_tokens = 3;
   Decoder decoder(target, draft, options);
-  const std::vector<Token> prompt{0, kLast};
-  std::vector<std::int64_t> counts(64, 0);
-  std::uint32_t short_runs = 0;
-  for (std::uint32_t s = 0; s < runs; ++s) {
-    decoder.reset(prompt, s);
-    while (!decoder.finished()) decoder.step();
-    const auto t = decoder.generated();
-    if (t.size() != 3) {
-      ++short_runs;
-      continue;
-    }
-    ++counts[static_cast<std::size_t>((t[0] * 4 + t[1]) * 4 + t[2])];
-  }
-  REQUIRE(short_runs == 0);
-  return counts;
+  return test::first_token_counts(decoder, runs, {0, kLast});
+}
+
+/// The law of a chain step after `last` as `step(last, t, d)` gives it, t and d the target's and
+/// the draft's rows after `last` warped by `warp`.
+template <class Step>
+auto on_warped_rows(const Warp& warp, Step step) {
+  return [warp, step](Token last) {
+    return step(last, test::warped_row(test::target_table(), last, warp),
+                test::warped_row(test::draft_table(), last, warp));
+  };
 }
 
 void check_matches(const DecodeOptions& options, const std::vector<double>& expected) {
@@ -182,17 +179,13 @@ TEST_CASE("A cascade matches the sequence distribution its per-token pi implies"
     // Thresholds keep a margin from every table entry (softmax rounding must not flip a test).
     o.cascade = Cascade{deferral, deferral == Deferral::kChow ? 0.55f : 0.45f};
     o.seed = 31;
-    const auto target_table = test::target_table();
-    const auto draft_table = test::draft_table();
-    const auto joint = [&](Token last) {
-      const auto t = test::warped_row(target_table, last, o.warp);
-      const auto d = test::warped_row(draft_table, last, o.warp);
+    const auto joint = on_warped_rows(o.warp, [&](Token last, const auto& t, const auto& d) {
       std::vector<float> pi(4);
-      cascade_target(target_table[static_cast<std::size_t>(last)],
-                     draft_table[static_cast<std::size_t>(last)], t, d, o.cascade.deferral,
+      cascade_target(test::target_table()[static_cast<std::size_t>(last)],
+                     test::draft_table()[static_cast<std::size_t>(last)], t, d, o.cascade.deferral,
                      o.cascade.alpha, pi);
       return towards(pi, d);
-    };
+    });
     // False-failure probability: 1e-6 per deferral rule.
     check_matches(o, chain_sequence_distribution(o.depth, joint, o.warp));
   }
@@ -202,11 +195,7 @@ TEST_CASE("Lossy sampling matches the sequence distribution its closed form impl
   auto o = with_method(Method::kLossy, 2);
   o.lossy = Lossy{0.3f, 1.0f};
   o.seed = 77;
-  const auto target_table = test::target_table();
-  const auto draft_table = test::draft_table();
-  const auto joint = [&](Token last) {
-    const auto t = test::warped_row(target_table, last, o.warp);
-    const auto d = test::warped_row(draft_table, last, o.warp);
+  const auto joint = on_warped_rows(o.warp, [&](Token, const auto& t, const auto& d) {
     // Accept x with probability min(1, t / ((1 - alpha) d)); rejection mass R; the correction
     // is drawn from norm([t - beta d]+).
     const double alpha = o.lossy.alpha, beta = o.lossy.beta;
@@ -221,7 +210,7 @@ TEST_CASE("Lossy sampling matches the sequence distribution its closed form impl
       r[x] = residual > 0.0 ? rejected * std::max(0.0, t[x] - beta * d[x]) / residual : 0.0;
     }
     return std::make_pair(a, r);
-  };
+  });
   // False-failure probability: 1e-6.
   check_matches(o, chain_sequence_distribution(o.depth, joint, o.warp));
 }

@@ -30,7 +30,8 @@ std::vector<py::object> per_sequence(py::handle obj, std::string_view name, std:
   if (obj.is_none()) return out;
   if (!is_array_like(obj) && !py::isinstance<py::sequence>(obj)) {
     throw Error(std::string(name), fmt::format("is a {}; expected a list with one entry per "
-                                               "sequence", type_name(obj)));
+                                               "sequence",
+                                               type_name(obj)));
   }
   const auto count = static_cast<std::int64_t>(py::len(obj));
   if (count != batch) {
@@ -43,8 +44,8 @@ std::vector<py::object> per_sequence(py::handle obj, std::string_view name, std:
 
 /// Per-sequence values (min_tokens, penalties): none for None, else a 1-D array of `batch`.
 template <class Read>
-std::optional<Array> per_sequence_values(py::handle obj, std::string_view name,
-                                         std::int64_t batch, Read read) {
+std::optional<Array> per_sequence_values(py::handle obj, std::string_view name, std::int64_t batch,
+                                         Read read) {
   if (obj.is_none()) return std::nullopt;
   Array a = read(obj, name, 1);
   if (a.size() != batch) {
@@ -110,7 +111,8 @@ void penalised_tokens(std::span<const Token> prompt, std::span<const Token> outp
     const Token t = (p == sorted_prompt.end() || (o != sorted_output.end() && *o < *p)) ? *o : *p;
     const auto run = std::upper_bound(o, sorted_output.end(), t);
     const bool in_prompt = p != sorted_prompt.end() && *p == t;
-    out.push_back({.token = t, .count = static_cast<std::int32_t>(run - o), .in_prompt = in_prompt});
+    out.push_back(
+        {.token = t, .count = static_cast<std::int32_t>(run - o), .in_prompt = in_prompt});
     o = run;
     if (in_prompt) ++p;
   }
@@ -118,8 +120,8 @@ void penalised_tokens(std::span<const Token> prompt, std::span<const Token> outp
 
 /// The constraint arguments as passed (None where not given).
 struct ConstraintInputs {
-  py::handle bitmask, allowed_token_ids, bad_words, min_tokens, stop_token_ids,
-      repetition_penalty, frequency_penalty, presence_penalty, prompt_token_ids, output_token_ids;
+  py::handle bitmask, allowed_token_ids, bad_words, min_tokens, stop_token_ids, repetition_penalty,
+      frequency_penalty, presence_penalty, prompt_token_ids, output_token_ids;
 };
 
 /// The constraints of `batch` sequences over `rows` target rows of `vocab` tokens, read (GIL
@@ -133,83 +135,82 @@ struct BatchConstraints {
   BatchConstraints(const ConstraintInputs& in, std::int64_t batch_, std::int64_t rows,
                    std::int64_t vocab)
       : batch(batch_) {
-  if (!in.bitmask.is_none()) {
-    bitmask = int32_arg(in.bitmask, "bitmask", 2);
-    if (bitmask->dim(0) != rows || bitmask->dim(1) != detail::mask_words(vocab)) {
-      throw Error("bitmask", fmt::format("has shape [{}, {}]; expected [{}, {}] (ceil(V / 32) "
-                                         "int32 words per target row)",
-                                         bitmask->dim(0), bitmask->dim(1), rows,
-                                         detail::mask_words(vocab)));
+    if (!in.bitmask.is_none()) {
+      bitmask = int32_arg(in.bitmask, "bitmask", 2);
+      if (bitmask->dim(0) != rows || bitmask->dim(1) != detail::mask_words(vocab)) {
+        throw Error("bitmask",
+                    fmt::format("has shape [{}, {}]; expected [{}, {}] (ceil(V / 32) "
+                                "int32 words per target row)",
+                                bitmask->dim(0), bitmask->dim(1), rows, detail::mask_words(vocab)));
+      }
+    }
+    const auto allowed = per_sequence(in.allowed_token_ids, "allowed_token_ids", batch);
+    const auto stop = per_sequence(in.stop_token_ids, "stop_token_ids", batch);
+    const auto words = per_sequence(in.bad_words, "bad_words", batch);
+    const auto prompt = per_sequence(in.prompt_token_ids, "prompt_token_ids", batch);
+    const auto output = per_sequence(in.output_token_ids, "output_token_ids", batch);
+    min_tokens = per_sequence_values(in.min_tokens, "min_tokens", batch, int32_arg);
+    repetition =
+        per_sequence_values(in.repetition_penalty, "repetition_penalty", batch, values_f32_arg);
+    frequency =
+        per_sequence_values(in.frequency_penalty, "frequency_penalty", batch, values_f32_arg);
+    presence = per_sequence_values(in.presence_penalty, "presence_penalty", batch, values_f32_arg);
+    held.resize(static_cast<std::size_t>(batch));  // never resized again: the spans below view it
+    sequences.resize(static_cast<std::size_t>(batch));
+    for (std::int64_t b = 0; b < batch; ++b) {
+      const auto i = static_cast<std::size_t>(b);
+      SequenceConstraints& s = held[i];
+      LogitConstraints& c = sequences[i];
+      s.allowed = entry_tokens(allowed, b, "allowed_token_ids");
+      s.stop = entry_tokens(stop, b, "stop_token_ids");
+      // The history is the caller's own: ids outside the vocabulary raise whatever `check` says.
+      const Array prompt_ids = entry_tokens(prompt, b, "prompt_token_ids");
+      const Array output_ids = entry_tokens(output, b, "output_token_ids");
+      check_vocab_tokens(prompt_ids, fmt::format("prompt_token_ids[{}]", b), vocab);
+      check_vocab_tokens(output_ids, fmt::format("output_token_ids[{}]", b), vocab);
+      const auto out_span = output_ids.span<Token>("output_token_ids");
+      c.allowed = s.allowed.span<Token>("allowed_token_ids");
+      c.stop_tokens = s.stop.span<Token>("stop_token_ids");
+      c.output_length = static_cast<std::int64_t>(out_span.size());
+      if (min_tokens) c.min_tokens = min_tokens->span<std::int32_t>("min_tokens")[i];
+      // Bad words: a list of token lists per sequence, flattened with offsets.
+      std::size_t longest = 0;
+      if (!words.empty() && !words[i].is_none()) {
+        const std::string name = fmt::format("bad_words[{}]", b);
+        if (is_array_like(words[i]) || !py::isinstance<py::sequence>(words[i])) {
+          throw Error(name, fmt::format("is a {}; expected a list of words (lists of token ids)",
+                                        type_name(words[i])));
+        }
+        s.bad_word_offsets.push_back(0);
+        for (std::size_t w = 0; w < py::len(words[i]); ++w) {
+          s.words.push_back(token_arg(words[i][py::int_(w)], fmt::format("{}[{}]", name, w), 1));
+          const auto word = s.words.back().span<Token>(name);
+          s.bad_words.insert(s.bad_words.end(), word.begin(), word.end());
+          s.bad_word_offsets.push_back(static_cast<std::int32_t>(s.bad_words.size()));
+          longest = std::max(longest, word.size());
+        }
+        if (s.words.empty()) s.bad_word_offsets.clear();
+      }
+      c.bad_words = s.bad_words;
+      c.bad_word_offsets = s.bad_word_offsets;
+      // The output's last tokens a banned word can start in.
+      const std::size_t tail = std::min(out_span.size(), longest > 0 ? longest - 1 : 0);
+      s.tail.assign(out_span.end() - static_cast<std::ptrdiff_t>(tail), out_span.end());
+      c.output_tail = s.tail;
+      Penalties& p = c.penalties;
+      if (repetition) p.repetition = repetition->span<float>("repetition_penalty")[i];
+      if (frequency) p.frequency = frequency->span<float>("frequency_penalty")[i];
+      if (presence) p.presence = presence->span<float>("presence_penalty")[i];
+      if (p.any()) {
+        penalised_tokens(prompt_ids.span<Token>("prompt_token_ids"), out_span, s.penalised);
+        p.tokens = s.penalised;
+      }
     }
   }
-  const auto allowed = per_sequence(in.allowed_token_ids, "allowed_token_ids", batch);
-  const auto stop = per_sequence(in.stop_token_ids, "stop_token_ids", batch);
-  const auto words = per_sequence(in.bad_words, "bad_words", batch);
-  const auto prompt = per_sequence(in.prompt_token_ids, "prompt_token_ids", batch);
-  const auto output = per_sequence(in.output_token_ids, "output_token_ids", batch);
-  min_tokens = per_sequence_values(in.min_tokens, "min_tokens", batch, int32_arg);
-  repetition = per_sequence_values(in.repetition_penalty, "repetition_penalty", batch,
-                                   values_f32_arg);
-  frequency = per_sequence_values(in.frequency_penalty, "frequency_penalty", batch,
-                                  values_f32_arg);
-  presence = per_sequence_values(in.presence_penalty, "presence_penalty", batch,
-                                 values_f32_arg);
-  held.resize(static_cast<std::size_t>(batch));  // never resized again: the spans below view it
-  sequences.resize(static_cast<std::size_t>(batch));
-  for (std::int64_t b = 0; b < batch; ++b) {
-    const auto i = static_cast<std::size_t>(b);
-    SequenceConstraints& s = held[i];
-    LogitConstraints& c = sequences[i];
-    s.allowed = entry_tokens(allowed, b, "allowed_token_ids");
-    s.stop = entry_tokens(stop, b, "stop_token_ids");
-    // The history is the caller's own: ids outside the vocabulary raise whatever `check` says.
-    const Array prompt_ids = entry_tokens(prompt, b, "prompt_token_ids");
-    const Array output_ids = entry_tokens(output, b, "output_token_ids");
-    check_vocab_tokens(prompt_ids, fmt::format("prompt_token_ids[{}]", b), vocab);
-    check_vocab_tokens(output_ids, fmt::format("output_token_ids[{}]", b), vocab);
-    const auto out_span = output_ids.span<Token>("output_token_ids");
-    c.allowed = s.allowed.span<Token>("allowed_token_ids");
-    c.stop_tokens = s.stop.span<Token>("stop_token_ids");
-    c.output_length = static_cast<std::int64_t>(out_span.size());
-    if (min_tokens) c.min_tokens = min_tokens->span<std::int32_t>("min_tokens")[i];
-    // Bad words: a list of token lists per sequence, flattened with offsets.
-    std::size_t longest = 0;
-    if (!words.empty() && !words[i].is_none()) {
-      const std::string name = fmt::format("bad_words[{}]", b);
-      if (is_array_like(words[i]) || !py::isinstance<py::sequence>(words[i])) {
-        throw Error(name, fmt::format("is a {}; expected a list of words (lists of token ids)",
-                                      type_name(words[i])));
-      }
-      s.bad_word_offsets.push_back(0);
-      for (std::size_t w = 0; w < py::len(words[i]); ++w) {
-        s.words.push_back(token_arg(words[i][py::int_(w)], fmt::format("{}[{}]", name, w), 1));
-        const auto word = s.words.back().span<Token>(name);
-        s.bad_words.insert(s.bad_words.end(), word.begin(), word.end());
-        s.bad_word_offsets.push_back(static_cast<std::int32_t>(s.bad_words.size()));
-        longest = std::max(longest, word.size());
-      }
-      if (s.words.empty()) s.bad_word_offsets.clear();
-    }
-    c.bad_words = s.bad_words;
-    c.bad_word_offsets = s.bad_word_offsets;
-    // The output's last tokens a banned word can start in.
-    const std::size_t tail = std::min(out_span.size(), longest > 0 ? longest - 1 : 0);
-    s.tail.assign(out_span.end() - static_cast<std::ptrdiff_t>(tail), out_span.end());
-    c.output_tail = s.tail;
-    Penalties& p = c.penalties;
-    if (repetition) p.repetition = repetition->span<float>("repetition_penalty")[i];
-    if (frequency) p.frequency = frequency->span<float>("frequency_penalty")[i];
-    if (presence) p.presence = presence->span<float>("presence_penalty")[i];
-    if (p.any()) {
-      penalised_tokens(prompt_ids.span<Token>("prompt_token_ids"), out_span, s.penalised);
-      p.tokens = s.penalised;
-    }
-  }
-}
 
   [[nodiscard]] ChainBatchConstraints view() const {
-    return {.bitmask = bitmask ? bitmask->span<std::int32_t>("bitmask")
-                               : std::span<const std::int32_t>{},
+    return {.bitmask =
+                bitmask ? bitmask->span<std::int32_t>("bitmask") : std::span<const std::int32_t>{},
             .sequences = sequences};
   }
 };
@@ -294,8 +295,8 @@ struct ConstrainedChainCall {
     if (!check) status.emplace(std::vector<std::int64_t>{batch + 1}, kind);
     args = {.draft_offsets = spans,
             .target_logits = batch_matrix<float>(target, "target_logits"),
-            .draft_logits = draft_rows ? batch_matrix<float>(draft, "draft_logits")
-                                       : MatrixView<const float>{},
+            .draft_logits =
+                draft_rows ? batch_matrix<float>(draft, "draft_logits") : MatrixView<const float>{},
             .warps = warps,
             .draft_tokens = tokens.span<Token>("draft_tokens"),
             .streams = streams,
@@ -334,8 +335,8 @@ struct ConstrainedTreeCall {
   backend::Cpu cpu;
   TreeBatchArgs args;
 
-  ConstrainedTreeCall(const TreeInputs& in, const ConstraintInputs& c, bool draft_rows,
-                      int threads, bool check) {
+  ConstrainedTreeCall(const TreeInputs& in, const ConstraintInputs& c, bool draft_rows, int threads,
+                      bool check) {
     require_host_inputs({{in.target_logits, "target_logits"},
                          {in.draft_logits, "draft_logits"},
                          {in.tokens, "tokens"},
@@ -368,8 +369,8 @@ struct ConstrainedTreeCall {
     args = {.node_offsets = offsets.span<std::int32_t>("node_offsets"),
             .trees = {tokens.span<Token>("tokens"), parents.span<std::int32_t>("parents")},
             .target_rows = batch_matrix<float>(target, "target_logits"),
-            .draft_rows = draft_rows ? batch_matrix<float>(draft, "draft_logits")
-                                     : MatrixView<const float>{},
+            .draft_rows =
+                draft_rows ? batch_matrix<float>(draft, "draft_logits") : MatrixView<const float>{},
             .streams = streams,
             .accepted_nodes = accepted_nodes->values(),
             .accepted = accepted->values(),
@@ -425,8 +426,9 @@ auto constraint_args() {
 template <class F, class... Leading>
 void def_constrained(py::module_& m, const char* name, F&& f, const std::string& doc,
                      Leading... leading) {
-  std::apply([&](auto... tail) { m.def(name, std::forward<F>(f), leading..., tail..., doc.c_str()); },
-             constraint_args());
+  std::apply(
+      [&](auto... tail) { m.def(name, std::forward<F>(f), leading..., tail..., doc.c_str()); },
+      constraint_args());
 }
 
 }  // namespace
@@ -474,8 +476,8 @@ void bind_constraints(py::module_& m) {
   def_constrained(
       m, "verify_tree_batch_logits_constrained",
       [](H rule_object, H offsets, H tokens, H parents, H target, H draft, H warps, H streams,
-         H bitmask, H allowed, H words, H min_tokens, H stop, H repetition, H frequency,
-         H presence, H prompt, H output, int threads, bool check) {
+         H bitmask, H allowed, H words, H min_tokens, H stop, H repetition, H frequency, H presence,
+         H prompt, H output, int threads, bool check) {
         const Rule rule = rule_arg(rule_object);
         return ConstrainedTreeCall({offsets, tokens, parents, target, draft, warps, streams},
                                    {bitmask, allowed, words, min_tokens, stop, repetition,

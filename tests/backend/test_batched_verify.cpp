@@ -134,6 +134,38 @@ void run_chain(const Backend& backend, const ChainCase& c, std::vector<Token>& e
   accepted = acc.to_host();
 }
 
+/// verify_chain_batch_logits of c's offsets, tokens and streams on `target_logits` and
+/// `draft_logits` (c's rows are their warps) with `warps`.
+template <class Backend>
+void run_chain_logits(const Backend& backend, const ChainCase& c,
+                      const std::vector<float>& target_logits,
+                      const std::vector<float>& draft_logits, std::span<const Warp> warps,
+                      std::vector<Token>& emitted, std::vector<std::int32_t>& accepted) {
+  test::Buffer<Backend, float> t(target_logits), d(draft_logits);
+  test::Buffer<Backend, Token> tok(c.tokens);
+  const auto outputs = static_cast<std::size_t>(c.drafts() + c.batch());
+  test::Buffer<Backend, Token> out(outputs);
+  test::Buffer<Backend, std::int32_t> acc(static_cast<std::size_t>(c.batch()));
+  test::Scratch<Backend> scratch(workspace_size(
+      backend,
+      ChainBatchShape{
+          .batch = c.batch(), .max_gamma = c.max_gamma(), .vocab = c.vocab, .from_logits = true}));
+  verify_chain_batch_logits(
+      backend,
+      ChainBatchLogitsArgs<float>{
+          .draft_offsets = c.offsets,
+          .target_logits = MatrixView<const float>(t.data(), c.drafts() + c.batch(), c.vocab),
+          .draft_logits = MatrixView<const float>(d.data(), c.drafts(), c.vocab),
+          .warps = warps,
+          .draft_tokens = std::span<const Token>(tok.data(), c.tokens.size()),
+          .streams = c.streams,
+          .emitted = std::span<Token>(out.data(), outputs),
+          .accepted = std::span<std::int32_t>(acc.data(), static_cast<std::size_t>(c.batch()))},
+      scratch.get());
+  emitted = out.to_host();
+  accepted = acc.to_host();
+}
+
 #if defined(SPECDEC_HAS_CUDA) && SPECDEC_HAS_CUDA
 using ChainBackends = std::tuple<backend::Cpu, backend::Cuda>;
 #else
@@ -246,29 +278,11 @@ TEMPLATE_LIST_TEST_CASE("verify_chain_batch_logits equals warp_logits then verif
   std::vector<std::int32_t> want_acc;
   chain_oracle(c, want, want_acc);
 
-  using Backend = TestType;
-  const Backend backend{};
-  test::Buffer<Backend, float> t(target_logits), d(draft_logits);
-  test::Buffer<Backend, Token> tok(tokens);
-  test::Buffer<Backend, Token> out(static_cast<std::size_t>(batch * (gamma + 1)));
-  test::Buffer<Backend, std::int32_t> acc(static_cast<std::size_t>(batch));
-  test::Scratch<Backend> scratch(workspace_size(
-      backend,
-      ChainBatchShape{.batch = batch, .max_gamma = gamma, .vocab = vocab, .from_logits = true}));
-  verify_chain_batch_logits(
-      backend,
-      ChainBatchLogitsArgs<float>{
-          .draft_offsets = c.offsets,
-          .target_logits = MatrixView<const float>(t.data(), batch * (gamma + 1), vocab),
-          .draft_logits = MatrixView<const float>(d.data(), batch * gamma, vocab),
-          .warps = warps,
-          .draft_tokens = std::span<const Token>(tok.data(), tokens.size()),
-          .streams = c.streams,
-          .emitted = std::span<Token>(out.data(), static_cast<std::size_t>(batch * (gamma + 1))),
-          .accepted = std::span<std::int32_t>(acc.data(), static_cast<std::size_t>(batch))},
-      scratch.get());
-  CHECK(acc.to_host() == want_acc);
-  CHECK(out.to_host() == want);
+  std::vector<Token> got;
+  std::vector<std::int32_t> got_acc;
+  run_chain_logits(TestType{}, c, target_logits, draft_logits, warps, got, got_acc);
+  CHECK(got_acc == want_acc);
+  CHECK(got == want);
 }
 
 TEMPLATE_LIST_TEST_CASE("verify_chain_batch_logits takes ragged draft counts", "[backend][batched]",
@@ -298,30 +312,12 @@ TEMPLATE_LIST_TEST_CASE("verify_chain_batch_logits takes ragged draft counts", "
   std::vector<std::int32_t> want_acc;
   chain_oracle(c, want, want_acc);
 
-  using Backend = TestType;
-  const Backend backend{};
-  test::Buffer<Backend, float> t(target_logits), d(draft_logits);
-  test::Buffer<Backend, Token> tok(c.tokens);
-  const auto outputs = static_cast<std::size_t>(c.drafts() + c.batch());
-  test::Buffer<Backend, Token> out(outputs);
-  test::Buffer<Backend, std::int32_t> acc(gammas.size());
-  test::Scratch<Backend> scratch(workspace_size(
-      backend,
-      ChainBatchShape{.batch = c.batch(), .max_gamma = 4, .vocab = vocab, .from_logits = true}));
-  verify_chain_batch_logits(
-      backend,
-      ChainBatchLogitsArgs<float>{
-          .draft_offsets = c.offsets,
-          .target_logits = MatrixView<const float>(t.data(), c.drafts() + c.batch(), vocab),
-          .draft_logits = MatrixView<const float>(d.data(), c.drafts(), vocab),
-          .warps = std::span<const Warp>(&warp, 1),
-          .draft_tokens = std::span<const Token>(tok.data(), c.tokens.size()),
-          .streams = c.streams,
-          .emitted = std::span<Token>(out.data(), outputs),
-          .accepted = std::span<std::int32_t>(acc.data(), gammas.size())},
-      scratch.get());
-  CHECK(acc.to_host() == want_acc);
-  CHECK(out.to_host() == want);
+  std::vector<Token> got;
+  std::vector<std::int32_t> got_acc;
+  run_chain_logits(TestType{}, c, target_logits, draft_logits, std::span<const Warp>(&warp, 1), got,
+                   got_acc);
+  CHECK(got_acc == want_acc);
+  CHECK(got == want);
 }
 
 TEST_CASE("verify_chain_batch_logits takes bfloat16 logits", "[backend][batched]") {
@@ -458,8 +454,10 @@ TEST_CASE("verify_chain_batch rejects bad input naming the argument", "[backend]
 
 namespace {
 
+/// verify_tree_batch of c with `rule`, or with no rule verify_tree_batch_target_only of its trees
+/// and target rows (its draft rows unused).
 template <class Backend>
-TreeResult run_tree(const Backend& backend, const Rule& rule, const TreeCase& c) {
+TreeResult run_tree_with(const Backend& backend, const Rule* rule, const TreeCase& c) {
   const auto batch = static_cast<std::int64_t>(c.offsets.size() - 1);
   const auto rows = static_cast<std::int64_t>(c.tokens.size()) + batch;
   std::int64_t largest = 0;
@@ -474,19 +472,28 @@ TreeResult run_tree(const Backend& backend, const Rule& rule, const TreeCase& c)
   test::Buffer<Backend, std::uint8_t> bonus(static_cast<std::size_t>(batch));
   test::Scratch<Backend> scratch(workspace_size(backend, TreeBatchShape{batch, largest, c.vocab}));
   const auto b = static_cast<std::size_t>(batch);
-  verify_tree_batch(
-      backend, rule,
-      TreeBatchArgs{.node_offsets = c.offsets,
-                    .trees = {{tokens.data(), c.tokens.size()}, {parents.data(), c.parents.size()}},
-                    .target_rows = MatrixView<const float>(target.data(), rows, c.vocab),
-                    .draft_rows = MatrixView<const float>(draft.data(), rows, c.vocab),
-                    .streams = c.streams,
-                    .accepted_nodes = std::span<std::int32_t>(nodes.data(), c.tokens.size()),
-                    .accepted = std::span<std::int32_t>(accepted.data(), b),
-                    .final_tokens = std::span<Token>(final_tokens.data(), b),
-                    .bonus = std::span<std::uint8_t>(bonus.data(), b)},
-      scratch.get());
+  TreeBatchArgs args{
+      .node_offsets = c.offsets,
+      .trees = {{tokens.data(), c.tokens.size()}, {parents.data(), c.parents.size()}},
+      .target_rows = MatrixView<const float>(target.data(), rows, c.vocab),
+      .draft_rows = MatrixView<const float>(draft.data(), rows, c.vocab),
+      .streams = c.streams,
+      .accepted_nodes = std::span<std::int32_t>(nodes.data(), c.tokens.size()),
+      .accepted = std::span<std::int32_t>(accepted.data(), b),
+      .final_tokens = std::span<Token>(final_tokens.data(), b),
+      .bonus = std::span<std::uint8_t>(bonus.data(), b)};
+  if (rule == nullptr) {
+    args.draft_rows = {};
+    verify_tree_batch_target_only(backend, args, scratch.get());
+  } else {
+    verify_tree_batch(backend, *rule, args, scratch.get());
+  }
   return {nodes.to_host(), accepted.to_host(), final_tokens.to_host(), bonus.to_host()};
+}
+
+template <class Backend>
+TreeResult run_tree(const Backend& backend, const Rule& rule, const TreeCase& c) {
+  return run_tree_with(backend, &rule, c);
 }
 
 }  // namespace
@@ -651,32 +658,7 @@ namespace {
 /// verify_tree_batch_target_only of c's trees and target rows (its draft rows unused).
 template <class Backend>
 TreeResult run_tree_target_only(const Backend& backend, const TreeCase& c) {
-  const auto batch = static_cast<std::int64_t>(c.offsets.size() - 1);
-  const auto rows = static_cast<std::int64_t>(c.tokens.size()) + batch;
-  std::int64_t largest = 0;
-  for (std::size_t b = 0; b + 1 < c.offsets.size(); ++b)
-    largest = std::max<std::int64_t>(largest, c.offsets[b + 1] - c.offsets[b]);
-  test::Buffer<Backend, Token> tokens(c.tokens);
-  test::Buffer<Backend, std::int32_t> parents(c.parents);
-  test::Buffer<Backend, float> target(c.target);
-  test::Buffer<Backend, std::int32_t> nodes(std::vector<std::int32_t>(c.tokens.size(), -7));
-  test::Buffer<Backend, std::int32_t> accepted(static_cast<std::size_t>(batch));
-  test::Buffer<Backend, Token> final_tokens(static_cast<std::size_t>(batch));
-  test::Buffer<Backend, std::uint8_t> bonus(static_cast<std::size_t>(batch));
-  test::Scratch<Backend> scratch(workspace_size(backend, TreeBatchShape{batch, largest, c.vocab}));
-  const auto b = static_cast<std::size_t>(batch);
-  verify_tree_batch_target_only(
-      backend,
-      TreeBatchArgs{.node_offsets = c.offsets,
-                    .trees = {{tokens.data(), c.tokens.size()}, {parents.data(), c.parents.size()}},
-                    .target_rows = MatrixView<const float>(target.data(), rows, c.vocab),
-                    .streams = c.streams,
-                    .accepted_nodes = std::span<std::int32_t>(nodes.data(), c.tokens.size()),
-                    .accepted = std::span<std::int32_t>(accepted.data(), b),
-                    .final_tokens = std::span<Token>(final_tokens.data(), b),
-                    .bonus = std::span<std::uint8_t>(bonus.data(), b)},
-      scratch.get());
-  return {nodes.to_host(), accepted.to_host(), final_tokens.to_host(), bonus.to_host()};
+  return run_tree_with(backend, nullptr, c);
 }
 
 }  // namespace

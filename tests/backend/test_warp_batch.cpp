@@ -104,6 +104,15 @@ const std::vector<Warp> kWarps = {
     {.temperature = 2.0f, .top_p = 0.999f},  //
 };
 
+/// One row per warp of kWarps, 2000 random 16-bit logits each (`seed`), against the row oracle.
+template <class T, class Backend>
+void require_half_matches(const Backend& backend, std::uint64_t seed) {
+  const std::int64_t rows = static_cast<std::int64_t>(kWarps.size()), cols = 2000;
+  const auto logits = random_logits<T>(rows, cols, seed);
+  require_matches(run_batch(backend, logits, rows, cols, cols, kWarps),
+                  oracle(logits, rows, cols, cols, kWarps), cols);
+}
+
 }  // namespace
 
 TEMPLATE_LIST_TEST_CASE("batched warps match the row oracle with one warp per row",
@@ -183,18 +192,12 @@ TEMPLATE_LIST_TEST_CASE("banned tokens get probability exactly zero", "[backend]
 
 TEMPLATE_LIST_TEST_CASE("fp16 logits match the row oracle", "[backend][warp_batch]",
                         test::Backends) {
-  const std::int64_t rows = static_cast<std::int64_t>(kWarps.size()), cols = 2000;
-  const auto logits = random_logits<Eigen::half>(rows, cols, 16);
-  require_matches(run_batch(TestType{}, logits, rows, cols, cols, kWarps),
-                  oracle(logits, rows, cols, cols, kWarps), cols);
+  require_half_matches<Eigen::half>(TestType{}, 16);
 }
 
 TEMPLATE_LIST_TEST_CASE("bf16 logits match the row oracle", "[backend][warp_batch]",
                         test::Backends) {
-  const std::int64_t rows = static_cast<std::int64_t>(kWarps.size()), cols = 2000;
-  const auto logits = random_logits<Eigen::bfloat16>(rows, cols, 17);
-  require_matches(run_batch(TestType{}, logits, rows, cols, cols, kWarps),
-                  oracle(logits, rows, cols, cols, kWarps), cols);
+  require_half_matches<Eigen::bfloat16>(TestType{}, 17);
 }
 
 TEMPLATE_LIST_TEST_CASE("a large vocabulary batch matches the row oracle", "[backend][warp_batch]",

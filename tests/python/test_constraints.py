@@ -332,3 +332,21 @@ def test_tree_errors_are_named_and_check_false_fails_the_tree_alone():
     assert list(status) == [0, int(specdec.SequenceStatus.BAD_ROW), 0, 1]
     assert list(outputs[1]) == [good[1][0], -1, good[1][2]]
     np.testing.assert_array_equal(outputs[0], good[0])
+
+
+def test_torch_tensors_and_half_logits():
+    """torch in, torch out; float16 logits are widened exactly, as verify_chain_batch_logits."""
+    torch = pytest.importorskip("torch")
+    target, draft, drafts, c = random_case(5)
+    half_target, half_draft = target.astype(np.float16), draft.astype(np.float16)
+    common = dict(warps=WARPS, streams=streams(5), draft_tokens=drafts, draft_offsets=OFFSETS)
+    expected = specdec.verify_chain_batch_logits_constrained(
+        target_logits=half_target.astype(np.float32), draft_logits=half_draft.astype(np.float32),
+        **common, **c)
+    tensors = {k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in c.items()}
+    got = specdec.verify_chain_batch_logits_constrained(
+        target_logits=torch.from_numpy(half_target), draft_logits=torch.from_numpy(half_draft),
+        **dict(common, draft_tokens=torch.from_numpy(drafts)), **tensors)
+    assert isinstance(got[0], torch.Tensor)
+    np.testing.assert_array_equal(got[0].numpy(), expected[0])
+    np.testing.assert_array_equal(got[1].numpy(), expected[1])

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// Constrained chain verification from logits for ragged batches (backend/cpu/constrained_batch.hpp)
-// with the constraints in the engines' forms: xgrammar's int32 bitmask over the target rows, and
+// Constrained chain and tree verification from logits for ragged batches
+// (backend/cpu/constrained_batch.hpp) with the constraints in the engines' forms: xgrammar's int32 bitmask over the target rows, and
 // per sequence vLLM's sampling parameters (allowed ids, bad words, min_tokens with stop ids,
 // repetition / frequency / presence penalties over the prompt and output ids). CPU only.
 #include <fmt/format.h>

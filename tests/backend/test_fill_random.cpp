@@ -38,6 +38,19 @@ std::vector<float> fill(const Backend& backend, const std::vector<RandomStream>&
   return out.to_host();
 }
 
+/// fill_random of some_streams() from draw `first` into `rows` rows of 10 uniforms refuses,
+/// saying `message`.
+template <class Backend>
+void check_rejects(std::uint32_t first, std::int64_t rows, const char* message) {
+  const Backend backend{};
+  const auto streams = some_streams();
+  test::Buffer<Backend, float> out(static_cast<std::size_t>(rows * 10));
+  test::Scratch<Backend> scratch(workspace_size(backend, FillRandomShape{5, 10}));
+  CHECK_THROWS_WITH(fill_random(backend, streams, first, MatrixView<float>(out.data(), rows, 10),
+                                RandomKind::kUniform, scratch.get()),
+                    Catch::Contains(message));
+}
+
 }  // namespace
 
 TEMPLATE_LIST_TEST_CASE("fill_random uniforms are bit-identical to RandomStream",
@@ -83,22 +96,10 @@ TEMPLATE_LIST_TEST_CASE("fill_random Gumbels are bit-identical to RandomStream",
 
 TEMPLATE_LIST_TEST_CASE("fill_random rejects an output with a row count other than the streams",
                         "[backend][fill_random][errors]", test::Backends) {
-  TestType backend{};
-  const auto streams = some_streams();
-  test::Buffer<TestType, float> out(40);
-  test::Scratch<TestType> scratch(workspace_size(backend, FillRandomShape{5, 10}));
-  CHECK_THROWS_WITH(fill_random(backend, streams, 0, MatrixView<float>(out.data(), 4, 10),
-                                RandomKind::kUniform, scratch.get()),
-                    Catch::Contains("out: has 4 rows, expected one per stream (5)"));
+  check_rejects<TestType>(0, 4, "out: has 4 rows, expected one per stream (5)");
 }
 
 TEMPLATE_LIST_TEST_CASE("fill_random rejects draws past the end of a stream",
                         "[backend][fill_random][errors]", test::Backends) {
-  TestType backend{};
-  const auto streams = some_streams();
-  test::Buffer<TestType, float> out(50);
-  test::Scratch<TestType> scratch(workspace_size(backend, FillRandomShape{5, 10}));
-  CHECK_THROWS_WITH(fill_random(backend, streams, 0xFFFFFFFAu, MatrixView<float>(out.data(), 5, 10),
-                                RandomKind::kUniform, scratch.get()),
-                    Catch::Contains("first: draws"));
+  check_rejects<TestType>(0xFFFFFFFAu, 5, "first: draws");
 }

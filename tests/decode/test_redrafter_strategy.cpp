@@ -97,11 +97,8 @@ TEST_CASE("markov_head reproduces its draft table", "[redrafter][decode]") {
 TEST_CASE("redrafter exact mode follows the target sequence law at T = 1", "[redrafter][decode]") {
   const auto target = target_model();
   const auto head = toy::markov_head(draft_model(), 4);
-  ReDrafterOptions options;
-  options.verification = ReDrafterVerification::kExact;
-  options.width = 3;
-  options.depth = 2;
-  options.seed = 11;
+  ReDrafterOptions options{
+      .verification = ReDrafterVerification::kExact, .width = 3, .depth = 2, .seed = 11};
   DecodeMetrics metrics;
   const auto counts = histogram(target, head, options, 3, 100000, &metrics);
   const auto law = sequence_law(target, 2, 3, options.warp);
@@ -115,12 +112,11 @@ TEST_CASE("redrafter exact mode follows the target sequence law with top-p and t
           "[redrafter][decode]") {
   const auto target = target_model();
   const auto head = toy::markov_head(draft_model(), 4);
-  ReDrafterOptions options;
-  options.verification = ReDrafterVerification::kExact;
-  options.warp = {.temperature = 0.8f, .top_p = 0.8f};
-  options.width = 2;
-  options.depth = 3;
-  options.seed = 5;
+  ReDrafterOptions options{.verification = ReDrafterVerification::kExact,
+                           .warp = {.temperature = 0.8f, .top_p = 0.8f},
+                           .width = 2,
+                           .depth = 3,
+                           .seed = 5};
   const auto counts = histogram(target, head, options, 3, 100000);
   const auto law = sequence_law(target, 2, 3, options.warp);
   // False-failure probability of this check: 1e-6 (kFalseFailureProbability).
@@ -138,12 +134,11 @@ TEST_CASE("redrafter greedy mode equals greedy decoding of the target", "[redraf
     const auto head =
         small_head ? ReDrafterHead::random({.hidden = 18, .exit_dim = 20, .vocab = 12}, 9, 0.3f)
                    : ReDrafterHead::random({.hidden = 18, .exit_dim = 36, .vocab = 12}, 4, 1.0f);
-    ReDrafterOptions options;
-    options.verification = ReDrafterVerification::kGreedy;
-    options.warp.temperature = 0.0f;
-    options.width = 3;
-    options.depth = 3;
-    options.max_new_tokens = 40;
+    ReDrafterOptions options{.verification = ReDrafterVerification::kGreedy,
+                             .warp = {.temperature = 0.0f},
+                             .width = 3,
+                             .depth = 3,
+                             .max_new_tokens = 40};
     const std::vector<Token> prompt = {5, 7};
     const auto result = decode_redrafter(provider, head, prompt, options);
     // Reference: argmax of the target after each prefix (ties to the lowest id).
@@ -164,11 +159,8 @@ TEST_CASE("redrafter greedy mode accepts the beams of a head equal to the target
   const auto target = target_model();
   auto provider = hidden_provider(target);
   const auto head = toy::markov_head(target, 4);
-  ReDrafterOptions options;
-  options.verification = ReDrafterVerification::kGreedy;
-  options.width = 2;
-  options.depth = 4;
-  options.max_new_tokens = 41;
+  ReDrafterOptions options{
+      .verification = ReDrafterVerification::kGreedy, .width = 2, .depth = 4, .max_new_tokens = 41};
   const std::array<Token, 1> prompt = {0};
   const auto result = decode_redrafter(provider, head, prompt, options);
   // The head's top beam is the target's greedy path: every step keeps all 4 drafts + 1 token.
@@ -182,12 +174,11 @@ TEST_CASE("redrafter typical mode runs and accepts confident drafts", "[redrafte
   const auto target = target_model();
   auto provider = hidden_provider(target);
   const auto head = toy::markov_head(target, 4);
-  ReDrafterOptions options;
-  options.verification = ReDrafterVerification::kTypical;
-  options.typical = {.epsilon = 0.05f, .delta = 0.05f};
-  options.width = 2;
-  options.depth = 3;
-  options.max_new_tokens = 50;
+  ReDrafterOptions options{.verification = ReDrafterVerification::kTypical,
+                           .width = 2,
+                           .depth = 3,
+                           .typical = {.epsilon = 0.05f, .delta = 0.05f},
+                           .max_new_tokens = 50};
   const std::array<Token, 1> prompt = {0};
   const auto result = decode_redrafter(provider, head, prompt, options);
   CHECK(result.tokens.size() == 50);
@@ -203,10 +194,7 @@ TEST_CASE("redrafter parity mode reproduces the reference's bias", "[redrafter][
   const std::vector<float> p = {0.2f, 0.3f, 0.5f}, q = {0.5f, 0.3f, 0.2f};
   const auto target = toy::MarkovModel::from_rows({p, p, p});
   const auto head = toy::markov_head(toy::MarkovModel::from_rows({q, q, q}), 3);
-  ReDrafterOptions options;
-  options.width = 2;
-  options.depth = 1;
-  options.seed = 21;
+  ReDrafterOptions options{.width = 2, .depth = 1, .seed = 21};
   std::array<std::array<std::int64_t, 3>, 2> second{};  // [mode][token]
   for (const auto mode : {ReDrafterVerification::kParity, ReDrafterVerification::kExact}) {
     options.verification = mode;
@@ -235,10 +223,7 @@ TEST_CASE("redrafter decoding is deterministic per seed and sequence", "[redraft
   const auto head = toy::markov_head(draft_model(), 4);
   for (const auto mode : {ReDrafterVerification::kExact, ReDrafterVerification::kParity,
                           ReDrafterVerification::kTypical}) {
-    ReDrafterOptions options;
-    options.verification = mode;
-    options.seed = 77;
-    options.max_new_tokens = 30;
+    ReDrafterOptions options{.verification = mode, .max_new_tokens = 30, .seed = 77};
     const std::array<Token, 1> prompt = {3};
     auto a = hidden_provider(target);
     auto b = hidden_provider(target);
@@ -255,9 +240,7 @@ TEST_CASE("redrafter stops at the end token and at max_new_tokens", "[redrafter]
   const auto target = target_model();
   auto provider = hidden_provider(target);
   const auto head = toy::markov_head(draft_model(), 4);
-  ReDrafterOptions options;
-  options.end_token = 3;
-  options.max_new_tokens = 200;
+  ReDrafterOptions options{.max_new_tokens = 200, .end_token = 3};
   const std::array<Token, 1> prompt = {0};
   const auto result = decode_redrafter(provider, head, prompt, options);
   REQUIRE(!result.tokens.empty());
@@ -273,8 +256,7 @@ TEST_CASE("redrafter rejects bad input", "[redrafter][decode][errors]") {
   auto provider = hidden_provider(target);
   const auto head = toy::markov_head(draft_model(), 4);
   const std::array<Token, 1> prompt = {0};
-  ReDrafterOptions options;
-  options.width = 0;
+  ReDrafterOptions options{.width = 0};
   CHECK_THROWS_WITH(decode_redrafter(provider, head, prompt, options),
                     Catch::Contains("options") && Catch::Contains("width"));
   options = {};

@@ -98,21 +98,33 @@ void random_interleaved_tree(toy::ToyRandom& rng, std::int32_t levels, std::int6
   }
 }
 
+/// A chain of `n` nodes (node i under node i - 1, token i mod `vocab`) and n + 1 equal uniform
+/// rows for its target and draft: every test accepts (min(1, p / q) = 1).
+struct LongChain {
+  std::vector<Token> tokens;
+  std::vector<std::int32_t> parents;
+  std::vector<float> rows;
+};
+
+LongChain long_chain(std::int32_t n, std::int64_t vocab) {
+  LongChain c{std::vector<Token>(static_cast<std::size_t>(n)),
+              std::vector<std::int32_t>(static_cast<std::size_t>(n)),
+              std::vector<float>(static_cast<std::size_t>(n + 1) * static_cast<std::size_t>(vocab),
+                                 1.0f / static_cast<float>(vocab))};
+  for (std::int32_t i = 0; i < n; ++i) {
+    c.tokens[static_cast<std::size_t>(i)] = i % vocab;
+    c.parents[static_cast<std::size_t>(i)] = i - 1;
+  }
+  return c;
+}
+
 }  // namespace
 
 TEST_CASE("verify_tree walks a 100,000-node chain, every node accepted, in linear time",
           "[verify][tree][hostile]") {
   const std::int32_t n = 100000;
   const std::int64_t vocab = 8;
-  std::vector<Token> tokens(n);
-  std::vector<std::int32_t> parents(n);
-  for (std::int32_t i = 0; i < n; ++i) {
-    tokens[static_cast<std::size_t>(i)] = i % vocab;
-    parents[static_cast<std::size_t>(i)] = i - 1;
-  }
-  // Equal uniform target and draft rows: every test accepts (min(1, p / q) = 1).
-  const std::vector<float> rows(static_cast<std::size_t>(n + 1) * static_cast<std::size_t>(vocab),
-                                1.0f / static_cast<float>(vocab));
+  const auto [tokens, parents, rows] = long_chain(n, vocab);
   std::vector<std::int32_t> accepted(n, -1);
   Workspace ws;
   // Recursive also checks that siblings differ, which must not scan every earlier node either.
@@ -135,16 +147,9 @@ TEST_CASE("verify_tree rejects repeated RRS siblings in a 100,000-node tree in t
   // second of them and its earlier sibling.
   const std::int32_t n = 100000;
   const std::int64_t vocab = 8;
-  std::vector<Token> tokens(n);
-  std::vector<std::int32_t> parents(n);
-  for (std::int32_t i = 0; i < n - 2; ++i) {
-    tokens[static_cast<std::size_t>(i)] = i % vocab;
-    parents[static_cast<std::size_t>(i)] = i - 1;
-  }
+  auto [tokens, parents, rows] = long_chain(n, vocab);
   tokens[n - 2] = tokens[n - 1] = 3;
   parents[n - 2] = parents[n - 1] = n - 3;
-  const std::vector<float> rows(static_cast<std::size_t>(n + 1) * static_cast<std::size_t>(vocab),
-                                1.0f / static_cast<float>(vocab));
   std::vector<std::int32_t> accepted(n, -1);
   Workspace ws;
   const auto start = std::chrono::steady_clock::now();

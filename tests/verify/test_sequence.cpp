@@ -197,28 +197,39 @@ std::vector<Token> extend_sample(const ToyModels& m, std::vector<Token> s, int l
   return s;
 }
 
-/// The law of the first `length` + 1 tokens (V = 3) over 100000 runs s: a chain of `length`
-/// drafted with stream {`seed`, 0, s} in the draft domain; `verify(x, target_rows, draft_rows, s,
-/// out)` emits its first tokens into `out` and returns how many; the target extends them with
-/// stream {`seed`, 0, s} in the sample domain.
+/// One run s of check_sampled_joint: the drafted chain x and its rows; the verifier writes `out`.
+struct ChainDraw {
+  const std::vector<Token>& x;
+  const std::vector<float>& target_rows;
+  const std::vector<float>& draft_rows;
+  std::uint32_t s;
+  std::vector<Token>& out;
+  Workspace& ws;
+};
+
+/// Over 100000 runs s: a chain of `length` drafted with stream {`seed`, 0, s} in the draft domain;
+/// `verify(draw)` emits its first tokens into draw.out and returns how many; the target extends
+/// them with stream {`seed`, 0, s} in the sample domain. The law of the first `length` + 1 tokens
+/// (V = 3) is the target's joint (chi-square; false-failure probability kFalseFailureProbability).
 template <class Verify>
-std::vector<std::int64_t> sampled_joint(const ToyModels& m, int length, std::uint64_t seed,
-                                        Verify verify) {
+void check_sampled_joint(const ToyModels& m, int length, std::uint64_t seed, Verify verify) {
   const auto tokens = static_cast<std::size_t>(length + 1);
   std::size_t cells = 1;
   for (std::size_t i = 0; i < tokens; ++i) cells *= 3;
   std::vector<std::int64_t> counts(cells, 0);
+  Workspace ws;
   std::vector<float> target_rows, draft_rows;
   std::vector<Token> out(tokens);
   for (std::uint32_t s = 0; s < 100000; ++s) {
     const auto x = draft_chain(m, length, RandomStream{seed, 0, s, 0, Domain::kDraft});
     chain_rows(m, x, target_rows, draft_rows);
-    const auto emitted = verify(x, target_rows, draft_rows, s, out);
+    const auto emitted = verify(ChainDraw{x, target_rows, draft_rows, s, out, ws});
     const auto seq = extend_sample(m, std::vector<Token>(out.begin(), out.begin() + emitted),
                                    length + 1, RandomStream{seed, 0, s, 0, Domain::kSample});
     ++counts[static_cast<std::size_t>(encode(seq, 3))];
   }
-  return counts;
+  CHECK(test::chi_square_test(counts, target_joint(m, length + 1)).p_value >
+        test::kFalseFailureProbability);
 }
 
 }  // namespace
@@ -275,34 +286,22 @@ TEST_CASE("the block kernel's accepted count matches the enumeration", "[verify]
 
 TEST_CASE("block verification samples the target joint", "[verify][block][mc]") {
   // False-failure probability: kFalseFailureProbability.
-  const ToyModels m{3, 99};
-  Workspace ws;
-  const auto counts = sampled_joint(
-      m, 2, 5,
-      [&](const std::vector<Token>& x, const std::vector<float>& target_rows,
-          const std::vector<float>& draft_rows, std::uint32_t s, std::vector<Token>& out) {
-        return verify_block<float>(target_rows, draft_rows, x, 3,
-                                   RandomStream{5, 0, s, 0, Domain::kVerify}, out, ws)
-            .emitted;
-      });
-  CHECK(test::chi_square_test(counts, target_joint(m, 3)).p_value > test::kFalseFailureProbability);
+  check_sampled_joint({3, 99}, 2, 5, [](const ChainDraw& d) {
+    return verify_block<float>(d.target_rows, d.draft_rows, d.x, 3,
+                               RandomStream{5, 0, d.s, 0, Domain::kVerify}, d.out, d.ws)
+        .emitted;
+  });
 }
 
 TEST_CASE("chain verification samples the target joint", "[verify][chain][mc]") {
   // False-failure probability: kFalseFailureProbability.
-  const ToyModels m{3, 123};
-  Workspace ws;
-  const auto counts = sampled_joint(
-      m, 3, 6,
-      [&](const std::vector<Token>& x, const std::vector<float>& target_rows,
-          const std::vector<float>& draft_rows, std::uint32_t s, std::vector<Token>& out) {
-        const RandomStream stream{6, s, 0, 0, Domain::kVerify};
-        const auto v =
-            verify_chain<float>(Rejection{}, target_rows, draft_rows, x, 3, stream, out, ws);
-        REQUIRE(v.emitted == v.accepted + 1);
-        return v.emitted;
-      });
-  CHECK(test::chi_square_test(counts, target_joint(m, 4)).p_value > test::kFalseFailureProbability);
+  check_sampled_joint({3, 123}, 3, 6, [](const ChainDraw& d) {
+    const RandomStream stream{6, d.s, 0, 0, Domain::kVerify};
+    const auto v =
+        verify_chain<float>(Rejection{}, d.target_rows, d.draft_rows, d.x, 3, stream, d.out, d.ws);
+    REQUIRE(v.emitted == v.accepted + 1);
+    return v.emitted;
+  });
 }
 
 TEST_CASE("chain accepted counts follow the geometric law", "[verify][chain][mc]") {

@@ -58,9 +58,9 @@ Chains make_ragged(const std::vector<std::int64_t>& gammas, std::int64_t vocab, 
       for (std::int64_t x = 0; x < vocab; ++x) {
         // Near the draft row of the same position (the last one for the bonus row).
         const float base =
-            gamma == 0 ? 0.0f
-                       : c.draft[static_cast<std::size_t>(
-                             (first + std::min(i, gamma - 1)) * vocab + x)];
+            gamma == 0
+                ? 0.0f
+                : c.draft[static_cast<std::size_t>((first + std::min(i, gamma - 1)) * vocab + x)];
         c.target.push_back(base + static_cast<float>(0.7 * rng.normal()));
       }
     }
@@ -120,18 +120,34 @@ void run(const Chains& c, const std::vector<float>& target, const std::vector<fl
   }
 }
 
+/// The tokens and accepted counts of the oracle on c's rows warped by w (want) and of the kernel
+/// (got) with `threads` threads, from the logits when kLogits, else from the warped rows.
+struct Verdicts {
+  std::vector<Token> want, got;
+  std::vector<std::int32_t> want_acc, got_acc;
+};
+
+template <bool kLogits>
+Verdicts oracle_and_kernel(const Chains& c, const Warp& w, unsigned int threads) {
+  Verdicts v;
+  const auto target = warped_rows(c.target, c.vocab, w);
+  const auto draft = warped_rows(c.draft, c.vocab, w);
+  oracle(c, target, draft, v.want, v.want_acc);
+  if constexpr (kLogits) {
+    run<true>(c, c.target, c.draft, w, threads, v.got, v.got_acc);
+  } else {
+    run<false>(c, target, draft, w, threads, v.got, v.got_acc);
+  }
+  return v;
+}
+
 }  // namespace
 
 TEST_CASE("the emulated CUDA chain kernel matches verify_chain on probability rows",
           "[backend][cuda_kernel]") {
   const Warp w{.temperature = 0.9f, .top_p = 0.95f};
-  const auto c = make(6, 4, 700, w, 5);
-  const auto target = warped_rows(c.target, c.vocab, w);
-  const auto draft = warped_rows(c.draft, c.vocab, w);
-  std::vector<Token> want, got;
-  std::vector<std::int32_t> want_acc, got_acc;
-  oracle(c, target, draft, want, want_acc);
-  run<false>(c, target, draft, w, 64, got, got_acc);
+  const auto [want, got, want_acc, got_acc] =
+      oracle_and_kernel<false>(make(6, 4, 700, w, 5), w, 64);
   CHECK(got_acc == want_acc);
   CHECK(got == want);
   CHECK(std::count(want_acc.begin(), want_acc.end(), 4) > 0);  // a bonus token is drawn
@@ -142,11 +158,8 @@ TEST_CASE("the emulated CUDA chain kernel warps logits on the fly like warp_logi
           "[backend][cuda_kernel]") {
   for (const Warp& w : {Warp{}, Warp{.temperature = 0.7f, .top_k = 30}, Warp{.top_p = 0.8f},
                         Warp{.temperature = 0.0f}}) {
-    const auto c = make(5, 3, 400, w, 8);
-    std::vector<Token> want, got;
-    std::vector<std::int32_t> want_acc, got_acc;
-    oracle(c, warped_rows(c.target, c.vocab, w), warped_rows(c.draft, c.vocab, w), want, want_acc);
-    run<true>(c, c.target, c.draft, w, 64, got, got_acc);
+    const auto [want, got, want_acc, got_acc] =
+        oracle_and_kernel<true>(make(5, 3, 400, w, 8), w, 64);
     CAPTURE(w.temperature, w.top_k, w.top_p);
     CHECK(got_acc == want_acc);
     CHECK(got == want);
@@ -157,17 +170,9 @@ TEST_CASE("the emulated CUDA chain kernel takes ragged draft counts, zero includ
           "[backend][cuda_kernel]") {
   const Warp w{.temperature = 0.8f, .top_k = 60};
   const auto c = make_ragged({4, 0, 2, 0, 6, 1, 0, 3}, 300, w, 19);
-  const auto target = warped_rows(c.target, c.vocab, w);
-  const auto draft = warped_rows(c.draft, c.vocab, w);
   for (const bool logits : {false, true}) {
-    std::vector<Token> want, got;
-    std::vector<std::int32_t> want_acc, got_acc;
-    oracle(c, target, draft, want, want_acc);
-    if (logits) {
-      run<true>(c, c.target, c.draft, w, 64, got, got_acc);
-    } else {
-      run<false>(c, target, draft, w, 64, got, got_acc);
-    }
+    const auto [want, got, want_acc, got_acc] =
+        logits ? oracle_and_kernel<true>(c, w, 64) : oracle_and_kernel<false>(c, w, 64);
     CAPTURE(logits);
     CHECK(got_acc == want_acc);
     CHECK(got == want);
@@ -180,13 +185,8 @@ TEST_CASE("the emulated CUDA chain kernel disagrees with the CPU on almost no se
   // The kernel sums residuals in another order than the CPU, so a correction token may differ when
   // its threshold falls within rounding of a cumulative sum; over 600 sequences none is expected.
   const Warp w{.temperature = 0.9f};
-  const auto c = make(600, 4, 1000, w, 77);
-  const auto target = warped_rows(c.target, c.vocab, w);
-  const auto draft = warped_rows(c.draft, c.vocab, w);
-  std::vector<Token> want, got;
-  std::vector<std::int32_t> want_acc, got_acc;
-  oracle(c, target, draft, want, want_acc);
-  run<false>(c, target, draft, w, 32, got, got_acc);
+  const auto [want, got, want_acc, got_acc] =
+      oracle_and_kernel<false>(make(600, 4, 1000, w, 77), w, 32);
   int differ = 0;
   for (std::size_t b = 0; b < 600; ++b) {
     differ += got_acc[b] != want_acc[b] ||

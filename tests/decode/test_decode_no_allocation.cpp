@@ -73,14 +73,13 @@ TEST_CASE("the allocation counter sees an allocation", "[decode][allocation]") {
 TEST_CASE("Decoder steps of every method allocate nothing after warm-up", "[decode][allocation]") {
   for (const auto method : kAllMethods) {
     TableProvider target(test::target_table()), draft(test::draft_table());
-    DecodeOptions options;
-    options.method = method;
-    options.depth = 3;
-    options.width = 2;
-    options.branching = {2, 2};
-    options.cascade.alpha = 0.3f;
-    options.lossy.alpha = 0.2f;
-    options.max_new_tokens = 1000;
+    const DecodeOptions options{.method = method,
+                                .depth = 3,
+                                .width = 2,
+                                .branching = {2, 2},
+                                .cascade = {.alpha = 0.3f},
+                                .lossy = {.alpha = 0.2f},
+                                .max_new_tokens = 1000};
     Decoder decoder(target, draft, options);
     const std::vector<Token> prompt{1, 2};
     decoder.reset(prompt, 3);
@@ -97,12 +96,11 @@ TEST_CASE("ReDrafter steps allocate nothing after warm-up, in every verification
     TableProvider target(test::target_table());
     const auto head =
         toy::markov_head(toy::MarkovModel::from_rows(test::draft_table()), target.hidden_size());
-    ReDrafterOptions options;
-    options.verification = verification;
-    options.width = 3;
-    options.depth = 3;
-    options.warp = {.temperature = 0.9f, .top_p = 0.95f};
-    options.max_new_tokens = 1000;
+    const ReDrafterOptions options{.verification = verification,
+                                   .warp = {.temperature = 0.9f, .top_p = 0.95f},
+                                   .width = 3,
+                                   .depth = 3,
+                                   .max_new_tokens = 1000};
     Decoder<TableProvider, ReDrafterStrategy> decoder(target, ReDrafterStrategy(head, options),
                                                       options.loop());
     const std::vector<Token> prompt{1, 2};

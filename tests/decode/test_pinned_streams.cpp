@@ -32,15 +32,14 @@ Token end_token_of(std::uint32_t sequence, Token end) { return sequence == 5 ? e
 toy::NGramModel ngram_target() { return toy::NGramModel({.vocab = 12, .order = 2, .seed = 3}); }
 
 DecodeOptions method_options(Method method, bool warped, std::uint32_t sequence) {
-  DecodeOptions o;
-  o.method = method;
-  o.depth = 3;
-  o.width = 2;
-  o.branching = {2, 3};
-  o.cascade.alpha = 0.3f;
-  o.lossy.alpha = 0.2f;
-  o.max_new_tokens = 24;
-  o.seed = 2024;
+  DecodeOptions o{.method = method,
+                  .depth = 3,
+                  .width = 2,
+                  .branching = {2, 3},
+                  .cascade = {.alpha = 0.3f},
+                  .lossy = {.alpha = 0.2f},
+                  .max_new_tokens = 24,
+                  .seed = 2024};
   if (warped) o.warp = {.temperature = 0.8f, .top_k = 6, .top_p = 0.95f};
   o.end_token = end_token_of(sequence, warped ? 4 : 0);
   return o;

@@ -7,8 +7,9 @@
 
 #include "specdec/provider/logits_provider.hpp"
 #include "specdec/provider/tree_batch.hpp"
-#include "specdec/tree/tree_mask.hpp"
 #include "specdec/toy/providers.hpp"
+#include "specdec/tree/tree_mask.hpp"
+#include "tree/tree_fixtures.hpp"
 
 using namespace specdec;
 using Catch::Contains;
@@ -22,16 +23,7 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 //   depth 1: 0 (tok 1), 1 (tok 2)
 //   depth 2: 2 (tok 3, parent 0), 3 (tok 0, parent 0), 4 (tok 2, parent 1)
 //   depth 3: 5 (tok 1, parent 3)
-DraftTree sample_tree() {
-  DraftTree tree;
-  tree.add(1, -1);
-  tree.add(2, -1);
-  tree.add(3, 0);
-  tree.add(0, 0);
-  tree.add(2, 1);
-  tree.add(1, 3);
-  return tree;
-}
+DraftTree sample_tree() { return test::tree_of({1, 2, 3, 0, 2, 1}, {-1, -1, 0, 0, 1, 3}); }
 
 toy::MarkovModel markov4() {
   // Row 2 has a zero: token 3 never follows token 2.

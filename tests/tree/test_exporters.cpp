@@ -11,15 +11,7 @@ using namespace specdec;
 namespace {
 
 // Root r; level 1: a(0) b(1); level 2: c(2) of a, d(3) of a, e(4) of b.
-DraftTree small_tree() {
-  DraftTree tree;
-  tree.add(10, -1);
-  tree.add(11, -1);
-  tree.add(12, 0);
-  tree.add(13, 0);
-  tree.add(14, 1);
-  return tree;
-}
+DraftTree small_tree() { return test::tree_of({10, 11, 12, 13, 14}, {-1, -1, 0, 0, 1}); }
 
 bool flashinfer_bit(const std::vector<std::uint8_t>& bytes, std::int64_t e) {
   return (bytes[static_cast<std::size_t>(e / 8)] >> (e % 8)) & 1u;

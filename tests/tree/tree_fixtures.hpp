@@ -2,6 +2,7 @@
 // Trees shared by the tree tests: seed 000 Figure 3's two trees and random level-ordered trees.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -23,21 +24,19 @@ inline DraftTree rsdc_tree() {
   return tree;
 }
 
+/// The tree that adds node i, token tokens[i], under parents[i] (-1: the root), in order.
+inline DraftTree tree_of(const std::vector<Token>& tokens,
+                         const std::vector<std::int32_t>& parents) {
+  DraftTree tree;
+  for (std::size_t i = 0; i < tokens.size(); ++i) tree.add(tokens[i], parents[i]);
+  return tree;
+}
+
 /// A W = 3 stochastic-beam tree of depth 3 in the shape of seed 000 Figure 3(b): three nodes per
 /// level, each level's beam extending some of the previous level's nodes.
 /// Level 1: 0 1 2; level 2: 3 4 (of 0), 5 (of 2); level 3: 6 7 (of 3), 8 (of 5).
 inline DraftTree rsds_tree() {
-  DraftTree tree;
-  tree.add(1, -1);
-  tree.add(2, -1);
-  tree.add(3, -1);
-  tree.add(4, 0);
-  tree.add(5, 0);
-  tree.add(6, 2);
-  tree.add(7, 3);
-  tree.add(8, 3);
-  tree.add(9, 5);
-  return tree;
+  return tree_of({1, 2, 3, 4, 5, 6, 7, 8, 9}, {-1, -1, -1, 0, 0, 2, 3, 3, 5});
 }
 
 /// A random level-ordered tree of n nodes (fixed seed).

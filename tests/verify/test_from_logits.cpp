@@ -93,71 +93,69 @@ LogitChain make_logit_chain(const Warp& warp, std::int64_t vocab, std::size_t le
   return c;
 }
 
-/// How many compared chains rejected a draft, and how many accepted all.
-struct ChainOutcomes {
-  std::int32_t rejections = 0, full = 0;
-};
-
-/// For the streams {seed 0..11, `stream`'s sequence and position}, `verdicts(stream, want, got,
-/// fast, scratch)` verifies on the warped rows (tokens into `want`), from logits (`got`) and
-/// unchecked (`fast`, with 64-byte aligned scratch); the three agree on the verdict and tokens.
+/// For every vocabulary size and warp, a chain of length 4 from make_logit_chain (tokens drawn
+/// from nearby draft rows: accepted and rejected positions both occur) and the streams {seed
+/// 0..11, `stream`'s sequence and position}: `verdicts(c, warp, vocab, stream, want, got, fast,
+/// scratch)` verifies on the warped rows (tokens into `want`), from logits (`got`) and unchecked
+/// (`fast`, with 64-byte aligned scratch). The three agree on the verdict and tokens, and both
+/// outcomes (a rejection, every draft accepted) were compared.
 template <class Verdicts>
-void check_chain_verdicts(const Warp& warp, std::int64_t vocab, std::size_t length,
-                          const RandomStream& stream, ChainOutcomes& outcomes, Verdicts verdicts) {
-  std::vector<std::byte> scratch(verify_chain_logits_workspace_size(vocab) + 64);
-  auto* aligned = reinterpret_cast<std::byte*>(
-      (reinterpret_cast<std::uintptr_t>(scratch.data()) + 63) / 64 * 64);
-  for (std::uint32_t seed = 0; seed < 12; ++seed) {
-    INFO("vocab " << vocab << " temperature " << warp.temperature << " top_k " << warp.top_k
-                  << " top_p " << warp.top_p << " min_p " << warp.min_p << " seed " << seed);
-    const RandomStream s{seed, stream.sequence, stream.position};
-    std::vector<Token> want(length + 1), got(length + 1), fast(length + 1);
-    const auto [expected, verdict, unchecked_verdict] = verdicts(s, want, got, fast, aligned);
-    CHECK(verdict.accepted == expected.accepted);
-    CHECK(verdict.emitted == expected.emitted);
-    CHECK(unchecked_verdict.accepted == expected.accepted);
-    const auto emitted = static_cast<std::size_t>(expected.emitted);
-    CHECK(std::vector<Token>(got.begin(), got.begin() + emitted) ==
-          std::vector<Token>(want.begin(), want.begin() + emitted));
-    CHECK(std::vector<Token>(fast.begin(), fast.begin() + emitted) ==
-          std::vector<Token>(want.begin(), want.begin() + emitted));
-    outcomes.rejections += expected.accepted < static_cast<std::int32_t>(length) ? 1 : 0;
-    outcomes.full += expected.accepted == static_cast<std::int32_t>(length) ? 1 : 0;
+void check_chain_verdicts(std::uint64_t seed_of_cases, const RandomStream& stream,
+                          Verdicts verdicts) {
+  toy::ToyRandom rng(seed_of_cases);
+  const std::size_t length = 4;
+  std::int32_t rejections = 0, full = 0;
+  for (const auto vocab : kLogitVocabs) {
+    for (const auto& warp : logit_warps()) {
+      const auto c = make_logit_chain(warp, vocab, length, rng);
+      std::vector<std::byte> scratch(verify_chain_logits_workspace_size(vocab) + 64);
+      auto* aligned = reinterpret_cast<std::byte*>(
+          (reinterpret_cast<std::uintptr_t>(scratch.data()) + 63) / 64 * 64);
+      for (std::uint32_t seed = 0; seed < 12; ++seed) {
+        INFO("vocab " << vocab << " temperature " << warp.temperature << " top_k " << warp.top_k
+                      << " top_p " << warp.top_p << " min_p " << warp.min_p << " seed " << seed);
+        const RandomStream s{seed, stream.sequence, stream.position};
+        std::vector<Token> want(length + 1), got(length + 1), fast(length + 1);
+        const auto [expected, verdict, unchecked_verdict] =
+            verdicts(c, warp, vocab, s, want, got, fast, aligned);
+        CHECK(verdict.accepted == expected.accepted);
+        CHECK(verdict.emitted == expected.emitted);
+        CHECK(unchecked_verdict.accepted == expected.accepted);
+        const auto emitted = static_cast<std::size_t>(expected.emitted);
+        CHECK(std::vector<Token>(got.begin(), got.begin() + emitted) ==
+              std::vector<Token>(want.begin(), want.begin() + emitted));
+        CHECK(std::vector<Token>(fast.begin(), fast.begin() + emitted) ==
+              std::vector<Token>(want.begin(), want.begin() + emitted));
+        rejections += expected.accepted < static_cast<std::int32_t>(length) ? 1 : 0;
+        full += expected.accepted == static_cast<std::int32_t>(length) ? 1 : 0;
+      }
+    }
   }
+  CHECK(rejections > 20);
+  CHECK(full > 5);
 }
 
 }  // namespace
 
 TEST_CASE("verify_chain_logits equals verify_chain on the warped rows", "[verify][logits]") {
-  toy::ToyRandom rng(41);
   Workspace ws;
-  const std::size_t length = 4;
-  ChainOutcomes outcomes;
-  for (const auto vocab : kLogitVocabs) {
-    for (const auto& warp : logit_warps()) {
-      const auto c = make_logit_chain(warp, vocab, length, rng);
-      check_chain_verdicts(
-          warp, vocab, length, {.sequence = 3, .position = 7}, outcomes,
-          [&](const RandomStream& stream, std::vector<Token>& want, std::vector<Token>& got,
-              std::vector<Token>& fast, std::byte* aligned) {
-            return std::tuple{
-                verify_chain<float>(Rejection{}, c.target_rows, c.draft_rows, c.tokens, vocab,
-                                    stream, want, ws),
-                verify_chain_logits<float>(warp, c.target, c.draft, c.tokens, vocab, stream, got,
-                                           ws),
-                unchecked::verify_chain_logits(warp,
-                                               ChainLogits<float>{.target = c.target.data(),
-                                                                  .draft = c.draft.data(),
-                                                                  .draft_tokens = c.tokens.data(),
-                                                                  .length = length,
-                                                                  .vocab = vocab},
-                                               stream, fast.data(), aligned)};
-          });
-    }
-  }
-  // Both outcomes were compared.
-  CHECK(outcomes.rejections > 20);
-  CHECK(outcomes.full > 5);
+  check_chain_verdicts(
+      41, {.sequence = 3, .position = 7},
+      [&](const LogitChain& c, const Warp& warp, std::int64_t vocab, const RandomStream& stream,
+          std::vector<Token>& want, std::vector<Token>& got, std::vector<Token>& fast,
+          std::byte* aligned) {
+        return std::tuple{
+            verify_chain<float>(Rejection{}, c.target_rows, c.draft_rows, c.tokens, vocab, stream,
+                                want, ws),
+            verify_chain_logits<float>(warp, c.target, c.draft, c.tokens, vocab, stream, got, ws),
+            unchecked::verify_chain_logits(warp,
+                                           ChainLogits<float>{.target = c.target.data(),
+                                                              .draft = c.draft.data(),
+                                                              .draft_tokens = c.tokens.data(),
+                                                              .length = c.tokens.size(),
+                                                              .vocab = vocab},
+                                           stream, fast.data(), aligned)};
+      });
 }
 
 TEST_CASE("verify_block_logits equals verify_block on the warped rows", "[verify][logits]") {
@@ -332,34 +330,23 @@ TEST_CASE("verify_tree_target_only_logits equals verify_tree_target_only", "[ver
 
 TEST_CASE("verify_chain_target_only_logits equals verify_chain_target_only on the warped rows",
           "[verify][logits]") {
-  toy::ToyRandom rng(45);
   Workspace ws;
-  const std::size_t length = 4;
-  ChainOutcomes outcomes;
-  for (const auto vocab : kLogitVocabs) {
-    for (const auto& warp : logit_warps()) {
-      // Tokens drawn from nearby draft rows: accepted and rejected positions both occur.
-      const auto c = make_logit_chain(warp, vocab, length, rng);
-      check_chain_verdicts(
-          warp, vocab, length, {.sequence = 5, .position = 2}, outcomes,
-          [&](const RandomStream& stream, std::vector<Token>& want, std::vector<Token>& got,
-              std::vector<Token>& fast, std::byte* aligned) {
-            return std::tuple{
-                verify_chain_target_only<float>(c.target_rows, c.tokens, vocab, stream, want, ws),
-                verify_chain_target_only_logits<float>(warp, c.target, c.tokens, vocab, stream, got,
-                                                       ws),
-                unchecked::verify_chain_target_only_logits(
-                    warp,
-                    ChainLogits<float>{.target = c.target.data(),
-                                       .draft_tokens = c.tokens.data(),
-                                       .length = length,
-                                       .vocab = vocab},
-                    stream, fast.data(), aligned)};
-          });
-    }
-  }
-  CHECK(outcomes.rejections > 20);
-  CHECK(outcomes.full > 5);
+  check_chain_verdicts(45, {.sequence = 5, .position = 2},
+                       [&](const LogitChain& c, const Warp& warp, std::int64_t vocab,
+                           const RandomStream& stream, std::vector<Token>& want,
+                           std::vector<Token>& got, std::vector<Token>& fast, std::byte* aligned) {
+                         return std::tuple{verify_chain_target_only<float>(c.target_rows, c.tokens,
+                                                                           vocab, stream, want, ws),
+                                           verify_chain_target_only_logits<float>(
+                                               warp, c.target, c.tokens, vocab, stream, got, ws),
+                                           unchecked::verify_chain_target_only_logits(
+                                               warp,
+                                               ChainLogits<float>{.target = c.target.data(),
+                                                                  .draft_tokens = c.tokens.data(),
+                                                                  .length = c.tokens.size(),
+                                                                  .vocab = vocab},
+                                               stream, fast.data(), aligned)};
+                       });
 }
 
 TEST_CASE("verify_chain_target_only_logits draws a correction other than the rejected token",

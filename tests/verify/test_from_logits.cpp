@@ -93,6 +93,19 @@ LogitChain make_logit_chain(const Warp& warp, std::int64_t vocab, std::size_t le
   return c;
 }
 
+/// A tree verdict from logits equals the one on the warped rows, accepted nodes included.
+template <class Verdict>
+void check_same_tree_verdict(const Verdict& verdict, const Verdict& expected,
+                             const std::vector<std::int32_t>& got,
+                             const std::vector<std::int32_t>& want) {
+  CHECK(verdict.accepted == expected.accepted);
+  CHECK(verdict.token == expected.token);
+  CHECK(verdict.bonus == expected.bonus);
+  const auto kept = static_cast<std::size_t>(expected.accepted);
+  CHECK(std::vector<std::int32_t>(got.begin(), got.begin() + kept) ==
+        std::vector<std::int32_t>(want.begin(), want.begin() + kept));
+}
+
 /// For every vocabulary size and warp, a chain of length 4 from make_logit_chain (tokens drawn
 /// from nearby draft rows: accepted and rejected positions both occur) and the streams {seed
 /// 0..11, `stream`'s sequence and position}: `verdicts(c, warp, vocab, stream, want, got, fast,
@@ -280,12 +293,7 @@ TEST_CASE("verify_tree_logits equals verify_tree for every rule on random trees"
                                                    vocab, stream, want, ws);
           const auto verdict = verify_tree_logits<float>(
               rule, warp, view, {first(target), first(draft)}, vocab, stream, got, ws);
-          CHECK(verdict.accepted == expected.accepted);
-          CHECK(verdict.token == expected.token);
-          CHECK(verdict.bonus == expected.bonus);
-          const auto kept = static_cast<std::size_t>(expected.accepted);
-          CHECK(std::vector<std::int32_t>(got.begin(), got.begin() + kept) ==
-                std::vector<std::int32_t>(want.begin(), want.begin() + kept));
+          check_same_tree_verdict(verdict, expected, got, want);
           rejections += expected.bonus ? 0 : 1;
           bonuses += expected.bonus ? 1 : 0;
         }
@@ -317,12 +325,7 @@ TEST_CASE("verify_tree_target_only_logits equals verify_tree_target_only", "[ver
             view, std::span<const float>(target_rows).first(size), vocab, stream, want, ws);
         const auto verdict = verify_tree_target_only_logits<float>(
             warp, view, std::span<const float>(target).first(size), vocab, stream, got, ws);
-        CHECK(verdict.accepted == expected.accepted);
-        CHECK(verdict.token == expected.token);
-        CHECK(verdict.bonus == expected.bonus);
-        const auto kept = static_cast<std::size_t>(expected.accepted);
-        CHECK(std::vector<std::int32_t>(got.begin(), got.begin() + kept) ==
-              std::vector<std::int32_t>(want.begin(), want.begin() + kept));
+        check_same_tree_verdict(verdict, expected, got, want);
       }
     }
   }
@@ -425,21 +428,29 @@ TEST_CASE("verify_chain_batch_target_only_logits equals the single-sequence call
     tokens.insert(tokens.end(), c.tokens.begin(), c.tokens.end());
   }
   Workspace ws;
+  // The batch of the three sequences' `x` on `target` rows (and `draft` rows, which it refuses).
+  const auto run_batch = [&](const backend::Cpu& cpu, std::span<const Token> x,
+                             MatrixView<const float> draft, std::span<const float> target,
+                             std::span<const RandomStream> streams, std::span<Token> emitted,
+                             std::span<std::int32_t> accepted) {
+    verify_chain_batch_target_only_logits(
+        cpu,
+        ChainBatchLogitsArgs<float>{.draft_offsets = offsets,
+                                    .target_logits = {target.data(), 8, vocab},
+                                    .draft_logits = draft,
+                                    .warps = warps,
+                                    .draft_tokens = x,
+                                    .streams = streams,
+                                    .emitted = emitted,
+                                    .accepted = accepted},
+        ws);
+  };
   for (std::uint32_t seed = 0; seed < 6; ++seed) {
     std::vector<RandomStream> streams;
     for (std::uint32_t b = 0; b < 3; ++b) streams.push_back(RandomStream{seed, b});
     std::vector<Token> emitted(8, 99);
     std::vector<std::int32_t> accepted(3, -5);
-    verify_chain_batch_target_only_logits(
-        backend::cpu.with_threads(2),
-        ChainBatchLogitsArgs<float>{.draft_offsets = offsets,
-                                    .target_logits = {logits.data(), 8, vocab},
-                                    .warps = warps,
-                                    .draft_tokens = tokens,
-                                    .streams = streams,
-                                    .emitted = emitted,
-                                    .accepted = accepted},
-        ws);
+    run_batch(backend::cpu.with_threads(2), tokens, {}, logits, streams, emitted, accepted);
     for (std::size_t b = 0; b < 3; ++b) {
       INFO("seed " << seed << " sequence " << b);
       const auto first = static_cast<std::size_t>(offsets[b]);
@@ -461,17 +472,7 @@ TEST_CASE("verify_chain_batch_target_only_logits equals the single-sequence call
     const std::vector<RandomStream> streams = {RandomStream{1}, RandomStream{2}, RandomStream{3}};
     std::vector<Token> emitted(8);
     std::vector<std::int32_t> accepted(3);
-    verify_chain_batch_target_only_logits(
-        backend::cpu,
-        ChainBatchLogitsArgs<float>{.draft_offsets = offsets,
-                                    .target_logits = {target.data(), 8, vocab},
-                                    .draft_logits = draft,
-                                    .warps = warps,
-                                    .draft_tokens = x,
-                                    .streams = streams,
-                                    .emitted = emitted,
-                                    .accepted = accepted},
-        ws);
+    run_batch(backend::cpu, x, draft, target, streams, emitted, accepted);
   };
   CHECK_THROWS_WITH(run(tokens, {logits.data(), 5, vocab}, logits),
                     Catch::StartsWith("draft_logits"));

@@ -120,7 +120,14 @@ class SamplingMetadata:
     """The fields of vLLM's SamplingMetadata this adapter reads (a vLLM SamplingMetadata works
     as it is): per-request `temperature` (0 = greedy; None when all are greedy), `top_k`, `top_p`
     (None when unused), `generators`, {request index: torch or NumPy generator}, and
-    `max_num_logprobs` (None: no logprobs; n: the sampled token's and the top n)."""
+    `max_num_logprobs` (None: no logprobs; n: the sampled token's and the top n).
+
+    The request constraints, applied to the target rows as vLLM's sampler applies them (each
+    row's draft prefix counted as output): unless `no_penalties`, `repetition_penalties`,
+    `frequency_penalties`, `presence_penalties` [B] over `prompt_token_ids` [B, P] (padded with
+    ids >= V) and `output_token_ids` (B lists); `allowed_token_ids_mask` [B, V] bool (True:
+    banned); `bad_words_token_ids` {request: [token lists]}; `min_tokens` {request: (count, stop
+    ids)} (the stop ids banned while the output is shorter than count)."""
     temperature: Any = None
     all_greedy: bool = True
     all_random: bool = False
@@ -128,6 +135,15 @@ class SamplingMetadata:
     top_p: Any = None
     generators: dict = field(default_factory=dict)
     max_num_logprobs: Optional[int] = None
+    no_penalties: bool = True
+    prompt_token_ids: Any = None
+    frequency_penalties: Any = None
+    presence_penalties: Any = None
+    repetition_penalties: Any = None
+    output_token_ids: Any = None
+    allowed_token_ids_mask: Any = None
+    bad_words_token_ids: dict = field(default_factory=dict)
+    min_tokens: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -577,9 +593,13 @@ class RejectionSampler:
         bonus = None
         if self.sampler is not None:
             bonus = self._bonus_tokens(logits, metadata.bonus_logits_indices, sampling_metadata)
+        target = logits
+        constraints = _constraints(sampling_metadata)
+        if constraints:  # absent (the common case): the rows are used as they are
+            target = self._constrained(logits, metadata, constraints)
         sampled = rejection_sample(
             metadata.draft_token_ids, metadata.num_draft_tokens, metadata.cu_num_draft_tokens,
-            draft_probs, logits, metadata.target_logits_indices, metadata.bonus_logits_indices,
+            draft_probs, target, metadata.target_logits_indices, metadata.bonus_logits_indices,
             temperature=temperature, top_k=getattr(sampling_metadata, "top_k", None),
             top_p=getattr(sampling_metadata, "top_p", None), seeds=seeds,
             max_spec_len=metadata.max_spec_len, threads=self.threads,
@@ -593,6 +613,30 @@ class RejectionSampler:
             logprobs = (_logprobs_torch if is_torch(sampled) else _logprobs)(
                 sampled, logits, metadata, int(top))
         return SamplerOutput(sampled_token_ids=sampled, logprobs_tensors=logprobs)
+
+    def _constrained(self, logits: Any, metadata: SpecDecodeMetadata, constraints: dict) -> Any:
+        """The logits with every target and bonus row transformed by the request constraints
+        (vLLM's sampler's rules; see _constrained_logits); "standard" on the CPU only."""
+        name = "sampling_metadata." + next(iter(constraints))
+        if self.rejection_sample_method != "standard":
+            raise error(name, f"is a request constraint; rejection_sample_method "
+                        f"{self.rejection_sample_method!r} verifies raw rows (only 'standard' "
+                        "applies constraints)")
+        if is_cuda(logits):
+            raise error(name, "is a request constraint; constraints are applied on the CPU only "
+                        "(the logits are on CUDA)")
+        rows = as_numpy(logits, "logits", kind="float", ndim=2, check_finite=False)
+        tokens = as_numpy(metadata.draft_token_ids, "draft_token_ids", kind="int", ndim=1)
+        target_at = _row_indices(metadata.target_logits_indices, "target_logits_indices",
+                                 tokens.shape[0], rows.shape[0])
+        bonus_at = _row_indices(metadata.bonus_logits_indices, "bonus_logits_indices",
+                                len(metadata.num_draft_tokens), rows.shape[0])
+        out = _constrained_logits(rows, tokens, np.asarray(metadata.num_draft_tokens, np.int64),
+                                  target_at, bonus_at, constraints)
+        if is_torch(logits):
+            import torch
+            return torch.from_numpy(out)
+        return out
 
     def _bonus_tokens(self, logits: Any, bonus_logits_indices: Any, sampling_metadata: Any):
         """The engine sampler's draws on the bonus rows, as vLLM's rejection sampler asks."""
@@ -815,3 +859,133 @@ def _subset(members, counts, rows, tokens, probs):
     token_pick = np.repeat(chosen, counts)
     return (rows[row_pick], tokens[token_pick], counts[members],
             None if probs is None else probs[token_pick])
+
+
+_PENALTIES = ("repetition_penalties", "frequency_penalties", "presence_penalties")
+
+
+def _constraints(sampling_metadata: Any) -> dict:
+    """The request constraints `sampling_metadata` holds, {field: value} in vLLM's order of
+    application; empty when there are none."""
+    found = {}
+    if not getattr(sampling_metadata, "no_penalties", True):
+        found.update((name, getattr(sampling_metadata, name, None)) for name in _PENALTIES)
+    for name in ("allowed_token_ids_mask", "bad_words_token_ids", "min_tokens"):
+        value = getattr(sampling_metadata, name, None)
+        if value is not None and (not isinstance(value, dict) or value):
+            found[name] = value
+    if found:  # what the rules read the history from
+        for name in ("prompt_token_ids", "output_token_ids"):
+            found[name] = getattr(sampling_metadata, name, None)
+    return found
+
+
+def _request_tokens(value: Any, name: str, batch: int, vocab: int) -> list:
+    """Per-request token ids (B lists, or a [B, n] array padded with ids >= V, as vLLM pads the
+    prompts) without the padding; None: none."""
+    if value is None:
+        return [np.zeros(0, np.int64)] * batch
+    if is_torch(value):
+        value = value.detach().cpu().numpy()
+    if len(value) != batch:
+        raise error(name, f"has {len(value)} entries; expected one per request ({batch})")
+    lists = []
+    for b in range(batch):
+        ids = as_numpy(np.asarray(value[b]).reshape(-1), f"{name}[{b}]", kind="int")
+        if (ids < 0).any():
+            raise error(f"{name}[{b}]", f"holds {int(ids.min())}; token ids are >= 0")
+        lists.append(ids[ids < vocab])
+    return lists
+
+
+def _requests_named(value: Any, name: str, batch: int) -> dict:
+    if not isinstance(value, dict):
+        raise error(name, f"is a {type(value).__name__}; expected a dict {{request: ...}}")
+    for index in value:
+        if not 0 <= int(index) < batch:
+            raise error(name, f"names request {index} of {batch}")
+    return {int(index): entry for index, entry in value.items()}
+
+
+def _penalties(constraints: dict, batch: int) -> Optional[list]:
+    """[repetition, frequency, presence], each float32 [B], or None when penalties are off."""
+    if _PENALTIES[0] not in constraints:
+        return None
+    values = []
+    for name in _PENALTIES:
+        v = per_request(constraints[name], f"sampling_metadata.{name}", batch, kind="float",
+                        default=0.0).astype(np.float32)
+        bad = np.flatnonzero(~np.isfinite(v) | ((v <= 0) if name == _PENALTIES[0] else False))
+        if bad.size:
+            raise error(f"sampling_metadata.{name}[{bad[0]}]", f"{float(v[bad[0]])} is not "
+                        + ("a repetition penalty (> 0)" if name == _PENALTIES[0] else "finite"))
+        values.append(v)
+    return values
+
+
+def _constrained_logits(rows: np.ndarray, tokens: np.ndarray, counts: np.ndarray,
+                        target_at: np.ndarray, bonus_at: np.ndarray, constraints: dict
+                        ) -> np.ndarray:
+    """float32 logits whose target rows (draft position j of request b: b's output so far plus
+    its first j drafts) and bonus rows (plus all its drafts) are transformed as vLLM's sampler
+    transforms them: penalties, then the allowed-token mask, bad words and min_tokens as -inf.
+    Draft ids outside [0, V) (placeholders) count for nothing."""
+    batch, vocab = len(counts), rows.shape[1]
+    out = rows.astype(np.float32, copy=True)
+    penalties = _penalties(constraints, batch)
+    prompts = _request_tokens(constraints["prompt_token_ids"],
+                              "sampling_metadata.prompt_token_ids", batch, vocab)
+    outputs = _request_tokens(constraints["output_token_ids"],
+                              "sampling_metadata.output_token_ids", batch, vocab)
+    banned = constraints.get("allowed_token_ids_mask")
+    if banned is not None:
+        banned = np.asarray(banned.detach().cpu().numpy() if is_torch(banned) else banned)
+        if banned.shape != (batch, vocab) or banned.dtype != bool:
+            raise error("sampling_metadata.allowed_token_ids_mask",
+                        f"is {banned.dtype} {tuple(banned.shape)}; expected bool ({batch}, "
+                        f"{vocab}) (B, V; True: banned)")
+    bad_words = _requests_named(constraints.get("bad_words_token_ids", {}),
+                                "sampling_metadata.bad_words_token_ids", batch)
+    min_tokens = _requests_named(constraints.get("min_tokens", {}),
+                                 "sampling_metadata.min_tokens", batch)
+    starts = np.cumsum(counts) - counts
+    for b in range(batch):
+        n = int(counts[b])
+        drafts = tokens[starts[b]:starts[b] + n]
+        at = np.append(target_at[starts[b]:starts[b] + n], bonus_at[b])  # row j: drafts[:j]
+        block = out[at]
+        if penalties is not None:
+            repetition, frequency, presence = (v[b] for v in penalties)
+            steps = np.zeros((n + 1, vocab), np.float32)  # row j's counts: output + drafts[:j]
+            inside = np.flatnonzero((drafts >= 0) & (drafts < vocab))
+            steps[inside + 1, drafts[inside]] = 1
+            seen = np.cumsum(steps, axis=0) + np.bincount(outputs[b], minlength=vocab)
+            scale = np.ones(vocab, np.float32)
+            scale[prompts[b]] = repetition
+            scale = np.where(seen > 0, repetition, scale)
+            block = np.where(block > 0, block / scale, block * scale)
+            block -= frequency * seen
+            block -= presence * (seen > 0)
+        if banned is not None:
+            block[:, banned[b]] = -np.inf
+        history = outputs[b].tolist()
+        for word in bad_words.get(b, ()):
+            word = [int(t) for t in word]
+            if not word or not all(0 <= t < vocab for t in word):
+                raise error(f"sampling_metadata.bad_words_token_ids[{b}]",
+                            f"holds {word}; a bad word is a non-empty list of ids in [0, {vocab})")
+            for j in range(n + 1):  # banned where the prefix ends with the word's head
+                prefix = history + drafts[:j].tolist()
+                head = word[:-1]
+                if len(prefix) >= len(head) and prefix[len(prefix) - len(head):] == head:
+                    block[j, word[-1]] = -np.inf
+        if b in min_tokens:
+            least, stops = min_tokens[b]
+            stops = np.asarray(sorted(int(t) for t in stops), np.int64)
+            if ((stops < 0) | (stops >= vocab)).any():
+                raise error(f"sampling_metadata.min_tokens[{b}]",
+                            f"names stop ids outside [0, {vocab})")
+            short = len(history) + np.arange(n + 1) < int(least)  # the drafts count as output
+            block[np.ix_(np.flatnonzero(short), stops)] = -np.inf
+        out[at] = block
+    return out

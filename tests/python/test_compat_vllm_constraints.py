@@ -196,6 +196,13 @@ def test_bad_fields_are_named():
         == "sampling_metadata.bad_words_token_ids"
     assert error_of(constrained(1.0, **dict(off, min_tokens={0: (2, {V})}))) \
         == "sampling_metadata.min_tokens[0]"
+    assert error_of(constrained(1.0, **dict(off, bad_words_token_ids={0: [None]}))) \
+        == "sampling_metadata.bad_words_token_ids[0]"
+    assert error_of(constrained(1.0, **dict(off, min_tokens={1: 3}))) \
+        == "sampling_metadata.min_tokens[1]"
+    assert error_of(constrained(1.0, **dict(off, min_tokens={1: (3, [None])}))) \
+        == "sampling_metadata.min_tokens[1]"
+    assert error_of(constrained(1.0, prompt_token_ids=7)) == "sampling_metadata.prompt_token_ids"
     assert error_of(constrained(1.0, output_token_ids=[[1], [2]])) \
         == "sampling_metadata.output_token_ids"
     assert error_of(constrained(1.0, output_token_ids=[[1], [-3], [], []])) \

@@ -892,8 +892,9 @@ def _request_tokens(value: Any, name: str, batch: int, vocab: int) -> list:
         return [np.zeros(0, np.int64)] * batch
     if is_torch(value):
         value = value.detach().cpu().numpy()
-    if len(value) != batch:
-        raise error(name, f"has {len(value)} entries; expected one per request ({batch})")
+    if not hasattr(value, "__len__") or len(value) != batch:
+        raise error(name, f"has {len(value) if hasattr(value, '__len__') else 'no'} entries; "
+                    f"expected one per request ({batch})")
     lists = []
     for b in range(batch):
         ids = as_numpy(np.asarray(value[b]).reshape(-1), f"{name}[{b}]", kind="int")
@@ -901,6 +902,14 @@ def _request_tokens(value: Any, name: str, batch: int, vocab: int) -> list:
             raise error(f"{name}[{b}]", f"holds {int(ids.min())}; token ids are >= 0")
         lists.append(ids[ids < vocab])
     return lists
+
+
+def _ids(value: Any, name: str) -> list:
+    """A list of token ids (any iterable of integers)."""
+    try:
+        return [int(t) for t in value]
+    except (TypeError, ValueError):
+        raise error(name, f"holds {value!r}; expected a list of token ids") from None
 
 
 def _requests_named(value: Any, name: str, batch: int) -> dict:
@@ -975,7 +984,7 @@ def _constrained_logits(rows: np.ndarray, tokens: np.ndarray, counts: np.ndarray
             block[:, banned[b]] = -np.inf
         history = outputs[b].tolist()
         for word in bad_words.get(b, ()):
-            word = [int(t) for t in word]
+            word = _ids(word, f"sampling_metadata.bad_words_token_ids[{b}]")
             if not word or not all(0 <= t < vocab for t in word):
                 raise error(f"sampling_metadata.bad_words_token_ids[{b}]",
                             f"holds {word}; a bad word is a non-empty list of ids in [0, {vocab})")
@@ -985,12 +994,14 @@ def _constrained_logits(rows: np.ndarray, tokens: np.ndarray, counts: np.ndarray
                 if len(prefix) >= len(head) and prefix[len(prefix) - len(head):] == head:
                     block[j, word[-1]] = -np.inf
         if b in min_tokens:
-            least, stops = min_tokens[b]
-            stops = np.asarray(sorted(int(t) for t in stops), np.int64)
+            entry, name = min_tokens[b], f"sampling_metadata.min_tokens[{b}]"
+            if not isinstance(entry, (tuple, list)) or len(entry) != 2:
+                raise error(name, f"is {entry!r}; expected (count, stop ids)")
+            least, stops = int(entry[0]), np.asarray(sorted(_ids(entry[1], name)), np.int64)
             if ((stops < 0) | (stops >= vocab)).any():
                 raise error(f"sampling_metadata.min_tokens[{b}]",
                             f"names stop ids outside [0, {vocab})")
-            short = len(history) + np.arange(n + 1) < int(least)  # the drafts count as output
+            short = len(history) + np.arange(n + 1) < least  # the drafts count as output
             block[np.ix_(np.flatnonzero(short), stops)] = -np.inf
         out[at] = block
     return out

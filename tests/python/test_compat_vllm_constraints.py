@@ -1,7 +1,8 @@
 """specdec.compat.vllm under vLLM's request constraints: the sampler with penalties, an
 allowed-token mask, bad words and min_tokens in the SamplingMetadata emits, for the same seeds,
 exactly the tokens it emits without them on logits transformed beforehand by a NumPy reference
-of vLLM's rules; a constrained token is never emitted; bad fields are named."""
+of vLLM's rules; a constrained token is never emitted; the first token follows the constrained
+target (chi-square); bad fields are named."""
 
 import numpy as np
 import pytest
@@ -207,6 +208,15 @@ def test_bad_fields_are_named():
         == "sampling_metadata.output_token_ids"
     assert error_of(constrained(1.0, output_token_ids=[[1], [-3], [], []])) \
         == "sampling_metadata.output_token_ids[1]"
+
+
+def test_device_logits_with_constraints_are_refused(monkeypatch):
+    # Logits the adapter takes for CUDA ones (no device needed): the constraint is named.
+    import specdec.compat.vllm as adapter
+    drafts, rows, _ = batch(0)
+    monkeypatch.setattr(adapter, "is_cuda", lambda value: value is rows)
+    meta = constrained(1.0, no_penalties=True, allowed_token_ids_mask=None, min_tokens={})
+    assert error_of(meta, logits=rows) == "sampling_metadata.bad_words_token_ids"
 
 
 @requires_torch

@@ -1,6 +1,6 @@
 # Errors, random streams, warps and sampling (src/bind_core.cpp).
 import enum
-from typing import Any, Sequence, Union
+from typing import Any, Final, Generic, Sequence, TypeVar, Union
 
 import numpy as np
 import numpy.typing as npt

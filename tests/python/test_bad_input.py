@@ -38,12 +38,17 @@ def array_parameters(function):
 def array_entry_points():
     """{'name' or 'Class.method': [array parameter names]} from the stubs."""
     stub = Path(_specdec.__file__).with_name("_specdec.pyi")
+    body = ast.parse(stub.read_text()).body
+    helpers = {n.name: n for n in body if isinstance(n, ast.ClassDef) and n.name.startswith("_")}
     entries = {}
-    for node in ast.parse(stub.read_text()).body:
+    for node in body:
         if isinstance(node, ast.FunctionDef) and array_parameters(node):
             entries[node.name] = array_parameters(node)
-        elif isinstance(node, ast.ClassDef):
-            for item in node.body:
+        elif isinstance(node, ast.ClassDef) and node.name not in helpers:
+            # A class's own methods and those of the stub-only helper classes it derives from.
+            bases = [helpers[b.id] for base in node.bases for b in ast.walk(base)
+                     if isinstance(b, ast.Name) and b.id in helpers]
+            for item in [i for cls in [node, *bases] for i in cls.body]:
                 if isinstance(item, ast.FunctionDef) and array_parameters(item):
                     entries[f"{node.name}.{item.name}"] = array_parameters(item)
     return entries

@@ -1,4 +1,5 @@
-"""The type stubs name every public function and class of the extension, and nothing else."""
+"""The type stubs name every public function and class of the extension, and nothing else
+(besides stub-only helper classes, whose names start with an underscore)."""
 
 import ast
 from pathlib import Path
@@ -12,7 +13,8 @@ def stub_names():
     tree = ast.parse(stub.read_text())
     names = set()
     for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+        if isinstance(node, ast.FunctionDef) or (isinstance(node, ast.ClassDef)
+                                                 and not node.name.startswith("_")):
             names.add(node.name)
     return names
 

@@ -14,6 +14,7 @@
 #include "specdec/decode/decoder.hpp"
 #include "specdec/specdec.hpp"
 #include "specdec/toy/toy.hpp"
+#include "toy_sweep_cli.hpp"
 
 namespace {
 
@@ -122,30 +123,6 @@ Point run(const World& world, DecodeOptions options, const Settings& s, std::str
   return p;
 }
 
-bool parse_args(int argc, char** argv, Settings& s) {
-  for (int i = 1; i < argc; ++i) {
-    const bool has_value = i + 1 < argc;
-    if (std::strcmp(argv[i], "--csv") == 0 && has_value) {
-      s.csv = argv[++i];
-    } else if (std::strcmp(argv[i], "--sequences") == 0 && has_value) {
-      s.sequences = std::atoi(argv[++i]);
-    } else if (std::strcmp(argv[i], "--tokens") == 0 && has_value) {
-      s.tokens = std::atoi(argv[++i]);
-    } else if (std::strcmp(argv[i], "--cost-ratio") == 0 && has_value) {
-      s.cost_ratio = std::atof(argv[++i]);
-    } else {
-      std::fprintf(stderr, "usage: %s [--csv PATH] [--sequences N] [--tokens M] [--cost-ratio R]\n",
-                   argv[0]);
-      return false;
-    }
-  }
-  if (s.sequences < 1 || s.tokens < 1 || !(s.cost_ratio >= 0.0)) {
-    std::fprintf(stderr, "--sequences and --tokens must be >= 1, --cost-ratio >= 0\n");
-    return false;
-  }
-  return true;
-}
-
 void print(const Point& p) {
   char deferral[16];
   if (p.deferral_rate < 0.0) {
@@ -161,7 +138,8 @@ void print(const Point& p) {
 
 int main(int argc, char** argv) {
   Settings settings;
-  if (!parse_args(argc, argv, settings)) return 2;
+  const auto no_other_option = [](const char*, const char*) { return false; };
+  if (!toy_sweep::parse_args(argc, argv, settings, no_other_option)) return 2;
   toy::NGramModel::Config config;
   config.vocab = 32;
   config.order = 2;
@@ -225,19 +203,15 @@ int main(int argc, char** argv) {
     add(run(world, o, settings, "lossy (tuned)", "-", alpha));
   }
 
-  if (!settings.csv.empty()) {
-    std::FILE* f = std::fopen(settings.csv.c_str(), "w");
-    if (!f) {
-      std::fprintf(stderr, "cannot write %s\n", settings.csv.c_str());
-      return 1;
-    }
-    std::fprintf(f, "method,rule,alpha,quality,deferral_rate,large_calls_per_token,latency,eta\n");
-    for (const auto& p : points) {
-      std::fprintf(f, "%s,%s,%.3f,%.5f,%.5f,%.5f,%.5f,%.5f\n", p.method.c_str(), p.rule.c_str(),
-                   p.alpha, p.quality, p.deferral_rate, p.calls_per_token, p.latency, p.eta);
-    }
-    std::fclose(f);
-    std::printf("\nWrote %zu rows to %s\n", points.size(), settings.csv.c_str());
+  const auto write_point = [](std::FILE* f, const Point& p) {
+    std::fprintf(f, "%s,%s,%.3f,%.5f,%.5f,%.5f,%.5f,%.5f\n", p.method.c_str(), p.rule.c_str(),
+                 p.alpha, p.quality, p.deferral_rate, p.calls_per_token, p.latency, p.eta);
+  };
+  if (!settings.csv.empty() &&
+      !toy_sweep::write_csv(
+          settings.csv, "method,rule,alpha,quality,deferral_rate,large_calls_per_token,latency,eta",
+          points, write_point)) {
+    return 1;
   }
   return 0;
 }

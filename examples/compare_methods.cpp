@@ -14,6 +14,7 @@
 #include "specdec/decode/decoder.hpp"
 #include "specdec/specdec.hpp"
 #include "specdec/toy/toy.hpp"
+#include "toy_sweep_cli.hpp"
 
 namespace {
 
@@ -153,29 +154,13 @@ void print_best_table(const char* title, const char* group_name, const std::vect
   }
 }
 
-bool parse_args(int argc, char** argv, Settings& s) {
-  for (int i = 1; i < argc; ++i) {
-    const bool has_value = i + 1 < argc;
-    if (std::strcmp(argv[i], "--csv") == 0 && has_value) {
-      s.csv = argv[++i];
-    } else if (std::strcmp(argv[i], "--sequences") == 0 && has_value) {
-      s.sequences = std::atoi(argv[++i]);
-    } else if (std::strcmp(argv[i], "--tokens") == 0 && has_value) {
-      s.tokens = std::atoi(argv[++i]);
-    } else if (std::strcmp(argv[i], "--cost-ratio") == 0 && has_value) {
-      s.cost_ratio = std::atof(argv[++i]);
-    } else if (std::strcmp(argv[i], "--draft-noise") == 0 && has_value) {
-      s.draft_noise = static_cast<float>(std::atof(argv[++i]));
-    } else if (std::strcmp(argv[i], "--draft-temperature") == 0 && has_value) {
-      s.draft_temperature = static_cast<float>(std::atof(argv[++i]));
-    } else {
-      std::fprintf(stderr, "usage: %s [--csv PATH] [--sequences N] [--tokens M] [--cost-ratio R]\n",
-                   argv[0]);
-      return false;
-    }
-  }
-  if (s.sequences < 1 || s.tokens < 1 || !(s.cost_ratio >= 0.0)) {
-    std::fprintf(stderr, "--sequences and --tokens must be >= 1, --cost-ratio >= 0\n");
+// The options cascade_sweep does not take: the draft model's noise and temperature.
+bool parse_draft_option(Settings& s, const char* flag, const char* value) {
+  if (std::strcmp(flag, "--draft-noise") == 0) {
+    s.draft_noise = static_cast<float>(std::atof(value));
+  } else if (std::strcmp(flag, "--draft-temperature") == 0) {
+    s.draft_temperature = static_cast<float>(std::atof(value));
+  } else {
     return false;
   }
   return true;
@@ -239,7 +224,10 @@ void rule_tables() {
 
 int main(int argc, char** argv) {
   Settings settings;
-  if (!parse_args(argc, argv, settings)) return 2;
+  const auto draft_option = [&settings](const char* flag, const char* value) {
+    return parse_draft_option(settings, flag, value);
+  };
+  if (!toy_sweep::parse_args(argc, argv, settings, draft_option)) return 2;
   rule_tables();
 
   // Order-2 n-gram target over V = 32 with peaked rows; the draft sees the target's rows at
@@ -399,27 +387,21 @@ int main(int argc, char** argv) {
         "  noise at most budgets.\n");
   }
 
-  if (!settings.csv.empty()) {
-    std::FILE* f = std::fopen(settings.csv.c_str(), "w");
-    if (!f) {
-      std::fprintf(stderr, "cannot write %s\n", settings.csv.c_str());
-      return 1;
-    }
-    std::fprintf(f,
-                 "experiment,group,method,shape,depth,mean_budget,tokens,target_calls,draft_calls,"
-                 "block_efficiency,mbsu,accept_level1\n");
-    for (const auto& r : runs) {
-      const auto& m = r.metrics;
-      std::fprintf(f, "%s,%d,%s,\"%s\",%d,%.4f,%lld,%lld,%lld,%.5f,%.5f,%.5f\n",
-                   r.experiment.c_str(), r.group, r.method.c_str(), r.shape.c_str(),
-                   tree_depth(r.options), m.mean_target_budget(),
-                   static_cast<long long>(m.tokens_generated),
-                   static_cast<long long>(m.target_calls), static_cast<long long>(m.draft_calls),
-                   m.block_efficiency(), m.mbsu(tree_depth(r.options), settings.cost_ratio),
-                   m.levels() > 0 ? m.acceptance_rate(1) : 0.0);
-    }
-    std::fclose(f);
-    std::printf("\nWrote %zu rows to %s\n", runs.size(), settings.csv.c_str());
+  const auto write_run = [&settings](std::FILE* f, const Run& r) {
+    const auto& m = r.metrics;
+    std::fprintf(f, "%s,%d,%s,\"%s\",%d,%.4f,%lld,%lld,%lld,%.5f,%.5f,%.5f\n", r.experiment.c_str(),
+                 r.group, r.method.c_str(), r.shape.c_str(), tree_depth(r.options),
+                 m.mean_target_budget(), static_cast<long long>(m.tokens_generated),
+                 static_cast<long long>(m.target_calls), static_cast<long long>(m.draft_calls),
+                 m.block_efficiency(), m.mbsu(tree_depth(r.options), settings.cost_ratio),
+                 m.levels() > 0 ? m.acceptance_rate(1) : 0.0);
+  };
+  if (!settings.csv.empty() &&
+      !toy_sweep::write_csv(settings.csv,
+                            "experiment,group,method,shape,depth,mean_budget,tokens,target_calls,"
+                            "draft_calls,block_efficiency,mbsu,accept_level1",
+                            runs, write_run)) {
+    return 1;
   }
   return 0;
 }

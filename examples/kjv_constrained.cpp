@@ -50,30 +50,8 @@ struct Settings {
 Settings parse_args(int argc, char** argv) {
   Settings s;
   std::string methods = kAllMethods;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view flag = argv[i];
-    if (i + 1 >= argc) {
-      fail(flag, "expects a value (see the usage at the top of kjv_constrained.cpp)");
-    }
-    const std::string_view value = argv[++i];
-    if (flag == "--models") {
-      s.models = value;
-    } else if (flag == "--prompt") {
-      s.prompt = value;
-    } else if (flag == "--tokens") {
-      s.tokens = kjv::parse_number<std::int64_t>(flag, value, 1, 1 << 20);
-    } else if (flag == "--temperature") {
-      s.temperature = kjv::parse_number<float>(flag, value, 0.0f, 100.0f);
-    } else if (flag == "--seed") {
-      s.seed = kjv::parse_number<std::uint64_t>(flag, value, 0, UINT64_MAX);
-    } else if (flag == "--methods") {
-      methods = value;
-    } else if (flag == "--repeats") {
-      s.repeats = kjv::parse_number<std::int64_t>(flag, value, 1, 1000);
-    } else {
-      fail(flag, "is not an option (see the usage at the top of kjv_constrained.cpp)");
-    }
-  }
+  kjv::parse_options(argc, argv, "kjv_constrained.cpp", s, methods,
+                     [](std::string_view, std::string_view) { return false; });
   s.methods = kjv::parse_methods(methods, kAllMethods);
   return s;
 }

@@ -60,37 +60,23 @@ struct Settings {
 Settings parse_args(int argc, char** argv) {
   Settings s;
   std::string methods = kAllMethods;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view flag = argv[i];
-    if (i + 1 >= argc) fail(flag, "expects a value (see the usage at the top of kjv_generate.cpp)");
-    const std::string_view value = argv[++i];
-    if (flag == "--models") {
-      s.models = value;
-    } else if (flag == "--pair") {
+  // The options kjv_constrained does not take.
+  const auto own_option = [&s](std::string_view flag, std::string_view value) {
+    if (flag == "--pair") {
       if (value != "small" && value != "large")
         fail(flag, "'{}' is not small or large", specdec::io::escape_for_message(value));
       s.pair = value;
-    } else if (flag == "--prompt") {
-      s.prompt = value;
-    } else if (flag == "--tokens") {
-      s.tokens = kjv::parse_number<std::int64_t>(flag, value, 1, 1 << 20);
-    } else if (flag == "--temperature") {
-      s.temperature = kjv::parse_number<float>(flag, value, 0.0f, 100.0f);
-    } else if (flag == "--seed") {
-      s.seed = kjv::parse_number<std::uint64_t>(flag, value, 0, UINT64_MAX);
-    } else if (flag == "--methods") {
-      methods = value;
-    } else if (flag == "--repeats") {
-      s.repeats = kjv::parse_number<std::int64_t>(flag, value, 1, 1000);
     } else if (flag == "--dump-logits") {
       if (value != "target" && value != "draft") fail(flag, "'{}' is not target or draft", value);
       s.dump_logits = value;
     } else if (flag == "--dump-tree") {
       s.dump_tree = value;
     } else {
-      fail(flag, "is not an option (see the usage at the top of kjv_generate.cpp)");
+      return false;
     }
-  }
+    return true;
+  };
+  kjv::parse_options(argc, argv, "kjv_generate.cpp", s, methods, own_option);
   if (s.pair == "large") s.models += "/kjv_large";
   s.methods = kjv::parse_methods(methods, kAllMethods);
   return s;

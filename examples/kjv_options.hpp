@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// The command-line pieces kjv_generate and kjv_constrained share: numbers in a range, comma
-// lists of known methods, and the prompt as byte tokens that leave room for a draft tree.
+// The command-line pieces kjv_generate and kjv_constrained share: the options both take, numbers
+// in a range, comma lists of known methods, and the prompt as byte tokens that leave room for a
+// draft tree.
 // Each names the option it reads in the specdec::Error it throws.
 #pragma once
 
@@ -54,6 +55,38 @@ inline std::vector<std::string> parse_methods(std::string_view methods, std::str
     }
   }
   return out;
+}
+
+/// Reads `--flag value` pairs into `s`, a program's settings with the fields models, prompt,
+/// tokens, temperature, seed and repeats, and `methods` (the comma list of --methods); `extra`
+/// takes the program's own options (flag, value) and returns false for a flag it does not know.
+/// `program` is the source file whose opening comment gives the usage.
+template <class Settings, class Extra>
+void parse_options(int argc, char** argv, std::string_view program, Settings& s,
+                   std::string& methods, Extra&& extra) {
+  using specdec::detail::fail;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view flag = argv[i];
+    if (i + 1 >= argc) fail(flag, "expects a value (see the usage at the top of {})", program);
+    const std::string_view value = argv[++i];
+    if (flag == "--models") {
+      s.models = value;
+    } else if (flag == "--prompt") {
+      s.prompt = value;
+    } else if (flag == "--tokens") {
+      s.tokens = parse_number<std::int64_t>(flag, value, 1, 1 << 20);
+    } else if (flag == "--temperature") {
+      s.temperature = parse_number<float>(flag, value, 0.0f, 100.0f);
+    } else if (flag == "--seed") {
+      s.seed = parse_number<std::uint64_t>(flag, value, 0, UINT64_MAX);
+    } else if (flag == "--methods") {
+      methods = value;
+    } else if (flag == "--repeats") {
+      s.repeats = parse_number<std::int64_t>(flag, value, 1, 1000);
+    } else if (!extra(flag, value)) {
+      fail(flag, "is not an option (see the usage at the top of {})", program);
+    }
+  }
 }
 
 /// The prompt's bytes as tokens of a vocabulary of `vocab` (bytes are tokens), leaving room in a

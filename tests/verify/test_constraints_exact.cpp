@@ -9,150 +9,14 @@
 #include <cmath>
 #include <map>
 
-#include "constraints_reference.hpp"
+#include "constraints_law.hpp"
 #include "helpers.hpp"
-#include "specdec/toy/random.hpp"
 #include "specdec/verify/exact.hpp"
 
 using namespace specdec;
+using namespace specdec::test::exact_law;
 
 namespace {
-
-constexpr std::int64_t kVocab = 6;
-constexpr std::size_t kV = 6;
-constexpr int kLength = 3;  // chain draft tokens, tree depth
-
-using Law = std::map<std::vector<Token>, double>;
-
-std::uint64_t hash_of(const std::vector<Token>& prefix, std::uint64_t salt) {
-  std::uint64_t h = 0x9e3779b97f4a7c15ull ^ salt;
-  for (const Token t : prefix) h = (h ^ static_cast<std::uint64_t>(t + 1)) * 0x100000001b3ull;
-  return h ^ (h >> 29);
-}
-
-// The grammar: its mask after `prefix` allows tokens 1 and 2 always, the others as the prefix's
-// hash says (one int32 word: V = 6).
-std::int32_t grammar_mask(const std::vector<Token>& prefix) {
-  return static_cast<std::int32_t>((hash_of(prefix, 17) & 0b111001u) | 0b110u);
-}
-
-// Raw logits after `prefix`: the target's, and the draft's near them.
-std::vector<float> raw_logits(const std::vector<Token>& prefix, bool draft) {
-  toy::ToyRandom rng(hash_of(prefix, 5));
-  std::vector<float> row(kV);
-  for (float& x : row) x = static_cast<float>(1.5 * rng.normal());
-  toy::ToyRandom noise(hash_of(prefix, 11));
-  for (float& x : row) x += draft ? static_cast<float>(0.9 * noise.normal()) : 0.0f;
-  return row;
-}
-
-// The transforms, as bits of a setting.
-constexpr int kGrammar = 1, kAllowed = 2, kBanned = 4, kMinTokens = 8, kRepetition = 16,
-              kFrequency = 32, kPresence = 64, kAll = 127;
-
-// A request's constraints with their storage; the bitmask row is the grammar's, per prefix.
-struct Request {
-  bool grammar = false;
-  std::vector<Token> allowed, stops, words, tail;
-  std::vector<std::int32_t> offsets;
-  std::vector<PenalisedToken> penalised;
-  LogitConstraints c;
-};
-
-// Tokens 1 and 2 survive every transform: no row is left empty.
-Request make_request(int which) {
-  Request q;
-  q.grammar = (which & kGrammar) != 0;
-  if ((which & kAllowed) != 0) q.allowed = {0, 1, 2, 3, 4};
-  if ((which & kBanned) != 0) {
-    // 4 after 2; 3 after 1, 1 (the output ends with 1); 5 everywhere.
-    q.words = {2, 4, 1, 1, 3, 5};
-    q.offsets = {0, 2, 5, 6};
-    q.tail = {0, 1};
-  }
-  if ((which & kMinTokens) != 0) {
-    q.stops = {0, 3};
-    q.c.min_tokens = 3;
-    q.c.output_length = 1;
-  }
-  if ((which & (kRepetition | kFrequency | kPresence)) != 0) {
-    q.penalised = {{1, 2, false}, {3, 0, true}, {4, 1, false}};
-    q.c.penalties = {.repetition = (which & kRepetition) != 0 ? 1.6f : 1.0f,
-                     .frequency = (which & kFrequency) != 0 ? 0.5f : 0.0f,
-                     .presence = (which & kPresence) != 0 ? 0.7f : 0.0f,
-                     .tokens = q.penalised};
-  }
-  q.c.allowed = q.allowed;
-  q.c.stop_tokens = q.stops;
-  q.c.bad_words = q.words;
-  q.c.bad_word_offsets = q.offsets;
-  q.c.output_tail = q.tail;
-  return q;
-}
-
-std::vector<float> warped(const Warp& warp, const std::vector<float>& logits) {
-  Workspace ws;
-  std::vector<float> out(logits.size());
-  warp_logits<float>(warp, logits, out, ws);
-  return out;
-}
-
-// The rows of one setting after each prefix (cached): the target's transformed by the library
-// and by the reference, the draft's as the drafter samples it.
-struct Rows {
-  const Request& q;
-  Warp warp;
-  bool draft_transformed;
-  std::map<std::vector<Token>, std::vector<float>> library{}, reference{}, draft{};
-
-  // The logits the reference transform makes after `prefix`.
-  std::vector<float> reference_logits(const std::vector<Token>& prefix, bool of_draft) const {
-    const std::int32_t mask = grammar_mask(prefix);
-    return test::transform_row_reference(q.c, q.grammar ? &mask : nullptr,
-                                         raw_logits(prefix, of_draft), prefix);
-  }
-  const std::vector<float>& target_library(const std::vector<Token>& prefix) {
-    auto [it, fresh] = library.try_emplace(prefix);
-    if (!fresh) return it->second;
-    // The library's transform of a one-row request whose mask row is the grammar's.
-    const std::vector<std::int32_t> mask = {grammar_mask(prefix)};
-    LogitConstraints c = q.c;
-    if (q.grammar) c.bitmask = mask;
-    std::vector<float> out(kV);
-    detail::transform_logit_row(c, 0, raw_logits(prefix, false).data(), prefix.data(),
-                                std::ssize(prefix), kVocab, out.data());
-    return it->second = warped(warp, out);
-  }
-  const std::vector<float>& target_reference(const std::vector<Token>& prefix) {
-    auto [it, fresh] = reference.try_emplace(prefix);
-    if (fresh) it->second = warped(warp, reference_logits(prefix, false));
-    return it->second;
-  }
-  // The draft's logits after `prefix` as the verifier is given them.
-  std::vector<float> draft_logits(const std::vector<Token>& prefix) const {
-    return draft_transformed ? reference_logits(prefix, true) : raw_logits(prefix, true);
-  }
-  const std::vector<float>& draft_row(const std::vector<Token>& prefix) {
-    auto [it, fresh] = draft.try_emplace(prefix);
-    if (fresh) it->second = warped(warp, draft_logits(prefix));
-    return it->second;
-  }
-};
-
-std::vector<Token> plus(std::vector<Token> s, Token t) {
-  s.push_back(t);
-  return s;
-}
-
-// A warped row in double, summing to 1 there: the laws below subtract rows, and float rows
-// summing to 1 +- 1e-7 would put that error on a residual of small mass.
-std::vector<double> normalised(const std::vector<float>& row) {
-  std::vector<double> out(row.begin(), row.end());
-  double sum = 0.0;
-  for (const double x : out) sum += x;
-  for (double& x : out) x /= sum;
-  return out;
-}
 
 // One node's outcome under `rule` given its candidates (distinct): the probability each
 // candidate is accepted, and the correction law (mass over the other tokens).
@@ -260,30 +124,6 @@ void tree_law(Rows& rows, const std::vector<Token>& prefix, double weight, Law& 
   walk(walk, weight, 0.0);
 }
 
-// The law over kLength + 1 tokens of `emitted` extended by sampling the reference target.
-std::vector<double> extended(Rows& rows, const Law& emitted) {
-  std::vector<double> out(static_cast<std::size_t>(std::pow(kVocab, kLength + 1)), 0.0);
-  const auto extend = [&](auto&& self, const std::vector<Token>& s, double w) -> void {
-    if (s.size() == static_cast<std::size_t>(kLength) + 1) {
-      std::size_t index = 0;
-      for (const Token t : s) index = index * kV + static_cast<std::size_t>(t);
-      out[index] += w;
-      return;
-    }
-    const auto p = normalised(rows.target_reference(s));
-    for (Token y = 0; y < kVocab; ++y) {
-      if (p[static_cast<std::size_t>(y)] > 0.0) self(self, plus(s, y), w * p[y]);
-    }
-  };
-  for (const auto& [s, w] : emitted) extend(extend, s, w);
-  return out;
-}
-
-std::vector<Warp> exact_warps() { return {Warp{}, Warp{.temperature = 0.8f, .top_p = 0.9f}}; }
-
-std::vector<int> exact_transforms() {
-  return {kGrammar, kAllowed, kBanned, kMinTokens, kRepetition, kFrequency, kPresence, kAll};
-}
 
 }  // namespace
 
@@ -338,23 +178,10 @@ namespace {
 // tokens.
 std::vector<Token> run_chain(Rows& rows, const RandomStream& stream, toy::ToyRandom& rng,
                              Workspace& ws) {
-  std::vector<Token> tokens;
-  std::vector<float> target, draft;
-  std::vector<std::int32_t> mask;
-  for (int i = 0; i <= kLength; ++i) {
-    const auto t = raw_logits(tokens, false);
-    target.insert(target.end(), t.begin(), t.end());
-    mask.push_back(grammar_mask(tokens));
-    if (i == kLength) break;
-    const auto d = rows.draft_logits(tokens);
-    draft.insert(draft.end(), d.begin(), d.end());
-    tokens.push_back(detail::sample_row(rows.draft_row(tokens).data(), kVocab, rng.uniform()));
-  }
-  LogitConstraints c = rows.q.c;
-  if (rows.q.grammar) c.bitmask = mask;
+  const DrawnChain d = draw_chain(rows, rng);
   std::vector<Token> out(kLength + 1);
-  const auto v =
-      verify_chain_logits_constrained(rows.warp, target, draft, tokens, kVocab, c, stream, out, ws);
+  const auto v = verify_chain_logits_constrained(rows.warp, d.target, d.draft, d.tokens, kVocab,
+                                                 d.constraints(rows.q), stream, out, ws);
   out.resize(static_cast<std::size_t>(v.emitted));
   return out;
 }

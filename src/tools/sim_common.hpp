@@ -17,6 +17,7 @@
 
 #include "specdec/core/error.hpp"
 #include "specdec/io/json.hpp"
+#include "specdec/verify/cascade.hpp"
 
 namespace specdec::sim {
 
@@ -178,6 +179,16 @@ class Progress {
   std::atomic<double> next_;
   std::mutex mutex_;
 };
+
+/// The cascade deferral rule called `name` (the "rule" field of both subcommands).
+inline Deferral parse_deferral(const std::string& name) {
+  for (int d = 0; d <= static_cast<int>(Deferral::kTokenV3); ++d) {
+    if (deferral_name(static_cast<Deferral>(d)) == name) return static_cast<Deferral>(d);
+  }
+  throw UsageError("rule", "unknown deferral rule '" + name +
+                               "' (expected chow, diff, opt, difflog, optlog, bild, token_v1, "
+                               "token_v2 or token_v3)");
+}
 
 /// Subcommands: each reads one request object and returns the response object.
 Json run_verify(const Json& request, const Limits& limits);

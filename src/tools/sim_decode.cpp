@@ -27,15 +27,6 @@ namespace {
 constexpr std::int64_t kMaxRuns = 10000000;
 constexpr std::int64_t kMaxNewTokens = 1000000;
 
-Deferral parse_deferral_name(const std::string& name) {
-  for (int d = 0; d <= static_cast<int>(Deferral::kTokenV3); ++d) {
-    if (deferral_name(static_cast<Deferral>(d)) == name) return static_cast<Deferral>(d);
-  }
-  throw UsageError("rule", "unknown deferral rule '" + name +
-                               "' (expected chow, diff, opt, difflog, optlog, bild, token_v1, "
-                               "token_v2 or token_v3)");
-}
-
 /// A V x V transition table at `json` (named `field` in errors).
 toy::MarkovModel parse_table(const Json& json, const std::string& field) {
   const auto name = field + ".transition";
@@ -183,7 +174,7 @@ DecodeOptions parse_options(const Json& request, Method method) {
   o.spectr_gamma = static_cast<float>(get_number(request, "gamma", 0.0));
   const float alpha = static_cast<float>(get_number(request, "alpha", 0.0));
   if (method == Method::kCascade) {
-    o.cascade = Cascade{parse_deferral_name(get_string(request, "rule", "chow")), alpha};
+    o.cascade = Cascade{parse_deferral(get_string(request, "rule", "chow")), alpha};
   }
   o.lossy.alpha = method == Method::kLossy ? alpha : 0.0f;
   o.lossy.beta = static_cast<float>(get_number(request, "beta", 1.0));

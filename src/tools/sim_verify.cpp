@@ -16,15 +16,6 @@ namespace {
 constexpr std::int64_t kDefaultSamples = 10000;
 constexpr std::int64_t kMaxSamples = 100000000;
 
-Deferral parse_deferral(const std::string& name) {
-  for (int d = 0; d <= static_cast<int>(Deferral::kTokenV3); ++d) {
-    if (deferral_name(static_cast<Deferral>(d)) == name) return static_cast<Deferral>(d);
-  }
-  throw UsageError("rule", "unknown deferral rule '" + name +
-                               "' (expected chow, diff, opt, difflog, optlog, bild, token_v1, "
-                               "token_v2 or token_v3)");
-}
-
 /// The rule a request describes (parameters validated later against the rows).
 Rule parse_rule(const Json& request, const std::string& method, float temperature) {
   if (method == "rejection") return Rejection{};

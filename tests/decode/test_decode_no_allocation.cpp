@@ -63,6 +63,13 @@ class TableProvider {
 
 static_assert(HiddenStateProvider<TableProvider>);
 
+/// Heap allocations of 50 steps of `decoder` (reset to `prompt` on sequence 3) after `warm_up`.
+template <class D>
+long step_allocations(D& decoder, std::span<const Token> prompt, int warm_up) {
+  decoder.reset(prompt, 3);
+  return test::allocations_after_warm_up([&] { decoder.step(); }, 50, warm_up);
+}
+
 }  // namespace
 
 TEST_CASE("the allocation counter sees an allocation", "[decode][allocation]") {
@@ -71,6 +78,7 @@ TEST_CASE("the allocation counter sees an allocation", "[decode][allocation]") {
 }
 
 TEST_CASE("Decoder steps of every method allocate nothing after warm-up", "[decode][allocation]") {
+  const std::vector<Token> prompt{1, 2};
   for (const auto method : kAllMethods) {
     TableProvider target(test::target_table()), draft(test::draft_table());
     const DecodeOptions options{.method = method,
@@ -81,15 +89,14 @@ TEST_CASE("Decoder steps of every method allocate nothing after warm-up", "[deco
                                 .lossy = {.alpha = 0.2f},
                                 .max_new_tokens = 1000};
     Decoder decoder(target, draft, options);
-    const std::vector<Token> prompt{1, 2};
-    decoder.reset(prompt, 3);
     INFO(method_name(method));
-    CHECK(test::allocations_after_warm_up([&] { decoder.step(); }, 50, 20) == 0);
+    CHECK(step_allocations(decoder, prompt, 20) == 0);
   }
 }
 
 TEST_CASE("ReDrafter steps allocate nothing after warm-up, in every verification mode",
           "[decode][allocation][redrafter]") {
+  const std::vector<Token> prompt{1, 2};
   for (const auto verification :
        {ReDrafterVerification::kExact, ReDrafterVerification::kGreedy,
         ReDrafterVerification::kTypical, ReDrafterVerification::kParity}) {
@@ -103,10 +110,8 @@ TEST_CASE("ReDrafter steps allocate nothing after warm-up, in every verification
                                    .max_new_tokens = 1000};
     Decoder<TableProvider, ReDrafterStrategy> decoder(target, ReDrafterStrategy(head, options),
                                                       options.loop());
-    const std::vector<Token> prompt{1, 2};
-    decoder.reset(prompt, 3);
     INFO(redrafter_verification_name(verification));
-    CHECK(test::allocations_after_warm_up([&] { decoder.step(); }, 50, 20) == 0);
+    CHECK(step_allocations(decoder, prompt, 20) == 0);
   }
 }
 
@@ -126,10 +131,9 @@ TEST_CASE("Top-k tree steps allocate nothing after warm-up, for every shape poli
                                   .draft_cost_per_level = 0.05};
     Decoder<TableProvider, TopKTreeStrategy<TableProvider>> decoder(
         target, TopKTreeStrategy(draft, options), {.max_new_tokens = 1000});
-    decoder.reset(prompt, 3);
     INFO(tree_shape_policy_name(shape));
     // A long warm-up sees the largest tree and its longest accepted path.
-    CHECK(test::allocations_after_warm_up([&] { decoder.step(); }, 50, 150) == 0);
+    CHECK(step_allocations(decoder, prompt, 150) == 0);
   }
 }
 
@@ -138,10 +142,9 @@ TEST_CASE("N-gram steps allocate nothing after warm-up", "[decode][allocation][n
   TableProvider target(test::target_table());
   Decoder<TableProvider, NGramStrategy> decoder(target, NGramStrategy({.max_draft = 3}),
                                                 {.max_new_tokens = 1000});
-  decoder.reset(prompt, 3);
   // Chains vary in length: a long warm-up sees the longest chain fully accepted (the decoder's
   // output buffer then has its largest size).
-  CHECK(test::allocations_after_warm_up([&] { decoder.step(); }, 50, 150) == 0);
+  CHECK(step_allocations(decoder, prompt, 150) == 0);
 }
 
 TEST_CASE("The tree selection functions reuse their workspace without allocating",

@@ -2,6 +2,7 @@
 // The DraftStrategy seam: a user-written drafter (prompt lookup) runs in the same Decoder loop as
 // the built-in methods, stays lossless, and the built-in MethodStrategy can be built by hand.
 #include <catch2/catch.hpp>
+#include <numeric>
 #include <vector>
 
 #include "decode/toy_tables.hpp"
@@ -49,9 +50,10 @@ class PromptLookup {
     const auto verdict = verify_chain<float>(
         Rejection{}, std::span<const float>(scores.rows.data, (length + 1) * v), draft_rows_,
         chain_.tokens, vocab_, context.sequence.verify_stream(), out_, context.workspace);
+    // The accepted drafts are the chain's first nodes; the token after them is the verdict's.
     kept_.resize(static_cast<std::size_t>(verdict.accepted));
-    for (std::int32_t i = 0; i < verdict.accepted; ++i) kept_[static_cast<std::size_t>(i)] = i;
-    return {kept_, out_[static_cast<std::size_t>(verdict.accepted)], 0};
+    std::iota(kept_.begin(), kept_.end(), 0);
+    return {kept_, out_[kept_.size()], 0};
   }
 
   void commit(const TreeBatch& /*batch*/, std::span<const std::int32_t> /*accepted*/,

@@ -304,7 +304,7 @@ __global__ void __launch_bounds__(kDrawThreads)
     __syncthreads();
   };
   // Row r's nucleus list (none without logits), ordered by id for the draw from it (the
-  // nucleus launch leaves it ranked; the block's row buffers hold the sort).
+  // nucleus launch leaves it in no order; the block's row buffers hold the sort).
   static_assert(sizeof(sh.block) >= sizeof(std::uint64_t) * kNucleusList);
   const auto nucleus_list = [&](std::int64_t r, unsigned int listed) {
     const Global<std::uint64_t> list = kLogits ? lists + r * kNucleusListSize : lists;

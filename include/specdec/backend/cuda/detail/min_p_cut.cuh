@@ -3,7 +3,7 @@
 // top-k), in the nucleus launch: its threshold is min_p times the largest probability after
 // top-p (the row maximum's), and its kept mass the float sum, in id order, of the probabilities
 // at or above it, as core/warp/logit_stats.hpp's cut_statistics adds them. The entries kept are
-// taken from the ranked nucleus (a prefix of it) or, for min-p alone, from the list the row's
+// taken from the nucleus's kept entries or, for min-p alone, from the list the row's
 // blocks gathered at or above the threshold; ordered by id, they are added by one thread (a float
 // sum in order is one chain of additions) and listed for the draws with their warped
 // probabilities. A row whose entries are in no list (a nucleus found by the search over the row,
@@ -93,7 +93,7 @@ __device__ __forceinline__ MinPGather min_p_gather(float min_p, const RowStats& 
 
 /// The min-p cut of a row whose top-p cut (if any) is in `s` (thread 0's), by the whole block: its
 /// threshold and 1 / kept mass into `s`. The entries kept come from sh.keys when `ranked` (the
-/// candidates ranked, the sh.kept entries of the nucleus first), else from the `listed` entries of
+/// sh.kept entries of the nucleus, in any order), else from the `listed` entries of
 /// `list` (min-p alone; more than the list holds, or kInNoList: the row is walked). With `keep` and
 /// entries from a list, they are written to `list` as kept_keys with their warped probabilities and
 /// their count to *kept; else *kept is 0.
@@ -120,21 +120,20 @@ __device__ void cut_min_p(Global<const T> row, std::int64_t n, const DeviceWarp&
   // The entries kept, as kept_keys in sh.keys[0, count) (-1: in no list).
   int count = -1;
   if (ranked) {
-    // Those of the ranked nucleus at or above the threshold: a prefix of it.
+    // Those of the nucleus (in no order) at or above the threshold; the others, as zero keys,
+    // sort after them.
     const int nucleus = static_cast<int>(sh.kept);
     for (int j = static_cast<int>(threadIdx.x); j < nucleus; j += static_cast<int>(blockDim.x)) {
-      if (above(sh.keys[j])) atomicMax(&sh.found, j + 1);
+      const bool kept_here = above(sh.keys[j]);
+      sh.keys[j] = kept_here ? kept_key(sh.keys[j]) : 0u;
+      if (kept_here) atomicAdd(&sh.found, 1);
     }
-    __syncthreads();
+    sort_keys_descending(nucleus, sh.keys);  // ids ascending
     count = sh.found;
   } else if (listed <= static_cast<unsigned int>(kNucleusList)) {
     count = static_cast<int>(listed);
     for (int j = static_cast<int>(threadIdx.x); j < count; j += static_cast<int>(blockDim.x))
-      sh.keys[j] = list[j];
-  }
-  if (count >= 0) {
-    for (int j = static_cast<int>(threadIdx.x); j < count; j += static_cast<int>(blockDim.x))
-      sh.keys[j] = kept_key(sh.keys[j]);
+      sh.keys[j] = kept_key(list[j]);
     sort_keys_descending(count, sh.keys);  // ids ascending
   }
   // A row in no list: read by the whole block into sh.keys's room (free: no entry is listed).

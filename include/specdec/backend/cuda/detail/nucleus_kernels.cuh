@@ -4,8 +4,8 @@
 // prefix of the row ranked by probability (descending, ties to the lowest id) whose mass reaches
 // top_p, as core/top_p.hpp defines it. The blocks of a row gather the entries at or above the
 // row's gate (an estimate from a strided sample, like the CPU's) into a per-row list, with a
-// histogram of their masses (nucleus_list.cuh); the last block to finish orders the list and
-// walks it. An estimated gate that proves too high is replaced by the CPU's prune bound (one more
+// histogram of their masses (nucleus_list.cuh); the last block to finish selects the cut from
+// the list by a radix selection weighted by the exact masses, without a sort. An estimated gate that proves too high is replaced by the CPU's prune bound (one more
 // pass); a list that overflows is gathered again above the histogram's bucket holding the cut
 // (one more pass), or where that bucket alone overflows, the cut is found by a radix search over
 // the row (six passes). The same launch cuts rows by top-k (top_k_cut.cuh: from the blocks' lists
@@ -189,8 +189,8 @@ __device__ void small_nucleus(Global<const T> row, std::int64_t n, double top_p,
 /// its threshold are listed; for a top-k, block 0 of the row selects the k best of the blocks'
 /// lists the statistics launch left (top_k_cut.cuh). counts[r]
 /// and counters[r] must be 0 at launch. After, counters[r] is 0 and, with `keep` and a cut from a
-/// list, the list holds the kept entries as kept_keys (ranked, for top-p alone; order_kept_keys
-/// orders them by id) and counts[r] their number; else counts[r] is 0.
+/// list, the list holds the kept entries as kept_keys (in no order for top-p alone;
+/// order_kept_keys orders them by id) and counts[r] their number; else counts[r] is 0.
 template <class T>
 __global__ void __launch_bounds__(kStatsThreads)
     nucleus_kernel(LogitRowSet<T> rows, std::int64_t n, RowSplit split, RowWarps warps,
@@ -244,7 +244,7 @@ __global__ void __launch_bounds__(kStatsThreads)
     // The last block of the row to finish finds the cut.
     if (!last_block_of_row(counters, r, split.blocks_per_row, sh.last)) return;
     const double mass = static_cast<double>(w.top_p);
-    bool ranked = false;  // whether sh.keys holds the candidates ranked, the nucleus first
+    bool ranked = false;  // whether sh.keys[0, sh.kept) holds the nucleus (in any order)
     if (n <= kSmallNucleusRow) {
       if (threadIdx.x == 0) small_nucleus(row, n, mass, s);
     } else {

@@ -2,7 +2,7 @@
 // A row's nucleus candidates (nucleus_kernels.cuh gathers them, the chain's draws read the kept
 // ones): their keys (the probability's bits above the complement of the id, so that descending
 // keys are the ranking), the list a row's blocks gather them into behind a gate, with a
-// histogram of their exact masses, and how the last block orders and walks the list to the cut.
+// histogram of their exact masses, and how the last block selects the cut from the list.
 // Masses of probabilities of at least 2^-30 are whole numbers of 2^-53: they add exactly, in
 // double or as integers, so the cut, its last id and 1 / kept mass are the CPU's bits.
 // IWYU pragma: private
@@ -66,6 +66,18 @@ struct KeySelectShared {
   unsigned int count;
 };
 
+/// select_exact_cut's shared state: a radix pass's digit masses and counts, and the digits of the
+/// cut's key decided so far.
+struct MassSelectShared {
+  unsigned long long units[256];  // masses in units of 2^-53
+  unsigned int counts[256];
+  std::uint64_t prefix;      // the digits of the cut's key decided so far
+  unsigned long long above;  // the mass of the keys ranked above the prefix's range
+  unsigned int count;        // the keys that share the prefix
+  int found;
+  int tiny;
+};
+
 struct NucleusShared {
   std::uint64_t keys[kNucleusList];  // a block's candidates as gathered, then the row's ordered
   unsigned long long hist_units[kNucleusBuckets];
@@ -85,6 +97,7 @@ struct NucleusShared {
   int last;
   int found;
   KeySelectShared select;
+  MassSelectShared mass;
 };
 
 /// Sorts keys[0, count) (shared memory, room for the next power of two) descending by the whole
@@ -209,8 +222,8 @@ __device__ inline void order_kept_keys(Global<std::uint64_t> list, int count, st
   __syncthreads();
 }
 
-/// After a walk (sh.found, sh.kept): with `keep` and a cut, the kept entries (sh.keys[0, kept),
-/// ranked) written to `list` as kept_keys, their count to *kept. They are ordered by id
+/// After a selection or walk (sh.found, sh.kept): with `keep` and a cut, the kept entries
+/// (sh.keys[0, kept), in any order) written to `list` as kept_keys, their count to *kept. They are ordered by id
 /// (order_kept_keys) only where a draw reads them. Returns whether the walk found the cut.
 __device__ inline bool keep_nucleus(Global<std::uint64_t> list, NucleusShared& sh,
                                     unsigned int* kept, bool keep) {
@@ -227,78 +240,145 @@ __device__ inline bool keep_nucleus(Global<std::uint64_t> list, NucleusShared& s
   return found;
 }
 
-/// The walk of cut_from_list over sh.keys[0, count) (ranked) where every probability is at least
-/// 2^-30: each is a whole number of 2^-53, so the CPU's running sum in double is exact (its last
-/// addition, past top_p, rounds the exact sum once, as the conversion of the units does), and the
-/// walk is a prefix sum in integer units, by the whole block: a run of consecutive entries per
-/// thread, the runs' sums scanned, each thread's first crossing, the least one taken.
-__device__ inline bool walk_exact(unsigned int count, float floor, double top_p, RowStats& out,
-                                  NucleusShared& sh, unsigned int* kept, Global<std::uint64_t> list,
-                                  bool keep) {
-  const int threads = static_cast<int>(blockDim.x);
-  const int per = (static_cast<int>(count) + threads - 1) / threads;
-  const int first = static_cast<int>(threadIdx.x) * per;
-  const int end = first + per < static_cast<int>(count) ? first + per : static_cast<int>(count);
-  const auto units = [&sh](int j) {
-    return static_cast<unsigned long long>(static_cast<double>(key_value(sh.keys[j])) * 0x1p53);
-  };
-  unsigned long long own = 0u;
-  for (int j = first; j < end; ++j) own += units(j);
-  // The exclusive prefix of this thread's run (sh.hist_units is free until the next gather).
-  if (threadIdx.x == 0) sh.found = static_cast<int>(count);  // the least crossing so far
-  const unsigned long long before = block_scan(own, sh.hist_units).exclusive(own);
-  unsigned long long running = before;
-  for (int j = first; j < end; ++j) {
-    running += units(j);
-    if (specdec::detail::reaches_nucleus(static_cast<double>(running) * 0x1p-53, top_p)) {
-      atomicMin(&sh.found, j);
-      break;
+/// The mass of a candidate's key in units of 2^-53: exact for a probability of at least 2^-30.
+__device__ __forceinline__ unsigned long long key_units(std::uint64_t key) {
+  return static_cast<unsigned long long>(static_cast<double>(key_value(key)) * 0x1p53);
+}
+
+/// How select_exact_cut ended.
+enum class ExactCut {
+  kFound,  // the cut is in `out` (when it stands above the floor)
+  kShort,  // the candidates' mass falls short of top_p, or the cut lies at or below the floor
+  kTiny,   // a candidate below 2^-30, whose mass is no whole number of 2^-53: not selected
+};
+
+/// The cut of cut_from_list among the `count` keys of `list` when every probability is at least
+/// 2^-30: each mass is a whole number of 2^-53, so the CPU's running sum in double is exact (its
+/// last addition, past top_p, rounds the exact sum once, as the conversion of the units does) and
+/// the cut is the largest key whose mass with every larger key's reaches top_p. Found without a
+/// sort by a radix selection weighted by mass, 8 bits a pass from the top: each pass a histogram
+/// of the masses and counts of the keys that share the digits found so far (integer atomics, so
+/// the same in any order), one warp adding the digits' masses from the largest until they reach
+/// top_p; the passes stop when one key shares them (about three for a list of thousands), with no
+/// tie left to walk (a key holds its id). The kept keys go to sh.keys[0, sh.kept), in no order.
+/// By the whole block (kStatsThreads threads).
+__device__ inline ExactCut select_exact_cut(Global<const std::uint64_t> list, unsigned int count,
+                                            float floor, double top_p, RowStats& out,
+                                            NucleusShared& sh) {
+  constexpr int kMost = kNucleusList / kStatsThreads;  // a thread's keys, in registers
+  const int tid = static_cast<int>(threadIdx.x);
+  MassSelectShared& m = sh.mass;
+  std::uint64_t mine[kMost];
+  bool tiny = false;
+  SPECDEC_UNROLL(16)
+  for (int t = 0; t < kMost; ++t) {
+    const int j = tid + t * kStatsThreads;
+    mine[t] = j < static_cast<int>(count) ? static_cast<std::uint64_t>(list[j]) : 0u;
+    tiny = tiny || (mine[t] != 0u && static_cast<std::uint32_t>(mine[t] >> 32) < kExactMassBits);
+  }
+  if (tid == 0) {
+    m.tiny = 0;
+    m.prefix = 0u;
+    m.above = 0u;
+  }
+  __syncthreads();
+  if (tiny) atomicMax(&m.tiny, 1);
+  __syncthreads();
+  if (m.tiny != 0) return ExactCut::kTiny;
+  std::uint64_t prefix = 0u, mask = 0u;
+  unsigned long long above = 0u;
+  for (int shift = 56; shift >= 0; shift -= 8) {
+    for (int d = tid; d < 256; d += kStatsThreads) {
+      m.units[d] = 0u;
+      m.counts[d] = 0u;
     }
-  }
-  __syncthreads();
-  const int at = sh.found;
-  __syncthreads();
-  if (at < static_cast<int>(count) && at >= first && at < end) {  // the owner of the crossing
-    unsigned long long mass = before;
-    for (int j = first; j <= at; ++j) mass += units(j);
-    const float value = key_value(sh.keys[at]);
-    const bool stands = value > floor;
-    if (stands) {  // told to every thread through sh.row
-      sh.row.top_p_value = value;
-      sh.row.top_p_last = key_id(sh.keys[at]);
-      sh.row.inv_top_p_kept = static_cast<float>(1.0 / (static_cast<double>(mass) * 0x1p-53));
-      sh.kept = static_cast<unsigned int>(at) + 1;
+    if (tid == 0) m.found = 0;
+    __syncthreads();
+    SPECDEC_UNROLL(16)
+    for (int t = 0; t < kMost; ++t) {
+      if (mine[t] != 0u && (mine[t] & mask) == prefix) {
+        const auto d = static_cast<int>((mine[t] >> shift) & 0xffu);
+        atomicAdd(&m.counts[d], 1u);
+        atomicAdd(&m.units[d], key_units(mine[t]));
+      }
     }
-    sh.found = stands ? 1 : 0;
-  } else if (at >= static_cast<int>(count) && threadIdx.x == 0) {
-    sh.found = 0;  // the candidates' mass falls short of top_p
+    __syncthreads();
+    if (tid < 32) {  // lane l adds digits 255 - 8 l down to 248 - 8 l, the largest first
+      unsigned long long u[8], own = 0u;
+      for (int i = 0; i < 8; ++i) {
+        u[i] = m.units[255 - 8 * tid - i];
+        own += u[i];
+      }
+      unsigned long long through = own;
+      for (int d = 1; d < 32; d *= 2) {
+        const unsigned long long other = __shfl_up_sync(0xffffffffu, through, d);
+        if (tid >= d) through += other;
+      }
+      const auto reaches = [top_p](unsigned long long units) {
+        return specdec::detail::reaches_nucleus(static_cast<double>(units) * 0x1p-53, top_p);
+      };
+      unsigned long long running = above + (through - own);
+      if (!reaches(running) && reaches(above + through)) {  // the cut's digit is this lane's
+        int i = 0;
+        while (!reaches(running + u[i])) running += u[i++];
+        const int digit = 255 - 8 * tid - i;
+        m.prefix = prefix | (static_cast<std::uint64_t>(digit) << shift);
+        m.above = running;
+        m.count = m.counts[digit];
+        m.found = 1;
+      }
+    }
+    __syncthreads();
+    const bool found = m.found != 0, alone = m.count == 1u;
+    prefix = m.prefix;
+    above = m.above;
+    mask |= std::uint64_t{0xff} << shift;
+    __syncthreads();  // m is read before the next pass writes it
+    if (!found) return ExactCut::kShort;
+    if (alone) break;
   }
+  // The one key that shares the prefix is the cut; it and every larger key are kept.
+  SPECDEC_UNROLL(16)
+  for (int t = 0; t < kMost; ++t) {
+    if (mine[t] != 0u && (mine[t] & mask) == prefix) m.prefix = mine[t];
+  }
+  if (tid == 0) sh.kept = 0u;
   __syncthreads();
-  if (sh.found != 0) {
-    out.top_p_value = sh.row.top_p_value;
-    out.top_p_last = sh.row.top_p_last;
-    out.inv_top_p_kept = sh.row.inv_top_p_kept;
+  const std::uint64_t cut = m.prefix;
+  SPECDEC_UNROLL(16)
+  for (int t = 0; t < kMost; ++t) {
+    if (mine[t] >= cut) sh.keys[atomicAdd(&sh.kept, 1u)] = mine[t];
   }
-  return keep_nucleus(list, sh, kept, keep);
+  const float value = key_value(cut);
+  if (!(value > floor)) return ExactCut::kShort;  // an entry left out may rank before it
+  out.top_p_value = value;
+  out.top_p_last = key_id(cut);
+  out.inv_top_p_kept =
+      static_cast<float>(1.0 / (static_cast<double>(above + key_units(cut)) * 0x1p-53));
+  return ExactCut::kFound;
 }
 
 /// The cut from the `count` candidates of `list` (every entry of probability above `floor`, and
-/// perhaps some at it), by the whole block: ordered by rank, walked until their mass reaches
-/// top_p. The cut stands when every entry left out ranks after it (its probability is above
-/// the floor); returns whether it did (and then writes it into `out` and, with `keep`, the kept
-/// entries, ranked, as kept_keys into `list`, their count into *kept).
+/// perhaps some at it), by the whole block: selected by select_exact_cut or, where a candidate
+/// lies below 2^-30, ordered by rank and walked by one thread until their mass reaches top_p.
+/// The cut stands when every entry left out ranks after it (its probability is above the floor);
+/// returns whether it did (and then writes it into `out`, the kept entries into sh.keys[0,
+/// sh.kept) and, with `keep`, into `list` as kept_keys, their count into *kept).
 __device__ inline bool cut_from_list(Global<std::uint64_t> list, unsigned int count, float floor,
                                      double top_p, RowStats& out, NucleusShared& sh,
                                      unsigned int* kept, bool keep) {
   if (count > static_cast<unsigned int>(kNucleusList)) return false;
+  const ExactCut exact = select_exact_cut(list, count, floor, top_p, out, sh);
+  if (exact != ExactCut::kTiny) {
+    if (threadIdx.x == 0) sh.found = exact == ExactCut::kFound ? 1 : 0;
+    return keep_nucleus(list, sh, kept, keep);
+  }
+  // Some candidate below 2^-30: ranked by a sort, their masses added in rank order in double.
   for (int j = static_cast<int>(threadIdx.x); j < static_cast<int>(count);
        j += static_cast<int>(blockDim.x)) {
     sh.keys[j] = list[j];
   }
   sort_keys_descending(static_cast<int>(count), sh.keys);
-  if (count > 0 && specdec::detail::float_bits(key_value(sh.keys[count - 1])) >= kExactMassBits) {
-    return walk_exact(count, floor, top_p, out, sh, kept, list, keep);
-  }
   if (threadIdx.x == 0) {
     sh.found = 0;
     double running = 0.0;

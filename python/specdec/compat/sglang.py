@@ -90,19 +90,13 @@ def tree_speculative_sampling_target_only(
         # sgl-kernel's signature without draft_probs, called positionally: shift the scalars.
         draft_probs, threshold_single, threshold_acc, deterministic = (
             None, draft_probs, threshold_single, threshold_acc)
-    _refuse_cuda(predicts=predicts, accept_index=accept_index, accept_token_num=accept_token_num,
-                 candidates=candidates, retrive_index=retrive_index,
-                 retrive_next_token=retrive_next_token, retrive_next_sibling=retrive_next_sibling,
-                 uniform_samples=uniform_samples,
-                 uniform_samples_for_final_sampling=uniform_samples_for_final_sampling,
-                 target_probs=target_probs, draft_probs=draft_probs, retrieve_index=retrieve_index,
-                 retrieve_next_token=retrieve_next_token,
-                 retrieve_next_sibling=retrieve_next_sibling)
-    links, spellings = _links((retrive_index, retrive_next_token, retrive_next_sibling),
-                              (retrieve_index, retrieve_next_token, retrieve_next_sibling))
-    if target_probs is None:
-        raise error("target_probs", "is required (float32 [bs, num_draft_tokens, V])")
-    outputs = _Outputs(predicts, accept_index, accept_token_num)
+    links, spellings, outputs = _begin(
+        (predicts, accept_index, accept_token_num), candidates,
+        (retrive_index, retrive_next_token, retrive_next_sibling),
+        (retrieve_index, retrieve_next_token, retrieve_next_sibling),
+        ("target_probs", "float32 [bs, num_draft_tokens, V]"), uniform_samples=uniform_samples,
+        uniform_samples_for_final_sampling=uniform_samples_for_final_sampling,
+        target_probs=target_probs, draft_probs=draft_probs)
     target = _rows(target_probs, "target_probs")
     draft = None if draft_probs is None else _rows(draft_probs, "draft_probs")
     coins = final = None
@@ -113,9 +107,7 @@ def tree_speculative_sampling_target_only(
         coins = _host(uniform_samples, "uniform_samples", "float", 2)
         final = _host(uniform_samples_for_final_sampling, "uniform_samples_for_final_sampling",
                       "float", 1)
-    for name, value in (("threshold_single", threshold_single), ("threshold_acc", threshold_acc)):
-        if not isinstance(value, (int, float, np.floating, np.integer)):
-            raise error(name, f"is a {type(value).__name__}; expected a float in [0, 1]")
+    _check_thresholds(threshold_single, threshold_acc)
     result = _call(spellings, outputs, candidates, links, target_probs=target, draft_probs=draft,
                    uniform_samples=coins, uniform_samples_for_final_sampling=final,
                    streams=streams, threshold_single=float(threshold_single),
@@ -134,9 +126,7 @@ def tree_speculative_sampling_target_only_rejmask(
     """sgl-kernel's rejection-mask form: tree_speculative_sampling_target_only without
     `draft_probs` (the final token is drawn from the target with the tried children masked out),
     with its arguments, shapes, dtypes and in-place outputs."""
-    for name, value in (("threshold_single", threshold_single), ("threshold_acc", threshold_acc)):
-        if not isinstance(value, (int, float, np.floating, np.integer)):
-            raise error(name, f"is a {type(value).__name__}; expected a float in [0, 1]")
+    _check_thresholds(threshold_single, threshold_acc)
     tree_speculative_sampling_target_only(
         predicts, accept_index, accept_token_num, candidates, retrive_index, retrive_next_token,
         retrive_next_sibling, uniform_samples, uniform_samples_for_final_sampling, target_probs,
@@ -155,20 +145,37 @@ def verify_tree_greedy(predicts: Any, accept_index: Any, accept_token_num: Any, 
     the flattened tensor) is accepted; otherwise, or after a leaf or a full-depth path, that
     argmax is the emitted token. Writes `predicts`, `accept_index` and `accept_token_num` as
     tree_speculative_sampling_target_only does."""
-    _refuse_cuda(predicts=predicts, accept_index=accept_index, accept_token_num=accept_token_num,
-                 candidates=candidates, retrive_index=retrive_index,
-                 retrive_next_token=retrive_next_token, retrive_next_sibling=retrive_next_sibling,
-                 target_predict=target_predict, retrieve_index=retrieve_index,
-                 retrieve_next_token=retrieve_next_token,
-                 retrieve_next_sibling=retrieve_next_sibling)
-    links, spellings = _links((retrive_index, retrive_next_token, retrive_next_sibling),
-                              (retrieve_index, retrieve_next_token, retrieve_next_sibling))
-    if target_predict is None:
-        raise error("target_predict", "is required (int64 [bs, num_draft_tokens])")
-    outputs = _Outputs(predicts, accept_index, accept_token_num)
+    links, spellings, outputs = _begin(
+        (predicts, accept_index, accept_token_num), candidates,
+        (retrive_index, retrive_next_token, retrive_next_sibling),
+        (retrieve_index, retrieve_next_token, retrieve_next_sibling),
+        ("target_predict", "int64 [bs, num_draft_tokens]"), target_predict=target_predict)
     predicted = _host(target_predict, "target_predict", "int", 2)
     result = _call(spellings, outputs, candidates, links, target_predict=predicted)
     outputs.write(*result)
+
+
+def _begin(outputs: tuple, candidates: Any, retrive: tuple, retrieve: tuple,
+           required: tuple[str, str], **inputs: Any) -> tuple[list, dict, "_Outputs"]:
+    """What every entry point does first: refuses CUDA tensors by name, reads the three links
+    (retrive_* or retrieve_*), requires the input `required` = (name, its shape) among `inputs`
+    and checks the outputs (predicts, accept_index, accept_token_num). Returns (links, the
+    spelling of each link, the outputs)."""
+    old = {f"retrive_{suffix}": value for suffix, value in zip(_LINKS, retrive)}
+    new = {f"retrieve_{suffix}": value for suffix, value in zip(_LINKS, retrieve)}
+    _refuse_cuda(**dict(zip(("predicts", "accept_index", "accept_token_num"), outputs)),
+                 candidates=candidates, **old, **inputs, **new)
+    links, spellings = _links(retrive, retrieve)
+    name, shape = required
+    if inputs[name] is None:
+        raise error(name, f"is required ({shape})")
+    return links, spellings, _Outputs(*outputs)
+
+
+def _check_thresholds(threshold_single: Any, threshold_acc: Any) -> None:
+    for name, value in (("threshold_single", threshold_single), ("threshold_acc", threshold_acc)):
+        if not isinstance(value, (int, float, np.floating, np.integer)):
+            raise error(name, f"is a {type(value).__name__}; expected a float in [0, 1]")
 
 
 def _refuse_cuda(**arguments: Any) -> None:

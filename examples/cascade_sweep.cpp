@@ -20,12 +20,7 @@ namespace {
 
 using namespace specdec;
 
-struct Settings {
-  std::string csv;
-  int sequences = 24;
-  int tokens = 64;
-  double cost_ratio = 0.1;
-};
+using toy_sweep::Settings;
 
 // The data law and the two models that imitate it: a large one close to the data and a small
 // one further away, erring differently (independent noise), as a large and a small model do.

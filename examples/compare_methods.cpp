@@ -20,11 +20,8 @@ namespace {
 
 using namespace specdec;
 
-struct Settings {
-  std::string csv;
-  int sequences = 24;
-  int tokens = 64;
-  double cost_ratio = 0.05;
+// The shared options and the draft model's.
+struct Settings : toy_sweep::Settings {
   float draft_noise = 0.4f;
   float draft_temperature = 1.6f;
 };
@@ -224,6 +221,7 @@ void rule_tables() {
 
 int main(int argc, char** argv) {
   Settings settings;
+  settings.cost_ratio = 0.05;  // the draft is cheaper than cascade_sweep's small model
   const auto draft_option = [&settings](const char* flag, const char* value) {
     return parse_draft_option(settings, flag, value);
   };

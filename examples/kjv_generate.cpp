@@ -317,12 +317,5 @@ int run(const Settings& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    return run(parse_args(argc, argv));
-  } catch (const std::exception& e) {
-    std::string message = e.what();
-    std::replace(message.begin(), message.end(), '\n', ' ');
-    std::fprintf(stderr, "kjv_generate: %s\n", message.c_str());
-    return 2;
-  }
+  return kjv::exit_status("kjv_generate", [&] { return run(parse_args(argc, argv)); });
 }

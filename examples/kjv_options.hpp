@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdint>
+#include <cstdio>
+#include <exception>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -55,6 +57,20 @@ inline std::vector<std::string> parse_methods(std::string_view methods, std::str
     }
   }
   return out;
+}
+
+/// `body()`'s exit status; an exception it throws becomes one line on stderr ("program: what",
+/// newlines folded) and exit status 2.
+template <class Body>
+int exit_status(const char* program, Body&& body) {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    std::string message = e.what();
+    std::replace(message.begin(), message.end(), '\n', ' ');
+    std::fprintf(stderr, "%s: %s\n", program, message.c_str());
+    return 2;
+  }
 }
 
 /// Reads `--flag value` pairs into `s`, a program's settings with the fields models, prompt,

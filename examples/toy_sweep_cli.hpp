@@ -10,10 +10,18 @@
 
 namespace toy_sweep {
 
-/// Reads the shared options into `s` (a program's settings with the fields csv, sequences,
-/// tokens and cost_ratio); `extra(flag, value)` takes the program's own options and returns false
+/// What the shared options set (compare_methods assumes a cheaper small model: 0.05).
+struct Settings {
+  std::string csv;          // --csv: where the rows go (none when empty)
+  int sequences = 24;       // --sequences: sequences decoded per point
+  int tokens = 64;          // --tokens: tokens generated per sequence
+  double cost_ratio = 0.1;  // --cost-ratio: a small-model call's cost relative to a large one's
+};
+
+/// Reads the shared options into `s` (toy_sweep::Settings or a program's settings derived from
+/// it); `extra(flag, value)` takes the program's own options and returns false
 /// for a flag it does not know. False (after a line on stderr) on bad input.
-template <class Settings, class Extra>
+template <class Extra>
 bool parse_args(int argc, char** argv, Settings& s, Extra&& extra) {
   for (int i = 1; i < argc; ++i) {
     const bool has_value = i + 1 < argc;

@@ -240,6 +240,23 @@ py::object output_from(std::span<const T> values, ArrayKind kind) {
   return out.result();
 }
 
+/// A fresh NumPy array of `shape` filled by fill(its values) without the GIL.
+template <class T, class Fill>
+py::object filled(std::vector<std::int64_t> shape, Fill&& fill) {
+  Output<T> out(std::move(shape), ArrayKind::numpy);
+  {
+    py::gil_scoped_release unlocked;
+    fill(out.values());
+  }
+  return out.result();
+}
+
+/// The getter of a read-only property: a copy of the vector `member` as a 1-D NumPy array.
+template <class C, class T>
+auto copy_of(std::vector<T> C::*member) {
+  return [member](const C& object) { return output_from<T>(object.*member, ArrayKind::numpy); };
+}
+
 /// (verdict, the first `count` of `values` as a 1-D output): what a single-sequence walk returns
 /// (its emitted tokens, or its accepted nodes).
 template <class Verdict, class T>

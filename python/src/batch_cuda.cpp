@@ -157,6 +157,56 @@ struct OnDevice {
         cuda(backend::cuda.on(reinterpret_cast<cudaStream_t>(torch_current_stream(device)))) {}
 };
 
+/// What a chain batch on the device reads and makes (GIL held): the tokens, streams and layout on
+/// the rows' device, made current, and the outputs and status words there.
+struct DeviceChain {
+  int device;
+  OnDevice on;
+  Array tokens;
+  CallStreams streams;
+  ChainBatchLayout layout;
+  DeviceOutput emitted, accepted;
+  DeviceStatus status;
+
+  DeviceChain(const Array& target, py::handle tokens_object, py::handle streams_object,
+              py::handle offsets_object, bool check)
+      : device(target.device),
+        on(device),
+        tokens(device_tokens(tokens_object, "draft_tokens", device)),
+        streams(streams_object, device),
+        layout(chain_batch_layout(tokens, offsets_object)),
+        emitted(layout.emitted_shape, DType::int32, device, "emitted"),
+        accepted({layout.batch}, DType::int32, device, "accepted"),
+        status(check, layout.batch, device) {}
+  DeviceChain(const DeviceChain&) = delete;
+  DeviceChain& operator=(const DeviceChain&) = delete;
+
+  /// Sets what every chain call's arguments take from the batch: offsets, tokens, streams and
+  /// outputs.
+  template <class Args>
+  void fill(Args& args) const {
+    args.draft_offsets = layout.resident();
+    args.draft_tokens = tokens.span<Token>("draft_tokens");
+    args.streams = streams.resident();
+    args.emitted = emitted.values<Token>("emitted");
+    args.accepted = accepted.values<std::int32_t>("accepted");
+    args.status = status.span();
+  }
+  /// The device scratch of a chain call over `vocab` columns (rows, or logits to warp).
+  [[nodiscard]] DeviceScratch scratch(std::int64_t vocab, bool from_logits) const {
+    return {workspace_size(on.cuda,
+                           ChainBatchShape{.batch = layout.batch,
+                                           .max_gamma = largest_count(layout.resident(),
+                                                                      tokens.size()),
+                                           .vocab = vocab,
+                                           .from_logits = from_logits}),
+            device};
+  }
+  [[nodiscard]] py::tuple finish() const {
+    return status.finish(py::make_tuple(emitted.tensor, accepted.tensor));
+  }
+};
+
 }  // namespace
 
 /// verify_chain_batch on the device, or its target-only form when `draft_object` is null.
@@ -164,42 +214,26 @@ py::tuple cuda_chain_batch(py::handle target_object, const py::handle* draft_obj
                            py::handle tokens_object, py::handle streams_object,
                            py::handle offsets_object, bool check) {
   const Array target = device_arg(target_object, "target_rows", -1);
-  const int device = target.device;
   const Array draft =
-      draft_object != nullptr ? device_arg(*draft_object, "draft_rows", device) : Array{};
-  const Array tokens = device_tokens(tokens_object, "draft_tokens", device);
-  const CallStreams streams(streams_object, device);
-  const ChainBatchLayout layout = chain_batch_layout(tokens, offsets_object);
-  const DeviceOutput emitted(layout.emitted_shape, DType::int32, device, "emitted");
-  const DeviceOutput accepted({layout.batch}, DType::int32, device, "accepted");
-  const DeviceStatus status(check, layout.batch, device);
+      draft_object != nullptr ? device_arg(*draft_object, "draft_rows", target.device) : Array{};
+  const DeviceChain chain(target, tokens_object, streams_object, offsets_object, check);
   ChainBatchArgs args;
-  args.draft_offsets = layout.resident();
-  args.target_rows = batch_rows<float>(target, "target_rows", layout.target);
-  if (draft_object != nullptr) args.draft_rows = batch_rows<float>(draft, "draft_rows", layout.draft);
-  args.draft_tokens = tokens.span<Token>("draft_tokens");
-  args.streams = streams.resident();
-  args.emitted = emitted.values<Token>("emitted");
-  args.accepted = accepted.values<std::int32_t>("accepted");
-  args.status = status.span();
-  const OnDevice on(device);
-  const backend::Cuda& cuda = on.cuda;
+  chain.fill(args);
+  args.target_rows = batch_rows<float>(target, "target_rows", chain.layout.target);
+  if (draft_object != nullptr) {
+    args.draft_rows = batch_rows<float>(draft, "draft_rows", chain.layout.draft);
+  }
   // The target-only form needs at most verify_chain_batch's workspace.
-  const DeviceScratch scratch(
-      workspace_size(cuda, ChainBatchShape{.batch = layout.batch,
-                                           .max_gamma = largest_count(args.draft_offsets,
-                                                                      tokens.size()),
-                                           .vocab = args.target_rows.cols}),
-      device);
+  const DeviceScratch scratch = chain.scratch(args.target_rows.cols, false);
   {
     py::gil_scoped_release unlocked;
     if (draft_object != nullptr) {
-      verify_chain_batch(cuda, args, scratch.workspace());
+      verify_chain_batch(chain.on.cuda, args, scratch.workspace());
     } else {
-      verify_chain_batch_target_only(cuda, args, scratch.workspace());
+      verify_chain_batch_target_only(chain.on.cuda, args, scratch.workspace());
     }
   }
-  return status.finish(py::make_tuple(emitted.tensor, accepted.tensor));
+  return chain.finish();
 }
 
 py::tuple cuda_chain_batch_logits(py::handle target_object, py::handle draft_object,
@@ -207,39 +241,20 @@ py::tuple cuda_chain_batch_logits(py::handle target_object, py::handle draft_obj
                                   py::handle streams_object, py::handle offsets_object,
                                   bool check) {
   const Array target = device_arg(target_object, "target_logits", -1);
-  const int device = target.device;
-  const Array draft = device_arg(draft_object, "draft_logits", device);
-  const Array tokens = device_tokens(tokens_object, "draft_tokens", device);
+  const Array draft = device_arg(draft_object, "draft_logits", target.device);
+  const DeviceChain chain(target, tokens_object, streams_object, offsets_object, check);
   const std::vector<Warp> warps = warps_arg(warps_object);
-  const CallStreams streams(streams_object, device);
-  const ChainBatchLayout layout = chain_batch_layout(tokens, offsets_object);
-  const DeviceOutput emitted(layout.emitted_shape, DType::int32, device, "emitted");
-  const DeviceOutput accepted({layout.batch}, DType::int32, device, "accepted");
-  const DeviceStatus status(check, layout.batch, device);
-  const OnDevice on(device);
-  const backend::Cuda& cuda = on.cuda;
   visit_floats(target, "target_logits", [&]<class T>(std::span<const T>) {
     ChainBatchLogitsArgs<T> args;
-    args.draft_offsets = layout.resident();
-    args.target_logits = batch_rows<T>(target, "target_logits", layout.target);
-    args.draft_logits = batch_rows<T>(draft, "draft_logits", layout.draft);
+    chain.fill(args);
+    args.target_logits = batch_rows<T>(target, "target_logits", chain.layout.target);
+    args.draft_logits = batch_rows<T>(draft, "draft_logits", chain.layout.draft);
     args.warps = warps;
-    args.draft_tokens = tokens.span<Token>("draft_tokens");
-    args.streams = streams.resident();
-    args.emitted = emitted.values<Token>("emitted");
-    args.accepted = accepted.values<std::int32_t>("accepted");
-    args.status = status.span();
-    const DeviceScratch scratch(
-        workspace_size(cuda, ChainBatchShape{.batch = layout.batch,
-                                             .max_gamma = largest_count(args.draft_offsets,
-                                                                        tokens.size()),
-                                             .vocab = args.target_logits.cols,
-                                             .from_logits = true}),
-        device);
+    const DeviceScratch scratch = chain.scratch(args.target_logits.cols, true);
     py::gil_scoped_release unlocked;
-    verify_chain_batch_logits(cuda, args, scratch.workspace());
+    verify_chain_batch_logits(chain.on.cuda, args, scratch.workspace());
   });
-  return status.finish(py::make_tuple(emitted.tensor, accepted.tensor));
+  return chain.finish();
 }
 
 py::tuple cuda_tree_batch(const Rule& rule, py::handle offsets_object, py::handle tokens_object,
@@ -247,6 +262,7 @@ py::tuple cuda_tree_batch(const Rule& rule, py::handle offsets_object, py::handl
                           py::handle draft_object, py::handle streams_object, bool check) {
   const Array target = device_arg(target_object, "target_rows", -1);
   const int device = target.device;
+  const OnDevice on(device);
   const Array draft = device_arg(draft_object, "draft_rows", device);
   const Array tokens = device_tokens(tokens_object, "tokens", device);
   const Array parents = device_tokens(parents_object, "parents", device);
@@ -281,17 +297,15 @@ py::tuple cuda_tree_batch(const Rule& rule, py::handle offsets_object, py::handl
   args.final_tokens = final_tokens.values<Token>("final_tokens");
   args.bonus = bonus.values<std::uint8_t>("bonus");
   args.status = status.span();
-  const OnDevice on(device);
-  const backend::Cuda& cuda = on.cuda;
   const DeviceScratch scratch(
-      workspace_size(cuda, TreeBatchShape{.batch = batch,
+      workspace_size(on.cuda, TreeBatchShape{.batch = batch,
                                           .max_nodes = largest_count(args.node_offsets,
                                                                      tokens.size()),
                                           .vocab = args.target_rows.cols}),
       device);
   {
     py::gil_scoped_release unlocked;
-    verify_tree_batch(cuda, rule, args, scratch.workspace());
+    verify_tree_batch(on.cuda, rule, args, scratch.workspace());
   }
   return status.finish(
       py::make_tuple(accepted_nodes.tensor, accepted.tensor, final_tokens.tensor, bonus.tensor));
@@ -301,13 +315,12 @@ py::tuple cuda_tree_batch(const Rule& rule, py::handle offsets_object, py::handl
 /// PyTorch's current stream (capturable: nothing is read from the host).
 py::object cuda_warp_rows(const Array& logits, py::handle warps_object) {
   const int device = logits.device;
+  const OnDevice on(device);
   const Array warps = warp_tensor_arg(warps_object, logits.dim(0));
   if (!warps.on_cuda || warps.device != device) {
     throw Error("warps", fmt::format("is not on cuda:{}, where the logits are", device));
   }
   const DeviceOutput warped({logits.dim(0), logits.dim(1)}, DType::float32, device, "warped");
-  const OnDevice on(device);
-  const backend::Cuda& cuda = on.cuda;
   visit_floats(logits, "logits", [&]<class T>(std::span<const T>) {
     const WarpBatchArgs<T> args{
         .logits = batch_matrix<T>(logits, "logits"),
@@ -315,10 +328,10 @@ py::object cuda_warp_rows(const Array& logits, py::handle warps_object) {
                            static_cast<std::size_t>(logits.dim(0))),
         .warped = MatrixView<float>(warped.values<float>("warped").data(), logits.dim(0),
                                     logits.dim(1), logits.dim(1))};
-    const DeviceScratch scratch(workspace_size(cuda, WarpBatchShape{logits.dim(0), logits.dim(1)}),
-                                device);
+    const DeviceScratch scratch(
+        workspace_size(on.cuda, WarpBatchShape{logits.dim(0), logits.dim(1)}), device);
     py::gil_scoped_release unlocked;
-    warp_logits_batch(cuda, args, scratch.workspace());
+    warp_logits_batch(on.cuda, args, scratch.workspace());
   });
   return warped.tensor;
 }
@@ -326,11 +339,10 @@ py::object cuda_warp_rows(const Array& logits, py::handle warps_object) {
 /// Uniform draws 0 .. count - 1 of each stream of a CUDA stream tensor, read in place.
 py::object cuda_uniforms(const Array& streams, std::int64_t count) {
   const int device = streams.device;
-  const DeviceOutput out({streams.dim(0), count}, DType::float32, device, "uniforms");
   const OnDevice on(device);
-  const backend::Cuda& cuda = on.cuda;
+  const DeviceOutput out({streams.dim(0), count}, DType::float32, device, "uniforms");
   const auto* words = static_cast<const RandomStream*>(streams.data);
-  fill_random(cuda,
+  fill_random(on.cuda,
               FillRandomArgs{.streams = on_device(words, static_cast<std::size_t>(streams.dim(0))),
                              .out = MatrixView<float>(out.values<float>("uniforms").data(),
                                                       streams.dim(0), count, count)},

@@ -405,11 +405,8 @@ void bind_redrafter_decoding(py::module_& m) {
 }  // namespace
 
 void bind_decode(py::module_& m) {
-  bind_tree_batch(m);
-  bind_decode_options(m);
-  bind_toys(m);
-  bind_decoding(m);
-  bind_redrafter_decoding(m);
+  bind_parts(m, {bind_tree_batch, bind_decode_options, bind_toys,
+                 bind_decoding, bind_redrafter_decoding});
 }
 
 }  // namespace specdec::python

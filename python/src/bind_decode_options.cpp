@@ -213,17 +213,9 @@ void bind_decode_options(py::module_& m) {
       .def_readonly("target_calls", &DecodeMetrics::target_calls)
       .def_readonly("draft_calls", &DecodeMetrics::draft_calls)
       .def_readonly("target_tree_tokens", &DecodeMetrics::target_tree_tokens)
-      .def_property_readonly(
-          "attempted_per_level",
-          [](const DecodeMetrics& d) {
-            return output_from<std::int64_t>(d.attempted_per_level, ArrayKind::numpy);
-          },
+      .def_property_readonly("attempted_per_level", copy_of(&DecodeMetrics::attempted_per_level),
           "Steps that attempted depth d + 1 (int64).")
-      .def_property_readonly(
-          "accepted_per_level",
-          [](const DecodeMetrics& d) {
-            return output_from<std::int64_t>(d.accepted_per_level, ArrayKind::numpy);
-          },
+      .def_property_readonly("accepted_per_level", copy_of(&DecodeMetrics::accepted_per_level),
           "Steps whose kept path reached depth d + 1 (int64).")
       .def_readonly("wall_seconds", &DecodeMetrics::wall_seconds)
       .def("block_efficiency", &DecodeMetrics::block_efficiency)
@@ -249,9 +241,7 @@ void bind_decode_options(py::module_& m) {
         "acceptance per level).");
 
   py::class_<DecodeResult>(m, "DecodeResult", "The generated tokens (prompt excluded) and metrics.")
-      .def_property_readonly(
-          "tokens",
-          [](const DecodeResult& r) { return output_from<Token>(r.tokens, ArrayKind::numpy); },
+      .def_property_readonly("tokens", copy_of(&DecodeResult::tokens),
           "The generated tokens (int32).")
       .def_readonly("metrics", &DecodeResult::metrics)
       .def("__repr__", [](const DecodeResult& r) {

@@ -79,6 +79,29 @@ py::object matrix_output(const Eigen::MatrixXf& m) {
 
 std::span<const float> hidden_arg(const Array& a) { return a.span<float>("hidden"); }
 
+/// A dict of float arrays by name (any float dtype converted) as float32 tensors.
+io::TensorMap tensor_map(const py::dict& tensors) {
+  io::TensorMap map;
+  for (const auto& [key, value] : tensors) {
+    const auto name = py::str(key).cast<std::string>();
+    const Array a = rows_f32_arg(value, name);
+    const auto values = a.span<float>(name);
+    map[name] = io::Tensor{a.shape, {values.begin(), values.end()}};
+  }
+  return map;
+}
+
+/// Tensors as a dict of float32 NumPy arrays by name.
+py::dict tensor_dict(const io::TensorMap& map) {
+  py::dict out;
+  for (const auto& [name, tensor] : map) {
+    Output<float> array(tensor.shape, ArrayKind::numpy);
+    std::copy(tensor.data.begin(), tensor.data.end(), array.values().begin());
+    out[py::str(name)] = array.result();
+  }
+  return out;
+}
+
 void bind_sampling(py::module_& m) {
   m.def(
       "sample_iid",
@@ -253,11 +276,7 @@ void bind_drafted_tree(py::module_& m) {
             return output_from<float>(d.row(node), ArrayKind::numpy);
           },
           py::arg("node"), "The draft row `node`'s children were drawn from (float32 [V]).")
-      .def_property_readonly(
-          "row_index",
-          [](const DraftedTree& d) {
-            return output_from<std::int32_t>(d.row_index, ArrayKind::numpy);
-          },
+      .def_property_readonly("row_index", copy_of(&DraftedTree::row_index),
           "int32 [N + 1]: row_index[0] the root's row, row_index[i + 1] node i's (-1 = none).")
       .def_property_readonly(
           "rows",
@@ -267,13 +286,9 @@ void bind_drafted_tree(py::module_& m) {
             return out.result();
           },
           "The stored draft rows, float32 [row_count(), V] (a copy).")
-      .def_property_readonly(
-          "log_probs",
-          [](const DraftedTree& d) { return output_from<float>(d.log_probs, ArrayKind::numpy); },
+      .def_property_readonly("log_probs", copy_of(&DraftedTree::log_probs),
           "Draft log probability of each node's root path (float32).")
-      .def_property_readonly(
-          "scores",
-          [](const DraftedTree& d) { return output_from<float>(d.scores, ArrayKind::numpy); },
+      .def_property_readonly("scores", copy_of(&DraftedTree::scores),
           "The drafter's ranking value of each node (float32).")
       .def("__repr__", [](const DraftedTree& d) {
         return fmt::format("DraftedTree(size={}, rows={}, vocab={})", d.size(), d.row_count(),
@@ -323,21 +338,11 @@ void bind_tree_drafters(py::module_& m) {
       .value("SAMPLING", BeamMode::kSampling, "W extensions sampled without replacement");
 
   py::class_<BeamSearchResult>(m, "BeamSearchResult", "The best beam of a beam search.")
-      .def_property_readonly(
-          "tokens",
-          [](const BeamSearchResult& r) { return output_from<Token>(r.tokens, ArrayKind::numpy); },
+      .def_property_readonly("tokens", copy_of(&BeamSearchResult::tokens),
           "The best sequence (int32).")
-      .def_property_readonly(
-          "prefix_log_probs",
-          [](const BeamSearchResult& r) {
-            return output_from<float>(r.prefix_log_probs, ArrayKind::numpy);
-          },
+      .def_property_readonly("prefix_log_probs", copy_of(&BeamSearchResult::prefix_log_probs),
           "Draft log probability of tokens[0..i] (float32).")
-      .def_property_readonly(
-          "nodes",
-          [](const BeamSearchResult& r) {
-            return output_from<std::int32_t>(r.nodes, ArrayKind::numpy);
-          },
+      .def_property_readonly("nodes", copy_of(&BeamSearchResult::nodes),
           "The search-tree node of each token (int32).");
 
   m.def(
@@ -428,13 +433,7 @@ void bind_redrafter(py::module_& m) {
   m.def(
       "redrafter_head_from_tensors",
       [](const py::dict& tensors, py::handle embedding, std::int32_t top_k) {
-        io::TensorMap map;
-        for (const auto& [key, value] : tensors) {
-          const auto name = py::str(key).cast<std::string>();
-          const Array a = rows_f32_arg(value, name);
-          const auto values = a.span<float>(name);
-          map[name] = io::Tensor{a.shape, {values.begin(), values.end()}};
-        }
+        const io::TensorMap map = tensor_map(tensors);
         const Eigen::MatrixXf table = embedding_arg(embedding);
         return io::redrafter_head_from_tensors(map, table, top_k);
       },
@@ -443,15 +442,7 @@ void bind_redrafter(py::module_& m) {
       "state_dict); `embedding` [V, H] overrides embed_tokens.weight.");
   m.def(
       "redrafter_head_tensors",
-      [](const ReDrafterHead& head) {
-        py::dict out;
-        for (const auto& [name, tensor] : io::redrafter_head_tensors(head)) {
-          Output<float> array(tensor.shape, ArrayKind::numpy);
-          std::copy(tensor.data.begin(), tensor.data.end(), array.values().begin());
-          out[py::str(name)] = array.result();
-        }
-        return out;
-      },
+      [](const ReDrafterHead& head) { return tensor_dict(io::redrafter_head_tensors(head)); },
       py::arg("head"), "The head's tensors under the reference names (float32 NumPy arrays).");
 
   m.def(
@@ -462,13 +453,7 @@ void bind_redrafter(py::module_& m) {
           py::gil_scoped_release unlocked;
           map = io::read_safetensors(path);
         }
-        py::dict out;
-        for (const auto& [name, tensor] : map) {
-          Output<float> array(tensor.shape, ArrayKind::numpy);
-          std::copy(tensor.data.begin(), tensor.data.end(), array.values().begin());
-          out[py::str(name)] = array.result();
-        }
-        return out;
+        return tensor_dict(map);
       },
       py::arg("path"),
       "Every tensor of a safetensors file (F32, F16 or BF16 stored) as a float32 NumPy array,\n"
@@ -476,13 +461,7 @@ void bind_redrafter(py::module_& m) {
   m.def(
       "write_safetensors",
       [](const std::filesystem::path& path, const py::dict& tensors, io::TensorDType dtype) {
-        io::TensorMap map;
-        for (const auto& [key, value] : tensors) {
-          const auto name = py::str(key).cast<std::string>();
-          const Array a = rows_f32_arg(value, name);
-          const auto values = a.span<float>(name);
-          map[name] = io::Tensor{a.shape, {values.begin(), values.end()}};
-        }
+        const io::TensorMap map = tensor_map(tensors);
         py::gil_scoped_release unlocked;
         io::write_safetensors(path, map, dtype);
       },
@@ -532,11 +511,7 @@ void bind_redrafter(py::module_& m) {
             return out.result();
           },
           "float32 [W, L - 1, V]: [k, j] is the row that produced tokens[k, j + 1].")
-      .def_property_readonly(
-          "beam_log_probs",
-          [](const ReDrafterBeams& b) {
-            return output_from<float>(b.beam_log_probs, ArrayKind::numpy);
-          },
+      .def_property_readonly("beam_log_probs", copy_of(&ReDrafterBeams::beam_log_probs),
           "The beams' joint log-probabilities, decreasing (float32 [W]).");
 
   m.def(
@@ -577,10 +552,7 @@ void bind_redrafter(py::module_& m) {
 }  // namespace
 
 void bind_draft(py::module_& m) {
-  bind_sampling(m);
-  bind_drafted_tree(m);
-  bind_tree_drafters(m);
-  bind_redrafter(m);
+  bind_parts(m, {bind_sampling, bind_drafted_tree, bind_tree_drafters, bind_redrafter});
 }
 
 }  // namespace specdec::python

@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 #include <pybind11/stl.h>
 
+#include <string>
+#include <type_traits>
+
 #include "args.hpp"
 #include "bindings.hpp"
 #include "specdec/verify/verify.hpp"
@@ -180,92 +183,63 @@ void bind_rule_classes(py::module_& m) {
         "Raises specdec.Error unless epsilon is in [0, 1] and delta finite and >= 0.");
 }
 
+/// A field of a verdict class: its Python name and the member.
+template <class V, class F>
+struct Field {
+  const char* name;
+  F V::*member;
+};
+
+/// A verdict class: constructed from its fields by keyword, the fields read-only, == comparing
+/// them and a repr naming them ("NodeVerdict(accepted=1, token=3)").
+template <class V, class... F>
+void bind_verdict(py::module_& m, const char* name, const char* doc, Field<V, F>... fields) {
+  const auto text = [](const auto& value) -> std::string {
+    if constexpr (std::is_same_v<std::remove_cvref_t<decltype(value)>, bool>) {
+      return value ? "True" : "False";
+    } else {
+      return fmt::format("{}", value);
+    }
+  };
+  py::class_<V> cls(m, name, doc);
+  cls.def(py::init([](F... values) { return V{values...}; }), py::arg(fields.name)...);
+  (cls.def_readonly(fields.name, fields.member), ...);
+  cls.def("__eq__", [fields...](const V& a, const py::object& b) {
+    if (!py::isinstance<V>(b)) return false;
+    const auto other = b.cast<V>();
+    return ((a.*fields.member == other.*fields.member) && ...);
+  });
+  cls.def("__repr__", [name = std::string(name), text, fields...](const V& v) {
+    std::string out;
+    ((out += fmt::format("{}{}={}", out.empty() ? "" : ", ", fields.name, text(v.*fields.member))),
+     ...);
+    return name + "(" + out + ")";
+  });
+}
+
 void bind_verdicts(py::module_& m) {
-  py::class_<NodeVerdict>(m, "NodeVerdict",
-                          "The outcome at one node: `accepted` is the index of the accepted\n"
-                          "candidate (-1 when every one was rejected), `token` the accepted\n"
-                          "candidate or the correction token.")
-      .def(py::init([](std::int32_t accepted, Token token) {
-             return NodeVerdict{accepted, token};
-           }),
-           py::arg("accepted"), py::arg("token"))
-      .def_readonly("accepted", &NodeVerdict::accepted)
-      .def_readonly("token", &NodeVerdict::token)
-      .def("__eq__",
-           [](const NodeVerdict& a, const py::object& b) {
-             return py::isinstance<NodeVerdict>(b) && a == b.cast<NodeVerdict>();
-           })
-      .def("__repr__", [](const NodeVerdict& v) {
-        return fmt::format("NodeVerdict(accepted={}, token={})", v.accepted, v.token);
-      });
-
-  py::class_<ChainVerdict>(m, "ChainVerdict",
-                           "The outcome of a chain: `accepted` draft tokens (0..L) were kept and\n"
-                           "`emitted` = accepted + 1 tokens were written (the last one the\n"
-                           "correction or bonus token).")
-      .def(py::init([](std::int32_t accepted, std::int32_t emitted) {
-             return ChainVerdict{accepted, emitted};
-           }),
-           py::arg("accepted"), py::arg("emitted"))
-      .def_readonly("accepted", &ChainVerdict::accepted)
-      .def_readonly("emitted", &ChainVerdict::emitted)
-      .def("__eq__",
-           [](const ChainVerdict& a, const py::object& b) {
-             if (!py::isinstance<ChainVerdict>(b)) return false;
-             const auto other = b.cast<ChainVerdict>();
-             return a.accepted == other.accepted && a.emitted == other.emitted;
-           })
-      .def("__repr__", [](const ChainVerdict& v) {
-        return fmt::format("ChainVerdict(accepted={}, emitted={})", v.accepted, v.emitted);
-      });
-
-  py::class_<TreeVerdict>(m, "TreeVerdict",
-                          "The outcome of a tree walk: `accepted` nodes were accepted, `token` is\n"
-                          "the correction token or, when `bonus`, the bonus token drawn at a leaf.")
-      .def(py::init([](std::int32_t accepted, Token token, bool bonus) {
-             return TreeVerdict{accepted, token, bonus};
-           }),
-           py::arg("accepted"), py::arg("token"), py::arg("bonus"))
-      .def_readonly("accepted", &TreeVerdict::accepted)
-      .def_readonly("token", &TreeVerdict::token)
-      .def_readonly("bonus", &TreeVerdict::bonus)
-      .def("__eq__",
-           [](const TreeVerdict& a, const py::object& b) {
-             if (!py::isinstance<TreeVerdict>(b)) return false;
-             const auto other = b.cast<TreeVerdict>();
-             return a.accepted == other.accepted && a.token == other.token &&
-                    a.bonus == other.bonus;
-           })
-      .def("__repr__", [](const TreeVerdict& v) {
-        return fmt::format("TreeVerdict(accepted={}, token={}, bonus={})", v.accepted, v.token,
-                           v.bonus ? "True" : "False");
-      });
-
-  py::class_<MtadVerdict>(m, "MtadVerdict",
-                          "The outcome of MTAD: `accepted` draft tokens kept (0..L), then `token`\n"
-                          "drawn from the target row after them.")
-      .def(py::init([](std::int32_t accepted, Token token) {
-             return MtadVerdict{accepted, token};
-           }),
-           py::arg("accepted"), py::arg("token"))
-      .def_readonly("accepted", &MtadVerdict::accepted)
-      .def_readonly("token", &MtadVerdict::token)
-      .def("__eq__",
-           [](const MtadVerdict& a, const py::object& b) {
-             if (!py::isinstance<MtadVerdict>(b)) return false;
-             const auto other = b.cast<MtadVerdict>();
-             return a.accepted == other.accepted && a.token == other.token;
-           })
-      .def("__repr__", [](const MtadVerdict& v) {
-        return fmt::format("MtadVerdict(accepted={}, token={})", v.accepted, v.token);
-      });
+  bind_verdict(m, "NodeVerdict",
+               "The outcome at one node: `accepted` is the index of the accepted candidate (-1\n"
+               "when every one was rejected), `token` the accepted candidate or the correction\n"
+               "token.",
+               Field{"accepted", &NodeVerdict::accepted}, Field{"token", &NodeVerdict::token});
+  bind_verdict(m, "ChainVerdict",
+               "The outcome of a chain: `accepted` draft tokens (0..L) were kept and `emitted` =\n"
+               "accepted + 1 tokens were written (the last one the correction or bonus token).",
+               Field{"accepted", &ChainVerdict::accepted}, Field{"emitted", &ChainVerdict::emitted});
+  bind_verdict(m, "TreeVerdict",
+               "The outcome of a tree walk: `accepted` nodes were accepted, `token` is the\n"
+               "correction token or, when `bonus`, the bonus token drawn at a leaf.",
+               Field{"accepted", &TreeVerdict::accepted}, Field{"token", &TreeVerdict::token},
+               Field{"bonus", &TreeVerdict::bonus});
+  bind_verdict(m, "MtadVerdict",
+               "The outcome of MTAD: `accepted` draft tokens kept (0..L), then `token` drawn from\n"
+               "the target row after them.",
+               Field{"accepted", &MtadVerdict::accepted}, Field{"token", &MtadVerdict::token});
 }
 
 }  // namespace
 
-void bind_rules(py::module_& m) {
-  bind_rule_classes(m);
-  bind_verdicts(m);
-}
+void bind_rules(py::module_& m) { bind_parts(m, {bind_rule_classes, bind_verdicts}); }
 
 }  // namespace specdec::python

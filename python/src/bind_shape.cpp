@@ -277,10 +277,7 @@ void bind_length_control(py::module_& m) {
 }  // namespace
 
 void bind_shape(py::module_& m) {
-  bind_sequoia(m);
-  bind_selection(m);
-  bind_estimator(m);
-  bind_length_control(m);
+  bind_parts(m, {bind_sequoia, bind_selection, bind_estimator, bind_length_control});
 }
 
 }  // namespace specdec::python

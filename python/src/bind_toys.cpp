@@ -40,13 +40,9 @@ void bind_tree_batch(py::module_& m) {
           },
           py::arg("tree"), py::arg("committed_length"),
           "The batch of `tree` after a context of `committed_length` (>= 1) tokens.")
-      .def_property_readonly(
-          "tokens",
-          [](const TreeBatch& b) { return output_from<Token>(b.tokens, ArrayKind::numpy); },
+      .def_property_readonly("tokens", copy_of(&TreeBatch::tokens),
           "The node tokens (a copy, int32).")
-      .def_property_readonly(
-          "parents",
-          [](const TreeBatch& b) { return output_from<std::int32_t>(b.parents, ArrayKind::numpy); },
+      .def_property_readonly("parents", copy_of(&TreeBatch::parents),
           "The node parents (a copy, int32; -1 for children of the root).")
       .def_property_readonly(
           "positions",
@@ -80,12 +76,7 @@ void bind_tree_batch(py::module_& m) {
           [](const TreeBatch& b) {
             const DraftTree tree = batch_tree(b);
             const auto n = static_cast<std::int64_t>(tree.size());
-            Output<std::uint8_t> out({n, n}, ArrayKind::numpy);
-            {
-              py::gil_scoped_release unlocked;
-              build_dense_mask(tree, out.values());
-            }
-            return out.result();
+            return filled<std::uint8_t>({n, n}, [&](auto out) { build_dense_mask(tree, out); });
           },
           "The ancestor mask of the nodes, uint8 [N, N] (as build_dense_mask builds it).")
       .def("__repr__", [](const TreeBatch& b) {

@@ -68,17 +68,10 @@ void bind_draft_tree(py::module_& m) {
       .def("validate", &DraftTree::validate, py::arg("vocab"),
            "Raises specdec.Error unless the tree is well formed, in level order, with every\n"
            "token in [0, vocab).")
-      .def_property_readonly(
-          "tokens",
-          [](const DraftTree& t) { return output_from<Token>(t.tokens, ArrayKind::numpy); },
-          "The tokens (a copy, int32).")
-      .def_property_readonly(
-          "parents",
-          [](const DraftTree& t) { return output_from<std::int32_t>(t.parents, ArrayKind::numpy); },
+      .def_property_readonly("tokens", copy_of(&DraftTree::tokens), "The tokens (a copy, int32).")
+      .def_property_readonly("parents", copy_of(&DraftTree::parents),
           "The parents (a copy, int32; -1 for children of the root).")
-      .def_property_readonly(
-          "depths",
-          [](const DraftTree& t) { return output_from<std::int32_t>(t.depths, ArrayKind::numpy); },
+      .def_property_readonly("depths", copy_of(&DraftTree::depths),
           "The depths (a copy, int32; 1 for children of the root).")
       .def("__eq__",
            [](const DraftTree& a, const DraftTree& b) {
@@ -95,12 +88,7 @@ void bind_masks_and_paths(py::module_& m) {
       "build_dense_mask",
       [](const DraftTree& tree) {
         const auto n = static_cast<std::int64_t>(tree.size());
-        Output<std::uint8_t> out({n, n}, ArrayKind::numpy);
-        {
-          py::gil_scoped_release unlocked;
-          build_dense_mask(tree, out.values());
-        }
-        return out.result();
+        return filled<std::uint8_t>({n, n}, [&](auto out) { build_dense_mask(tree, out); });
       },
       py::arg("tree"),
       "The dense ancestor mask, uint8 [N, N]: mask[i, j] = 1 when node j is node i or one of its\n"
@@ -110,12 +98,8 @@ void bind_masks_and_paths(py::module_& m) {
       "build_packed_mask",
       [](const DraftTree& tree) {
         const auto n = static_cast<std::int64_t>(tree.size());
-        Output<std::uint32_t> out({n, packed_mask_words(tree.size())}, ArrayKind::numpy);
-        {
-          py::gil_scoped_release unlocked;
-          build_packed_mask(tree, out.values());
-        }
-        return out.result();
+        return filled<std::uint32_t>({n, packed_mask_words(tree.size())},
+                                     [&](auto out) { build_packed_mask(tree, out); });
       },
       py::arg("tree"),
       "The packed ancestor mask, uint32 [N, ceil(N / 32)]: column j of the dense mask is bit\n"
@@ -123,9 +107,9 @@ void bind_masks_and_paths(py::module_& m) {
   m.def(
       "tree_positions",
       [](const DraftTree& tree, std::int32_t context_length) {
-        Output<std::int32_t> out({tree.size()}, ArrayKind::numpy);
-        tree_positions(tree, context_length, out.values());
-        return out.result();
+        return filled<std::int32_t>({tree.size()}, [&](auto out) {
+          tree_positions(tree, context_length, out);
+        });
       },
       py::arg("tree"), py::arg("context_length"),
       "Position ids of the nodes, int32 [N]: context_length + depth - 1. context_length counts\n"
@@ -133,9 +117,9 @@ void bind_masks_and_paths(py::module_& m) {
   m.def(
       "engine_positions",
       [](const DraftTree& tree, std::int32_t context_length) {
-        Output<std::int32_t> out({engine_tree_size(tree)}, ArrayKind::numpy);
-        engine_positions(tree, context_length, out.values());
-        return out.result();
+        return filled<std::int32_t>({engine_tree_size(tree)}, [&](auto out) {
+          engine_positions(tree, context_length, out);
+        });
       },
       py::arg("tree"), py::arg("context_length"),
       "Position ids of the N + 1 engine slots, int32: the root (slot 0) at context_length - 1,\n"
@@ -235,28 +219,14 @@ void bind_beams(py::module_& m) {
             return out.result();
           },
           "int32 [W, L], as prefix_match returns it.")
-      .def_property_readonly(
-          "tokens",
-          [](const CompressedBeams& b) { return output_from<Token>(b.tokens, ArrayKind::numpy); },
+      .def_property_readonly("tokens", copy_of(&CompressedBeams::tokens),
           "The n compressed tokens (int32).")
-      .def_property_readonly(
-          "source",
-          [](const CompressedBeams& b) {
-            return output_from<std::int32_t>(b.source, ArrayKind::numpy);
-          },
+      .def_property_readonly("source", copy_of(&CompressedBeams::source),
           "The flat beam index j * L + k of each compressed node (ReDrafter's\n"
           "packed_token_indices, int32).")
-      .def_property_readonly(
-          "offsets",
-          [](const CompressedBeams& b) {
-            return output_from<std::int32_t>(b.offsets, ArrayKind::numpy);
-          },
+      .def_property_readonly("offsets", copy_of(&CompressedBeams::offsets),
           "The position k of each compressed node in its beam (int32).")
-      .def_property_readonly(
-          "parents",
-          [](const CompressedBeams& b) {
-            return output_from<std::int32_t>(b.parents, ArrayKind::numpy);
-          },
+      .def_property_readonly("parents", copy_of(&CompressedBeams::parents),
           "The compressed id of each node's parent, -1 at k = 0 (int32).")
       .def_property_readonly(
           "unpacker",
@@ -297,33 +267,23 @@ void bind_beams(py::module_& m) {
       "compressed_dense_mask",
       [](const CompressedBeams& beams) {
         const auto n = static_cast<std::int64_t>(beams.size());
-        Output<std::uint8_t> out({n, n}, ArrayKind::numpy);
-        {
-          py::gil_scoped_release unlocked;
-          compressed_dense_mask(beams, out.values());
-        }
-        return out.result();
+        return filled<std::uint8_t>({n, n}, [&](auto out) { compressed_dense_mask(beams, out); });
       },
       py::arg("beams"),
       "uint8 [n, n]: row r has 1 at compressed node c when c is r or an ancestor of r.");
   m.def(
       "compressed_packed_mask",
       [](const CompressedBeams& beams) {
-        Output<std::uint32_t> out({beams.size(), packed_mask_words(beams.size())},
-                                  ArrayKind::numpy);
-        {
-          py::gil_scoped_release unlocked;
-          compressed_packed_mask(beams, out.values());
-        }
-        return out.result();
+        return filled<std::uint32_t>({beams.size(), packed_mask_words(beams.size())},
+                                     [&](auto out) { compressed_packed_mask(beams, out); });
       },
       py::arg("beams"), "The packed form of compressed_dense_mask, uint32 [n, ceil(n / 32)].");
   m.def(
       "compressed_positions",
       [](const CompressedBeams& beams, std::int32_t context_length) {
-        Output<std::int32_t> out({beams.size()}, ArrayKind::numpy);
-        compressed_positions(beams, context_length, out.values());
-        return out.result();
+        return filled<std::int32_t>({beams.size()}, [&](auto out) {
+          compressed_positions(beams, context_length, out);
+        });
       },
       py::arg("beams"), py::arg("context_length"),
       "Position ids of the compressed nodes, int32 [n]: context_length + offsets (the beams'\n"
@@ -488,11 +448,8 @@ void bind_sibling_lists(py::module_& m) {
 }  // namespace
 
 void bind_tree(py::module_& m) {
-  bind_draft_tree(m);
-  bind_masks_and_paths(m);
-  bind_beams(m);
-  bind_exporters(m);
-  bind_sibling_lists(m);
+  bind_parts(m, {bind_draft_tree, bind_masks_and_paths, bind_beams,
+                 bind_exporters, bind_sibling_lists});
 }
 
 }  // namespace specdec::python

@@ -4,7 +4,9 @@
 #include <fmt/format.h>
 #include <pybind11/stl.h>
 
+#include <array>
 #include <optional>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -27,6 +29,30 @@ Array candidates_arg(py::handle obj, std::string_view name) {
     throw Error(std::string(name), fmt::format("has {} dimensions; expected 1", a.ndim()));
   }
   return a;
+}
+
+/// The candidates argument read once: the array and its tokens.
+struct Candidates {
+  Array array;
+  std::span<const Token> tokens;
+  explicit Candidates(py::handle obj)
+      : array(candidates_arg(obj, "candidates")), tokens(array.span<Token>("candidates")) {}
+};
+
+/// Reads the 1-D rows `target` and `draft` (one dtype) and returns f(target, draft) without the
+/// GIL: what most bindings of one node do.
+template <class F>
+decltype(auto) on_rows(py::handle target_object, py::handle draft_object, F&& f) {
+  const Array target = rows_arg(target_object, "target", 1);
+  const Array draft = rows_arg(draft_object, "draft", 1);
+  return with_rows({{target, "target"}, {draft, "draft"}}, f);
+}
+
+/// on_rows for the bindings that read a target row alone.
+template <class F>
+decltype(auto) on_target(py::handle target_object, F&& f) {
+  const Array target = rows_arg(target_object, "target", 1);
+  return with_rows({{target, "target"}}, f);
 }
 
 template <class T>
@@ -60,26 +86,71 @@ void require_columns(const Array& a, std::string_view name, std::int64_t vocab,
   }
 }
 
+/// What a binding of any rule reads: the rule, the warped rows and the raw rows (None: the
+/// warped ones), each `ndim`-D; 2-D rows must have as many columns as the target's.
+struct RuleRows {
+  std::array<std::string_view, 4> names;  // of target, draft, raw target, raw draft
+  Rule rule;
+  Array target, draft;
+  std::optional<Array> raw_target, raw_draft;
+
+  RuleRows(int ndim, py::handle rule_object, py::handle target_object, py::handle draft_object,
+           py::handle raw_target_object, py::handle raw_draft_object)
+      : names(ndim == 1 ? std::array<std::string_view, 4>{"target", "draft", "raw_target",
+                                                          "raw_draft"}
+                        : std::array<std::string_view, 4>{"target_rows", "draft_rows",
+                                                          "raw_target_rows", "raw_draft_rows"}),
+        rule(rule_arg(rule_object)),
+        target(rows_arg(target_object, names[0], ndim)),
+        draft(rows_arg(draft_object, names[1], ndim)),
+        raw_target(optional_rows_arg(raw_target_object, names[2], ndim)),
+        raw_draft(optional_rows_arg(raw_draft_object, names[3], ndim)) {
+    if (ndim == 1) return;
+    require_columns(draft, names[1], vocab(), names[0]);
+    if (raw_target) require_columns(*raw_target, names[2], vocab(), names[0]);
+    if (raw_draft) require_columns(*raw_draft, names[3], vocab(), names[0]);
+  }
+  [[nodiscard]] std::int64_t vocab() const { return target.dim(target.ndim() - 1); }
+  /// f(target, draft, raw_target, raw_draft) on the rows read as one dtype, without the GIL.
+  template <class F>
+  decltype(auto) call(F&& f) const {
+    return with_rows({{target, names[0]}, {draft, names[1]}, {raw_target, names[2]},
+                      {raw_draft, names[3]}},
+                     f);
+  }
+};
+
+/// A cascade's rows: raw (unwarped) rows for the deferral decision, the warped rows mixed.
+struct CascadeRows {
+  Array raw_target, raw_draft, target, draft;
+  CascadeRows(py::handle raw_target_object, py::handle raw_draft_object, py::handle target_object,
+              py::handle draft_object)
+      : raw_target(rows_arg(raw_target_object, "raw_target", 1)),
+        raw_draft(rows_arg(raw_draft_object, "raw_draft", 1)),
+        target(rows_arg(target_object, "target", 1)),
+        draft(rows_arg(draft_object, "draft", 1)) {}
+  [[nodiscard]] ArrayKind kind() const { return kind_of(raw_target, raw_draft, target, draft); }
+  /// f(target, draft, raw_target, raw_draft) on the rows read as one dtype, without the GIL.
+  template <class F>
+  decltype(auto) call(F&& f) const {
+    return with_rows({{target, "target"}, {draft, "draft"}, {raw_target, "raw_target"},
+                      {raw_draft, "raw_draft"}},
+                     f);
+  }
+};
+
 // ---- one node -------------------------------------------------------------------------------
 
 void bind_node(py::module_& m) {
   m.def(
       "verify_node",
-      [](py::handle rule_object, py::handle target_object, py::handle draft_object,
-         py::handle candidates_object, const RandomStream& stream, py::handle raw_target_object,
-         py::handle raw_draft_object) {
-        const Rule rule = rule_arg(rule_object);
-        const Array target = rows_arg(target_object, "target", 1);
-        const Array draft = rows_arg(draft_object, "draft", 1);
-        const Array candidates = candidates_arg(candidates_object, "candidates");
-        const auto raw_target = optional_rows_arg(raw_target_object, "raw_target", 1);
-        const auto raw_draft = optional_rows_arg(raw_draft_object, "raw_draft", 1);
-        const auto c = candidates.span<Token>("candidates");
-        return with_rows({{target, "target"}, {draft, "draft"}, {raw_target, "raw_target"},
-                          {raw_draft, "raw_draft"}},
-                         [&]<class T>(Rows<T> t, Rows<T> d, Rows<T> rt, Rows<T> rd) {
-                           return verify_node<T>(rule, t, d, c, stream, thread_workspace(), rt, rd);
-                         });
+      [](py::handle rule, py::handle target, py::handle draft, py::handle candidates,
+         const RandomStream& stream, py::handle raw_target, py::handle raw_draft) {
+        const RuleRows rows(1, rule, target, draft, raw_target, raw_draft);
+        const Candidates c(candidates);
+        return rows.call([&]<class T>(Rows<T> t, Rows<T> d, Rows<T> rt, Rows<T> rd) {
+          return verify_node<T>(rows.rule, t, d, c.tokens, stream, thread_workspace(), rt, rd);
+        });
       },
       py::arg("rule"), py::arg("target"), py::arg("draft"), py::arg("candidates"),
       py::arg("stream"), py::arg("raw_target") = py::none(), py::arg("raw_draft") = py::none(),
@@ -90,12 +161,9 @@ void bind_node(py::module_& m) {
 
   m.def(
       "verify_rejection",
-      [](py::handle target_object, py::handle draft_object, std::int64_t candidate,
-         const RandomStream& stream) {
-        const Array target = rows_arg(target_object, "target", 1);
-        const Array draft = rows_arg(draft_object, "draft", 1);
+      [](py::handle target, py::handle draft, std::int64_t candidate, const RandomStream& stream) {
         const Token c = token_value(candidate, "candidate");
-        return with_rows({{target, "target"}, {draft, "draft"}}, [&]<class T>(Rows<T> t, Rows<T> d) {
+        return on_rows(target, draft, [&]<class T>(Rows<T> t, Rows<T> d) {
           return verify_rejection<T>(t, d, c, stream, thread_workspace());
         });
       },
@@ -105,14 +173,11 @@ void bind_node(py::module_& m) {
   auto list_rule = [&m](const char* name, const char* doc, auto verify) {
     m.def(
         name,
-        [verify](py::handle target_object, py::handle draft_object, py::handle candidates_object,
+        [verify](py::handle target, py::handle draft, py::handle candidates,
                  const RandomStream& stream) {
-          const Array target = rows_arg(target_object, "target", 1);
-          const Array draft = rows_arg(draft_object, "draft", 1);
-          const Array candidates = candidates_arg(candidates_object, "candidates");
-          const auto c = candidates.span<Token>("candidates");
-          return with_rows({{target, "target"}, {draft, "draft"}},
-                           [&]<class T>(Rows<T> t, Rows<T> d) { return verify(t, d, c, stream); });
+          const Candidates c(candidates);
+          return on_rows(target, draft,
+                         [&]<class T>(Rows<T> t, Rows<T> d) { return verify(t, d, c.tokens, stream); });
         },
         py::arg("target"), py::arg("draft"), py::arg("candidates"), py::arg("stream"), doc);
   };
@@ -133,14 +198,11 @@ void bind_node(py::module_& m) {
 
   m.def(
       "verify_spectr",
-      [](py::handle target_object, py::handle draft_object, py::handle candidates_object,
-         double gamma, const RandomStream& stream) {
-        const Array target = rows_arg(target_object, "target", 1);
-        const Array draft = rows_arg(draft_object, "draft", 1);
-        const Array candidates = candidates_arg(candidates_object, "candidates");
-        const auto c = candidates.span<Token>("candidates");
-        return with_rows({{target, "target"}, {draft, "draft"}}, [&]<class T>(Rows<T> t, Rows<T> d) {
-          return verify_spectr<T>(t, d, c, gamma, stream, thread_workspace());
+      [](py::handle target, py::handle draft, py::handle candidates, double gamma,
+         const RandomStream& stream) {
+        const Candidates c(candidates);
+        return on_rows(target, draft, [&]<class T>(Rows<T> t, Rows<T> d) {
+          return verify_spectr<T>(t, d, c.tokens, gamma, stream, thread_workspace());
         });
       },
       py::arg("target"), py::arg("draft"), py::arg("candidates"), py::arg("gamma"),
@@ -151,12 +213,10 @@ void bind_node(py::module_& m) {
 
   m.def(
       "verify_lossy",
-      [](py::handle target_object, py::handle draft_object, std::int64_t candidate, float alpha,
-         float beta, const RandomStream& stream) {
-        const Array target = rows_arg(target_object, "target", 1);
-        const Array draft = rows_arg(draft_object, "draft", 1);
+      [](py::handle target, py::handle draft, std::int64_t candidate, float alpha, float beta,
+         const RandomStream& stream) {
         const Token c = token_value(candidate, "candidate");
-        return with_rows({{target, "target"}, {draft, "draft"}}, [&]<class T>(Rows<T> t, Rows<T> d) {
+        return on_rows(target, draft, [&]<class T>(Rows<T> t, Rows<T> d) {
           return verify_lossy<T>(t, d, c, alpha, beta, stream, thread_workspace());
         });
       },
@@ -165,11 +225,9 @@ void bind_node(py::module_& m) {
 
   m.def(
       "verify_lossy_greedy",
-      [](py::handle target_object, std::int64_t candidate, float alpha) {
-        const Array target = rows_arg(target_object, "target", 1);
+      [](py::handle target, std::int64_t candidate, float alpha) {
         const Token c = token_value(candidate, "candidate");
-        return with_rows({{target, "target"}},
-                         [&]<class T>(Rows<T> t) { return verify_lossy_greedy<T>(t, c, alpha); });
+        return on_target(target, [&]<class T>(Rows<T> t) { return verify_lossy_greedy<T>(t, c, alpha); });
       },
       py::arg("target"), py::arg("candidate"), py::arg("alpha"),
       "The greedy lossy test on a (raw or warped) target row: accept iff\n"
@@ -177,20 +235,13 @@ void bind_node(py::module_& m) {
 
   m.def(
       "verify_cascade",
-      [](py::handle raw_target_object, py::handle raw_draft_object, py::handle target_object,
-         py::handle draft_object, std::int64_t candidate, Deferral rule, float alpha,
-         const RandomStream& stream) {
-        const Array raw_target = rows_arg(raw_target_object, "raw_target", 1);
-        const Array raw_draft = rows_arg(raw_draft_object, "raw_draft", 1);
-        const Array target = rows_arg(target_object, "target", 1);
-        const Array draft = rows_arg(draft_object, "draft", 1);
+      [](py::handle raw_target, py::handle raw_draft, py::handle target, py::handle draft,
+         std::int64_t candidate, Deferral rule, float alpha, const RandomStream& stream) {
+        const CascadeRows rows(raw_target, raw_draft, target, draft);
         const Token c = token_value(candidate, "candidate");
-        return with_rows({{target, "target"}, {draft, "draft"}, {raw_target, "raw_target"},
-                          {raw_draft, "raw_draft"}},
-                         [&]<class T>(Rows<T> t, Rows<T> d, Rows<T> rt, Rows<T> rd) {
-                           return verify_cascade<T>(rt, rd, t, d, c, Cascade{rule, alpha}, stream,
-                                                    thread_workspace());
-                         });
+        return rows.call([&]<class T>(Rows<T> t, Rows<T> d, Rows<T> rt, Rows<T> rd) {
+          return verify_cascade<T>(rt, rd, t, d, c, Cascade{rule, alpha}, stream, thread_workspace());
+        });
       },
       py::arg("raw_target"), py::arg("raw_draft"), py::arg("target"), py::arg("draft"),
       py::arg("candidate"), py::arg("rule"), py::arg("alpha"), py::arg("stream"),
@@ -199,13 +250,11 @@ void bind_node(py::module_& m) {
 
   m.def(
       "verify_typical",
-      [](py::handle target_object, py::handle candidates_object, float epsilon, float delta,
+      [](py::handle target, py::handle candidates, float epsilon, float delta,
          const RandomStream& stream) {
-        const Array target = rows_arg(target_object, "target", 1);
-        const Array candidates = candidates_arg(candidates_object, "candidates");
-        const auto c = candidates.span<Token>("candidates");
-        return with_rows({{target, "target"}}, [&]<class T>(Rows<T> t) {
-          return verify_typical<T>(t, c, epsilon, delta, stream);
+        const Candidates c(candidates);
+        return on_target(target, [&]<class T>(Rows<T> t) {
+          return verify_typical<T>(t, c.tokens, epsilon, delta, stream);
         });
       },
       py::arg("target"), py::arg("candidates"), py::arg("epsilon"), py::arg("delta"),
@@ -214,23 +263,19 @@ void bind_node(py::module_& m) {
 
   m.def(
       "verify_greedy",
-      [](py::handle target_object, py::handle candidates_object) {
-        const Array target = rows_arg(target_object, "target", 1);
-        const Array candidates = candidates_arg(candidates_object, "candidates");
-        const auto c = candidates.span<Token>("candidates");
-        return with_rows({{target, "target"}}, [&]<class T>(Rows<T> t) { return verify_greedy<T>(t, c); });
+      [](py::handle target, py::handle candidates) {
+        const Candidates c(candidates);
+        return on_target(target, [&]<class T>(Rows<T> t) { return verify_greedy<T>(t, c.tokens); });
       },
       py::arg("target"), py::arg("candidates"),
       "Greedy matching: accepts the candidate equal to argmax target, else emits argmax.");
 
   m.def(
       "verify_target_only",
-      [](py::handle target_object, py::handle candidates_object, const RandomStream& stream) {
-        const Array target = rows_arg(target_object, "target", 1);
-        const Array candidates = candidates_arg(candidates_object, "candidates");
-        const auto c = candidates.span<Token>("candidates");
-        return with_rows({{target, "target"}}, [&]<class T>(Rows<T> t) {
-          return verify_target_only<T>(t, c, stream, thread_workspace());
+      [](py::handle target, py::handle candidates, const RandomStream& stream) {
+        const Candidates c(candidates);
+        return on_target(target, [&]<class T>(Rows<T> t) {
+          return verify_target_only<T>(t, c.tokens, stream, thread_workspace());
         });
       },
       py::arg("target"), py::arg("candidates"), py::arg("stream"),
@@ -249,27 +294,18 @@ void bind_sequences(py::module_& m) {
       [](py::handle rule_object, py::handle target_object, py::handle draft_object,
          py::handle tokens_object, const RandomStream& stream, py::handle raw_target_object,
          py::handle raw_draft_object) {
-        const Rule rule = rule_arg(rule_object);
-        const Array target = rows_arg(target_object, "target_rows", 2);
-        const Array draft = rows_arg(draft_object, "draft_rows", 2);
+        const RuleRows rows(2, rule_object, target_object, draft_object, raw_target_object,
+                            raw_draft_object);
         const Array tokens = token_arg(tokens_object, "draft_tokens", 1);
-        const auto raw_target = optional_rows_arg(raw_target_object, "raw_target_rows", 2);
-        const auto raw_draft = optional_rows_arg(raw_draft_object, "raw_draft_rows", 2);
-        const std::int64_t vocab = target.dim(1);
-        require_chain_rows(target, draft, tokens);
-        require_columns(draft, "draft_rows", vocab, "target_rows");
-        if (raw_target) require_columns(*raw_target, "raw_target_rows", vocab, "target_rows");
-        if (raw_draft) require_columns(*raw_draft, "raw_draft_rows", vocab, "target_rows");
+        require_chain_rows(rows.target, rows.draft, tokens);
         const auto draft_tokens = tokens.span<Token>("draft_tokens");
         std::vector<Token> out(draft_tokens.size() + 1);
-        const ChainVerdict verdict = with_rows(
-            {{target, "target_rows"}, {draft, "draft_rows"}, {raw_target, "raw_target_rows"},
-             {raw_draft, "raw_draft_rows"}},
-            [&]<class T>(Rows<T> t, Rows<T> d, Rows<T> rt, Rows<T> rd) {
-              return verify_chain<T>(rule, {t, d, rt, rd}, draft_tokens, vocab, stream, out,
-                                     thread_workspace());
+        const ChainVerdict verdict =
+            rows.call([&]<class T>(Rows<T> t, Rows<T> d, Rows<T> rt, Rows<T> rd) {
+              return verify_chain<T>(rows.rule, {t, d, rt, rd}, draft_tokens, rows.vocab(), stream,
+                                     out, thread_workspace());
             });
-        return verdict_and(verdict, out, verdict.emitted, kind_of(target, draft, tokens));
+        return verdict_and(verdict, out, verdict.emitted, kind_of(rows.target, rows.draft, tokens));
       },
       py::arg("rule"), py::arg("target_rows"), py::arg("draft_rows"), py::arg("draft_tokens"),
       py::arg("stream"), py::arg("raw_target_rows") = py::none(),
@@ -306,28 +342,17 @@ void bind_sequences(py::module_& m) {
 
   m.def(
       "verify_tree",
-      [](py::handle rule_object, py::handle tree_object, py::handle target_object,
-         py::handle draft_object, const RandomStream& stream, py::handle raw_target_object,
-         py::handle raw_draft_object) {
-        const Rule rule = rule_arg(rule_object);
+      [](py::handle rule, py::handle tree_object, py::handle target, py::handle draft,
+         const RandomStream& stream, py::handle raw_target, py::handle raw_draft) {
         const DraftTree& tree = tree_arg(tree_object);
-        const Array target = rows_arg(target_object, "target_rows", 2);
-        const Array draft = rows_arg(draft_object, "draft_rows", 2);
-        const auto raw_target = optional_rows_arg(raw_target_object, "raw_target_rows", 2);
-        const auto raw_draft = optional_rows_arg(raw_draft_object, "raw_draft_rows", 2);
-        const std::int64_t vocab = target.dim(1);
-        require_columns(draft, "draft_rows", vocab, "target_rows");
-        if (raw_target) require_columns(*raw_target, "raw_target_rows", vocab, "target_rows");
-        if (raw_draft) require_columns(*raw_draft, "raw_draft_rows", vocab, "target_rows");
+        const RuleRows rows(2, rule, target, draft, raw_target, raw_draft);
         std::vector<std::int32_t> accepted(tree.size());
-        const TreeVerdict verdict = with_rows(
-            {{target, "target_rows"}, {draft, "draft_rows"}, {raw_target, "raw_target_rows"},
-             {raw_draft, "raw_draft_rows"}},
-            [&]<class T>(Rows<T> t, Rows<T> d, Rows<T> rt, Rows<T> rd) {
-              return verify_tree<T>(rule, tree.view(), {t, d, rt, rd}, vocab, stream, accepted,
-                                    thread_workspace());
+        const TreeVerdict verdict =
+            rows.call([&]<class T>(Rows<T> t, Rows<T> d, Rows<T> rt, Rows<T> rd) {
+              return verify_tree<T>(rows.rule, tree.view(), {t, d, rt, rd}, rows.vocab(), stream,
+                                    accepted, thread_workspace());
             });
-        return verdict_and(verdict, accepted, verdict.accepted, kind_of(target, draft));
+        return verdict_and(verdict, accepted, verdict.accepted, kind_of(rows.target, rows.draft));
       },
       py::arg("rule"), py::arg("tree"), py::arg("target_rows"), py::arg("draft_rows"),
       py::arg("stream"), py::arg("raw_target_rows") = py::none(),
@@ -484,11 +509,9 @@ void bind_exact(py::module_& m) {
 
   m.def(
       "spectr_gamma",
-      [](py::handle target_object, py::handle draft_object, std::int32_t count) {
-        const Array target = rows_arg(target_object, "target", 1);
-        const Array draft = rows_arg(draft_object, "draft", 1);
-        return with_rows({{target, "target"}, {draft, "draft"}},
-                         [&]<class T>(Rows<T> t, Rows<T> d) { return spectr_gamma<T>(t, d, count); });
+      [](py::handle target, py::handle draft, std::int32_t count) {
+        return on_rows(target, draft,
+                       [&]<class T>(Rows<T> t, Rows<T> d) { return spectr_gamma<T>(t, d, count); });
       },
       py::arg("target"), py::arg("draft"), py::arg("count"),
       "SpecTr's automatic gamma: the root of 1 - (1 - beta)^K = gamma * beta on [1, K] for\n"
@@ -496,11 +519,10 @@ void bind_exact(py::module_& m) {
 
   m.def(
       "lossy_tuned_beta",
-      [](py::handle target_object, py::handle draft_object, double alpha) {
-        const Array target = rows_arg(target_object, "target", 1);
-        const Array draft = rows_arg(draft_object, "draft", 1);
-        return with_rows({{target, "target"}, {draft, "draft"}},
-                         [&]<class T>(Rows<T> t, Rows<T> d) { return lossy_tuned_beta<T>(t, d, alpha); });
+      [](py::handle target, py::handle draft, double alpha) {
+        return on_rows(target, draft, [&]<class T>(Rows<T> t, Rows<T> d) {
+          return lossy_tuned_beta<T>(t, d, alpha);
+        });
       },
       py::arg("target"), py::arg("draft"), py::arg("alpha"),
       "The tuned beta of lossy sampling: the output is then exactly\n"
@@ -508,18 +530,13 @@ void bind_exact(py::module_& m) {
 
   m.def(
       "cascade_target",
-      [](py::handle raw_target_object, py::handle raw_draft_object, py::handle target_object,
-         py::handle draft_object, Deferral rule, float alpha) {
-        const Array raw_target = rows_arg(raw_target_object, "raw_target", 1);
-        const Array raw_draft = rows_arg(raw_draft_object, "raw_draft", 1);
-        const Array target = rows_arg(target_object, "target", 1);
-        const Array draft = rows_arg(draft_object, "draft", 1);
-        Output<float> pi({target.dim(0)}, kind_of(raw_target, raw_draft, target, draft));
-        with_rows({{target, "target"}, {draft, "draft"}, {raw_target, "raw_target"},
-                   {raw_draft, "raw_draft"}},
-                  [&]<class T>(Rows<T> t, Rows<T> d, Rows<T> rt, Rows<T> rd) {
-                    cascade_target<T>(rt, rd, t, d, rule, alpha, pi.values());
-                  });
+      [](py::handle raw_target, py::handle raw_draft, py::handle target, py::handle draft,
+         Deferral rule, float alpha) {
+        const CascadeRows rows(raw_target, raw_draft, target, draft);
+        Output<float> pi({rows.target.dim(0)}, rows.kind());
+        rows.call([&]<class T>(Rows<T> t, Rows<T> d, Rows<T> rt, Rows<T> rd) {
+          cascade_target<T>(rt, rd, t, d, rule, alpha, pi.values());
+        });
         return pi.result();
       },
       py::arg("raw_target"), py::arg("raw_draft"), py::arg("target"), py::arg("draft"),
@@ -546,7 +563,7 @@ void bind_exact(py::module_& m) {
       "entropy",
       [](py::handle probabilities_object) {
         const Array p = rows_arg(probabilities_object, "probabilities", 1);
-        return with_rows({{p, "probabilities"}}, [&]<class T>(Rows<T> row) { return entropy<T>(row); });
+        return with_rows({{p, "probabilities"}}, []<class T>(Rows<T> row) { return entropy<T>(row); });
       },
       py::arg("probabilities"),
       "Entropy in nats of a probability row (typical acceptance's threshold is\n"
@@ -555,10 +572,6 @@ void bind_exact(py::module_& m) {
 
 }  // namespace
 
-void bind_verify(py::module_& m) {
-  bind_node(m);
-  bind_sequences(m);
-  bind_exact(m);
-}
+void bind_verify(py::module_& m) { bind_parts(m, {bind_node, bind_sequences, bind_exact}); }
 
 }  // namespace specdec::python

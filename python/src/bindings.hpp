@@ -5,11 +5,18 @@
 
 #include <pybind11/pybind11.h>
 
+#include <initializer_list>
+
 #include "specdec/core/workspace.hpp"
 
 namespace specdec::python {
 
 namespace py = pybind11;
+
+/// Calls each of an area's bind functions on `m`, in order.
+inline void bind_parts(py::module_& m, std::initializer_list<void (*)(py::module_&)> parts) {
+  for (auto* bind : parts) bind(m);
+}
 
 /// A workspace per thread, grown on first use and reused by every later call on that thread.
 Workspace& thread_workspace();

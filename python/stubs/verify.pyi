@@ -196,13 +196,13 @@ def stream_tensor(streams: Sequence[RandomStream]) -> Array:
 
 # With check=False the batch calls return their status words (int32 [B + 1]) last.
 Streams = Union[Sequence[RandomStream], ArrayLike]
+Warps = Union[Warp, Sequence[Warp]]  # one for every sequence, or one per sequence
 
 def verify_chain_batch(*, target_rows: ArrayLike, draft_rows: ArrayLike, draft_tokens: ArrayLike,
                        streams: Streams, draft_offsets: ArrayLike | None = None,
                        threads: int = 0, check: bool = True) -> tuple[Array, ...]: ...
-def verify_chain_batch_logits(*, target_logits: ArrayLike, draft_logits: ArrayLike,
-                              warps: Union[Warp, Sequence[Warp]], draft_tokens: ArrayLike,
-                              streams: Streams,
+def verify_chain_batch_logits(*, target_logits: ArrayLike, draft_logits: ArrayLike, warps: Warps,
+                              draft_tokens: ArrayLike, streams: Streams,
                               draft_offsets: ArrayLike | None = None,
                               threads: int = 0, check: bool = True) -> tuple[Array, ...]: ...
 def verify_tree_batch(rule: Rule, *, node_offsets: ArrayLike, tokens: ArrayLike,
@@ -219,55 +219,41 @@ def verify_tree_batch_target_only(*, node_offsets: ArrayLike, tokens: ArrayLike,
                                   check: bool = True) -> tuple[Array, ...]: ...
 
 # Constrained chain and tree batches from logits (CPU, ragged layout): a grammar bitmask over the
-# target rows and vLLM's per-sequence sampling parameters; each per-sequence list holds B entries.
+# target rows and vLLM's per-sequence sampling parameters, all optional keywords (_Constraints);
+# each per-sequence list holds B entries.
+from typing import TypedDict
+from typing_extensions import Unpack
+
+
+class _Constraints(TypedDict, total=False):
+    """Stub-only: the constraint keywords every constrained batch call takes."""
+    bitmask: ArrayLike | None
+    allowed_token_ids: Sequence[ArrayLike | None] | None
+    bad_words: Sequence[Sequence[ArrayLike] | None] | None
+    min_tokens: ArrayLike | None
+    stop_token_ids: Sequence[ArrayLike | None] | None
+    repetition_penalty: ArrayLike | None
+    frequency_penalty: ArrayLike | None
+    presence_penalty: ArrayLike | None
+    prompt_token_ids: Sequence[ArrayLike | None] | None
+    output_token_ids: Sequence[ArrayLike | None] | None
+
 def verify_chain_batch_logits_constrained(
-        *, target_logits: ArrayLike, draft_logits: ArrayLike, warps: Union[Warp, Sequence[Warp]],
+        *, target_logits: ArrayLike, draft_logits: ArrayLike, warps: Warps,
         draft_tokens: ArrayLike, streams: Streams, draft_offsets: ArrayLike,
-        bitmask: ArrayLike | None = None,
-        allowed_token_ids: Sequence[ArrayLike | None] | None = None,
-        bad_words: Sequence[Sequence[ArrayLike] | None] | None = None,
-        min_tokens: ArrayLike | None = None,
-        stop_token_ids: Sequence[ArrayLike | None] | None = None,
-        repetition_penalty: ArrayLike | None = None, frequency_penalty: ArrayLike | None = None,
-        presence_penalty: ArrayLike | None = None,
-        prompt_token_ids: Sequence[ArrayLike | None] | None = None,
-        output_token_ids: Sequence[ArrayLike | None] | None = None, threads: int = 0,
-        check: bool = True) -> tuple[Array, ...]: ...
+        threads: int = 0, check: bool = True,
+        **constraints: Unpack[_Constraints]) -> tuple[Array, ...]: ...
 def verify_chain_batch_target_only_logits_constrained(
-        *, target_logits: ArrayLike, warps: Union[Warp, Sequence[Warp]], draft_tokens: ArrayLike,
-        streams: Streams, draft_offsets: ArrayLike, bitmask: ArrayLike | None = None,
-        allowed_token_ids: Sequence[ArrayLike | None] | None = None,
-        bad_words: Sequence[Sequence[ArrayLike] | None] | None = None,
-        min_tokens: ArrayLike | None = None,
-        stop_token_ids: Sequence[ArrayLike | None] | None = None,
-        repetition_penalty: ArrayLike | None = None, frequency_penalty: ArrayLike | None = None,
-        presence_penalty: ArrayLike | None = None,
-        prompt_token_ids: Sequence[ArrayLike | None] | None = None,
-        output_token_ids: Sequence[ArrayLike | None] | None = None, threads: int = 0,
-        check: bool = True) -> tuple[Array, ...]: ...
+        *, target_logits: ArrayLike, warps: Warps, draft_tokens: ArrayLike,
+        streams: Streams, draft_offsets: ArrayLike, threads: int = 0, check: bool = True,
+        **constraints: Unpack[_Constraints]) -> tuple[Array, ...]: ...
 def verify_tree_batch_logits_constrained(
         rule: Rule, *, node_offsets: ArrayLike, tokens: ArrayLike, parents: ArrayLike,
-        target_logits: ArrayLike, draft_logits: ArrayLike, warps: Union[Warp, Sequence[Warp]],
-        streams: Streams, bitmask: ArrayLike | None = None,
-        allowed_token_ids: Sequence[ArrayLike | None] | None = None,
-        bad_words: Sequence[Sequence[ArrayLike] | None] | None = None,
-        min_tokens: ArrayLike | None = None,
-        stop_token_ids: Sequence[ArrayLike | None] | None = None,
-        repetition_penalty: ArrayLike | None = None, frequency_penalty: ArrayLike | None = None,
-        presence_penalty: ArrayLike | None = None,
-        prompt_token_ids: Sequence[ArrayLike | None] | None = None,
-        output_token_ids: Sequence[ArrayLike | None] | None = None, threads: int = 0,
-        check: bool = True) -> tuple[Array, ...]: ...
+        target_logits: ArrayLike, draft_logits: ArrayLike, warps: Warps,
+        streams: Streams, threads: int = 0, check: bool = True,
+        **constraints: Unpack[_Constraints]) -> tuple[Array, ...]: ...
 def verify_tree_batch_target_only_logits_constrained(
         *, node_offsets: ArrayLike, tokens: ArrayLike, parents: ArrayLike,
-        target_logits: ArrayLike, warps: Union[Warp, Sequence[Warp]], streams: Streams,
-        bitmask: ArrayLike | None = None,
-        allowed_token_ids: Sequence[ArrayLike | None] | None = None,
-        bad_words: Sequence[Sequence[ArrayLike] | None] | None = None,
-        min_tokens: ArrayLike | None = None,
-        stop_token_ids: Sequence[ArrayLike | None] | None = None,
-        repetition_penalty: ArrayLike | None = None, frequency_penalty: ArrayLike | None = None,
-        presence_penalty: ArrayLike | None = None,
-        prompt_token_ids: Sequence[ArrayLike | None] | None = None,
-        output_token_ids: Sequence[ArrayLike | None] | None = None, threads: int = 0,
-        check: bool = True) -> tuple[Array, ...]: ...
+        target_logits: ArrayLike, warps: Warps, streams: Streams,
+        threads: int = 0, check: bool = True,
+        **constraints: Unpack[_Constraints]) -> tuple[Array, ...]: ...

@@ -29,10 +29,18 @@ def mentions_array(annotation):
         isinstance(node, ast.Name) and node.id in ARRAY_TYPES for node in ast.walk(annotation))
 
 
-def array_parameters(function):
+def array_parameters(function, helpers=None):
+    """The array parameters of a stub function, those of `**kwargs: Unpack[_Keywords]` (a
+    stub-only TypedDict among `helpers`) included."""
     arguments = function.args
     every = arguments.posonlyargs + arguments.args + arguments.kwonlyargs
-    return [a.arg for a in every if mentions_array(a.annotation)]
+    names = [a.arg for a in every if mentions_array(a.annotation)]
+    if arguments.kwarg is not None and helpers:
+        for node in ast.walk(arguments.kwarg.annotation):
+            if isinstance(node, ast.Name) and node.id in helpers:
+                names += [item.target.id for item in helpers[node.id].body
+                          if isinstance(item, ast.AnnAssign) and mentions_array(item.annotation)]
+    return names
 
 
 def array_entry_points():
@@ -42,8 +50,8 @@ def array_entry_points():
     helpers = {n.name: n for n in body if isinstance(n, ast.ClassDef) and n.name.startswith("_")}
     entries = {}
     for node in body:
-        if isinstance(node, ast.FunctionDef) and array_parameters(node):
-            entries[node.name] = array_parameters(node)
+        if isinstance(node, ast.FunctionDef) and array_parameters(node, helpers):
+            entries[node.name] = array_parameters(node, helpers)
         elif isinstance(node, ast.ClassDef) and node.name not in helpers:
             # A class's own methods and those of the stub-only helper classes it derives from.
             bases = [helpers[b.id] for base in node.bases for b in ast.walk(base)

@@ -8,36 +8,51 @@
 #include "specdec/backend/cuda/launchers.hpp"
 
 namespace specdec::backend::cuda_impl {
+namespace {
 
+/// The offsets and streams a kernel reads: the caller's device arrays, or the host ones staged at
+/// the front of the workspace.
+struct StagedArrays {
+  const std::int32_t* offsets = nullptr;
+  const RandomStream* streams = nullptr;
+};
+
+/// Clears the batch's status entries, then (unless the batch is empty: nothing to launch) stages
+/// its offsets and streams into `staged`.
+cudaError_t clear_and_stage(std::int32_t* status_out, std::int64_t batch,
+                            const Resident<const std::int32_t>& offsets,
+                            const Resident<const RandomStream>& streams, void* workspace,
+                            cudaStream_t stream, StagedArrays& staged) {
+  const cudaError_t status = detail::clear_failures(status_out, batch, stream);
+  if (status != cudaSuccess || batch == 0) return status;
+  return detail::offsets_and_streams(offsets, streams, workspace, stream, &staged.offsets,
+                                     &staged.streams);
+}
+
+}  // namespace
 
 cudaError_t verify_chain_batch_target_only(const ChainVerifyParams& p, void* workspace,
                                            cudaStream_t stream) {
   if (p.dtype != DType::kF32) return cudaErrorInvalidValue;
-  const std::int32_t* offsets = nullptr;
-  const RandomStream* streams = nullptr;
-  cudaError_t status = detail::clear_failures(p.status, p.batch, stream);
+  StagedArrays s;
+  const cudaError_t status =
+      clear_and_stage(p.status, p.batch, p.draft_offsets, p.streams, workspace, stream, s);
   if (status != cudaSuccess || p.batch == 0) return status;
-  status =
-      detail::offsets_and_streams(p.draft_offsets, p.streams, workspace, stream, &offsets, &streams);
-  if (status != cudaSuccess) return status;
   return detail::launch(detail::verify_chain_target_only_kernel, static_cast<unsigned int>(p.batch),
                         static_cast<unsigned int>(detail::kTargetOnlyThreads), stream,
-                        static_cast<const float*>(p.target), p.target_stride, offsets,
-                        p.draft_tokens, p.vocab, streams, p.emitted, p.accepted, p.status);
+                        static_cast<const float*>(p.target), p.target_stride, s.offsets,
+                        p.draft_tokens, p.vocab, s.streams, p.emitted, p.accepted, p.status);
 }
 
 cudaError_t verify_tree_batch_target_only(const TreeVerifyParams& p, void* workspace,
                                           cudaStream_t stream) {
-  const std::int32_t* offsets = nullptr;
-  const RandomStream* streams = nullptr;
-  cudaError_t status = detail::clear_failures(p.status, p.batch, stream);
+  StagedArrays s;
+  const cudaError_t status =
+      clear_and_stage(p.status, p.batch, p.node_offsets, p.streams, workspace, stream, s);
   if (status != cudaSuccess || p.batch == 0) return status;
-  status =
-      detail::offsets_and_streams(p.node_offsets, p.streams, workspace, stream, &offsets, &streams);
-  if (status != cudaSuccess) return status;
   return detail::launch(detail::verify_tree_target_only_kernel, static_cast<unsigned int>(p.batch),
-                        static_cast<unsigned int>(detail::kTargetOnlyThreads), stream, offsets,
-                        p.tokens, p.parents, p.target, p.target_stride, p.vocab, streams,
+                        static_cast<unsigned int>(detail::kTargetOnlyThreads), stream, s.offsets,
+                        p.tokens, p.parents, p.target, p.target_stride, p.vocab, s.streams,
                         p.accepted_nodes, p.accepted, p.final_tokens, p.bonus, p.status);
 }
 

@@ -172,50 +172,50 @@ using ChainBackends = std::tuple<backend::Cpu, backend::Cuda>;
 using ChainBackends = std::tuple<backend::Cpu>;
 #endif
 
+struct ChainRun {
+  std::vector<Token> emitted;
+  std::vector<std::int32_t> accepted;
+};
+
+/// `c` on `backend`, checked against the per-sequence oracle.
+template <class Backend>
+ChainRun checked_chain_run(const Backend& backend, const ChainCase& c) {
+  ChainRun want, got;
+  chain_oracle(c, want.emitted, want.accepted);
+  run_chain(backend, c, got.emitted, got.accepted);
+  CHECK(got.accepted == want.accepted);
+  CHECK(got.emitted == want.emitted);
+  return got;
+}
+
 }  // namespace
 
 TEMPLATE_LIST_TEST_CASE("verify_chain_batch equals verify_chain per sequence", "[backend][batched]",
                         ChainBackends) {
-  const auto c = make_chain(13, 5, 300, 11);
-  std::vector<Token> want, got;
-  std::vector<std::int32_t> want_acc, got_acc;
-  chain_oracle(c, want, want_acc);
-  run_chain(TestType{}, c, got, got_acc);
-  CHECK(got_acc == want_acc);
-  CHECK(got == want);
+  const auto accepted = checked_chain_run(TestType{}, make_chain(13, 5, 300, 11)).accepted;
   // The case exercises rejections, full acceptances and bonus tokens.
-  CHECK(std::count(want_acc.begin(), want_acc.end(), 5) > 0);
-  CHECK(std::count_if(want_acc.begin(), want_acc.end(), [](int a) { return a < 5; }) > 0);
+  CHECK(std::count(accepted.begin(), accepted.end(), 5) > 0);
+  CHECK(std::count_if(accepted.begin(), accepted.end(), [](int a) { return a < 5; }) > 0);
 }
 
 TEMPLATE_LIST_TEST_CASE("verify_chain_batch takes ragged draft counts, zero included",
                         "[backend][batched]", ChainBackends) {
   const auto c = make_ragged({3, 0, 5, 1, 0, 0, 7, 2, 4, 0, 6, 1}, 200, 23);
-  std::vector<Token> want, got;
-  std::vector<std::int32_t> want_acc, got_acc;
-  chain_oracle(c, want, want_acc);
-  run_chain(TestType{}, c, got, got_acc);
-  CHECK(got_acc == want_acc);
-  CHECK(got == want);
+  const auto got = checked_chain_run(TestType{}, c);
   // A sequence without drafts accepts nothing and emits exactly its bonus token.
   for (const std::size_t b : {1, 4, 5, 9}) {
     const auto first = static_cast<std::size_t>(c.offsets[b]) + b;
-    CHECK(got_acc[b] == 0);
-    CHECK(got[first] >= 0);
-    CHECK(got[first] < c.vocab);
+    CHECK(got.accepted[b] == 0);
+    CHECK(got.emitted[first] >= 0);
+    CHECK(got.emitted[first] < c.vocab);
   }
-  CHECK(std::count_if(want_acc.begin(), want_acc.end(), [](int a) { return a >= 2; }) > 0);
+  CHECK(std::count_if(got.accepted.begin(), got.accepted.end(), [](int a) { return a >= 2; }) > 0);
 }
 
 TEMPLATE_LIST_TEST_CASE("verify_chain_batch of sequences without drafts samples bonus tokens",
                         "[backend][batched]", ChainBackends) {
-  const auto c = make_ragged({0, 0, 0}, 50, 41);
-  std::vector<Token> want, got;
-  std::vector<std::int32_t> want_acc, got_acc;
-  chain_oracle(c, want, want_acc);
-  run_chain(TestType{}, c, got, got_acc);
-  CHECK(got_acc == std::vector<std::int32_t>{0, 0, 0});
-  CHECK(got == want);
+  CHECK(checked_chain_run(TestType{}, make_ragged({0, 0, 0}, 50, 41)).accepted ==
+        std::vector<std::int32_t>{0, 0, 0});
 }
 
 TEST_CASE("verify_chain_batch is independent of the thread count", "[backend][batched]") {

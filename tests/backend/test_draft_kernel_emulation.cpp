@@ -55,48 +55,34 @@ std::vector<T> with_stride(const std::vector<float>& rows, std::int64_t vocab,
   return out;
 }
 
-/// Gumbel-top-k through backend::cuda's entry point (the launcher and kernel under emulation).
-template <class T>
-TopK run_gumbel_cuda(RowKind kind, const std::vector<T>& rows, std::int64_t n_rows,
-                     std::int64_t vocab, std::int64_t stride, std::int64_t k,
-                     const std::vector<RandomStream>& streams) {
-  const auto cells = static_cast<std::size_t>(n_rows * k);
-  TopK got{std::vector<Token>(cells, -7), std::vector<float>(cells, 7.0f),
-           std::vector<std::int32_t>(static_cast<std::size_t>(n_rows), -7)};
-  std::vector<unsigned char> ws(
-      workspace_size(backend::cuda, GumbelTopKBatchShape{n_rows, vocab, k}));
-  gumbel_top_k_batch(
-      backend::cuda,
-      GumbelTopKBatchArgs<T>{.kind = kind,
-                             .rows = MatrixView<const T>(rows.data(), n_rows, vocab, stride),
-                             .k = k,
-                             .streams = streams,
-                             .tokens = MatrixView<Token>(got.tokens.data(), n_rows, k),
-                             .values = MatrixView<float>(got.values.data(), n_rows, k),
-                             .counts = got.counts},
-      backend::DeviceWorkspace{ws.data(), ws.size()});
-  return got;
-}
+enum class On { kCpu, kCuda };
 
+/// Gumbel-top-k of `rows` (n_rows x vocab, `stride` apart) through a backend's entry point: the
+/// CPU's (two threads), or backend::cuda's (the launcher and kernel under emulation). The
+/// outputs start at -7 (values at 7), so a cell left unwritten shows.
 template <class T>
-TopK run_gumbel_cpu(RowKind kind, const std::vector<T>& rows, std::int64_t n_rows,
-                    std::int64_t vocab, std::int64_t stride, std::int64_t k,
-                    const std::vector<RandomStream>& streams) {
+TopK run_gumbel(On on, RowKind kind, const std::vector<T>& rows, std::int64_t n_rows,
+                std::int64_t vocab, std::int64_t stride, std::int64_t k,
+                const std::vector<RandomStream>& streams) {
   const auto cells = static_cast<std::size_t>(n_rows * k);
-  TopK want{std::vector<Token>(cells), std::vector<float>(cells),
-            std::vector<std::int32_t>(static_cast<std::size_t>(n_rows))};
-  Workspace ws(workspace_size(backend::cpu, GumbelTopKBatchShape{n_rows, vocab, k}));
-  gumbel_top_k_batch(
-      backend::cpu.with_threads(2),
-      GumbelTopKBatchArgs<T>{.kind = kind,
-                             .rows = MatrixView<const T>(rows.data(), n_rows, vocab, stride),
-                             .k = k,
-                             .streams = streams,
-                             .tokens = MatrixView<Token>(want.tokens.data(), n_rows, k),
-                             .values = MatrixView<float>(want.values.data(), n_rows, k),
-                             .counts = want.counts},
-      ws);
-  return want;
+  TopK out{std::vector<Token>(cells, -7), std::vector<float>(cells, 7.0f),
+           std::vector<std::int32_t>(static_cast<std::size_t>(n_rows), -7)};
+  const GumbelTopKBatchArgs<T> args{.kind = kind,
+                                    .rows = MatrixView<const T>(rows.data(), n_rows, vocab, stride),
+                                    .k = k,
+                                    .streams = streams,
+                                    .tokens = MatrixView<Token>(out.tokens.data(), n_rows, k),
+                                    .values = MatrixView<float>(out.values.data(), n_rows, k),
+                                    .counts = out.counts};
+  const GumbelTopKBatchShape shape{n_rows, vocab, k};
+  if (on == On::kCuda) {
+    std::vector<unsigned char> ws(workspace_size(backend::cuda, shape));
+    gumbel_top_k_batch(backend::cuda, args, backend::DeviceWorkspace{ws.data(), ws.size()});
+  } else {
+    Workspace ws(workspace_size(backend::cpu, shape));
+    gumbel_top_k_batch(backend::cpu.with_threads(2), args, ws);
+  }
+  return out;
 }
 
 /// Probability rows with a sparse row (two allowed tokens: fewer than k) and a row whose allowed
@@ -150,14 +136,14 @@ void check_gumbel(RowKind kind, const std::vector<float>& rows, std::int64_t voc
     nans[i] = std::numeric_limits<float>::quiet_NaN();
   }
   const auto streams = streams_for(n_rows, 21);
-  const auto want = run_gumbel_cpu(kind, with_stride<T>(banned, vocab, stride), n_rows, vocab,
-                                   stride, k, streams);
+  const auto want = run_gumbel(On::kCpu, kind, with_stride<T>(banned, vocab, stride), n_rows,
+                               vocab, stride, k, streams);
   const auto device_rows = with_stride<T>(nans, vocab, stride);
   const auto split = backend::cuda_impl::row_split(n_rows, vocab, backend::cuda_impl::kH100Sms);
   for (int order = 1; order <= orders; ++order) {
     const auto seed = static_cast<std::uint64_t>(order);
     draft_emu::ledger.seed = seed;
-    const auto got = run_gumbel_cuda(kind, device_rows, n_rows, vocab, stride, k, streams);
+    const auto got = run_gumbel(On::kCuda, kind, device_rows, n_rows, vocab, stride, k, streams);
     CAPTURE(kind == RowKind::kProbabilities, sizeof(T), vocab, stride, k, seed,
             split.blocks_per_row);
     CHECK(got.counts == want.counts);
@@ -584,7 +570,7 @@ TEST_CASE("Gumbel-top-k with device streams is captured once and replays with ne
     CHECK(draft_emu::ledger.counts.syncs == 0);
     CHECK(draft_emu::ledger.counts.allocations == 0);
     const auto fresh =
-        run_gumbel_cuda(RowKind::kLogWeights, rows, n_rows, vocab, vocab, k, new_streams);
+        run_gumbel(On::kCuda, RowKind::kLogWeights, rows, n_rows, vocab, vocab, k, new_streams);
     CAPTURE(seed);
     CHECK(tokens == fresh.tokens);
     CHECK(values == fresh.values);

@@ -231,15 +231,19 @@ auto graph_replay(const GraphCall& call, const std::function<void()>& write_new,
   return std::pair{std::move(replayed), std::move(fresh)};
 }
 
-/// A capture of `call` (host arrays staged) fails with a specdec::Error naming `host_name` and
-/// the device field to use; the capture is invalidated.
-void graph_capture_refused(const GraphCall& call, const std::string& host_name,
-                           const std::string& device_name) {
+/// A capture of `call` (host arrays staged into a workspace of `staging_bytes`) fails with a
+/// specdec::Error naming `host_name` and the device field to use; the capture is invalidated.
+using StagedCall = std::function<void(cudaStream_t, specdec::backend::DeviceWorkspace)>;
+
+void graph_capture_refused(std::size_t staging_bytes, const StagedCall& call,
+                           const std::string& host_name, const std::string& device_name) {
+  ProbeBuffer<unsigned char> staging("workspace", std::vector<unsigned char>(staging_bytes), false);
+  const specdec::backend::DeviceWorkspace ws{staging.data.data(), staging.data.size()};
   cudaStream_t stream = nullptr;
   REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);
   REQUIRE(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) == cudaSuccess);
-  CHECK_THROWS_AS(call(stream), specdec::Error);
-  CHECK_THROWS_WITH(call(stream),
+  CHECK_THROWS_AS(call(stream, ws), specdec::Error);
+  CHECK_THROWS_WITH(call(stream, ws),
                     Catch::StartsWith(host_name + ":") && Catch::Contains(device_name));
   cudaGraph_t graph = nullptr;
   CHECK(cudaStreamEndCapture(stream, &graph) == cudaErrorStreamCaptureInvalidated);
@@ -370,8 +374,9 @@ TEST_CASE("graph: verify_tree_batch with device offsets and streams replays on n
   CHECK(fresh.final_tokens != on_first.final_tokens);  // the replay saw the new inputs
   // Host offsets and streams are staged by a copy, which a capture refuses.
   graph_capture_refused(
-      [&](cudaStream_t s) {
-        verify_tree_batch(backend::cuda.on(s), MultiRound{}, d.args(&second, true), dws);
+      graph_tree_workspace(first),
+      [&](cudaStream_t s, backend::DeviceWorkspace staging) {
+        verify_tree_batch(backend::cuda.on(s), MultiRound{}, d.args(&second, true), staging);
       },
       "node_offsets", "on_device");
 }
@@ -412,11 +417,10 @@ TEST_CASE("graph: verify_tree_batch_target_only with device offsets and streams 
       cpu_ws);
   CHECK(fresh.accepted == want);
   CHECK(fresh.final_tokens == want_tokens);
-  ProbeBuffer<unsigned char> ws("workspace", std::vector<unsigned char>(4096), false);
   graph_capture_refused(
-      [&](cudaStream_t s) {
-        verify_tree_batch_target_only(backend::cuda.on(s), d.args(&second, false),
-                                      backend::DeviceWorkspace{ws.data.data(), ws.data.size()});
+      4096,
+      [&](cudaStream_t s, backend::DeviceWorkspace staging) {
+        verify_tree_batch_target_only(backend::cuda.on(s), d.args(&second, false), staging);
       },
       "node_offsets", "on_device");
 }
@@ -475,11 +479,10 @@ TEST_CASE("graph: fill_random with device streams replays on new streams",
   fill_random(backend::cpu, second, 7, MatrixView<float>(want.data(), rows, count),
               RandomKind::kGumbel, ws);
   CHECK(fresh == want);
-  ProbeBuffer<unsigned char> staging("workspace", std::vector<unsigned char>(1024), false);
   graph_capture_refused(
-      [&](cudaStream_t s) {
-        fill_random(backend::cuda.on(s), second, 7, view, RandomKind::kUniform,
-                    backend::DeviceWorkspace{staging.data.data(), staging.data.size()});
+      1024,
+      [&](cudaStream_t s, backend::DeviceWorkspace staging) {
+        fill_random(backend::cuda.on(s), second, 7, view, RandomKind::kUniform, staging);
       },
       "streams", "on_device");
   CHECK_THROWS_WITH(
@@ -542,11 +545,10 @@ TEST_CASE("graph: packed_tree_masks_batch with device offsets replays on new tre
   packed_tree_masks_batch(backend::cpu, second.offsets, second.view(),
                           MatrixView<std::uint32_t>(want.data(), total, words), ws);
   CHECK(fresh == want);
-  ProbeBuffer<unsigned char> staging("workspace", std::vector<unsigned char>(1024), false);
   graph_capture_refused(
-      [&](cudaStream_t s) {
-        packed_tree_masks_batch(backend::cuda.on(s), second.offsets, second.view(), view,
-                                backend::DeviceWorkspace{staging.data.data(), staging.data.size()});
+      1024,
+      [&](cudaStream_t s, backend::DeviceWorkspace staging) {
+        packed_tree_masks_batch(backend::cuda.on(s), second.offsets, second.view(), view, staging);
       },
       "node_offsets", "on_device");
 }
@@ -588,12 +590,11 @@ TEST_CASE("graph: tree_positions_batch with device offsets and context lengths r
   Workspace ws;
   tree_positions_batch(backend::cpu, second.offsets, second.view(), contexts_second, want, ws);
   CHECK(fresh == want);
-  ProbeBuffer<unsigned char> staging("workspace", std::vector<unsigned char>(1024), false);
   graph_capture_refused(
-      [&](cudaStream_t s) {
+      1024,
+      [&](cudaStream_t s, backend::DeviceWorkspace staging) {
         tree_positions_batch(backend::cuda.on(s), second.offsets, second.view(), contexts_second,
-                             positions.data,
-                             backend::DeviceWorkspace{staging.data.data(), staging.data.size()});
+                             positions.data, staging);
       },
       "node_offsets", "on_device");
 }

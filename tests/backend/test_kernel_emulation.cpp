@@ -74,12 +74,7 @@ TEST_CASE("the emulated CUDA warp kernel breaks ties like the row oracle",
   for (auto& x : logits) x = static_cast<float>(rng.below(4));
   for (std::size_t i = 0; i < logits.size(); i += 5) logits[i] = -0.0f;  // -0 ties with +0
   for (std::size_t i = 2; i < logits.size(); i += 11) logits[i] = kNegInf;
-  const std::vector<Warp> warps = {{.top_k = 100},
-                                   {.top_k = 3},
-                                   {.top_p = 0.5f},
-                                   {.top_p = 0.97f},
-                                   {.top_k = 120, .top_p = 0.41f},
-                                   {.temperature = 0.0f}};
+  const std::vector<Warp> warps = test::tie_cutting_warps(120);
   for (const Warp& w : warps) check_against_oracle(logits, w, 96);
 }
 

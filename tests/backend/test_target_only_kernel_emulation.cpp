@@ -98,6 +98,24 @@ TargetOnlyTraffic target_only_traffic(std::initializer_list<const char*> outputs
   return t;
 }
 
+/// The last emulated call was one launch inside its registered buffers that read nothing
+/// unwritten or unregistered and wrote none of its `inputs`.
+void check_clean_launch(std::initializer_list<const char*> inputs) {
+  CHECK(emu::ledger.counts.launches == 1);
+  CHECK(emu::ledger.counts.bounds_mismatches == 0);
+  CHECK(emu::ledger.total().unwritten_reads == 0);
+  CHECK(emu::ledger.unregistered.read == 0);
+  for (const char* name : inputs) {
+    INFO(name);
+    CHECK(emu::ledger.region(name).traffic.written == 0);
+  }
+}
+
+/// `v`, or one 0 when it is empty (a device buffer holds at least one element).
+std::vector<std::int32_t> nonempty(const std::vector<std::int32_t>& v) {
+  return v.empty() ? std::vector<std::int32_t>{0} : v;
+}
+
 struct ChainOutputs {
   std::vector<std::int32_t> emitted, accepted;
 };
@@ -125,8 +143,7 @@ ChainOutputs chain_on_cpu(const TargetOnlyChain& c) {
 ChainOutputs chain_on_emulated_cuda(const TargetOnlyChain& c) {
   const auto batch = static_cast<std::int64_t>(c.streams.size());
   emu::RegionBuffer<float> target("target", c.rows);
-  emu::RegionBuffer<std::int32_t> tokens("tokens",
-                                        c.tokens.empty() ? std::vector<std::int32_t>{0} : c.tokens);
+  emu::RegionBuffer<std::int32_t> tokens("tokens", nonempty(c.tokens));
   emu::RegionBuffer<std::int32_t> emitted("emitted", c.tokens.size() + c.streams.size());
   emu::RegionBuffer<std::int32_t> accepted("accepted", c.streams.size());
   emu::RegionBuffer<unsigned char> workspace("workspace", cuda_impl::chain_workspace_size(batch));
@@ -145,21 +162,17 @@ ChainOutputs chain_on_emulated_cuda(const TargetOnlyChain& c) {
                                        .accepted = accepted.get()};
   emu::ledger.reset();
   REQUIRE(cuda_impl::verify_chain_batch_target_only(p, workspace.get(), nullptr) == cudaSuccess);
-  CHECK(emu::ledger.counts.launches == 1);
-  CHECK(emu::ledger.counts.bounds_mismatches == 0);
-  CHECK(emu::ledger.total().unwritten_reads == 0);
-  CHECK(emu::ledger.unregistered.read == 0);
   // Nothing but the outputs (and the staged offsets and streams) is written.
-  CHECK(emu::ledger.region("target").traffic.written == 0);
-  CHECK(emu::ledger.region("tokens").traffic.written == 0);
+  check_clean_launch({"target", "tokens"});
   last_traffic = target_only_traffic({"emitted", "accepted", "workspace"});
   return {emitted.values(), accepted.values()};
 }
 
-/// Target-row bytes read per byte of the rows the walks visit (accepted + 1 rows per sequence).
-double chain_target_reads(const ChainOutputs& out, std::int64_t vocab) {
+/// Target-row bytes the last call read per byte of the rows the walks visit (accepted + 1 rows
+/// per sequence).
+double target_reads(const std::vector<std::int32_t>& accepted, std::int64_t vocab) {
   std::int64_t visited = 0;
-  for (const auto a : out.accepted) visited += a + 1;
+  for (const auto a : accepted) visited += a + 1;
   return static_cast<double>(last_traffic.target_read) /
          static_cast<double>(visited * vocab * static_cast<std::int64_t>(sizeof(float)));
 }
@@ -241,10 +254,8 @@ TreeOutputs trees_on_emulated_cuda(const TargetOnlyTrees& t) {
   const auto batch = static_cast<std::int64_t>(t.streams.size());
   const auto nodes = t.tokens.empty() ? std::size_t{1} : t.tokens.size();
   emu::RegionBuffer<float> target("target", t.rows);
-  emu::RegionBuffer<std::int32_t> tokens("tokens",
-                                        t.tokens.empty() ? std::vector<std::int32_t>{0} : t.tokens);
-  emu::RegionBuffer<std::int32_t> parents(
-      "parents", t.parents.empty() ? std::vector<std::int32_t>{0} : t.parents);
+  emu::RegionBuffer<std::int32_t> tokens("tokens", nonempty(t.tokens));
+  emu::RegionBuffer<std::int32_t> parents("parents", nonempty(t.parents));
   // accepted_nodes holds what the CPU leaves past each walk, so the whole vectors compare.
   emu::RegionBuffer<std::int32_t> accepted_nodes("accepted_nodes",
                                                 std::vector<std::int32_t>(nodes, -7));
@@ -269,13 +280,7 @@ TreeOutputs trees_on_emulated_cuda(const TargetOnlyTrees& t) {
                                       .bonus = bonus.get()};
   emu::ledger.reset();
   REQUIRE(cuda_impl::verify_tree_batch_target_only(p, workspace.get(), nullptr) == cudaSuccess);
-  CHECK(emu::ledger.counts.launches == 1);
-  CHECK(emu::ledger.counts.bounds_mismatches == 0);
-  CHECK(emu::ledger.total().unwritten_reads == 0);
-  CHECK(emu::ledger.unregistered.read == 0);
-  CHECK(emu::ledger.region("target").traffic.written == 0);
-  CHECK(emu::ledger.region("tokens").traffic.written == 0);
-  CHECK(emu::ledger.region("parents").traffic.written == 0);
+  check_clean_launch({"target", "tokens", "parents"});
   last_traffic =
       target_only_traffic({"accepted_nodes", "accepted", "final_tokens", "bonus", "workspace"});
   auto nodes_out = accepted_nodes.values();
@@ -312,7 +317,7 @@ TEST_CASE("the emulated CUDA target-only chain reads each visited target row at 
           "[backend][cuda_kernel][target_only]") {
   const auto c = target_only_chain({2, 3, 0}, 3000, 77);
   const auto out = chain_on_emulated_cuda(c);
-  const double reads = chain_target_reads(out, 3000);
+  const double reads = target_reads(out.accepted, 3000);
   INFO("target bytes read per visited row byte " << reads);
   CHECK(reads <= 2.0);
   CHECK(last_traffic.outputs_written > 0);
@@ -334,11 +339,7 @@ TEST_CASE("the emulated CUDA target-only tree walk equals verify_tree_batch_targ
         corrections += want.bonus[b] == 0 ? 1 : 0;
       }
       if (vocab == 3000) {
-        std::int64_t visited = 0;
-        for (const auto a : want.accepted) visited += a + 1;
-        const double reads =
-            static_cast<double>(last_traffic.target_read) /
-            static_cast<double>(visited * vocab * static_cast<std::int64_t>(sizeof(float)));
+        const double reads = target_reads(want.accepted, vocab);
         INFO("target bytes read per visited row byte " << reads);
         CHECK(reads <= 2.0);
         CHECK(last_traffic.written == last_traffic.outputs_written);

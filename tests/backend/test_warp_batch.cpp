@@ -153,12 +153,7 @@ TEMPLATE_LIST_TEST_CASE("top-k and top-p cut through ties at the lowest ids",
   std::vector<float> logits(rows * cols);
   for (auto& x : logits) x = static_cast<float>(rng.below(5));
   for (std::int64_t c = 0; c < cols; c += 7) logits[2 * cols + c] = kNegInf;  // banned tokens
-  const std::vector<Warp> warps = {{.top_k = 100},
-                                   {.top_k = 3},
-                                   {.top_p = 0.5f},
-                                   {.top_p = 0.97f},
-                                   {.top_k = 250, .top_p = 0.41f},
-                                   {.temperature = 0.0f}};
+  const std::vector<Warp> warps = test::tie_cutting_warps(250);
   const auto got = run_batch(TestType{}, logits, rows, cols, cols, warps);
   const auto expected = oracle(logits, rows, cols, cols, warps);
   require_matches(got, expected, cols);

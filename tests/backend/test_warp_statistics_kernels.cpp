@@ -254,12 +254,14 @@ TEST_CASE("warp: top-p takes the statistics path, the CPU's bits",
 
 namespace {
 
-/// The warp launcher on rows x vocab fp32 logits in named regions, as the ledger sees it.
+/// The warp launcher on rows x vocab fp32 logits in named regions, as the ledger sees it: run()
+/// resets the ledger first, so it holds that call's traffic afterwards.
 struct WarpPathLedger : test::EmulatedWarpCall {
   WarpPathLedger(std::int64_t rows, std::int64_t vocab, std::uint64_t seed)
       : EmulatedWarpCall(warp_path_logits<float>(rows, vocab, seed), rows, vocab) {}
 
   void run(const std::vector<cuda_impl::DeviceWarp>& warps) {
+    emu::ledger.reset();
     REQUIRE(EmulatedWarpCall::run(warps) == cudaSuccess);
   }
 };
@@ -273,7 +275,6 @@ TEST_CASE(
   emu::ledger.clear();
   const std::int64_t rows = 3, v = 12000;
   WarpPathLedger w(rows, v, 11);
-  emu::ledger.reset();
   w.run({{0.8f, 0, 1.0f, 0.0f}});
   const auto row_bytes = static_cast<std::uint64_t>(rows * v * 4);
   const emu::Traffic logits = emu::ledger.region("logits").traffic;
@@ -310,7 +311,6 @@ TEST_CASE(
   emu::ledger.clear();
   const std::int64_t rows = 3, v = 9000;
   WarpPathLedger w(rows, v, 12);
-  emu::ledger.reset();
   w.run({{0.8f, 0, 1.0f, 0.0f}, {0.0f, 0, 1.0f, 0.0f}, {1.2f, 0, 1.0f, 0.0f}});
   const auto row_bytes = static_cast<std::uint64_t>(v * 4);
   const auto n = static_cast<std::uint64_t>(rows);

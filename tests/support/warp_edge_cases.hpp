@@ -67,4 +67,15 @@ inline std::vector<std::int64_t> kept_ids(const float* warped, std::int64_t n) {
   return ids;
 }
 
+/// Warps that cut inside groups of tied logits (rows on a coarse grid): top-k and top-p alone,
+/// both at once (top-k `joint_top_k`), and greedy.
+inline std::vector<Warp> tie_cutting_warps(std::int32_t joint_top_k) {
+  return {{.top_k = 100},
+          {.top_k = 3},
+          {.top_p = 0.5f},
+          {.top_p = 0.97f},
+          {.top_k = joint_top_k, .top_p = 0.41f},
+          {.temperature = 0.0f}};
+}
+
 }  // namespace specdec::test

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <numeric>
+#include <span>
 #include <vector>
 
 #include "../support/stats.hpp"
@@ -89,6 +90,27 @@ inline Exact exact(const Rule& rule, const Pair& p, std::int32_t count) {
   e.accept = exact_node_distribution(rule, p.target, p.draft, count, e.distribution, p.raw_target,
                                      p.raw_draft);
   return e;
+}
+
+/// Each sequence b of a chain batch (offsets, emitted and accepted as ChainBatchArgs lays them
+/// out: b's gamma + 1 output slots start at offsets[b] + b) against its single-sequence call:
+/// single(b, first, gamma, want) returns the verdict and writes its tokens to `want`; the batch
+/// fills the slots after them with kNoToken.
+template <class Single>
+void check_chain_batch_sequences(std::span<const std::int32_t> offsets,
+                                 std::span<const Token> emitted,
+                                 std::span<const std::int32_t> accepted, Single&& single) {
+  for (std::size_t b = 0; b + 1 < offsets.size(); ++b) {
+    INFO("sequence " << b);
+    const auto first = static_cast<std::size_t>(offsets[b]);
+    const auto gamma = static_cast<std::size_t>(offsets[b + 1]) - first;
+    std::vector<Token> want(gamma + 1);
+    const auto verdict = single(b, first, gamma, std::span<Token>(want));
+    std::fill(want.begin() + verdict.emitted, want.end(), kNoToken);
+    CHECK(accepted[b] == verdict.accepted);
+    const auto slots = emitted.subspan(first + b, gamma + 1);
+    CHECK(std::vector<Token>(slots.begin(), slots.end()) == want);
+  }
 }
 
 }  // namespace specdec::test

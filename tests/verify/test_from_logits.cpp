@@ -20,6 +20,11 @@ using Catch::Contains;
 
 namespace {
 
+/// The first `n` tokens of `v` (the ones a verdict emitted).
+std::vector<Token> head(const std::vector<Token>& v, std::size_t n) {
+  return {v.begin(), v.begin() + static_cast<std::ptrdiff_t>(n)};
+}
+
 // Sizes: short rows (the plain kernels), rows past kSmallRow (the rough bounds) and rows past
 // kFilledRowMin (residuals and bonus rows drawn a block at a time).
 constexpr std::int64_t kLogitVocabs[] = {40, 300, 9000};
@@ -135,10 +140,8 @@ void check_chain_verdicts(std::uint64_t seed_of_cases, const RandomStream& strea
         CHECK(verdict.emitted == expected.emitted);
         CHECK(unchecked_verdict.accepted == expected.accepted);
         const auto emitted = static_cast<std::size_t>(expected.emitted);
-        CHECK(std::vector<Token>(got.begin(), got.begin() + emitted) ==
-              std::vector<Token>(want.begin(), want.begin() + emitted));
-        CHECK(std::vector<Token>(fast.begin(), fast.begin() + emitted) ==
-              std::vector<Token>(want.begin(), want.begin() + emitted));
+        CHECK(head(got, emitted) == head(want, emitted));
+        CHECK(head(fast, emitted) == head(want, emitted));
         rejections += expected.accepted < static_cast<std::int32_t>(length) ? 1 : 0;
         full += expected.accepted == static_cast<std::int32_t>(length) ? 1 : 0;
       }
@@ -190,8 +193,7 @@ TEST_CASE("verify_block_logits equals verify_block on the warped rows", "[verify
             verify_block_logits<float>(warp, c.target, c.draft, c.tokens, vocab, stream, got, ws);
         CHECK(verdict.accepted == expected.accepted);
         const auto emitted = static_cast<std::size_t>(expected.emitted);
-        CHECK(std::vector<Token>(got.begin(), got.begin() + emitted) ==
-              std::vector<Token>(want.begin(), want.begin() + emitted));
+        CHECK(head(got, emitted) == head(want, emitted));
         partial += expected.accepted < static_cast<std::int32_t>(length) ? 1 : 0;
       }
     }
@@ -451,20 +453,14 @@ TEST_CASE("verify_chain_batch_target_only_logits equals the single-sequence call
     std::vector<Token> emitted(8, 99);
     std::vector<std::int32_t> accepted(3, -5);
     run_batch(backend::cpu.with_threads(2), tokens, {}, logits, streams, emitted, accepted);
-    for (std::size_t b = 0; b < 3; ++b) {
-      INFO("seed " << seed << " sequence " << b);
-      const auto first = static_cast<std::size_t>(offsets[b]);
-      const auto gamma = static_cast<std::size_t>(offsets[b + 1]) - first;
-      std::vector<Token> want(gamma + 1);
-      const auto verdict = verify_chain_target_only_logits<float>(
-          warps[b], std::span<const float>(logits).subspan((first + b) * v, (gamma + 1) * v),
-          std::span<const Token>(tokens).subspan(first, gamma), vocab, streams[b], want, ws);
-      std::fill(want.begin() + verdict.emitted, want.end(), kNoToken);
-      CHECK(accepted[b] == verdict.accepted);
-      CHECK(std::vector<Token>(
-                emitted.begin() + static_cast<std::ptrdiff_t>(first + b),
-                emitted.begin() + static_cast<std::ptrdiff_t>(first + b + gamma + 1)) == want);
-    }
+    INFO("seed " << seed);
+    test::check_chain_batch_sequences(
+        offsets, emitted, accepted,
+        [&](std::size_t b, std::size_t first, std::size_t gamma, std::span<Token> want) {
+          return verify_chain_target_only_logits<float>(
+              warps[b], std::span<const float>(logits).subspan((first + b) * v, (gamma + 1) * v),
+              std::span<const Token>(tokens).subspan(first, gamma), vocab, streams[b], want, ws);
+        });
   }
   // Bad input named: draft logits given, a placeholder token, a bad row of sequence 2.
   const auto run = [&](std::vector<Token> x, MatrixView<const float> draft,

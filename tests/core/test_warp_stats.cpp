@@ -76,17 +76,33 @@ std::vector<float> reference_row(const Warp& w, const std::vector<T>& logits) {
   return out;
 }
 
+/// A row of logits both ways: the row warp_logits writes, and the statistics warp_stats gives
+/// (a valid row), with the scratch they were computed in.
+struct WarpedRow {
+  std::vector<float> row;
+  std::vector<std::int32_t> scratch;
+  detail::WarpStats stats;
+};
+
+template <class T>
+WarpedRow warped_row(const Warp& w, const std::vector<T>& logits) {
+  const auto n = static_cast<std::int64_t>(logits.size());
+  Workspace ws;
+  WarpedRow out{std::vector<float>(logits.size()),
+                std::vector<std::int32_t>(detail::warp_stats_scratch_size(n) / sizeof(std::int32_t)),
+                detail::WarpStats::uncut()};
+  warp_logits<T>(w, logits, out.row, ws);
+  bool invalid = true;
+  out.stats = detail::warp_stats(w, logits.data(), n, detail::warp_scratch(out.scratch.data(), n),
+                                 invalid);
+  REQUIRE_FALSE(invalid);
+  return out;
+}
+
 template <class T>
 void check_row(const Warp& w, const std::vector<T>& logits) {
   const auto n = static_cast<std::int64_t>(logits.size());
-  Workspace ws;
-  std::vector<float> row(logits.size());
-  warp_logits<T>(w, logits, row, ws);
-  std::vector<std::int32_t> scratch(detail::warp_stats_scratch_size(n) / sizeof(std::int32_t));
-  bool invalid = true;
-  const auto stats =
-      detail::warp_stats(w, logits.data(), n, detail::warp_scratch(scratch.data(), n), invalid);
-  REQUIRE_FALSE(invalid);
+  const auto [row, scratch, stats] = warped_row(w, logits);
   const auto reference = reference_row(w, logits);
   int differ = 0, support = 0, far = 0;
   for (std::int64_t i = 0; i < n; ++i) {
@@ -123,14 +139,7 @@ namespace {
 // the same statistics give: the support and every kept value agree bit for bit.
 void check_nucleus(const Warp& w, const std::vector<float>& logits) {
   const auto n = static_cast<std::int64_t>(logits.size());
-  Workspace ws;
-  std::vector<float> row(logits.size());
-  warp_logits<float>(w, logits, row, ws);
-  std::vector<std::int32_t> scratch(detail::warp_stats_scratch_size(n) / sizeof(std::int32_t));
-  bool invalid = true;
-  const auto stats =
-      detail::warp_stats(w, logits.data(), n, detail::warp_scratch(scratch.data(), n), invalid);
-  REQUIRE_FALSE(invalid);
+  auto [row, scratch, stats] = warped_row(w, logits);
   std::vector<float> expected(logits.size());
   for (std::int64_t i = 0; i < n; ++i) {
     expected[static_cast<std::size_t>(i)] =

@@ -44,6 +44,17 @@ std::vector<std::int32_t> children_of(const DraftTree& t, std::int32_t parent) {
   return c;
 }
 
+/// The law of two draft tokens (a, b), at index a * 4 + b, after the context token `context` of
+/// small_markov's V = 4 chain: p(a | context) p(b | a).
+std::vector<double> two_token_law(const toy::MarkovModel& model, Token context) {
+  std::vector<double> law(16, 0.0);
+  for (int a = 0; a < 4; ++a)
+    for (int b = 0; b < 4; ++b)
+      law[static_cast<std::size_t>(a * 4 + b)] =
+          static_cast<double>(model.row(context)[a]) * model.row(static_cast<Token>(a))[b];
+  return law;
+}
+
 std::vector<Token> path_of(const DraftTree& t, std::int32_t node) {
   std::vector<Token> p;
   for (auto n = node; n >= 0; n = t.parents[static_cast<std::size_t>(n)])
@@ -195,13 +206,9 @@ TEST_CASE("RSD-S top final sequence is a sample from the draft model", "[draft][
     const auto path = path_of(out.tree, static_cast<std::int32_t>(leaf));
     ++counts[static_cast<std::size_t>(path[0] * 4 + path[1])];
   }
-  std::vector<double> expected(16, 0.0);
-  for (int a = 0; a < 4; ++a)
-    for (int b = 0; b < 4; ++b)
-      expected[static_cast<std::size_t>(a * 4 + b)] =
-          static_cast<double>(model.row(1)[a]) * model.row(static_cast<Token>(a))[b];
   // False-failure probability 1e-6.
-  CHECK(test::chi_square_test(counts, expected).p_value > test::kFalseFailureProbability);
+  CHECK(test::chi_square_test(counts, two_token_law(model, 1)).p_value >
+        test::kFalseFailureProbability);
 }
 
 TEST_CASE("RSD-S returns W distinct sequences with monotone truncated values", "[draft][rsds]") {
@@ -287,11 +294,7 @@ TEST_CASE("i.i.d. chains hold K independent draft sequences", "[draft][iid]") {
     ++second[static_cast<std::size_t>(out.tree.tokens[0] * 4 + out.tree.tokens[3])];
   }
   std::vector<double> first_expected(model.row(1).begin(), model.row(1).end());
-  std::vector<double> second_expected(16, 0.0);
-  for (int a = 0; a < 4; ++a)
-    for (int b = 0; b < 4; ++b)
-      second_expected[static_cast<std::size_t>(a * 4 + b)] =
-          static_cast<double>(model.row(1)[a]) * model.row(static_cast<Token>(a))[b];
+  const auto second_expected = two_token_law(model, 1);
   // False-failure probability 1e-6 each.
   CHECK(test::chi_square_test(first, first_expected).p_value > test::kFalseFailureProbability);
   CHECK(test::chi_square_test(second, second_expected).p_value > test::kFalseFailureProbability);
@@ -341,13 +344,9 @@ TEST_CASE("beam sampling with one beam samples from the draft model", "[draft][b
     beam_search({1, 2, BeamMode::kSampling}, 4, rows, drafter_stream(i), search, result, ws);
     ++counts[static_cast<std::size_t>(result.tokens[0] * 4 + result.tokens[1])];
   }
-  std::vector<double> expected(16, 0.0);
-  for (int a = 0; a < 4; ++a)
-    for (int b = 0; b < 4; ++b)
-      expected[static_cast<std::size_t>(a * 4 + b)] =
-          static_cast<double>(model.row(3)[a]) * model.row(static_cast<Token>(a))[b];
   // False-failure probability 1e-6.
-  CHECK(test::chi_square_test(counts, expected).p_value > test::kFalseFailureProbability);
+  CHECK(test::chi_square_test(counts, two_token_law(model, 3)).p_value >
+        test::kFalseFailureProbability);
 }
 
 TEST_CASE("tree drafters reject bad input", "[draft][errors]") {

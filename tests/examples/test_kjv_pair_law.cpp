@@ -74,24 +74,25 @@ specdec::DecodeOptions options(specdec::Method method) {
   return o;
 }
 
+// check_first_two_tokens for `method` decoding the trained pair.
+void check_method(specdec::Method method) {
+  kjv::ModelProvider target(specdec::test::kjv_pair().target),
+      draft(specdec::test::kjv_pair().draft);
+  specdec::MethodDecoder<kjv::ModelProvider, kjv::ModelProvider> decoder(target, draft,
+                                                                         options(method));
+  check_first_two_tokens(decoder, kRuns);
+}
+
 }  // namespace
 
 TEST_CASE("SD on the trained pair emits the target's first two tokens' law at temperature 1",
           "[examples][kjv][mc]") {
-  kjv::ModelProvider target(specdec::test::kjv_pair().target),
-      draft(specdec::test::kjv_pair().draft);
-  specdec::MethodDecoder<kjv::ModelProvider, kjv::ModelProvider> decoder(
-      target, draft, options(specdec::Method::kSd));
-  check_first_two_tokens(decoder, kRuns);
+  check_method(specdec::Method::kSd);
 }
 
 TEST_CASE("RSD-S on the trained pair emits the target's first two tokens' law at temperature 1",
           "[examples][kjv][mc]") {
-  kjv::ModelProvider target(specdec::test::kjv_pair().target),
-      draft(specdec::test::kjv_pair().draft);
-  specdec::MethodDecoder<kjv::ModelProvider, kjv::ModelProvider> decoder(
-      target, draft, options(specdec::Method::kRsdS));
-  check_first_two_tokens(decoder, kRuns);
+  check_method(specdec::Method::kRsdS);
 }
 
 TEST_CASE("an EAGLE-2 top-k tree on the trained pair emits the target's first two tokens' law",

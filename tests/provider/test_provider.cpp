@@ -316,6 +316,24 @@ TEST_CASE("toy providers reject an empty or out-of-range prompt", "[provider][to
   CHECK_THROWS_WITH(toy::MarkovProvider(markov4(), {.hidden_size = -1}), Contains("hidden_size"));
 }
 
+namespace {
+
+/// The logits (V = 4) and hidden states of `provider` on the rows of `batch`.
+struct RowsAndStates {
+  std::vector<float> logits, hidden;
+};
+
+RowsAndStates evaluate_with_hidden(toy::MarkovProvider& provider, const TreeBatch& batch) {
+  const auto h = provider.hidden_size();
+  RowsAndStates out{std::vector<float>(static_cast<std::size_t>(batch.rows() * 4)),
+                    std::vector<float>(static_cast<std::size_t>(batch.rows() * h))};
+  provider.evaluate_with_hidden(batch, MatrixView<float>(out.logits.data(), batch.rows(), 4),
+                                MatrixView<float>(out.hidden.data(), batch.rows(), h));
+  return out;
+}
+
+}  // namespace
+
 TEST_CASE("hidden states are equal for equal contexts", "[provider][toy][hidden]") {
   // Nodes 2 (path 1 3) and 4 (path 2 2) differ; in a second batch, a node reaching the same
   // context as node 2 must get the same state.
@@ -324,10 +342,7 @@ TEST_CASE("hidden states are equal for equal contexts", "[provider][toy][hidden]
   provider.reset(prompt);
   const auto tree = sample_tree();
   const auto batch = TreeBatch::from_tree(tree, 2);
-  std::vector<float> logits(static_cast<std::size_t>(batch.rows() * 4));
-  std::vector<float> hidden(static_cast<std::size_t>(batch.rows() * 8));
-  provider.evaluate_with_hidden(batch, MatrixView<float>(logits.data(), batch.rows(), 4),
-                                MatrixView<float>(hidden.data(), batch.rows(), 8));
+  const auto [logits, hidden] = evaluate_with_hidden(provider, batch);
   for (std::int32_t r = 0; r < batch.rows(); ++r) {
     std::vector<float> expected(8);
     toy::context_embedding(row_context(prompt, tree, r), 6, toy::ProviderOptions{}.hidden_seed,
@@ -364,10 +379,7 @@ TEST_CASE("hidden states can carry the row probabilities after the embedding",
   provider.reset(prompt);
   const auto tree = sample_tree();
   const auto batch = TreeBatch::from_tree(tree, 2);
-  std::vector<float> logits(static_cast<std::size_t>(batch.rows() * 4));
-  std::vector<float> hidden(static_cast<std::size_t>(batch.rows() * 6));
-  provider.evaluate_with_hidden(batch, MatrixView<float>(logits.data(), batch.rows(), 4),
-                                MatrixView<float>(hidden.data(), batch.rows(), 6));
+  const auto hidden = evaluate_with_hidden(provider, batch).hidden;
   std::vector<float> expected(4), embedding(2);
   for (std::int32_t r = 0; r < batch.rows(); ++r) {
     const auto context = row_context(prompt, tree, r);

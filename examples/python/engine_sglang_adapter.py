@@ -16,7 +16,8 @@ import argparse
 
 import torch
 
-from model import GPT, Config  # beside this script
+from engine_requests import Requests, parse_arguments  # beside this script
+from model import GPT, Config
 from specdec.compat.sglang import tree_speculative_sampling_target_only, verify_tree_greedy
 
 
@@ -76,26 +77,14 @@ def links(parents):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--requests", type=int, default=4)
     parser.add_argument("--topk", type=int, default=2, help="children per node of the tree")
-    parser.add_argument("--tokens", type=int, default=32, help="tokens to generate per request")
-    parser.add_argument("--temperature", type=float, default=0.8, help="0: greedy")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--quick", action="store_true", help="two short requests")
-    args = parser.parse_args()
-    if args.quick:
-        args.requests, args.tokens = 2, 8
-    torch.set_num_threads(1)
-    torch.manual_seed(args.seed)
+    args = parse_arguments(parser, quick_tokens=8)
 
     target_model = GPT(Config(layers=4, seed=args.seed))
     draft_model = target_model.early_exit(1)
-    vocab = target_model.config.vocab
-    contexts = [[1, 42, 7, 99 + r] for r in range(args.requests)]
-    generated = [0] * args.requests
-    steps = passes = 0
-    while min(generated) < args.tokens:
-        active = [r for r in range(args.requests) if generated[r] < args.tokens]
+    requests = Requests(args.requests, args.tokens)
+    contexts = requests.contexts
+    while active := requests.active():
         trees = [eagle_tree(draft_model, contexts[r], args.topk) for r in active]
         slots = len(trees[0][0])
         bs = len(active)
@@ -119,30 +108,12 @@ def main():
                 predicts, accept_index, accept_token_num, candidates, retrive_index,
                 retrive_next_token, retrive_next_sibling, torch.rand(bs, slots),
                 torch.rand(bs), target_probs, torch.zeros_like(target_probs), 1.0, 1.0, True)
-        new_tokens = []
-        for b, r in enumerate(active):
-            n = int(accept_token_num[b])
-            tokens = [int(predicts[int(accept_index[b, j])]) for j in range(n + 1)]
-            tokens = tokens[:args.tokens - generated[r]]
-            new_tokens.append(tokens)
-            contexts[r] += tokens
-            generated[r] += len(tokens)
-        steps += 1
-        passes += bs
-        if steps <= 3:
-            print(f"step {steps}: {[len(t) for t in new_tokens]} tokens per request")
-    total = sum(generated)
-    print(f"{args.requests} requests, {total} tokens in {steps} batched target passes: "
-          f"{total / passes:.2f} tokens per request and pass "
-          f"(top-{args.topk} tree of depth 2, temperature {args.temperature})")
-    assert all(0 <= t < vocab for c in contexts for t in c)
-    if args.temperature == 0:  # greedy: the target's own argmax decoding, token for token
-        for r, context in enumerate(contexts):
-            plain = context[:4]
-            while len(plain) < len(context):
-                plain.append(int(torch.argmax(last_logits(target_model, plain))))
-            assert plain == context, f"request {r} differs from greedy decoding"
-        print("every request matches the target's greedy decoding")
+        accepted = [[int(predicts[int(accept_index[b, j])]) for j in range(int(n) + 1)]
+                    for b, n in enumerate(accept_token_num)]
+        kept = requests.append(active, accepted)
+        if requests.steps <= 3:
+            print(f"step {requests.steps}: {[len(t) for t in kept]} tokens per request")
+    requests.finish(target_model, f"top-{args.topk} tree of depth 2", args.temperature)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,8 @@ import argparse
 import numpy as np
 import torch
 
-from model import GPT, Config, causal_mask  # beside this script
+from engine_requests import Requests, parse_arguments  # beside this script
+from model import GPT, Config, causal_mask
 from specdec.compat.vllm import RejectionSampler, SamplingMetadata, SpecDecodeMetadata
 
 
@@ -41,28 +42,17 @@ def draft(model, context, k, temperature, sample, generator):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--requests", type=int, default=4)
     parser.add_argument("--k", type=int, default=3, help="draft tokens per request and step")
-    parser.add_argument("--tokens", type=int, default=32, help="tokens to generate per request")
-    parser.add_argument("--temperature", type=float, default=0.8, help="0: greedy requests")
     parser.add_argument("--draft-probs", action="store_true", help="sample drafts, pass their rows")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--quick", action="store_true", help="two short requests")
-    args = parser.parse_args()
-    if args.quick:
-        args.requests, args.tokens = 2, 12
-    torch.set_num_threads(1)
-    torch.manual_seed(args.seed)  # unseeded requests draw their streams from torch's generator
+    args = parse_arguments(parser, quick_tokens=12)
 
     target_model = GPT(Config(layers=4, seed=args.seed))
     draft_model = target_model.early_exit(1)
     sampler = RejectionSampler(None)  # vLLM: RejectionSampler(sampler)
-    contexts = [[1, 42, 7, 99 + r] for r in range(args.requests)]
-    generated = [0] * args.requests
+    requests = Requests(args.requests, args.tokens)
+    contexts = requests.contexts
     generators = {0: torch.Generator().manual_seed(args.seed)}  # request 0 is seeded
-    steps = passes = 0
-    while min(generated) < args.tokens:
-        active = [r for r in range(args.requests) if generated[r] < args.tokens]
+    while active := requests.active():
         drafts, draft_rows, rows = [], [], []
         for r in active:
             tokens, probs = draft(draft_model, contexts[r], args.k, max(args.temperature, 1e-3),
@@ -82,26 +72,10 @@ def main():
                                  logits, sampling)
         new_tokens, _ = RejectionSampler.parse_output(output.sampled_token_ids,
                                                       target_model.config.vocab)
-        for r, tokens in zip(active, new_tokens):
-            tokens = tokens[:args.tokens - generated[r]]
-            contexts[r] += tokens
-            generated[r] += len(tokens)
-        steps += 1
-        passes += batch
-        if steps <= 3:
-            print(f"step {steps}: drafts {drafts} -> {new_tokens}")
-    total = sum(generated)
-    print(f"{args.requests} requests, {total} tokens in {steps} batched target passes: "
-          f"{total / passes:.2f} tokens per request and pass "
-          f"(k = {args.k}, temperature {args.temperature})")
-    assert all(0 <= t < target_model.config.vocab for c in contexts for t in c)
-    if args.temperature == 0:  # greedy: the target's own argmax decoding, token for token
-        for r, context in enumerate(contexts):
-            plain = context[:4]
-            while len(plain) < len(context):
-                plain.append(int(torch.argmax(all_logits(target_model, plain)[-1])))
-            assert plain == context, f"request {r} differs from greedy decoding"
-        print("every request matches the target's greedy decoding")
+        requests.append(active, new_tokens)
+        if requests.steps <= 3:
+            print(f"step {requests.steps}: drafts {drafts} -> {new_tokens}")
+    requests.finish(target_model, f"k = {args.k}", args.temperature)
 
 
 if __name__ == "__main__":

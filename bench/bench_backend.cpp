@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "chain_step.hpp"
 #include "reference.hpp"
 #include "specdec/backend/cpu/verify_batch.hpp"
 #include "specdec/backend/cpu/warp_batch.hpp"
@@ -91,14 +92,7 @@ static void BM_ChainBatchCpu(benchmark::State& state) {
   const specdec::ChainBatchLogitsArgs<float> logit_args{
       draft_offsets, t, d, std::span<const specdec::Warp>(&warp, 1), tokens, streams, emitted,
       accepted};
-  for (auto _ : state) {
-    if (from_logits) {
-      specdec::verify_chain_batch_logits(cpu, logit_args, ws);
-    } else {
-      specdec::verify_chain_batch(cpu, row_args, ws);
-    }
-    benchmark::DoNotOptimize(emitted.data());
-  }
+  sb::time_chain_step(state, cpu, from_logits, logit_args, row_args, ws);
   if (accepted[0] != gamma) state.SkipWithError("expected every draft token to be accepted");
   sb::set_vocab_counters(state, vocab, static_cast<double>(batch * (2 * gamma + 1)));
   state.counters["B"] = static_cast<double>(batch);

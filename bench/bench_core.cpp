@@ -38,55 +38,42 @@ static void BM_Softmax(benchmark::State& state) {
 }
 BENCHMARK(BM_Softmax)->Apply(sb::vocab_args);
 
-static void BM_WarpTopP(benchmark::State& state) {
-  const auto vocab = state.range(0);
-  const auto logits = sb::random_logits(vocab);
-  std::vector<float> warped(logits.size());
-  specdec::Workspace ws(specdec::warp_workspace_size(vocab));
-  const specdec::Warp warp{.top_p = 0.9f};
-  for (auto _ : state) {
-    specdec::warp_logits<float>(warp, logits, warped, ws);
-    benchmark::DoNotOptimize(warped.data());
-  }
-  sb::set_vocab_counters(state, vocab);
-}
+static void BM_WarpTopP(benchmark::State& state) { sb::time_warp_row(state, {.top_p = 0.9f}); }
 BENCHMARK(BM_WarpTopP)->Apply(sb::vocab_args);
 
 static void BM_WarpTopK50(benchmark::State& state) {
-  const auto vocab = state.range(0);
-  const auto logits = sb::random_logits(vocab);
-  std::vector<float> warped(logits.size());
-  specdec::Workspace ws(specdec::warp_workspace_size(vocab));
-  const specdec::Warp warp{.temperature = 0.8f, .top_k = 50};
-  for (auto _ : state) {
-    specdec::warp_logits<float>(warp, logits, warped, ws);
-    benchmark::DoNotOptimize(warped.data());
-  }
-  sb::set_vocab_counters(state, vocab);
+  sb::time_warp_row(state, {.temperature = 0.8f, .top_k = 50});
 }
 BENCHMARK(BM_WarpTopK50)->Apply(sb::vocab_args);
 
-static void BM_GumbelNoise(benchmark::State& state) {
+namespace {
+
+// fill(stream, 0, noise) over a row of state.range(0) draws, once per iteration.
+template <class Fill>
+void time_noise(benchmark::State& state, Fill fill) {
   const auto vocab = state.range(0);
   std::vector<float> noise(static_cast<std::size_t>(vocab));
   const specdec::RandomStream stream{1, 0, 0, 0, specdec::Domain::kDraft};
   for (auto _ : state) {
-    specdec::fill_gumbels(stream, 0, noise);
+    fill(stream, 0, noise);
     benchmark::DoNotOptimize(noise.data());
   }
   sb::set_vocab_counters(state, vocab);
+}
+
+}  // namespace
+
+static void BM_GumbelNoise(benchmark::State& state) {
+  time_noise(state, [](const auto& stream, auto offset, auto& noise) {
+    specdec::fill_gumbels(stream, offset, noise);
+  });
 }
 BENCHMARK(BM_GumbelNoise)->Apply(sb::vocab_args);
 
 // The Philox stream alone: uniforms, no logarithms.
 static void BM_UniformNoise(benchmark::State& state) {
-  const auto vocab = state.range(0);
-  std::vector<float> noise(static_cast<std::size_t>(vocab));
-  const specdec::RandomStream stream{1, 0, 0, 0, specdec::Domain::kDraft};
-  for (auto _ : state) {
-    specdec::fill_uniforms(stream, 0, noise);
-    benchmark::DoNotOptimize(noise.data());
-  }
-  sb::set_vocab_counters(state, vocab);
+  time_noise(state, [](const auto& stream, auto offset, auto& noise) {
+    specdec::fill_uniforms(stream, offset, noise);
+  });
 }
 BENCHMARK(BM_UniformNoise)->Apply(sb::vocab_args);

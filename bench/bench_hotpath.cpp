@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "chain_step.hpp"
 #include "reference.hpp"
 #include "specdec/backend/cpu/verify_batch.hpp"
 #include "specdec/backend/verify_batch.hpp"
@@ -136,14 +137,7 @@ void BM_ChainStep(benchmark::State& state) {
                                           .streams = in.streams,
                                           .emitted = emitted,
                                           .accepted = accepted};
-  for (auto _ : state) {
-    if (from_logits) {
-      specdec::verify_chain_batch_logits(cpu, logits_args, ws);
-    } else {
-      specdec::verify_chain_batch(cpu, rows_args, ws);
-    }
-    benchmark::DoNotOptimize(emitted.data());
-  }
+  sb::time_chain_step(state, cpu, from_logits, logits_args, rows_args, ws);
   if (acceptance == kAll && accepted[0] != kGamma) state.SkipWithError("expected full acceptance");
   if (acceptance == kRejectFirst && accepted[0] != 0) state.SkipWithError("expected rejection");
   sb::set_vocab_counters(state, vocab, static_cast<double>(batch * (2 * kGamma + 1)));
@@ -302,16 +296,7 @@ BENCHMARK(BM_PlainStep)
 
 // One warp of one row (temperature 0.8, top-p 0.9) through the public warp_logits.
 void BM_WarpRowTopP(benchmark::State& state) {
-  const auto vocab = state.range(0);
-  const auto logits = sb::random_logits(vocab);
-  std::vector<float> warped(logits.size());
-  specdec::Workspace ws(specdec::warp_workspace_size(vocab));
-  const specdec::Warp warp{.temperature = 0.8f, .top_p = 0.9f};
-  for (auto _ : state) {
-    specdec::warp_logits<float>(warp, logits, warped, ws);
-    benchmark::DoNotOptimize(warped.data());
-  }
-  sb::set_vocab_counters(state, vocab);
+  sb::time_warp_row(state, {.temperature = 0.8f, .top_p = 0.9f});
 }
 BENCHMARK(BM_WarpRowTopP)->Arg(32000)->Arg(128256)->Arg(256000);
 

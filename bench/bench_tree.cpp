@@ -54,41 +54,48 @@ void tree_sizes(benchmark::internal::Benchmark* b) {
 
 }  // namespace
 
-static void BM_TreeDenseMask(benchmark::State& state) {
+namespace {
+
+/// Builds the mask of a bench_tree of state.range(0) nodes each iteration: size(tree) words of
+/// type Word, written by build(tree, mask); `per_word` adds the ns_per_word counter.
+template <class Word, class Build>
+void time_mask(benchmark::State& state, std::size_t (*size)(specdec::TreeView), bool per_word,
+               Build build) {
   const auto tree = bench_tree(static_cast<std::int32_t>(state.range(0)));
-  std::vector<std::uint8_t> mask(specdec::dense_mask_size(tree));
+  std::vector<Word> mask(size(tree));
   for (auto _ : state) {
-    specdec::build_dense_mask(tree, mask);
+    build(tree, std::span<Word>(mask));
     benchmark::DoNotOptimize(mask.data());
   }
-  set_node_counters(state, static_cast<double>(tree.size()));
+  set_node_counters(state, static_cast<double>(tree.size()),
+                    per_word ? static_cast<double>(mask.size()) : 0.0);
+}
+
+}  // namespace
+
+static void BM_TreeDenseMask(benchmark::State& state) {
+  time_mask<std::uint8_t>(state, specdec::dense_mask_size, false, [](const DraftTree& t, auto m) {
+    specdec::build_dense_mask(t, m);
+  });
 }
 BENCHMARK(BM_TreeDenseMask)->Apply(tree_sizes);
 
 static void BM_TreePackedMask(benchmark::State& state) {
-  const auto tree = bench_tree(static_cast<std::int32_t>(state.range(0)));
-  std::vector<std::uint32_t> mask(specdec::packed_mask_size(tree));
-  for (auto _ : state) {
-    specdec::build_packed_mask(tree, mask);
-    benchmark::DoNotOptimize(mask.data());
-  }
-  set_node_counters(state, static_cast<double>(tree.size()), static_cast<double>(mask.size()));
+  time_mask<std::uint32_t>(state, specdec::packed_mask_size, true, [](const DraftTree& t, auto m) {
+    specdec::build_packed_mask(t, m);
+  });
 }
 BENCHMARK(BM_TreePackedMask)->Apply(tree_sizes);
 
 // The device-style path: every row built independently by the row function (ancestor walk).
 static void BM_TreePackedMaskRowKernel(benchmark::State& state) {
-  const auto tree = bench_tree(static_cast<std::int32_t>(state.range(0)));
-  const auto words = specdec::packed_mask_words(tree.size());
-  std::vector<std::uint32_t> mask(specdec::packed_mask_size(tree));
-  for (auto _ : state) {
-    for (std::int32_t i = 0; i < tree.size(); ++i) {
-      specdec::detail::packed_mask_row(tree.parents.data(), words, i,
-                                       mask.data() + static_cast<std::size_t>(i) * words);
+  time_mask<std::uint32_t>(state, specdec::packed_mask_size, true, [](const DraftTree& t, auto m) {
+    const auto words = specdec::packed_mask_words(t.size());
+    for (std::int32_t i = 0; i < t.size(); ++i) {
+      specdec::detail::packed_mask_row(t.parents.data(), words, i,
+                                       m.data() + static_cast<std::size_t>(i) * words);
     }
-    benchmark::DoNotOptimize(mask.data());
-  }
-  set_node_counters(state, static_cast<double>(tree.size()), static_cast<double>(mask.size()));
+  });
 }
 BENCHMARK(BM_TreePackedMaskRowKernel)->Apply(tree_sizes);
 

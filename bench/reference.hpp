@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "specdec/core/warp.hpp"
 #include "specdec/toy/random.hpp"
 
 namespace specdec::bench {
@@ -29,6 +30,19 @@ inline void set_vocab_counters(benchmark::State& state, std::int64_t vocab,
   state.counters["ns_per_elem"] = benchmark::Counter(
       static_cast<double>(vocab) * rows_per_iteration * 1e-9,
       benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+
+/// warp_logits of one row of random_logits(state.range(0)) under `warp`, once per iteration.
+inline void time_warp_row(benchmark::State& state, const Warp& warp) {
+  const auto vocab = state.range(0);
+  const auto logits = random_logits(vocab);
+  std::vector<float> warped(logits.size());
+  Workspace ws(warp_workspace_size(vocab));
+  for (auto _ : state) {
+    warp_logits<float>(warp, logits, warped, ws);
+    benchmark::DoNotOptimize(warped.data());
+  }
+  set_vocab_counters(state, vocab);
 }
 
 inline void vocab_args(benchmark::internal::Benchmark* b) {

@@ -88,17 +88,9 @@ struct BeamLevelBatchArgs {
 namespace detail {
 
 template <class Backend>
-struct GumbelTopKBatchImpl {
-  static_assert(dependent_false<Backend>,
-                "gumbel_top_k_batch: no implementation for this backend; include "
-                "specdec/backend/cpu/draft_batch.hpp");
-};
+struct GumbelTopKBatchImpl : NoBackendImpl<Backend> {};
 template <class Backend>
-struct BeamLevelBatchImpl {
-  static_assert(dependent_false<Backend>,
-                "stochastic_beam_level_batch: no implementation for this backend; include "
-                "specdec/backend/cpu/draft_batch.hpp");
-};
+struct BeamLevelBatchImpl : NoBackendImpl<Backend> {};
 
 /// The shape checks of gumbel_top_k_batch every backend makes (the rows' contents aside).
 template <class T>

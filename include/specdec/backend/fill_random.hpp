@@ -37,11 +37,7 @@ struct FillRandomArgs {
 namespace detail {
 
 template <class Backend>
-struct FillRandomImpl {
-  static_assert(dependent_false<Backend>,
-                "fill_random: no implementation for this backend; include "
-                "specdec/backend/cpu/fill_random.hpp or specdec/backend/cuda/fill_random.hpp");
-};
+struct FillRandomImpl : NoBackendImpl<Backend> {};
 
 /// The checks of a FillRandomArgs: one stream per row of out, and draws within a stream's 2^32.
 inline void check_fill_random(const FillRandomArgs& args) {

@@ -5,8 +5,9 @@
 //   specdec::warp_logits_batch(specdec::backend::cpu, logits, warps, warped, ws);
 //   specdec::warp_logits_batch(specdec::backend::cuda.on(stream), logits, warps, warped, dws);
 // Each operation has one generic entry point that forwards to `detail::<Op>Impl<Backend>`, with one
-// specialisation per backend in backend/<name>/<op>.hpp. A backend with no specialisation fails to
-// compile with a message naming the operation.
+// specialisation per backend in backend/<name>/<op>.hpp. The primary templates derive from
+// detail::NoBackendImpl, so a backend with no specialisation fails to compile there, the
+// instantiation naming the operation's Impl.
 #pragma once
 
 #include <cstddef>
@@ -47,5 +48,16 @@ namespace specdec::detail {
 /// false, but only once T is known: lets a primary template's static_assert fire on use only.
 template <class... T>
 inline constexpr bool dependent_false = false;
+
+/// The primary template of every `detail::<Op>Impl<Backend>`: `template <class Backend> struct
+/// <Op>Impl : NoBackendImpl<Backend> {};`. Using an operation on a backend without its
+/// specialisation fails here; the error's instantiation context names the <Op>Impl.
+template <class Backend>
+struct NoBackendImpl {
+  static_assert(dependent_false<Backend>,
+                "this batched operation has no implementation for this backend: include the "
+                "backend's header of it (specdec/backend/cpu/<op>.hpp or "
+                "specdec/backend/cuda/<op>.hpp; the <Op>Impl is named above)");
+};
 
 }  // namespace specdec::detail

@@ -59,11 +59,7 @@ namespace detail {
 
 /// One specialisation per backend (backend/cpu/sglang_tree_batch.hpp).
 template <class Backend>
-struct SglangTreeBatchImpl {
-  static_assert(dependent_false<Backend>,
-                "verify_sglang_tree_batch: no implementation for this backend; include "
-                "specdec/backend/cpu/sglang_tree_batch.hpp");
-};
+struct SglangTreeBatchImpl : NoBackendImpl<Backend> {};
 
 }  // namespace detail
 

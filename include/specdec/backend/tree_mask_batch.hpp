@@ -48,13 +48,7 @@ struct TreePositionsBatchArgs {
 namespace detail {
 
 template <class Backend>
-struct TreeMaskBatchImpl {
-  static_assert(
-      dependent_false<Backend>,
-      "packed_tree_masks_batch / tree_positions_batch / prefix_match_batch: no "
-      "implementation for this backend; include "
-      "specdec/backend/cpu/tree_mask_batch.hpp or specdec/backend/cuda/tree_mask_batch.hpp");
-};
+struct TreeMaskBatchImpl : NoBackendImpl<Backend> {};
 
 /// Host checks of a CSR batch of trees: the offsets, N tokens and N parents, and where the host
 /// can read them (host offsets and a backend in host memory), each parent -1 or an earlier node

@@ -156,29 +156,13 @@ namespace detail {
 
 /// One specialisation per backend (backend/cpu/verify_batch.hpp, backend/cuda/verify_batch.hpp).
 template <class Backend>
-struct ChainBatchImpl {
-  static_assert(dependent_false<Backend>,
-                "verify_chain_batch: no implementation for this backend; include "
-                "specdec/backend/cpu/verify_batch.hpp or specdec/backend/cuda/verify_batch.hpp");
-};
+struct ChainBatchImpl : NoBackendImpl<Backend> {};
 template <class Backend>
-struct ChainBatchTargetOnlyImpl {
-  static_assert(dependent_false<Backend>,
-                "verify_chain_batch_target_only: no implementation for this backend; include "
-                "specdec/backend/cpu/verify_batch.hpp or specdec/backend/cuda/verify_batch.hpp");
-};
+struct ChainBatchTargetOnlyImpl : NoBackendImpl<Backend> {};
 template <class Backend>
-struct TreeBatchTargetOnlyImpl {
-  static_assert(dependent_false<Backend>,
-                "verify_tree_batch_target_only: no implementation for this backend; include "
-                "specdec/backend/cpu/verify_batch.hpp or specdec/backend/cuda/verify_batch.hpp");
-};
+struct TreeBatchTargetOnlyImpl : NoBackendImpl<Backend> {};
 template <class Backend>
-struct TreeBatchImpl {
-  static_assert(dependent_false<Backend>,
-                "verify_tree_batch: no implementation for this backend; include "
-                "specdec/backend/cpu/verify_batch.hpp or specdec/backend/cuda/verify_batch.hpp");
-};
+struct TreeBatchImpl : NoBackendImpl<Backend> {};
 
 /// A chain batch's two row matrices, whichever its args call them.
 template <class T>

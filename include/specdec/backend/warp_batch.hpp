@@ -27,11 +27,7 @@ namespace detail {
 
 /// One specialisation per backend (backend/cpu/warp_batch.hpp, backend/cuda/warp_batch.hpp).
 template <class Backend>
-struct WarpBatchImpl {
-  static_assert(dependent_false<Backend>,
-                "warp_logits_batch: no implementation for this backend; include "
-                "specdec/backend/cpu/warp_batch.hpp or specdec/backend/cuda/warp_batch.hpp");
-};
+struct WarpBatchImpl : NoBackendImpl<Backend> {};
 
 }  // namespace detail
 

@@ -34,6 +34,17 @@ inline std::size_t sequence_loop_bytes(const backend::Cpu& cpu, std::int64_t bat
   return static_cast<std::size_t>(threads) * scratch_bytes;
 }
 
+/// The workspace_size of a CPU operation that runs each of `shape.rows` rows through a row
+/// function needing `row_bytes(shape.vocab)` bytes of scratch: one such buffer per thread that
+/// takes part. Its Impl derives from it.
+template <std::size_t (*row_bytes)(std::int64_t)>
+struct RowLoopWorkspace {
+  template <class Shape>
+  static std::size_t workspace_size(const backend::Cpu& cpu, const Shape& shape) {
+    return sequence_loop_bytes(cpu, shape.rows, row_bytes(shape.vocab));
+  }
+};
+
 /// Calls one(b, scratch) for every sequence b of `loop` on the thread pool, scratch being the
 /// running thread's `loop.scratch_bytes` of `ws`. Results may depend on b only, never on the
 /// thread: the pool hands out sequences in any order.

@@ -19,11 +19,7 @@
 namespace specdec::detail {
 
 template <>
-struct GumbelTopKBatchImpl<backend::Cpu> {
-  static std::size_t workspace_size(const backend::Cpu& cpu, const GumbelTopKBatchShape& shape) {
-    return sequence_loop_bytes(cpu, shape.rows, gumbel_top_k_workspace_size(shape.vocab));
-  }
-
+struct GumbelTopKBatchImpl<backend::Cpu> : RowLoopWorkspace<gumbel_top_k_workspace_size> {
   template <class T>
   static void run(const backend::Cpu& cpu, const GumbelTopKBatchArgs<T>& args, Workspace& ws) {
     check_gumbel_top_k_batch(args);

@@ -16,13 +16,9 @@
 
 namespace specdec::detail {
 
+/// Workspace: one index buffer of `vocab` entries per thread that takes part.
 template <>
-struct WarpBatchImpl<backend::Cpu> {
-  /// One index buffer of `vocab` entries per thread that takes part.
-  static std::size_t workspace_size(const backend::Cpu& cpu, const WarpBatchShape& shape) {
-    return sequence_loop_bytes(cpu, shape.rows, warp_workspace_size(shape.vocab));
-  }
-
+struct WarpBatchImpl<backend::Cpu> : RowLoopWorkspace<warp_workspace_size> {
   /// Warps on the device are read as host memory (the CPU's memory is the host's).
   template <class T>
   static void run(const backend::Cpu& cpu, const WarpBatchArgs<T>& args, Workspace& ws);

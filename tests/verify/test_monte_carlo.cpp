@@ -122,10 +122,12 @@ TEST_CASE("accepting the first candidate never forms the residual", "[verify][la
   const std::vector<Token> candidates = {3, 1, 2};
   std::vector<float> scratch(4, std::numeric_limits<float>::quiet_NaN());
   const RandomStream stream{1};
-  CHECK(detail::multi_round_row(target.data(), draft.data(), 4, candidates.data(), 3, stream,
-                                scratch.data()) == NodeVerdict{0, 3});
-  CHECK(detail::recursive_row(target.data(), draft.data(), 4, candidates.data(), 3, stream,
-                              scratch.data()) == NodeVerdict{0, 3});
+  CHECK(detail::residual_walk<detail::ResidualRule::kMultiRound>(
+            detail::HostRows{}, target.data(), draft.data(), 4, candidates.data(), 3, stream,
+            scratch.data()) == NodeVerdict{0, 3});
+  CHECK(detail::residual_walk<detail::ResidualRule::kRecursive>(
+            detail::HostRows{}, target.data(), draft.data(), 4, candidates.data(), 3, stream,
+            scratch.data()) == NodeVerdict{0, 3});
   CHECK(detail::rejection_row(target.data(), draft.data(), 4, 3, stream, scratch.data()) ==
         NodeVerdict{0, 3});
   CHECK(detail::spectr_row(target.data(), draft.data(), 4, candidates.data(), 3, 1.0, stream,

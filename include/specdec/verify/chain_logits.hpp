@@ -237,7 +237,7 @@ ChainVerdict verify_chain_logits_unchecked(const Warp& w, const ChainLogitRows<T
     if (!(qx > 0.0f)) fail(token_name[i], "token {} has draft probability 0", x);
     const float px = warped_probability(target_stats, to_float(target.row(i)[x]), x);
     const auto s = stream.at_position(stream.position + static_cast<std::uint32_t>(i));
-    // multi_round_row's test for one candidate (mass 1).
+    // the multi-round residual walk's test for one candidate (mass 1).
     if (detail::accepts(s.uniform(0), qx, 1.0f, px)) {
       out[i] = x;
       continue;

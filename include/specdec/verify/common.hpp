@@ -62,6 +62,19 @@ void check_node_inputs(std::span<const T> target, std::span<const T> draft,
   }
 }
 
+/// A host entry's residual walk once its inputs are checked: the walk of `rule` with HostRows over
+/// the rows, one float row of `ws` as its scratch.
+template <ResidualRule rule, class T, UniformSource U>
+NodeVerdict host_residual_walk(std::span<const T> target, std::span<const T> draft,
+                               std::span<const Token> candidates, const U& uniforms,
+                               Workspace& ws) {
+  auto scope = ws.scope();
+  auto scratch = ws.take<float>(target.size());
+  return residual_walk<rule>(
+      HostRows{}, target.data(), draft.data(), static_cast<std::int64_t>(target.size()),
+      candidates.data(), static_cast<std::int32_t>(candidates.size()), uniforms, scratch.data());
+}
+
 inline void check_count(std::string_view name, std::size_t got, std::size_t lo, std::size_t hi) {
   if (got < lo || got > hi) {
     if (lo == hi) detail::fail(name, "has {} candidates, this rule takes exactly {}", got, lo);

@@ -2,7 +2,7 @@
 // Standard speculative rejection sampling, one candidate (docs/algorithms.md §1.1).
 #pragma once
 
-#include "specdec/verify/multi_round.hpp"
+#include "specdec/verify/common.hpp"
 
 namespace specdec {
 namespace detail {
@@ -14,7 +14,8 @@ namespace detail {
 template <class T, UniformSource U>
 SPECDEC_HOST_DEVICE NodeVerdict rejection_row(const T* target, const T* draft, std::int64_t vocab,
                                               Token candidate, const U& uniforms, float* scratch) {
-  return multi_round_row(target, draft, vocab, &candidate, 1, uniforms, scratch);
+  return residual_walk<ResidualRule::kMultiRound>(HostRows{}, target, draft, vocab, &candidate, 1,
+                                                  uniforms, scratch);
 }
 
 }  // namespace detail
@@ -26,11 +27,8 @@ NodeVerdict verify_rejection(std::type_identity_t<std::span<const T>> target,
                              const U& uniforms, Workspace& ws) {
   const Token c[1] = {candidate};
   detail::check_node_inputs<T>(target, draft, std::span<const Token>(c, 1), true, "candidate");
-  auto scope = ws.scope();
-  auto scratch = ws.take<float>(target.size());
-  return detail::rejection_row(target.data(), draft.data(),
-                               static_cast<std::int64_t>(target.size()), candidate, uniforms,
-                               scratch.data());
+  return detail::host_residual_walk<detail::ResidualRule::kMultiRound, T>(target, draft, c,
+                                                                          uniforms, ws);
 }
 
 }  // namespace specdec

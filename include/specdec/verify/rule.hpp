@@ -81,9 +81,11 @@ NodeVerdict verify_node_unchecked(const Rule& rule, const NodeRows<T>& rows,
       [&](const auto& r) -> NodeVerdict {
         using R = std::decay_t<decltype(r)>;
         if constexpr (std::is_same_v<R, Rejection> || std::is_same_v<R, MultiRound>) {
-          return multi_round_row(rows.target, rows.draft, n, candidates, count, uniforms, scratch);
+          return residual_walk<ResidualRule::kMultiRound>(HostRows{}, rows.target, rows.draft, n,
+                                                          candidates, count, uniforms, scratch);
         } else if constexpr (std::is_same_v<R, Recursive>) {
-          return recursive_row(rows.target, rows.draft, n, candidates, count, uniforms, scratch);
+          return residual_walk<ResidualRule::kRecursive>(HostRows{}, rows.target, rows.draft, n,
+                                                         candidates, count, uniforms, scratch);
         } else if constexpr (std::is_same_v<R, SpecTr>) {
           const double g =
               r.gamma > 0.0 ? r.gamma : spectr_gamma_row(rows.target, rows.draft, n, count);

@@ -53,8 +53,8 @@ struct TreeLogitRows {
   std::int64_t vocab = 0;
 };
 
-/// Whether the rule tests its first candidate by u_0 * q(x) < p(x) alone (multi_round_row and
-/// recursive_row with mass 1): that candidate is then accepted without writing a row.
+/// Whether the rule tests its first candidate by u_0 * q(x) < p(x) alone (either residual walk,
+/// with mass 1): that candidate is then accepted without writing a row.
 inline bool first_test_reads_entries(const Rule& rule) {
   return std::holds_alternative<Rejection>(rule) || std::holds_alternative<MultiRound>(rule) ||
          std::holds_alternative<Recursive>(rule);

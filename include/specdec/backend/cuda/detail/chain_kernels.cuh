@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "specdec/backend/cuda/detail/block_reduce.cuh"
+#include "specdec/backend/cuda/detail/ragged_block.cuh"
 #include "specdec/backend/cuda/detail/status_write.cuh"
 #include "specdec/backend/cuda/detail/warp_kernels.cuh"
 #include "specdec/backend/cuda/launchers.hpp"
@@ -120,22 +121,13 @@ __global__ void __launch_bounds__(kWarpThreads)
                         Global<std::int32_t> status = {}) {
   expect_block_threads(kWarpThreads);
   __shared__ ChainShared sh;
-  const std::int64_t b = blockIdx.x;
-  const specdec::detail::RaggedSlice sequence = specdec::detail::RaggedSlice::of(offsets, b);
-  const std::int64_t first_draft = sequence.first;
-  const int gamma = static_cast<int>(sequence.count);
-  const std::int64_t first_target = sequence.first_row();
-  const RandomStream stream = streams[b];
+  const auto [b, first_draft, gamma, first_target, stream] = ragged_block(offsets, streams);
   const DeviceWarp w = warps == nullptr ? shared_warp : warps[b];
   const Global<float> warped_target =
       kLogits ? rows_ws + b * 2 * static_cast<std::int64_t>(n) : Global<float>();
   const Global<float> warped_draft = kLogits ? warped_target + n : Global<float>();
   const Global<std::int32_t> out = emitted + first_target;
-  bool invalid = false;
-  for (int j = 0; j < gamma; ++j) {
-    const std::int32_t x = tokens[first_draft + j];
-    invalid = invalid || x < 0 || x >= n;
-  }
+  bool invalid = any_token_outside(tokens + first_draft, gamma, n);
   SequenceStatus code = invalid ? SequenceStatus::kTokenOutsideVocab : SequenceStatus::kOk;
   int i = 0;
   for (; i < gamma && !invalid; ++i) {
@@ -195,11 +187,7 @@ __global__ void __launch_bounds__(kWarpThreads)
     const int token = sample_block(RowValue{tp}, n, s.uniform(0), sh);
     if (threadIdx.x == 0) out[gamma] = token;
   }
-  if (threadIdx.x == 0) {
-    accepted[b] = invalid ? -1 : i;
-    for (int j = invalid ? 0 : i + 1; j <= gamma; ++j) out[j] = -1;
-    write_status(status, b, code);
-  }
+  finish_chain(accepted, out, b, gamma, i, invalid, status, code);
 }
 
 }  // namespace specdec::backend::cuda_impl::detail

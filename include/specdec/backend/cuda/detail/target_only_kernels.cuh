@@ -15,6 +15,7 @@
 #include "specdec/backend/cuda/detail/block_reduce.cuh"
 #include "specdec/backend/cuda/detail/global.cuh"
 #include "specdec/backend/cuda/detail/launch.cuh"
+#include "specdec/backend/cuda/detail/ragged_block.cuh"
 #include "specdec/backend/cuda/detail/row_draw.cuh"
 #include "specdec/backend/cuda/detail/status_write.cuh"
 #include "specdec/backend/cuda/launchers.hpp"
@@ -121,18 +122,9 @@ __global__ void __launch_bounds__(kTargetOnlyThreads)
                                     Global<std::int32_t> status = {}) {
   expect_block_threads(kTargetOnlyThreads);
   __shared__ TargetOnlyShared sh;
-  const std::int64_t b = blockIdx.x;
-  const specdec::detail::RaggedSlice sequence = specdec::detail::RaggedSlice::of(offsets, b);
-  const std::int64_t first_draft = sequence.first;
-  const int gamma = static_cast<int>(sequence.count);
-  const std::int64_t first_target = sequence.first_row();
-  const RandomStream stream = streams[b];
+  const auto [b, first_draft, gamma, first_target, stream] = ragged_block(offsets, streams);
   const Global<std::int32_t> out = emitted + first_target;
-  bool invalid = false;
-  for (int j = 0; j < gamma; ++j) {
-    const std::int32_t x = tokens[first_draft + j];
-    invalid = invalid || x < 0 || x >= n;
-  }
+  const bool invalid = any_token_outside(tokens + first_draft, gamma, n);
   int i = 0;
   int token = -1;
   for (; i < gamma && !invalid; ++i) {
@@ -151,13 +143,9 @@ __global__ void __launch_bounds__(kTargetOnlyThreads)
     token = exact_sample_row(TargetRowValue{target + (first_target + gamma) * target_stride}, n,
                              s.uniform(0), sh);
   }
-  if (threadIdx.x == 0) {
-    if (!invalid) out[i] = token;
-    accepted[b] = invalid ? -1 : i;
-    for (int j = invalid ? 0 : i + 1; j <= gamma; ++j) out[j] = -1;
-    write_status(status, b,
-                 invalid ? SequenceStatus::kTokenOutsideVocab : SequenceStatus::kOk);
-  }
+  if (threadIdx.x == 0 && !invalid) out[i] = token;
+  finish_chain(accepted, out, b, gamma, i, invalid, status,
+               invalid ? SequenceStatus::kTokenOutsideVocab : SequenceStatus::kOk);
 }
 
 /// One block per tree b (blockIdx.x), laid out as specdec::TreeBatchArgs (offsets cut tokens /
@@ -175,19 +163,10 @@ __global__ void __launch_bounds__(kTargetOnlyThreads) verify_tree_target_only_ke
     Global<std::int32_t> status = {}) {
   expect_block_threads(kTargetOnlyThreads);
   __shared__ TargetOnlyShared sh;
-  const std::int64_t b = blockIdx.x;
-  const specdec::detail::RaggedSlice tree = specdec::detail::RaggedSlice::of(offsets, b);
-  const int begin = static_cast<int>(tree.first);
-  const int nodes = static_cast<int>(tree.count);
-  const std::int64_t first_row = tree.first_row();
-  const RandomStream stream = streams[b];
+  const auto [b, begin, nodes, first_row, stream] = ragged_block(offsets, streams);
   const Global<const std::int32_t> tree_tokens = tokens + begin;
   const Global<const std::int32_t> tree_parents = parents + begin;
-  bool invalid = false;
-  for (int j = 0; j < nodes; ++j) {
-    const std::int32_t x = tree_tokens[j];
-    invalid = invalid || x < 0 || x >= n;
-  }
+  bool invalid = any_token_outside(tree_tokens, nodes, n);
   SequenceStatus code = invalid ? SequenceStatus::kTokenOutsideVocab : SequenceStatus::kOk;
   int current = -1;
   int walked = 0;

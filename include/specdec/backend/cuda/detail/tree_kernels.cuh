@@ -16,6 +16,7 @@
 
 #include "specdec/backend/cuda/detail/global.cuh"
 #include "specdec/backend/cuda/detail/launch.cuh"
+#include "specdec/backend/cuda/detail/ragged_block.cuh"
 #include "specdec/backend/cuda/detail/row_draw.cuh"
 #include "specdec/backend/cuda/detail/status_write.cuh"
 #include "specdec/backend/cuda/launchers.hpp"
@@ -191,13 +192,8 @@ __global__ void __launch_bounds__(kDrawThreads)
                        Global<std::uint8_t> bonus, Global<std::int32_t> status = {}) {
   expect_block_threads(kDrawThreads);
   __shared__ TreeShared sh;
-  const std::int64_t b = blockIdx.x;
-  const specdec::detail::RaggedSlice tree = specdec::detail::RaggedSlice::of(offsets, b);
-  const int begin = static_cast<int>(tree.first);
-  const int nodes = static_cast<int>(tree.count);
-  const std::int64_t first_row = tree.first_row();
-  const RandomStream stream = streams[b];
-  const Global<std::int32_t> candidates = ints + 2 * static_cast<std::int64_t>(begin);
+  const auto [b, begin, nodes, first_row, stream] = ragged_block(offsets, streams);
+  const Global<std::int32_t> candidates = ints + 2 * begin;
   const Global<std::int32_t> ids = candidates + nodes;
   const Global<const std::int32_t> tree_tokens = tokens + begin;
   const Global<const std::int32_t> tree_parents = parents + begin;

@@ -43,15 +43,18 @@ bool fly_native(const T* target, const T* draft, Token x, const RandomStream& s)
                  to_float(target[x]));
 }
 
-/// verify_chain_fly without validation: `length` tokens, (length + 1) * vocab target entries,
-/// `draft_rows` length * vocab entries or nullptr (drafts without rows), `out` length + 1 tokens,
-/// `scratch` vocab floats. check(i) runs before row i is read.
+/// verify_chain_fly without validation on `rows` (rows.draft nullptr: drafts without rows; raw
+/// rows unused): `out` length + 1 tokens, `scratch` vocab floats. check(i) runs before row i is
+/// read.
 template <class T, class Check = NoRowChecks>
-ChainVerdict verify_chain_fly_unchecked(const T* target_rows, const T* draft_rows,
-                                        const Token* draft_tokens, std::size_t length,
-                                        std::int64_t vocab, FlyParams params,
+ChainVerdict verify_chain_fly_unchecked(const specdec::ChainRows<T>& rows, FlyParams params,
                                         const RandomStream& stream, Token* out, float* scratch,
                                         const Check& check = {}) {
+  const T* target_rows = rows.target;
+  const T* draft_rows = rows.draft;
+  const Token* draft_tokens = rows.draft_tokens;
+  const std::size_t length = rows.length;
+  const std::int64_t vocab = rows.vocab;
   const auto v = static_cast<std::size_t>(vocab);
   const auto at = [&](std::size_t i) {
     return stream.at_position(stream.position + static_cast<std::uint32_t>(i));
@@ -122,9 +125,12 @@ ChainVerdict verify_chain_fly(std::type_identity_t<std::span<const T>> target_ro
   auto scope = ws.scope();
   auto scratch = ws.take<float>(v);
   return detail::verify_chain_fly_unchecked<T>(
-      target_rows.data(), draft_rows.empty() ? nullptr : draft_rows.data(), draft_tokens.data(),
-      draft_tokens.size(), vocab, params, stream, out.data(), scratch.data(),
-      detail::TargetRowChecks<T>{target_rows, v});
+      {.target = target_rows.data(),
+       .draft = draft_rows.empty() ? nullptr : draft_rows.data(),
+       .draft_tokens = draft_tokens.data(),
+       .length = draft_tokens.size(),
+       .vocab = vocab},
+      params, stream, out.data(), scratch.data(), detail::TargetRowChecks<T>{target_rows, v});
 }
 
 }  // namespace specdec

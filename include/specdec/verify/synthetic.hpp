@@ -30,9 +30,8 @@ SPECDEC_HOST_DEVICE Token target_without(const T* target, std::int64_t vocab, To
 /// probability of the position); otherwise the correction is drawn with draw 1 from the target
 /// without the candidate.
 template <class T, UniformSource U>
-SPECDEC_HOST_DEVICE NodeVerdict synthetic_row(const T* target, std::int64_t vocab,
-                                              Token candidate, float rate, const U& uniforms,
-                                              float* scratch) {
+SPECDEC_HOST_DEVICE NodeVerdict synthetic_row(const T* target, std::int64_t vocab, Token candidate,
+                                              float rate, const U& uniforms, float* scratch) {
   if (uniforms.uniform(0u) < rate) return {0, candidate};
   return {-1, target_without(target, vocab, candidate, uniforms.uniform(1u), scratch)};
 }
@@ -51,22 +50,22 @@ inline void check_synthetic_rates(std::span<const float> rates, std::size_t leng
   }
 }
 
-/// verify_chain_synthetic without validation (same draws): `length` tokens, (length + 1) * vocab
-/// target entries, `rates` `length` probabilities, `out` length + 1 tokens, `scratch` vocab floats.
+/// verify_chain_synthetic without validation (same draws) on `rows` (its target rows and draft
+/// tokens; draft and raw rows unused): `rates` rows.length probabilities, `out` length + 1
+/// tokens, `scratch` vocab floats.
 template <class T, class Check = NoRowChecks>
-ChainVerdict verify_chain_synthetic_unchecked(const T* target_rows, const Token* draft_tokens,
-                                              std::size_t length, std::int64_t vocab,
-                                              const float* rates, const RandomStream& stream,
-                                              Token* out, float* scratch,
-                                              const Check& check = {}) {
+ChainVerdict verify_chain_synthetic_unchecked(const specdec::ChainRows<T>& rows, const float* rates,
+                                              const RandomStream& stream, Token* out,
+                                              float* scratch, const Check& check = {}) {
+  const std::int64_t vocab = rows.vocab;
   const auto v = static_cast<std::size_t>(vocab);
   const auto verify = [&](std::size_t i, const RandomStream& s) {
-    return synthetic_row(target_rows + i * v, vocab, draft_tokens[i], rates[i], s, scratch);
+    return synthetic_row(rows.target + i * v, vocab, rows.draft_tokens[i], rates[i], s, scratch);
   };
   const auto bonus = [&](const RandomStream& s) {
-    return sample_row(target_rows + length * v, vocab, s.uniform(0));
+    return sample_row(rows.target + rows.length * v, vocab, s.uniform(0));
   };
-  return walk_chain(length, stream, out, check, verify, bonus);
+  return walk_chain(rows.length, stream, out, check, verify, bonus);
 }
 
 }  // namespace detail
@@ -87,8 +86,11 @@ ChainVerdict verify_chain_synthetic(std::type_identity_t<std::span<const T>> tar
   auto scope = ws.scope();
   auto scratch = ws.take<float>(static_cast<std::size_t>(vocab));
   return detail::verify_chain_synthetic_unchecked<T>(
-      target_rows.data(), draft_tokens.data(), draft_tokens.size(), vocab, rates.data(), stream,
-      out.data(), scratch.data(),
+      {.target = target_rows.data(),
+       .draft_tokens = draft_tokens.data(),
+       .length = draft_tokens.size(),
+       .vocab = vocab},
+      rates.data(), stream, out.data(), scratch.data(),
       detail::TargetRowChecks<T>{target_rows, static_cast<std::size_t>(vocab)});
 }
 

@@ -21,8 +21,11 @@ inline void verify_chain_batch_synthetic(const backend::Cpu& cpu, const ChainBat
     detail::check_target_only_chain<float>(s.target, s.tokens, vocab, s.emitted.size());
     detail::check_synthetic_rates(rates, s.tokens.size());
     return detail::verify_chain_synthetic_unchecked<float>(
-        s.target.data(), s.tokens.data(), s.tokens.size(), vocab, rates.data(), s.stream,
-        s.emitted.data(), s.scratch,
+        {.target = s.target.data(),
+         .draft_tokens = s.tokens.data(),
+         .length = s.tokens.size(),
+         .vocab = vocab},
+        rates.data(), s.stream, s.emitted.data(), s.scratch,
         detail::TargetRowChecks<float>{s.target, static_cast<std::size_t>(vocab)});
   });
 }
@@ -43,15 +46,19 @@ inline void verify_chain_batch_fly(const backend::Cpu& cpu, const ChainBatchArgs
                                         {});
       // Every row the window may read ahead is checked up front.
       for (std::size_t i = 0; i <= s.tokens.size(); ++i) {
-        detail::ChainRowChecks<float>{rule,     s.target, s.draft, {}, {},
-                                      s.tokens, static_cast<std::size_t>(vocab)}(i);
+        detail::ChainRowChecks<float>{
+            rule, s.target, s.draft, {}, {}, s.tokens, static_cast<std::size_t>(vocab)}(i);
       }
     } else {
       detail::check_target_only_chain<float>(s.target, s.tokens, vocab, s.emitted.size());
     }
     return detail::verify_chain_fly_unchecked<float>(
-        s.target.data(), with_draft ? s.draft.data() : nullptr, s.tokens.data(), s.tokens.size(),
-        vocab, params, s.stream, s.emitted.data(), s.scratch,
+        {.target = s.target.data(),
+         .draft = with_draft ? s.draft.data() : nullptr,
+         .draft_tokens = s.tokens.data(),
+         .length = s.tokens.size(),
+         .vocab = vocab},
+        params, s.stream, s.emitted.data(), s.scratch,
         detail::TargetRowChecks<float>{s.target, static_cast<std::size_t>(vocab)});
   });
 }

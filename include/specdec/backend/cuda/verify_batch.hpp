@@ -176,12 +176,25 @@ struct TreeBatchImpl<backend::Cuda> {
   }
 };
 
-template <>
-struct ChainBatchTargetOnlyImpl<backend::Cuda> {
-  /// Device bytes: the staged offsets and streams (verify_chain_batch's).
-  static std::size_t workspace_size(const backend::Cuda&, const ChainBatchShape& shape) {
+/// The device workspace of the target-only batches: their staged offsets and streams only
+/// (verify_chain_batch's; less than verify_tree_batch's). Their Impls derive from it.
+struct StagedArraysWorkspace {
+  template <class Shape>
+  static std::size_t workspace_size(const backend::Cuda&, const Shape& shape) {
     return backend::cuda_impl::chain_workspace_size(shape.batch);
   }
+
+  /// The check of `ws` for a call whose first host array is `host_array`: with both arrays on the
+  /// device (none named) nothing is staged and no workspace is needed.
+  static void check(const backend::DeviceWorkspace& ws, std::string_view host_array,
+                    std::int64_t batch) {
+    check_device_workspace(
+        ws, host_array.empty() ? 0 : backend::cuda_impl::chain_workspace_size(batch));
+  }
+};
+
+template <>
+struct ChainBatchTargetOnlyImpl<backend::Cuda> : StagedArraysWorkspace {
 
   /// Shapes and offsets are checked on the host (check_chain_batch without draft rows, as on the
   /// CPU); device rows and tokens are not scanned. A sequence with a draft token outside the
@@ -192,21 +205,14 @@ struct ChainBatchTargetOnlyImpl<backend::Cuda> {
     const auto p = chain_params<float>(
         args, check_chain_batch<backend::Cuda>(args, /*draft_rows=*/false), /*draft_rows=*/false);
     const std::string_view host_array = chain_host_array(args);
-    // With both arrays on the device nothing is staged: no workspace is needed.
-    check_device_workspace(
-        ws, host_array.empty() ? 0 : backend::cuda_impl::chain_workspace_size(p.batch));
+    check(ws, host_array, p.batch);
     check_cuda_staged(backend::cuda_impl::verify_chain_batch_target_only(p, ws.data, cuda.stream),
                       "verify_chain_batch_target_only", host_array);
   }
 };
 
 template <>
-struct TreeBatchTargetOnlyImpl<backend::Cuda> {
-  /// Device bytes: the staged offsets and streams (less than verify_tree_batch's).
-  static std::size_t workspace_size(const backend::Cuda&, const TreeBatchShape& shape) {
-    return backend::cuda_impl::chain_workspace_size(shape.batch);
-  }
-
+struct TreeBatchTargetOnlyImpl<backend::Cuda> : StagedArraysWorkspace {
   /// Shapes and offsets are checked on the host (check_tree_batch without draft rows, as on the
   /// CPU); device tokens, parents and rows are not scanned: they must be what the CPU backend
   /// accepts (level-ordered trees, probability rows). A tree with a token outside the vocabulary
@@ -218,8 +224,7 @@ struct TreeBatchTargetOnlyImpl<backend::Cuda> {
     const RaggedSizes sizes = check_tree_batch<backend::Cuda>(args, /*draft_rows=*/false);
     const auto p = tree_params(args, sizes, /*draft_rows=*/false);
     const std::string_view host_array = tree_host_array(args);
-    check_device_workspace(
-        ws, host_array.empty() ? 0 : backend::cuda_impl::chain_workspace_size(p.batch));
+    check(ws, host_array, p.batch);
     check_cuda_staged(
         backend::cuda_impl::verify_tree_batch_target_only(p, ws.data, cuda.stream),
         "verify_tree_batch_target_only", host_array);

@@ -92,11 +92,7 @@ void bind_core(py::module_& m) {
            }),
            py::kw_only(), py::arg("seed") = 0, py::arg("sequence") = 0, py::arg("position") = 0,
            py::arg("node") = 0, py::arg("domain") = Domain::kVerify)
-      .def_readwrite("seed", &RandomStream::seed)
-      .def_readwrite("sequence", &RandomStream::sequence)
-      .def_readwrite("position", &RandomStream::position)
-      .def_readwrite("node", &RandomStream::node)
-      .def_readwrite("domain", &RandomStream::domain)
+      SPECDEC_FIELDS(RandomStream, seed, sequence, position, node, domain)
       .def("uniform", &RandomStream::uniform, py::arg("draw"), "Draw `draw` as a uniform in (0, 1).")
       .def("gumbel", &RandomStream::gumbel, py::arg("draw"), "Draw `draw` as a standard Gumbel.")
       .def("at_node", &RandomStream::at_node, py::arg("node"), "The same stream at another node.")
@@ -116,10 +112,7 @@ void bind_core(py::module_& m) {
            }),
            py::kw_only(), py::arg("temperature") = 1.0f, py::arg("top_k") = 0,
            py::arg("top_p") = 1.0f, py::arg("min_p") = 0.0f)
-      .def_readwrite("temperature", &Warp::temperature)
-      .def_readwrite("top_k", &Warp::top_k)
-      .def_readwrite("top_p", &Warp::top_p)
-      .def_readwrite("min_p", &Warp::min_p)
+      SPECDEC_FIELDS(Warp, temperature, top_k, top_p, min_p)
       .def("is_greedy", &Warp::is_greedy)
       .def("is_identity", &Warp::is_identity)
       .def("validate", &Warp::validate, py::arg("vocab"),

@@ -16,6 +16,7 @@
 #include <variant>
 #include <vector>
 
+#include "bindings.hpp"
 #include "decode_providers.hpp"
 #include "specdec/decode/any_strategy.hpp"
 #include "specdec/decode/decoder.hpp"
@@ -373,14 +374,8 @@ void bind_redrafter_decoding(py::module_& m) {
            py::arg("max_new_tokens") = redrafter.max_new_tokens,
            py::arg("end_token") = redrafter.end_token, py::arg("seed") = redrafter.seed,
            "typical: a Typical rule for ReDrafterVerification.TYPICAL (None = Typical()).")
-      .def_readwrite("verification", &ReDrafterOptions::verification)
-      .def_readwrite("warp", &ReDrafterOptions::warp)
-      .def_readwrite("width", &ReDrafterOptions::width)
-      .def_readwrite("depth", &ReDrafterOptions::depth)
-      .def_readwrite("typical", &ReDrafterOptions::typical)
-      .def_readwrite("max_new_tokens", &ReDrafterOptions::max_new_tokens)
-      .def_readwrite("end_token", &ReDrafterOptions::end_token)
-      .def_readwrite("seed", &ReDrafterOptions::seed)
+      SPECDEC_FIELDS(ReDrafterOptions, verification, warp, width, depth, typical, max_new_tokens,
+                                       end_token, seed)
       .def("validate", &ReDrafterOptions::validate, py::arg("vocab"));
 
   m.def(

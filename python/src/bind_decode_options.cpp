@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "bindings.hpp"
 #include "decode_providers.hpp"
 #include "specdec/decode/any_strategy.hpp"
 #include "specdec/decode/decoder.hpp"
@@ -55,13 +56,8 @@ void bind_strategy_options(py::module_& m) {
            py::arg("depth") = tree.depth, py::arg("budget") = tree.budget,
            py::arg("min_gain") = tree.min_gain, py::arg("verify_cost") = tree.verify_cost,
            py::arg("draft_cost_per_level") = tree.draft_cost_per_level)
-      .def_readwrite("shape", &TopKTreeOptions::shape)
-      .def_readwrite("width", &TopKTreeOptions::width)
-      .def_readwrite("depth", &TopKTreeOptions::depth)
-      .def_readwrite("budget", &TopKTreeOptions::budget)
-      .def_readwrite("min_gain", &TopKTreeOptions::min_gain)
-      .def_readwrite("verify_cost", &TopKTreeOptions::verify_cost)
-      .def_readwrite("draft_cost_per_level", &TopKTreeOptions::draft_cost_per_level)
+      SPECDEC_FIELDS(TopKTreeOptions, shape, width, depth, budget, min_gain, verify_cost,
+                                      draft_cost_per_level)
       .def("validate", &TopKTreeOptions::validate, py::arg("vocab"),
            "Raises specdec.Error naming the first field that is bad for `vocab`.")
       .def("max_tree_size", &TopKTreeOptions::max_tree_size,
@@ -79,9 +75,7 @@ void bind_strategy_options(py::module_& m) {
            }),
            py::kw_only(), py::arg("max_ngram") = ngram.max_ngram,
            py::arg("min_ngram") = ngram.min_ngram, py::arg("max_draft") = ngram.max_draft)
-      .def_readwrite("max_ngram", &NGramOptions::max_ngram)
-      .def_readwrite("min_ngram", &NGramOptions::min_ngram)
-      .def_readwrite("max_draft", &NGramOptions::max_draft)
+      SPECDEC_FIELDS(NGramOptions, max_ngram, min_ngram, max_draft)
       .def("validate", &NGramOptions::validate,
            "Raises specdec.Error naming the first bad field.");
 
@@ -114,8 +108,7 @@ void bind_strategy_options(py::module_& m) {
            py::arg("policy"), py::arg("max_length"), py::kw_only(),
            py::arg("draft_cost") = py::none(), py::arg("threshold") = py::none(),
            py::arg("draft_warp") = Warp{})
-      .def_readwrite("policy", &ChainLengthOptions::policy)
-      .def_readwrite("draft_warp", &ChainLengthOptions::draft_warp)
+      SPECDEC_FIELDS(ChainLengthOptions, policy, draft_warp)
       .def("max_length", &ChainLengthOptions::max_length, "The chosen controller's max_length.");
 }
 
@@ -177,19 +170,8 @@ void bind_decode_options(py::module_& m) {
            py::arg("lossy") = py::none(), py::arg("max_new_tokens") = method.max_new_tokens,
            py::arg("end_token") = method.end_token, py::arg("seed") = method.seed,
            "cascade / lossy: a Cascade / Lossy rule (None = its defaults, Cascade() / Lossy()).")
-      .def_readwrite("method", &DecodeOptions::method)
-      .def_readwrite("warp", &DecodeOptions::warp)
-      .def_readwrite("depth", &DecodeOptions::depth)
-      .def_readwrite("width", &DecodeOptions::width)
-      .def_readwrite("branching", &DecodeOptions::branching)
-      .def_readwrite("tau", &DecodeOptions::tau)
-      .def_readwrite("mtad_beam_search", &DecodeOptions::mtad_beam_search)
-      .def_readwrite("spectr_gamma", &DecodeOptions::spectr_gamma)
-      .def_readwrite("cascade", &DecodeOptions::cascade)
-      .def_readwrite("lossy", &DecodeOptions::lossy)
-      .def_readwrite("max_new_tokens", &DecodeOptions::max_new_tokens)
-      .def_readwrite("end_token", &DecodeOptions::end_token)
-      .def_readwrite("seed", &DecodeOptions::seed)
+      SPECDEC_FIELDS(DecodeOptions, method, warp, depth, width, branching, tau, mtad_beam_search,
+                                    spectr_gamma, cascade, lossy, max_new_tokens, end_token, seed)
       .def("validate", &DecodeOptions::validate, py::arg("vocab"),
            "Raises specdec.Error naming the first field that is bad for `vocab`.")
       .def("__repr__", [](const DecodeOptions& o) {

@@ -376,9 +376,7 @@ void bind_redrafter(py::module_& m) {
       .def_readwrite("hidden", &ReDrafterConfig::hidden, "H, the target's hidden size.")
       .def_readwrite("exit_dim", &ReDrafterConfig::exit_dim,
                      "D, the residual blocks' width (D != 2H adds an input projection).")
-      .def_readwrite("vocab", &ReDrafterConfig::vocab)
-      .def_readwrite("num_layers", &ReDrafterConfig::num_layers)
-      .def_readwrite("rnn", &ReDrafterConfig::rnn)
+      SPECDEC_FIELDS(ReDrafterConfig, vocab, num_layers, rnn)
       .def_readwrite("top_k", &ReDrafterConfig::top_k, "0 keeps every logit.")
       .def("__repr__", [](const ReDrafterConfig& c) {
         return fmt::format(

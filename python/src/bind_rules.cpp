@@ -125,10 +125,7 @@ void bind_rule_classes(py::module_& m) {
            }),
            py::kw_only(), py::arg("alpha") = 0.0f, py::arg("beta") = 1.0f,
            py::arg("tune_beta") = false, py::arg("greedy") = false)
-      .def_readwrite("alpha", &Lossy::alpha)
-      .def_readwrite("beta", &Lossy::beta)
-      .def_readwrite("tune_beta", &Lossy::tune_beta)
-      .def_readwrite("greedy", &Lossy::greedy);
+      SPECDEC_FIELDS(Lossy, alpha, beta, tune_beta, greedy);
   rule_methods(lossy);
 
   py::class_<Cascade> cascade(
@@ -141,8 +138,7 @@ void bind_rule_classes(py::module_& m) {
              return Cascade{deferral, alpha};
            }),
            py::kw_only(), py::arg("deferral") = Deferral::kChow, py::arg("alpha") = 0.0f)
-      .def_readwrite("deferral", &Cascade::deferral)
-      .def_readwrite("alpha", &Cascade::alpha);
+      SPECDEC_FIELDS(Cascade, deferral, alpha);
   rule_methods(cascade);
 
   py::class_<Typical> typical(m, "Typical",
@@ -153,8 +149,7 @@ void bind_rule_classes(py::module_& m) {
              return Typical{epsilon, delta};
            }),
            py::kw_only(), py::arg("epsilon") = 0.3f, py::arg("delta") = 0.09f)
-      .def_readwrite("epsilon", &Typical::epsilon)
-      .def_readwrite("delta", &Typical::delta);
+      SPECDEC_FIELDS(Typical, epsilon, delta);
   rule_methods(typical);
 
   py::class_<Greedy> greedy(m, "Greedy",

@@ -7,6 +7,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "bindings.hpp"
 #include "decode_providers.hpp"
 #include "specdec/toy/toy.hpp"
 #include "specdec/tree/tree_mask.hpp"
@@ -218,10 +219,8 @@ void bind_toys(py::module_& m) {
            py::arg("hidden_window") = provider.hidden_window,
            py::arg("hidden_seed") = provider.hidden_seed,
            py::arg("hidden_probabilities") = provider.hidden_probabilities)
-      .def_readwrite("hidden_size", &toy::ProviderOptions::hidden_size)
-      .def_readwrite("hidden_window", &toy::ProviderOptions::hidden_window)
-      .def_readwrite("hidden_seed", &toy::ProviderOptions::hidden_seed)
-      .def_readwrite("hidden_probabilities", &toy::ProviderOptions::hidden_probabilities);
+      SPECDEC_FIELDS(toy::ProviderOptions, hidden_size, hidden_window, hidden_seed,
+                                           hidden_probabilities);
 
   bind_toy_provider<toy::MarkovProvider>(m, "MarkovProvider", "MarkovModel");
   bind_toy_provider<toy::NGramProvider>(m, "NGramProvider", "NGramModel");

@@ -9,6 +9,18 @@
 
 #include "specdec/core/workspace.hpp"
 
+// In a py::class_<C> chain, SPECDEC_FIELDS(C, a, b, ...) is .def_readwrite("a", &C::a)
+// .def_readwrite("b", &C::b) ...: a parameter struct's fields under their C++ names (up to 32).
+#define SPECDEC_FIELDS(C, ...) __VA_OPT__(SPECDEC_EXPAND_(SPECDEC_FIELDS_(C, __VA_ARGS__)))
+#define SPECDEC_FIELDS_(C, field, ...) \
+  .def_readwrite(#field, &C::field) __VA_OPT__(SPECDEC_FIELDS_AGAIN_ SPECDEC_PARENS_(C, __VA_ARGS__))
+#define SPECDEC_FIELDS_AGAIN_() SPECDEC_FIELDS_
+#define SPECDEC_PARENS_ ()
+#define SPECDEC_EXPAND_(...) SPECDEC_EXPAND3_(SPECDEC_EXPAND3_(SPECDEC_EXPAND3_(__VA_ARGS__)))
+#define SPECDEC_EXPAND3_(...) SPECDEC_EXPAND2_(SPECDEC_EXPAND2_(SPECDEC_EXPAND2_(__VA_ARGS__)))
+#define SPECDEC_EXPAND2_(...) SPECDEC_EXPAND1_(SPECDEC_EXPAND1_(SPECDEC_EXPAND1_(__VA_ARGS__)))
+#define SPECDEC_EXPAND1_(...) __VA_ARGS__
+
 namespace specdec::python {
 
 namespace py = pybind11;

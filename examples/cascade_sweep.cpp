@@ -135,12 +135,7 @@ int main(int argc, char** argv) {
   Settings settings;
   const auto no_other_option = [](const char*, const char*) { return false; };
   if (!toy_sweep::parse_args(argc, argv, settings, no_other_option)) return 2;
-  toy::NGramModel::Config config;
-  config.vocab = 32;
-  config.order = 2;
-  config.concentration = 0.3;
-  config.seed = 404;
-  const toy::NGramModel data(config);
+  const toy::NGramModel data({.vocab = 32, .order = 2, .concentration = 0.3, .seed = 404});
   const World world{data, toy::NGramModel::draft_of(data, 0.25f, 1.0f, 0x1a76e),
                     toy::NGramModel::draft_of(data, 0.55f, 1.3f, 0x5a11)};
 

@@ -230,12 +230,7 @@ int main(int argc, char** argv) {
 
   // Order-2 n-gram target over V = 32 with peaked rows; the draft sees the target's rows at
   // temperature 1.6 mixed with 40% of an unrelated model's rows, so it diverges noticeably.
-  toy::NGramModel::Config config;
-  config.vocab = 32;
-  config.order = 2;
-  config.concentration = 0.3;
-  config.seed = 11;
-  const toy::NGramModel target(config);
+  const toy::NGramModel target({.vocab = 32, .order = 2, .concentration = 0.3, .seed = 11});
   const Models models{
       target, toy::NGramModel::draft_of(target, settings.draft_noise, settings.draft_temperature)};
   std::printf(

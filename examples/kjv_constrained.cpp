@@ -101,19 +101,11 @@ std::string shape_of(const std::string& method) {
 }
 
 int run(const Settings& s) {
-  const auto target_entry = kjv::read_pair_entry(s.models, "target");
-  const auto draft_entry = kjv::read_pair_entry(s.models, "draft");
-  const kjv::Transformer target(target_entry.config, target_entry.weights);
-  const kjv::Transformer draft(draft_entry.config, draft_entry.weights);
-  specdec::check_same_vocabulary(draft.config().vocab, target.config().vocab);
-  const auto context = std::min(target.config().max_positions, draft.config().max_positions);
-  const auto prompt = encode(s.prompt, target.config().vocab, context);
-  const auto room = context - static_cast<std::int64_t>(prompt.size()) - kDeepestTree;
-  if (s.tokens > room) {
-    fail("--tokens",
-         "{} after a prompt of {} bytes overflows the context of {} positions (at most {})",
-         s.tokens, prompt.size(), context, room);
-  }
+  const auto pair = kjv::read_pair(s.models);
+  const auto& target = pair.target;
+  const auto& draft = pair.draft;
+  const auto prompt = encode(s.prompt, target.config().vocab, pair.context());
+  kjv::check_tokens_fit(s.tokens, prompt.size(), pair.context(), kDeepestTree);
   std::printf("prompt \"%s\", %lld tokens x %lld sequences per method, temperature %g, seed %llu\n",
               shown(prompt).c_str(), static_cast<long long>(s.tokens),
               static_cast<long long>(s.repeats), static_cast<double>(s.temperature),

@@ -245,12 +245,10 @@ void print_pass_costs(const kjv::Transformer& target, const kjv::Transformer& dr
 }
 
 int run(const Settings& s) {
-  const auto target_entry = kjv::read_pair_entry(s.models, "target");
-  const auto draft_entry = kjv::read_pair_entry(s.models, "draft");
-  const kjv::Transformer target(target_entry.config, target_entry.weights);
-  const kjv::Transformer draft(draft_entry.config, draft_entry.weights);
-  specdec::check_same_vocabulary(draft.config().vocab, target.config().vocab);
-  const auto context = std::min(target.config().max_positions, draft.config().max_positions);
+  const auto pair = kjv::read_pair(s.models);
+  const auto& target = pair.target;
+  const auto& draft = pair.draft;
+  const auto context = pair.context();
   const auto prompt = kjv::encode_prompt(s.prompt, target.config().vocab, context, kDeepestTree);
   if (!s.dump_logits.empty()) {
     const auto& model = s.dump_logits == "target" ? target : draft;
@@ -261,13 +259,7 @@ int run(const Settings& s) {
     dump_tree(target, prompt, s.dump_tree);
     return 0;
   }
-  const auto room = context - static_cast<std::int64_t>(prompt.size()) - kDeepestTree;
-  if (s.tokens > room) {
-    fail("--tokens",
-         "{} after a prompt of {} bytes overflows the context of {} positions (at "
-         "most {})",
-         s.tokens, prompt.size(), context, room);
-  }
+  kjv::check_tokens_fit(s.tokens, prompt.size(), context, kDeepestTree);
   const auto describe = [](const char* name, const kjv::Config& c) {
     std::printf("%s: %lld layers, width %lld, %lld heads, %lld positions, vocabulary %lld\n", name,
                 static_cast<long long>(c.layers), static_cast<long long>(c.width),

@@ -19,6 +19,7 @@
 #include "specdec/core/token.hpp"
 #include "specdec/io/json.hpp"
 #include "specdec/io/safetensors.hpp"
+#include "specdec/provider/logits_provider.hpp"
 
 namespace kjv {
 
@@ -303,6 +304,27 @@ inline PairEntry read_pair_entry(const std::filesystem::path& directory, const s
     specdec::detail::fail("kjv_pair.json", "models.{}.file is not a string", name);
   out.weights = directory / file.get<std::string>();
   return out;
+}
+
+/// The trained pair of a models directory: the target and the draft, of one vocabulary.
+struct ModelPair {
+  Transformer target, draft;
+
+  /// The positions both models hold.
+  std::int64_t context() const {
+    return std::min(target.config().max_positions, draft.config().max_positions);
+  }
+};
+
+/// Reads both models of `directory`/kjv_pair.json (read_pair_entry's errors; a specdec::Error
+/// naming the draft when the vocabularies differ).
+inline ModelPair read_pair(const std::filesystem::path& directory) {
+  const auto target = read_pair_entry(directory, "target");
+  const auto draft = read_pair_entry(directory, "draft");
+  ModelPair pair{Transformer(target.config, target.weights),
+                 Transformer(draft.config, draft.weights)};
+  specdec::check_same_vocabulary(pair.draft.config().vocab, pair.target.config().vocab);
+  return pair;
 }
 
 }  // namespace kjv

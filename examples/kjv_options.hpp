@@ -129,4 +129,17 @@ inline std::vector<specdec::Token> encode_prompt(std::string_view text, std::int
   return tokens;
 }
 
+/// --tokens after a prompt of `prompt` tokens must leave room in a context of `context`
+/// positions for a tree `deepest` deep (else an error naming --tokens).
+inline void check_tokens_fit(std::int64_t tokens, std::size_t prompt, std::int64_t context,
+                             std::int64_t deepest) {
+  const auto room = context - static_cast<std::int64_t>(prompt) - deepest;
+  if (tokens > room) {
+    specdec::detail::fail(
+        "--tokens",
+        "{} after a prompt of {} bytes overflows the context of {} positions (at most {})", tokens,
+        prompt, context, room);
+  }
+}
+
 }  // namespace kjv

@@ -10,17 +10,8 @@
 
 namespace specdec::test {
 
-struct KjvPair {
-  kjv::Transformer target, draft;
-};
-
-inline const KjvPair& kjv_pair() {
-  static const KjvPair pair = [] {
-    const auto target = kjv::read_pair_entry(SPECDEC_MODELS_DIR, "target");
-    const auto draft = kjv::read_pair_entry(SPECDEC_MODELS_DIR, "draft");
-    return KjvPair{kjv::Transformer(target.config, target.weights),
-                   kjv::Transformer(draft.config, draft.weights)};
-  }();
+inline const kjv::ModelPair& kjv_pair() {
+  static const kjv::ModelPair pair = kjv::read_pair(SPECDEC_MODELS_DIR);
   return pair;
 }
 

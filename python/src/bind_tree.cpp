@@ -83,37 +83,62 @@ void bind_draft_tree(py::module_& m) {
       });
 }
 
+/// A function's Python name and docstring.
+struct Named {
+  const char* name;
+  const char* doc;
+};
+
+/// Binds the ancestor masks and position ids of a structure of n nodes (`argument`: a DraftTree or
+/// CompressedBeams): `dense` returns uint8 [n, n] as fill_dense writes it, `packed` uint32
+/// [n, ceil(n / 32)] as fill_packed does, `positions` int32 [n] after a context of
+/// `context_length` tokens as fill_positions does; each is filled without the GIL.
+template <class S, class FillDense, class FillPacked, class FillPositions>
+void def_masks_and_positions(py::module_& m, const char* argument, Named dense, Named packed,
+                             Named positions, FillDense fill_dense, FillPacked fill_packed,
+                             FillPositions fill_positions) {
+  m.def(
+      dense.name,
+      [fill_dense](const S& s) {
+        const auto n = static_cast<std::int64_t>(s.size());
+        return filled<std::uint8_t>({n, n}, [&](auto out) { fill_dense(s, out); });
+      },
+      py::arg(argument), dense.doc);
+  m.def(
+      packed.name,
+      [fill_packed](const S& s) {
+        const auto n = static_cast<std::int64_t>(s.size());
+        return filled<std::uint32_t>({n, packed_mask_words(s.size())},
+                                     [&](auto out) { fill_packed(s, out); });
+      },
+      py::arg(argument), packed.doc);
+  m.def(
+      positions.name,
+      [fill_positions](const S& s, std::int32_t context_length) {
+        return filled<std::int32_t>({static_cast<std::int64_t>(s.size())},
+                                    [&](auto out) { fill_positions(s, context_length, out); });
+      },
+      py::arg(argument), py::arg("context_length"), positions.doc);
+}
+
 void bind_masks_and_paths(py::module_& m) {
-  m.def(
-      "build_dense_mask",
-      [](const DraftTree& tree) {
-        const auto n = static_cast<std::int64_t>(tree.size());
-        return filled<std::uint8_t>({n, n}, [&](auto out) { build_dense_mask(tree, out); });
-      },
-      py::arg("tree"),
-      "The dense ancestor mask, uint8 [N, N]: mask[i, j] = 1 when node j is node i or one of its\n"
-      "ancestors. The committed context (root included) is visible to every node and is not part\n"
-      "of the matrix: an engine prepends its context columns.");
-  m.def(
-      "build_packed_mask",
-      [](const DraftTree& tree) {
-        const auto n = static_cast<std::int64_t>(tree.size());
-        return filled<std::uint32_t>({n, packed_mask_words(tree.size())},
-                                     [&](auto out) { build_packed_mask(tree, out); });
-      },
-      py::arg("tree"),
-      "The packed ancestor mask, uint32 [N, ceil(N / 32)]: column j of the dense mask is bit\n"
-      "j % 32 (least significant first) of word j // 32.");
-  m.def(
-      "tree_positions",
-      [](const DraftTree& tree, std::int32_t context_length) {
-        return filled<std::int32_t>({tree.size()}, [&](auto out) {
-          tree_positions(tree, context_length, out);
-        });
-      },
-      py::arg("tree"), py::arg("context_length"),
-      "Position ids of the nodes, int32 [N]: context_length + depth - 1. context_length counts\n"
-      "the committed tokens, the root (at context_length - 1) included.");
+  def_masks_and_positions<DraftTree>(
+      m, "tree",
+      {"build_dense_mask",
+       "The dense ancestor mask, uint8 [N, N]: mask[i, j] = 1 when node j is node i or one of its\n"
+       "ancestors. The committed context (root included) is visible to every node and is not\n"
+       "part of the matrix: an engine prepends its context columns."},
+      {"build_packed_mask",
+       "The packed ancestor mask, uint32 [N, ceil(N / 32)]: column j of the dense mask is bit\n"
+       "j % 32 (least significant first) of word j // 32."},
+      {"tree_positions",
+       "Position ids of the nodes, int32 [N]: context_length + depth - 1. context_length counts\n"
+       "the committed tokens, the root (at context_length - 1) included."},
+      [](const DraftTree& tree, auto out) { build_dense_mask(tree, out); },
+      [](const DraftTree& tree, auto out) { build_packed_mask(tree, out); },
+      [](const DraftTree& tree, std::int32_t context, auto out) {
+        tree_positions(tree, context, out);
+      });
   m.def(
       "engine_positions",
       [](const DraftTree& tree, std::int32_t context_length) {
@@ -263,31 +288,20 @@ void bind_beams(py::module_& m) {
       },
       py::arg("beams"), py::arg("vocab"),
       "Compresses W beams (int tokens [W, L] in [0, vocab)): shared prefixes stored once.");
-  m.def(
-      "compressed_dense_mask",
-      [](const CompressedBeams& beams) {
-        const auto n = static_cast<std::int64_t>(beams.size());
-        return filled<std::uint8_t>({n, n}, [&](auto out) { compressed_dense_mask(beams, out); });
-      },
-      py::arg("beams"),
-      "uint8 [n, n]: row r has 1 at compressed node c when c is r or an ancestor of r.");
-  m.def(
-      "compressed_packed_mask",
-      [](const CompressedBeams& beams) {
-        return filled<std::uint32_t>({beams.size(), packed_mask_words(beams.size())},
-                                     [&](auto out) { compressed_packed_mask(beams, out); });
-      },
-      py::arg("beams"), "The packed form of compressed_dense_mask, uint32 [n, ceil(n / 32)].");
-  m.def(
-      "compressed_positions",
-      [](const CompressedBeams& beams, std::int32_t context_length) {
-        return filled<std::int32_t>({beams.size()}, [&](auto out) {
-          compressed_positions(beams, context_length, out);
-        });
-      },
-      py::arg("beams"), py::arg("context_length"),
-      "Position ids of the compressed nodes, int32 [n]: context_length + offsets (the beams'\n"
-      "first tokens sit at context_length).");
+  def_masks_and_positions<CompressedBeams>(
+      m, "beams",
+      {"compressed_dense_mask",
+       "uint8 [n, n]: row r has 1 at compressed node c when c is r or an ancestor of r."},
+      {"compressed_packed_mask",
+       "The packed form of compressed_dense_mask, uint32 [n, ceil(n / 32)]."},
+      {"compressed_positions",
+       "Position ids of the compressed nodes, int32 [n]: context_length + offsets (the beams'\n"
+       "first tokens sit at context_length)."},
+      [](const CompressedBeams& beams, auto out) { compressed_dense_mask(beams, out); },
+      [](const CompressedBeams& beams, auto out) { compressed_packed_mask(beams, out); },
+      [](const CompressedBeams& beams, std::int32_t context, auto out) {
+        compressed_positions(beams, context, out);
+      });
   m.def(
       "unpack_beams",
       [](const CompressedBeams& beams, py::handle packed) -> py::object {

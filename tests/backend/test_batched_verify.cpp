@@ -455,9 +455,11 @@ TEST_CASE("verify_chain_batch rejects bad input naming the argument", "[backend]
 namespace {
 
 /// verify_tree_batch of c with `rule`, or with no rule verify_tree_batch_target_only of its trees
-/// and target rows (its draft rows unused).
+/// and target rows (its draft rows unused), in a workspace of `workspace_bytes` (0: the size
+/// workspace_size gives).
 template <class Backend>
-TreeResult run_tree_with(const Backend& backend, const Rule* rule, const TreeCase& c) {
+TreeResult run_tree_with(const Backend& backend, const Rule* rule, const TreeCase& c,
+                         std::size_t workspace_bytes = 0) {
   const auto batch = static_cast<std::int64_t>(c.offsets.size() - 1);
   const auto rows = static_cast<std::int64_t>(c.tokens.size()) + batch;
   std::int64_t largest = 0;
@@ -470,7 +472,9 @@ TreeResult run_tree_with(const Backend& backend, const Rule* rule, const TreeCas
   test::Buffer<Backend, std::int32_t> accepted(static_cast<std::size_t>(batch));
   test::Buffer<Backend, Token> final_tokens(static_cast<std::size_t>(batch));
   test::Buffer<Backend, std::uint8_t> bonus(static_cast<std::size_t>(batch));
-  test::Scratch<Backend> scratch(workspace_size(backend, TreeBatchShape{batch, largest, c.vocab}));
+  test::Scratch<Backend> scratch(
+      workspace_bytes > 0 ? workspace_bytes
+                          : workspace_size(backend, TreeBatchShape{batch, largest, c.vocab}));
   const auto b = static_cast<std::size_t>(batch);
   TreeBatchArgs args{
       .node_offsets = c.offsets,
@@ -631,25 +635,9 @@ TEST_CASE("CUDA verify_tree_batch rejects a rule it does not implement and a sma
   const auto c = make_trees(3, 20, 3);
   CHECK_THROWS_WITH(run_tree(backend::cuda, Greedy{}, c),
                     Catch::Contains("rule: the CUDA backend verifies trees with Recursive"));
-  test::Buffer<backend::Cuda, Token> tokens(c.tokens);
-  test::Buffer<backend::Cuda, std::int32_t> parents(c.parents), nodes(c.tokens.size()), out(6);
-  test::Buffer<backend::Cuda, float> target(c.target), draft(c.draft);
-  const auto rows = static_cast<std::int64_t>(c.tokens.size()) + 3;
-  test::Scratch<backend::Cuda> scratch(64);
-  CHECK_THROWS_WITH(
-      verify_tree_batch(
-          backend::cuda, Recursive{},
-          TreeBatchArgs{
-              .node_offsets = c.offsets,
-              .trees = {{tokens.data(), c.tokens.size()}, {parents.data(), c.parents.size()}},
-              .target_rows = MatrixView<const float>(target.data(), rows, c.vocab),
-              .draft_rows = MatrixView<const float>(draft.data(), rows, c.vocab),
-              .streams = c.streams,
-              .accepted_nodes = std::span<std::int32_t>(nodes.data(), c.tokens.size()),
-              .accepted = std::span<std::int32_t>(out.data(), 3),
-              .final_tokens = std::span<Token>(out.data() + 3, 3)},
-          scratch.get()),
-      Catch::Contains("workspace: holds 64 bytes"));
+  const Rule recursive = Recursive{};
+  CHECK_THROWS_WITH(run_tree_with(backend::cuda, &recursive, c, 64),
+                    Catch::Contains("workspace: holds 64 bytes"));
 }
 #endif
 

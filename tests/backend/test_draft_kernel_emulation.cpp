@@ -10,6 +10,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <vector>
 
@@ -387,7 +388,7 @@ struct Level {
   }
 
   /// The level's arguments: its rows and beams in, the next beams out.
-  BeamLevelBatchArgs args(const std::vector<RandomStream>& streams) {
+  BeamLevelBatchArgs args(Resident<const RandomStream> streams) {
     const auto b = batch, w = width;
     return {.draft_rows = MatrixView<const float>(draft.data(), b * w, vocab),
             .beam_counts = counts,
@@ -526,6 +527,21 @@ TEST_CASE("the emulated beam level kernels clamp device beam counts", "[backend]
   }
 }
 
+namespace {
+
+/// The graph of `call` captured on `stream`; the ledger is reset first, so it then holds what the
+/// capture did.
+cudaGraph_t captured_graph(cudaStream_t stream, const std::function<void(cudaStream_t)>& call) {
+  draft_emu::ledger.reset();
+  cudaGraph_t graph = nullptr;
+  REQUIRE(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) == cudaSuccess);
+  call(stream);
+  REQUIRE(cudaStreamEndCapture(stream, &graph) == cudaSuccess);
+  return graph;
+}
+
+}  // namespace
+
 TEST_CASE("Gumbel-top-k with device streams is captured once and replays with new streams and rows",
           "[backend][cuda_kernel]") {
   const std::int64_t n_rows = 3, vocab = 2000, k = 4;  // two blocks per row
@@ -547,12 +563,9 @@ TEST_CASE("Gumbel-top-k with device streams is captured once and replays with ne
       .counts = counts};
   cudaStream_t stream = nullptr;
   REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);
-  draft_emu::ledger.reset();
-  cudaGraph_t graph = nullptr;
-  REQUIRE(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) == cudaSuccess);
-  gumbel_top_k_batch(backend::cuda.on(stream), args,
-                     backend::DeviceWorkspace{ws.data(), ws.size()});
-  REQUIRE(cudaStreamEndCapture(stream, &graph) == cudaSuccess);
+  cudaGraph_t graph = captured_graph(stream, [&](cudaStream_t s) {
+    gumbel_top_k_batch(backend::cuda.on(s), args, backend::DeviceWorkspace{ws.data(), ws.size()});
+  });
   CHECK(draft_emu::ledger.counts.launches == 0);
   CHECK(draft_emu::ledger.counts.captured_launches == 1);
   CHECK(draft_emu::ledger.counts.copies() == 0);
@@ -591,27 +604,14 @@ TEST_CASE("a beam level with device streams is captured once and replays with ne
   std::vector<RandomStream> device_streams = {draft_stream(50, 0), draft_stream(50, 1)};
   std::vector<unsigned char> ws(
       workspace_size(backend::cuda, BeamLevelBatchShape{batch, width, vocab}));
-  const auto b = batch, w = width;
-  const BeamLevelBatchArgs args{
-      .draft_rows = MatrixView<const float>(level.draft.data(), b * w, vocab),
-      .beam_counts = level.counts,
-      .nodes = MatrixView<const std::int32_t>(level.nodes.data(), b, w),
-      .log_probs = MatrixView<const float>(level.log_probs.data(), b, w),
-      .scores = MatrixView<const float>(level.scores.data(), b, w),
-      .streams = on_device(device_streams.data(), device_streams.size()),
-      .next_parents = MatrixView<std::int32_t>(level.next_parents.data(), b, w),
-      .next_tokens = MatrixView<Token>(level.next_tokens.data(), b, w),
-      .next_log_probs = MatrixView<float>(level.next_log_probs.data(), b, w),
-      .next_scores = MatrixView<float>(level.next_scores.data(), b, w),
-      .next_counts = level.next_counts};
+  const BeamLevelBatchArgs args =
+      level.args(on_device(device_streams.data(), device_streams.size()));
   cudaStream_t stream = nullptr;
   REQUIRE(cudaStreamCreate(&stream) == cudaSuccess);
-  draft_emu::ledger.reset();
-  cudaGraph_t graph = nullptr;
-  REQUIRE(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal) == cudaSuccess);
-  stochastic_beam_level_batch(backend::cuda.on(stream), args,
-                              backend::DeviceWorkspace{ws.data(), ws.size()});
-  REQUIRE(cudaStreamEndCapture(stream, &graph) == cudaSuccess);
+  cudaGraph_t graph = captured_graph(stream, [&](cudaStream_t s) {
+    stochastic_beam_level_batch(backend::cuda.on(s), args,
+                                backend::DeviceWorkspace{ws.data(), ws.size()});
+  });
   CHECK(draft_emu::ledger.counts.captured_launches == 2);
   CHECK(draft_emu::ledger.counts.copies() == 0);
   cudaGraphExec_t exec = nullptr;

@@ -34,6 +34,20 @@ toy::MarkovProvider cycle_provider() {
       toy::MarkovModel::from_rows({{0, 1, 0, 0}, {0, 0, 1, 0}, {0, 0, 0, 1}, {1, 0, 0, 0}}));
 }
 
+/// A top-k tree decoder of `options` (up to 1000 new tokens) whose target and draft both follow
+/// the cycle, reset to the prompt {0}.
+struct CycleDecoder {
+  explicit CycleDecoder(const TopKTreeOptions& options)
+      : decoder(target, TopKTreeStrategy(draft, options), {.max_new_tokens = 1000}) {
+    decoder.reset(std::vector<Token>{0});
+  }
+  CycleDecoder(const CycleDecoder&) = delete;
+  CycleDecoder& operator=(const CycleDecoder&) = delete;
+
+  toy::MarkovProvider target = cycle_provider(), draft = cycle_provider();
+  TopKDecoder decoder;
+};
+
 }  // namespace
 
 TEST_CASE("A fixed top-k tree is lossless", "[decode][topk]") {
@@ -86,15 +100,8 @@ TEST_CASE("Sequoia's tree follows the acceptance measured while decoding",
           "[decode][topk][shape]") {
   // Draft and target both follow the cycle: a node's first child is always accepted, its second
   // never, so once measured the best tree of 6 nodes is a chain of 6 first children.
-  auto target = cycle_provider();
-  auto draft = cycle_provider();
-  TopKDecoder decoder(
-      target,
-      TopKTreeStrategy(draft,
-                       {.shape = TreeShapePolicy::kSequoia, .width = 2, .depth = 6, .budget = 6}),
-      {.max_new_tokens = 1000});
-  const std::vector<Token> prompt{0};
-  decoder.reset(prompt);
+  CycleDecoder cycle({.shape = TreeShapePolicy::kSequoia, .width = 2, .depth = 6, .budget = 6});
+  auto& decoder = cycle.decoder;
   decoder.step();
   const auto& first = decoder.strategy().drafted();
   CHECK(first.max_depth() < first.size());  // the prior (1/2 per rank) branches
@@ -112,16 +119,12 @@ TEST_CASE("The hardware-aware Sequoia tree follows the costs and the acceptance 
   // On the cycle a first child is always accepted and a second never: with a flat target cost
   // and cheap drafting the plan becomes the deepest chain; when each node costs more than it
   // can bring, the plan is no tree and the target decodes alone.
-  auto target = cycle_provider();
-  auto draft = cycle_provider();
-  TopKDecoder cheap(target,
-                    TopKTreeStrategy(draft, {.shape = TreeShapePolicy::kSequoiaPlanned,
-                                             .width = 2,
-                                             .depth = 5,
-                                             .budget = 5,
-                                             .draft_cost_per_level = 0.05}),
-                    {.max_new_tokens = 1000});
-  cheap.reset(std::vector<Token>{0});
+  CycleDecoder cheap_cycle({.shape = TreeShapePolicy::kSequoiaPlanned,
+                            .width = 2,
+                            .depth = 5,
+                            .budget = 5,
+                            .draft_cost_per_level = 0.05});
+  auto& cheap = cheap_cycle.decoder;
   for (int i = 0; i < 30; ++i) cheap.step();
   const auto& plan = cheap.strategy().plan();
   CHECK(plan.budget == 5);
@@ -129,16 +132,12 @@ TEST_CASE("The hardware-aware Sequoia tree follows the costs and the acceptance 
   CHECK(cheap.strategy().drafted().parents == std::vector<std::int32_t>{-1, 0, 1, 2, 3});
   CHECK(cheap.step().size() == 6);
 
-  auto target2 = cycle_provider();
-  auto draft2 = cycle_provider();
-  TopKDecoder dear(target2,
-                   TopKTreeStrategy(draft2, {.shape = TreeShapePolicy::kSequoiaPlanned,
-                                             .width = 2,
-                                             .depth = 4,
-                                             .verify_cost = {1.0, 3.0, 5.0, 7.0},
-                                             .draft_cost_per_level = 0.0}),
-                   {.max_new_tokens = 1000});
-  dear.reset(std::vector<Token>{0});
+  CycleDecoder dear_cycle({.shape = TreeShapePolicy::kSequoiaPlanned,
+                           .width = 2,
+                           .depth = 4,
+                           .verify_cost = {1.0, 3.0, 5.0, 7.0},
+                           .draft_cost_per_level = 0.0});
+  auto& dear = dear_cycle.decoder;
   for (int i = 0; i < 5; ++i) CHECK(dear.step().size() == 1);
   CHECK(dear.strategy().plan().budget == 0);
   CHECK(dear.strategy().drafted().empty());

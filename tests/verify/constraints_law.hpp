@@ -172,7 +172,9 @@ inline std::vector<double> extended(Rows& rows, const Law& emitted) {
   return out;
 }
 
-inline std::vector<Warp> exact_warps() { return {Warp{}, Warp{.temperature = 0.8f, .top_p = 0.9f}}; }
+inline std::vector<Warp> exact_warps() {
+  return {Warp{}, Warp{.temperature = 0.8f, .top_p = 0.9f}};
+}
 
 inline std::vector<int> exact_transforms() {
   return {kGrammar, kAllowed, kBanned, kMinTokens, kRepetition, kFrequency, kPresence, kAll};
@@ -181,9 +183,9 @@ inline std::vector<int> exact_transforms() {
 // A chain of kLength tokens drawn from the draft rows, with the logits and mask rows a
 // constrained verifier takes for it: L + 1 target rows, L draft rows, L + 1 grammar words.
 struct DrawnChain {
-  std::vector<Token> tokens;
-  std::vector<float> target, draft;
-  std::vector<std::int32_t> mask;
+  std::vector<Token> tokens{};
+  std::vector<float> target{}, draft{};
+  std::vector<std::int32_t> mask{};
 
   // The request's constraints with this chain's mask rows (when it has a grammar).
   LogitConstraints constraints(const Request& q) const {

@@ -3,7 +3,9 @@
 // verify_block, with the weights w_i read from p and q at the drafted tokens only (the rows'
 // statistics, core/warp/logit_stats.hpp). The stopping tests run from the last position down, so a block
 // accepted whole writes no row (h_L = w_L needs none) and only the bonus row is drawn from; a
-// shorter block writes the row pairs of the positions tested and the residual's.
+// shorter block writes the row pairs of the positions tested and the residual's. Past a drafted
+// token of target probability 0 every weight and stopping probability is 0 (the uniforms are
+// positive): the target rows after it are never read, as a chain's after its first rejection.
 #pragma once
 
 #include <cstddef>
@@ -40,7 +42,10 @@ std::int32_t block_verify_logits_unchecked(const Warp& w, const ChainLogitRows<T
   weights[0] = 1.0;
   for (std::int32_t i = 1; i <= length; ++i) {
     const Token x = tokens[i - 1];
-    const WarpStats t = checked_warp_stats(w, target, i - 1, vocab, scratch.warp);
+    // After a zero weight every weight is 0: the target rows past it are not read.
+    const bool reached = weights[i - 1] > 0.0;
+    const WarpStats t =
+        reached ? checked_warp_stats(w, target, i - 1, vocab, scratch.warp) : WarpStats{};
     float qx;
     if (draft_probs != nullptr) {
       qx = draft_probs[(i - 1) * vocab + x];
@@ -50,7 +55,7 @@ std::int32_t block_verify_logits_unchecked(const Warp& w, const ChainLogitRows<T
     }
     if (!(qx > 0.0f)) fail(token_name[i - 1], "token {} has draft probability 0", x);
     // block_verify_row's weight, on the same floats.
-    const double p = warped_probability(t, to_float(target.row(i - 1)[x]), x);
+    const double p = reached ? warped_probability(t, to_float(target.row(i - 1)[x]), x) : 0.0;
     const double q = qx;
     const double wp = weights[i - 1] * p;
     weights[i] = q > 0.0 && wp < q ? wp / q : 1.0;
@@ -61,6 +66,8 @@ std::int32_t block_verify_logits_unchecked(const Warp& w, const ChainLogitRows<T
   std::int64_t written = -1;  // the position whose rows the scratch holds
   const float* q_row = nullptr;
   for (std::int32_t i = length; i >= 1; --i) {
+    // A zero weight stops with probability h_i = 0, and u_i > 0: its rows are not read.
+    if (!(weights[i] > 0.0)) continue;
     double h = weights[length];
     if (i < length) {
       q_row = write_rows(i);
@@ -103,6 +110,7 @@ inline std::size_t verify_block_logits_workspace_size(std::size_t length, std::i
 /// weights read p and q at the drafted tokens only; the stopping tests run from position L down
 /// and end at the first that passes, so a block accepted whole writes no row, and a shorter one
 /// writes the rows of the positions above it and its residual's (two rows of scratch, reused).
+/// Target rows after a drafted token of target probability 0 are never read (no block passes it).
 /// Throws specdec::Error naming the bad argument (vocab, a field of the warp, target_logits,
 /// draft_logits, draft_tokens[i], out); rows are checked as they are read.
 template <class T = float, UniformSource U>

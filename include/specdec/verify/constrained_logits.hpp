@@ -377,6 +377,37 @@ ConstrainedRows<Prefix> constrained_rows(const LogitConstraints& c, const LogitR
           .rows = {reinterpret_cast<float*>(bytes), reinterpret_cast<float*>(bytes + row)}};
 }
 
+/// The checks of a chain verified from target logits alone (no draft rows): the chain's, with
+/// the target's first L rows standing in for the absent draft rows.
+inline void check_target_only_chain_shapes(const Warp& warp, std::span<const float> target_logits,
+                                           std::span<const Token> draft_tokens, std::int64_t vocab,
+                                           std::size_t out_size) {
+  const auto standin = target_logits.first(std::min<std::size_t>(
+      target_logits.size(),
+      draft_tokens.size() * static_cast<std::size_t>(std::max<std::int64_t>(vocab, 0))));
+  check_chain_logits_shapes<float>(warp, target_logits, standin, draft_tokens, vocab, out_size);
+}
+
+/// The constrained chain entries' preamble after their shape checks: the constraints checked for
+/// L + 1 target rows, the walk's scratch and the transformed rows of `target_logits` (row i's
+/// draft prefix: draft_tokens[0, i)) taken from `ws`; returns walk(rows, scratch), `rows` the
+/// transformed target rows (the walk may take more of `ws`).
+template <class Walk>
+auto with_constrained_chain(const LogitConstraints& constraints,
+                            std::span<const float> target_logits,
+                            std::span<const Token> draft_tokens, std::int64_t vocab, Workspace& ws,
+                            Walk&& walk) {
+  const auto length = static_cast<std::int64_t>(draft_tokens.size());
+  check_constraints(constraints, length + 1, vocab);
+  auto scope = ws.scope();
+  auto bytes = ws.take<std::byte>(chain_logits_scratch_size(vocab));
+  auto extra = ws.take<std::byte>(constrained_rows_size(vocab, length));
+  auto rows = constrained_rows(constraints,
+                               LogitRows<float>{target_logits.data(), vocab, "target_logits", 0},
+                               ChainPrefix{draft_tokens.data()}, vocab, extra.data());
+  return walk(rows.rows_view(), chain_logits_scratch(bytes.data(), vocab));
+}
+
 }  // namespace specdec::detail
 
 namespace specdec {
@@ -407,18 +438,15 @@ inline ChainVerdict verify_chain_logits_constrained(const Warp& warp,
                                                     std::span<Token> out, Workspace& ws) {
   detail::check_chain_logits_shapes<float>(warp, target_logits, draft_logits, draft_tokens, vocab,
                                            out.size());
-  const auto length = static_cast<std::int64_t>(draft_tokens.size());
-  detail::check_constraints(constraints, length + 1, vocab);
-  auto scope = ws.scope();
-  auto bytes = ws.take<std::byte>(detail::chain_logits_scratch_size(vocab));
-  auto extra = ws.take<std::byte>(detail::constrained_rows_size(vocab, length));
-  auto chain = detail::chain_logit_rows<float>(target_logits, draft_logits, draft_tokens, vocab);
-  auto rows = detail::constrained_rows(constraints, chain.target,
-                                       detail::ChainPrefix{draft_tokens.data()}, vocab, extra.data());
-  chain.target = rows.rows_view();
-  return detail::verify_chain_logits_unchecked<float>(
-      warp, chain, stream, out.data(), "draft_tokens",
-      detail::chain_logits_scratch(bytes.data(), vocab));
+  return detail::with_constrained_chain(
+      constraints, target_logits, draft_tokens, vocab, ws,
+      [&](const detail::LogitRows<float>& target, const detail::ChainLogitsScratch& scratch) {
+        auto chain =
+            detail::chain_logit_rows<float>(target_logits, draft_logits, draft_tokens, vocab);
+        chain.target = target;
+        return detail::verify_chain_logits_unchecked<float>(warp, chain, stream, out.data(),
+                                                            "draft_tokens", scratch);
+      });
 }
 
 /// verify_chain_target_only_logits with the target rows transformed by `constraints`, as
@@ -428,22 +456,14 @@ inline ChainVerdict verify_chain_target_only_logits_constrained(
     const Warp& warp, std::span<const float> target_logits, std::span<const Token> draft_tokens,
     std::int64_t vocab, const LogitConstraints& constraints, const RandomStream& stream,
     std::span<Token> out, Workspace& ws) {
-  const auto length = static_cast<std::int64_t>(draft_tokens.size());
-  // The chain's checks with the target's first L rows standing in for the absent draft rows.
-  const auto standin = target_logits.first(std::min<std::size_t>(
-      target_logits.size(), draft_tokens.size() * static_cast<std::size_t>(std::max<std::int64_t>(vocab, 0))));
-  detail::check_chain_logits_shapes<float>(warp, target_logits, standin, draft_tokens, vocab,
-                                           out.size());
-  detail::check_constraints(constraints, length + 1, vocab);
-  auto scope = ws.scope();
-  auto bytes = ws.take<std::byte>(detail::chain_logits_scratch_size(vocab));
-  auto extra = ws.take<std::byte>(detail::constrained_rows_size(vocab, length));
-  auto rows = detail::constrained_rows(
-      constraints, detail::LogitRows<float>{target_logits.data(), vocab, "target_logits", 0},
-      detail::ChainPrefix{draft_tokens.data()}, vocab, extra.data());
-  return detail::verify_chain_target_only_logits_unchecked<float>(
-      warp, rows.rows_view(), draft_tokens.data(), length, vocab, stream, out.data(),
-      detail::chain_logits_scratch(bytes.data(), vocab));
+  detail::check_target_only_chain_shapes(warp, target_logits, draft_tokens, vocab, out.size());
+  return detail::with_constrained_chain(
+      constraints, target_logits, draft_tokens, vocab, ws,
+      [&](const detail::LogitRows<float>& target, const detail::ChainLogitsScratch& scratch) {
+        return detail::verify_chain_target_only_logits_unchecked<float>(
+            warp, target, draft_tokens.data(), std::ssize(draft_tokens), vocab, stream,
+            out.data(), scratch);
+      });
 }
 
 /// Bytes of Workspace verify_tree_logits_constrained takes for a tree of `nodes` nodes.

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 // Constrained verification from logits for ragged batches of chains and trees on the CPU:
-// sequence b is verify_chain_logits_constrained (verify_tree_logits_constrained, or their
-// target-only forms) of its rows with its constraints, bit for bit, sequences in parallel on the
-// thread pool as the other CPU batches run them.
+// sequence b is verify_chain_logits_constrained (verify_tree_logits_constrained, their
+// target-only forms, or the block, greedy and typical chain rules of constrained_chain_rules.hpp)
+// of its rows with its constraints, bit for bit, sequences in parallel on the thread pool as the
+// other CPU batches run them.
 #pragma once
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include "specdec/backend/cpu/verify_batch.hpp"
 #include "specdec/backend/ragged.hpp"
 #include "specdec/backend/verify_batch.hpp"
+#include "specdec/verify/constrained_chain_rules.hpp"
 #include "specdec/verify/constrained_logits.hpp"
 #include "specdec/verify/tree_logits.hpp"
 
@@ -32,10 +34,13 @@ struct ChainBatchConstraints {
 
 namespace detail {
 
-/// The per-thread scratch of a constrained chain batch for drafts of at most `max_gamma` tokens.
+/// The per-thread scratch of a constrained chain batch for drafts of at most `max_gamma` tokens:
+/// the walk's rows, the transformed rows and max_gamma + 1 weights (block verification's).
 inline std::size_t constrained_chain_scratch_bytes(std::int64_t vocab, std::int64_t max_gamma) {
   const auto v = std::max<std::int64_t>(vocab, 1);
-  return chain_logits_scratch_size(v) + constrained_rows_size(v, max_gamma);
+  return chain_logits_scratch_size(v) + constrained_rows_size(v, max_gamma) +
+         Workspace::round_up(static_cast<std::size_t>(std::max<std::int64_t>(max_gamma, 0) + 1) *
+                             sizeof(double));
 }
 
 /// The batch's checks of `constraints` for `batch` sequences with `rows` target rows in all.
@@ -71,8 +76,9 @@ inline LogitConstraints sequence_constraints(const ChainBatchConstraints& constr
   return c;
 }
 
-/// The loop of both constrained chain batches (`draft_rows` false: target-only): the checks,
-/// then walk(sequence, rows) for each sequence, `rows` its transformed target rows.
+/// The loop of the constrained chain batches (`draft_rows` false: no draft rows): the checks,
+/// then walk(sequence, rows, weights) for each sequence, `rows` its transformed target rows and
+/// `weights` gamma + 1 doubles of scratch (block verification's weights).
 template <class Walk>
 void for_each_constrained_sequence(const backend::Cpu& cpu, const ChainBatchLogitsArgs<float>& args,
                                    const ChainBatchConstraints& constraints, Workspace& ws,
@@ -96,16 +102,31 @@ void for_each_constrained_sequence(const backend::Cpu& cpu, const ChainBatchLogi
       } catch (const Error& e) {
         rethrow_for_sequence(e, b);
       }
-      auto rows =
-          constrained_rows(c, sequence.target, ChainPrefix{sequence.tokens}, vocab,
-                           bytes + chain_logits_scratch_size(std::max<std::int64_t>(vocab, 1)));
+      const auto v = std::max<std::int64_t>(vocab, 1);
+      std::byte* rows_bytes = bytes + chain_logits_scratch_size(v);
+      auto rows = constrained_rows(c, sequence.target, ChainPrefix{sequence.tokens}, vocab,
+                                   rows_bytes);
       rows.sequence = b;
-      return walk(sequence, rows.rows_view());
+      auto* weights =
+          reinterpret_cast<double*>(rows_bytes + constrained_rows_size(v, sizes.largest));
+      return walk(sequence, rows.rows_view(), weights);
     });
     finish_chain(verdict.accepted, verdict.emitted, sequence.emitted,
                  args.accepted[static_cast<std::size_t>(b)]);
   });
   count_failures(args.status);
+}
+
+/// Sequence `s`'s chain of a batch with draft rows, its target rows `target` (transformed).
+inline ChainLogitRows<float> sequence_chain_rows(const ChainBatchLogitsArgs<float>& args,
+                                                 const LogitSequence<float>& s,
+                                                 const LogitRows<float>& target) {
+  return {.target = target,
+          .draft = {args.draft_logits.row_data(s.slice.first), args.draft_logits.stride,
+                    "draft_logits", s.slice.first},
+          .tokens = s.tokens,
+          .length = s.slice.count,
+          .vocab = args.target_logits.cols};
 }
 
 /// The per-thread scratch of a constrained tree batch for trees of at most `max_nodes` nodes:
@@ -181,8 +202,8 @@ void for_each_constrained_tree(const backend::Cpu& cpu, const Rule* rule, const 
 
 }  // namespace detail
 
-/// Bytes of Workspace verify_chain_batch_logits_constrained (and its target-only form) takes on
-/// `cpu` for `shape` (batch, largest gamma, vocab).
+/// Bytes of Workspace verify_chain_batch_logits_constrained (its target-only, block, greedy and
+/// typical forms) takes on `cpu` for `shape` (batch, largest gamma, vocab).
 inline std::size_t constrained_chain_batch_workspace_size(const backend::Cpu& cpu,
                                                           const ChainBatchShape& shape) {
   return detail::sequence_loop_bytes(
@@ -201,21 +222,13 @@ inline void verify_chain_batch_logits_constrained(const backend::Cpu& cpu,
                                                   const ChainBatchLogitsArgs<float>& args,
                                                   const ChainBatchConstraints& constraints,
                                                   Workspace& ws) {
-  const std::int64_t vocab = args.target_logits.cols;
   detail::for_each_constrained_sequence(
       cpu, args, constraints, ws, /*draft_rows=*/true,
-      [&](const detail::LogitSequence<float>& s, const detail::LogitRows<float>& target) {
-        const detail::LogitRows<float> draft{args.draft_logits.row_data(s.slice.first),
-                                             args.draft_logits.stride, "draft_logits",
-                                             s.slice.first};
+      [&](const detail::LogitSequence<float>& s, const detail::LogitRows<float>& target,
+          double*) {
         return detail::verify_chain_logits_unchecked<float>(
-            s.warp,
-            detail::ChainLogitRows<float>{.target = target,
-                                          .draft = draft,
-                                          .tokens = s.tokens,
-                                          .length = s.slice.count,
-                                          .vocab = vocab},
-            s.stream, s.emitted.data(), ArgName("draft_tokens", s.slice.index), s.scratch);
+            s.warp, detail::sequence_chain_rows(args, s, target), s.stream, s.emitted.data(),
+            ArgName("draft_tokens", s.slice.index), s.scratch);
       });
 }
 
@@ -228,9 +241,66 @@ inline void verify_chain_batch_target_only_logits_constrained(
   const std::int64_t vocab = args.target_logits.cols;
   detail::for_each_constrained_sequence(
       cpu, args, constraints, ws, /*draft_rows=*/false,
-      [&](const detail::LogitSequence<float>& s, const detail::LogitRows<float>& target) {
+      [&](const detail::LogitSequence<float>& s, const detail::LogitRows<float>& target,
+          double*) {
         return detail::verify_chain_target_only_logits_unchecked<float>(
             s.warp, target, s.tokens, s.slice.count, vocab, s.stream, s.emitted.data(), s.scratch);
+      });
+}
+
+/// Block verification of a chain batch from constrained logits: sequence b is
+/// verify_block_logits_constrained of its rows, tokens, warps[b] (or warps[0]), constraints and
+/// streams[b] (its uniforms), bit for bit. Layout, workspace
+/// (constrained_chain_batch_workspace_size) and errors as verify_chain_batch_logits_constrained.
+inline void verify_block_batch_logits_constrained(const backend::Cpu& cpu,
+                                                  const ChainBatchLogitsArgs<float>& args,
+                                                  const ChainBatchConstraints& constraints,
+                                                  Workspace& ws) {
+  detail::for_each_constrained_sequence(
+      cpu, args, constraints, ws, /*draft_rows=*/true,
+      [&](const detail::LogitSequence<float>& s, const detail::LogitRows<float>& target,
+          double* weights) {
+        const auto tau = detail::block_verify_logits_unchecked<float>(
+            s.warp, detail::sequence_chain_rows(args, s, target), s.stream, weights, ArgName("draft_tokens", s.slice.index), s.scratch,
+            s.emitted.data());
+        return ChainVerdict{tau, tau + 1};
+      });
+}
+
+/// Greedy matching of a chain batch against constrained target logits (`draft_logits` empty;
+/// `warps` and `streams` are checked as the other batches' but not read): sequence b is
+/// verify_chain_greedy_logits_constrained of its rows, tokens and constraints, bit for bit.
+/// Workspace and errors as verify_chain_batch_logits_constrained.
+inline void verify_chain_batch_greedy_logits_constrained(const backend::Cpu& cpu,
+                                                         const ChainBatchLogitsArgs<float>& args,
+                                                         const ChainBatchConstraints& constraints,
+                                                         Workspace& ws) {
+  const std::int64_t vocab = args.target_logits.cols;
+  detail::for_each_constrained_sequence(
+      cpu, args, constraints, ws, /*draft_rows=*/false,
+      [&](const detail::LogitSequence<float>& s, const detail::LogitRows<float>& target, double*) {
+        return detail::verify_chain_greedy_logits_unchecked<float>(
+            target, s.tokens, s.slice.count, vocab, s.emitted.data(), s.scratch);
+      });
+}
+
+/// Typical acceptance (`rule`) of a chain batch against constrained target logits (`draft_logits`
+/// empty): sequence b is verify_chain_typical_logits_constrained of its rows, tokens, warps[b]
+/// (or warps[0]), streams[b] and constraints, bit for bit. Workspace and errors as
+/// verify_chain_batch_logits_constrained, and epsilon and delta.
+inline void verify_chain_batch_typical_logits_constrained(const backend::Cpu& cpu,
+                                                          const ChainBatchLogitsArgs<float>& args,
+                                                          const Typical& rule,
+                                                          const ChainBatchConstraints& constraints,
+                                                          Workspace& ws) {
+  check_typical_parameters(rule.epsilon, rule.delta);
+  const std::int64_t vocab = args.target_logits.cols;
+  detail::for_each_constrained_sequence(
+      cpu, args, constraints, ws, /*draft_rows=*/false,
+      [&](const detail::LogitSequence<float>& s, const detail::LogitRows<float>& target, double*) {
+        return detail::verify_chain_typical_logits_unchecked<float>(
+            s.warp, rule, target, s.tokens, s.slice.count, vocab, s.stream, s.emitted.data(),
+            s.scratch);
       });
 }
 

@@ -1,0 +1,164 @@
+// SPDX-License-Identifier: MIT
+// The chain rules besides standard rejection on constrained logits: block verification, greedy
+// matching and typical acceptance, each walking the target rows that constrained_logits.hpp
+// transforms on first read (ConstrainedRows as the rows' source), so each gives the tokens of its
+// plain form on rows transformed densely. Greedy matching and typical acceptance read no draft
+// rows (the draft tokens are tested against the target alone); block verification reads the
+// draft's logits as given. A draft token the target's row forbids is rejected with certainty
+// (greedy: it is not the argmax; typical: its probability 0 is at no threshold; block: its weight
+// and every stopping probability after it are 0), so the rows after it are never read.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "specdec/verify/block_logits.hpp"
+#include "specdec/verify/constrained_logits.hpp"
+#include "specdec/verify/typical.hpp"
+
+namespace specdec::detail {
+
+/// Greedy matching along a chain of `length` tokens on target rows of logits (no draws): token i
+/// is accepted when it is the argmax of row i (ties to the lowest id); the first other token is
+/// replaced by that argmax, and a chain accepted whole ends with row `length`'s argmax. A bad row
+/// is reported by its name and index.
+template <class T>
+ChainVerdict verify_chain_greedy_logits_unchecked(const LogitRows<T>& target, const Token* tokens,
+                                                  std::int64_t length, std::int64_t vocab,
+                                                  Token* out, const ChainLogitsScratch& scratch) {
+  // The greedy warp's statistics: a read for validity, then the argmax.
+  const auto argmax = [&](std::int64_t i) {
+    return static_cast<Token>(
+        checked_warp_stats(Warp{.temperature = 0.0f}, target, i, vocab, scratch.warp).greedy);
+  };
+  const auto verify = [&](std::size_t i, const RandomStream&) -> NodeVerdict {
+    const Token best = argmax(static_cast<std::int64_t>(i));
+    return {tokens[i] == best ? 0 : -1, best};
+  };
+  const auto bonus = [&](const RandomStream&) { return argmax(length); };
+  return walk_chain(static_cast<std::size_t>(length), RandomStream{}, out, NoRowChecks{}, verify,
+                    bonus);
+}
+
+/// verify_chain(rule, ...) with Typical on the rows warp `w` makes of target rows 0..length of
+/// logits (no draft rows read): the same draws and tokens. A token whose p(x) passes every
+/// threshold the row's entropy allows is accepted from the row's statistics; any other test
+/// writes the row for typical_row. The bonus token is drawn from row `length` as
+/// verify_chain_logits draws it.
+template <class T>
+ChainVerdict verify_chain_typical_logits_unchecked(const Warp& w, const Typical& rule,
+                                                   const LogitRows<T>& target, const Token* tokens,
+                                                   std::int64_t length, std::int64_t vocab,
+                                                   const RandomStream& stream, Token* out,
+                                                   const ChainLogitsScratch& scratch) {
+  const auto verify = [&](std::size_t i, const RandomStream& s) -> NodeVerdict {
+    const auto r = static_cast<std::int64_t>(i);
+    const Token x = tokens[i];
+    const WarpStats t = checked_warp_stats(w, target, r, vocab, scratch.warp);
+    // typical_row's first test, on the entry the written row would hold.
+    if (warped_probability(t, to_float(target.row(r)[x]), x) >
+        typical_threshold_bound(rule.epsilon, rule.delta)) {
+      return {0, x};
+    }
+    write_warped_row(t, target.row(r), vocab, scratch.target_row);
+    return typical_row(scratch.target_row, vocab, &x, 1, rule.epsilon, rule.delta, s);
+  };
+  const auto bonus = [&](const RandomStream& s) {
+    return sample_warped_logits(w, target, length, vocab, s.uniform(0), scratch);
+  };
+  return walk_chain(static_cast<std::size_t>(length), stream, out, NoRowChecks{}, verify, bonus);
+}
+
+}  // namespace specdec::detail
+
+namespace specdec {
+
+/// Bytes of Workspace verify_block_logits_constrained takes for `length` draft tokens of `vocab`.
+inline std::size_t verify_block_logits_constrained_workspace_size(std::int64_t vocab,
+                                                                  std::int64_t length) {
+  return verify_chain_logits_constrained_workspace_size(vocab, length) +
+         Workspace::round_up(static_cast<std::size_t>(std::max<std::int64_t>(length, 0) + 1) *
+                             sizeof(double));
+}
+
+/// verify_block_logits with the target rows transformed by `constraints` before the warp (row i's
+/// draft prefix is draft_tokens[0, i)), as verify_chain_logits_constrained documents: the same
+/// tokens and draws as transforming every target row and calling verify_block_logits. The draft
+/// logits are taken as given; a draft token the target's row forbids gets weight 0, so no block
+/// passes it and the rows after it are never read. Draws from `uniforms` as verify_block (draw
+/// i - 1 the stopping test of position i, draw L the final token). Throws specdec::Error naming
+/// the bad argument, as verify_block_logits and verify_chain_logits_constrained.
+template <UniformSource U>
+ChainVerdict verify_block_logits_constrained(const Warp& warp, std::span<const float> target_logits,
+                                             std::span<const float> draft_logits,
+                                             std::span<const Token> draft_tokens,
+                                             std::int64_t vocab,
+                                             const LogitConstraints& constraints, const U& uniforms,
+                                             std::span<Token> out, Workspace& ws) {
+  detail::check_chain_logits_shapes<float>(warp, target_logits, draft_logits, draft_tokens, vocab,
+                                           out.size());
+  detail::check_count("draft_tokens", draft_tokens.size(), 0, std::size_t{1} << 20);
+  return detail::with_constrained_chain(
+      constraints, target_logits, draft_tokens, vocab, ws,
+      [&](const detail::LogitRows<float>& target, const detail::ChainLogitsScratch& scratch) {
+        auto weights = ws.take<double>(draft_tokens.size() + 1);
+        auto chain =
+            detail::chain_logit_rows<float>(target_logits, draft_logits, draft_tokens, vocab);
+        chain.target = target;
+        const auto tau = detail::block_verify_logits_unchecked<float>(
+            warp, chain, uniforms, weights.data(), "draft_tokens", scratch, out.data());
+        return ChainVerdict{tau, tau + 1};
+      });
+}
+
+/// Greedy matching of L draft tokens against target rows of logits transformed by `constraints`
+/// (as verify_chain_logits_constrained documents; no warp: greedy decoding reads the argmax):
+/// token i is accepted while it is the argmax of transformed row i (ties to the lowest id), the
+/// first other one is replaced by that argmax, and a chain accepted whole ends with row L's
+/// argmax; the same tokens as verify_chain(Greedy{}, ...) on the transformed rows. No draws and
+/// no draft rows: `target_logits` holds L + 1 rows of `vocab`. A forbidden draft token is never
+/// the argmax, so the rows after it are never read. Workspace:
+/// verify_chain_logits_constrained_workspace_size(vocab, L) bytes. Throws specdec::Error naming
+/// the bad argument, as verify_chain_target_only_logits_constrained.
+inline ChainVerdict verify_chain_greedy_logits_constrained(std::span<const float> target_logits,
+                                                           std::span<const Token> draft_tokens,
+                                                           std::int64_t vocab,
+                                                           const LogitConstraints& constraints,
+                                                           std::span<Token> out, Workspace& ws) {
+  detail::check_target_only_chain_shapes(Warp{.temperature = 0.0f}, target_logits, draft_tokens,
+                                         vocab, out.size());
+  return detail::with_constrained_chain(
+      constraints, target_logits, draft_tokens, vocab, ws,
+      [&](const detail::LogitRows<float>& target, const detail::ChainLogitsScratch& scratch) {
+        return detail::verify_chain_greedy_logits_unchecked<float>(
+            target, draft_tokens.data(), std::ssize(draft_tokens), vocab, out.data(), scratch);
+      });
+}
+
+/// Typical acceptance (Medusa; `rule`'s epsilon and delta) of L draft tokens against the target
+/// rows `warp` makes of logits transformed by `constraints` (as verify_chain_logits_constrained
+/// documents): token i is accepted when its probability in warped row i exceeds
+/// min(epsilon, delta * exp(-H)); the first other one is replaced by a draw from that row, and a
+/// chain accepted whole ends with a draw from row L. The same tokens and draws as
+/// verify_chain(rule, ...) on the transformed, warped rows (whatever its draft rows: typical
+/// acceptance reads none); lossy, as typical acceptance is. `target_logits` holds L + 1 rows of
+/// `vocab`, no draft rows. A forbidden draft token (probability 0) passes no threshold, so the
+/// rows after it are never read. Workspace: verify_chain_logits_constrained_workspace_size(vocab,
+/// L) bytes. Throws specdec::Error naming the bad argument (epsilon, delta, and as
+/// verify_chain_target_only_logits_constrained).
+inline ChainVerdict verify_chain_typical_logits_constrained(
+    const Warp& warp, const Typical& rule, std::span<const float> target_logits,
+    std::span<const Token> draft_tokens, std::int64_t vocab, const LogitConstraints& constraints,
+    const RandomStream& stream, std::span<Token> out, Workspace& ws) {
+  detail::check_target_only_chain_shapes(warp, target_logits, draft_tokens, vocab, out.size());
+  check_typical_parameters(rule.epsilon, rule.delta);
+  return detail::with_constrained_chain(
+      constraints, target_logits, draft_tokens, vocab, ws,
+      [&](const detail::LogitRows<float>& target, const detail::ChainLogitsScratch& scratch) {
+        return detail::verify_chain_typical_logits_unchecked<float>(
+            warp, rule, target, draft_tokens.data(), std::ssize(draft_tokens), vocab, stream,
+            out.data(), scratch);
+      });
+}
+
+}  // namespace specdec

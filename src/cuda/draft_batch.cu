@@ -82,8 +82,15 @@ cudaError_t launch_top_k(const GumbelTopKParams& p, const RowSplit& split,
       detail::gumbel_top_k_kernel<kind, T>,
       dim3(static_cast<unsigned int>(p.row_count), static_cast<unsigned int>(split.blocks_per_row)),
       kWarpThreads, stream, static_cast<const T*>(p.rows), p.row_stride,
-      static_cast<int>(p.vocab), static_cast<int>(p.k), static_cast<int>(split.tiles_per_block),
-      vec, streams, lists, p.tokens, p.token_stride, p.values, p.value_stride, p.counts);
+      detail::SplitRow{.n = static_cast<int>(p.vocab),
+                       .tiles_per_block = static_cast<int>(split.tiles_per_block),
+                       .vec = vec},
+      static_cast<int>(p.k), streams, lists,
+      detail::TopKOutputs{.tokens = p.tokens,
+                          .token_stride = p.token_stride,
+                          .values = p.values,
+                          .value_stride = p.value_stride,
+                          .counts = p.counts});
 }
 
 template <class T>
@@ -150,12 +157,15 @@ cudaError_t stochastic_beam_level_batch(const BeamLevelParams& params, void* wor
   const detail::BeamLevelViews views(params.matrices);
   const bool vec = draft_groups_aligned(params.matrices.draft_rows,
                                   params.matrices.draft_stride * static_cast<std::int64_t>(4));
-  status = detail::launch(
-      detail::beam_expand_kernel,
-      dim3(static_cast<unsigned int>(batch * width), static_cast<unsigned int>(split.blocks_per_row)),
-      kWarpThreads, stream, views, static_cast<int>(width), static_cast<int>(vocab),
-      static_cast<int>(split.tiles_per_block), vec, streams, split_lists.lists, candidates,
-      children);
+  status =
+      detail::launch(detail::beam_expand_kernel,
+                     dim3(static_cast<unsigned int>(batch * width),
+                          static_cast<unsigned int>(split.blocks_per_row)),
+                     kWarpThreads, stream, views, static_cast<int>(width),
+                     detail::SplitRow{.n = static_cast<int>(vocab),
+                                      .tiles_per_block = static_cast<int>(split.tiles_per_block),
+                                      .vec = vec},
+                     streams, split_lists.lists, candidates, children);
   if (status != cudaSuccess) return status;
   return detail::launch(detail::beam_select_kernel, static_cast<unsigned int>(batch),
                         detail::kBeamSelectThreads, stream, views, static_cast<int>(width),

@@ -49,12 +49,23 @@ template <bool kLogits, class T>
 cudaError_t launch_chain(const ChainVerifyParams& p, const Staged& staged,
                          const DeviceWarp& shared_warp, const DeviceWarp* warps,
                          cudaStream_t stream) {
-  return detail::launch(detail::verify_chain_kernel<kLogits, T>, static_cast<unsigned int>(p.batch),
-                        kWarpThreads, stream, static_cast<const T*>(p.target), p.target_stride,
-                        static_cast<const T*>(p.draft), p.draft_stride,
-                        static_cast<const std::int32_t*>(staged.offsets), p.draft_tokens,
-                        static_cast<int>(p.vocab), static_cast<const RandomStream*>(staged.streams),
-                        shared_warp, warps, staged.rows, p.emitted, p.accepted, p.status);
+  return detail::launch(
+      detail::verify_chain_kernel<kLogits, T>, static_cast<unsigned int>(p.batch), kWarpThreads,
+      stream,
+      detail::ChainKernelArgs<T>{.target = static_cast<const T*>(p.target),
+                                 .target_stride = p.target_stride,
+                                 .draft = static_cast<const T*>(p.draft),
+                                 .draft_stride = p.draft_stride,
+                                 .offsets = static_cast<const std::int32_t*>(staged.offsets),
+                                 .tokens = p.draft_tokens,
+                                 .vocab = p.vocab,
+                                 .streams = static_cast<const RandomStream*>(staged.streams),
+                                 .shared_warp = shared_warp,
+                                 .warps = warps,
+                                 .rows_ws = staged.rows,
+                                 .emitted = p.emitted,
+                                 .accepted = p.accepted,
+                                 .status = p.status});
 }
 
 /// The launches of a chain step from logits with warps the statistics path takes: the

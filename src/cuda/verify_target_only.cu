@@ -38,10 +38,18 @@ cudaError_t verify_chain_batch_target_only(const ChainVerifyParams& p, void* wor
   const cudaError_t status =
       clear_and_stage(p.status, p.batch, p.draft_offsets, p.streams, workspace, stream, s);
   if (status != cudaSuccess || p.batch == 0) return status;
-  return detail::launch(detail::verify_chain_target_only_kernel, static_cast<unsigned int>(p.batch),
-                        static_cast<unsigned int>(detail::kTargetOnlyThreads), stream,
-                        static_cast<const float*>(p.target), p.target_stride, s.offsets,
-                        p.draft_tokens, p.vocab, s.streams, p.emitted, p.accepted, p.status);
+  return detail::launch(
+      detail::verify_chain_target_only_kernel, static_cast<unsigned int>(p.batch),
+      static_cast<unsigned int>(detail::kTargetOnlyThreads), stream,
+      detail::ChainKernelArgs<float>{.target = static_cast<const float*>(p.target),
+                                     .target_stride = p.target_stride,
+                                     .offsets = s.offsets,
+                                     .tokens = p.draft_tokens,
+                                     .vocab = p.vocab,
+                                     .streams = s.streams,
+                                     .emitted = p.emitted,
+                                     .accepted = p.accepted,
+                                     .status = p.status});
 }
 
 cudaError_t verify_tree_batch_target_only(const TreeVerifyParams& p, void* workspace,
@@ -51,9 +59,19 @@ cudaError_t verify_tree_batch_target_only(const TreeVerifyParams& p, void* works
       clear_and_stage(p.status, p.batch, p.node_offsets, p.streams, workspace, stream, s);
   if (status != cudaSuccess || p.batch == 0) return status;
   return detail::launch(detail::verify_tree_target_only_kernel, static_cast<unsigned int>(p.batch),
-                        static_cast<unsigned int>(detail::kTargetOnlyThreads), stream, s.offsets,
-                        p.tokens, p.parents, p.target, p.target_stride, p.vocab, s.streams,
-                        p.accepted_nodes, p.accepted, p.final_tokens, p.bonus, p.status);
+                        static_cast<unsigned int>(detail::kTargetOnlyThreads), stream,
+                        detail::TreeKernelArgs{.offsets = s.offsets,
+                                               .tokens = p.tokens,
+                                               .parents = p.parents,
+                                               .target = p.target,
+                                               .target_stride = p.target_stride,
+                                               .vocab = p.vocab,
+                                               .streams = s.streams,
+                                               .accepted_nodes = p.accepted_nodes,
+                                               .accepted = p.accepted,
+                                               .final_tokens = p.final_tokens,
+                                               .bonus = p.bonus,
+                                               .status = p.status});
 }
 
 }  // namespace specdec::backend::cuda_impl

@@ -26,9 +26,21 @@ cudaError_t verify_tree_batch(TreeRule rule, const TreeVerifyParams& p, void* wo
   const auto kernel = rule == TreeRule::kRecursive ? detail::verify_tree_kernel<true>
                                                    : detail::verify_tree_kernel<false>;
   return detail::launch(kernel, static_cast<unsigned int>(p.batch), detail::kDrawThreads, stream,
-                        offsets, p.tokens, p.parents, p.target, p.target_stride, p.draft,
-                        p.draft_stride, static_cast<int>(p.vocab), streams, ints,
-                        p.accepted_nodes, p.accepted, p.final_tokens, p.bonus, p.status);
+                        detail::TreeKernelArgs{.offsets = offsets,
+                                               .tokens = p.tokens,
+                                               .parents = p.parents,
+                                               .target = p.target,
+                                               .target_stride = p.target_stride,
+                                               .draft = p.draft,
+                                               .draft_stride = p.draft_stride,
+                                               .vocab = p.vocab,
+                                               .streams = streams,
+                                               .ints = ints,
+                                               .accepted_nodes = p.accepted_nodes,
+                                               .accepted = p.accepted,
+                                               .final_tokens = p.final_tokens,
+                                               .bonus = p.bonus,
+                                               .status = p.status});
 }
 
 }  // namespace specdec::backend::cuda_impl

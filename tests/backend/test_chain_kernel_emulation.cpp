@@ -112,10 +112,18 @@ void run(const Chains& c, const std::vector<float>& target, const std::vector<fl
   const backend::cuda_impl::DeviceWarp dw{w.temperature, w.top_k, w.top_p, w.min_p};
   for (std::int64_t b = 0; b < c.batch(); ++b) {
     run_emulated_block(threads, static_cast<unsigned int>(b), [&] {
-      kernels::verify_chain_kernel<kLogits, float>(
-          target.data(), c.vocab, draft.data(), c.vocab, c.offsets.data(), c.tokens.data(),
-          static_cast<int>(c.vocab), c.streams.data(), dw, nullptr, rows.data(), emitted.data(),
-          accepted.data());
+      kernels::verify_chain_kernel<kLogits, float>({.target = target.data(),
+                                                    .target_stride = c.vocab,
+                                                    .draft = draft.data(),
+                                                    .draft_stride = c.vocab,
+                                                    .offsets = c.offsets.data(),
+                                                    .tokens = c.tokens.data(),
+                                                    .vocab = c.vocab,
+                                                    .streams = c.streams.data(),
+                                                    .shared_warp = dw,
+                                                    .rows_ws = rows.data(),
+                                                    .emitted = emitted.data(),
+                                                    .accepted = accepted.data()});
     });
   }
 }

@@ -27,10 +27,20 @@ TreeResult run_kernel(bool recursive, const TreeCase& c) {
     run_emulated_block(kernels::kDrawThreads, static_cast<unsigned int>(b), [&] {
       const auto kernel =
           recursive ? kernels::verify_tree_kernel<true> : kernels::verify_tree_kernel<false>;
-      kernel(c.offsets.data(), c.tokens.data(), c.parents.data(), c.target.data(), c.vocab,
-             c.draft.data(), c.vocab, static_cast<int>(c.vocab), c.streams.data(), ints.data(),
-             r.accepted_nodes.data(), r.accepted.data(), r.final_tokens.data(), r.bonus.data(),
-             nullptr);
+      kernel({.offsets = c.offsets.data(),
+              .tokens = c.tokens.data(),
+              .parents = c.parents.data(),
+              .target = c.target.data(),
+              .target_stride = c.vocab,
+              .draft = c.draft.data(),
+              .draft_stride = c.vocab,
+              .vocab = c.vocab,
+              .streams = c.streams.data(),
+              .ints = ints.data(),
+              .accepted_nodes = r.accepted_nodes.data(),
+              .accepted = r.accepted.data(),
+              .final_tokens = r.final_tokens.data(),
+              .bonus = r.bonus.data()});
     });
   }
   return r;

@@ -111,14 +111,10 @@ struct ResidualValue {
 /// draft probability is not positive at a tested position (what the CPU rejects as bad input),
 /// is never read past the row nor accepted: the sequence gets accepted[b] = -1 and only -1 tokens.
 template <bool kLogits, class T>
-__global__ void __launch_bounds__(kWarpThreads)
-    verify_chain_kernel(Global<const T> target, std::int64_t target_stride, Global<const T> draft,
-                        std::int64_t draft_stride, Global<const std::int32_t> offsets,
-                        Global<const std::int32_t> tokens, int n,
-                        Global<const RandomStream> streams, DeviceWarp shared_warp,
-                        Global<const DeviceWarp> warps, Global<float> rows_ws,
-                        Global<std::int32_t> emitted, Global<std::int32_t> accepted,
-                        Global<std::int32_t> status = {}) {
+__global__ void __launch_bounds__(kWarpThreads) verify_chain_kernel(ChainKernelArgs<T> args) {
+  const auto& [target, target_stride, draft, draft_stride, offsets, tokens, vocab, streams,
+               shared_warp, warps, rows_ws, emitted, accepted, status] = args;
+  const int n = static_cast<int>(vocab);
   expect_block_threads(kWarpThreads);
   __shared__ ChainShared sh;
   const auto [b, first_draft, gamma, first_target, stream] = ragged_block(offsets, streams);

@@ -178,20 +178,38 @@ __device__ inline int merge_block_lists(const TopKLists& lists, std::int64_t fir
   return kept;
 }
 
-/// Gumbel-top-k of one row by the blocks blockIdx.y = 0 .. gridDim.y - 1 of a row split (each
-/// `tiles_per_block` tiles of kRowSplitTile entries): each block keeps its best k of its tiles, writes
-/// them to `lists` and counts itself done; the last block of the row merges the lists (the CPU's
-/// ranking whatever the order blocks finish in). Returns the row's list size in
-/// that last block (the list in sh), -1 in the others. A single block writes no list.
+/// A row of `n` entries as the blocks of a row split take it: `tiles_per_block` tiles of
+/// kRowSplitTile entries each; `vec`: fp32 entries whose groups of four are 16-byte aligned.
+struct SplitRow {
+  int n = 0;
+  int tiles_per_block = 1;
+  bool vec = false;
+};
+
+/// Where gumbel_top_k_kernel writes row r: tokens[r * token_stride ..] and (values may be null)
+/// values[r * value_stride ..], k each, and counts[r].
+struct TopKOutputs {
+  Global<std::int32_t> tokens{};
+  std::int64_t token_stride = 0;
+  Global<float> values{};
+  std::int64_t value_stride = 0;
+  Global<std::int32_t> counts{};
+};
+
+/// Gumbel-top-k of one row (`split`) by the blocks blockIdx.y = 0 .. gridDim.y - 1 of a row split:
+/// each block keeps its best k of its tiles, writes them to `lists` and counts itself done; the
+/// last block of the row merges the lists (the CPU's ranking whatever the order blocks finish in).
+/// Returns the row's list size in that last block (the list in sh), -1 in the others. A single
+/// block writes no list.
 template <RowKind kind, class T>
-__device__ int split_top_k(Global<const T> row, int n, int tiles_per_block, bool vec,
-                           const RandomStream& stream, int k, const TopKLists& lists,
-                           std::int64_t row_index, SplitTopKShared& sh) {
+__device__ int split_top_k(Global<const T> row, const SplitRow& split, const RandomStream& stream,
+                           int k, const TopKLists& lists, std::int64_t row_index,
+                           SplitTopKShared& sh) {
   const std::int64_t tile = kRowSplitTile;
-  const std::int64_t begin = static_cast<std::int64_t>(blockIdx.y) * tiles_per_block * tile;
-  const std::int64_t stop = begin + tiles_per_block * tile;
-  const int kept =
-      block_top_k(row, begin, stop < n ? stop : n, vec, GumbelValues<kind>{stream}, k, sh);
+  const std::int64_t begin = static_cast<std::int64_t>(blockIdx.y) * split.tiles_per_block * tile;
+  const std::int64_t stop = begin + split.tiles_per_block * tile;
+  const int kept = block_top_k(row, begin, stop < split.n ? stop : split.n, split.vec,
+                               GumbelValues<kind>{stream}, k, sh);
   const int blocks = static_cast<int>(gridDim.y);
   if (blocks == 1) return kept;
   const std::int64_t slot = row_index * blocks + blockIdx.y;
@@ -213,32 +231,28 @@ __device__ inline RandomStream broadcast_stream(const RandomStream& stream, Spli
   return out;
 }
 
-/// Grid (rows, S): block (r, y) takes tiles [y tpb, (y + 1) tpb) of row r (n entries of T at
-/// rows + r * row_stride, kind `kind`) with streams[r], uniform x perturbing token x
-/// (split_top_k). The last block of row r writes tokens / values (values may be null): the
-/// min(k, drawable) samples in sampling order, then -1 / -inf; counts[r] their number.
-/// k <= kMaxDeviceTopK; `vec`: fp32 rows whose groups of four are 16-byte aligned.
+/// Grid (rows, S): block (r, y) takes tiles [y tpb, (y + 1) tpb) of row r (`split`, entries of
+/// T at rows + r * row_stride, kind `kind`) with streams[r], uniform x perturbing token x
+/// (split_top_k). The last block of row r writes `out`'s tokens / values: the min(k, drawable)
+/// samples in sampling order, then -1 / -inf; counts[r] their number. k <= kMaxDeviceTopK.
 template <RowKind kind, class T>
 __global__ void __launch_bounds__(kWarpThreads)
-    gumbel_top_k_kernel(Global<const T> rows, std::int64_t row_stride, int n, int k,
-                        int tiles_per_block, bool vec, Global<const RandomStream> streams,
-                        TopKLists lists, Global<std::int32_t> tokens, std::int64_t token_stride,
-                        Global<float> values, std::int64_t value_stride,
-                        Global<std::int32_t> counts) {
+    gumbel_top_k_kernel(Global<const T> rows, std::int64_t row_stride, SplitRow split, int k,
+                        Global<const RandomStream> streams, TopKLists lists, TopKOutputs out) {
   expect_block_threads(kWarpThreads);
   __shared__ SplitTopKShared sh;
   const std::int64_t r = blockIdx.x;
   RandomStream mine{};
   if (threadIdx.x == 0) mine = streams[r];
   const RandomStream stream = broadcast_stream(mine, sh);
-  const int got =
-      split_top_k<kind>(rows + r * row_stride, n, tiles_per_block, vec, stream, k, lists, r, sh);
+  const int got = split_top_k<kind>(rows + r * row_stride, split, stream, k, lists, r, sh);
   if (got < 0) return;
   for (int j = threadIdx.x; j < k; j += blockDim.x) {
-    tokens[r * token_stride + j] = j < got ? sh.list_ids[j] : kNoToken;
-    if (values != nullptr) values[r * value_stride + j] = j < got ? sh.list_values[j] : kNegInf;
+    out.tokens[r * out.token_stride + j] = j < got ? sh.list_ids[j] : kNoToken;
+    if (out.values != nullptr)
+      out.values[r * out.value_stride + j] = j < got ? sh.list_values[j] : kNegInf;
   }
-  if (threadIdx.x == 0) counts[r] = got;
+  if (threadIdx.x == 0) out.counts[r] = got;
 }
 
 /// BeamLevelArgs as the kernels see it: every matrix through a global-memory view.
@@ -296,14 +310,14 @@ struct BeamShared {
 };
 
 /// Grid (B W, S): the blocks of beam blockIdx.x = b * width + i split its draft row (row b W + i,
-/// n entries, `tiles_per_block` tiles per block, `vec` as gumbel_top_k_kernel). For i <
-/// beam_counts[b] (clamped to [0, W]) they find its top-W children by Gumbel-top-k with
+/// `split`). For i < beam_counts[b] (clamped to [0, W]) they find its top-W children by
+/// Gumbel-top-k with
 /// streams[b].at_node(nodes(b, i) + 1) (split_top_k), and the last of them writes for each child j
 /// the candidate {truncated_gumbel(psi, phi + value_j, phi + value_0), phi + log row[t_j], i, t_j}
 /// (phi = log_probs(b, i), psi = scores(b, i), in double as the CPU) at candidates[(b W + i) W +
 /// j] and their number at children[b W + i] (0 for a beam that is not live).
 __global__ void __launch_bounds__(kWarpThreads)
-    beam_expand_kernel(BeamLevelViews a, int width, int n, int tiles_per_block, bool vec,
+    beam_expand_kernel(BeamLevelViews a, int width, SplitRow split,
                        Global<const RandomStream> streams, TopKLists lists,
                        Global<BeamCandidate> candidates, Global<std::int32_t> children) {
   expect_block_threads(kWarpThreads);
@@ -328,8 +342,7 @@ __global__ void __launch_bounds__(kWarpThreads)
     return;
   }
   const Global<const float> row = a.draft_rows + beam * a.draft_stride;
-  const int got = split_top_k<RowKind::kProbabilities>(row, n, tiles_per_block, vec, stream, width,
-                                                       lists, beam, sh);
+  const int got = split_top_k<RowKind::kProbabilities>(row, split, stream, width, lists, beam, sh);
   if (got < 0) return;
   const double phi = beam_sh.phi;
   const double psi = beam_sh.psi;

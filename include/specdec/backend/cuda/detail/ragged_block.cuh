@@ -8,6 +8,7 @@
 
 #include "specdec/backend/cuda/detail/global.cuh"
 #include "specdec/backend/cuda/detail/status_write.cuh"
+#include "specdec/backend/cuda/launchers.hpp"
 #include "specdec/backend/ragged.hpp"
 #include "specdec/core/philox.hpp"
 
@@ -31,6 +32,54 @@ __device__ inline RaggedBlock ragged_block(Global<const std::int32_t> offsets,
   const specdec::detail::RaggedSlice slice = specdec::detail::RaggedSlice::of(offsets, b);
   return {b, slice.first, static_cast<int>(slice.count), slice.first_row(), streams[b]};
 }
+
+/// The arguments of the chain verification kernels (verify_chain_kernel, and without draft rows,
+/// warps or row scratch verify_chain_target_only_kernel), one block per sequence of a ragged batch
+/// laid out as specdec::ChainBatchArgs: the rows (or logits) `*_stride` entries apart, of `vocab`
+/// entries; the CSR draft `offsets` and the draft `tokens`; one stream per sequence; the warp
+/// (`warps[b]`, or `shared_warp` when warps is null) and `rows_ws`, two warped rows per sequence,
+/// from logits; the outputs as specdec::verify_chain_batch's (status may be null).
+template <class T>
+struct ChainKernelArgs {
+  Global<const T> target{};
+  std::int64_t target_stride = 0;
+  Global<const T> draft{};
+  std::int64_t draft_stride = 0;
+  Global<const std::int32_t> offsets{};
+  Global<const std::int32_t> tokens{};
+  std::int64_t vocab = 0;
+  Global<const RandomStream> streams{};
+  DeviceWarp shared_warp{};
+  Global<const DeviceWarp> warps{};
+  Global<float> rows_ws{};
+  Global<std::int32_t> emitted{};
+  Global<std::int32_t> accepted{};
+  Global<std::int32_t> status{};
+};
+
+/// The arguments of the tree verification kernels (verify_tree_kernel, and without draft rows
+/// verify_tree_target_only_kernel), one block per tree of a ragged batch laid out as
+/// specdec::TreeBatchArgs: the CSR `offsets` (B + 1) cutting `tokens` and `parents` into trees;
+/// the rows, tree b's from row offsets[b] + b (root row first), `*_stride` entries apart, of
+/// `vocab` entries; one stream per tree; `ints`, verify_tree_kernel's scratch of 2 N entries; the
+/// outputs as specdec::verify_tree_batch's (bonus and status may be null).
+struct TreeKernelArgs {
+  Global<const std::int32_t> offsets{};
+  Global<const std::int32_t> tokens{};
+  Global<const std::int32_t> parents{};
+  Global<const float> target{};
+  std::int64_t target_stride = 0;
+  Global<const float> draft{};
+  std::int64_t draft_stride = 0;
+  std::int64_t vocab = 0;
+  Global<const RandomStream> streams{};
+  Global<std::int32_t> ints{};
+  Global<std::int32_t> accepted_nodes{};
+  Global<std::int32_t> accepted{};
+  Global<std::int32_t> final_tokens{};
+  Global<std::uint8_t> bonus{};
+  Global<std::int32_t> status{};
+};
 
 /// Whether one of tokens[0 .. count) lies outside [0, n): every thread reads them all (chains and
 /// the trees of one thread's walk are short), so each finds it without a barrier.

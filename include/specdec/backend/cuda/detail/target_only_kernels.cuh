@@ -114,12 +114,10 @@ __device__ NodeVerdict target_only_node(Global<const float> row, std::int64_t n,
 /// streams[b]. A draft token outside [0, n) (what the CPU rejects as bad input) is never used as
 /// an index: the sequence gets accepted[b] = -1 and only -1 tokens.
 __global__ void __launch_bounds__(kTargetOnlyThreads)
-    verify_chain_target_only_kernel(Global<const float> target, std::int64_t target_stride,
-                                    Global<const std::int32_t> offsets,
-                                    Global<const std::int32_t> tokens, std::int64_t n,
-                                    Global<const RandomStream> streams,
-                                    Global<std::int32_t> emitted, Global<std::int32_t> accepted,
-                                    Global<std::int32_t> status = {}) {
+    verify_chain_target_only_kernel(ChainKernelArgs<float> args) {
+  const auto& [target, target_stride, unused_draft, unused_draft_stride, offsets, tokens, n,
+               streams, unused_shared_warp, unused_warps, unused_rows_ws, emitted, accepted,
+               status] = args;
   expect_block_threads(kTargetOnlyThreads);
   __shared__ TargetOnlyShared sh;
   const auto [b, first_draft, gamma, first_target, stream] = ragged_block(offsets, streams);
@@ -155,12 +153,12 @@ __global__ void __launch_bounds__(kTargetOnlyThreads)
 /// streams[b].at_node(current + 1). A child token outside [0, n) or a node with more than
 /// kMaxRemovedTokens children (device data is not scanned on the host) is never used as an index:
 /// the tree gets accepted[b] = -1 and final_tokens[b] = -1. bonus may be null.
-__global__ void __launch_bounds__(kTargetOnlyThreads) verify_tree_target_only_kernel(
-    Global<const std::int32_t> offsets, Global<const std::int32_t> tokens,
-    Global<const std::int32_t> parents, Global<const float> target, std::int64_t target_stride,
-    std::int64_t n, Global<const RandomStream> streams, Global<std::int32_t> accepted_nodes,
-    Global<std::int32_t> accepted, Global<std::int32_t> final_tokens, Global<std::uint8_t> bonus,
-    Global<std::int32_t> status = {}) {
+/// Reads no draft rows nor ints (TreeKernelArgs).
+__global__ void __launch_bounds__(kTargetOnlyThreads)
+    verify_tree_target_only_kernel(TreeKernelArgs args) {
+  const auto& [offsets, tokens, parents, target, target_stride, unused_draft, unused_draft_stride,
+               n, streams, unused_ints, accepted_nodes, accepted, final_tokens, bonus, status] =
+      args;
   expect_block_threads(kTargetOnlyThreads);
   __shared__ TargetOnlyShared sh;
   const auto [b, begin, nodes, first_row, stream] = ragged_block(offsets, streams);

@@ -182,14 +182,10 @@ struct BlockRows {
 /// whose walk needs more than kMaxResidualSteps steps, gets accepted = -1, final_tokens = -1 and
 /// its SequenceStatus.
 template <bool kRecursive>
-__global__ void __launch_bounds__(kDrawThreads)
-    verify_tree_kernel(Global<const std::int32_t> offsets, Global<const std::int32_t> tokens,
-                       Global<const std::int32_t> parents, Global<const float> target,
-                       std::int64_t target_stride, Global<const float> draft,
-                       std::int64_t draft_stride, int n, Global<const RandomStream> streams,
-                       Global<std::int32_t> ints, Global<std::int32_t> accepted_nodes,
-                       Global<std::int32_t> accepted, Global<std::int32_t> final_tokens,
-                       Global<std::uint8_t> bonus, Global<std::int32_t> status = {}) {
+__global__ void __launch_bounds__(kDrawThreads) verify_tree_kernel(TreeKernelArgs args) {
+  const auto& [offsets, tokens, parents, target, target_stride, draft, draft_stride, vocab, streams,
+               ints, accepted_nodes, accepted, final_tokens, bonus, status] = args;
+  const int n = static_cast<int>(vocab);
   expect_block_threads(kDrawThreads);
   __shared__ TreeShared sh;
   const auto [b, begin, nodes, first_row, stream] = ragged_block(offsets, streams);

@@ -17,6 +17,7 @@
 #include "arrays.hpp"
 #include "bindings.hpp"
 #include "specdec/backend/cpu/constrained_batch.hpp"
+#include "specdec/backend/cpu/constrained_draft_probs_batch.hpp"
 #include "specdec/backend/status.hpp"
 
 namespace specdec::python {
@@ -254,6 +255,10 @@ struct ChainInputs {
   py::handle target_logits, draft_logits, warps, draft_tokens, streams, draft_offsets;
 };
 
+/// What a constrained chain batch's draft side holds: logits (warped as the target's), nothing
+/// (target-only), or vLLM's draft probabilities (used as given).
+enum class DraftSide { kLogits, kNone, kProbs };
+
 /// A constrained chain batch with its inputs read (GIL held).
 struct ConstrainedChainCall {
   Array target, draft, tokens, offsets;
@@ -265,15 +270,20 @@ struct ConstrainedChainCall {
   backend::Cpu cpu;
   ChainBatchLogitsArgs<float> args;
 
-  ConstrainedChainCall(const ChainInputs& in, const ConstraintInputs& c, bool draft_rows,
-                       int threads, bool check) {
+  DraftSide side;
+
+  ConstrainedChainCall(const ChainInputs& in, const ConstraintInputs& c, DraftSide side_,
+                       int threads, bool check)
+      : side(side_) {
+    const bool draft_rows = side != DraftSide::kNone;
+    const char* draft_name = side == DraftSide::kProbs ? "draft_probs" : "draft_logits";
     require_host_inputs({{in.target_logits, "target_logits"},
-                         {in.draft_logits, "draft_logits"},
+                         {in.draft_logits, draft_name},
                          {in.draft_tokens, "draft_tokens"},
                          {in.draft_offsets, "draft_offsets"},
                          {c.bitmask, "bitmask"}});
     target = rows_f32_arg(in.target_logits, "target_logits", 2);
-    if (draft_rows) draft = rows_f32_arg(in.draft_logits, "draft_logits", 2);
+    if (draft_rows) draft = rows_f32_arg(in.draft_logits, draft_name, 2);
     tokens = token_arg(in.draft_tokens, "draft_tokens", 1);
     offsets = int32_arg(in.draft_offsets, "draft_offsets", 1);
     if (offsets.size() == 0) throw Error("draft_offsets", "is empty; expected B + 1 offsets");
@@ -296,7 +306,7 @@ struct ConstrainedChainCall {
     args = {.draft_offsets = spans,
             .target_logits = batch_matrix<float>(target, "target_logits"),
             .draft_logits =
-                draft_rows ? batch_matrix<float>(draft, "draft_logits") : MatrixView<const float>{},
+                draft_rows ? batch_matrix<float>(draft, draft_name) : MatrixView<const float>{},
             .warps = warps,
             .draft_tokens = tokens.span<Token>("draft_tokens"),
             .streams = streams,
@@ -305,15 +315,23 @@ struct ConstrainedChainCall {
             .status = status ? status->values() : std::span<std::int32_t>{}};
   }
 
-  py::tuple run(bool draft_rows) {
+  py::tuple run() {
     const ChainBatchConstraints view = constraints->view();
-    run_constrained([&] {
-      if (draft_rows) {
-        verify_chain_batch_logits_constrained(cpu, args, view, thread_workspace());
-      } else {
-        verify_chain_batch_target_only_logits_constrained(cpu, args, view, thread_workspace());
-      }
-    });
+    try {
+      run_constrained([&] {
+        if (side == DraftSide::kLogits) {
+          verify_chain_batch_logits_constrained(cpu, args, view, thread_workspace());
+        } else if (side == DraftSide::kNone) {
+          verify_chain_batch_target_only_logits_constrained(cpu, args, view, thread_workspace());
+        } else {
+          verify_chain_batch_draft_probs_constrained(cpu, args, view, thread_workspace());
+        }
+      });
+    } catch (const Error& e) {
+      // The batch names the probability rows as its draft_logits.
+      if (side != DraftSide::kProbs || !e.argument().starts_with("draft_logits")) throw;
+      throw Error("draft_probs" + e.argument().substr(12), e.problem());
+    }
     return with_status(py::make_tuple(emitted->result(), accepted->result()), status);
   }
 };
@@ -443,8 +461,8 @@ void bind_constraints(py::module_& m) {
         return ConstrainedChainCall({target, draft, warps, tokens, streams, offsets},
                                     {bitmask, allowed, words, min_tokens, stop, repetition,
                                      frequency, presence, prompt, output},
-                                    /*draft_rows=*/true, threads, check)
-            .run(true);
+                                    DraftSide::kLogits, threads, check)
+            .run();
       },
       std::string(
           "verify_chain_batch_logits with each sequence's target rows transformed as the request\n"
@@ -465,14 +483,37 @@ void bind_constraints(py::module_& m) {
         return ConstrainedChainCall({target, py::none(), warps, tokens, streams, offsets},
                                     {bitmask, allowed, words, min_tokens, stop, repetition,
                                      frequency, presence, prompt, output},
-                                    /*draft_rows=*/false, threads, check)
-            .run(false);
+                                    DraftSide::kNone, threads, check)
+            .run();
       },
       std::string("verify_chain_batch_logits_constrained without draft logits: the target-only\n"
                   "walk (verify_chain_target_only) on the transformed target rows.\n") +
           kConstraintsDoc,
       py::kw_only(), py::arg("target_logits"), py::arg("warps"), py::arg("draft_tokens"),
       py::arg("streams"), py::arg("draft_offsets"));
+  def_constrained(
+      m, "verify_chain_batch_draft_probs_constrained",
+      [](H target, H draft, H warps, H tokens, H streams, H offsets, H bitmask, H allowed, H words,
+         H min_tokens, H stop, H repetition, H frequency, H presence, H prompt, H output,
+         int threads, bool check) {
+        return ConstrainedChainCall({target, draft, warps, tokens, streams, offsets},
+                                    {bitmask, allowed, words, min_tokens, stop, repetition,
+                                     frequency, presence, prompt, output},
+                                    DraftSide::kProbs, threads, check)
+            .run();
+      },
+      std::string(
+          "verify_chain_batch_logits_constrained with the draft side as probabilities (vLLM's\n"
+          "draft_probs [G, V] float32, the rows the drafts were drawn from), used as given: the\n"
+          "target rows are transformed and warped with warps[b], sequence b equals\n"
+          "verify_chain(Rejection) on its transformed, warped target rows and its draft_probs,\n"
+          "bit for bit. A draft token outside [0, V) (vLLM's placeholder -1) or of draft\n"
+          "probability 0 is rejected with certainty: the chain ends there with a draw from the\n"
+          "residual [p - q]+. Returns (emitted [G + B], accepted [B]) and with check=False the\n"
+          "status words.\n") +
+          kConstraintsDoc,
+      py::kw_only(), py::arg("target_logits"), py::arg("draft_probs"), py::arg("warps"),
+      py::arg("draft_tokens"), py::arg("streams"), py::arg("draft_offsets"));
   def_constrained(
       m, "verify_tree_batch_logits_constrained",
       [](H rule_object, H offsets, H tokens, H parents, H target, H draft, H warps, H streams,

@@ -243,6 +243,11 @@ def verify_chain_batch_logits_constrained(
         draft_tokens: ArrayLike, streams: Streams, draft_offsets: ArrayLike,
         threads: int = 0, check: bool = True,
         **constraints: Unpack[_Constraints]) -> tuple[Array, ...]: ...
+def verify_chain_batch_draft_probs_constrained(
+        *, target_logits: ArrayLike, draft_probs: ArrayLike, warps: Warps,
+        draft_tokens: ArrayLike, streams: Streams, draft_offsets: ArrayLike,
+        threads: int = 0, check: bool = True,
+        **constraints: Unpack[_Constraints]) -> tuple[Array, ...]: ...
 def verify_chain_batch_target_only_logits_constrained(
         *, target_logits: ArrayLike, warps: Warps, draft_tokens: ArrayLike,
         streams: Streams, draft_offsets: ArrayLike, threads: int = 0, check: bool = True,

@@ -175,6 +175,16 @@ def constrained_batch(draft, tree=False):
                 presence_penalty=np.array([0.0, 0.25], np.float32), **per_sequence)
 
 
+def draft_probs_batch():
+    """constrained_batch(draft=True) with draft probabilities for the draft logits."""
+    batch = constrained_batch(draft=True)
+    logits = batch.pop("draft_logits")
+    probs = np.exp(logits - logits.max(axis=1, keepdims=True))
+    batch["draft_probs"] = (probs / probs.sum(axis=1, keepdims=True)).astype(np.float32)
+    batch["ids"] = batch["ids"] - {"draft_tokens"}
+    return batch
+
+
 def examples(tmp_path):
     r, d = rows(V), rows(V, seed=1)
     node = dict(target=r, draft=d, candidates=tokens(1, 2))
@@ -300,6 +310,11 @@ def examples(tmp_path):
             lambda **a: specdec.verify_chain_batch_logits_constrained(
                 warps=specdec.Warp(), streams=two_streams(), **a),
             **constrained_batch(draft=True)),
+        # A draft token outside the vocabulary is vLLM's placeholder here: rejected, no error.
+        "verify_chain_batch_draft_probs_constrained": Example(
+            lambda **a: specdec.verify_chain_batch_draft_probs_constrained(
+                warps=specdec.Warp(), streams=two_streams(), **a),
+            **draft_probs_batch()),
         "verify_chain_batch_target_only_logits_constrained": Example(
             lambda **a: specdec.verify_chain_batch_target_only_logits_constrained(
                 warps=specdec.Warp(), streams=two_streams(), **a),

@@ -173,6 +173,43 @@ def test_equals_the_unconstrained_call_on_transformed_logits(seed):
             assert np.isfinite(transformed[OFFSETS[b] + b + r, token])
 
 
+def warped_rows(rows, offsets, extra):
+    """Each sequence's rows (offsets[b] + b * extra onwards, gamma_b + extra of them) warped by
+    WARPS[b]."""
+    out = np.empty_like(rows)
+    for b in range(B):
+        lo, hi = offsets[b] + b * extra, offsets[b + 1] + (b + 1) * extra
+        out[lo:hi] = specdec.warp_logits(WARPS[b], rows[lo:hi])
+    return out
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_draft_probs_equal_the_rows_verifier_on_transformed_rows(seed):
+    target, draft, drafts, c = random_case(seed)
+    probs = warped_rows(draft, OFFSETS, 0)
+    common = dict(draft_tokens=drafts, streams=streams(seed), draft_offsets=OFFSETS)
+    emitted, accepted = specdec.verify_chain_batch_draft_probs_constrained(
+        target_logits=target, draft_probs=probs, warps=WARPS, **common, **c)
+    rows = warped_rows(transform(target, chain_prefixes(drafts), c), OFFSETS, 1)
+    expected = specdec.verify_chain_batch(target_rows=rows, draft_rows=probs, **common)
+    np.testing.assert_array_equal(emitted, expected[0])
+    np.testing.assert_array_equal(accepted, expected[1])
+
+
+def test_draft_probs_reject_a_placeholder_and_name_their_rows():
+    target, draft, drafts, c = random_case(0)
+    probs = warped_rows(draft, OFFSETS, 0)
+    drafts[OFFSETS[0]] = -1  # sequence 0's first draft: vLLM's placeholder
+    args = dict(target_logits=target, warps=WARPS, draft_tokens=drafts, draft_offsets=OFFSETS)
+    _, accepted = specdec.verify_chain_batch_draft_probs_constrained(
+        draft_probs=probs, streams=streams(0), **args)
+    assert accepted[0] == 0
+    with pytest.raises(specdec.Error) as caught:
+        specdec.verify_chain_batch_draft_probs_constrained(draft_probs=probs[1:],
+                                                           streams=streams(0), **args)
+    assert caught.value.argument.startswith("draft_probs")
+
+
 @pytest.mark.parametrize("seed", range(20))
 def test_target_only_equals_the_unconstrained_walk_on_transformed_logits(seed):
     target, _, drafts, c = random_case(seed)

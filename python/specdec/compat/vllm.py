@@ -189,7 +189,8 @@ def rejection_sample(draft_token_ids: Any, num_draft_tokens: Sequence[int],
                      seeds: Any = None, max_spec_len: Optional[int] = None,
                      threads: int = 0, rejection_sample_method: str = "standard",
                      synthetic_acceptance_rates: Any = None, fly_window_size: int = 1,
-                     fly_entropy_threshold: float = 0.0, bonus_token_ids: Any = None) -> Any:
+                     fly_entropy_threshold: float = 0.0, bonus_token_ids: Any = None,
+                     constraints: Optional[dict] = None) -> Any:
     """Verifies a vLLM batch and returns the tokens to append, [B, max_spec_len + 1] int32
     padded with -1.
 
@@ -205,10 +206,13 @@ def rejection_sample(draft_token_ids: Any, num_draft_tokens: Sequence[int],
     sampled request that has draft probabilities), or the lossy "synthetic" (position i accepted
     with probability synthetic_acceptance_rates[i]) and "fly" (fly_window_size,
     fly_entropy_threshold); see the module docstring. bonus_token_ids [B] (the engine sampler's
-    draws) replace the bonus tokens drawn here; with them bonus_logits_indices is not read."""
+    draws) replace the bonus tokens drawn here; with them bonus_logits_indices is not read.
+    constraints: SamplingMetadata's request constraints as RejectionSampler reads them
+    ({field: value}, "standard" on the CPU only), applied to the target and bonus rows by
+    specdec's constrained verifiers."""
     method = _method(rejection_sample_method)
     block = method == "block"
-    if is_torch(logits) and not block:
+    if is_torch(logits) and not block and constraints is None:
         return _rejection_sample_torch(
             draft_token_ids, num_draft_tokens, cu_num_draft_tokens, draft_probs, logits,
             target_logits_indices, bonus_logits_indices, temperature=temperature, top_k=top_k,
@@ -284,14 +288,21 @@ def rejection_sample(draft_token_ids: Any, num_draft_tokens: Sequence[int],
         order[draft_slot], order[bonus_slot] = target_at, bonus_at
         # vLLM lays logits out this way already: then the rows are used where they lie.
         in_place = np.array_equal(order, np.arange(order.shape[0])) and order.shape[0] == rows.shape[0]
-        try:
-            warped = _warp_requests(rows if in_place else rows[order], counts, greedy, temps, ks,
-                                    ps, vocab)
-        except _specdec.Error as refused:  # its row numbers are not the caller's
-            raise error("logits", refused.problem) from None
         streams = [_specdec.RandomStream(seed=int(s) % 2**64) for s in stream_seeds]
-        groups = [np.arange(batch)] if probs is None else [np.flatnonzero(greedy),
-                                                           np.flatnonzero(~greedy)]
+        if constraints is not None:
+            chosen = _verify_constrained(rows if in_place else rows[order], tokens, counts, probs,
+                                         greedy, _request_warps(greedy, temps, ks, ps, vocab),
+                                         streams, constraints, threads)
+            out[:, :chosen.shape[1]] = chosen
+            groups = []  # verified
+        else:
+            try:
+                warped = _warp_requests(rows if in_place else rows[order], counts, greedy, temps,
+                                        ks, ps, vocab)
+            except _specdec.Error as refused:  # its row numbers are not the caller's
+                raise error("logits", refused.problem) from None
+            groups = [np.arange(batch)] if probs is None else [np.flatnonzero(greedy),
+                                                               np.flatnonzero(~greedy)]
         for g, members in enumerate(groups):
             if members.size == 0:
                 continue
@@ -598,20 +609,20 @@ class RejectionSampler:
         bonus = None
         if self.sampler is not None:
             bonus = self._bonus_tokens(logits, metadata.bonus_logits_indices, sampling_metadata)
-        target = logits
         constraints = _constraints(sampling_metadata)
         if constraints:  # absent (the common case): the rows are used as they are
-            target = self._constrained(logits, metadata, constraints)
+            self._check_constrainable(logits, constraints)
         sampled = rejection_sample(
             metadata.draft_token_ids, metadata.num_draft_tokens, metadata.cu_num_draft_tokens,
-            draft_probs, target, metadata.target_logits_indices, metadata.bonus_logits_indices,
+            draft_probs, logits, metadata.target_logits_indices, metadata.bonus_logits_indices,
             temperature=temperature, top_k=getattr(sampling_metadata, "top_k", None),
             top_p=getattr(sampling_metadata, "top_p", None), seeds=seeds,
             max_spec_len=metadata.max_spec_len, threads=self.threads,
             rejection_sample_method=self.rejection_sample_method,
             synthetic_acceptance_rates=self.synthetic_acceptance_rates,
             fly_window_size=self.fly_window_size,
-            fly_entropy_threshold=self.fly_entropy_threshold, bonus_token_ids=bonus)
+            fly_entropy_threshold=self.fly_entropy_threshold, bonus_token_ids=bonus,
+            constraints=constraints or None)
         logprobs = None
         top = getattr(sampling_metadata, "max_num_logprobs", None)
         if top is not None:
@@ -619,9 +630,8 @@ class RejectionSampler:
                 sampled, logits, metadata, int(top))
         return SamplerOutput(sampled_token_ids=sampled, logprobs_tensors=logprobs)
 
-    def _constrained(self, logits: Any, metadata: SpecDecodeMetadata, constraints: dict) -> Any:
-        """The logits with every target and bonus row transformed by the request constraints
-        (vLLM's sampler's rules; see _constrained_logits); "standard" on the CPU only."""
+    def _check_constrainable(self, logits: Any, constraints: dict) -> None:
+        """Constraints are applied by "standard" on the CPU only: else the first is named."""
         name = "sampling_metadata." + next(iter(constraints))
         if self.rejection_sample_method != "standard":
             raise error(name, f"is a request constraint; rejection_sample_method "
@@ -630,18 +640,6 @@ class RejectionSampler:
         if is_cuda(logits):
             raise error(name, "is a request constraint; constraints are applied on the CPU only "
                         "(the logits are on CUDA)")
-        rows = as_numpy(logits, "logits", kind="float", ndim=2, check_finite=False)
-        tokens = as_numpy(metadata.draft_token_ids, "draft_token_ids", kind="int", ndim=1)
-        target_at = _row_indices(metadata.target_logits_indices, "target_logits_indices",
-                                 tokens.shape[0], rows.shape[0])
-        bonus_at = _row_indices(metadata.bonus_logits_indices, "bonus_logits_indices",
-                                len(metadata.num_draft_tokens), rows.shape[0])
-        out = _constrained_logits(rows, tokens, np.asarray(metadata.num_draft_tokens, np.int64),
-                                  target_at, bonus_at, constraints)
-        if is_torch(logits):
-            import torch
-            return torch.from_numpy(out)
-        return out
 
     def _bonus_tokens(self, logits: Any, bonus_logits_indices: Any, sampling_metadata: Any):
         """The engine sampler's draws on the bonus rows, as vLLM's rejection sampler asks."""
@@ -832,12 +830,27 @@ def _row_indices(value: Any, name: str, count: int, rows: int) -> np.ndarray:
     return indices
 
 
+def _warp_settings(greedy, temps, ks, ps, vocab):
+    """(temperature, top_k, top_p) per request, [B, 3] float64: greedy requests 0, 0, 1."""
+    return np.stack([np.where(greedy, 0.0, temps),
+                     np.where(greedy | (ks <= 0) | (ks >= vocab), 0, ks),
+                     np.where(greedy, 1.0, ps)], axis=1).astype(np.float64)
+
+
+def _request_warps(greedy, temps, ks, ps, vocab):
+    """One Warp per request (a greedy request's: temperature 0), one object per distinct warp."""
+    distinct, which = np.unique(_warp_settings(greedy, temps, ks, ps, vocab), axis=0,
+                                return_inverse=True)
+    warps = np.empty(len(distinct), object)
+    warps[:] = [_specdec.Warp(temperature=float(t), top_k=int(k), top_p=float(p))
+                for t, k, p in distinct]
+    return list(warps[which.reshape(-1)])
+
+
 def _warp_requests(rows, counts, greedy, temps, ks, ps, vocab):
     """Each request's rows warped by its own temperature / top-k / top-p, one call per distinct
     warp (greedy rows become the one-hot argmax)."""
-    settings = np.stack([np.where(greedy, 0.0, temps),
-                         np.where(greedy | (ks <= 0) | (ks >= vocab), 0, ks),
-                         np.where(greedy, 1.0, ps)], axis=1).astype(np.float64)
+    settings = _warp_settings(greedy, temps, ks, ps, vocab)
     if (settings == settings[0]).all():  # one warp for the batch: no masked copies
         t, k, p = settings[0]
         return np.asarray(_specdec.warp_logits(
@@ -887,21 +900,32 @@ def _constraints(sampling_metadata: Any) -> dict:
 
 def _request_tokens(value: Any, name: str, batch: int, vocab: int) -> list:
     """Per-request token ids (B lists, or a [B, n] array padded with ids >= V, as vLLM pads the
-    prompts) without the padding; None: none."""
+    prompts) without the padding, as B int32 arrays; None: none."""
     if value is None:
-        return [np.zeros(0, np.int64)] * batch
+        return [None] * batch
     if is_torch(value):
         value = value.detach().cpu().numpy()
     if not hasattr(value, "__len__") or len(value) != batch:
         raise error(name, f"has {len(value) if hasattr(value, '__len__') else 'no'} entries; "
                     f"expected one per request ({batch})")
-    lists = []
-    for b in range(batch):
-        ids = as_numpy(np.asarray(value[b]).reshape(-1), f"{name}[{b}]", kind="int")
-        if (ids < 0).any():
-            raise error(f"{name}[{b}]", f"holds {int(ids.min())}; token ids are >= 0")
-        lists.append(ids[ids < vocab])
-    return lists
+    if isinstance(value, np.ndarray) and value.ndim == 2:
+        lengths = np.full(batch, value.shape[1], np.int64)
+        flat = value.reshape(-1)
+    else:
+        lengths = np.fromiter(map(len, value), np.int64, batch)
+        pieces = [np.asarray(v).reshape(-1) for v in value]
+        flat = np.concatenate([p for p in pieces if p.size] or [np.zeros(0, np.int64)])
+    if flat.size and flat.dtype.kind not in "iu":
+        raise error(name, f"holds {flat.dtype} ids; expected integers")
+    flat = flat.astype(np.int64, copy=False)
+    owner = np.repeat(np.arange(batch), lengths)
+    negative = np.flatnonzero(flat < 0)
+    if negative.size:
+        raise error(f"{name}[{owner[negative[0]]}]", f"holds {int(flat[negative[0]])}; token ids "
+                    "are >= 0")
+    kept = flat < vocab
+    cuts = np.cumsum(np.bincount(owner[kept], minlength=batch))[:-1]
+    return np.split(flat[kept].astype(np.int32), cuts)
 
 
 def _ids(value: Any, name: str) -> list:
@@ -937,20 +961,29 @@ def _penalties(constraints: dict, batch: int) -> Optional[list]:
     return values
 
 
-def _constrained_logits(rows: np.ndarray, tokens: np.ndarray, counts: np.ndarray,
-                        target_at: np.ndarray, bonus_at: np.ndarray, constraints: dict
-                        ) -> np.ndarray:
-    """float32 logits whose target rows (draft position j of request b: b's output so far plus
-    its first j drafts) and bonus rows (plus all its drafts) are transformed as vLLM's sampler
-    transforms them: penalties, then the allowed-token mask, bad words and min_tokens as -inf.
-    Draft ids outside [0, V) (placeholders) count for nothing."""
-    batch, vocab = len(counts), rows.shape[1]
-    out = rows.astype(np.float32, copy=True)
+# The constrained verifiers' argument names as SamplingMetadata's (and rejection_sample's).
+_CONSTRAINT_NAMES = {"bitmask": "allowed_token_ids_mask", "bad_words": "bad_words_token_ids",
+                     "stop_token_ids": "min_tokens", "min_tokens": "min_tokens",
+                     "prompt_token_ids": "prompt_token_ids",
+                     "output_token_ids": "output_token_ids"}
+
+
+def _constraint_arguments(constraints: dict, counts: np.ndarray, vocab: int) -> dict:
+    """SamplingMetadata's constraints as the constrained verifiers' keywords for the B requests
+    of `counts`: the allowed-token mask packed into a bitmask row per target row, penalties,
+    prompt and output ids per request (the penalties' counts, min_tokens' length, bad words'
+    history), bad words and min_tokens with their stop ids per request."""
+    batch = len(counts)
+    args = {"prompt_token_ids": _request_tokens(constraints["prompt_token_ids"],
+                                                "sampling_metadata.prompt_token_ids", batch,
+                                                vocab),
+            "output_token_ids": _request_tokens(constraints["output_token_ids"],
+                                                "sampling_metadata.output_token_ids", batch,
+                                                vocab)}
     penalties = _penalties(constraints, batch)
-    prompts = _request_tokens(constraints["prompt_token_ids"],
-                              "sampling_metadata.prompt_token_ids", batch, vocab)
-    outputs = _request_tokens(constraints["output_token_ids"],
-                              "sampling_metadata.output_token_ids", batch, vocab)
+    if penalties is not None:
+        args.update(zip(("repetition_penalty", "frequency_penalty", "presence_penalty"),
+                        penalties))
     banned = constraints.get("allowed_token_ids_mask")
     if banned is not None:
         banned = np.asarray(banned.detach().cpu().numpy() if is_torch(banned) else banned)
@@ -958,50 +991,86 @@ def _constrained_logits(rows: np.ndarray, tokens: np.ndarray, counts: np.ndarray
             raise error("sampling_metadata.allowed_token_ids_mask",
                         f"is {banned.dtype} {tuple(banned.shape)}; expected bool ({batch}, "
                         f"{vocab}) (B, V; True: banned)")
+        # xgrammar's layout: bit j of int32 word k allows token 32k + j; one row per target row.
+        words = -(-vocab // 32)
+        packed = np.zeros((batch, 4 * words), np.uint8)
+        packed[:, :-(-vocab // 8)] = np.packbits(~banned, axis=1, bitorder="little")
+        args["bitmask"] = np.repeat(packed.view("<i4"), counts + 1, axis=0)
     bad_words = _requests_named(constraints.get("bad_words_token_ids", {}),
                                 "sampling_metadata.bad_words_token_ids", batch)
+    if bad_words:
+        args["bad_words"] = [None] * batch
+        for b, words in bad_words.items():
+            args["bad_words"][b] = [_ids(w, f"sampling_metadata.bad_words_token_ids[{b}]")
+                                    for w in words]
     min_tokens = _requests_named(constraints.get("min_tokens", {}),
                                  "sampling_metadata.min_tokens", batch)
-    starts = np.cumsum(counts) - counts
-    for b in range(batch):
-        n = int(counts[b])
-        drafts = tokens[starts[b]:starts[b] + n]
-        at = np.append(target_at[starts[b]:starts[b] + n], bonus_at[b])  # row j: drafts[:j]
-        block = out[at]
-        if penalties is not None:
-            repetition, frequency, presence = (v[b] for v in penalties)
-            steps = np.zeros((n + 1, vocab), np.float32)  # row j's counts: output + drafts[:j]
-            inside = np.flatnonzero((drafts >= 0) & (drafts < vocab))
-            steps[inside + 1, drafts[inside]] = 1
-            seen = np.cumsum(steps, axis=0) + np.bincount(outputs[b], minlength=vocab)
-            scale = np.ones(vocab, np.float32)
-            scale[prompts[b]] = repetition
-            scale = np.where(seen > 0, repetition, scale)
-            block = np.where(block > 0, block / scale, block * scale)
-            block -= frequency * seen
-            block -= presence * (seen > 0)
-        if banned is not None:
-            block[:, banned[b]] = -np.inf
-        history = outputs[b].tolist()
-        for word in bad_words.get(b, ()):
-            word = _ids(word, f"sampling_metadata.bad_words_token_ids[{b}]")
-            if not word or not all(0 <= t < vocab for t in word):
-                raise error(f"sampling_metadata.bad_words_token_ids[{b}]",
-                            f"holds {word}; a bad word is a non-empty list of ids in [0, {vocab})")
-            for j in range(n + 1):  # banned where the prefix ends with the word's head
-                prefix = history + drafts[:j].tolist()
-                head = word[:-1]
-                if len(prefix) >= len(head) and prefix[len(prefix) - len(head):] == head:
-                    block[j, word[-1]] = -np.inf
-        if b in min_tokens:
-            entry, name = min_tokens[b], f"sampling_metadata.min_tokens[{b}]"
+    if min_tokens:
+        least, stops = np.zeros(batch, np.int32), [None] * batch
+        for b, entry in min_tokens.items():
+            name = f"sampling_metadata.min_tokens[{b}]"
             if not isinstance(entry, (tuple, list)) or len(entry) != 2:
                 raise error(name, f"is {entry!r}; expected (count, stop ids)")
-            least, stops = int(entry[0]), np.asarray(sorted(_ids(entry[1], name)), np.int64)
-            if ((stops < 0) | (stops >= vocab)).any():
-                raise error(f"sampling_metadata.min_tokens[{b}]",
-                            f"names stop ids outside [0, {vocab})")
-            short = len(history) + np.arange(n + 1) < least  # the drafts count as output
-            block[np.ix_(np.flatnonzero(short), stops)] = -np.inf
-        out[at] = block
-    return out
+            least[b], stops[b] = int(entry[0]), sorted(_ids(entry[1], name))
+        args.update(min_tokens=least, stop_token_ids=stops)
+    return args
+
+
+def _verify_constrained(rows, tokens, counts, probs, greedy, warps, streams, constraints,
+                        threads):
+    """The chains of `rows` (request by request: its draft positions, then its bonus row; raw
+    logits) verified by specdec's constrained verifiers under `constraints`: with draft rows
+    verify_chain_batch_draft_probs_constrained (a greedy request's warp is the argmax), without
+    them the target-only form, each chain cut before a token outside the vocabulary. Returns
+    tokens [B, max(counts) + 1] int32 padded with -1."""
+    batch, vocab = len(counts), rows.shape[1]
+    width = int(counts.max()) + 1 if batch else 1
+    args = _constraint_arguments(constraints, counts, vocab)
+    if probs is not None:
+        drafts = np.ascontiguousarray(probs, np.float32)
+        inside = (tokens >= 0) & (tokens < vocab)
+        owner = np.repeat(np.arange(batch), counts)
+        # vLLM's greedy ignores the draft rows: a greedy request's draft token of probability 0
+        # is given one, so that the argmax decides (in a copy, made only then).
+        at = np.flatnonzero(inside & greedy[owner])
+        if at.size and not (drafts[at, tokens[at]] > 0).all():
+            drafts = drafts.copy()
+            drafts[at, tokens[at]] = 1.0
+        call = _specdec.verify_chain_batch_draft_probs_constrained
+        extra = {"draft_probs": drafts}
+    else:
+        call, extra = _specdec.verify_chain_batch_target_only_logits_constrained, {}
+        starts = np.cumsum(counts) - counts
+        outside = np.flatnonzero((tokens < 0) | (tokens >= vocab))
+        if outside.size:  # each chain cut at its first: the row there draws the token
+            owner = np.repeat(np.arange(batch), counts)
+            cut = counts.copy()
+            np.minimum.at(cut, owner[outside], outside - starts[owner[outside]])
+            keep_token = np.arange(len(tokens)) - starts[owner] < cut[owner]
+            row_owner = np.repeat(np.arange(batch), counts + 1)
+            keep_row = np.arange(len(rows)) - (starts + np.arange(batch))[row_owner] <= \
+                cut[row_owner]
+            rows, tokens, counts = rows[keep_row], tokens[keep_token], cut
+            if "bitmask" in args:
+                args["bitmask"] = args["bitmask"][keep_row]
+    offsets = np.zeros(batch + 1, np.int32)
+    np.cumsum(counts, out=offsets[1:])
+    try:
+        flat, accepted = call(target_logits=np.ascontiguousarray(rows, np.float32),
+                              draft_tokens=np.ascontiguousarray(tokens, np.int32),
+                              draft_offsets=offsets, warps=warps, streams=streams,
+                              threads=threads, **extra, **args)
+    except _specdec.Error as refused:
+        base, _, rest = refused.argument.partition("[")
+        if base in _CONSTRAINT_NAMES:
+            index = rest.split("]")[0]
+            raise error(f"sampling_metadata.{_CONSTRAINT_NAMES[base]}"
+                        + (f"[{index}]" if index and base != "bitmask" else ""),
+                        refused.problem) from None
+        name = {"target_logits": "logits", "draft_tokens": "draft_token_ids"}.get(base, base)
+        raise error(name, refused.problem) from None
+    flat, slot = np.asarray(flat), np.arange(width)
+    take = np.minimum((offsets[:-1] + np.arange(batch))[:, None] + slot,
+                      max(flat.shape[0] - 1, 0))
+    emitted = np.asarray(accepted)[:, None] + 1
+    return np.where(slot < emitted, flat[take] if flat.size else -1, -1).astype(np.int32)

@@ -114,6 +114,30 @@ def test_constrained_equals_unconstrained_on_transformed_logits(temperature, pro
                               np.asarray(want.sampled_token_ids)), seed
 
 
+@pytest.mark.parametrize("probs", [False, True])
+def test_a_placeholder_ends_a_constrained_chain(probs):
+    # Request 0's second draft and request 2's first are vLLM's placeholder -1: the chain stops
+    # there. Without draft rows the tokens equal the plain path's on transformed logits (the row
+    # there draws the token); with them the token there is never one the constraints ban.
+    sampler = RejectionSampler()
+    for seed in range(20):
+        drafts, logits, q = batch(seed, probs)
+        drafts[0][1], drafts[2][0] = -1, -1
+        meta = constrained(0.7, generators=generators(seed))
+        expected_logits = reference(logits, [[max(t, 0) for t in d] for d in drafts], meta)
+        metadata = SpecDecodeMetadata.make_dummy(drafts)
+        got = np.asarray(sampler(metadata, q, logits, meta).sampled_token_ids)
+        assert (got[0, 2:] == -1).all() and (got[2, 1:] == -1).all()
+        if probs:
+            assert np.isfinite(expected_logits[1, got[0, 1]])
+            assert np.isfinite(expected_logits[5, got[2, 0]])
+            continue
+        bare = plain(meta)
+        bare.generators = generators(seed)
+        want = sampler(metadata, q, expected_logits, bare).sampled_token_ids
+        assert np.array_equal(got, np.asarray(want)), seed
+
+
 def test_a_constrained_token_is_never_emitted():
     sampler = RejectionSampler()
     emitted_banned = checked = 0

@@ -17,16 +17,23 @@ struct StagedArrays {
   const RandomStream* streams = nullptr;
 };
 
-/// Clears the batch's status entries, then (unless the batch is empty: nothing to launch) stages
-/// its offsets and streams into `staged`.
-cudaError_t clear_and_stage(std::int32_t* status_out, std::int64_t batch,
-                            const Resident<const std::int32_t>& offsets,
-                            const Resident<const RandomStream>& streams, void* workspace,
-                            cudaStream_t stream, StagedArrays& staged) {
-  const cudaError_t status = detail::clear_failures(status_out, batch, stream);
+/// Clears the batch's status entries and, unless the batch is empty (nothing to launch), stages
+/// its offsets and streams and launches `kernel` with one block of kTargetOnlyThreads per
+/// sequence or tree on the arguments `args_of(staged)` gives.
+template <class Kernel, class ArgsOf>
+cudaError_t launch_target_only(Kernel kernel, std::int32_t* status_out, std::int64_t batch,
+                               const Resident<const std::int32_t>& offsets,
+                               const Resident<const RandomStream>& streams, void* workspace,
+                               cudaStream_t stream, const ArgsOf& args_of) {
+  cudaError_t status = detail::clear_failures(status_out, batch, stream);
   if (status != cudaSuccess || batch == 0) return status;
-  return detail::offsets_and_streams(offsets, streams, workspace, stream, &staged.offsets,
-                                     &staged.streams);
+  StagedArrays staged;
+  status = detail::offsets_and_streams(offsets, streams, workspace, stream, &staged.offsets,
+                                       &staged.streams);
+  if (status != cudaSuccess) return status;
+  return detail::launch(kernel, static_cast<unsigned int>(batch),
+                        static_cast<unsigned int>(detail::kTargetOnlyThreads), stream,
+                        args_of(staged));
 }
 
 }  // namespace
@@ -34,44 +41,39 @@ cudaError_t clear_and_stage(std::int32_t* status_out, std::int64_t batch,
 cudaError_t verify_chain_batch_target_only(const ChainVerifyParams& p, void* workspace,
                                            cudaStream_t stream) {
   if (p.dtype != DType::kF32) return cudaErrorInvalidValue;
-  StagedArrays s;
-  const cudaError_t status =
-      clear_and_stage(p.status, p.batch, p.draft_offsets, p.streams, workspace, stream, s);
-  if (status != cudaSuccess || p.batch == 0) return status;
-  return detail::launch(
-      detail::verify_chain_target_only_kernel, static_cast<unsigned int>(p.batch),
-      static_cast<unsigned int>(detail::kTargetOnlyThreads), stream,
-      detail::ChainKernelArgs<float>{.target = static_cast<const float*>(p.target),
-                                     .target_stride = p.target_stride,
-                                     .offsets = s.offsets,
-                                     .tokens = p.draft_tokens,
-                                     .vocab = p.vocab,
-                                     .streams = s.streams,
-                                     .emitted = p.emitted,
-                                     .accepted = p.accepted,
-                                     .status = p.status});
+  return launch_target_only(
+      detail::verify_chain_target_only_kernel, p.status, p.batch, p.draft_offsets, p.streams,
+      workspace, stream, [&](const StagedArrays& s) {
+        return detail::ChainKernelArgs<float>{.target = static_cast<const float*>(p.target),
+                                              .target_stride = p.target_stride,
+                                              .offsets = s.offsets,
+                                              .tokens = p.draft_tokens,
+                                              .vocab = p.vocab,
+                                              .streams = s.streams,
+                                              .emitted = p.emitted,
+                                              .accepted = p.accepted,
+                                              .status = p.status};
+      });
 }
 
 cudaError_t verify_tree_batch_target_only(const TreeVerifyParams& p, void* workspace,
                                           cudaStream_t stream) {
-  StagedArrays s;
-  const cudaError_t status =
-      clear_and_stage(p.status, p.batch, p.node_offsets, p.streams, workspace, stream, s);
-  if (status != cudaSuccess || p.batch == 0) return status;
-  return detail::launch(detail::verify_tree_target_only_kernel, static_cast<unsigned int>(p.batch),
-                        static_cast<unsigned int>(detail::kTargetOnlyThreads), stream,
-                        detail::TreeKernelArgs{.offsets = s.offsets,
-                                               .tokens = p.tokens,
-                                               .parents = p.parents,
-                                               .target = p.target,
-                                               .target_stride = p.target_stride,
-                                               .vocab = p.vocab,
-                                               .streams = s.streams,
-                                               .accepted_nodes = p.accepted_nodes,
-                                               .accepted = p.accepted,
-                                               .final_tokens = p.final_tokens,
-                                               .bonus = p.bonus,
-                                               .status = p.status});
+  return launch_target_only(detail::verify_tree_target_only_kernel, p.status, p.batch,
+                            p.node_offsets, p.streams, workspace, stream,
+                            [&](const StagedArrays& s) {
+                              return detail::TreeKernelArgs{.offsets = s.offsets,
+                                                            .tokens = p.tokens,
+                                                            .parents = p.parents,
+                                                            .target = p.target,
+                                                            .target_stride = p.target_stride,
+                                                            .vocab = p.vocab,
+                                                            .streams = s.streams,
+                                                            .accepted_nodes = p.accepted_nodes,
+                                                            .accepted = p.accepted,
+                                                            .final_tokens = p.final_tokens,
+                                                            .bonus = p.bonus,
+                                                            .status = p.status};
+                            });
 }
 
 }  // namespace specdec::backend::cuda_impl

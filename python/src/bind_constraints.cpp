@@ -449,21 +449,26 @@ void def_constrained(py::module_& m, const char* name, F&& f, const std::string&
       constraint_args());
 }
 
+using H = py::handle;
+
+/// A constrained chain batch whose draft side is rows (`side`: logits or probabilities), as bound.
+template <DraftSide side>
+py::tuple chain_with_draft_rows(H target, H draft, H warps, H tokens, H streams, H offsets,
+                                H bitmask, H allowed, H words, H min_tokens, H stop, H repetition,
+                                H frequency, H presence, H prompt, H output, int threads,
+                                bool check) {
+  return ConstrainedChainCall({target, draft, warps, tokens, streams, offsets},
+                              {bitmask, allowed, words, min_tokens, stop, repetition, frequency,
+                               presence, prompt, output},
+                              side, threads, check)
+      .run();
+}
+
 }  // namespace
 
 void bind_constraints(py::module_& m) {
-  using H = py::handle;
   def_constrained(
-      m, "verify_chain_batch_logits_constrained",
-      [](H target, H draft, H warps, H tokens, H streams, H offsets, H bitmask, H allowed, H words,
-         H min_tokens, H stop, H repetition, H frequency, H presence, H prompt, H output,
-         int threads, bool check) {
-        return ConstrainedChainCall({target, draft, warps, tokens, streams, offsets},
-                                    {bitmask, allowed, words, min_tokens, stop, repetition,
-                                     frequency, presence, prompt, output},
-                                    DraftSide::kLogits, threads, check)
-            .run();
-      },
+      m, "verify_chain_batch_logits_constrained", &chain_with_draft_rows<DraftSide::kLogits>,
       std::string(
           "verify_chain_batch_logits with each sequence's target rows transformed as the request\n"
           "asks: penalties applied, then masked ids set to -inf, then warped with warps[b];\n"
@@ -492,16 +497,7 @@ void bind_constraints(py::module_& m) {
       py::kw_only(), py::arg("target_logits"), py::arg("warps"), py::arg("draft_tokens"),
       py::arg("streams"), py::arg("draft_offsets"));
   def_constrained(
-      m, "verify_chain_batch_draft_probs_constrained",
-      [](H target, H draft, H warps, H tokens, H streams, H offsets, H bitmask, H allowed, H words,
-         H min_tokens, H stop, H repetition, H frequency, H presence, H prompt, H output,
-         int threads, bool check) {
-        return ConstrainedChainCall({target, draft, warps, tokens, streams, offsets},
-                                    {bitmask, allowed, words, min_tokens, stop, repetition,
-                                     frequency, presence, prompt, output},
-                                    DraftSide::kProbs, threads, check)
-            .run();
-      },
+      m, "verify_chain_batch_draft_probs_constrained", &chain_with_draft_rows<DraftSide::kProbs>,
       std::string(
           "verify_chain_batch_logits_constrained with the draft side as probabilities (vLLM's\n"
           "draft_probs [G, V] float32, the rows the drafts were drawn from), used as given: the\n"

@@ -93,17 +93,13 @@ inline ChainVerdict verify_chain_draft_probs_constrained(const Warp& warp,
                                                          std::span<Token> out, Workspace& ws) {
   detail::check_draft_probs_chain(warp, target_logits.size(), draft_probs.size(),
                                   draft_tokens.size(), vocab, out.size());
-  const auto length = static_cast<std::int64_t>(draft_tokens.size());
-  detail::check_constraints(constraints, length + 1, vocab);
-  auto scope = ws.scope();
-  auto bytes = ws.take<std::byte>(detail::chain_logits_scratch_size(vocab));
-  auto extra = ws.take<std::byte>(detail::constrained_rows_size(vocab, length));
-  auto rows = detail::constrained_rows(
-      constraints, detail::LogitRows<float>{target_logits.data(), vocab, "target_logits", 0},
-      detail::ChainPrefix{draft_tokens.data()}, vocab, extra.data());
-  return detail::verify_chain_draft_probs_unchecked(
-      warp, rows.rows_view(), draft_probs.data(), draft_tokens.data(), length, vocab, stream,
-      out.data(), "draft_tokens", detail::chain_logits_scratch(bytes.data(), vocab));
+  return detail::with_constrained_chain(
+      constraints, target_logits, draft_tokens, vocab, ws,
+      [&](const detail::LogitRows<float>& rows, const detail::ChainLogitsScratch& scratch) {
+        return detail::verify_chain_draft_probs_unchecked(
+            warp, rows, draft_probs.data(), draft_tokens.data(), std::ssize(draft_tokens), vocab,
+            stream, out.data(), "draft_tokens", scratch);
+      });
 }
 
 }  // namespace specdec

@@ -138,6 +138,22 @@ def test_a_placeholder_ends_a_constrained_chain(probs):
         assert np.array_equal(got, np.asarray(want)), seed
 
 
+def test_greedy_requests_ignore_the_draft_rows():
+    # vLLM's greedy requests match the argmax whatever the draft rows say: drafts of draft
+    # probability 0 are still accepted where they are the constrained argmax.
+    sampler = RejectionSampler()
+    for seed in range(10):
+        drafts, logits, _ = batch(seed)
+        q = np.zeros((sum(map(len, drafts)), V), np.float32)
+        flat = [t for d in drafts for t in d]
+        q[np.arange(len(flat)), (np.array(flat) + 1) % V] = 1.0  # never the drafted token
+        meta = constrained(0.0)
+        metadata = SpecDecodeMetadata.make_dummy(drafts)
+        got = sampler(metadata, q, logits, meta).sampled_token_ids
+        want = sampler(metadata, q, reference(logits, drafts, meta), plain(meta)).sampled_token_ids
+        assert np.array_equal(np.asarray(got), np.asarray(want)), seed
+
+
 def test_a_constrained_token_is_never_emitted():
     sampler = RejectionSampler()
     emitted_banned = checked = 0

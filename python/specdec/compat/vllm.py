@@ -41,9 +41,10 @@ What differs from vLLM:
   (with draft rows, from the residual max(p - q, 0)).
 - Request constraints in `sampling_metadata` (penalties unless ``no_penalties``,
   ``allowed_token_ids_mask``, ``bad_words_token_ids``, ``min_tokens``) transform the target and
-  bonus rows as vLLM's sampler does, each row's draft prefix counted as output, on the host
-  ("standard" only: another method, or CUDA tensors, with a constraint raise specdec.Error naming
-  the field).
+  bonus rows as vLLM's sampler does, each row's draft prefix counted as output: the fields are
+  packed once per call and specdec's constrained verifiers transform each row as they read it,
+  on the host ("standard" only: another method, or CUDA tensors, with a constraint raise
+  specdec.Error naming the field).
 - Draft probability rows must sum to 1 (within 1%, then rescaled). Inputs are torch tensors
   or NumPy arrays (torch in, torch out). Torch tensors are used where they lie (CPU or CUDA):
   the checks, warps (_warp_rows), verification and logprobs run there, with no copy of rows,

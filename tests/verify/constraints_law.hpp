@@ -209,4 +209,18 @@ inline DrawnChain draw_chain(Rows& rows, toy::ToyRandom& rng) {
   return d;
 }
 
+// The logits and mask rows a constrained verifier takes for the chain `tokens` (any tokens, not
+// drawn): L + 1 raw target rows and grammar words along it, no draft rows.
+inline DrawnChain chain_along(const std::vector<Token>& tokens) {
+  DrawnChain d{.tokens = tokens};
+  std::vector<Token> prefix;
+  for (std::size_t i = 0; i <= tokens.size(); ++i) {
+    const auto row = raw_logits(prefix, false);
+    d.target.insert(d.target.end(), row.begin(), row.end());
+    d.mask.push_back(grammar_mask(prefix));
+    if (i < tokens.size()) prefix.push_back(tokens[i]);
+  }
+  return d;
+}
+
 }  // namespace specdec::test::exact_law

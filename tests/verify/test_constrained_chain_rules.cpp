@@ -111,19 +111,6 @@ std::vector<std::vector<Token>> every_chain() {
   return out;
 }
 
-// A chain's target logits and mask rows along `tokens` (raw, as a verifier takes them).
-DrawnChain chain_along(const std::vector<Token>& tokens) {
-  DrawnChain d{.tokens = tokens};
-  std::vector<Token> prefix;
-  for (std::size_t i = 0; i <= tokens.size(); ++i) {
-    const auto row = raw_logits(prefix, false);
-    d.target.insert(d.target.end(), row.begin(), row.end());
-    d.mask.push_back(grammar_mask(prefix));
-    if (i < tokens.size()) prefix.push_back(tokens[i]);
-  }
-  return d;
-}
-
 std::vector<Token> emitted(const std::vector<Token>& out, const ChainVerdict& v) {
   return {out.begin(), out.begin() + v.emitted};
 }

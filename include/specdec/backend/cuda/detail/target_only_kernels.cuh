@@ -181,9 +181,10 @@ __global__ void __launch_bounds__(kTargetOnlyThreads)
       break;
     }
     // The k-th child of `current` in stored order (a walk over the later nodes: trees are small).
-    const auto child = [&](int k) {
+    // `last` is an init-capture: clang 15 cannot capture a structured binding.
+    const auto child = [&, last = nodes - 1](int k) {
       int j = current + 1;
-      for (; j < nodes - 1; ++j) {
+      for (; j < last; ++j) {
         if (tree_parents[j] == current && k-- == 0) break;
       }
       return j;

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "specdec/core/enum_names.hpp"
 #include "specdec/core/error.hpp"
 #include "specdec/core/token.hpp"
 #include "specdec/core/warp.hpp"
@@ -40,29 +41,20 @@ inline constexpr LengthPolicy kAllLengthPolicies[] = {
     LengthPolicy::kCumulative, LengthPolicy::kHeuristic, LengthPolicy::kBatchAverage,
     LengthPolicy::kGoodput};
 
+/// Policy names in kAllLengthPolicies' order.
+inline constexpr std::string_view kLengthPolicyNames[] = {"cumulative", "heuristic",
+                                                          "batch_average", "goodput"};
+
 /// "cumulative", "heuristic", "batch_average" or "goodput".
 inline std::string_view length_policy_name(LengthPolicy policy) {
-  switch (policy) {
-    case LengthPolicy::kCumulative:
-      return "cumulative";
-    case LengthPolicy::kHeuristic:
-      return "heuristic";
-    case LengthPolicy::kBatchAverage:
-      return "batch_average";
-    case LengthPolicy::kGoodput:
-      return "goodput";
-  }
-  detail::fail("length", "{} is not a LengthPolicy", static_cast<int>(policy));
+  return detail::name_of(kAllLengthPolicies, kLengthPolicyNames, policy, "length",
+                         "a LengthPolicy");
 }
 
 /// Parses a name of length_policy_name. Throws specdec::Error("length") for any other string.
 inline LengthPolicy parse_length_policy(std::string_view name) {
-  for (const auto policy : kAllLengthPolicies) {
-    if (length_policy_name(policy) == name) return policy;
-  }
-  detail::fail("length",
-               "'{}' is not a length controller (cumulative, heuristic, batch_average, goodput)",
-               name);
+  return detail::value_named(kAllLengthPolicies, kLengthPolicyNames, name, "length",
+                             "a length controller");
 }
 
 /// Options of ChainLengthStrategy: the policy and each controller's own options (only the

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "specdec/core/enum_names.hpp"
 #include "specdec/core/error.hpp"
 #include "specdec/core/philox.hpp"
 #include "specdec/core/sampling.hpp"
@@ -59,43 +60,20 @@ inline constexpr Method kAllMethods[] = {
     Method::kAutoregressive, Method::kSd,   Method::kSdBlock, Method::kSpecInfer, Method::kSpecTr,
     Method::kRsdC,           Method::kRsdS, Method::kMtad,    Method::kCascade,   Method::kLossy};
 
+/// Method names in kAllMethods' order.
+inline constexpr std::string_view kMethodNames[] = {
+    "autoregressive", "sd",    "sd_block", "specinfer", "spectr",
+    "rsd_c",          "rsd_s", "mtad",     "cascade",   "lossy"};
+
 /// The method's name as parse_method reads it ("autoregressive", "sd", "sd_block", "specinfer",
 /// "spectr", "rsd_c", "rsd_s", "mtad", "cascade", "lossy").
 inline std::string_view method_name(Method m) {
-  switch (m) {
-    case Method::kAutoregressive:
-      return "autoregressive";
-    case Method::kSd:
-      return "sd";
-    case Method::kSdBlock:
-      return "sd_block";
-    case Method::kSpecInfer:
-      return "specinfer";
-    case Method::kSpecTr:
-      return "spectr";
-    case Method::kRsdC:
-      return "rsd_c";
-    case Method::kRsdS:
-      return "rsd_s";
-    case Method::kMtad:
-      return "mtad";
-    case Method::kCascade:
-      return "cascade";
-    case Method::kLossy:
-      return "lossy";
-  }
-  detail::fail("method", "{} is not a decoding method", static_cast<int>(m));
+  return detail::name_of(kAllMethods, kMethodNames, m, "method", "a decoding method");
 }
 
 /// Parses a method name (see method_name). Throws specdec::Error("method") for any other string.
 inline Method parse_method(std::string_view name) {
-  for (auto m : kAllMethods) {
-    if (method_name(m) == name) return m;
-  }
-  detail::fail("method",
-               "'{}' is not a decoding method (autoregressive, sd, sd_block, specinfer, spectr, "
-               "rsd_c, rsd_s, mtad, cascade, lossy)",
-               name);
+  return detail::value_named(kAllMethods, kMethodNames, name, "method", "a decoding method");
 }
 
 /// True for the methods that use a draft model (all but kAutoregressive).
@@ -125,10 +103,7 @@ struct DecodeOptions {
   void validate(std::int64_t vocab) const {
     if (vocab < 1) detail::fail("vocab", "{} must be >= 1", vocab);
     loop().validate(vocab);
-    const auto m = static_cast<int>(method);
-    if (m < 0 || m > static_cast<int>(Method::kLossy)) {
-      detail::fail("method", "{} is not a decoding method", m);
-    }
+    method_name(method);  // throws for a value outside Method
     const bool chain_or_tree = method != Method::kAutoregressive && method != Method::kRsdC;
     if (chain_or_tree && (depth < 1 || depth > (1 << 20))) {
       detail::fail("depth", "{} must be in [1, 2^20]", depth);

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "specdec/core/enum_names.hpp"
 #include "specdec/core/error.hpp"
 #include "specdec/core/token.hpp"
 #include "specdec/core/views.hpp"
@@ -45,34 +46,20 @@ inline constexpr TreeShapePolicy kAllTreeShapePolicies[] = {
     TreeShapePolicy::kFixed,    TreeShapePolicy::kSequoia, TreeShapePolicy::kEagle2,
     TreeShapePolicy::kSpecExec, TreeShapePolicy::kOptTree, TreeShapePolicy::kSequoiaPlanned};
 
+/// Shape names in kAllTreeShapePolicies' order.
+inline constexpr std::string_view kTreeShapePolicyNames[] = {
+    "fixed", "sequoia", "eagle2", "specexec", "opt_tree", "sequoia_planned"};
+
 /// "fixed", "sequoia", "eagle2", "specexec", "opt_tree" or "sequoia_planned".
 inline std::string_view tree_shape_policy_name(TreeShapePolicy shape) {
-  switch (shape) {
-    case TreeShapePolicy::kFixed:
-      return "fixed";
-    case TreeShapePolicy::kSequoia:
-      return "sequoia";
-    case TreeShapePolicy::kEagle2:
-      return "eagle2";
-    case TreeShapePolicy::kSpecExec:
-      return "specexec";
-    case TreeShapePolicy::kOptTree:
-      return "opt_tree";
-    case TreeShapePolicy::kSequoiaPlanned:
-      return "sequoia_planned";
-  }
-  detail::fail("shape", "{} is not a TreeShapePolicy", static_cast<int>(shape));
+  return detail::name_of(kAllTreeShapePolicies, kTreeShapePolicyNames, shape, "shape",
+                         "a TreeShapePolicy");
 }
 
 /// Parses a name of tree_shape_policy_name. Throws specdec::Error("shape") for any other string.
 inline TreeShapePolicy parse_tree_shape_policy(std::string_view name) {
-  for (const auto shape : kAllTreeShapePolicies) {
-    if (tree_shape_policy_name(shape) == name) return shape;
-  }
-  detail::fail("shape",
-               "'{}' is not a tree shape (fixed, sequoia, eagle2, specexec, opt_tree, "
-               "sequoia_planned)",
-               name);
+  return detail::value_named(kAllTreeShapePolicies, kTreeShapePolicyNames, name, "shape",
+                             "a tree shape");
 }
 
 /// Options of TopKTreeStrategy.

@@ -24,10 +24,6 @@
 #include "kjv_provider.hpp"
 #include "specdec/decode/decoder.hpp"
 
-#ifndef SPECDEC_KJV_MODELS
-#define SPECDEC_KJV_MODELS "examples/models"
-#endif
-
 namespace {
 
 using specdec::Token;
@@ -37,18 +33,12 @@ using specdec::detail::fail;
 constexpr std::int64_t kDeepestTree = 5;
 constexpr const char* kAllMethods = "plain,sd,sequoia,eagle";
 
-struct Settings {
-  std::string models = SPECDEC_KJV_MODELS;
-  std::string prompt = "Genesis 1:3 And God said, Let there be light\n";
-  std::int64_t tokens = 72;
-  float temperature = 1.0f;
-  std::uint64_t seed = 2024;
-  std::vector<std::string> methods;
-  std::int64_t repeats = 4;
-};
+using kjv::Settings;
 
 Settings parse_args(int argc, char** argv) {
   Settings s;
+  s.prompt = "Genesis 1:3 And God said, Let there be light\n";
+  s.tokens = 72;
   std::string methods = kAllMethods;
   kjv::parse_options(argc, argv, "kjv_constrained.cpp", s, methods,
                      [](std::string_view, std::string_view) { return false; });

@@ -27,10 +27,6 @@
 #include "specdec/decode/ngram_strategy.hpp"
 #include "specdec/decode/topk_tree_strategy.hpp"
 
-#ifndef SPECDEC_KJV_MODELS
-#define SPECDEC_KJV_MODELS "examples/models"
-#endif
-
 namespace {
 
 using specdec::DecodeOptions;
@@ -44,21 +40,16 @@ constexpr std::int64_t kDeepestTree = 5;
 constexpr const char* kAllMethods =
     "plain,sd,block_sd,specinfer,spectr,rsd_c,rsd_s,sequoia,eagle,ngram";
 
-struct Settings {
-  std::string models = SPECDEC_KJV_MODELS;
+struct Settings : kjv::Settings {
   std::string pair = "small";  // "large": the pair in the models directory's kjv_large/
-  std::string prompt = "And God said, Let there be";
-  std::int64_t tokens = 80;
-  float temperature = 1.0f;
-  std::uint64_t seed = 2024;
-  std::vector<std::string> methods;
-  std::int64_t repeats = 4;
-  std::string dump_logits;  // "target" or "draft"
+  std::string dump_logits;     // "target" or "draft"
   std::string dump_tree;
 };
 
 Settings parse_args(int argc, char** argv) {
   Settings s;
+  s.prompt = "And God said, Let there be";
+  s.tokens = 80;
   std::string methods = kAllMethods;
   // The options kjv_constrained does not take.
   const auto own_option = [&s](std::string_view flag, std::string_view value) {

@@ -18,7 +18,24 @@
 #include "specdec/core/token.hpp"
 #include "specdec/io/json.hpp"
 
+// The trained pair's directory (the build sets it to examples/models of the source tree).
+#ifndef SPECDEC_KJV_MODELS
+#define SPECDEC_KJV_MODELS "examples/models"
+#endif
+
 namespace kjv {
+
+/// The settings both programs take (parse_options reads them); each program sets its own
+/// default prompt and token count.
+struct Settings {
+  std::string models = SPECDEC_KJV_MODELS;
+  std::string prompt;
+  std::int64_t tokens = 0;
+  float temperature = 1.0f;
+  std::uint64_t seed = 2024;
+  std::vector<std::string> methods;
+  std::int64_t repeats = 4;
+};
 
 /// `text` as a T in [low, high]; `name` is the option.
 template <class T>
@@ -73,11 +90,10 @@ int exit_status(const char* program, Body&& body) {
   }
 }
 
-/// Reads `--flag value` pairs into `s`, a program's settings with the fields models, prompt,
-/// tokens, temperature, seed and repeats, and `methods` (the comma list of --methods); `extra`
-/// takes the program's own options (flag, value) and returns false for a flag it does not know.
-/// `program` is the source file whose opening comment gives the usage.
-template <class Settings, class Extra>
+/// Reads `--flag value` pairs into `s` (all but its methods) and `methods` (the comma list of
+/// --methods); `extra` takes the program's own options (flag, value) and returns false for a flag
+/// it does not know. `program` is the source file whose opening comment gives the usage.
+template <class Extra>
 void parse_options(int argc, char** argv, std::string_view program, Settings& s,
                    std::string& methods, Extra&& extra) {
   using specdec::detail::fail;

@@ -27,6 +27,19 @@ inline std::vector<float> warped(const std::vector<float>& row, const Warp& warp
   return out;
 }
 
+// Every row of a [rows, vocab] matrix warped (the row-based entries' input).
+inline std::vector<float> warp_rows(const Warp& warp, const std::vector<float>& logits,
+                                    std::int64_t vocab) {
+  Workspace ws;
+  std::vector<float> out(logits.size());
+  const auto v = static_cast<std::size_t>(vocab);
+  for (std::size_t r = 0; r * v < logits.size(); ++r) {
+    warp_logits<float>(warp, std::span<const float>(logits).subspan(r * v, v),
+                       std::span<float>(out).subspan(r * v, v), ws);
+  }
+  return out;
+}
+
 inline Pair make_pair(std::int64_t vocab, std::uint64_t seed, Warp warp = {}, float noise = 0.5f) {
   warp.top_k = static_cast<std::int32_t>(std::min<std::int64_t>(warp.top_k, vocab));
   auto raw = toy::make_categorical_pair(vocab, seed, 1.0, 1.3f, noise);

@@ -124,18 +124,6 @@ std::vector<float> transform_densely(const Request& q, const std::vector<float>&
   return transform_rows(q, logits, prefixes, vocab);
 }
 
-std::vector<float> warp_rows(const Warp& warp, const std::vector<float>& logits,
-                             std::int64_t vocab) {
-  Workspace ws;
-  std::vector<float> out(logits.size());
-  const auto v = static_cast<std::size_t>(vocab);
-  for (std::size_t r = 0; r * v < logits.size(); ++r) {
-    warp_logits<float>(warp, std::span<const float>(logits).subspan(r * v, v),
-                       std::span<float>(out).subspan(r * v, v), ws);
-  }
-  return out;
-}
-
 std::vector<Warp> constraint_warps() {
   return {Warp{},
           Warp{.temperature = 0.7f},
@@ -170,9 +158,11 @@ ConstrainedChain make_chain(const Request& q, const Warp& warp, std::int64_t voc
       std::copy(t.begin() + static_cast<std::ptrdiff_t>(i * v), t.end(),
                 c.draft_used.begin() + static_cast<std::ptrdiff_t>(i * v));
     }
-    const auto row = warp_rows(warp, std::vector<float>(c.draft_used.begin() + static_cast<std::ptrdiff_t>(i * v),
-                                                        c.draft_used.begin() + static_cast<std::ptrdiff_t>((i + 1) * v)),
-                               vocab);
+    const auto row = test::warp_rows(
+        warp,
+        std::vector<float>(c.draft_used.begin() + static_cast<std::ptrdiff_t>(i * v),
+                           c.draft_used.begin() + static_cast<std::ptrdiff_t>((i + 1) * v)),
+        vocab);
     c.tokens.push_back(detail::sample_row(row.data(), vocab, static_cast<float>(rng.uniform())));
   }
   c.target_dense = transform_densely(q, c.target, c.tokens, vocab);
@@ -295,8 +285,10 @@ TEST_CASE("constrained chains emit the transformed target's law", "[verify][logi
   for (std::size_t t = 0; t < 6; ++t) expected[t] = std::exp(z[t]) / sum;
   Workspace ws;
   toy::ToyRandom rng(3);
-  const auto q0 = warp_rows(Warp{}, std::vector<float>(draft.begin(), draft.begin() + 6), vocab);
-  const auto q1 = warp_rows(Warp{}, std::vector<float>(draft.begin() + 6, draft.end()), vocab);
+  const auto q0 =
+      test::warp_rows(Warp{}, std::vector<float>(draft.begin(), draft.begin() + 6), vocab);
+  const auto q1 =
+      test::warp_rows(Warp{}, std::vector<float>(draft.begin() + 6, draft.end()), vocab);
   std::vector<std::int64_t> counts(6, 0);
   const int trials = 40000;
   for (int n = 0; n < trials; ++n) {
@@ -424,7 +416,7 @@ TEST_CASE("constrained trees from logits equal the plain entry with per-node tra
         const auto target = normal_rows(11, vocab, rng);
         auto draft = target;
         for (float& x : draft) x += static_cast<float>(0.7 * rng.normal());
-        const auto tree = make_tree(warp_rows(warp, draft, vocab), vocab, rng);
+        const auto tree = make_tree(test::warp_rows(warp, draft, vocab), vocab, rng);
         Request q = make_request(which, 11, vocab, rng);
         // A word along the tree: bans node 2 (node 0's first child) at node 0's row.
         if ((which & kBadWords) != 0) q.ban({tree.tokens[0], tree.tokens[2]});

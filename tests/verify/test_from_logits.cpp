@@ -60,19 +60,6 @@ std::vector<float> nearby_logits(const std::vector<float>& target, std::size_t c
   return out;
 }
 
-// Every row warped (the row-based entries' input).
-std::vector<float> warp_rows(const Warp& warp, const std::vector<float>& logits,
-                             std::int64_t vocab) {
-  Workspace ws;
-  std::vector<float> out(logits.size());
-  const auto v = static_cast<std::size_t>(vocab);
-  for (std::size_t r = 0; r * v < logits.size(); ++r) {
-    warp_logits<float>(warp, std::span<const float>(logits).subspan(r * v, v),
-                       std::span<float>(out).subspan(r * v, v), ws);
-  }
-  return out;
-}
-
 // A token drawn from a warped row (positive probability).
 Token draw_from(const float* row, std::int64_t vocab, toy::ToyRandom& rng) {
   return detail::sample_row(row, vocab, static_cast<float>(rng.uniform()));
@@ -90,8 +77,8 @@ LogitChain make_logit_chain(const Warp& warp, std::int64_t vocab, std::size_t le
   LogitChain c;
   c.target = random_logit_rows(static_cast<std::int64_t>(length) + 1, vocab, rng);
   c.draft = nearby_logits(c.target, length * v, 0.7, rng);
-  c.target_rows = warp_rows(warp, c.target, vocab);
-  c.draft_rows = warp_rows(warp, c.draft, vocab);
+  c.target_rows = test::warp_rows(warp, c.target, vocab);
+  c.draft_rows = test::warp_rows(warp, c.draft, vocab);
   for (std::size_t i = 0; i < length; ++i) {
     c.tokens.push_back(draw_from(c.draft_rows.data() + i * v, vocab, rng));
   }
@@ -269,11 +256,11 @@ TEST_CASE("verify_tree_logits equals verify_tree for every rule on random trees"
       const std::int32_t nodes = 12;
       const auto target = random_logit_rows(nodes + 1, vocab, rng);
       const auto draft = nearby_logits(target, target.size(), 0.7, rng);
-      const auto target_rows = warp_rows(warp, target, vocab);
-      const auto draft_rows = warp_rows(warp, draft, vocab);
+      const auto target_rows = test::warp_rows(warp, target, vocab);
+      const auto draft_rows = test::warp_rows(warp, draft, vocab);
       // The cascade deferral and the greedy lossy test read the plain softmax of the logits.
-      const auto raw_target_rows = warp_rows(Warp{}, target, vocab);
-      const auto raw_draft_rows = warp_rows(Warp{}, draft, vocab);
+      const auto raw_target_rows = test::warp_rows(Warp{}, target, vocab);
+      const auto raw_draft_rows = test::warp_rows(Warp{}, draft, vocab);
       for (std::size_t index = 0; const auto& rule : logit_rules()) {
         ++index;
         const bool single = max_candidates(rule, vocab) == 1;
@@ -313,7 +300,7 @@ TEST_CASE("verify_tree_target_only_logits equals verify_tree_target_only", "[ver
     for (const auto& warp : logit_warps()) {
       const std::int32_t nodes = 16;
       const auto target = random_logit_rows(nodes + 1, vocab, rng);
-      const auto target_rows = warp_rows(warp, target, vocab);
+      const auto target_rows = test::warp_rows(warp, target, vocab);
       // Children drawn from the target itself (often accepted), repeats included.
       const auto tree = make_logit_tree(target_rows, vocab, nodes, 3, false, rng);
       const TreeView view{tree.tokens, tree.parents};
@@ -362,7 +349,7 @@ TEST_CASE("verify_chain_target_only_logits draws a correction other than the rej
   for (const auto vocab : kLogitVocabs) {
     std::vector<float> target(static_cast<std::size_t>(2 * vocab), 0.0f);
     target[3] = static_cast<float>(std::log(9.0 * static_cast<double>(vocab - 1)));
-    const auto target_rows = warp_rows(Warp{}, target, vocab);
+    const auto target_rows = test::warp_rows(Warp{}, target, vocab);
     const std::vector<Token> tokens = {3};
     std::int32_t rejections = 0;
     for (std::uint32_t seed = 0; seed < 200; ++seed) {
@@ -397,7 +384,7 @@ TEST_CASE("verify_chain_target_only_logits accepts a token that holds the nucleu
   target[5] = static_cast<float>(std::log(9000.0 * 30.0)) + 6.0f;
   const std::vector<Token> tokens = {5};
   for (const auto& warp : {Warp{.top_p = 0.9f}, Warp{.temperature = 1.2f, .top_p = 0.5f}}) {
-    const auto target_rows = warp_rows(warp, target, vocab);
+    const auto target_rows = test::warp_rows(warp, target, vocab);
     REQUIRE(target_rows[5] > 0.999f);
     for (std::uint32_t seed = 0; seed < 20; ++seed) {
       const RandomStream stream{seed, 8};

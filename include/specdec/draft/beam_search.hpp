@@ -60,13 +60,8 @@ void beam_search(const BeamSearchShape& shape, std::int64_t vocab, F&& draft_row
                  const RandomStream& stream, DraftedTree& search, BeamSearchResult& best,
                  Workspace& workspace) {
   const auto [width, length, mode] = shape;
-  detail::check_vocab(vocab);
-  if (width < 1) detail::fail("width", "{} must be >= 1", width);
-  if (length < 1) detail::fail("length", "{} must be >= 1", length);
-  detail::check_node_budget(static_cast<std::int64_t>(width) * length);
+  detail::start_beam_tree(search, vocab, width, length, "length");
   const auto w = static_cast<std::size_t>(width);
-  search.clear(vocab);
-  search.tree.reserve(w * static_cast<std::size_t>(length));
   {
     auto scope = workspace.scope();
     auto perturbed = workspace.take<float>(static_cast<std::size_t>(vocab));
@@ -76,13 +71,9 @@ void beam_search(const BeamSearchShape& shape, std::int64_t vocab, F&& draft_row
 
     std::int32_t begin = 0, end = 0;
     for (std::int32_t level = 0; level < length; ++level) {
-      std::size_t count = 0;
-      if (level == 0) {
-        nodes[count++] = kRootNode;
-      } else {
-        for (std::int32_t n = begin; n < end; ++n) nodes[count++] = n;
-      }
-      const auto rows = detail::request_rows(search, draft_rows, nodes.first(count));
+      const auto rows =
+          detail::request_level_rows(search, draft_rows, level == 0, begin, end, nodes);
+      const auto count = static_cast<std::size_t>(rows.rows);
       std::size_t m = 0;
       for (std::size_t i = 0; i < count; ++i) {
         const auto parent = nodes[i];

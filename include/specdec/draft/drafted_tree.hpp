@@ -143,5 +143,32 @@ inline void check_node_budget(std::int64_t nodes) {
   }
 }
 
+/// The checks of a beam drafter of `width` beams over `depth` levels (`depth_name` names the
+/// latter), then `out` emptied for its width x depth nodes.
+inline void start_beam_tree(DraftedTree& out, std::int64_t vocab, std::int32_t width,
+                            std::int32_t depth, const char* depth_name) {
+  check_vocab(vocab);
+  if (width < 1) fail("width", "{} must be >= 1", width);
+  if (depth < 1) fail(depth_name, "{} must be >= 1", depth);
+  check_node_budget(static_cast<std::int64_t>(width) * depth);
+  out.clear(vocab);
+  out.tree.reserve(static_cast<std::size_t>(width) * static_cast<std::size_t>(depth));
+}
+
+/// request_rows for the parents of a level into `nodes`: the root at the first level, else the
+/// nodes [begin, end) of the level before. The view has a row per parent.
+template <class F>
+MatrixView<float> request_level_rows(DraftedTree& out, F& draft_rows, bool first_level,
+                                     std::int32_t begin, std::int32_t end,
+                                     std::span<std::int32_t> nodes) {
+  std::size_t count = 0;
+  if (first_level) {
+    nodes[count++] = kRootNode;
+  } else {
+    for (std::int32_t n = begin; n < end; ++n) nodes[count++] = n;
+  }
+  return request_rows(out, draft_rows, nodes.first(count));
+}
+
 }  // namespace detail
 }  // namespace specdec

@@ -65,13 +65,8 @@ void draft_rsd_c(std::span<const std::int32_t> branching, std::int64_t vocab, F&
 
   std::int32_t begin = 0, end = 0;  // the level being expanded; the root first
   for (std::size_t l = 0; l < branching.size(); ++l) {
-    std::size_t count = 0;
-    if (l == 0) {
-      nodes[count++] = kRootNode;
-    } else {
-      for (std::int32_t n = begin; n < end; ++n) nodes[count++] = n;
-    }
-    const auto rows = detail::request_rows(out, draft_rows, nodes.first(count));
+    const auto rows = detail::request_level_rows(out, draft_rows, l == 0, begin, end, nodes);
+    const auto count = static_cast<std::size_t>(rows.rows);
     begin = out.size();
     for (std::size_t i = 0; i < count; ++i) {
       const auto parent = nodes[i];

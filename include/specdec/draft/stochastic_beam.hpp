@@ -99,13 +99,8 @@ inline std::size_t rsd_s_workspace_size(std::int32_t width, std::int64_t vocab) 
 template <DraftRowFunction F>
 void draft_rsd_s(std::int32_t width, std::int32_t depth, std::int64_t vocab, F&& draft_rows,
                  const RandomStream& stream, DraftedTree& out, Workspace& workspace) {
-  detail::check_vocab(vocab);
-  if (width < 1) detail::fail("width", "{} must be >= 1", width);
-  if (depth < 1) detail::fail("depth", "{} must be >= 1", depth);
-  detail::check_node_budget(static_cast<std::int64_t>(width) * depth);
+  detail::start_beam_tree(out, vocab, width, depth, "depth");
   const auto w = static_cast<std::size_t>(width);
-  out.clear(vocab);
-  out.tree.reserve(w * static_cast<std::size_t>(depth));
   auto scope = workspace.scope();
   auto perturbed = workspace.take<float>(static_cast<std::size_t>(vocab));
   auto index = workspace.take<std::int32_t>(static_cast<std::size_t>(vocab));
@@ -118,13 +113,8 @@ void draft_rsd_s(std::int32_t width, std::int32_t depth, std::int64_t vocab, F&&
 
   std::int32_t begin = 0, end = 0;
   for (std::int32_t level = 0; level < depth; ++level) {
-    std::size_t count = 0;
-    if (level == 0) {
-      nodes[count++] = kRootNode;
-    } else {
-      for (std::int32_t n = begin; n < end; ++n) nodes[count++] = n;
-    }
-    const auto rows = detail::request_rows(out, draft_rows, nodes.first(count));
+    const auto rows = detail::request_level_rows(out, draft_rows, level == 0, begin, end, nodes);
+    const auto count = static_cast<std::size_t>(rows.rows);
     for (std::size_t i = 0; i < count; ++i) {
       phis[i] = out.path_log_prob(nodes[i]);
       psis[i] = nodes[i] < 0 ? 0.0f : out.scores[static_cast<std::size_t>(nodes[i])];

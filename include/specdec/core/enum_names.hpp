@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// The names of a small enum's values (names[i] for values[i]): printing and parsing them, with
-// errors that name the argument and list the names.
+// The names of a small enum's values: printing and parsing them, with errors that name the
+// argument and list the names.
 #pragma once
 
 #include <cstddef>
@@ -11,29 +11,34 @@
 
 namespace specdec::detail {
 
-/// The name of `value`. Throws specdec::Error(argument, "<int> is not <what>") for a value
-/// outside `values`.
+/// names[i] names values[i]. Errors name `argument` and say what was expected: `a_value` for a
+/// value outside `values` ("a Method"), `a_name` for an unknown name ("a decoding method").
 template <class E, std::size_t N>
-std::string_view name_of(const E (&values)[N], const std::string_view (&names)[N], E value,
-                         std::string_view argument, std::string_view what) {
-  for (std::size_t i = 0; i < N; ++i) {
-    if (values[i] == value) return names[i];
-  }
-  fail(argument, "{} is not {}", static_cast<int>(value), what);
-}
+struct EnumNames {
+  const E (&values)[N];
+  std::string_view names[N];
+  std::string_view argument;
+  std::string_view a_value;
+  std::string_view a_name;
 
-/// The value called `name`. Throws specdec::Error(argument, "'<name>' is not <what> (<the names,
-/// comma-separated>)") for any other string.
-template <class E, std::size_t N>
-E value_named(const E (&values)[N], const std::string_view (&names)[N], std::string_view name,
-              std::string_view argument, std::string_view what) {
-  std::string all;
-  for (std::size_t i = 0; i < N; ++i) {
-    if (names[i] == name) return values[i];
-    all += i == 0 ? "" : ", ";
-    all += names[i];
+  /// Throws specdec::Error(argument, "<int> is not <a_value>") for a value outside `values`.
+  std::string_view name(E value) const {
+    for (std::size_t i = 0; i < N; ++i) {
+      if (values[i] == value) return names[i];
+    }
+    fail(argument, "{} is not {}", static_cast<int>(value), a_value);
   }
-  fail(argument, "'{}' is not {} ({})", name, what, all);
-}
+
+  /// Throws specdec::Error(argument, "'<name>' is not <a_name> (<the names, comma-separated>)").
+  E parse(std::string_view name) const {
+    std::string all;
+    for (std::size_t i = 0; i < N; ++i) {
+      if (names[i] == name) return values[i];
+      all += i == 0 ? "" : ", ";
+      all += names[i];
+    }
+    fail(argument, "'{}' is not {} ({})", name, a_name, all);
+  }
+};
 
 }  // namespace specdec::detail

@@ -41,20 +41,20 @@ inline constexpr LengthPolicy kAllLengthPolicies[] = {
     LengthPolicy::kCumulative, LengthPolicy::kHeuristic, LengthPolicy::kBatchAverage,
     LengthPolicy::kGoodput};
 
-/// Policy names in kAllLengthPolicies' order.
-inline constexpr std::string_view kLengthPolicyNames[] = {"cumulative", "heuristic",
-                                                          "batch_average", "goodput"};
+/// The names of kAllLengthPolicies, in its order (with the words of parse errors).
+inline constexpr detail::EnumNames<LengthPolicy, 4> kLengthPolicyNames{
+    kAllLengthPolicies,
+    {"cumulative", "heuristic", "batch_average", "goodput"},
+    "length",
+    "a LengthPolicy",
+    "a length controller"};
 
 /// "cumulative", "heuristic", "batch_average" or "goodput".
-inline std::string_view length_policy_name(LengthPolicy policy) {
-  return detail::name_of(kAllLengthPolicies, kLengthPolicyNames, policy, "length",
-                         "a LengthPolicy");
-}
+inline std::string_view length_policy_name(LengthPolicy p) { return kLengthPolicyNames.name(p); }
 
 /// Parses a name of length_policy_name. Throws specdec::Error("length") for any other string.
 inline LengthPolicy parse_length_policy(std::string_view name) {
-  return detail::value_named(kAllLengthPolicies, kLengthPolicyNames, name, "length",
-                             "a length controller");
+  return kLengthPolicyNames.parse(name);
 }
 
 /// Options of ChainLengthStrategy: the policy and each controller's own options (only the

@@ -60,21 +60,21 @@ inline constexpr Method kAllMethods[] = {
     Method::kAutoregressive, Method::kSd,   Method::kSdBlock, Method::kSpecInfer, Method::kSpecTr,
     Method::kRsdC,           Method::kRsdS, Method::kMtad,    Method::kCascade,   Method::kLossy};
 
-/// Method names in kAllMethods' order.
-inline constexpr std::string_view kMethodNames[] = {
-    "autoregressive", "sd",    "sd_block", "specinfer", "spectr",
-    "rsd_c",          "rsd_s", "mtad",     "cascade",   "lossy"};
+/// The names of kAllMethods, in its order (with the words of parse errors).
+inline constexpr detail::EnumNames<Method, 10> kMethodNames{
+    kAllMethods,
+    {"autoregressive", "sd", "sd_block", "specinfer", "spectr", "rsd_c", "rsd_s", "mtad", "cascade",
+     "lossy"},
+    "method",
+    "a decoding method",
+    "a decoding method"};
 
 /// The method's name as parse_method reads it ("autoregressive", "sd", "sd_block", "specinfer",
 /// "spectr", "rsd_c", "rsd_s", "mtad", "cascade", "lossy").
-inline std::string_view method_name(Method m) {
-  return detail::name_of(kAllMethods, kMethodNames, m, "method", "a decoding method");
-}
+inline std::string_view method_name(Method m) { return kMethodNames.name(m); }
 
 /// Parses a method name (see method_name). Throws specdec::Error("method") for any other string.
-inline Method parse_method(std::string_view name) {
-  return detail::value_named(kAllMethods, kMethodNames, name, "method", "a decoding method");
-}
+inline Method parse_method(std::string_view name) { return kMethodNames.parse(name); }
 
 /// True for the methods that use a draft model (all but kAutoregressive).
 inline bool uses_draft(Method m) { return m != Method::kAutoregressive; }

@@ -46,20 +46,22 @@ inline constexpr TreeShapePolicy kAllTreeShapePolicies[] = {
     TreeShapePolicy::kFixed,    TreeShapePolicy::kSequoia, TreeShapePolicy::kEagle2,
     TreeShapePolicy::kSpecExec, TreeShapePolicy::kOptTree, TreeShapePolicy::kSequoiaPlanned};
 
-/// Shape names in kAllTreeShapePolicies' order.
-inline constexpr std::string_view kTreeShapePolicyNames[] = {
-    "fixed", "sequoia", "eagle2", "specexec", "opt_tree", "sequoia_planned"};
+/// The names of kAllTreeShapePolicies, in its order (with the words of parse errors).
+inline constexpr detail::EnumNames<TreeShapePolicy, 6> kTreeShapePolicyNames{
+    kAllTreeShapePolicies,
+    {"fixed", "sequoia", "eagle2", "specexec", "opt_tree", "sequoia_planned"},
+    "shape",
+    "a TreeShapePolicy",
+    "a tree shape"};
 
 /// "fixed", "sequoia", "eagle2", "specexec", "opt_tree" or "sequoia_planned".
 inline std::string_view tree_shape_policy_name(TreeShapePolicy shape) {
-  return detail::name_of(kAllTreeShapePolicies, kTreeShapePolicyNames, shape, "shape",
-                         "a TreeShapePolicy");
+  return kTreeShapePolicyNames.name(shape);
 }
 
 /// Parses a name of tree_shape_policy_name. Throws specdec::Error("shape") for any other string.
 inline TreeShapePolicy parse_tree_shape_policy(std::string_view name) {
-  return detail::value_named(kAllTreeShapePolicies, kTreeShapePolicyNames, name, "shape",
-                             "a tree shape");
+  return kTreeShapePolicyNames.parse(name);
 }
 
 /// Options of TopKTreeStrategy.

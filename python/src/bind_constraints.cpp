@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// Constrained chain and tree verification from logits for ragged batches
-// (backend/cpu/constrained_batch.hpp) with the constraints in the engines' forms: xgrammar's int32 bitmask over the target rows, and
+// Constrained chain (standard, target-only, block, greedy, typical) and tree verification from
+// logits for ragged batches (backend/cpu/constrained_batch.hpp) with the constraints in the
+// engines' forms (constraint_args.hpp): xgrammar's int32 bitmask over the target rows, and
 // per sequence vLLM's sampling parameters (allowed ids, bad words, min_tokens with stop ids,
 // repetition / frequency / presence penalties over the prompt and output ids). CPU only.
 #include <fmt/format.h>
@@ -16,6 +17,7 @@
 #include "args.hpp"
 #include "arrays.hpp"
 #include "bindings.hpp"
+#include "constraint_args.hpp"
 #include "specdec/backend/cpu/constrained_batch.hpp"
 #include "specdec/backend/cpu/constrained_draft_probs_batch.hpp"
 #include "specdec/backend/status.hpp"
@@ -23,198 +25,6 @@
 namespace specdec::python {
 
 namespace {
-
-/// The entries of a per-sequence argument (a list, or an array read row by row): none for None,
-/// else exactly `batch`.
-std::vector<py::object> per_sequence(py::handle obj, std::string_view name, std::int64_t batch) {
-  std::vector<py::object> out;
-  if (obj.is_none()) return out;
-  if (!is_array_like(obj) && !py::isinstance<py::sequence>(obj)) {
-    throw Error(std::string(name), fmt::format("is a {}; expected a list with one entry per "
-                                               "sequence",
-                                               type_name(obj)));
-  }
-  const auto count = static_cast<std::int64_t>(py::len(obj));
-  if (count != batch) {
-    throw Error(std::string(name),
-                fmt::format("has {} entries; expected {} (one per sequence)", count, batch));
-  }
-  for (std::int64_t b = 0; b < batch; ++b) out.push_back(obj[py::int_(b)]);
-  return out;
-}
-
-/// Per-sequence values (min_tokens, penalties): none for None, else a 1-D array of `batch`.
-template <class Read>
-std::optional<Array> per_sequence_values(py::handle obj, std::string_view name, std::int64_t batch,
-                                         Read read) {
-  if (obj.is_none()) return std::nullopt;
-  Array a = read(obj, name, 1);
-  if (a.size() != batch) {
-    throw Error(std::string(name),
-                fmt::format("has {} entries; expected {} (one per sequence)", a.size(), batch));
-  }
-  return a;
-}
-
-/// The C++ names of a sequence's constraints as the Python arguments that hold them.
-std::string python_name(const std::string& argument) {
-  static constexpr std::pair<std::string_view, std::string_view> kNames[] = {
-      {"constraints.bitmask", "bitmask"},
-      {"penalties.repetition", "repetition_penalty"},
-      {"penalties.frequency", "frequency_penalty"},
-      {"penalties.presence", "presence_penalty"},
-      {"penalties.tokens", "output_token_ids"},
-      {"allowed", "allowed_token_ids"},
-      {"stop_tokens", "stop_token_ids"},
-      {"bad_word_offsets", "bad_words"},
-      {"output_tail", "output_token_ids"},
-      {"target_rows", "target_logits"},
-      {"draft_rows", "draft_logits"}};
-  for (const auto& [from, to] : kNames) {
-    if (argument.starts_with(from) &&
-        (argument.size() == from.size() || argument[from.size()] == '[' ||
-         argument[from.size()] == ' ')) {
-      return std::string(to) + argument.substr(from.size());
-    }
-  }
-  return argument;
-}
-
-/// The constraints of one sequence and the memory they view.
-struct SequenceConstraints {
-  Array allowed, stop;
-  std::vector<Array> words;
-  std::vector<Token> bad_words;
-  std::vector<std::int32_t> bad_word_offsets;
-  std::vector<Token> tail;
-  std::vector<PenalisedToken> penalised;
-};
-
-/// Tokens of a per-sequence list entry (None: none) as a 1-D int32 array.
-Array entry_tokens(const std::vector<py::object>& entries, std::int64_t b, std::string_view name) {
-  if (entries.empty() || entries[static_cast<std::size_t>(b)].is_none()) {
-    return token_arg(py::list(), name, 1);
-  }
-  return token_arg(entries[static_cast<std::size_t>(b)], fmt::format("{}[{}]", name, b), 1);
-}
-
-/// (token, count in the output, in the prompt) for every token of `prompt` or `output`.
-void penalised_tokens(std::span<const Token> prompt, std::span<const Token> output,
-                      std::vector<PenalisedToken>& out) {
-  std::vector<Token> sorted_output(output.begin(), output.end());
-  std::vector<Token> sorted_prompt(prompt.begin(), prompt.end());
-  std::sort(sorted_output.begin(), sorted_output.end());
-  std::sort(sorted_prompt.begin(), sorted_prompt.end());
-  sorted_prompt.erase(std::unique(sorted_prompt.begin(), sorted_prompt.end()), sorted_prompt.end());
-  auto o = sorted_output.begin();
-  auto p = sorted_prompt.begin();
-  while (o != sorted_output.end() || p != sorted_prompt.end()) {
-    const Token t = (p == sorted_prompt.end() || (o != sorted_output.end() && *o < *p)) ? *o : *p;
-    const auto run = std::upper_bound(o, sorted_output.end(), t);
-    const bool in_prompt = p != sorted_prompt.end() && *p == t;
-    out.push_back(
-        {.token = t, .count = static_cast<std::int32_t>(run - o), .in_prompt = in_prompt});
-    o = run;
-    if (in_prompt) ++p;
-  }
-}
-
-/// The constraint arguments as passed (None where not given).
-struct ConstraintInputs {
-  py::handle bitmask, allowed_token_ids, bad_words, min_tokens, stop_token_ids, repetition_penalty,
-      frequency_penalty, presence_penalty, prompt_token_ids, output_token_ids;
-};
-
-/// The constraints of `batch` sequences over `rows` target rows of `vocab` tokens, read (GIL
-/// held) into the memory their spans view.
-struct BatchConstraints {
-  std::int64_t batch = 0;
-  std::optional<Array> bitmask, min_tokens, repetition, frequency, presence;
-  std::vector<SequenceConstraints> held;
-  std::vector<LogitConstraints> sequences;
-
-  BatchConstraints(const ConstraintInputs& in, std::int64_t batch_, std::int64_t rows,
-                   std::int64_t vocab)
-      : batch(batch_) {
-    if (!in.bitmask.is_none()) {
-      bitmask = int32_arg(in.bitmask, "bitmask", 2);
-      if (bitmask->dim(0) != rows || bitmask->dim(1) != detail::mask_words(vocab)) {
-        throw Error("bitmask",
-                    fmt::format("has shape [{}, {}]; expected [{}, {}] (ceil(V / 32) "
-                                "int32 words per target row)",
-                                bitmask->dim(0), bitmask->dim(1), rows, detail::mask_words(vocab)));
-      }
-    }
-    const auto allowed = per_sequence(in.allowed_token_ids, "allowed_token_ids", batch);
-    const auto stop = per_sequence(in.stop_token_ids, "stop_token_ids", batch);
-    const auto words = per_sequence(in.bad_words, "bad_words", batch);
-    const auto prompt = per_sequence(in.prompt_token_ids, "prompt_token_ids", batch);
-    const auto output = per_sequence(in.output_token_ids, "output_token_ids", batch);
-    min_tokens = per_sequence_values(in.min_tokens, "min_tokens", batch, int32_arg);
-    repetition =
-        per_sequence_values(in.repetition_penalty, "repetition_penalty", batch, values_f32_arg);
-    frequency =
-        per_sequence_values(in.frequency_penalty, "frequency_penalty", batch, values_f32_arg);
-    presence = per_sequence_values(in.presence_penalty, "presence_penalty", batch, values_f32_arg);
-    held.resize(static_cast<std::size_t>(batch));  // never resized again: the spans below view it
-    sequences.resize(static_cast<std::size_t>(batch));
-    for (std::int64_t b = 0; b < batch; ++b) {
-      const auto i = static_cast<std::size_t>(b);
-      SequenceConstraints& s = held[i];
-      LogitConstraints& c = sequences[i];
-      s.allowed = entry_tokens(allowed, b, "allowed_token_ids");
-      s.stop = entry_tokens(stop, b, "stop_token_ids");
-      // The history is the caller's own: ids outside the vocabulary raise whatever `check` says.
-      const Array prompt_ids = entry_tokens(prompt, b, "prompt_token_ids");
-      const Array output_ids = entry_tokens(output, b, "output_token_ids");
-      check_vocab_tokens(prompt_ids, fmt::format("prompt_token_ids[{}]", b), vocab);
-      check_vocab_tokens(output_ids, fmt::format("output_token_ids[{}]", b), vocab);
-      const auto out_span = output_ids.span<Token>("output_token_ids");
-      c.allowed = s.allowed.span<Token>("allowed_token_ids");
-      c.stop_tokens = s.stop.span<Token>("stop_token_ids");
-      c.output_length = static_cast<std::int64_t>(out_span.size());
-      if (min_tokens) c.min_tokens = min_tokens->span<std::int32_t>("min_tokens")[i];
-      // Bad words: a list of token lists per sequence, flattened with offsets.
-      std::size_t longest = 0;
-      if (!words.empty() && !words[i].is_none()) {
-        const std::string name = fmt::format("bad_words[{}]", b);
-        if (is_array_like(words[i]) || !py::isinstance<py::sequence>(words[i])) {
-          throw Error(name, fmt::format("is a {}; expected a list of words (lists of token ids)",
-                                        type_name(words[i])));
-        }
-        s.bad_word_offsets.push_back(0);
-        for (std::size_t w = 0; w < py::len(words[i]); ++w) {
-          s.words.push_back(token_arg(words[i][py::int_(w)], fmt::format("{}[{}]", name, w), 1));
-          const auto word = s.words.back().span<Token>(name);
-          s.bad_words.insert(s.bad_words.end(), word.begin(), word.end());
-          s.bad_word_offsets.push_back(static_cast<std::int32_t>(s.bad_words.size()));
-          longest = std::max(longest, word.size());
-        }
-        if (s.words.empty()) s.bad_word_offsets.clear();
-      }
-      c.bad_words = s.bad_words;
-      c.bad_word_offsets = s.bad_word_offsets;
-      // The output's last tokens a banned word can start in.
-      const std::size_t tail = std::min(out_span.size(), longest > 0 ? longest - 1 : 0);
-      s.tail.assign(out_span.end() - static_cast<std::ptrdiff_t>(tail), out_span.end());
-      c.output_tail = s.tail;
-      Penalties& p = c.penalties;
-      if (repetition) p.repetition = repetition->span<float>("repetition_penalty")[i];
-      if (frequency) p.frequency = frequency->span<float>("frequency_penalty")[i];
-      if (presence) p.presence = presence->span<float>("presence_penalty")[i];
-      if (p.any()) {
-        penalised_tokens(prompt_ids.span<Token>("prompt_token_ids"), out_span, s.penalised);
-        p.tokens = s.penalised;
-      }
-    }
-  }
-
-  [[nodiscard]] ChainBatchConstraints view() const {
-    return {.bitmask =
-                bitmask ? bitmask->span<std::int32_t>("bitmask") : std::span<const std::int32_t>{},
-            .sequences = sequences};
-  }
-};
 
 /// Refuses CUDA inputs: the kernels have no constrained form yet.
 void require_host_inputs(std::initializer_list<std::pair<py::handle, std::string_view>> arrays) {
@@ -250,7 +60,8 @@ py::tuple with_status(py::tuple outputs, const std::optional<Output<std::int32_t
   return py::tuple(outputs + py::make_tuple(status->result()));
 }
 
-/// The arguments of a constrained chain batch as passed.
+/// The arguments of a constrained chain batch as passed (warps and streams None for greedy
+/// matching, which reads neither).
 struct ChainInputs {
   py::handle target_logits, draft_logits, warps, draft_tokens, streams, draft_offsets;
 };
@@ -295,8 +106,9 @@ struct ConstrainedChainCall {
       throw Error("target_logits", fmt::format("has {} rows; draft_offsets gives G + B = {}",
                                                target.dim(0), drafts + batch));
     }
-    warps = warps_arg(in.warps);
-    streams = streams_arg(in.streams);
+    warps = in.warps.is_none() ? std::vector<Warp>{Warp{.temperature = 0.0f}} : warps_arg(in.warps);
+    streams = in.streams.is_none() ? std::vector<RandomStream>(static_cast<std::size_t>(batch))
+                                   : streams_arg(in.streams);
     constraints.emplace(c, batch, target.dim(0), target.dim(1));
     cpu = threads_arg(threads);
     const ArrayKind kind = kind_of(target, tokens);
@@ -315,18 +127,12 @@ struct ConstrainedChainCall {
             .status = status ? status->values() : std::span<std::int32_t>{}};
   }
 
-  py::tuple run() {
+  /// verify(cpu, args, constraints, workspace): one of the CPU's constrained chain batches.
+  template <class Verify>
+  py::tuple run(Verify&& verify) {
     const ChainBatchConstraints view = constraints->view();
     try {
-      run_constrained([&] {
-        if (side == DraftSide::kLogits) {
-          verify_chain_batch_logits_constrained(cpu, args, view, thread_workspace());
-        } else if (side == DraftSide::kNone) {
-          verify_chain_batch_target_only_logits_constrained(cpu, args, view, thread_workspace());
-        } else {
-          verify_chain_batch_draft_probs_constrained(cpu, args, view, thread_workspace());
-        }
-      });
+      run_constrained([&] { verify(cpu, args, view, thread_workspace()); });
     } catch (const Error& e) {
       // The batch names the probability rows as its draft_logits.
       if (side != DraftSide::kProbs || !e.argument().starts_with("draft_logits")) throw;
@@ -451,8 +257,13 @@ void def_constrained(py::module_& m, const char* name, F&& f, const std::string&
 
 using H = py::handle;
 
-/// A constrained chain batch whose draft side is rows (`side`: logits or probabilities), as bound.
-template <DraftSide side>
+/// A CPU constrained chain batch (verify_chain_batch_logits_constrained's signature).
+using ChainBatch = void (*)(const backend::Cpu&, const ChainBatchLogitsArgs<float>&,
+                            const ChainBatchConstraints&, Workspace&);
+
+/// The constrained chain batch `verify` whose draft side is rows (`side`: logits or
+/// probabilities), as bound.
+template <DraftSide side, ChainBatch verify>
 py::tuple chain_with_draft_rows(H target, H draft, H warps, H tokens, H streams, H offsets,
                                 H bitmask, H allowed, H words, H min_tokens, H stop, H repetition,
                                 H frequency, H presence, H prompt, H output, int threads,
@@ -461,14 +272,33 @@ py::tuple chain_with_draft_rows(H target, H draft, H warps, H tokens, H streams,
                               {bitmask, allowed, words, min_tokens, stop, repetition, frequency,
                                presence, prompt, output},
                               side, threads, check)
-      .run();
+      .run(verify);
+}
+
+/// verify_chain_batch_typical_logits_constrained with the rule read from `rule_object`, as bound.
+py::tuple typical_chain(H rule_object, H target, H warps, H tokens, H streams, H offsets, H bitmask,
+                        H allowed, H words, H min_tokens, H stop, H repetition, H frequency,
+                        H presence, H prompt, H output, int threads, bool check) {
+  if (!py::isinstance<Typical>(rule_object)) {
+    throw Error("rule", fmt::format("is a {}; expected a Typical", type_name(rule_object)));
+  }
+  const Typical rule = rule_object.cast<Typical>();
+  return ConstrainedChainCall({target, py::none(), warps, tokens, streams, offsets},
+                              {bitmask, allowed, words, min_tokens, stop, repetition, frequency,
+                               presence, prompt, output},
+                              DraftSide::kNone, threads, check)
+      .run([&](const backend::Cpu& cpu, const ChainBatchLogitsArgs<float>& args,
+               const ChainBatchConstraints& view, Workspace& ws) {
+        verify_chain_batch_typical_logits_constrained(cpu, args, rule, view, ws);
+      });
 }
 
 }  // namespace
 
 void bind_constraints(py::module_& m) {
   def_constrained(
-      m, "verify_chain_batch_logits_constrained", &chain_with_draft_rows<DraftSide::kLogits>,
+      m, "verify_chain_batch_logits_constrained",
+      &chain_with_draft_rows<DraftSide::kLogits, &verify_chain_batch_logits_constrained>,
       std::string(
           "verify_chain_batch_logits with each sequence's target rows transformed as the request\n"
           "asks: penalties applied, then masked ids set to -inf, then warped with warps[b];\n"
@@ -489,7 +319,7 @@ void bind_constraints(py::module_& m) {
                                     {bitmask, allowed, words, min_tokens, stop, repetition,
                                      frequency, presence, prompt, output},
                                     DraftSide::kNone, threads, check)
-            .run();
+            .run(verify_chain_batch_target_only_logits_constrained);
       },
       std::string("verify_chain_batch_logits_constrained without draft logits: the target-only\n"
                   "walk (verify_chain_target_only) on the transformed target rows.\n") +
@@ -497,7 +327,8 @@ void bind_constraints(py::module_& m) {
       py::kw_only(), py::arg("target_logits"), py::arg("warps"), py::arg("draft_tokens"),
       py::arg("streams"), py::arg("draft_offsets"));
   def_constrained(
-      m, "verify_chain_batch_draft_probs_constrained", &chain_with_draft_rows<DraftSide::kProbs>,
+      m, "verify_chain_batch_draft_probs_constrained",
+      &chain_with_draft_rows<DraftSide::kProbs, &verify_chain_batch_draft_probs_constrained>,
       std::string(
           "verify_chain_batch_logits_constrained with the draft side as probabilities (vLLM's\n"
           "draft_probs [G, V] float32, the rows the drafts were drawn from), used as given: the\n"
@@ -509,6 +340,63 @@ void bind_constraints(py::module_& m) {
           "status words.\n") +
           kConstraintsDoc,
       py::kw_only(), py::arg("target_logits"), py::arg("draft_probs"), py::arg("warps"),
+      py::arg("draft_tokens"), py::arg("streams"), py::arg("draft_offsets"));
+  def_constrained(
+      m, "verify_block_batch_logits_constrained",
+      &chain_with_draft_rows<DraftSide::kLogits, &verify_block_batch_logits_constrained>,
+      std::string(
+          "Block verification (Sun et al. 2024; lossless) of each sequence on its transformed\n"
+          "target rows: verify_chain_batch_logits_constrained's arguments and outputs, sequence b\n"
+          "bit for bit verify_block on its transformed target rows and its draft rows, both\n"
+          "warped with warps[b], drawing from streams[b]. A masked draft token has target\n"
+          "probability 0, so no block passes it and the rows after it are never read.\n") +
+          kConstraintsDoc,
+      py::kw_only(), py::arg("target_logits"), py::arg("draft_logits"), py::arg("warps"),
+      py::arg("draft_tokens"), py::arg("streams"), py::arg("draft_offsets"));
+  def_constrained(
+      m, "verify_block_batch_draft_probs_constrained",
+      &chain_with_draft_rows<DraftSide::kProbs, &verify_block_batch_draft_probs_constrained>,
+      std::string(
+          "verify_block_batch_logits_constrained with the draft side as probabilities (vLLM's\n"
+          "draft_probs [G, V] float32), used as given: sequence b is bit for bit verify_block on\n"
+          "its transformed target rows warped with warps[b] and its draft_probs. Every draft\n"
+          "token must lie in [0, V) with draft probability > 0 (else specdec.Error naming\n"
+          "draft_tokens[b][i]; cut a chain before such a token).\n") +
+          kConstraintsDoc,
+      py::kw_only(), py::arg("target_logits"), py::arg("draft_probs"), py::arg("warps"),
+      py::arg("draft_tokens"), py::arg("streams"), py::arg("draft_offsets"));
+  def_constrained(
+      m, "verify_chain_batch_greedy_logits_constrained",
+      [](H target, H tokens, H offsets, H bitmask, H allowed, H words, H min_tokens, H stop,
+         H repetition, H frequency, H presence, H prompt, H output, int threads, bool check) {
+        return ConstrainedChainCall({target, py::none(), py::none(), tokens, py::none(), offsets},
+                                    {bitmask, allowed, words, min_tokens, stop, repetition,
+                                     frequency, presence, prompt, output},
+                                    DraftSide::kNone, threads, check)
+            .run(verify_chain_batch_greedy_logits_constrained);
+      },
+      std::string(
+          "Greedy matching on the transformed target rows (no warps, streams or draft rows: no\n"
+          "draws): token i of sequence b is accepted while it is the argmax of its transformed\n"
+          "row (ties to the lowest id), the first other one is replaced by that argmax, and a\n"
+          "chain accepted whole ends with its last row's argmax; sequence b is\n"
+          "verify_chain(Greedy()) on its transformed rows, token for token. target_logits\n"
+          "[G + B, V], draft_tokens [G], draft_offsets [B + 1]. Returns (emitted [G + B],\n"
+          "accepted [B]) and with check=False the status words.\n") +
+          kConstraintsDoc,
+      py::kw_only(), py::arg("target_logits"), py::arg("draft_tokens"), py::arg("draft_offsets"));
+  def_constrained(
+      m, "verify_chain_batch_typical_logits_constrained", &typical_chain,
+      std::string(
+          "LOSSY: typical acceptance (Medusa; rule a Typical) on the transformed target rows\n"
+          "warped with warps[b] (no draft rows): token i is accepted when its probability\n"
+          "exceeds min(rule.epsilon, rule.delta * exp(-H)) of its row, the first other one is\n"
+          "replaced by a draw from that row, and a chain accepted whole ends with a draw from its\n"
+          "last row; sequence b is verify_chain(rule) on its transformed, warped rows with\n"
+          "streams[b], token for token. Layout and outputs as\n"
+          "verify_chain_batch_target_only_logits_constrained.\n") +
+          kConstraintsDoc,
+      py::arg("rule"), py::kw_only(), py::arg("target_logits"), py::arg("warps"),
       py::arg("draft_tokens"), py::arg("streams"), py::arg("draft_offsets"));
   def_constrained(
       m, "verify_tree_batch_logits_constrained",

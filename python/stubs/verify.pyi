@@ -252,6 +252,28 @@ def verify_chain_batch_target_only_logits_constrained(
         *, target_logits: ArrayLike, warps: Warps, draft_tokens: ArrayLike,
         streams: Streams, draft_offsets: ArrayLike, threads: int = 0, check: bool = True,
         **constraints: Unpack[_Constraints]) -> tuple[Array, ...]: ...
+def verify_block_batch_logits_constrained(
+        *, target_logits: ArrayLike, draft_logits: ArrayLike, warps: Warps,
+        draft_tokens: ArrayLike, streams: Streams, draft_offsets: ArrayLike,
+        threads: int = 0, check: bool = True,
+        **constraints: Unpack[_Constraints]) -> tuple[Array, ...]:
+    """Block verification of each sequence on its transformed rows (verify_block, bit for bit)."""
+def verify_block_batch_draft_probs_constrained(
+        *, target_logits: ArrayLike, draft_probs: ArrayLike, warps: Warps,
+        draft_tokens: ArrayLike, streams: Streams, draft_offsets: ArrayLike,
+        threads: int = 0, check: bool = True,
+        **constraints: Unpack[_Constraints]) -> tuple[Array, ...]:
+    """verify_block_batch_logits_constrained with vLLM's draft probabilities, used as given."""
+def verify_chain_batch_greedy_logits_constrained(
+        *, target_logits: ArrayLike, draft_tokens: ArrayLike, draft_offsets: ArrayLike,
+        threads: int = 0, check: bool = True,
+        **constraints: Unpack[_Constraints]) -> tuple[Array, ...]:
+    """Greedy matching against each sequence's transformed rows (no draws)."""
+def verify_chain_batch_typical_logits_constrained(
+        rule: Typical, *, target_logits: ArrayLike, warps: Warps, draft_tokens: ArrayLike,
+        streams: Streams, draft_offsets: ArrayLike, threads: int = 0, check: bool = True,
+        **constraints: Unpack[_Constraints]) -> tuple[Array, ...]:
+    """LOSSY: typical acceptance on each sequence's transformed, warped rows."""
 def verify_tree_batch_logits_constrained(
         rule: Rule, *, node_offsets: ArrayLike, tokens: ArrayLike, parents: ArrayLike,
         target_logits: ArrayLike, draft_logits: ArrayLike, warps: Warps,

@@ -114,6 +114,30 @@ def test_constrained_equals_unconstrained_on_transformed_logits(temperature, pro
                               np.asarray(want.sampled_token_ids)), seed
 
 
+@pytest.mark.parametrize("temperature", [0.0, 0.7, 1.0])
+@pytest.mark.parametrize("probs", [False, True])
+def test_block_under_constraints_equals_block_on_transformed_logits(temperature, probs):
+    # "block" applies the constraints too (greedy requests by constrained greedy matching):
+    # the same tokens as "block" without them on logits transformed by the reference, also with
+    # placeholders and drafts of draft probability 0, each of which ends its chain.
+    sampler = RejectionSampler(None, SpeculativeConfig(rejection_sample_method="block"))
+    for seed in range(30):
+        drafts, logits, q = batch(seed, probs)
+        if seed % 3 == 1:
+            drafts[2][1] = -1
+        if probs and seed % 3 == 2:
+            q[0, drafts[0][0]] = 0.0  # request 0's first draft
+            q[0] /= q[0].sum()
+        meta = constrained(temperature, generators=generators(seed))
+        expected_logits = reference(logits, [[max(t, 0) for t in d] for d in drafts], meta)
+        metadata = SpecDecodeMetadata.make_dummy(drafts)
+        got = sampler(metadata, q, logits, meta).sampled_token_ids
+        bare = plain(meta)
+        bare.generators = generators(seed)
+        want = sampler(metadata, q, expected_logits, bare).sampled_token_ids
+        assert np.array_equal(np.asarray(got), np.asarray(want)), seed
+
+
 @pytest.mark.parametrize("probs", [False, True])
 def test_a_placeholder_ends_a_constrained_chain(probs):
     # Request 0's second draft and request 2's first are vLLM's placeholder -1: the chain stops
@@ -219,10 +243,10 @@ def test_bad_fields_are_named():
     off = dict(no_penalties=True, allowed_token_ids_mask=None, bad_words_token_ids={},
                min_tokens={})
     words = dict(off, bad_words_token_ids={1: [[2, 3]]})
-    for method in ("block", "synthetic"):  # only "standard" applies constraints
-        assert error_of(constrained(1.0, **words), method) == \
-            "sampling_metadata.bad_words_token_ids"
-    assert error_of(constrained(1.0), "block") == "sampling_metadata.repetition_penalties"
+    # Only "standard" and "block" apply constraints.
+    assert error_of(constrained(1.0, **words), "synthetic") == \
+        "sampling_metadata.bad_words_token_ids"
+    assert error_of(constrained(1.0), "synthetic") == "sampling_metadata.repetition_penalties"
     assert error_of(constrained(1.0, repetition_penalties=np.array([1, 0, 1, 1], np.float32))) \
         == "sampling_metadata.repetition_penalties[1]"
     assert error_of(constrained(1.0, frequency_penalties=np.array([0, -np.inf, 0, 0],
@@ -269,11 +293,12 @@ def test_cuda_logits_with_constraints_are_refused():
         "sampling_metadata.bad_words_token_ids"
 
 
-def test_first_token_follows_the_constrained_target():
+@pytest.mark.parametrize("method", ["standard", "block"])
+def test_first_token_follows_the_constrained_target(method):
     # 20,000 requests of two drafts from the draft row at V = 12: the first emitted token must
     # follow the target row after penalties, the mask, bad words and min_tokens, warped at
-    # temperature 0.8. Chi-square at p < 1e-6 with fixed seeds (a correct sampler fails once in
-    # a million seeds).
+    # temperature 0.8 (both methods are lossless). Chi-square at p < 1e-6 with fixed seeds (a
+    # correct sampler fails once in a million seeds).
     batch = 20000
     rng = np.random.default_rng(5)
     row = rng.normal(0, 1.5, size=V).astype(np.float32)
@@ -293,8 +318,9 @@ def test_first_token_follows_the_constrained_target():
         min_tokens={b: (4, {0}) for b in range(batch)},
         generators={b: np.random.default_rng(b) for b in range(batch)})
     logits = np.tile(row, (3 * batch, 1))
-    first = np.asarray(RejectionSampler()(metadata, np.tile(draft, (2 * batch, 1)), logits,
-                                          meta).sampled_token_ids)[:, 0]
+    sampler = RejectionSampler(None, SpeculativeConfig(rejection_sample_method=method))
+    first = np.asarray(sampler(metadata, np.tile(draft, (2 * batch, 1)), logits,
+                               meta).sampled_token_ids)[:, 0]
     transformed = reference(row[None], [[]], SamplingMetadata(
         no_penalties=False, prompt_token_ids=[[3, 4]], output_token_ids=[[5, 5, 6]],
         repetition_penalties=[1.4], frequency_penalties=[0.3], presence_penalties=[1.0],

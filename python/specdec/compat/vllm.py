@@ -43,8 +43,8 @@ What differs from vLLM:
   ``allowed_token_ids_mask``, ``bad_words_token_ids``, ``min_tokens``) transform the target and
   bonus rows as vLLM's sampler does, each row's draft prefix counted as output: the fields are
   packed once per call and specdec's constrained verifiers transform each row as they read it,
-  on the host ("standard" only: another method, or CUDA tensors, with a constraint raise
-  specdec.Error naming the field).
+  on the host ("standard" and "block", greedy requests by constrained greedy matching: another
+  method, or CUDA tensors, with a constraint raise specdec.Error naming the field).
 - Draft probability rows must sum to 1 (within 1%, then rescaled). Inputs are torch tensors
   or NumPy arrays (torch in, torch out). Torch tensors are used where they lie (CPU or CUDA):
   the checks, warps (_warp_rows), verification and logprobs run there, with no copy of rows,
@@ -209,7 +209,7 @@ def rejection_sample(draft_token_ids: Any, num_draft_tokens: Sequence[int],
     fly_entropy_threshold); see the module docstring. bonus_token_ids [B] (the engine sampler's
     draws) replace the bonus tokens drawn here; with them bonus_logits_indices is not read.
     constraints: SamplingMetadata's request constraints as RejectionSampler reads them
-    ({field: value}, "standard" on the CPU only), applied to the target and bonus rows by
+    ({field: value}, "standard" and "block" on the CPU only), applied to the target and bonus rows by
     specdec's constrained verifiers."""
     method = _method(rejection_sample_method)
     block = method == "block"
@@ -293,7 +293,7 @@ def rejection_sample(draft_token_ids: Any, num_draft_tokens: Sequence[int],
         if constraints is not None:
             chosen = _verify_constrained(rows if in_place else rows[order], tokens, counts, probs,
                                          greedy, _request_warps(greedy, temps, ks, ps, vocab),
-                                         streams, constraints, threads)
+                                         streams, constraints, threads, block)
             out[:, :chosen.shape[1]] = chosen
             groups = []  # verified
         else:
@@ -632,12 +632,13 @@ class RejectionSampler:
         return SamplerOutput(sampled_token_ids=sampled, logprobs_tensors=logprobs)
 
     def _check_constrainable(self, logits: Any, constraints: dict) -> None:
-        """Constraints are applied by "standard" on the CPU only: else the first is named."""
+        """Constraints are applied by "standard" and "block" on the CPU only: else the first is
+        named."""
         name = "sampling_metadata." + next(iter(constraints))
-        if self.rejection_sample_method != "standard":
+        if self.rejection_sample_method not in ("standard", "block"):
             raise error(name, f"is a request constraint; rejection_sample_method "
                         f"{self.rejection_sample_method!r} verifies raw rows (only 'standard' "
-                        "applies constraints)")
+                        "and 'block' apply constraints)")
         if is_cuda(logits):
             raise error(name, "is a request constraint; constraints are applied on the CPU only "
                         "(the logits are on CUDA)")
@@ -1018,60 +1019,103 @@ def _constraint_arguments(constraints: dict, counts: np.ndarray, vocab: int) -> 
 
 
 def _verify_constrained(rows, tokens, counts, probs, greedy, warps, streams, constraints,
-                        threads):
+                        threads, block=False):
     """The chains of `rows` (request by request: its draft positions, then its bonus row; raw
-    logits) verified by specdec's constrained verifiers under `constraints`: with draft rows
-    verify_chain_batch_draft_probs_constrained (a greedy request's warp is the argmax), without
-    them the target-only form, each chain cut before a token outside the vocabulary. Returns
-    tokens [B, max(counts) + 1] int32 padded with -1."""
+    logits) verified by specdec's constrained verifiers under `constraints`: greedy requests by
+    verify_chain_batch_greedy_logits_constrained (the draft rows unread, as vLLM's greedy), the
+    others with draft rows by verify_chain_batch_draft_probs_constrained (`block`:
+    verify_block_batch_draft_probs_constrained, each chain cut before its first token outside
+    the vocabulary or of draft probability 0, whose row then draws the token), without them by
+    the target-only form, chains cut before a token outside the vocabulary. Returns tokens
+    [B, max(counts) + 1] int32 padded with -1."""
     batch, vocab = len(counts), rows.shape[1]
-    width = int(counts.max()) + 1 if batch else 1
+    out = np.full((batch, int(counts.max()) + 1 if batch else 1), -1, np.int32)
     args = _constraint_arguments(constraints, counts, vocab)
-    if probs is not None:
-        drafts = np.ascontiguousarray(probs, np.float32)
-        inside = (tokens >= 0) & (tokens < vocab)
-        owner = np.repeat(np.arange(batch), counts)
-        # vLLM's greedy ignores the draft rows: a greedy request's draft token of probability 0
-        # is given one, so that the argmax decides (in a copy, made only then).
-        at = np.flatnonzero(inside & greedy[owner])
-        if at.size and not (drafts[at, tokens[at]] > 0).all():
-            drafts = drafts.copy()
-            drafts[at, tokens[at]] = 1.0
-        call = _specdec.verify_chain_batch_draft_probs_constrained
-        extra = {"draft_probs": drafts}
-    else:
-        call, extra = _specdec.verify_chain_batch_target_only_logits_constrained, {}
-        starts = np.cumsum(counts) - counts
-        outside = np.flatnonzero((tokens < 0) | (tokens >= vocab))
-        if outside.size:  # each chain cut at its first: the row there draws the token
-            owner = np.repeat(np.arange(batch), counts)
-            cut = counts.copy()
-            np.minimum.at(cut, owner[outside], outside - starts[owner[outside]])
-            keep_token = np.arange(len(tokens)) - starts[owner] < cut[owner]
-            row_owner = np.repeat(np.arange(batch), counts + 1)
-            keep_row = np.arange(len(rows)) - (starts + np.arange(batch))[row_owner] <= \
-                cut[row_owner]
-            rows, tokens, counts = rows[keep_row], tokens[keep_token], cut
-            if "bitmask" in args:
-                args["bitmask"] = args["bitmask"][keep_row]
-    offsets = np.zeros(batch + 1, np.int32)
-    np.cumsum(counts, out=offsets[1:])
-    try:
-        flat, accepted = call(target_logits=np.ascontiguousarray(rows, np.float32),
-                              draft_tokens=np.ascontiguousarray(tokens, np.int32),
-                              draft_offsets=offsets, warps=warps, streams=streams,
-                              threads=threads, **extra, **args)
-    except _specdec.Error as refused:
-        base, _, rest = refused.argument.partition("[")
-        if base in _CONSTRAINT_NAMES:
-            index = rest.split("]")[0]
-            raise error(f"sampling_metadata.{_CONSTRAINT_NAMES[base]}"
-                        + (f"[{index}]" if index and base != "bitmask" else ""),
-                        refused.problem) from None
-        name = {"target_logits": "logits", "draft_tokens": "draft_token_ids"}.get(base, base)
-        raise error(name, refused.problem) from None
-    flat, slot = np.asarray(flat), np.arange(width)
-    take = np.minimum((offsets[:-1] + np.arange(batch))[:, None] + slot,
-                      max(flat.shape[0] - 1, 0))
-    emitted = np.asarray(accepted)[:, None] + 1
-    return np.where(slot < emitted, flat[take] if flat.size else -1, -1).astype(np.int32)
+    with_rows = ~greedy if probs is not None else np.zeros(batch, bool)
+    for members, kind in ((np.flatnonzero(greedy), "greedy"),
+                          (np.flatnonzero(~greedy & with_rows), "block" if block else "probs"),
+                          (np.flatnonzero(~greedy & ~with_rows), "target_only")):
+        if members.size == 0:
+            continue
+        sub_rows, sub_tokens, sub_counts, sub_probs = _subset(
+            members, counts, rows, tokens, probs if kind in ("probs", "block") else None)
+        sub_args = _constraint_subset(args, members, counts)
+        usable = (sub_tokens >= 0) & (sub_tokens < vocab)
+        if kind == "block":
+            at = np.flatnonzero(usable)
+            usable[at] = sub_probs[at, sub_tokens[at]] > 0
+        if kind != "probs" and not usable.all():  # (standard rejects such tokens itself)
+            sub_rows, sub_tokens, sub_counts, sub_probs, keep_row = _cut_chains(
+                sub_rows, sub_tokens, sub_counts, sub_probs, usable)
+            if "bitmask" in sub_args:
+                sub_args["bitmask"] = sub_args["bitmask"][keep_row]
+        offsets = np.zeros(len(members) + 1, np.int32)
+        np.cumsum(sub_counts, out=offsets[1:])
+        call_args = dict(target_logits=np.ascontiguousarray(sub_rows, np.float32),
+                         draft_tokens=np.ascontiguousarray(sub_tokens, np.int32),
+                         draft_offsets=offsets, threads=threads, **sub_args)
+        if kind != "greedy":
+            call_args.update(warps=[warps[b] for b in members],
+                             streams=[streams[b] for b in members])
+        if kind in ("probs", "block"):
+            call_args["draft_probs"] = np.ascontiguousarray(sub_probs, np.float32)
+        call = {"greedy": _specdec.verify_chain_batch_greedy_logits_constrained,
+                "probs": _specdec.verify_chain_batch_draft_probs_constrained,
+                "block": _specdec.verify_block_batch_draft_probs_constrained,
+                "target_only": _specdec.verify_chain_batch_target_only_logits_constrained}[kind]
+        try:
+            flat, accepted = call(**call_args)
+        except _specdec.Error as refused:
+            raise _constraint_error(refused, members) from None
+        flat, slot = np.asarray(flat), np.arange(out.shape[1])
+        take = np.minimum((offsets[:-1] + np.arange(len(members)))[:, None] + slot,
+                          max(flat.shape[0] - 1, 0))
+        emitted = np.asarray(accepted)[:, None] + 1
+        out[members] = np.where(slot < emitted, flat[take] if flat.size else -1, -1)
+    return out
+
+
+def _constraint_subset(args: dict, members: np.ndarray, counts: np.ndarray) -> dict:
+    """The constrained verifiers' keywords `args` of the requests `members` (ascending)."""
+    if len(members) == len(counts):
+        return dict(args)
+    chosen = np.zeros(len(counts), bool)
+    chosen[members] = True
+    out = {}
+    for name, value in args.items():
+        if name == "bitmask":
+            out[name] = value[np.repeat(chosen, counts + 1)]
+        elif isinstance(value, np.ndarray):
+            out[name] = value[members]
+        else:
+            out[name] = [value[b] for b in members]
+    return out
+
+
+def _cut_chains(rows, tokens, counts, probs, usable):
+    """Each chain cut before its first token not `usable`: the rows, tokens, counts and draft
+    rows that remain, and which rows were kept."""
+    batch = len(counts)
+    starts = np.cumsum(counts) - counts
+    owner = np.repeat(np.arange(batch), counts)
+    cut = counts.copy()
+    bad = np.flatnonzero(~usable)
+    np.minimum.at(cut, owner[bad], bad - starts[owner[bad]])
+    keep_token = np.arange(len(tokens)) - starts[owner] < cut[owner]
+    row_owner = np.repeat(np.arange(batch), counts + 1)
+    keep_row = np.arange(len(rows)) - (starts + np.arange(batch))[row_owner] <= cut[row_owner]
+    return (rows[keep_row], tokens[keep_token], cut,
+            None if probs is None else probs[keep_token], keep_row)
+
+
+def _constraint_error(refused: Any, members: np.ndarray) -> Any:
+    """A constrained verifier's error on the requests `members`, named as the caller's."""
+    base, _, rest = refused.argument.partition("[")
+    index = rest.split("]")[0]
+    if index.isdigit():  # the verifiers number the requests of the call
+        index = str(int(members[int(index)]))
+    if base in _CONSTRAINT_NAMES:
+        return error(f"sampling_metadata.{_CONSTRAINT_NAMES[base]}"
+                     + (f"[{index}]" if index and base != "bitmask" else ""), refused.problem)
+    name = {"target_logits": "logits", "draft_tokens": "draft_token_ids"}.get(base, base)
+    return error(name, refused.problem)

@@ -104,8 +104,8 @@ void for_each_constrained_sequence(const backend::Cpu& cpu, const ChainBatchLogi
       }
       const auto v = std::max<std::int64_t>(vocab, 1);
       std::byte* rows_bytes = bytes + chain_logits_scratch_size(v);
-      auto rows = constrained_rows(c, sequence.target, ChainPrefix{sequence.tokens}, vocab,
-                                   rows_bytes);
+      auto rows =
+          constrained_rows(c, sequence.target, ChainPrefix{sequence.tokens}, vocab, rows_bytes);
       rows.sequence = b;
       auto* weights =
           reinterpret_cast<double*>(rows_bytes + constrained_rows_size(v, sizes.largest));
@@ -224,8 +224,7 @@ inline void verify_chain_batch_logits_constrained(const backend::Cpu& cpu,
                                                   Workspace& ws) {
   detail::for_each_constrained_sequence(
       cpu, args, constraints, ws, /*draft_rows=*/true,
-      [&](const detail::LogitSequence<float>& s, const detail::LogitRows<float>& target,
-          double*) {
+      [&](const detail::LogitSequence<float>& s, const detail::LogitRows<float>& target, double*) {
         return detail::verify_chain_logits_unchecked<float>(
             s.warp, detail::sequence_chain_rows(args, s, target), s.stream, s.emitted.data(),
             ArgName("draft_tokens", s.slice.index), s.scratch);
@@ -241,8 +240,7 @@ inline void verify_chain_batch_target_only_logits_constrained(
   const std::int64_t vocab = args.target_logits.cols;
   detail::for_each_constrained_sequence(
       cpu, args, constraints, ws, /*draft_rows=*/false,
-      [&](const detail::LogitSequence<float>& s, const detail::LogitRows<float>& target,
-          double*) {
+      [&](const detail::LogitSequence<float>& s, const detail::LogitRows<float>& target, double*) {
         return detail::verify_chain_target_only_logits_unchecked<float>(
             s.warp, target, s.tokens, s.slice.count, vocab, s.stream, s.emitted.data(), s.scratch);
       });
@@ -261,7 +259,32 @@ inline void verify_block_batch_logits_constrained(const backend::Cpu& cpu,
       [&](const detail::LogitSequence<float>& s, const detail::LogitRows<float>& target,
           double* weights) {
         const auto tau = detail::block_verify_logits_unchecked<float>(
-            s.warp, detail::sequence_chain_rows(args, s, target), s.stream, weights, ArgName("draft_tokens", s.slice.index), s.scratch,
+            s.warp, detail::sequence_chain_rows(args, s, target), s.stream, weights,
+            ArgName("draft_tokens", s.slice.index), s.scratch, s.emitted.data());
+        return ChainVerdict{tau, tau + 1};
+      });
+}
+
+/// verify_block_batch_logits_constrained with the draft side given as probabilities:
+/// `args.draft_logits` holds the G draft probability rows (contiguous, as vLLM's draft_probs),
+/// used as given (not warped). Sequence b is verify_block of its transformed target rows warped
+/// with warps[b] (or warps[0]) and its draft rows, on streams[b], bit for bit. Every draft token
+/// must have draft probability > 0 (else specdec::Error naming "draft_tokens[b][i]"). Layout,
+/// workspace (constrained_chain_batch_workspace_size) and errors as
+/// verify_chain_batch_logits_constrained (the draft rows named draft_logits).
+inline void verify_block_batch_draft_probs_constrained(const backend::Cpu& cpu,
+                                                       const ChainBatchLogitsArgs<float>& args,
+                                                       const ChainBatchConstraints& constraints,
+                                                       Workspace& ws) {
+  detail::check_contiguous("draft_logits", args.draft_logits);
+  detail::for_each_constrained_sequence(
+      cpu, args, constraints, ws, /*draft_rows=*/true,
+      [&](const detail::LogitSequence<float>& s, const detail::LogitRows<float>& target,
+          double* weights) {
+        auto chain = detail::sequence_chain_rows(args, s, target);
+        chain.draft_probs = args.draft_logits.row_data(s.slice.first);
+        const auto tau = detail::block_verify_logits_unchecked<float>(
+            s.warp, chain, s.stream, weights, ArgName("draft_tokens", s.slice.index), s.scratch,
             s.emitted.data());
         return ChainVerdict{tau, tau + 1};
       });

@@ -319,6 +319,22 @@ def examples(tmp_path):
             lambda **a: specdec.verify_chain_batch_target_only_logits_constrained(
                 warps=specdec.Warp(), streams=two_streams(), **a),
             **constrained_batch(draft=False)),
+        "verify_block_batch_logits_constrained": Example(
+            lambda **a: specdec.verify_block_batch_logits_constrained(
+                warps=specdec.Warp(), streams=two_streams(), **a),
+            **constrained_batch(draft=True)),
+        # Block verification refuses a draft token it cannot verify (no placeholders).
+        "verify_block_batch_draft_probs_constrained": Example(
+            lambda **a: specdec.verify_block_batch_draft_probs_constrained(
+                warps=specdec.Warp(), streams=two_streams(), **a),
+            **dict(draft_probs_batch(), ids=constrained_batch(draft=True)["ids"])),
+        "verify_chain_batch_greedy_logits_constrained": Example(
+            specdec.verify_chain_batch_greedy_logits_constrained,
+            **constrained_batch(draft=False)),
+        "verify_chain_batch_typical_logits_constrained": Example(
+            lambda **a: specdec.verify_chain_batch_typical_logits_constrained(
+                specdec.Typical(), warps=specdec.Warp(), streams=two_streams(), **a),
+            **constrained_batch(draft=False)),
         "verify_tree_batch_logits_constrained": Example(
             lambda **a: specdec.verify_tree_batch_logits_constrained(
                 specdec.Recursive(), warps=specdec.Warp(), streams=two_streams(), **a),

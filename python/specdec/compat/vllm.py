@@ -209,8 +209,8 @@ def rejection_sample(draft_token_ids: Any, num_draft_tokens: Sequence[int],
     fly_entropy_threshold); see the module docstring. bonus_token_ids [B] (the engine sampler's
     draws) replace the bonus tokens drawn here; with them bonus_logits_indices is not read.
     constraints: SamplingMetadata's request constraints as RejectionSampler reads them
-    ({field: value}, "standard" and "block" on the CPU only), applied to the target and bonus rows by
-    specdec's constrained verifiers."""
+    ({field: value}, "standard" and "block" on the CPU only), applied to the target and bonus
+    rows by specdec's constrained verifiers."""
     method = _method(rejection_sample_method)
     block = method == "block"
     if is_torch(logits) and not block and constraints is None:

@@ -183,7 +183,7 @@ bool accepted_on_rough_bounds(const Warp& w, const LogitRows<T>& target, const L
 template <class T>
 struct ChainLogitRows {
   LogitRows<T> target;
-  LogitRows<T> draft;
+  LogitRows<T> draft{};  // none for a target-only walk
   const Token* tokens = nullptr;
   std::int64_t length = 0;
   std::int64_t vocab = 0;

@@ -40,17 +40,19 @@ ChainVerdict verify_chain_greedy_logits_unchecked(const LogitRows<T>& target, co
                     bonus);
 }
 
-/// verify_chain(rule, ...) with Typical on the rows warp `w` makes of target rows 0..length of
-/// logits (no draft rows read): the same draws and tokens. A token whose p(x) passes every
-/// threshold the row's entropy allows is accepted from the row's statistics; any other test
-/// writes the row for typical_row. The bonus token is drawn from row `length` as
+/// verify_chain(rule, ...) with Typical on the rows warp `w` makes of `chain`'s target rows
+/// 0..length of logits (its draft rows are not read): the same draws and tokens. A token whose p(x)
+/// passes every threshold the row's entropy allows is accepted from the row's statistics; any other
+/// test writes the row for typical_row. The bonus token is drawn from row `length` as
 /// verify_chain_logits draws it.
 template <class T>
 ChainVerdict verify_chain_typical_logits_unchecked(const Warp& w, const Typical& rule,
-                                                   const LogitRows<T>& target, const Token* tokens,
-                                                   std::int64_t length, std::int64_t vocab,
+                                                   const ChainLogitRows<T>& chain,
                                                    const RandomStream& stream, Token* out,
                                                    const ChainLogitsScratch& scratch) {
+  const LogitRows<T>& target = chain.target;
+  const Token* tokens = chain.tokens;
+  const std::int64_t length = chain.length, vocab = chain.vocab;
   const auto verify = [&](std::size_t i, const RandomStream& s) -> NodeVerdict {
     const auto r = static_cast<std::int64_t>(i);
     const Token x = tokens[i];
@@ -156,8 +158,12 @@ inline ChainVerdict verify_chain_typical_logits_constrained(
       constraints, target_logits, draft_tokens, vocab, ws,
       [&](const detail::LogitRows<float>& target, const detail::ChainLogitsScratch& scratch) {
         return detail::verify_chain_typical_logits_unchecked<float>(
-            warp, rule, target, draft_tokens.data(), std::ssize(draft_tokens), vocab, stream,
-            out.data(), scratch);
+            warp, rule,
+            {.target = target,
+             .tokens = draft_tokens.data(),
+             .length = std::ssize(draft_tokens),
+             .vocab = vocab},
+            stream, out.data(), scratch);
       });
 }
 

@@ -41,23 +41,24 @@ inline void check_draft_probs_chain(const Warp& warp, std::size_t target_size,
   if (out_size < length + 1) fail("out", "has {} entries, needs L + 1 = {}", out_size, length + 1);
 }
 
-/// The chain walk with draft probabilities over `target` (transformed rows), `length` tokens:
-/// the walk runs up to the first unverifiable token c; when it accepts everything before c, the
-/// token at c is drawn (draw 1 of position c's stream, as a rejection's correction) from
-/// [p_c - q_c]+, or from p_c when that has no mass.
-inline ChainVerdict verify_chain_draft_probs_unchecked(
-    const Warp& warp, const LogitRows<float>& target, const float* draft_probs,
-    const Token* tokens, std::int64_t length, std::int64_t vocab, const RandomStream& stream,
-    Token* out, const ArgName& token_name, const ChainLogitsScratch& scratch) {
-  const std::int64_t cut = first_unverifiable(tokens, draft_probs, length, vocab);
-  const ChainLogitRows<float> chain{.target = target,
-                                    .draft = {draft_probs, vocab, "draft_probs", target.first},
-                                    .tokens = tokens,
-                                    .length = cut,
-                                    .vocab = vocab,
-                                    .draft_probs = draft_probs};
+/// The chain walk with draft probabilities over `chain`'s target (transformed rows) and
+/// draft_probs (its draft rows are not read): the walk runs up to the first unverifiable token c;
+/// when it accepts everything before c, the token at c is drawn (draw 1 of position c's stream,
+/// as a rejection's correction) from [p_c - q_c]+, or from p_c when that has no mass.
+inline ChainVerdict verify_chain_draft_probs_unchecked(const Warp& warp,
+                                                       const ChainLogitRows<float>& chain,
+                                                       const RandomStream& stream, Token* out,
+                                                       const ArgName& token_name,
+                                                       const ChainLogitsScratch& scratch) {
+  const LogitRows<float>& target = chain.target;
+  const float* draft_probs = chain.draft_probs;
+  const std::int64_t length = chain.length, vocab = chain.vocab;
+  const std::int64_t cut = first_unverifiable(chain.tokens, draft_probs, length, vocab);
+  ChainLogitRows<float> walk = chain;
+  walk.draft = {draft_probs, vocab, "draft_probs", target.first};
+  walk.length = cut;
   const ChainVerdict verdict =
-      verify_chain_logits_unchecked<float>(warp, chain, stream, out, token_name, scratch);
+      verify_chain_logits_unchecked<float>(warp, walk, stream, out, token_name, scratch);
   if (cut == length || verdict.accepted < cut) return verdict;
   // Every token before c passed: out[c] is the rejection's correction at row c.
   write_warp_of_row(warp, target, cut, vocab, scratch.warp, scratch.target_row);
@@ -96,9 +97,14 @@ inline ChainVerdict verify_chain_draft_probs_constrained(const Warp& warp,
   return detail::with_constrained_chain(
       constraints, target_logits, draft_tokens, vocab, ws,
       [&](const detail::LogitRows<float>& rows, const detail::ChainLogitsScratch& scratch) {
-        return detail::verify_chain_draft_probs_unchecked(
-            warp, rows, draft_probs.data(), draft_tokens.data(), std::ssize(draft_tokens), vocab,
-            stream, out.data(), "draft_tokens", scratch);
+        return detail::verify_chain_draft_probs_unchecked(warp,
+                                                          {.target = rows,
+                                                           .tokens = draft_tokens.data(),
+                                                           .length = std::ssize(draft_tokens),
+                                                           .vocab = vocab,
+                                                           .draft_probs = draft_probs.data()},
+                                                          stream, out.data(), "draft_tokens",
+                                                          scratch);
       });
 }
 

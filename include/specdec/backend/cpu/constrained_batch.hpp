@@ -322,8 +322,9 @@ inline void verify_chain_batch_typical_logits_constrained(const backend::Cpu& cp
       cpu, args, constraints, ws, /*draft_rows=*/false,
       [&](const detail::LogitSequence<float>& s, const detail::LogitRows<float>& target, double*) {
         return detail::verify_chain_typical_logits_unchecked<float>(
-            s.warp, rule, target, s.tokens, s.slice.count, vocab, s.stream, s.emitted.data(),
-            s.scratch);
+            s.warp, rule,
+            {.target = target, .tokens = s.tokens, .length = s.slice.count, .vocab = vocab},
+            s.stream, s.emitted.data(), s.scratch);
       });
 }
 

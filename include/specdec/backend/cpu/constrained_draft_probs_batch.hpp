@@ -49,9 +49,13 @@ inline void verify_chain_batch_draft_probs_constrained(const backend::Cpu& cpu,
       [&](const detail::LogitSequence<float>& s, const detail::LogitRows<float>& target,
           auto&&...) {
         return detail::verify_chain_draft_probs_unchecked(
-            s.warp, target, args.draft_logits.row_data(s.slice.first),
-            args.draft_tokens.data() + s.slice.first, s.slice.count, vocab, s.stream,
-            s.emitted.data(), ArgName("draft_tokens", s.slice.index), s.scratch);
+            s.warp,
+            {.target = target,
+             .tokens = args.draft_tokens.data() + s.slice.first,
+             .length = s.slice.count,
+             .vocab = vocab,
+             .draft_probs = args.draft_logits.row_data(s.slice.first)},
+            s.stream, s.emitted.data(), ArgName("draft_tokens", s.slice.index), s.scratch);
       });
 }
 

@@ -262,6 +262,19 @@ void graph_check_device_resident(const GraphCall& call, std::uint64_t launches) 
   CHECK(emu::ledger.counts.launches == launches);
 }
 
+/// Checks `call` device-resident, then replays its graph after `write_new`: returns the outputs
+/// (`read`), which equal a fresh call's and differ from those on the first inputs.
+template <class Read>
+auto graph_replay_new_inputs(const GraphCall& call, const std::function<void()>& write_new,
+                             const Read& read) {
+  graph_check_device_resident(call, 1);
+  const auto on_first = read();
+  auto replay = graph_replay(call, write_new, read);
+  CHECK(replay.first == replay.second);
+  CHECK(replay.second != on_first);
+  return std::move(replay.second);
+}
+
 /// The trees of `c` in reverse order, with new streams: new offsets, tokens, rows and draws in
 /// buffers of the same sizes.
 specdec::test::TreeCase graph_reversed(const specdec::test::TreeCase& c, std::uint64_t seed) {
@@ -529,17 +542,13 @@ TEST_CASE("graph: packed_tree_masks_batch with device offsets replays on new tre
                                               .masks = view},
                             backend::DeviceWorkspace{});
   };
-  graph_check_device_resident(call, 1);
-  const auto on_first = masks.data;
-  const auto [replayed, fresh] = graph_replay(
+  const auto fresh = graph_replay_new_inputs(
       call,
       [&] {
         offsets.data = second.offsets;
         parents.data = second.parents;
       },
       [&] { return masks.data; });
-  CHECK(replayed == fresh);
-  CHECK(fresh != on_first);
   std::vector<std::uint32_t> want(masks.data.size());
   Workspace ws;
   packed_tree_masks_batch(backend::cpu, second.offsets, second.view(),
@@ -574,9 +583,7 @@ TEST_CASE("graph: tree_positions_batch with device offsets and context lengths r
                              .positions = positions.data},
                          backend::DeviceWorkspace{});
   };
-  graph_check_device_resident(call, 1);
-  const auto on_first = positions.data;
-  const auto [replayed, fresh] = graph_replay(
+  const auto fresh = graph_replay_new_inputs(
       call,
       [&] {
         offsets.data = second.offsets;
@@ -584,8 +591,6 @@ TEST_CASE("graph: tree_positions_batch with device offsets and context lengths r
         contexts.data = contexts_second;
       },
       [&] { return positions.data; });
-  CHECK(replayed == fresh);
-  CHECK(fresh != on_first);
   std::vector<std::int32_t> want(positions.data.size());
   Workspace ws;
   tree_positions_batch(backend::cpu, second.offsets, second.view(), contexts_second, want, ws);

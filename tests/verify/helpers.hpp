@@ -27,6 +27,19 @@ inline std::vector<float> warped(const std::vector<float>& row, const Warp& warp
   return out;
 }
 
+/// A tree verdict equals the expected one, its accepted nodes (`got`, `want`) included.
+template <class Verdict>
+void check_same_tree_verdict(const Verdict& verdict, const Verdict& expected,
+                             const std::vector<std::int32_t>& got,
+                             const std::vector<std::int32_t>& want) {
+  CHECK(verdict.accepted == expected.accepted);
+  CHECK(verdict.token == expected.token);
+  CHECK(verdict.bonus == expected.bonus);
+  const auto kept = static_cast<std::size_t>(expected.accepted);
+  CHECK(std::vector<std::int32_t>(got.begin(), got.begin() + kept) ==
+        std::vector<std::int32_t>(want.begin(), want.begin() + kept));
+}
+
 // Every row of a [rows, vocab] matrix warped (the row-based entries' input).
 inline std::vector<float> warp_rows(const Warp& warp, const std::vector<float>& logits,
                                     std::int64_t vocab) {

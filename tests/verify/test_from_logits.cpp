@@ -85,19 +85,6 @@ LogitChain make_logit_chain(const Warp& warp, std::int64_t vocab, std::size_t le
   return c;
 }
 
-/// A tree verdict from logits equals the one on the warped rows, accepted nodes included.
-template <class Verdict>
-void check_same_tree_verdict(const Verdict& verdict, const Verdict& expected,
-                             const std::vector<std::int32_t>& got,
-                             const std::vector<std::int32_t>& want) {
-  CHECK(verdict.accepted == expected.accepted);
-  CHECK(verdict.token == expected.token);
-  CHECK(verdict.bonus == expected.bonus);
-  const auto kept = static_cast<std::size_t>(expected.accepted);
-  CHECK(std::vector<std::int32_t>(got.begin(), got.begin() + kept) ==
-        std::vector<std::int32_t>(want.begin(), want.begin() + kept));
-}
-
 /// For every vocabulary size and warp, a chain of length 4 from make_logit_chain (tokens drawn
 /// from nearby draft rows: accepted and rejected positions both occur) and the streams {seed
 /// 0..11, `stream`'s sequence and position}: `verdicts(c, warp, vocab, stream, want, got, fast,
@@ -282,7 +269,7 @@ TEST_CASE("verify_tree_logits equals verify_tree for every rule on random trees"
                                                    vocab, stream, want, ws);
           const auto verdict = verify_tree_logits<float>(
               rule, warp, view, {first(target), first(draft)}, vocab, stream, got, ws);
-          check_same_tree_verdict(verdict, expected, got, want);
+          test::check_same_tree_verdict(verdict, expected, got, want);
           rejections += expected.bonus ? 0 : 1;
           bonuses += expected.bonus ? 1 : 0;
         }
@@ -314,7 +301,7 @@ TEST_CASE("verify_tree_target_only_logits equals verify_tree_target_only", "[ver
             view, std::span<const float>(target_rows).first(size), vocab, stream, want, ws);
         const auto verdict = verify_tree_target_only_logits<float>(
             warp, view, std::span<const float>(target).first(size), vocab, stream, got, ws);
-        check_same_tree_verdict(verdict, expected, got, want);
+        test::check_same_tree_verdict(verdict, expected, got, want);
       }
     }
   }

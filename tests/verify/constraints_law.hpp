@@ -6,11 +6,13 @@
 // constrained target, to compare with that target's own law.
 #pragma once
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
 #include <map>
 #include <vector>
 
+#include "../support/stats.hpp"
 #include "constraints_reference.hpp"
 #include "specdec/toy/random.hpp"
 #include "specdec/verify/constrained_logits.hpp"
@@ -178,6 +180,42 @@ inline std::vector<Warp> exact_warps() {
 
 inline std::vector<int> exact_transforms() {
   return {kGrammar, kAllowed, kBanned, kMinTokens, kRepetition, kFrequency, kPresence, kAll};
+}
+
+// Sampled counts of emitted sequences follow `law`: every sequence seen is one the enumeration
+// gives positive probability, and a chi-square test passes (false-failure probability
+// test::kFalseFailureProbability).
+inline void check_counts_follow(const Law& law,
+                                const std::map<std::vector<Token>, std::int64_t>& counts) {
+  std::vector<std::int64_t> observed;
+  std::vector<double> expected;
+  for (const auto& [tokens, p] : law) {
+    const auto seen = counts.find(tokens);
+    observed.push_back(seen != counts.end() ? seen->second : 0);
+    expected.push_back(p);
+  }
+  INFO("outcomes " << law.size());
+  for (const auto& [tokens, n] : counts) CHECK(law.count(tokens) == 1);
+  const auto fit = test::chi_square_test(observed, expected);
+  INFO("statistic " << fit.statistic << " df " << fit.df);
+  CHECK(fit.p_value > test::kFalseFailureProbability);
+}
+
+// Calls fn(rows, which) for every setting the enumerations cover: each transform set `which`,
+// each of exact_warps(), the draft rows untransformed and transformed (named in INFO).
+template <class Fn>
+void for_each_exact_setting(Fn&& fn) {
+  for (const int which : exact_transforms()) {
+    const Request q = make_request(which);
+    for (const auto& warp : exact_warps()) {
+      for (const bool transformed : {false, true}) {
+        INFO("transforms " << which << " temperature " << warp.temperature << " top_p "
+                           << warp.top_p << " draft transformed " << transformed);
+        Rows rows{.q = q, .warp = warp, .draft_transformed = transformed};
+        fn(rows, which);
+      }
+    }
+  }
 }
 
 // A chain of kLength tokens drawn from the draft rows, with the logits and mask rows a

@@ -120,18 +120,10 @@ std::vector<Token> emitted(const std::vector<Token>& out, const ChainVerdict& v)
 TEST_CASE("constrained block verification emits the constrained target's law: enumeration",
           "[verify][logits][constraints][block]") {
   std::int32_t compared = 0;
-  for (const int which : exact_transforms()) {
-    const Request q = make_request(which);
-    for (const auto& warp : exact_warps()) {
-      for (const bool transformed : {false, true}) {
-        INFO("transforms " << which << " temperature " << warp.temperature << " draft transformed "
-                           << transformed);
-        Rows rows{.q = q, .warp = warp, .draft_transformed = transformed};
-        test::check_close(extended(rows, block_law(rows)), extended(rows, {{{}, 1.0}}), 1e-9);
-        ++compared;
-      }
-    }
-  }
+  for_each_exact_setting([&](Rows& rows, int) {
+    test::check_close(extended(rows, block_law(rows)), extended(rows, {{{}, 1.0}}), 1e-9);
+    ++compared;
+  });
   CHECK(compared == 32);
 }
 
@@ -154,17 +146,8 @@ TEST_CASE("constrained block verification passes a chi-square test against the e
           RandomStream{393u, n, transformed ? 7u : 0u}, out, ws);
       ++counts[emitted(out, v)];
     }
-    std::vector<std::int64_t> observed;
-    std::vector<double> expected;
-    for (const auto& [tokens, p] : law) {
-      observed.push_back(counts.count(tokens) != 0 ? counts[tokens] : 0);
-      expected.push_back(p);
-    }
-    INFO("draft transformed " << transformed << " outcomes " << law.size());
-    for (const auto& [tokens, n] : counts) CHECK(law.count(tokens) == 1);
-    const auto fit = test::chi_square_test(observed, expected);
-    INFO("statistic " << fit.statistic << " df " << fit.df);
-    CHECK(fit.p_value > test::kFalseFailureProbability);
+    INFO("draft transformed " << transformed);
+    check_counts_follow(law, counts);
   }
 }
 
@@ -174,30 +157,24 @@ TEST_CASE("constrained block verification equals verify_block_logits on dense tr
   // mask rows after it allow nothing (never read).
   Workspace ws;
   std::int32_t garbage = 0, short_blocks = 0;
-  for (const int which : exact_transforms()) {
-    const Request q = make_request(which);
-    for (const auto& warp : exact_warps()) {
-      for (const bool transformed : {false, true}) {
-        Rows rows{.q = q, .warp = warp, .draft_transformed = transformed};
-        toy::ToyRandom rng(94, static_cast<std::uint64_t>(which));
-        for (std::uint32_t seed = 0; seed < 8; ++seed) {
-          DrawnChain d = draw_chain(rows, rng);
-          const auto dense = dense_target(rows, d.tokens);
-          if (q.grammar) garbage += garbage_after_forbidden(d) ? 1 : 0;
-          const RandomStream stream{seed, 3};
-          std::vector<Token> want(kLength + 1), got(kLength + 1);
-          const auto expected =
-              verify_block_logits<float>(warp, dense, d.draft, d.tokens, kVocab, stream, want, ws);
-          const auto verdict = verify_block_logits_constrained(
-              warp, d.target, d.draft, d.tokens, kVocab, d.constraints(q), stream, got, ws);
-          INFO("transforms " << which << " seed " << seed);
-          REQUIRE(verdict.accepted == expected.accepted);
-          CHECK(emitted(got, verdict) == emitted(want, expected));
-          short_blocks += expected.accepted < kLength ? 1 : 0;
-        }
-      }
+  for_each_exact_setting([&](Rows& rows, int which) {
+    toy::ToyRandom rng(94, static_cast<std::uint64_t>(which));
+    for (std::uint32_t seed = 0; seed < 8; ++seed) {
+      DrawnChain d = draw_chain(rows, rng);
+      const auto dense = dense_target(rows, d.tokens);
+      if (rows.q.grammar) garbage += garbage_after_forbidden(d) ? 1 : 0;
+      const RandomStream stream{seed, 3};
+      std::vector<Token> want(kLength + 1), got(kLength + 1);
+      const auto expected =
+          verify_block_logits<float>(rows.warp, dense, d.draft, d.tokens, kVocab, stream, want, ws);
+      const auto verdict = verify_block_logits_constrained(
+          rows.warp, d.target, d.draft, d.tokens, kVocab, d.constraints(rows.q), stream, got, ws);
+      INFO("seed " << seed);
+      REQUIRE(verdict.accepted == expected.accepted);
+      CHECK(emitted(got, verdict) == emitted(want, expected));
+      short_blocks += expected.accepted < kLength ? 1 : 0;
     }
-  }
+  });
   CHECK(garbage > 4);
   CHECK(short_blocks > 50);
 }

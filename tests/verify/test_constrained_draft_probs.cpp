@@ -59,19 +59,6 @@ void chain_law(Rows& rows, const std::vector<Token>& tokens, double w, Law& law)
   }
 }
 
-// The chain's target logits and grammar words for `tokens` (a placeholder's rows: its prefix's).
-DrawnChain logits_of(const std::vector<Token>& tokens) {
-  DrawnChain d{.tokens = tokens};
-  std::vector<Token> prefix;
-  for (std::size_t i = 0; i <= tokens.size(); ++i) {
-    const auto t = raw_logits(prefix, false);
-    d.target.insert(d.target.end(), t.begin(), t.end());
-    d.mask.push_back(grammar_mask(prefix));
-    if (i < tokens.size()) prefix.push_back(tokens[i]);
-  }
-  return d;
-}
-
 std::vector<Token> run(const Warp& warp, const DrawnChain& d, const std::vector<float>& q,
                        const LogitConstraints& c, const RandomStream& stream, Workspace& ws) {
   std::vector<Token> out(d.tokens.size() + 1, -1);
@@ -145,7 +132,7 @@ TEST_CASE("a placeholder ends the chain with a draw from the residual: chi-squar
   const Request q = make_request(kAll);
   Rows rows{.q = q, .warp = Warp{.temperature = 0.8f}, .draft_transformed = false};
   const std::vector<Token> tokens = {1, -1, 2};
-  const DrawnChain d = logits_of(tokens);
+  const DrawnChain d = chain_along(tokens);
   auto probs = draft_probs(rows, tokens);
   Law law;
   chain_law(rows, tokens, 1.0, law);
@@ -154,23 +141,14 @@ TEST_CASE("a placeholder ends the chain with a draw from the residual: chi-squar
   for (std::uint32_t n = 0; n < runs; ++n) {
     ++counts[run(rows.warp, d, probs, d.constraints(q), RandomStream{93, n, 1}, ws)];
   }
-  std::vector<std::int64_t> observed;
-  std::vector<double> expected;
-  for (const auto& [emitted, p] : law) {
-    observed.push_back(counts.count(emitted) != 0 ? counts[emitted] : 0);
-    expected.push_back(p);
-  }
-  for (const auto& [emitted, n] : counts) CHECK(law.count(emitted) == 1);
-  const auto fit = test::chi_square_test(observed, expected);
-  INFO("statistic " << fit.statistic << " df " << fit.df);
-  CHECK(fit.p_value > test::kFalseFailureProbability);
+  check_counts_follow(law, counts);
 }
 
 TEST_CASE("a draft token of draft probability 0 is rejected with certainty",
           "[verify][constraints][draft_probs]") {
   const Request q = make_request(kAll);
   Rows rows{.q = q, .warp = Warp{}, .draft_transformed = false};
-  const DrawnChain d = logits_of({1, 2});
+  const DrawnChain d = chain_along({1, 2});
   auto probs = draft_probs(rows, d.tokens);
   probs[kV + 2] = 0.0f;  // token 2 at position 1
   Workspace ws;
@@ -187,7 +165,7 @@ TEST_CASE("the draft-probability batch equals the single call per sequence",
   Rows rows{.q = q, .warp = warp, .draft_transformed = false};
   toy::ToyRandom rng(8);
   // Three chains (the second with a placeholder), one ragged batch of them.
-  std::vector<DrawnChain> chains = {draw_chain(rows, rng), logits_of({2, -1, 1}),
+  std::vector<DrawnChain> chains = {draw_chain(rows, rng), chain_along({2, -1, 1}),
                                     draw_chain(rows, rng)};
   chains[2].tokens.resize(1);
   chains[2].target.resize(2 * kV);
@@ -235,7 +213,7 @@ TEST_CASE("the draft-probability batch equals the single call per sequence",
 
 TEST_CASE("draft-probability chains name bad input", "[verify][constraints][draft_probs]") {
   const Request q = make_request(kMinTokens);
-  const DrawnChain d = logits_of({1, 2});
+  const DrawnChain d = chain_along({1, 2});
   const std::vector<float> probs(2 * kV, 1.0f / kVocab);
   std::vector<Token> out(3);
   Workspace ws;

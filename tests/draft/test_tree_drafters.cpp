@@ -62,6 +62,27 @@ std::vector<Token> path_of(const DraftTree& t, std::int32_t node) {
   return p;
 }
 
+/// Drafting from small_markov after the context token `context`: its draft rows, a workspace
+/// (sized for RSD-S with up to `width` beams when given) and the drafted tree.
+struct MarkovDrafts {
+  toy::MarkovModel model = small_markov();
+  toy::ToyDraftRows<toy::MarkovModel> rows;
+  Workspace ws;
+  DraftedTree out;
+
+  explicit MarkovDrafts(Token context) : rows(model, {context}) {}
+  MarkovDrafts(Token context, std::int32_t width)
+      : rows(model, {context}), ws(rsd_s_workspace_size(width, 4)) {}
+  MarkovDrafts(const MarkovDrafts&) = delete;  // rows points at model
+  MarkovDrafts& operator=(const MarkovDrafts&) = delete;
+
+  /// RSD-S draft number `i`: `width` beams, `depth` levels.
+  const DraftTree& rsd_s(std::int32_t width, std::int32_t depth, int i) {
+    draft_rsd_s(width, depth, 4, rows, drafter_stream(static_cast<std::uint32_t>(i)), out, ws);
+    return out.tree;
+  }
+};
+
 }  // namespace
 
 TEST_CASE("RSD-C builds the tree shape of its branching factors", "[draft][rsdc]") {
@@ -112,25 +133,21 @@ TEST_CASE("RSD-C root children follow sampling without replacement", "[draft][rs
 }
 
 TEST_CASE("RSD-S root children follow sampling without replacement", "[draft][rsds]") {
-  const auto model = small_markov();
-  toy::ToyDraftRows rows(model, {2});
-  Workspace ws(rsd_s_workspace_size(3, 4));
-  DraftedTree out;
+  MarkovDrafts s(2, 3);
   std::vector<std::int64_t> counts(64, 0);
   std::vector<std::int64_t> first(4, 0);
   for (int i = 0; i < 50000; ++i) {
-    draft_rsd_s(3, 1, 4, rows, drafter_stream(static_cast<std::uint32_t>(i)), out, ws);
-    REQUIRE(out.size() == 3);
-    const auto& t = out.tree.tokens;
+    const auto& t = s.rsd_s(3, 1, i).tokens;
+    REQUIRE(s.out.size() == 3);
     ++counts[static_cast<std::size_t>(t[0] * 16 + t[1] * 4 + t[2])];
     ++first[static_cast<std::size_t>(t[0])];
   }
   std::vector<double> expected(64, 0.0);
   test::for_each_distinct_tuple(4, 3, [&](std::span<const int> t) {
     expected[static_cast<std::size_t>(t[0] * 16 + t[1] * 4 + t[2])] =
-        without_replacement_probability(model.row(2), t);
+        without_replacement_probability(s.model.row(2), t);
   });
-  const auto row = model.row(2);
+  const auto row = s.model.row(2);
   const std::vector<double> row_expected(row.begin(), row.end());
   // False-failure probability 1e-6 each.
   CHECK(test::chi_square_test(counts, expected).p_value > test::kFalseFailureProbability);
@@ -145,29 +162,26 @@ TEST_CASE("RSD-S children of one parent are sampled without replacement (Theorem
   // node keeps depends on the other beams and on its earlier children, so the pair law given
   // "exactly two children" is not the unconditional one; the sequential law is what recursive
   // rejection sampling needs.) Checked per parent token and per first child.
-  const auto model = small_markov();
-  toy::ToyDraftRows rows(model, {0});
-  Workspace ws(rsd_s_workspace_size(3, 4));
-  DraftedTree out;
+  MarkovDrafts s(0, 3);
   std::vector<std::vector<std::int64_t>> first(4, std::vector<std::int64_t>(4, 0));
   std::vector<std::vector<std::int64_t>> second(16, std::vector<std::int64_t>(4, 0));
   for (int i = 0; i < 100000; ++i) {
-    draft_rsd_s(3, 2, 4, rows, drafter_stream(static_cast<std::uint32_t>(i)), out, ws);
+    const DraftTree& tree = s.rsd_s(3, 2, i);
     for (std::int32_t n = 0; n < 3; ++n) {
-      const auto v = static_cast<std::size_t>(out.tree.tokens[static_cast<std::size_t>(n)]);
-      const auto kids = children_of(out.tree, n);
+      const auto v = static_cast<std::size_t>(tree.tokens[static_cast<std::size_t>(n)]);
+      const auto kids = children_of(tree, n);
       if (kids.empty()) continue;
-      const auto a = static_cast<std::size_t>(out.tree.tokens[static_cast<std::size_t>(kids[0])]);
+      const auto a = static_cast<std::size_t>(tree.tokens[static_cast<std::size_t>(kids[0])]);
       ++first[v][a];
       if (kids.size() >= 2) {
-        const auto b = static_cast<std::size_t>(out.tree.tokens[static_cast<std::size_t>(kids[1])]);
+        const auto b = static_cast<std::size_t>(tree.tokens[static_cast<std::size_t>(kids[1])]);
         ++second[v * 4 + a][b];
       }
     }
   }
   int checks = 0;
   for (int v = 0; v < 4; ++v) {
-    const auto row = model.row(static_cast<Token>(v));
+    const auto row = s.model.row(static_cast<Token>(v));
     const std::vector<double> row_expected(row.begin(), row.end());
     INFO("parent token " << v);
     // False-failure probability 1e-6 per check (at most 20 checks).
@@ -194,20 +208,16 @@ TEST_CASE("RSD-S top final sequence is a sample from the draft model", "[draft][
   // Stochastic beam search ranks whole sequences by their truncated Gumbel values, so the best
   // final beam is an exact sample of the length-2 sequence from the draft model (Kool et al.).
   // Selecting by the untruncated value (the typo of seed 000 Alg. 9) breaks this.
-  const auto model = small_markov();
-  toy::ToyDraftRows rows(model, {1});
-  Workspace ws(rsd_s_workspace_size(2, 4));
-  DraftedTree out;
+  MarkovDrafts s(1, 2);
   std::vector<std::int64_t> counts(16, 0);
   for (int i = 0; i < 100000; ++i) {
-    draft_rsd_s(2, 2, 4, rows, drafter_stream(static_cast<std::uint32_t>(i)), out, ws);
-    const auto leaf =
-        std::find(out.tree.depths.begin(), out.tree.depths.end(), 2) - out.tree.depths.begin();
-    const auto path = path_of(out.tree, static_cast<std::int32_t>(leaf));
+    const DraftTree& tree = s.rsd_s(2, 2, i);
+    const auto leaf = std::find(tree.depths.begin(), tree.depths.end(), 2) - tree.depths.begin();
+    const auto path = path_of(tree, static_cast<std::int32_t>(leaf));
     ++counts[static_cast<std::size_t>(path[0] * 4 + path[1])];
   }
   // False-failure probability 1e-6.
-  CHECK(test::chi_square_test(counts, two_token_law(model, 1)).p_value >
+  CHECK(test::chi_square_test(counts, two_token_law(s.model, 1)).p_value >
         test::kFalseFailureProbability);
 }
 
@@ -334,18 +344,15 @@ TEST_CASE("beam search equals exhaustive search when W covers every prefix", "[d
 }
 
 TEST_CASE("beam sampling with one beam samples from the draft model", "[draft][beam]") {
-  const auto model = small_markov();
-  toy::ToyDraftRows rows(model, {3});
-  Workspace ws;
-  DraftedTree search;
+  MarkovDrafts d(3);
   BeamSearchResult result;
   std::vector<std::int64_t> counts(16, 0);
   for (std::uint32_t i = 0; i < 50000; ++i) {
-    beam_search({1, 2, BeamMode::kSampling}, 4, rows, drafter_stream(i), search, result, ws);
+    beam_search({1, 2, BeamMode::kSampling}, 4, d.rows, drafter_stream(i), d.out, result, d.ws);
     ++counts[static_cast<std::size_t>(result.tokens[0] * 4 + result.tokens[1])];
   }
   // False-failure probability 1e-6.
-  CHECK(test::chi_square_test(counts, two_token_law(model, 3)).p_value >
+  CHECK(test::chi_square_test(counts, two_token_law(d.model, 3)).p_value >
         test::kFalseFailureProbability);
 }
 

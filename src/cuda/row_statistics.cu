@@ -10,10 +10,9 @@
 namespace specdec::backend::cuda_impl::detail {
 
 template <class T>
-cudaError_t launch_row_statistics(const LogitRowSet<T>& set, std::int64_t rows, std::int64_t n,
-                                  const RowSplit& split, const RowWarps& warps, bool cut,
-                                  bool keep_nucleus, const RowStatsBuffers& b,
+cudaError_t launch_row_statistics(const RowStatsLaunch<T>& r, const RowStatsBuffers& b,
                                   cudaStream_t stream) {
+  const auto& [set, rows, n, split, warps, cut, keep_nucleus] = r;
   cudaError_t status = cudaMemsetAsync(
       b.counters, 0, 3 * static_cast<std::size_t>(rows) * sizeof(unsigned int), stream);
   if (status != cudaSuccess) return status;
@@ -26,10 +25,9 @@ cudaError_t launch_row_statistics(const LogitRowSet<T>& set, std::int64_t rows, 
                 b.counters + rows, b.stats, keep_nucleus);
 }
 
-#define SPECDEC_ROW_STATISTICS(T)                                                                  \
-  template cudaError_t launch_row_statistics<T>(const LogitRowSet<T>&, std::int64_t, std::int64_t, \
-                                                const RowSplit&, const RowWarps&, bool, bool,      \
-                                                const RowStatsBuffers&, cudaStream_t);
+#define SPECDEC_ROW_STATISTICS(T)                                                                 \
+  template cudaError_t launch_row_statistics<T>(const RowStatsLaunch<T>&, const RowStatsBuffers&, \
+                                                cudaStream_t);
 SPECDEC_ROW_STATISTICS(float)
 SPECDEC_ROW_STATISTICS(__half)
 SPECDEC_ROW_STATISTICS(__nv_bfloat16)

@@ -76,12 +76,16 @@ cudaError_t launch_chain_statistics(const ChainVerifyParams& p, const Staged& st
                                     const DeviceWarp& shared_warp, const DeviceWarp* warps,
                                     bool cut, std::int64_t drafts, cudaStream_t stream) {
   const std::int64_t target_rows = drafts + p.batch, rows = target_rows + drafts;
-  const detail::LogitRowSet<T> set{static_cast<const T*>(p.target), p.target_stride, target_rows,
-                                   static_cast<const T*>(p.draft), p.draft_stride};
-  const RowSplit split = row_split(rows, p.vocab, detail::device_sm_count());
-  const detail::RowWarps row_warps{shared_warp, warps, staged.offsets, p.batch, target_rows};
-  const cudaError_t status = detail::launch_row_statistics(set, rows, p.vocab, split, row_warps,
-                                                           cut, true, staged.statistics, stream);
+  const detail::RowStatsLaunch<T> r{
+      .set = {static_cast<const T*>(p.target), p.target_stride, target_rows,
+              static_cast<const T*>(p.draft), p.draft_stride},
+      .rows = rows,
+      .n = p.vocab,
+      .split = row_split(rows, p.vocab, detail::device_sm_count()),
+      .warps = {shared_warp, warps, staged.offsets, p.batch, target_rows},
+      .cut = cut,
+      .keep_nucleus = true};
+  const cudaError_t status = detail::launch_row_statistics(r, staged.statistics, stream);
   if (status != cudaSuccess) return status;
   // A draw from a whole row is split over blocks (draw_split); its block sums go where the
   // tiles' statistics were (read by then), its counters are the statistics' (0 again by then).
@@ -90,7 +94,7 @@ cudaError_t launch_chain_statistics(const ChainVerifyParams& p, const Staged& st
   const dim3 grid(static_cast<unsigned int>(p.batch),
                   static_cast<unsigned int>(draw.blocks_per_row));
   return detail::launch(
-      detail::chain_finish_kernel<T>, grid, detail::kDrawThreads, stream, set, p.vocab,
+      detail::chain_finish_kernel<T>, grid, detail::kDrawThreads, stream, r.set, p.vocab,
       static_cast<const RowStats*>(staged.statistics.stats), staged.statistics.lists,
       static_cast<const unsigned int*>(staged.statistics.counters + 2 * rows),
       static_cast<const std::int32_t*>(staged.offsets), p.draft_tokens,

@@ -37,23 +37,25 @@ template <class T>
 cudaError_t launch_warp_statistics(const WarpBatchParams& p, const WarpStaged& staged,
                                    const DeviceWarp& shared_warp, const DeviceWarp* row_warps,
                                    bool cut, cudaStream_t stream) {
-  const detail::LogitRowSet<T> set{static_cast<const T*>(p.logits), p.logits_stride, p.rows,
-                                   nullptr, 0};
-  const RowSplit split = row_split(p.rows, p.cols, detail::device_sm_count());
-  // With offsets null row r takes row_warps[r] (or the shared warp when row_warps is null).
-  const detail::RowWarps warps{shared_warp, row_warps, nullptr, p.rows, p.rows};
-  const cudaError_t status = detail::launch_row_statistics(set, p.rows, p.cols, split, warps,
-                                                           cut, false, staged.statistics, stream);
+  const detail::RowStatsLaunch<T> r{
+      .set = {static_cast<const T*>(p.logits), p.logits_stride, p.rows, nullptr, 0},
+      .rows = p.rows,
+      .n = p.cols,
+      .split = row_split(p.rows, p.cols, detail::device_sm_count()),
+      // With offsets null row r takes row_warps[r] (or the shared warp when row_warps is null).
+      .warps = {shared_warp, row_warps, nullptr, p.rows, p.rows},
+      .cut = cut};
+  const cudaError_t status = detail::launch_row_statistics(r, staged.statistics, stream);
   if (status != cudaSuccess) return status;
   const dim3 grid(static_cast<unsigned int>(p.rows),
-                  static_cast<unsigned int>(split.blocks_per_row));
+                  static_cast<unsigned int>(r.split.blocks_per_row));
   // The nucleus launch left the row counters after the statistics' (counters + rows) at 0: a row
   // with min-p alone, which it skips, counts its write pass's blocks there.
-  return detail::launch(detail::warp_write_kernel<T>, grid, detail::kStatsThreads, stream, set,
-                        p.cols, split, warps, static_cast<const RowStats*>(staged.statistics.stats),
-                        static_cast<const TileStats*>(staged.statistics.tiles),
-                        staged.statistics.lists, staged.statistics.counters + p.rows, p.warped,
-                        p.warped_stride);
+  return detail::launch(
+      detail::warp_write_kernel<T>, grid, detail::kStatsThreads, stream, r.set, p.cols, r.split,
+      r.warps, static_cast<const RowStats*>(staged.statistics.stats),
+      static_cast<const TileStats*>(staged.statistics.tiles), staged.statistics.lists,
+      staged.statistics.counters + p.rows, p.warped, p.warped_stride);
 }
 
 template <class T>

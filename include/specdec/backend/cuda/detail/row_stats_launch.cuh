@@ -68,14 +68,26 @@ inline bool cuts_rows(const DeviceWarp& w, std::int64_t n) {
   return w.temperature > 0.0f && (w.top_p < 1.0f || w.min_p > 0.0f || cuts_by_top_k(w, n));
 }
 
-/// The counters zeroed (a memset: capturable), the statistics of every row of `set`, then (when
-/// a warp cuts: `cut`) the cuts of the rows whose warp has one, on the split `split`; with
+/// The rows launch_row_statistics reduces: `rows` rows of `n` entries of `set`, on the split
+/// `split`, with their warps; `cut` when a warp cuts (the cut launch is needed); with
 /// `keep_nucleus` each cut row is left listed for draws (nucleus_kernel); without it (the warp)
-/// a row with min-p alone is left to the warp's write pass. Compiled once, in
-/// row_statistics.cu, for fp32, fp16 and bf16 rows: the chain step and the warp share its kernels.
+/// a row with min-p alone is left to the warp's write pass.
 template <class T>
-cudaError_t launch_row_statistics(const LogitRowSet<T>& set, std::int64_t rows, std::int64_t n,
-                                  const RowSplit& split, const RowWarps& warps, bool cut,
-                                  bool keep_nucleus, const RowStatsBuffers& b, cudaStream_t stream);
+struct RowStatsLaunch {
+  LogitRowSet<T> set;
+  std::int64_t rows = 0;
+  std::int64_t n = 0;
+  RowSplit split;
+  RowWarps warps;
+  bool cut = false;
+  bool keep_nucleus = false;
+};
+
+/// The counters zeroed (a memset: capturable), the statistics of every row of `r.set`, then
+/// (with `r.cut`) the cuts of the rows whose warp has one. Compiled once, in row_statistics.cu,
+/// for fp32, fp16 and bf16 rows: the chain step and the warp share its kernels.
+template <class T>
+cudaError_t launch_row_statistics(const RowStatsLaunch<T>& r, const RowStatsBuffers& b,
+                                  cudaStream_t stream);
 
 }  // namespace specdec::backend::cuda_impl::detail

@@ -6,7 +6,8 @@
 // rows (the draft tokens are tested against the target alone); block verification reads the
 // draft's logits as given. A draft token the target's row forbids is rejected with certainty
 // (greedy: it is not the argmax; typical: its probability 0 is at no threshold; block: its weight
-// and every stopping probability after it are 0), so the rows after it are never read.
+// and every stopping probability after it are 0), so the rows after it are never read. Each has
+// an unchecked form (namespace unchecked, on caller-owned scratch) that the checked one runs.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +16,7 @@
 #include "specdec/verify/block_logits.hpp"
 #include "specdec/verify/constrained_logits.hpp"
 #include "specdec/verify/typical.hpp"
+#include "specdec/verify/walk_inputs.hpp"
 
 namespace specdec::detail {
 
@@ -71,7 +73,120 @@ ChainVerdict verify_chain_typical_logits_unchecked(const Warp& w, const Typical&
   return walk_chain(static_cast<std::size_t>(length), stream, out, NoRowChecks{}, verify, bonus);
 }
 
+/// with_constrained_chain without the constraints' checks, on caller-owned scratch: the walk's
+/// scratch and the transformed rows of `logits.target` from `bytes`
+/// (verify_chain_logits_constrained_workspace_size(vocab, length) bytes aligned to 64); returns
+/// walk(rows, scratch, rest), `rest` the bytes after them.
+template <class Walk>
+auto with_constrained_chain_unchecked(const LogitConstraints& constraints,
+                                      const ChainLogits<float>& logits, std::byte* bytes,
+                                      Walk&& walk) {
+  const std::int64_t vocab = logits.vocab;
+  const auto length = static_cast<std::int64_t>(logits.length);
+  std::byte* extra = bytes + chain_logits_scratch_size(vocab);
+  auto rows =
+      constrained_rows(constraints, LogitRows<float>{logits.target, vocab, "target_logits", 0},
+                       ChainPrefix{logits.draft_tokens}, vocab, extra);
+  return walk(rows.rows_view(), chain_logits_scratch(bytes, vocab),
+              extra + constrained_rows_size(vocab, length));
+}
+
+/// The ChainLogits of a checked entry's spans.
+inline ChainLogits<float> chain_logits_of(std::span<const float> target_logits,
+                                          std::span<const float> draft_logits,
+                                          std::span<const Token> draft_tokens, std::int64_t vocab) {
+  return {.target = target_logits.data(),
+          .draft = draft_logits.data(),
+          .draft_tokens = draft_tokens.data(),
+          .length = draft_tokens.size(),
+          .vocab = vocab};
+}
+
+/// The checked constrained chain entries' scratch: the constraints checked for L + 1 rows, then
+/// `bytes` bytes of `ws` for the unchecked form `run` (in a scope of `ws`).
+template <class Run>
+ChainVerdict with_checked_constraints(const LogitConstraints& constraints, std::int64_t length,
+                                      std::int64_t vocab, Workspace& ws, std::size_t bytes,
+                                      Run&& run) {
+  check_constraints(constraints, length + 1, vocab);
+  auto scope = ws.scope();
+  return run(ws.take<std::byte>(bytes).data());
+}
+
 }  // namespace specdec::detail
+
+namespace specdec::unchecked {
+
+/// verify_block_logits_constrained without validation, same draws and bits: `logits` as
+/// ChainLogits documents (L = logits.length draft tokens, draft logits read), `constraints` valid
+/// for its L + 1 rows and `warp` for the vocabulary (detail::check_constraints, Warp::validate:
+/// the caller's part, as the sizes are); `out` holds L + 1 tokens and `scratch`
+/// verify_block_logits_constrained_workspace_size(vocab, L) bytes aligned to 64. Rows are still
+/// reduced to their statistics, which notice a NaN or +inf: such a row, or a drafted token of
+/// draft probability 0, may throw specdec::Error instead of giving a result.
+template <UniformSource U>
+ChainVerdict verify_block_logits_constrained(const Warp& warp, const ChainLogits<float>& logits,
+                                             const LogitConstraints& constraints, const U& uniforms,
+                                             Token* out, std::byte* scratch) {
+  return detail::with_constrained_chain_unchecked(
+      constraints, logits, scratch,
+      [&](const detail::LogitRows<float>& target, const detail::ChainLogitsScratch& rows_scratch,
+          std::byte* rest) {
+        const detail::ChainLogitRows<float> chain{
+            .target = target,
+            .draft = {logits.draft, logits.vocab, "draft_logits", 0},
+            .tokens = logits.draft_tokens,
+            .length = static_cast<std::int64_t>(logits.length),
+            .vocab = logits.vocab};
+        const auto tau = detail::block_verify_logits_unchecked<float>(
+            warp, chain, uniforms, reinterpret_cast<double*>(rest), "draft_tokens", rows_scratch,
+            out);
+        return ChainVerdict{tau, tau + 1};
+      });
+}
+
+/// verify_chain_greedy_logits_constrained without validation, same tokens: reads `logits.target`
+/// ((L + 1) * vocab logits), `logits.draft_tokens`, `logits.length` and `logits.vocab` (no draft
+/// logits), `constraints` valid for the L + 1 rows; `out` holds L + 1 tokens and `scratch`
+/// verify_chain_logits_constrained_workspace_size(vocab, L) bytes aligned to 64. A row holding a
+/// NaN or +inf may throw specdec::Error instead of giving a result.
+inline ChainVerdict verify_chain_greedy_logits_constrained(const ChainLogits<float>& logits,
+                                                           const LogitConstraints& constraints,
+                                                           Token* out, std::byte* scratch) {
+  return detail::with_constrained_chain_unchecked(
+      constraints, logits, scratch,
+      [&](const detail::LogitRows<float>& target, const detail::ChainLogitsScratch& rows_scratch,
+          std::byte*) {
+        return detail::verify_chain_greedy_logits_unchecked<float>(
+            target, logits.draft_tokens, static_cast<std::int64_t>(logits.length), logits.vocab,
+            out, rows_scratch);
+      });
+}
+
+/// verify_chain_typical_logits_constrained without validation, same draws and bits: `logits` as
+/// for verify_chain_greedy_logits_constrained (no draft logits), `warp` valid for the vocabulary
+/// and `rule`'s epsilon and delta in range (check_typical_parameters); `out` and `scratch` as
+/// there. A row holding a NaN or +inf may throw specdec::Error instead of giving a result.
+inline ChainVerdict verify_chain_typical_logits_constrained(const Warp& warp, const Typical& rule,
+                                                            const ChainLogits<float>& logits,
+                                                            const LogitConstraints& constraints,
+                                                            const RandomStream& stream, Token* out,
+                                                            std::byte* scratch) {
+  return detail::with_constrained_chain_unchecked(
+      constraints, logits, scratch,
+      [&](const detail::LogitRows<float>& target, const detail::ChainLogitsScratch& rows_scratch,
+          std::byte*) {
+        return detail::verify_chain_typical_logits_unchecked<float>(
+            warp, rule,
+            {.target = target,
+             .tokens = logits.draft_tokens,
+             .length = static_cast<std::int64_t>(logits.length),
+             .vocab = logits.vocab},
+            stream, out, rows_scratch);
+      });
+}
+
+}  // namespace specdec::unchecked
 
 namespace specdec {
 
@@ -100,16 +215,13 @@ ChainVerdict verify_block_logits_constrained(const Warp& warp, std::span<const f
   detail::check_chain_logits_shapes<float>(warp, target_logits, draft_logits, draft_tokens, vocab,
                                            out.size());
   detail::check_count("draft_tokens", draft_tokens.size(), 0, std::size_t{1} << 20);
-  return detail::with_constrained_chain(
-      constraints, target_logits, draft_tokens, vocab, ws,
-      [&](const detail::LogitRows<float>& target, const detail::ChainLogitsScratch& scratch) {
-        auto weights = ws.take<double>(draft_tokens.size() + 1);
-        auto chain =
-            detail::chain_logit_rows<float>(target_logits, draft_logits, draft_tokens, vocab);
-        chain.target = target;
-        const auto tau = detail::block_verify_logits_unchecked<float>(
-            warp, chain, uniforms, weights.data(), "draft_tokens", scratch, out.data());
-        return ChainVerdict{tau, tau + 1};
+  const auto length = std::ssize(draft_tokens);
+  return detail::with_checked_constraints(
+      constraints, length, vocab, ws, verify_block_logits_constrained_workspace_size(vocab, length),
+      [&](std::byte* scratch) {
+        return unchecked::verify_block_logits_constrained(
+            warp, detail::chain_logits_of(target_logits, draft_logits, draft_tokens, vocab),
+            constraints, uniforms, out.data(), scratch);
       });
 }
 
@@ -129,11 +241,13 @@ inline ChainVerdict verify_chain_greedy_logits_constrained(std::span<const float
                                                            std::span<Token> out, Workspace& ws) {
   detail::check_target_only_chain_shapes(Warp{.temperature = 0.0f}, target_logits, draft_tokens,
                                          vocab, out.size());
-  return detail::with_constrained_chain(
-      constraints, target_logits, draft_tokens, vocab, ws,
-      [&](const detail::LogitRows<float>& target, const detail::ChainLogitsScratch& scratch) {
-        return detail::verify_chain_greedy_logits_unchecked<float>(
-            target, draft_tokens.data(), std::ssize(draft_tokens), vocab, out.data(), scratch);
+  const auto length = std::ssize(draft_tokens);
+  return detail::with_checked_constraints(
+      constraints, length, vocab, ws, verify_chain_logits_constrained_workspace_size(vocab, length),
+      [&](std::byte* scratch) {
+        return unchecked::verify_chain_greedy_logits_constrained(
+            detail::chain_logits_of(target_logits, {}, draft_tokens, vocab), constraints,
+            out.data(), scratch);
       });
 }
 
@@ -154,16 +268,13 @@ inline ChainVerdict verify_chain_typical_logits_constrained(
     const RandomStream& stream, std::span<Token> out, Workspace& ws) {
   detail::check_target_only_chain_shapes(warp, target_logits, draft_tokens, vocab, out.size());
   check_typical_parameters(rule.epsilon, rule.delta);
-  return detail::with_constrained_chain(
-      constraints, target_logits, draft_tokens, vocab, ws,
-      [&](const detail::LogitRows<float>& target, const detail::ChainLogitsScratch& scratch) {
-        return detail::verify_chain_typical_logits_unchecked<float>(
-            warp, rule,
-            {.target = target,
-             .tokens = draft_tokens.data(),
-             .length = std::ssize(draft_tokens),
-             .vocab = vocab},
-            stream, out.data(), scratch);
+  const auto length = std::ssize(draft_tokens);
+  return detail::with_checked_constraints(
+      constraints, length, vocab, ws, verify_chain_logits_constrained_workspace_size(vocab, length),
+      [&](std::byte* scratch) {
+        return unchecked::verify_chain_typical_logits_constrained(
+            warp, rule, detail::chain_logits_of(target_logits, {}, draft_tokens, vocab),
+            constraints, stream, out.data(), scratch);
       });
 }
 

@@ -113,6 +113,21 @@ inline void check_same_size(std::string_view name, std::size_t got, std::size_t 
   if (got != expected) fail(name, "has {} elements, expected {}", got, expected);
 }
 
+/// The checks softmax and log_softmax share (`function` names the caller in the temperature's
+/// error); returns the largest logit.
+template <class T>
+float checked_softmax_max(std::span<const T> logits, std::string_view out_name,
+                          std::size_t out_size, float temperature, std::string_view function) {
+  check_not_empty("logits", logits.size());
+  check_same_size(out_name, out_size, logits.size());
+  if (!(temperature > 0.0f) || !std::isfinite(temperature)) {
+    fail("temperature", "{} must be finite and > 0 for {}", temperature, function);
+  }
+  const float m = row_max(logits.data(), static_cast<std::int64_t>(logits.size()));
+  if (m == kNegInf) fail("logits", "every logit is -inf");
+  return m;
+}
+
 }  // namespace detail
 
 /// log(sum(exp(x))), stable for any finite or -inf inputs (-inf when every input is -inf).
@@ -132,16 +147,11 @@ float log_sum_exp(std::type_identity_t<std::span<const T>> x) {
 template <class T = float>
 void softmax(std::type_identity_t<std::span<const T>> logits, std::span<float> probabilities,
              float temperature = 1.0f) {
-  detail::check_not_empty("logits", logits.size());
-  detail::check_same_size("probabilities", probabilities.size(), logits.size());
-  if (!(temperature > 0.0f) || !std::isfinite(temperature)) {
-    detail::fail("temperature", "{} must be finite and > 0 for softmax", temperature);
-  }
+  const float m = detail::checked_softmax_max<T>(logits, "probabilities", probabilities.size(),
+                                                 temperature, "softmax");
   const T* a = logits.data();
   float* out = probabilities.data();
   const auto n = static_cast<std::int64_t>(logits.size());
-  const float m = detail::row_max(a, n);
-  if (m == kNegInf) detail::fail("logits", "every logit is -inf");
   const float inv_t = 1.0f / temperature;
   for (std::int64_t i = 0; i < n; ++i) out[i] = detail::exp_flush((detail::to_float(a[i]) - m) * inv_t);
   const auto inv_sum = static_cast<float>(1.0 / detail::blocked_sum([=](std::int64_t i) { return out[i]; }, 0, n));
@@ -152,16 +162,11 @@ void softmax(std::type_identity_t<std::span<const T>> logits, std::span<float> p
 template <class T = float>
 void log_softmax(std::type_identity_t<std::span<const T>> logits,
                  std::span<float> log_probabilities, float temperature = 1.0f) {
-  detail::check_not_empty("logits", logits.size());
-  detail::check_same_size("log_probabilities", log_probabilities.size(), logits.size());
-  if (!(temperature > 0.0f) || !std::isfinite(temperature)) {
-    detail::fail("temperature", "{} must be finite and > 0 for log_softmax", temperature);
-  }
+  const float m = detail::checked_softmax_max<T>(
+      logits, "log_probabilities", log_probabilities.size(), temperature, "log_softmax");
   const T* a = logits.data();
   float* out = log_probabilities.data();
   const auto n = static_cast<std::int64_t>(logits.size());
-  const float m = detail::row_max(a, n);
-  if (m == kNegInf) detail::fail("logits", "every logit is -inf");
   const float inv_t = 1.0f / temperature;
   for (std::int64_t i = 0; i < n; ++i) out[i] = (detail::to_float(a[i]) - m) * inv_t;
   const auto log_sum = static_cast<float>(

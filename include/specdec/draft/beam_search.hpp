@@ -64,8 +64,7 @@ void beam_search(const BeamSearchShape& shape, std::int64_t vocab, F&& draft_row
   const auto w = static_cast<std::size_t>(width);
   {
     auto scope = workspace.scope();
-    auto perturbed = workspace.take<float>(static_cast<std::size_t>(vocab));
-    auto index = workspace.take<std::int32_t>(static_cast<std::size_t>(vocab));
+    const auto gumbel = detail::take_gumbel_top_k_scratch(workspace, vocab);
     auto nodes = workspace.take<std::int32_t>(w);
     auto candidates = workspace.take<detail::BeamCandidate>(w * w);
 
@@ -82,18 +81,19 @@ void beam_search(const BeamSearchShape& shape, std::int64_t vocab, F&& draft_row
         if (mode == BeamMode::kSampling) {
           detail::perturb_row_host<RowKind::kProbabilities>(
               row, vocab, stream.at_node(static_cast<std::uint32_t>(parent + 1)), 0,
-              perturbed.data());
+              gumbel.perturbed);
         } else {
           for (std::int64_t x = 0; x < vocab; ++x) {
-            perturbed[static_cast<std::size_t>(x)] = row[x] > 0.0f ? std::log(row[x]) : kNegInf;
+            gumbel.perturbed[static_cast<std::size_t>(x)] =
+                row[x] > 0.0f ? std::log(row[x]) : kNegInf;
           }
         }
         // Only a beam's own top `width` extensions can enter the level's top `width`.
-        const auto got = detail::select_top_k_of_row(perturbed.data(), vocab, width, index.data());
+        const auto got = detail::select_top_k_of_row(gumbel.perturbed, vocab, width, gumbel.index);
         for (std::int64_t j = 0; j < got; ++j) {
-          const auto t = index[static_cast<std::size_t>(j)];
+          const auto t = gumbel.index[static_cast<std::size_t>(j)];
           const double log_prob = phi + std::log(static_cast<double>(row[t]));
-          candidates[m++] = {phi + perturbed[static_cast<std::size_t>(t)],
+          candidates[m++] = {phi + gumbel.perturbed[static_cast<std::size_t>(t)],
                              static_cast<float>(log_prob), parent, static_cast<Token>(t), 0};
         }
       }

@@ -201,6 +201,16 @@ struct GumbelTopKBuffers {
   float* values = nullptr;
 };
 
+/// The scratch of GumbelTopKBuffers for rows of `vocab` entries, from `workspace` (the outputs
+/// are the caller's to set).
+inline GumbelTopKBuffers take_gumbel_top_k_scratch(Workspace& workspace, std::int64_t vocab) {
+  const auto n = static_cast<std::size_t>(vocab);
+  GumbelTopKBuffers out;
+  out.perturbed = workspace.take<float>(n).data();
+  out.index = workspace.take<std::int32_t>(n).data();
+  return out;
+}
+
 /// Gumbel-top-k over one row without validation: writes up to k tokens (sampling order) and
 /// their perturbed values (log-weight + Gumbel, decreasing) into `out` and returns how many.
 template <RowKind kind, class T, class Source>

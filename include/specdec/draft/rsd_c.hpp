@@ -57,11 +57,10 @@ void draft_rsd_c(std::span<const std::int32_t> branching, std::int64_t vocab, F&
   out.clear(vocab);
   out.tree.reserve(static_cast<std::size_t>(total));
   auto scope = workspace.scope();
-  auto perturbed = workspace.take<float>(static_cast<std::size_t>(vocab));
-  auto index = workspace.take<std::int32_t>(static_cast<std::size_t>(vocab));
+  auto gumbel = detail::take_gumbel_top_k_scratch(workspace, vocab);
   auto nodes = workspace.take<std::int32_t>(static_cast<std::size_t>(widest));
-  auto tokens = workspace.take<Token>(static_cast<std::size_t>(b_max));
-  auto values = workspace.take<float>(static_cast<std::size_t>(b_max));
+  gumbel.tokens = workspace.take<Token>(static_cast<std::size_t>(b_max)).data();
+  gumbel.values = workspace.take<float>(static_cast<std::size_t>(b_max)).data();
 
   std::int32_t begin = 0, end = 0;  // the level being expanded; the root first
   for (std::size_t l = 0; l < branching.size(); ++l) {
@@ -73,11 +72,10 @@ void draft_rsd_c(std::span<const std::int32_t> branching, std::int64_t vocab, F&
       const float* row = rows.row_data(static_cast<std::int64_t>(i));
       const auto got = detail::gumbel_top_k_row<RowKind::kProbabilities>(
           row, vocab, branching[l], stream.at_node(static_cast<std::uint32_t>(parent + 1)), 0,
-          {perturbed.data(), index.data(), tokens.data(), values.data()});
+          gumbel);
       for (std::int64_t j = 0; j < got; ++j) {
-        const auto t = tokens[static_cast<std::size_t>(j)];
-        out.add(t, parent, out.path_log_prob(parent) + std::log(row[t]),
-                values[static_cast<std::size_t>(j)]);
+        const auto t = gumbel.tokens[j];
+        out.add(t, parent, out.path_log_prob(parent) + std::log(row[t]), gumbel.values[j]);
       }
     }
     end = out.size();

@@ -102,11 +102,10 @@ void draft_rsd_s(std::int32_t width, std::int32_t depth, std::int64_t vocab, F&&
   detail::start_beam_tree(out, vocab, width, depth, "depth");
   const auto w = static_cast<std::size_t>(width);
   auto scope = workspace.scope();
-  auto perturbed = workspace.take<float>(static_cast<std::size_t>(vocab));
-  auto index = workspace.take<std::int32_t>(static_cast<std::size_t>(vocab));
+  auto gumbel = detail::take_gumbel_top_k_scratch(workspace, vocab);
   auto nodes = workspace.take<std::int32_t>(w);
-  auto tokens = workspace.take<Token>(w);
-  auto values = workspace.take<float>(w);
+  gumbel.tokens = workspace.take<Token>(w).data();
+  gumbel.values = workspace.take<float>(w).data();
   auto candidates = workspace.take<detail::BeamCandidate>(w * w);
   auto phis = workspace.take<float>(w);
   auto psis = workspace.take<float>(w);
@@ -122,8 +121,7 @@ void draft_rsd_s(std::int32_t width, std::int32_t depth, std::int64_t vocab, F&&
     const auto kept = detail::stochastic_beam_level(
         {count, nodes.data(), phis.data(), psis.data()},
         [&](std::size_t i) { return rows.row_data(static_cast<std::int64_t>(i)); }, width, vocab,
-        stream, {perturbed.data(), index.data(), tokens.data(), values.data()},
-        candidates.data());
+        stream, gumbel, candidates.data());
     begin = out.size();
     for (std::size_t j = 0; j < kept; ++j) {
       const auto& c = candidates[j];

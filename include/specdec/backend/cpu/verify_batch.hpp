@@ -53,14 +53,21 @@ struct RowSequence {
   float* scratch;  // one row
 };
 
+/// The CPU reads a batch's rows as contiguous matrices: its target rows, and its draft rows
+/// unless the batch is target-only (`draft_rows` false).
+template <class Args>
+void check_contiguous_rows(const Args& args, bool draft_rows) {
+  check_contiguous("target_rows", args.target_rows);
+  if (draft_rows) check_contiguous("draft_rows", args.draft_rows);
+}
+
 /// The loop of both chain batches of warped rows (`draft_rows` false: target-only): the checks,
 /// then walk(sequence) for each sequence, which returns its ChainVerdict.
 template <class Walk>
 void for_each_chain(const backend::Cpu& cpu, const ChainBatchArgs& args, Workspace& ws,
                     bool draft_rows, Walk&& walk) {
   const RaggedSizes sizes = check_chain_batch<backend::Cpu>(args, draft_rows);
-  check_contiguous("target_rows", args.target_rows);
-  if (draft_rows) check_contiguous("draft_rows", args.draft_rows);
+  check_contiguous_rows(args, draft_rows);
   const auto v = static_cast<std::size_t>(args.target_rows.cols);
   const SequenceLoop loop{.batch = sizes.batch,
                           .scratch_bytes = chain_scratch_bytes({.vocab = args.target_rows.cols})};
@@ -162,8 +169,7 @@ template <class Walk>
 void for_each_tree(const backend::Cpu& cpu, const TreeBatchArgs& args, Workspace& ws,
                    bool draft_rows, Walk&& walk) {
   const RaggedSizes sizes = check_tree_batch<backend::Cpu>(args, draft_rows);
-  check_contiguous("target_rows", args.target_rows);
-  if (draft_rows) check_contiguous("draft_rows", args.draft_rows);
+  check_contiguous_rows(args, draft_rows);
   const SequenceLoop loop{
       .batch = sizes.batch,
       .scratch_bytes = tree_scratch_bytes({.max_nodes = sizes.largest,

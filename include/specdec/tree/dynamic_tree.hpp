@@ -286,12 +286,7 @@ inline void compressed_dense_mask(const CompressedBeams& beams, std::span<std::u
   detail::check_compressed(beams);
   const auto n = static_cast<std::size_t>(beams.size());
   detail::check_buffer("out", out, detail::checked_mul<std::size_t>("beams", n, n));
-  for (std::size_t r = 0; r < n; ++r) {
-    const auto parent = beams.parents[r];  // an earlier node: its row is written
-    detail::dense_mask_row_from_parent(
-        parent < 0 ? nullptr : out.data() + static_cast<std::size_t>(parent) * n,
-        static_cast<std::int32_t>(r), out.data() + r * n, static_cast<std::int32_t>(n));
-  }
+  detail::mask_rows_from_parents(beams.parents, beams.size(), beams.size(), out.data());
 }
 
 /// Packed form of compressed_dense_mask: n rows of packed_mask_words(n) words, column c is bit
@@ -302,12 +297,7 @@ inline void compressed_packed_mask(const CompressedBeams& beams, std::span<std::
   const auto n = beams.size();
   const auto words = packed_mask_words(n);
   detail::check_buffer("out", out, static_cast<std::size_t>(n) * static_cast<std::size_t>(words));
-  for (std::int32_t r = 0; r < n; ++r) {
-    const auto parent = beams.parents[static_cast<std::size_t>(r)];
-    detail::packed_mask_row_from_parent(
-        parent < 0 ? nullptr : out.data() + static_cast<std::size_t>(parent) * words, r,
-        out.data() + static_cast<std::size_t>(r) * words, words);
-  }
+  detail::mask_rows_from_parents(beams.parents, n, words, out.data());
 }
 
 /// Position ids of the compressed nodes: `out[r] = context_length + offsets[r]`, where

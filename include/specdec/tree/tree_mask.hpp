@@ -3,8 +3,10 @@
 // boolean ancestor mask (seed 000 Alg. 5), packed 32-bit mask rows, and position ids.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
+#include <type_traits>
 
 #include "specdec/config.hpp"
 #include "specdec/core/error.hpp"
@@ -24,6 +26,24 @@ inline void check_position_range(std::int32_t context_length, std::int32_t max_d
   }
 }
 
+/// A whole mask of `n` rows `width` entries apart, in node order (a parent before its children):
+/// each row from its parent's (parents[i] < 0: none) by the dense (bytes) or packed (32-bit
+/// words) row function.
+template <class W>
+void mask_rows_from_parents(std::span<const std::int32_t> parents, std::int32_t n,
+                            std::int32_t width, W* out) {
+  for (std::int32_t i = 0; i < n; ++i) {
+    const auto parent = parents[static_cast<std::size_t>(i)];
+    W* parent_row = parent < 0 ? nullptr : out + static_cast<std::size_t>(parent) * width;
+    W* row = out + static_cast<std::size_t>(i) * width;
+    if constexpr (std::is_same_v<W, std::uint8_t>) {
+      dense_mask_row_from_parent(parent_row, i, row, width);
+    } else {
+      packed_mask_row_from_parent(parent_row, i, row, width);
+    }
+  }
+}
+
 }  // namespace detail
 
 /// Entries of the dense N x N mask of `tree` (N = tree.size()).
@@ -40,13 +60,7 @@ inline std::size_t dense_mask_size(TreeView tree) {
 inline void build_dense_mask(TreeView tree, std::span<std::uint8_t> out) {
   detail::check_tree(tree);
   detail::check_buffer("out", out, dense_mask_size(tree));
-  const auto n = static_cast<std::size_t>(tree.size());
-  for (std::size_t i = 0; i < n; ++i) {
-    const auto parent = tree.parents[i];
-    detail::dense_mask_row_from_parent(
-        parent < 0 ? nullptr : out.data() + static_cast<std::size_t>(parent) * n,
-        static_cast<std::int32_t>(i), out.data() + i * n, static_cast<std::int32_t>(n));
-  }
+  detail::mask_rows_from_parents(tree.parents, tree.size(), tree.size(), out.data());
 }
 
 /// The same mask of a DraftTree, after checking its depths too.
@@ -68,14 +82,8 @@ inline std::size_t packed_mask_size(TreeView tree) {
 inline void build_packed_mask(TreeView tree, std::span<std::uint32_t> out) {
   detail::check_tree(tree);
   detail::check_buffer("out", out, packed_mask_size(tree));
-  const auto n = static_cast<std::size_t>(tree.size());
-  const auto words = static_cast<std::size_t>(packed_mask_words(tree.size()));
-  for (std::size_t i = 0; i < n; ++i) {
-    const auto parent = tree.parents[i];
-    detail::packed_mask_row_from_parent(
-        parent < 0 ? nullptr : out.data() + static_cast<std::size_t>(parent) * words,
-        static_cast<std::int32_t>(i), out.data() + i * words, static_cast<std::int32_t>(words));
-  }
+  detail::mask_rows_from_parents(tree.parents, tree.size(), packed_mask_words(tree.size()),
+                                 out.data());
 }
 
 /// The same mask of a DraftTree, after checking its depths too.

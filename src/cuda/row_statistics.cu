@@ -17,8 +17,13 @@ cudaError_t launch_row_statistics(const RowStatsLaunch<T>& r, const RowStatsBuff
       b.counters, 0, 3 * static_cast<std::size_t>(rows) * sizeof(unsigned int), stream);
   if (status != cudaSuccess) return status;
   const dim3 grid(static_cast<unsigned int>(rows), static_cast<unsigned int>(split.blocks_per_row));
-  status = launch(row_stats_kernel<T>, grid, kStatsThreads, stream, set, n, split, warps, b.tiles,
-                  b.counters, b.stats, cut ? b.gates : nullptr, b.lists, b.histograms);
+  status = launch(row_stats_kernel<T>, grid, kStatsThreads, stream, set, n, split, warps,
+                  RowStatsOutputs{.tiles = b.tiles,
+                                  .counters = b.counters,
+                                  .stats = b.stats,
+                                  .gates = cut ? b.gates : nullptr,
+                                  .lists = b.lists,
+                                  .histograms = b.histograms});
   if (status != cudaSuccess || !cut) return status;
   return launch(nucleus_kernel<T>, grid, kStatsThreads, stream, set, n, split, warps, b.tiles,
                 static_cast<const float*>(b.gates), b.counters + 2 * rows, b.lists, b.histograms,

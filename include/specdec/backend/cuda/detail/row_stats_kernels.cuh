@@ -481,17 +481,26 @@ __device__ void top_k_row_stats(Global<const T> row, std::int64_t n, const RowSp
   stats[0] = out;
 }
 
+/// Where the statistics launch writes (row_stats_kernel): the tiles' TileStats, the rows' block
+/// counters, RowStats, nucleus gates (null: none) and top-k lists, and the candidate histograms.
+struct RowStatsOutputs {
+  Global<TileStats> tiles;
+  Global<unsigned int> counters;
+  Global<RowStats> stats;
+  Global<float> gates;
+  Global<std::uint64_t> lists;
+  CandidateHistograms histograms;
+};
+
 /// The statistics of every row of `rows` (row r of the set is blockIdx.x), blockIdx.y taking
-/// split.tiles_per_block tiles of it: TileStats into tiles[r * split.tiles ..], and from the last
-/// block of the row RowStats into stats[r] and, for a warp cutting by top-p (not top-k), the gate
-/// of its nucleus candidates into gates[r] (when gates is not null; the row's candidate histogram
-/// is then zeroed). counters[r] must be 0 at launch; it is 0 again after.
+/// split.tiles_per_block tiles of it: TileStats into o.tiles[r * split.tiles ..], and from the
+/// last block of the row RowStats into o.stats[r] and, for a warp cutting by top-p (not top-k),
+/// the gate of its nucleus candidates into o.gates[r] (when o.gates is not null; the row's
+/// candidate histogram is then zeroed). o.counters[r] must be 0 at launch; it is 0 again after.
 template <class T>
 __global__ void __launch_bounds__(kStatsThreads)
     row_stats_kernel(LogitRowSet<T> rows, std::int64_t n, RowSplit split, RowWarps warps,
-                     Global<TileStats> tiles, Global<unsigned int> counters, Global<RowStats> stats,
-                     Global<float> gates, Global<std::uint64_t> lists,
-                     CandidateHistograms histograms) {
+                     RowStatsOutputs o) {
   expect_block_threads(kStatsThreads);
   __shared__ StatsShared sh;
   const std::int64_t r = blockIdx.x;
@@ -503,10 +512,10 @@ __global__ void __launch_bounds__(kStatsThreads)
   const float inv_t = greedy ? 1.0f : 1.0f / w.temperature;
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const BlockTiles block = BlockTiles::of(split);
-  const Global<TileStats> row_tiles = tiles + r * split.tiles;
+  const Global<TileStats> row_tiles = o.tiles + r * split.tiles;
   if (top_k_statistics_row(w, n)) {
-    top_k_row_stats(row, n, split, w, row_tiles, counters, stats + r, lists + r * kNucleusListSize,
-                    sh);
+    top_k_row_stats(row, n, split, w, row_tiles, o.counters, o.stats + r,
+                    o.lists + r * kNucleusListSize, sh);
     return;
   }
   for (std::int64_t t = block.first + warp; t < block.end; t += kStatsWarps) {
@@ -517,7 +526,7 @@ __global__ void __launch_bounds__(kStatsThreads)
   }
   // The last block of a row to finish combines its tiles: read side by side into shared memory
   // (the tile buffers are free now), then combined in tile order.
-  if (!last_block_of_row(counters, r, split.blocks_per_row, sh.last)) return;
+  if (!last_block_of_row(o.counters, r, split.blocks_per_row, sh.last)) return;
   if (split.tiles <= kCachedTiles) {
     // combine_tiles's sum, its largest logit found and its terms (exact products) computed by the
     // whole block, the terms added in tile order by one thread.
@@ -542,7 +551,7 @@ __global__ void __launch_bounds__(kStatsThreads)
       RowStats out = row_stats_of(sum, maximum.bad, inv_t, greedy,
                                   [&] { return cached[maximum.first].argmax; });
       if (!valid_warp(w, n) || !statistics_warp(w, n)) out.invalid = kInvalidWarp;
-      stats[r] = out;
+      o.stats[r] = out;
       sh.row = out;
     }
   } else if (threadIdx.x == 0) {
@@ -550,14 +559,15 @@ __global__ void __launch_bounds__(kStatsThreads)
         finish_row(TileSums{row_tiles}, split.tiles, inv_t, greedy,
                    specdec::detail::combine_tiles(TileSums{row_tiles}, split.tiles, inv_t));
     if (!valid_warp(w, n) || !statistics_warp(w, n)) out.invalid = kInvalidWarp;
-    stats[r] = out;
+    o.stats[r] = out;
     sh.row = out;
   }
   __syncthreads();
-  if (gates == nullptr || !top_p_row(w, n) || sh.row.invalid != 0 || n <= kSmallNucleusRow) return;
-  histograms.clear(r);
+  if (o.gates == nullptr || !top_p_row(w, n) || sh.row.invalid != 0 || n <= kSmallNucleusRow)
+    return;
+  o.histograms.clear(r);
   const float gate = nucleus_gate(row, n, w.top_p, sh.row, sh.gate);
-  if (threadIdx.x == 0) gates[r] = gate;
+  if (threadIdx.x == 0) o.gates[r] = gate;
 }
 
 }  // namespace detail

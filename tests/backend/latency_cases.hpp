@@ -20,33 +20,43 @@
 
 namespace specdec::test {
 
+/// The rows of a case: the benchmark's flat rows, or LM-like peaked ones.
+enum class RowShape { kFlat, kPeaked };
+
 /// `rows` rows of 3 x normal logits (seed 11) in which entry 0 leads by 0.5: the benchmark's.
+/// Peaked, five more entries spread over the row stand far above the rest (20 + normal), as an
+/// LM's rows do, and entry 0 still leads them by 0.5.
 template <class T>
-std::vector<T> latency_rows(std::int64_t rows, std::int64_t vocab) {
+std::vector<T> latency_rows(std::int64_t rows, std::int64_t vocab,
+                            RowShape shape = RowShape::kFlat) {
   toy::ToyRandom rng(11);
+  const std::int64_t spikes[] = {17, 1030, 1031, vocab / 2, vocab - 1};
   std::vector<T> out(static_cast<std::size_t>(rows * vocab));
   for (std::int64_t r = 0; r < rows; ++r) {
-    float top = -1e30f;
-    for (std::int64_t x = 0; x < vocab; ++x) {
-      const auto v = static_cast<float>(3.0 * rng.normal());
-      top = std::max(top, v);
-      out[static_cast<std::size_t>(r * vocab + x)] = static_cast<T>(v);
+    std::vector<float> row(static_cast<std::size_t>(vocab));
+    for (float& v : row) v = static_cast<float>(3.0 * rng.normal());
+    if (shape == RowShape::kPeaked) {
+      for (const std::int64_t x : spikes)
+        row[static_cast<std::size_t>(x)] = 20.0f + static_cast<float>(rng.normal());
     }
-    out[static_cast<std::size_t>(r * vocab)] = static_cast<T>(top + 0.5f);
+    row[0] = *std::max_element(row.begin(), row.end()) + 0.5f;
+    for (std::size_t x = 0; x < row.size(); ++x)
+      out[static_cast<std::size_t>(r * vocab) + x] = static_cast<T>(row[x]);
   }
   return out;
 }
 
 /// A chain step from logits, gamma 5, every draft accepted (each sequence's draft rows are its
-/// first five target rows, drafting token 0), with one shared host warp.
+/// first five target rows, drafting token 0), with one shared host warp, on rows of `shape`.
 template <class T>
 emulation::CallTime chain_step_time(const emulation::Gpu& gpu, std::int64_t batch,
                                     std::int64_t vocab, const Warp& warp,
+                                    RowShape shape = RowShape::kFlat,
                                     const emulation::LatencyConstants& k = {}) {
   namespace emu = specdec::emulation;
   emu::ledger.clear();  // the blocks' order (seeded by the launch count) whatever ran before
   constexpr std::int64_t gamma = 5;
-  const std::vector<T> target_rows = latency_rows<T>(batch * (gamma + 1), vocab);
+  const std::vector<T> target_rows = latency_rows<T>(batch * (gamma + 1), vocab, shape);
   std::vector<T> draft_rows;
   for (std::int64_t b = 0; b < batch; ++b) {
     const auto first = target_rows.begin() + b * (gamma + 1) * vocab;

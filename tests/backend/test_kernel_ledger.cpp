@@ -278,11 +278,12 @@ TEST_CASE("ledger: the warp with T and top-p", "[backend][cuda_kernel][ledger]")
   // ...) and 5 row writes where the output needs 1: 42.0 reads and 4.9 writes per element,
   // sector efficiency 0.96. Now the statistics, the nucleus, the write pass: the logits three
   // times (and the gate's sample), the output once; the rest is the nucleus candidates' lists
-  // (this row's nucleus holds a quarter of its entries) and their histograms.
+  // (this row's nucleus holds a quarter of its entries) and their histograms, which the row's
+  // last block reads back to select the cut (3.87 before it did).
   const double sample = 1024.0 / static_cast<double>(kLedgerVocab);
   CHECK(emu::ledger.region("logits").reads_per_byte() <= 3.0 + sample + 1e-9);
   CHECK(emu::ledger.region("warped").traffic.written == w.bytes());
-  check_traffic(f, {.reads = 3.87, .writes = 1.52, .sector_efficiency = 0.96});
+  check_traffic(f, {.reads = 3.95, .writes = 1.52, .sector_efficiency = 0.96});
   check_call_counts(f, 3, 0);
 }
 

@@ -5,10 +5,11 @@
 // top_p, as core/top_p.hpp defines it. The blocks of a row gather the entries at or above the
 // row's gate (an estimate from a strided sample, like the CPU's) into a per-row list, with a
 // histogram of their masses (nucleus_list.cuh); the last block to finish selects the cut from
-// the list by a radix selection weighted by the exact masses, without a sort. An estimated gate that proves too high is replaced by the CPU's prune bound (one more
-// pass); a list that overflows is gathered again above the histogram's bucket holding the cut
-// (one more pass), or where that bucket alone overflows, the cut is found by a radix search over
-// the row (six passes). The same launch cuts rows by top-k (top_k_cut.cuh: from the blocks' lists
+// the list by a radix selection weighted by the exact masses, without a sort. An estimated gate
+// that proves too high is replaced by the CPU's prune bound (one more pass); a list that
+// overflows is gathered again above the histogram's bucket holding the cut (one more pass), or
+// where that bucket alone overflows, the cut is found by a radix search over the row (six
+// passes). The same launch cuts rows by top-k (top_k_cut.cuh: from the blocks' lists
 // the statistics launch left) and by min-p (min_p_cut.cuh).
 // IWYU pragma: private
 #pragma once
@@ -259,21 +260,22 @@ __global__ void __launch_bounds__(kStatsThreads)
       // The candidates at or above the gate; where they overflow the list, again at or above the
       // edge of the histogram's bucket holding the cut (the cut then stands if it lies above it).
       const auto cut_at = [&](unsigned int listed, bool histogram_in_shared) {
-        if (cut_from_list(list, listed, softmax_of(s, gate), mass, s, sh, &kept, keep))
-          return true;
-        if (listed <= static_cast<unsigned int>(kNucleusList)) return false;
-        if (!histogram_in_shared) {
+        const bool overflow = listed > static_cast<unsigned int>(kNucleusList);
+        if (!histogram_in_shared) {  // the row's histogram (its counts only for an overflow)
           for (int b = static_cast<int>(threadIdx.x); b < kNucleusBuckets;
                b += static_cast<int>(blockDim.x)) {
             sh.hist_units[b] = histograms.units[r * kNucleusBuckets + b];
-            sh.hist_counts[b] = histograms.counts[r * kNucleusBuckets + b];
+            if (overflow) sh.hist_counts[b] = histograms.counts[r * kNucleusBuckets + b];
           }
           __syncthreads();
         }
+        if (cut_from_list(list, listed, softmax_of(s, gate), mass, buckets, s, sh, &kept, keep))
+          return true;
+        if (!overflow) return false;
         const std::uint32_t edge = cut_bucket_edge(buckets, mass, sh);
         if (edge == 0u) return false;
-        return cut_from_list(list, gather_again(edge), specdec::detail::bits_float(edge), mass, s,
-                             sh, &kept, keep);
+        return cut_from_list(list, gather_again(edge), specdec::detail::bits_float(edge), mass,
+                             buckets, s, sh, &kept, keep);
       };
       const unsigned int listed = counts[r];
       ranked = cut_at(listed, false);

@@ -66,16 +66,13 @@ struct KeySelectShared {
   unsigned int count;
 };
 
-/// select_exact_cut's shared state: a radix pass's digit masses and counts, and the digits of the
-/// cut's key decided so far.
+/// select_exact_cut's shared state: a radix pass's digit masses, and the digits of the cut's key
+/// decided so far.
 struct MassSelectShared {
   unsigned long long units[256];  // masses in units of 2^-53
-  unsigned int counts[256];
-  std::uint64_t prefix;      // the digits of the cut's key decided so far
-  unsigned long long above;  // the mass of the keys ranked above the prefix's range
-  unsigned int count;        // the keys that share the prefix
+  std::uint64_t prefix;           // the digits of the cut's key decided so far
+  unsigned long long above;       // the mass of the keys ranked above the prefix's range
   int found;
-  int tiny;
 };
 
 struct NucleusShared {
@@ -223,8 +220,8 @@ __device__ inline void order_kept_keys(Global<std::uint64_t> list, int count, st
 }
 
 /// After a selection or walk (sh.found, sh.kept): with `keep` and a cut, the kept entries
-/// (sh.keys[0, kept), in any order) written to `list` as kept_keys, their count to *kept. They are ordered by id
-/// (order_kept_keys) only where a draw reads them. Returns whether the walk found the cut.
+/// (sh.keys[0, kept), in any order) written to `list` as kept_keys, their count to *kept. They are
+/// ordered by id (order_kept_keys) only where a draw reads them. Returns whether the walk found the cut.
 __device__ inline bool keep_nucleus(Global<std::uint64_t> list, NucleusShared& sh,
                                     unsigned int* kept, bool keep) {
   __syncthreads();
@@ -252,55 +249,96 @@ enum class ExactCut {
   kTiny,   // a candidate below 2^-30, whose mass is no whole number of 2^-53: not selected
 };
 
-/// The cut of cut_from_list among the `count` keys of `list` when every probability is at least
-/// 2^-30: each mass is a whole number of 2^-53, so the CPU's running sum in double is exact (its
-/// last addition, past top_p, rounds the exact sum once, as the conversion of the units does) and
-/// the cut is the largest key whose mass with every larger key's reaches top_p. Found without a
-/// sort by a radix selection weighted by mass, 8 bits a pass from the top: each pass a histogram
-/// of the masses and counts of the keys that share the digits found so far (integer atomics, so
-/// the same in any order), one warp adding the digits' masses from the largest until they reach
-/// top_p; the passes stop when one key shares them (about three for a list of thousands), with no
-/// tie left to walk (a key holds its id). The kept keys go to sh.keys[0, sh.kept), in no order.
-/// By the whole block (kStatsThreads threads).
+/// The cut of cut_from_list among the `count` keys of `list`, whose masses by bucket of `buckets`
+/// are `histogram` (shared memory), when every probability is at least 2^-30: each mass is a
+/// whole number of 2^-53, so the CPU's running sum in double is exact (its last addition, past
+/// top_p, rounds the exact sum once, as the conversion of the units does) and the cut is the
+/// largest key whose mass with every larger key's reaches top_p. Found without a sort: the
+/// histogram's buckets added from the top give the bucket holding the cut, then a radix selection
+/// weighted by mass over the keys in it, 8 bits a pass: each pass a histogram of the masses of the
+/// keys that share the digits found so far (integer atomics, so the same in any order), one warp
+/// adding the digits' masses from the largest until they reach top_p. The passes stop when one
+/// key shares them (one or two for a list of thousands), with no tie left to walk (a key holds its
+/// id). The kept keys go to sh.keys[0, sh.kept), in no order. By the whole block (kStatsThreads
+/// threads).
 __device__ inline ExactCut select_exact_cut(Global<const std::uint64_t> list, unsigned int count,
-                                            float floor, double top_p, RowStats& out,
+                                            float floor, double top_p, CandidateBuckets buckets,
+                                            const unsigned long long* histogram, RowStats& out,
                                             NucleusShared& sh) {
   constexpr int kMost = kNucleusList / kStatsThreads;  // a thread's keys, in registers
   const int tid = static_cast<int>(threadIdx.x);
   MassSelectShared& m = sh.mass;
+  // The keys two by two (16-byte loads, a warp's side by side).
   std::uint64_t mine[kMost];
-  bool tiny = false;
+  SPECDEC_UNROLL(8)
+  for (int t = 0; t < kMost / 2; ++t) {
+    const int j = 2 * (tid + t * kStatsThreads);
+    mine[2 * t] = 0u;
+    mine[2 * t + 1] = 0u;
+    if (j + 1 < static_cast<int>(count)) {
+      const Vec<std::uint64_t, 2> pair = list.load_vec<2>(j);
+      mine[2 * t] = pair.v[0];
+      mine[2 * t + 1] = pair.v[1];
+    } else if (j < static_cast<int>(count)) {
+      mine[2 * t] = list[j];
+    }
+  }
+  // Keys below 2^-30, or below the buckets' base (the exponential rounds down by an ulp in
+  // places), are left to the caller. The others as their offsets from the base, whose top bits
+  // are the bucket: a bucket is then a range of the offsets' digits.
+  const std::uint64_t base = static_cast<std::uint64_t>(buckets.base) << 32;
+  unsigned int odd = 0u;
   SPECDEC_UNROLL(16)
   for (int t = 0; t < kMost; ++t) {
-    const int j = tid + t * kStatsThreads;
-    mine[t] = j < static_cast<int>(count) ? static_cast<std::uint64_t>(list[j]) : 0u;
-    tiny = tiny || (mine[t] != 0u && static_cast<std::uint32_t>(mine[t] >> 32) < kExactMassBits);
+    const auto bits = static_cast<std::uint32_t>(mine[t] >> 32);
+    odd |= static_cast<unsigned int>(mine[t] != 0u) &
+           (static_cast<unsigned int>(bits < kExactMassBits) |
+            static_cast<unsigned int>(bits < buckets.base));
+    mine[t] = mine[t] != 0u ? mine[t] - base : 0u;  // a key's offset is never 0 (its id's is not)
   }
-  if (tid == 0) {
-    m.tiny = 0;
-    m.prefix = 0u;
-    m.above = 0u;
-  }
+  if (block_all_reduce(odd, Plus{}, sh.u) != 0u) return ExactCut::kTiny;
+  const auto reaches = [top_p](unsigned long long units) {
+    return specdec::detail::reaches_nucleus(static_cast<double>(units) * 0x1p-53, top_p);
+  };
+  // The bucket holding the cut: lane l adds buckets 63 - 2 l and 62 - 2 l.
+  static_assert(kNucleusBuckets == 64);
+  if (tid == 0) m.found = 0;
   __syncthreads();
-  if (tiny) atomicMax(&m.tiny, 1);
-  __syncthreads();
-  if (m.tiny != 0) return ExactCut::kTiny;
-  std::uint64_t prefix = 0u, mask = 0u;
-  unsigned long long above = 0u;
-  for (int shift = 56; shift >= 0; shift -= 8) {
-    for (int d = tid; d < 256; d += kStatsThreads) {
-      m.units[d] = 0u;
-      m.counts[d] = 0u;
+  if (tid < 32) {
+    const unsigned long long high = histogram[63 - 2 * tid], low = histogram[62 - 2 * tid];
+    unsigned long long through = high + low;
+    for (int d = 1; d < 32; d *= 2) {
+      const unsigned long long other = __shfl_up_sync(0xffffffffu, through, d);
+      if (tid >= d) through += other;
     }
+    const unsigned long long before = through - high - low;
+    if (!reaches(before) && reaches(through)) {
+      const bool in_high = reaches(before + high);
+      m.prefix = static_cast<std::uint64_t>(in_high ? 63 - 2 * tid : 62 - 2 * tid)
+                 << (32 + buckets.shift);
+      m.above = in_high ? before : before + high;
+      m.found = 1;
+    }
+  }
+  __syncthreads();
+  if (m.found == 0) return ExactCut::kShort;
+  std::uint64_t prefix = m.prefix, mask = ~std::uint64_t{0} << (32 + buckets.shift);
+  unsigned long long above = m.above;
+  for (int at = 24 + buckets.shift;; at -= 8) {  // the digits below the bucket's
+    const int shift = at > 0 ? at : 0;  // the last digit may repeat bits already found
+    unsigned int sharing = 0u;          // this thread's keys that share the digits found so far
+    SPECDEC_UNROLL(16)
+    for (int t = 0; t < kMost; ++t)
+      sharing += static_cast<unsigned int>(mine[t] != 0u && (mine[t] & mask) == prefix);
+    // (Its barriers also order the reads of m before this pass writes it.)
+    if (block_all_reduce(sharing, Plus{}, sh.u) == 1u) break;
+    for (int d = tid; d < 256; d += kStatsThreads) m.units[d] = 0u;
     if (tid == 0) m.found = 0;
     __syncthreads();
     SPECDEC_UNROLL(16)
     for (int t = 0; t < kMost; ++t) {
-      if (mine[t] != 0u && (mine[t] & mask) == prefix) {
-        const auto d = static_cast<int>((mine[t] >> shift) & 0xffu);
-        atomicAdd(&m.counts[d], 1u);
-        atomicAdd(&m.units[d], key_units(mine[t]));
-      }
+      if (mine[t] != 0u && (mine[t] & mask) == prefix)
+        atomicAdd(&m.units[(mine[t] >> shift) & 0xffu], key_units(mine[t] + base));
     }
     __syncthreads();
     if (tid < 32) {  // lane l adds digits 255 - 8 l down to 248 - 8 l, the largest first
@@ -314,61 +352,61 @@ __device__ inline ExactCut select_exact_cut(Global<const std::uint64_t> list, un
         const unsigned long long other = __shfl_up_sync(0xffffffffu, through, d);
         if (tid >= d) through += other;
       }
-      const auto reaches = [top_p](unsigned long long units) {
-        return specdec::detail::reaches_nucleus(static_cast<double>(units) * 0x1p-53, top_p);
-      };
       unsigned long long running = above + (through - own);
       if (!reaches(running) && reaches(above + through)) {  // the cut's digit is this lane's
         int i = 0;
         while (!reaches(running + u[i])) running += u[i++];
-        const int digit = 255 - 8 * tid - i;
-        m.prefix = prefix | (static_cast<std::uint64_t>(digit) << shift);
+        m.prefix = prefix | (static_cast<std::uint64_t>(255 - 8 * tid - i) << shift);
         m.above = running;
-        m.count = m.counts[digit];
         m.found = 1;
       }
     }
     __syncthreads();
-    const bool found = m.found != 0, alone = m.count == 1u;
+    if (m.found == 0) return ExactCut::kShort;
     prefix = m.prefix;
     above = m.above;
     mask |= std::uint64_t{0xff} << shift;
-    __syncthreads();  // m is read before the next pass writes it
-    if (!found) return ExactCut::kShort;
-    if (alone) break;
   }
-  // The one key that shares the prefix is the cut; it and every larger key are kept.
+  // The one key that shares the digits is the cut; it and every larger key are kept, each
+  // thread's at its place in thread order.
   SPECDEC_UNROLL(16)
   for (int t = 0; t < kMost; ++t) {
     if (mine[t] != 0u && (mine[t] & mask) == prefix) m.prefix = mine[t];
   }
-  if (tid == 0) sh.kept = 0u;
   __syncthreads();
-  const std::uint64_t cut = m.prefix;
+  const std::uint64_t cut = m.prefix;  // an offset, as `mine`
+  unsigned int kept = 0u;
+  SPECDEC_UNROLL(16)
+  for (int t = 0; t < kMost; ++t) kept += static_cast<unsigned int>(mine[t] >= cut);
+  const BlockScan<unsigned int> place = block_scan(kept, sh.u);
+  unsigned int slot = place.exclusive(kept);
   SPECDEC_UNROLL(16)
   for (int t = 0; t < kMost; ++t) {
-    if (mine[t] >= cut) sh.keys[atomicAdd(&sh.kept, 1u)] = mine[t];
+    if (mine[t] >= cut) sh.keys[slot++] = mine[t] + base;
   }
-  const float value = key_value(cut);
+  if (tid == 0) sh.kept = place.total;
+  const float value = key_value(cut + base);
   if (!(value > floor)) return ExactCut::kShort;  // an entry left out may rank before it
   out.top_p_value = value;
-  out.top_p_last = key_id(cut);
+  out.top_p_last = key_id(cut + base);
   out.inv_top_p_kept =
-      static_cast<float>(1.0 / (static_cast<double>(above + key_units(cut)) * 0x1p-53));
+      static_cast<float>(1.0 / (static_cast<double>(above + key_units(cut + base)) * 0x1p-53));
   return ExactCut::kFound;
 }
 
 /// The cut from the `count` candidates of `list` (every entry of probability above `floor`, and
-/// perhaps some at it), by the whole block: selected by select_exact_cut or, where a candidate
-/// lies below 2^-30, ordered by rank and walked by one thread until their mass reaches top_p.
+/// perhaps some at it; their histogram by `buckets` in sh.hist_units), by the whole block:
+/// selected by select_exact_cut or, where a candidate lies below 2^-30, ordered by rank and
+/// walked by one thread until their mass reaches top_p.
 /// The cut stands when every entry left out ranks after it (its probability is above the floor);
 /// returns whether it did (and then writes it into `out`, the kept entries into sh.keys[0,
 /// sh.kept) and, with `keep`, into `list` as kept_keys, their count into *kept).
 __device__ inline bool cut_from_list(Global<std::uint64_t> list, unsigned int count, float floor,
-                                     double top_p, RowStats& out, NucleusShared& sh,
-                                     unsigned int* kept, bool keep) {
+                                     double top_p, CandidateBuckets buckets, RowStats& out,
+                                     NucleusShared& sh, unsigned int* kept, bool keep) {
   if (count > static_cast<unsigned int>(kNucleusList)) return false;
-  const ExactCut exact = select_exact_cut(list, count, floor, top_p, out, sh);
+  const ExactCut exact =
+      select_exact_cut(list, count, floor, top_p, buckets, sh.hist_units, out, sh);
   if (exact != ExactCut::kTiny) {
     if (threadIdx.x == 0) sh.found = exact == ExactCut::kFound ? 1 : 0;
     return keep_nucleus(list, sh, kept, keep);

@@ -265,7 +265,8 @@ TEST_CASE("constrained typical acceptance is verify_chain(Typical) on rows trans
 TEST_CASE("constrained block, greedy and typical chain batches equal the single calls",
           "[verify][logits][constraints][batch]") {
   // Three sequences of 3, 0 and 2 draft tokens, each with its own request and the batch's mask
-  // rows, a warp each.
+  // rows, a warp each. Form 3 is block verification with the draft rows given as probabilities
+  // (warp_logits of the draft logits, whose bits the from-logits walk computes): the same tokens.
   const std::vector<int> which = {kAll, kGrammar | kRepetition, kBanned | kGrammar};
   const std::vector<std::int32_t> offsets = {0, 3, 3, 5};
   const std::vector<Warp> warps = {Warp{}, Warp{.temperature = 0.8f, .top_p = 0.9f},
@@ -300,17 +301,26 @@ TEST_CASE("constrained block, greedy and typical chain batches equal the single 
   const Typical rule{.epsilon = 0.2f, .delta = 0.9f};
   const backend::Cpu cpu{};
   Workspace ws;
+  std::vector<float> draft_probs(draft.size());
+  for (std::size_t b = 0; b < 3; ++b) {
+    for (auto i = static_cast<std::size_t>(offsets[b]); i < static_cast<std::size_t>(offsets[b + 1]);
+         ++i) {
+      warp_logits(warps[b], std::span<const float>(draft).subspan(i * kV, kV),
+                  std::span(draft_probs).subspan(i * kV, kV), ws);
+    }
+  }
   for (std::uint32_t seed = 0; seed < 4; ++seed) {
     const std::vector<RandomStream> streams = {{seed, 0}, {seed, 1}, {seed, 2}};
-    for (const int form : {0, 1, 2}) {
+    for (const int form : {0, 1, 2, 3}) {
       INFO("form " << form << " seed " << seed);
       std::vector<Token> out(static_cast<std::size_t>(rows), -1);
       std::vector<std::int32_t> accepted(3, -1);
       const ChainBatchLogitsArgs<float> args{
           .draft_offsets = offsets,
           .target_logits = MatrixView<const float>(target.data(), rows, kVocab),
-          .draft_logits = form == 0 ? MatrixView<const float>(draft.data(), 5, kVocab)
-                                    : MatrixView<const float>{},
+          .draft_logits = form == 0   ? MatrixView<const float>(draft.data(), 5, kVocab)
+                          : form == 3 ? MatrixView<const float>(draft_probs.data(), 5, kVocab)
+                                      : MatrixView<const float>{},
           .warps = warps,
           .draft_tokens = drafted,
           .streams = streams,
@@ -321,12 +331,13 @@ TEST_CASE("constrained block, greedy and typical chain batches equal the single 
       if (form == 1) verify_chain_batch_greedy_logits_constrained(cpu, args, constraints, ws);
       if (form == 2)
         verify_chain_batch_typical_logits_constrained(cpu, args, rule, constraints, ws);
+      if (form == 3) verify_block_batch_draft_probs_constrained(cpu, args, constraints, ws);
       for (std::size_t b = 0; b < 3; ++b) {
         const DrawnChain& d = chains[b];
         const LogitConstraints c = d.constraints(requests[b]);
         std::vector<Token> single(d.tokens.size() + 1);
         const ChainVerdict v =
-            form == 0 ? verify_block_logits_constrained(warps[b], d.target, d.draft, d.tokens,
+            form == 0 || form == 3 ? verify_block_logits_constrained(warps[b], d.target, d.draft, d.tokens,
                                                         kVocab, c, streams[b], single, ws)
             : form == 1
                 ? verify_chain_greedy_logits_constrained(d.target, d.tokens, kVocab, c, single, ws)
@@ -339,6 +350,23 @@ TEST_CASE("constrained block, greedy and typical chain batches equal the single 
       }
     }
   }
+  // A drafted token of draft probability 0 is named for its sequence.
+  draft_probs[static_cast<std::size_t>(drafted[0])] = 0.0f;
+  std::vector<Token> out(static_cast<std::size_t>(rows), -1);
+  std::vector<std::int32_t> accepted(3, -1);
+  const std::vector<RandomStream> streams = {{0, 0}, {0, 1}, {0, 2}};
+  CHECK_THROWS_WITH(verify_block_batch_draft_probs_constrained(
+                        cpu,
+                        {.draft_offsets = offsets,
+                         .target_logits = MatrixView<const float>(target.data(), rows, kVocab),
+                         .draft_logits = MatrixView<const float>(draft_probs.data(), 5, kVocab),
+                         .warps = warps,
+                         .draft_tokens = drafted,
+                         .streams = streams,
+                         .emitted = out,
+                         .accepted = accepted},
+                        {.bitmask = mask, .sequences = sequences}, ws),
+                    Catch::Contains("draft_tokens[0]"));
 }
 
 TEST_CASE("constrained block, greedy and typical chains name bad arguments",

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The host checks every batch entry makes, once: a matrix's shape, a ragged batch's CSR offsets
-// (on the host or on the device) and what follows from them.
+// (on the host or on the device) and what follows from them. The base of every backend entry
+// header: with it come the backend policy, Resident arrays, views and errors.
 #pragma once
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <span>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 
 #include "specdec/backend/policy.hpp"
 #include "specdec/backend/resident.hpp"

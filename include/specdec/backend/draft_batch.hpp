@@ -3,20 +3,9 @@
 // sequences of beams, on any backend.
 #pragma once
 
-#include <cstdint>
-#include <span>
-#include <string_view>
-#include <type_traits>
-#include <utility>
-
 #include "specdec/backend/batch_checks.hpp"
-#include "specdec/backend/policy.hpp"
-#include "specdec/backend/resident.hpp"
-#include "specdec/core/error.hpp"
 #include "specdec/core/philox.hpp"
 #include "specdec/core/token.hpp"
-#include "specdec/core/validate.hpp"
-#include "specdec/core/views.hpp"
 #include "specdec/draft/gumbel_topk.hpp"
 
 namespace specdec {

@@ -2,17 +2,8 @@
 // Batched Philox draws: one row of uniforms (or Gumbels) per RandomStream, on any backend.
 #pragma once
 
-#include <cstdint>
-#include <span>
-#include <type_traits>
-#include <utility>
-
 #include "specdec/backend/batch_checks.hpp"
-#include "specdec/backend/policy.hpp"
-#include "specdec/backend/resident.hpp"
-#include "specdec/core/error.hpp"
 #include "specdec/core/philox.hpp"
-#include "specdec/core/views.hpp"
 
 namespace specdec {
 

@@ -3,14 +3,9 @@
 // verify/sglang_tree.hpp), on any backend that implements it (the CPU for now).
 #pragma once
 
-#include <cstdint>
-#include <span>
-#include <utility>
-
-#include "specdec/backend/policy.hpp"
+#include "specdec/backend/batch_checks.hpp"
 #include "specdec/core/philox.hpp"
 #include "specdec/core/token.hpp"
-#include "specdec/core/views.hpp"
 #include "specdec/verify/target_only_lossy.hpp"
 
 namespace specdec {

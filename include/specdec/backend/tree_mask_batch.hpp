@@ -3,22 +3,9 @@
 // ReDrafter's prefix match of B rows of beams, on any backend.
 #pragma once
 
-#include <algorithm>
-#include <cstddef>
-#include <cstdint>
-#include <span>
-#include <string_view>
-#include <type_traits>
-#include <utility>
-
 #include "specdec/backend/batch_checks.hpp"
-#include "specdec/backend/policy.hpp"
 #include "specdec/backend/ragged.hpp"
-#include "specdec/backend/resident.hpp"
-#include "specdec/core/error.hpp"
 #include "specdec/core/token.hpp"
-#include "specdec/core/validate.hpp"
-#include "specdec/core/views.hpp"
 #include "specdec/tree/tree_rows.hpp"
 #include "specdec/tree/tree_view.hpp"
 

@@ -3,22 +3,12 @@
 // backend, and both without draft rows (target-only).
 #pragma once
 
-#include <algorithm>
-#include <cstdint>
-#include <span>
 #include <string>
-#include <type_traits>
-#include <utility>
 
 #include "specdec/backend/batch_checks.hpp"
-#include "specdec/backend/policy.hpp"
-#include "specdec/backend/resident.hpp"
 #include "specdec/backend/status.hpp"
-#include "specdec/core/error.hpp"
 #include "specdec/core/philox.hpp"
 #include "specdec/core/token.hpp"
-#include "specdec/core/validate.hpp"
-#include "specdec/core/views.hpp"
 #include "specdec/core/warp.hpp"
 #include "specdec/tree/tree_view.hpp"
 #include "specdec/verify/rule.hpp"

@@ -2,17 +2,9 @@
 // Batched warps: B rows of raw logits -> B rows of warped fp32 probabilities, on any backend.
 #pragma once
 
-#include <cstdint>
-#include <span>
 #include <string>
-#include <type_traits>
-#include <utility>
 
 #include "specdec/backend/batch_checks.hpp"
-#include "specdec/backend/policy.hpp"
-#include "specdec/backend/resident.hpp"
-#include "specdec/core/error.hpp"
-#include "specdec/core/views.hpp"
 #include "specdec/core/warp.hpp"
 
 namespace specdec {

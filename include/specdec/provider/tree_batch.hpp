@@ -2,17 +2,9 @@
 // TreeBatch: the draft-tree nodes a LogitsProvider evaluates, appended to its committed context.
 #pragma once
 
-#include <cstdint>
-#include <span>
-#include <vector>
-
 #include "specdec/core/checked.hpp"
-#include "specdec/core/error.hpp"
-#include "specdec/core/token.hpp"
-#include "specdec/core/validate.hpp"
 #include "specdec/tree/draft_tree.hpp"
 #include "specdec/tree/tree_rows.hpp"
-#include "specdec/tree/tree_view.hpp"
 
 namespace specdec {
 

@@ -94,13 +94,13 @@ __device__ __forceinline__ MinPGather min_p_gather(float min_p, const RowStats& 
 /// The min-p cut of a row whose top-p cut (if any) is in `s` (thread 0's), by the whole block: its
 /// threshold and 1 / kept mass into `s`. The entries kept come from sh.keys when `ranked` (the
 /// sh.kept entries of the nucleus, in any order), else from the `listed` entries of
-/// `list` (min-p alone; more than the list holds, or kInNoList: the row is walked). With `keep` and
-/// entries from a list, they are written to `list` as kept_keys with their warped probabilities and
-/// their count to *kept; else *kept is 0.
+/// `list` (min-p alone; more than the list holds, or kInNoList: the row is walked). With list.keep
+/// and entries from a list, they are written to the list as kept_keys with their warped
+/// probabilities and their count to *list.kept; else *list.kept is 0.
 template <class T>
 __device__ void cut_min_p(Global<const T> row, std::int64_t n, const DeviceWarp& w,
-                          Global<std::uint64_t> list, unsigned int listed, bool ranked, RowStats& s,
-                          NucleusShared& sh, unsigned int* kept, bool keep) {
+                          const RowList& list, unsigned int listed, bool ranked, RowStats& s,
+                          NucleusShared& sh) {
   namespace sd = specdec::detail;
   __syncthreads();
   if (threadIdx.x == 0) {
@@ -133,7 +133,7 @@ __device__ void cut_min_p(Global<const T> row, std::int64_t n, const DeviceWarp&
   } else if (listed <= static_cast<unsigned int>(kNucleusList)) {
     count = static_cast<int>(listed);
     for (int j = static_cast<int>(threadIdx.x); j < count; j += static_cast<int>(blockDim.x))
-      sh.keys[j] = kept_key(list[j]);
+      sh.keys[j] = kept_key(list.keys[j]);
     sort_keys_descending(count, sh.keys);  // ids ascending
   }
   // A row in no list: read by the whole block into sh.keys's room (free: no entry is listed).
@@ -163,17 +163,17 @@ __device__ void cut_min_p(Global<const T> row, std::int64_t n, const DeviceWarp&
     }
     s.inv_min_p_kept = 1.0f / mass;
     unsigned int written = 0;
-    if (keep && count > 0) {
+    if (list.keep && count > 0) {
       const sd::WarpStats stats = s;
       for (int j = 0; j < count; ++j) {
         float p;
         std::int64_t id;
         entry(j, p, id);
         const float warped = sd::cut_probability(stats, p, id);
-        if (warped > 0.0f) list[written++] = kept_key(nucleus_key(warped, id));
+        if (warped > 0.0f) list.keys[written++] = kept_key(nucleus_key(warped, id));
       }
     }
-    *kept = written;
+    *list.kept = written;
   }
   __syncthreads();
 }

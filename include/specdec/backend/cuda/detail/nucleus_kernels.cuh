@@ -219,28 +219,29 @@ __global__ void __launch_bounds__(kStatsThreads)
   const std::int64_t stop = (blockIdx.y + 1) * split.tiles_per_block * kTile;
   const std::int64_t end = stop < n ? stop : n;
   unsigned int kept = 0;  // listed for the draws: the kept entries
+  const RowList row_list{.keys = list, .kept = &kept, .keep = keep};
+  const CandidateRow<T> candidates{
+      .row = row, .stats = s, .tiles = row_tiles, .list = list, .count = counts, .r = r};
   if (top_k) {
     // The statistics launch left the blocks' lists: one block of the row finishes the cut.
     if (blockIdx.y != 0) return;
-    finish_top_k(row, n, w, top_k_parts(split, w.top_k), list, s, sh, &kept, keep,
+    finish_top_k(row, n, w, top_k_parts(split, w.top_k), row_list, s, sh,
                  keep ? Global<TileStats>(nullptr) : row_tiles, split.tiles);
   } else if (!top_p) {
     // Min-p alone: the candidates are the entries at or above its threshold. Without `keep` (the
     // warp) the write pass cuts the row, in its own read.
     if (!keep) return;
     const MinPGather g = min_p_gather(w.min_p, s);
-    gather_candidates(row, begin, end, g.gate, specdec::detail::float_bits(g.threshold), s,
-                      row_tiles, list, counts, r, CandidateBuckets::above(g.threshold), nullptr,
-                      sh);
+    gather_candidates(candidates, begin, end, g.gate, specdec::detail::float_bits(g.threshold),
+                      CandidateBuckets::above(g.threshold), nullptr, sh);
     if (!last_block_of_row(counters, r, split.blocks_per_row, sh.last)) return;
-    cut_min_p(row, n, w, list, counts[r], false, s, sh, &kept, keep);
+    cut_min_p(row, n, w, row_list, counts[r], false, s, sh);
   } else {
     float gate = n > kSmallNucleusRow ? gates[r] : 0.0f;
     CandidateBuckets buckets = CandidateBuckets::above(softmax_of(s, gate));
     // This block's candidates and their histogram.
     if (n > kSmallNucleusRow) {
-      gather_candidates(row, begin, end, gate, 0u, s, row_tiles, list, counts, r, buckets,
-                        &histograms, sh);
+      gather_candidates(candidates, begin, end, gate, 0u, buckets, &histograms, sh);
     }
     // The last block of the row to finish finds the cut.
     if (!last_block_of_row(counters, r, split.blocks_per_row, sh.last)) return;
@@ -254,8 +255,7 @@ __global__ void __launch_bounds__(kStatsThreads)
         __syncthreads();
         if (threadIdx.x == 0) counts[r] = 0u;
         __syncthreads();
-        return gather_candidates(row, 0, n, gate, floor_bits, s, row_tiles, list, counts, r,
-                                 buckets, nullptr, sh);
+        return gather_candidates(candidates, 0, n, gate, floor_bits, buckets, nullptr, sh);
       };
       // The candidates at or above the gate; where they overflow the list, again at or above the
       // edge of the histogram's bucket holding the cut (the cut then stands if it lies above it).
@@ -269,13 +269,13 @@ __global__ void __launch_bounds__(kStatsThreads)
           }
           __syncthreads();
         }
-        if (cut_from_list(list, listed, softmax_of(s, gate), mass, buckets, s, sh, &kept, keep))
+        if (cut_from_list(row_list, listed, softmax_of(s, gate), mass, buckets, s, sh))
           return true;
         if (!overflow) return false;
         const std::uint32_t edge = cut_bucket_edge(buckets, mass, sh);
         if (edge == 0u) return false;
-        return cut_from_list(list, gather_again(edge), specdec::detail::bits_float(edge), mass,
-                             buckets, s, sh, &kept, keep);
+        return cut_from_list(row_list, gather_again(edge), specdec::detail::bits_float(edge),
+                             mass, buckets, s, sh);
       };
       const unsigned int listed = counts[r];
       ranked = cut_at(listed, false);
@@ -288,7 +288,7 @@ __global__ void __launch_bounds__(kStatsThreads)
       }
       if (!ranked) search_nucleus(row, n, mass, s, sh);
     }
-    if (min_p) cut_min_p(row, n, w, list, kInNoList, ranked, s, sh, &kept, keep);
+    if (min_p) cut_min_p(row, n, w, row_list, kInNoList, ranked, s, sh);
   }
   if (threadIdx.x == 0) {
     counts[r] = kept;  // the next call's memset zeroes it

@@ -97,6 +97,26 @@ struct NucleusShared {
   MassSelectShared mass;
 };
 
+/// A row's candidate list (kNucleusList keys in global memory) and what a cut leaves there for the
+/// draws: with `keep`, the kept entries as kept_keys, their count in *kept.
+struct RowList {
+  Global<std::uint64_t> keys;
+  unsigned int* kept;
+  bool keep;
+};
+
+/// Where gather_candidates finds row `r`'s candidates and lists them: the row, its statistics and
+/// its tiles' maxima; its list and the batch's counts (count[r]).
+template <class T>
+struct CandidateRow {
+  Global<const T> row;
+  const RowStats& stats;
+  Global<const TileStats> tiles;
+  Global<std::uint64_t> list;
+  Global<unsigned int> count;
+  std::int64_t r;
+};
+
 /// Sorts keys[0, count) (shared memory, room for the next power of two) descending by the whole
 /// block (bitonic_steps, padded with zero keys).
 __device__ inline void sort_keys_descending(int count, std::uint64_t* keys) {
@@ -219,19 +239,19 @@ __device__ inline void order_kept_keys(Global<std::uint64_t> list, int count, st
   __syncthreads();
 }
 
-/// After a selection or walk (sh.found, sh.kept): with `keep` and a cut, the kept entries
-/// (sh.keys[0, kept), in any order) written to `list` as kept_keys, their count to *kept. They are
-/// ordered by id (order_kept_keys) only where a draw reads them. Returns whether the walk found the cut.
-__device__ inline bool keep_nucleus(Global<std::uint64_t> list, NucleusShared& sh,
-                                    unsigned int* kept, bool keep) {
+/// After a selection or walk (sh.found, sh.kept): with list.keep and a cut, the kept entries
+/// (sh.keys[0, kept), in any order) written to the list as kept_keys, their count to *list.kept.
+/// They are ordered by id (order_kept_keys) only where a draw reads them. Returns whether the walk
+/// found the cut.
+__device__ inline bool keep_nucleus(const RowList& list, NucleusShared& sh) {
   __syncthreads();
   const bool found = sh.found != 0;
-  if (found && keep) {
+  if (found && list.keep) {
     const int m = static_cast<int>(sh.kept);
     for (int j = static_cast<int>(threadIdx.x); j < m; j += static_cast<int>(blockDim.x)) {
-      list[j] = kept_key(sh.keys[j]);
+      list.keys[j] = kept_key(sh.keys[j]);
     }
-    *kept = sh.kept;
+    *list.kept = sh.kept;
   }
   __syncthreads();
   return found;
@@ -394,27 +414,27 @@ __device__ inline ExactCut select_exact_cut(Global<const std::uint64_t> list, un
   return ExactCut::kFound;
 }
 
-/// The cut from the `count` candidates of `list` (every entry of probability above `floor`, and
-/// perhaps some at it; their histogram by `buckets` in sh.hist_units), by the whole block:
-/// selected by select_exact_cut or, where a candidate lies below 2^-30, ordered by rank and
-/// walked by one thread until their mass reaches top_p.
+/// The cut from the `count` candidates of the row's list (every entry of probability above
+/// `floor`, and perhaps some at it; their histogram by `buckets` in sh.hist_units), by the whole
+/// block: selected by select_exact_cut or, where a candidate lies below 2^-30, ordered by rank
+/// and walked by one thread until their mass reaches top_p.
 /// The cut stands when every entry left out ranks after it (its probability is above the floor);
 /// returns whether it did (and then writes it into `out`, the kept entries into sh.keys[0,
-/// sh.kept) and, with `keep`, into `list` as kept_keys, their count into *kept).
-__device__ inline bool cut_from_list(Global<std::uint64_t> list, unsigned int count, float floor,
+/// sh.kept) and, with list.keep, into the list as kept_keys, their count into *list.kept).
+__device__ inline bool cut_from_list(const RowList& list, unsigned int count, float floor,
                                      double top_p, CandidateBuckets buckets, RowStats& out,
-                                     NucleusShared& sh, unsigned int* kept, bool keep) {
+                                     NucleusShared& sh) {
   if (count > static_cast<unsigned int>(kNucleusList)) return false;
   const ExactCut exact =
-      select_exact_cut(list, count, floor, top_p, buckets, sh.hist_units, out, sh);
+      select_exact_cut(list.keys, count, floor, top_p, buckets, sh.hist_units, out, sh);
   if (exact != ExactCut::kTiny) {
     if (threadIdx.x == 0) sh.found = exact == ExactCut::kFound ? 1 : 0;
-    return keep_nucleus(list, sh, kept, keep);
+    return keep_nucleus(list, sh);
   }
   // Some candidate below 2^-30: ranked by a sort, their masses added in rank order in double.
   for (int j = static_cast<int>(threadIdx.x); j < static_cast<int>(count);
        j += static_cast<int>(blockDim.x)) {
-    sh.keys[j] = list[j];
+    sh.keys[j] = list.keys[j];
   }
   sort_keys_descending(static_cast<int>(count), sh.keys);
   if (threadIdx.x == 0) {
@@ -434,11 +454,11 @@ __device__ inline bool cut_from_list(Global<std::uint64_t> list, unsigned int co
       break;
     }
   }
-  return keep_nucleus(list, sh, kept, keep);
+  return keep_nucleus(list, sh);
 }
 
 /// Gathers the entries [begin, end) of the row (begin a multiple of kTile) at or above `gate` (a
-/// logit) whose probability's bits are at least `floor_bits` into `list` by the whole block,
+/// logit) whose probability's bits are at least `floor_bits` into its list by the whole block,
 /// counted in count[r] (more than the list holds are counted, not kept); their masses and counts
 /// by bucket into sh.hist_* and, with `histogram`, added to the row's histogram. Loads of 16
 /// bytes, over the runs of tiles whose largest logit (the row's TileStats in `tiles`) reaches the
@@ -446,12 +466,14 @@ __device__ inline bool cut_from_list(Global<std::uint64_t> list, unsigned int co
 /// atomic per block. Returns the row's count with this block's candidates (for a block gathering
 /// alone, the count).
 template <class T>
-__device__ unsigned int gather_candidates(Global<const T> row, std::int64_t begin, std::int64_t end,
-                                          float gate, std::uint32_t floor_bits, const RowStats& s,
-                                          Global<const TileStats> tiles, Global<std::uint64_t> list,
-                                          Global<unsigned int> count, std::int64_t r,
+__device__ unsigned int gather_candidates(const CandidateRow<T>& source, std::int64_t begin,
+                                          std::int64_t end, float gate, std::uint32_t floor_bits,
                                           CandidateBuckets buckets,
                                           const CandidateHistograms* histogram, NucleusShared& sh) {
+  const RowStats& s = source.stats;
+  const Global<std::uint64_t> list = source.list;
+  const Global<unsigned int> count = source.count;
+  const std::int64_t r = source.r;
   for (int b = static_cast<int>(threadIdx.x); b < kNucleusBuckets;
        b += static_cast<int>(blockDim.x)) {
     sh.hist_units[b] = 0u;
@@ -460,7 +482,7 @@ __device__ unsigned int gather_candidates(Global<const T> row, std::int64_t begi
   if (threadIdx.x == 0) sh.gathered = 0u;
   __syncthreads();
   const auto gather = [&](std::int64_t from, std::int64_t to) {
-    block_for_each<kInFlight<T>>(row + from, to - from, [&](float logit, std::int64_t i) {
+    block_for_each<kInFlight<T>>(source.row + from, to - from, [&](float logit, std::int64_t i) {
       if (!(logit >= gate)) return;
       const float p = softmax_of(s, logit);
       const std::uint32_t bits = specdec::detail::float_bits(p);
@@ -481,7 +503,7 @@ __device__ unsigned int gather_candidates(Global<const T> row, std::int64_t begi
   for (std::int64_t t = first; t <= stop; ++t) {
     bool read = false;
     if (t < stop) {
-      if ((t - first) % kMaximaChunk == 0) load_tile_maxima(tiles, t, stop, sh.maxima);
+      if ((t - first) % kMaximaChunk == 0) load_tile_maxima(source.tiles, t, stop, sh.maxima);
       read = !(sh.maxima[(t - first) % kMaximaChunk] < gate);
     }
     if (read && run < 0) run = t;

@@ -43,22 +43,21 @@ static_assert(sizeof(std::uint64_t) * (kNucleusListSize - kStatisticsTopK) >=
                   kStatisticsTopK * (3 * sizeof(float) + sizeof(specdec::detail::TileSum)),
               "TopKScratch fits past the k best keys");
 
-/// The last block of a top-k row: the k best of the `parts` block lists of `list` (their entries
+/// The last block of a top-k row: the k best of the `parts` block lists in `list` (their entries
 /// of logit -inf left out: they would add nothing), and from them, by thread 0 as
 /// cut_statistics does, the row's softmax statistics, its nucleus (top-p) and its min-p
-/// threshold into `s`. With `keep`, the kept entries are written to `list` as kept_keys (ids
-/// ascending, their warped probabilities) and their count to *kept. Unless `tiles` is null, each
+/// threshold into `s`. With list.keep, the kept entries are written to the list as kept_keys (ids
+/// ascending, their warped probabilities); their count goes to *list.kept. Unless `tiles` is null, each
 /// of the row's `tile_count` tiles gets as its max the largest logit of the k best in it (-inf:
 /// none), for the warp's write pass to skip the tiles that keep nothing. By the whole block.
 template <class T>
 __device__ void finish_top_k(Global<const T> row, std::int64_t n, const DeviceWarp& w, int parts,
-                             Global<std::uint64_t> list, RowStats& s, NucleusShared& sh,
-                             unsigned int* kept, bool keep, Global<TileStats> tiles,
-                             std::int64_t tile_count) {
+                             const RowList& list, RowStats& s, NucleusShared& sh,
+                             Global<TileStats> tiles, std::int64_t tile_count) {
   namespace sd = specdec::detail;
   const int k = w.top_k, count = parts * k;
   // The best k (less empty slots) into sh.keys, and the k-th.
-  const std::uint64_t cut = keep_largest_keys(list, count, k, sh.keys, sh.select);
+  const std::uint64_t cut = keep_largest_keys(list.keys, count, k, sh.keys, sh.select);
   if (threadIdx.x == 0) {
     sh.kept = sh.select.count;
     // Fewer than k drawable entries: the CPU's cut is then an entry of logit -inf, which keeps
@@ -151,15 +150,15 @@ __device__ void finish_top_k(Global<const T> row, std::int64_t n, const DeviceWa
     }
     // The row as its kept entries (kept_candidates): ids ascending, warped probabilities.
     unsigned int listed = 0;
-    if (keep) {
+    if (list.keep) {
       const sd::WarpStats stats = s;
       for (int j = 0; j < support; ++j) {
         const std::int32_t id = scratch.ids[j];
         const float p = sd::warped_probability(stats, scratch.logits[j], id);
-        if (p > 0.0f) list[listed++] = kept_key(nucleus_key(p, id));
+        if (p > 0.0f) list.keys[listed++] = kept_key(nucleus_key(p, id));
       }
     }
-    *kept = listed;
+    *list.kept = listed;
     if (!(tiles == nullptr)) {
       int j = 0;  // the candidates by id: a tile's are consecutive
       for (std::int64_t t = 0; t < tile_count; ++t) {

@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: MIT
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <stdexcept>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "specdec/backend/cpu/thread_pool.hpp"
@@ -43,6 +46,30 @@ TEST_CASE("the thread pool rethrows a task's exception and stays usable",
   std::atomic<int> count{0};
   pool.run(10, 2, [&](std::int64_t, int) { count.fetch_add(1); });
   CHECK(count.load() == 10);
+}
+
+TEST_CASE("when several tasks throw, the lowest-numbered one's exception is rethrown",
+          "[backend][thread_pool]") {
+  // Task 1 waits (up to 200 ms) for a later task to throw first: the error must not depend on
+  // which thread failed first.
+  ThreadPool pool;
+  for (int threads : {1, 2, 4}) {
+    std::atomic<bool> later_threw{false};
+    CHECK_THROWS_WITH(
+        pool.run(8, threads,
+                 [&](std::int64_t i, int) {
+                   if (i == 1) {
+                     for (int t = 0; t < 200 && !later_threw.load(); ++t)
+                       std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                     throw std::runtime_error("task 1 failed");
+                   }
+                   if (i >= 2) {
+                     later_threw.store(true);
+                     throw std::runtime_error("task " + std::to_string(i) + " failed");
+                   }
+                 }),
+        "task 1 failed");
+  }
 }
 
 TEST_CASE("the thread pool never uses more threads than tasks", "[backend][thread_pool]") {

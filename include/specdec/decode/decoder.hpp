@@ -241,8 +241,8 @@ DecodeResult decode(Target& target, Strategy strategy, const LoopOptions& loop,
 
 namespace detail {
 
-/// results[i] = decode_one(i) for i in [0, count), on the backend::Cpu pool; the first error
-/// thrown by any sequence is rethrown.
+/// results[i] = decode_one(i) for i in [0, count), on the backend::Cpu pool; the error of the
+/// lowest-numbered sequence that failed is rethrown.
 template <class DecodeOne>
 std::vector<DecodeResult> decode_each(std::size_t count, backend::Cpu cpu, DecodeOne&& decode_one) {
   if (cpu.threads < 0) fail("cpu.threads", "{} must be >= 0 (0 = all)", cpu.threads);
@@ -259,7 +259,8 @@ std::vector<DecodeResult> decode_each(std::size_t count, backend::Cpu cpu, Decod
 
 /// Several sequences in parallel on a backend::Cpu thread pool; make_target(i) / make_draft(i)
 /// build sequence i's providers; results[i] equals decode(... , sequence = i) whatever the
-/// thread count (0 = every hardware thread). The first error thrown by any sequence is rethrown.
+/// thread count (0 = every hardware thread). The error of the lowest-numbered sequence that failed
+/// is rethrown, whatever the thread count.
 /// Runs on backend::default_thread_pool(), so it must not be called from one of that pool's tasks.
 template <class MakeTarget, class MakeDraft>
 std::vector<DecodeResult> decode_batch(MakeTarget&& make_target, MakeDraft&& make_draft,

@@ -49,8 +49,9 @@ class ThreadPool {
   }
 
   /// Calls fn(task, slot) for every task in [0, count), slot in [0, resolve(count, threads)) being
-  /// the running thread's index (0 = the caller), and returns when all are done. The first
-  /// exception thrown by a task is rethrown here (remaining tasks are skipped).
+  /// the running thread's index (0 = the caller), and returns when all are done. If tasks throw,
+  /// the exception of the lowest-numbered one that threw is rethrown here, whatever the timing:
+  /// tasks are claimed in order, so every task below it has run; unclaimed tasks are skipped.
   template <class F>
   void run(std::int64_t count, int threads, F&& fn) {
     if (count <= 0) return;
@@ -74,6 +75,7 @@ class ThreadPool {
       joined_ = 0;
       closed_ = false;
       error_ = nullptr;
+      error_task_ = count;
       ++generation_;
     }
     wake_.notify_all();
@@ -96,7 +98,10 @@ class ThreadPool {
         (*task_)(i, slot);
       } catch (...) {
         std::lock_guard lock(mutex_);
-        if (!error_) error_ = std::current_exception();
+        if (i < error_task_) {
+          error_ = std::current_exception();
+          error_task_ = i;
+        }
         next_.store(count_);
       }
     }
@@ -130,6 +135,7 @@ class ThreadPool {
   bool closed_ = false;  // the current job takes no more helpers
   std::uint64_t generation_ = 0;
   std::exception_ptr error_;
+  std::int64_t error_task_ = 0;  // the task error_ came from
   bool stop_ = false;
 };
 

@@ -15,7 +15,7 @@
 #include "args.hpp"
 #include "arrays.hpp"
 #include "bindings.hpp"
-#include "specdec/backend/cpu/verify_batch.hpp"
+#include "specdec/backend/cpu/compiled_batch.hpp"
 #include "specdec/core/warp.hpp"
 #include "specdec/verify/verify.hpp"
 

@@ -138,7 +138,7 @@ void bind_decode_options(py::module_& m) {
         "The method's name as parse_method reads it ('sd', 'rsd_s', ...).");
   m.def("parse_method", &parse_method, py::arg("name"), "The Method named `name`.");
 
-  const DecodeOptions method{};  // the library's defaults
+  const DecodeOptions defaults{};  // the library's defaults
   py::class_<DecodeOptions>(m, "DecodeOptions",
                             "Options of one decoding run (the C++ DecodeOptions; validated by the\n"
                             "decoder against the target's vocabulary).")
@@ -162,13 +162,13 @@ void bind_decode_options(py::module_& m) {
              o.seed = seed;
              return o;
            }),
-           py::kw_only(), py::arg("method") = method.method, py::arg("warp") = method.warp,
-           py::arg("depth") = method.depth, py::arg("width") = method.width,
-           py::arg("branching") = method.branching, py::arg("tau") = method.tau,
-           py::arg("mtad_beam_search") = method.mtad_beam_search,
-           py::arg("spectr_gamma") = method.spectr_gamma, py::arg("cascade") = py::none(),
-           py::arg("lossy") = py::none(), py::arg("max_new_tokens") = method.max_new_tokens,
-           py::arg("end_token") = method.end_token, py::arg("seed") = method.seed,
+           py::kw_only(), py::arg("method") = defaults.method, py::arg("warp") = defaults.warp,
+           py::arg("depth") = defaults.depth, py::arg("width") = defaults.width,
+           py::arg("branching") = defaults.branching, py::arg("tau") = defaults.tau,
+           py::arg("mtad_beam_search") = defaults.mtad_beam_search,
+           py::arg("spectr_gamma") = defaults.spectr_gamma, py::arg("cascade") = py::none(),
+           py::arg("lossy") = py::none(), py::arg("max_new_tokens") = defaults.max_new_tokens,
+           py::arg("end_token") = defaults.end_token, py::arg("seed") = defaults.seed,
            "cascade / lossy: a Cascade / Lossy rule (None = its defaults, Cascade() / Lossy()).")
       SPECDEC_FIELDS(DecodeOptions, method, warp, depth, width, branching, tau, mtad_beam_search,
                                     spectr_gamma, cascade, lossy, max_new_tokens, end_token, seed)

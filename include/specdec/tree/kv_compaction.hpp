@@ -62,8 +62,9 @@ inline std::int32_t kv_compaction(TreeView tree, std::int32_t context_length,
   detail::check_buffer("source", source, accepted.size());
   detail::check_buffer("destination", destination, accepted.size());
   std::int32_t moves = 0;
+  // In 64 bits: the compiler cannot see that the checks above bound context_length + accepted[t].
   for (std::size_t t = 0; t < accepted.size(); ++t) {
-    source[t] = context_length + accepted[t];
+    source[t] = static_cast<std::int32_t>(std::int64_t{context_length} + accepted[t]);
     destination[t] = context_length + static_cast<std::int32_t>(t);
     moves += source[t] != destination[t] ? 1 : 0;
   }

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // A host emulation of the CUDA built-ins the backend's kernels use, so the kernel source itself
 // runs (slowly) under g++ on machines without a GPU: every CUDA thread of one block is a fiber
-// (its own stack; the block's fibers take turns on the calling thread), __syncthreads is a
+// (its own stack; the block's fibers take turns on the calling thread, fiber_switch.hpp), __syncthreads is a
 // barrier, __shared__ variables are statics shared by the block (blocks run one at a time, in a
 // seeded random order), and warp shuffles and ballots exchange values through per-warp slots
 // behind a per-warp barrier. Global memory accesses are recorded in the traffic ledger
@@ -9,8 +9,6 @@
 // through shim/, which the specdec::cuda_emulation target puts ahead of the include path in place
 // of the toolkit's cuda_runtime.h, cuda_fp16.h and cuda_bf16.h (docs/emulation.md).
 #pragma once
-
-#include <ucontext.h>
 
 #include <algorithm>
 #include <atomic>
@@ -25,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "specdec/backend/cuda/emulation/fiber_switch.hpp"
 #include "specdec/backend/cuda/emulation/ledger.hpp"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -77,7 +76,7 @@ struct Warp {
 
 /// One emulated CUDA thread: a fiber with its own stack and the built-ins it sees.
 struct Fiber {
-  ucontext_t context{};
+  FiberContext context;
   char* stack = nullptr;
   dim3 thread{0, 0, 0};
   ThreadTrace* trace = nullptr;
@@ -112,7 +111,7 @@ struct Block {
   std::vector<std::unique_ptr<Warp>> warps;
   std::vector<Fiber> fibers;
   Fiber* current = nullptr;
-  ucontext_t scheduler{};
+  FiberContext scheduler;
   const std::function<void()>* kernel = nullptr;
   std::uint64_t progress = 0;  // barriers passed and fibers finished
   bool bounds_reported = false;
@@ -127,23 +126,23 @@ inline thread_local unsigned int exchange_round = 0;
 
 /// Switches from `from` to `to` (whose stack is [stack, stack + size)), telling the address
 /// sanitizer about the change of stacks.
-[[gnu::noinline]] inline void switch_context(ucontext_t* from, const ucontext_t* to,
+[[gnu::noinline]] inline void switch_context(FiberContext& from, const FiberContext& to,
                                              const void* stack, std::size_t size) {
 #if defined(__SANITIZE_ADDRESS__)
   void* fake = nullptr;
   __sanitizer_start_switch_fiber(&fake, stack, size);
-  swapcontext(from, to);
+  swap_fiber_context(from, to);
   __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
 #else
   (void)stack;
   (void)size;
-  swapcontext(from, to);
+  swap_fiber_context(from, to);
 #endif
 }
 
 /// The running fiber waits: back to the scheduler, which resumes the next one.
 inline void yield() {
-  switch_context(&block->current->context, &block->scheduler, block->scheduler_stack,
+  switch_context(block->current->context, block->scheduler, block->scheduler_stack,
                  block->scheduler_stack_size);
 }
 
@@ -192,22 +191,7 @@ inline void fiber_main() {
 #if defined(__SANITIZE_ADDRESS__)
   __sanitizer_start_switch_fiber(nullptr, block->scheduler_stack, block->scheduler_stack_size);
 #endif
-}  // returns to the scheduler through uc_link
-
-/// A context that runs fiber_main on `stack`, then resumes `link`. Its own frame: getcontext
-/// returns twice, which must not meet the caller's loop variables.
-[[gnu::noinline]] inline void make_fiber(ucontext_t& context, char* stack, ucontext_t* link) {
-  getcontext(&context);
-  context.uc_stack.ss_sp = stack;
-  context.uc_stack.ss_size = kFiberStack;
-  context.uc_link = link;
-  makecontext(&context, fiber_main, 0);
-  // The context runs on its registers from now on. Forgetting the stack keeps the address
-  // sanitizer's swapcontext from clearing its whole shadow at every switch (the switches are
-  // annotated instead).
-  context.uc_stack.ss_sp = nullptr;
-  context.uc_stack.ss_size = 0;
-}
+}  // the fiber's context then resumes the scheduler
 
 /// The latency model's record of a finished block: its end (the slowest thread), its steps, the
 /// cycles one thread worked alone (including after every other thread had finished).
@@ -240,7 +224,7 @@ inline void run_block(unsigned int threads, dim3 index, const std::function<void
     f.thread = {t, 0, 0};
     f.trace = &traces[t];
     f.stack = fiber_stack(t);
-    make_fiber(f.context, f.stack, &b.scheduler);
+    make_fiber_context(f.context, f.stack, kFiberStack, fiber_main, b.scheduler);
   }
   for (unsigned int left = threads; left > 0;) {
     const std::uint64_t before = b.progress;
@@ -250,7 +234,7 @@ inline void run_block(unsigned int threads, dim3 index, const std::function<void
       threadIdx = f.thread;
       trace = f.trace;
       exchange_round = f.exchange_round;
-      switch_context(&b.scheduler, &f.context, f.stack, kFiberStack);
+      switch_context(b.scheduler, f.context, f.stack, kFiberStack);
       f.exchange_round = exchange_round;
       if (f.done) --left;
     }

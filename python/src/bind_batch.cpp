@@ -30,7 +30,8 @@ void bind_status(py::module_& m) {
       .value("TOO_MANY_CHILDREN", SequenceStatus::kTooManyChildren)
       .value("BAD_ROW", SequenceStatus::kBadRow)
       .value("BAD_TREE", SequenceStatus::kBadTree)
-      .value("RESIDUAL_OVERFLOW", SequenceStatus::kResidualOverflow);
+      .value("RESIDUAL_OVERFLOW", SequenceStatus::kResidualOverflow)
+      .value("CHAIN_TOO_LONG", SequenceStatus::kChainTooLong);
   m.def(
       "check_status",
       [](py::handle status_object) {

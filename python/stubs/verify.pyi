@@ -188,6 +188,7 @@ class SequenceStatus(enum.IntEnum):
     BAD_ROW = 5
     BAD_TREE = 6
     RESIDUAL_OVERFLOW = 7
+    CHAIN_TOO_LONG = 8
 
 def check_status(status: ArrayLike) -> None:
     """Raises Error naming the first failed sequence of status words (int32 [B + 1])."""

@@ -19,12 +19,12 @@ struct StagedArrays {
 
 /// Clears the batch's status entries and, unless the batch is empty (nothing to launch), stages
 /// its offsets and streams and launches `kernel` with one block of kTargetOnlyThreads per
-/// sequence or tree on the arguments `args_of(staged)` gives.
-template <class Kernel, class ArgsOf>
+/// sequence or tree on the arguments `args_of(staged)` gives, then `extra`.
+template <class Kernel, class ArgsOf, class... Extra>
 cudaError_t launch_target_only(Kernel kernel, std::int32_t* status_out, std::int64_t batch,
                                const Resident<const std::int32_t>& offsets,
                                const Resident<const RandomStream>& streams, void* workspace,
-                               cudaStream_t stream, const ArgsOf& args_of) {
+                               cudaStream_t stream, const ArgsOf& args_of, const Extra&... extra) {
   cudaError_t status = detail::clear_failures(status_out, batch, stream);
   if (status != cudaSuccess || batch == 0) return status;
   StagedArrays staged;
@@ -33,7 +33,20 @@ cudaError_t launch_target_only(Kernel kernel, std::int32_t* status_out, std::int
   if (status != cudaSuccess) return status;
   return detail::launch(kernel, static_cast<unsigned int>(batch),
                         static_cast<unsigned int>(detail::kTargetOnlyThreads), stream,
-                        args_of(staged));
+                        args_of(staged), extra...);
+}
+
+/// A chain launch's kernel arguments (no draft rows) over the staged offsets and streams.
+detail::ChainKernelArgs<float> chain_args(const ChainVerifyParams& p, const StagedArrays& s) {
+  return {.target = static_cast<const float*>(p.target),
+          .target_stride = p.target_stride,
+          .offsets = s.offsets,
+          .tokens = p.draft_tokens,
+          .vocab = p.vocab,
+          .streams = s.streams,
+          .emitted = p.emitted,
+          .accepted = p.accepted,
+          .status = p.status};
 }
 
 }  // namespace
@@ -43,17 +56,15 @@ cudaError_t verify_chain_batch_target_only(const ChainVerifyParams& p, void* wor
   if (p.dtype != DType::kF32) return cudaErrorInvalidValue;
   return launch_target_only(
       detail::verify_chain_target_only_kernel, p.status, p.batch, p.draft_offsets, p.streams,
-      workspace, stream, [&](const StagedArrays& s) {
-        return detail::ChainKernelArgs<float>{.target = static_cast<const float*>(p.target),
-                                              .target_stride = p.target_stride,
-                                              .offsets = s.offsets,
-                                              .tokens = p.draft_tokens,
-                                              .vocab = p.vocab,
-                                              .streams = s.streams,
-                                              .emitted = p.emitted,
-                                              .accepted = p.accepted,
-                                              .status = p.status};
-      });
+      workspace, stream, [&](const StagedArrays& s) { return chain_args(p, s); });
+}
+
+cudaError_t verify_chain_batch_synthetic(const ChainVerifyParams& p, const SyntheticRates& rates,
+                                         void* workspace, cudaStream_t stream) {
+  if (p.dtype != DType::kF32) return cudaErrorInvalidValue;
+  return launch_target_only(
+      detail::verify_chain_synthetic_kernel, p.status, p.batch, p.draft_offsets, p.streams,
+      workspace, stream, [&](const StagedArrays& s) { return chain_args(p, s); }, rates);
 }
 
 cudaError_t verify_tree_batch_target_only(const TreeVerifyParams& p, void* workspace,

@@ -10,9 +10,13 @@
 #include <cstdlib>
 #include <initializer_list>
 #include <string>
+#include <type_traits>
 #include <vector>
 
+#include "specdec/backend/cpu/lossy_chain_batch.hpp"
 #include "specdec/backend/cpu/verify_batch.hpp"
+#include "specdec/backend/cuda/verify_batch.hpp"
+#include "specdec/backend/status.hpp"
 #include "specdec/backend/cuda/emulation/region_buffer.hpp"
 #include "specdec/backend/cuda/launchers.hpp"
 #include "specdec/toy/distributions.hpp"
@@ -398,4 +402,105 @@ TEST_CASE("the emulated CUDA target-only chain equals the CPU on rows longer tha
     CHECK(got.emitted == want.emitted);
     CHECK(got.accepted == want.accepted);
   }
+}
+
+namespace {
+
+/// vLLM's synthetic rule over `c` with `rates` on `backend` (CPU, or the emulated CUDA backend
+/// with device copies of the arrays), with a status buffer.
+struct SyntheticOutputs {
+  std::vector<std::int32_t> emitted, accepted, status;
+};
+
+template <class Backend>
+SyntheticOutputs synthetic_on(const Backend& backend, const TargetOnlyChain& c,
+                              const std::vector<float>& rates) {
+  const auto batch = c.streams.size();
+  const auto rows = static_cast<std::int64_t>(c.tokens.size() + batch);
+  if constexpr (std::is_same_v<Backend, backend::Cpu>) {
+    SyntheticOutputs out{std::vector<std::int32_t>(c.tokens.size() + batch, 99),
+                         std::vector<std::int32_t>(batch, 99),
+                         std::vector<std::int32_t>(batch + 1, 99)};
+    Workspace ws;
+    verify_chain_batch_synthetic(backend,
+                                 ChainBatchArgs{.draft_offsets = c.offsets,
+                                                .target_rows = {c.rows.data(), rows, c.vocab},
+                                                .draft_tokens = c.tokens,
+                                                .streams = c.streams,
+                                                .emitted = out.emitted,
+                                                .accepted = out.accepted,
+                                                .status = out.status},
+                                 rates, ws);
+    return out;
+  } else {
+    emu::RegionBuffer<float> target("target", c.rows);
+    emu::RegionBuffer<std::int32_t> tokens("tokens", nonempty(c.tokens));
+    emu::RegionBuffer<std::int32_t> emitted("emitted", c.tokens.size() + batch);
+    emu::RegionBuffer<std::int32_t> accepted("accepted", batch);
+    emu::RegionBuffer<std::int32_t> status("status", batch + 1);
+    emu::RegionBuffer<unsigned char> workspace(
+        "workspace", cuda_impl::chain_workspace_size(static_cast<std::int64_t>(batch)));
+    verify_chain_batch_synthetic(backend,
+                                 ChainBatchArgs{.draft_offsets = c.offsets,
+                                                .target_rows = {target.get(), rows, c.vocab},
+                                                .draft_tokens = {tokens.get(), c.tokens.size()},
+                                                .streams = c.streams,
+                                                .emitted = {emitted.get(), emitted.size()},
+                                                .accepted = {accepted.get(), accepted.size()},
+                                                .status = {status.get(), status.size()}},
+                                 rates,
+                                 backend::DeviceWorkspace{workspace.get(), workspace.size()});
+    return {emitted.values(), accepted.values(), status.values()};
+  }
+}
+
+}  // namespace
+
+TEST_CASE("the emulated CUDA synthetic chain equals verify_chain_batch_synthetic",
+          "[backend][cuda_kernel][synthetic]") {
+  // Rates of 1 and 0 (every draft kept, the first rejected), and a point-mass row whose forced
+  // rejection draws from the row itself.
+  const std::vector<float> rates{0.9f, 0.6f, 1.0f, 0.3f, 0.0f, 0.8f};
+  for (const std::uint64_t seed : {1u, 2u, 3u}) {
+    for (const std::int64_t vocab : {7, 300, 5000}) {
+      INFO("seed " << seed << ", vocab " << vocab);
+      auto c = target_only_chain({3, 0, 6, 1, 4, 2}, vocab, seed);
+      std::fill(c.rows.begin(), c.rows.begin() + vocab, 0.0f);
+      c.rows[static_cast<std::size_t>(c.tokens[0])] = 1.0f;  // sequence 0's first row
+      const auto want = synthetic_on(backend::cpu, c, rates);
+      const auto got = synthetic_on(backend::cuda, c, rates);
+      CHECK(got.emitted == want.emitted);
+      CHECK(got.accepted == want.accepted);
+      CHECK(want.status == std::vector<std::int32_t>(c.streams.size() + 1, 0));
+      CHECK(got.status == want.status);
+    }
+  }
+}
+
+TEST_CASE("synthetic on both backends: a chain longer than the rates fails alone (kChainTooLong)",
+          "[backend][cuda_kernel][synthetic]") {
+  const auto c = target_only_chain({2, 4, 1}, 50, 9);
+  const std::vector<float> rates{0.5f, 0.5f, 0.5f};
+  const auto cpu = synthetic_on(backend::cpu, c, rates);
+  const auto cuda = synthetic_on(backend::cuda, c, rates);
+  const auto too_long = static_cast<std::int32_t>(SequenceStatus::kChainTooLong);
+  CHECK(cpu.status == std::vector<std::int32_t>{0, too_long, 0, 1});
+  CHECK(cuda.status == cpu.status);
+  CHECK(cuda.accepted == cpu.accepted);
+  CHECK(cuda.emitted == cpu.emitted);
+  CHECK(cuda.accepted[1] == -1);
+}
+
+TEST_CASE("synthetic rates outside [0, 1], or more than the CUDA kernel takes, are named errors",
+          "[backend][cuda_kernel][synthetic]") {
+  const auto c = target_only_chain({2}, 20, 4);
+  CHECK_THROWS_WITH(synthetic_on(backend::cpu, c, {0.5f, 0.5f, 1.5f}),
+                    Catch::StartsWith("synthetic_acceptance_rates[2]: 1.5 is outside [0, 1]"));
+  CHECK_THROWS_WITH(synthetic_on(backend::cuda, c, {0.5f, -0.1f}),
+                    Catch::StartsWith("synthetic_acceptance_rates[1]: "));
+  CHECK_THROWS_WITH(
+      synthetic_on(backend::cuda, c,
+                   std::vector<float>(static_cast<std::size_t>(cuda_impl::kMaxSyntheticRates) + 1,
+                                      0.5f)),
+      Catch::Contains("the CUDA backend takes at most 64"));
 }

@@ -24,6 +24,7 @@ enum class SequenceStatus : std::int32_t {
   kBadRow = 5,                ///< a row with NaN or +inf, no finite logit, or not a distribution
   kBadTree = 6,               ///< parents not in level order, or repeated RRS siblings
   kResidualOverflow = 7,      ///< a tree node whose residual walk exceeded the kernel's steps
+  kChainTooLong = 8,          ///< a chain longer than its rule's parameters (synthetic rates)
 };
 
 /// The words of a status buffer of a batch of B sequences: B + 1 int32, status[b] the
@@ -45,6 +46,7 @@ inline constexpr std::string_view describe(SequenceStatus status) {
       return "a row is invalid (NaN, +inf, no finite entry, not a distribution)";
     case SequenceStatus::kBadTree: return "the tree is malformed (parents, repeated siblings)";
     case SequenceStatus::kResidualOverflow: return "a node's residual walk took too many steps";
+    case SequenceStatus::kChainTooLong: return "the chain is longer than the rule's rates";
   }
   return "unknown status code";
 }
@@ -81,6 +83,7 @@ inline SequenceStatus status_of(const Error& e) {
   if (has(problem, "outside the vocabulary")) return SequenceStatus::kTokenOutsideVocab;
   if (has(problem, "draft probability 0")) return SequenceStatus::kZeroDraftProbability;
   if (has(problem, "children, the rule takes at most")) return SequenceStatus::kTooManyChildren;
+  if (has(problem, "draft positions")) return SequenceStatus::kChainTooLong;
   if (has(problem, "level order") || has(problem, "repeats its sibling")) {
     return SequenceStatus::kBadTree;
   }

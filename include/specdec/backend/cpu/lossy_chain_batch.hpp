@@ -1,34 +1,40 @@
 // SPDX-License-Identifier: MIT
-// The CPU batches of the engines' lossy chain rules (vLLM's "synthetic" and "fly"): sequences in
-// parallel on the thread pool through for_each_chain, each the single-chain walk bit for bit.
+// The CPU batches of the engines' lossy chain rules (vLLM's "synthetic", whose entry is
+// backend/lossy_chain_batch.hpp, and "fly"): sequences in parallel on the thread pool through
+// for_each_chain, each the single-chain walk bit for bit.
 #pragma once
 
 #include <span>
 
 #include "specdec/backend/cpu/verify_batch.hpp"
+#include "specdec/backend/lossy_chain_batch.hpp"
 #include "specdec/verify/fly.hpp"
 #include "specdec/verify/synthetic.hpp"
 
 namespace specdec {
 
-/// verify_chain_synthetic for a ragged batch in ChainBatchArgs' layout (draft_rows unused):
-/// sequence b is verify_chain_synthetic of its rows with `rates` and streams[b]. Size the
-/// workspace as verify_chain_batch's. Throws specdec::Error naming the bad argument.
-inline void verify_chain_batch_synthetic(const backend::Cpu& cpu, const ChainBatchArgs& args,
-                                         std::span<const float> rates, Workspace& ws) {
-  const std::int64_t vocab = args.target_rows.cols;
-  detail::for_each_chain(cpu, args, ws, /*draft_rows=*/false, [&](const detail::RowSequence& s) {
-    detail::check_target_only_chain<float>(s.target, s.tokens, vocab, s.emitted.size());
-    detail::check_synthetic_rates(rates, s.tokens.size());
-    return detail::verify_chain_synthetic_unchecked<float>(
-        {.target = s.target.data(),
-         .draft_tokens = s.tokens.data(),
-         .length = s.tokens.size(),
-         .vocab = vocab},
-        rates.data(), s.stream, s.emitted.data(), s.scratch,
-        detail::TargetRowChecks<float>{s.target, static_cast<std::size_t>(vocab)});
-  });
-}
+namespace detail {
+
+template <>
+struct ChainBatchSyntheticImpl<backend::Cpu> {
+  static void run(const backend::Cpu& cpu, const ChainBatchArgs& args,
+                  std::span<const float> rates, Workspace& ws) {
+    const std::int64_t vocab = args.target_rows.cols;
+    for_each_chain(cpu, args, ws, /*draft_rows=*/false, [&](const RowSequence& s) {
+      check_target_only_chain<float>(s.target, s.tokens, vocab, s.emitted.size());
+      check_synthetic_rates(rates, s.tokens.size());
+      return verify_chain_synthetic_unchecked<float>(
+          {.target = s.target.data(),
+           .draft_tokens = s.tokens.data(),
+           .length = s.tokens.size(),
+           .vocab = vocab},
+          rates.data(), s.stream, s.emitted.data(), s.scratch,
+          TargetRowChecks<float>{s.target, static_cast<std::size_t>(vocab)});
+    });
+  }
+};
+
+}  // namespace detail
 
 /// verify_chain_fly for a ragged batch in ChainBatchArgs' layout, with draft rows (sampled
 /// drafts) or without (args.draft_rows empty): sequence b is verify_chain_fly of its rows with

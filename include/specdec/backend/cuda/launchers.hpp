@@ -226,6 +226,22 @@ cudaError_t verify_chain_batch_target_only(const ChainVerifyParams& params, void
 cudaError_t verify_tree_batch_target_only(const TreeVerifyParams& params, void* workspace,
                                           cudaStream_t stream);
 
+/// Positions vLLM's synthetic rule takes rates for on the CUDA backend (a kernel argument).
+inline constexpr int kMaxSyntheticRates = 64;
+
+/// The acceptance rates of verify_chain_batch_synthetic: value[i] for draft position i < count.
+struct SyntheticRates {
+  float value[kMaxSyntheticRates] = {};
+  std::int32_t count = 0;
+};
+
+/// vLLM's synthetic rule (verify/synthetic.hpp) for a chain batch without draft rows (params.draft
+/// unused), staged and launched as verify_chain_batch_target_only: position i accepted with
+/// probability rates.value[i]; a sequence longer than rates.count fails (kChainTooLong).
+cudaError_t verify_chain_batch_synthetic(const ChainVerifyParams& params,
+                                         const SyntheticRates& rates, void* workspace,
+                                         cudaStream_t stream);
+
 /// Largest k of gumbel_top_k_batch and largest beam width of stochastic_beam_level_batch on the
 /// CUDA backend: each block keeps its best k in shared memory.
 inline constexpr std::int64_t kMaxDeviceTopK = 1024;

@@ -15,6 +15,7 @@
 #include "specdec/backend/cuda/launchers.hpp"
 #include "specdec/backend/cuda/policy.hpp"
 #include "specdec/backend/cuda/warp_batch.hpp"
+#include "specdec/backend/lossy_chain_batch.hpp"
 #include "specdec/backend/verify_batch.hpp"
 
 namespace specdec::detail {
@@ -208,6 +209,31 @@ struct ChainBatchTargetOnlyImpl<backend::Cuda> : StagedArraysWorkspace {
     check(ws, host_array, p.batch);
     check_cuda_staged(backend::cuda_impl::verify_chain_batch_target_only(p, ws.data, cuda.stream),
                       "verify_chain_batch_target_only", host_array);
+  }
+};
+
+template <>
+struct ChainBatchSyntheticImpl<backend::Cuda> : StagedArraysWorkspace {
+  /// Checked as verify_chain_batch_target_only's CUDA call; the rates travel as a kernel argument
+  /// (at most kMaxSyntheticRates). A sequence longer than the rates, or with a token outside the
+  /// vocabulary, gets accepted = -1 and only -1 tokens (status kChainTooLong, kTokenOutsideVocab).
+  static void run(const backend::Cuda& cuda, const ChainBatchArgs& args,
+                  std::span<const float> rates, const backend::DeviceWorkspace& ws) {
+    using backend::cuda_impl::kMaxSyntheticRates;
+    if (rates.size() > static_cast<std::size_t>(kMaxSyntheticRates)) {
+      fail("synthetic_acceptance_rates", "has {} entries; the CUDA backend takes at most {}",
+           rates.size(), kMaxSyntheticRates);
+    }
+    backend::cuda_impl::SyntheticRates device_rates;
+    std::copy(rates.begin(), rates.end(), device_rates.value);
+    device_rates.count = static_cast<std::int32_t>(rates.size());
+    const auto p = chain_params<float>(
+        args, check_chain_batch<backend::Cuda>(args, /*draft_rows=*/false), /*draft_rows=*/false);
+    const std::string_view host_array = chain_host_array(args);
+    check(ws, host_array, p.batch);
+    check_cuda_staged(
+        backend::cuda_impl::verify_chain_batch_synthetic(p, device_rates, ws.data, cuda.stream),
+        "verify_chain_batch_synthetic", host_array);
   }
 };
 

@@ -10,6 +10,7 @@
 // IWYU pragma: private
 #pragma once
 
+#include <climits>
 #include <cstdint>
 
 #include "specdec/backend/cuda/detail/block_reduce.cuh"
@@ -108,28 +109,30 @@ __device__ NodeVerdict target_only_node(Global<const float> row, std::int64_t n,
   return {-1, sample_from_sums(residual, n, u, sh)};
 }
 
-/// One block per sequence b (blockIdx.x) of a ragged batch laid out as specdec::ChainBatchArgs
-/// (gamma = offsets[b + 1] - offsets[b] draft tokens from offsets[b], target rows and emitted
-/// tokens from offsets[b] + b), warped fp32 target rows. Draws: verify_chain_target_only's with
-/// streams[b]. A draft token outside [0, n) (what the CPU rejects as bad input) is never used as
-/// an index: the sequence gets accepted[b] = -1 and only -1 tokens.
-__global__ void __launch_bounds__(kTargetOnlyThreads)
-    verify_chain_target_only_kernel(ChainKernelArgs<float> args) {
+/// Sequence b (blockIdx.x) of a ragged batch laid out as specdec::ChainBatchArgs (gamma =
+/// offsets[b + 1] - offsets[b] draft tokens from offsets[b], target rows and emitted tokens from
+/// offsets[b] + b), warped fp32 target rows, walked as detail::walk_chain walks it: position i's
+/// verdict node(row, token, i, stream at position i), the bonus drawn from row gamma. A draft
+/// token outside [0, n) (what the CPU rejects as bad input) is never used as an index, and a
+/// sequence longer than `max_gamma` is not walked: either gets accepted[b] = -1 and -1 tokens.
+/// `sh` is the block's shared memory, which node uses too.
+template <class Node>
+__device__ void target_only_chain(const ChainKernelArgs<float>& args, int max_gamma,
+                                  DrawShared& sh, const Node& node) {
   const auto& [target, target_stride, unused_draft, unused_draft_stride, offsets, tokens, n,
                streams, unused_shared_warp, unused_warps, unused_rows_ws, emitted, accepted,
                status] = args;
   expect_block_threads(kTargetOnlyThreads);
-  __shared__ TargetOnlyShared sh;
   const auto [b, first_draft, gamma, first_target, stream] = ragged_block(offsets, streams);
   const Global<std::int32_t> out = emitted + first_target;
-  const bool invalid = any_token_outside(tokens + first_draft, gamma, n);
+  const bool outside = any_token_outside(tokens + first_draft, gamma, n);
+  const bool invalid = outside || gamma > max_gamma;
   int i = 0;
   int token = -1;
   for (; i < gamma && !invalid; ++i) {
     const std::int32_t x = tokens[first_draft + i];
     const RandomStream s = stream.at_position(stream.position + static_cast<std::uint32_t>(i));
-    const NodeVerdict verdict = target_only_node(
-        target + (first_target + i) * target_stride, n, [x](int) { return x; }, 1, s, sh);
+    const NodeVerdict verdict = node(target + (first_target + i) * target_stride, x, i, s);
     if (verdict.accepted < 0) {
       token = verdict.token;
       break;
@@ -143,7 +146,51 @@ __global__ void __launch_bounds__(kTargetOnlyThreads)
   }
   if (threadIdx.x == 0 && !invalid) out[i] = token;
   finish_chain(accepted, out, b, gamma, i, invalid, status,
-               invalid ? SequenceStatus::kTokenOutsideVocab : SequenceStatus::kOk);
+               outside   ? SequenceStatus::kTokenOutsideVocab
+               : invalid ? SequenceStatus::kChainTooLong
+                         : SequenceStatus::kOk);
+}
+
+/// verify_chain_target_only for each sequence (target_only_chain; draws of
+/// verify_chain_target_only with streams[b]).
+__global__ void __launch_bounds__(kTargetOnlyThreads)
+    verify_chain_target_only_kernel(ChainKernelArgs<float> args) {
+  __shared__ TargetOnlyShared sh;
+  target_only_chain(args, INT_MAX, sh,
+                    [&](Global<const float> row, std::int32_t x, int, const RandomStream& s) {
+                      return target_only_node(row, args.vocab, [x](int) { return x; }, 1, s, sh);
+                    });
+}
+
+/// One position of detail::synthetic_row by the whole block: `x` (in [0, n)) accepted iff draw 0
+/// is below `rate`; otherwise the correction drawn with draw 1 from the row without x (the row
+/// itself when x holds all but the residual floor of it), as detail::target_without draws it.
+__device__ inline NodeVerdict synthetic_node(Global<const float> row, std::int64_t n,
+                                             std::int32_t x, float rate, const RandomStream& s,
+                                             TargetOnlyShared& sh) {
+  if (s.uniform(0u) < rate) return {0, x};
+  const double mass = exact_row_sum(TargetRowValue{row}, n, sh);
+  const float u = s.uniform(1u);
+  const bool removed = mass - static_cast<double>(row[x]) >= kResidualFloor;
+  __syncthreads();  // every thread has read the previous position's list
+  if (threadIdx.x == 0) {
+    sh.removed[0] = x;
+    sh.removed_count = removed ? 1 : 0;
+  }
+  __syncthreads();
+  return {-1, exact_sample_row(RemovedRowValue{row, sh.removed, sh.removed_count}, n, u, sh)};
+}
+
+/// vLLM's synthetic rule for each sequence (target_only_chain; draws of verify_chain_synthetic
+/// with streams[b]): position i accepted with probability rates.value[i]. A sequence with more
+/// positions than rates.count fails with kChainTooLong.
+__global__ void __launch_bounds__(kTargetOnlyThreads)
+    verify_chain_synthetic_kernel(ChainKernelArgs<float> args, SyntheticRates rates) {
+  __shared__ TargetOnlyShared sh;
+  target_only_chain(args, rates.count, sh,
+                    [&](Global<const float> row, std::int32_t x, int i, const RandomStream& s) {
+                      return synthetic_node(row, args.vocab, x, rates.value[i], s, sh);
+                    });
 }
 
 /// One block per tree b (blockIdx.x), laid out as specdec::TreeBatchArgs (offsets cut tokens /

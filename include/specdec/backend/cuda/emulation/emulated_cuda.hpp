@@ -181,6 +181,7 @@ inline void FiberBarrier::arrive_and_wait() {
   if (c != nullptr) c->release_at(release);
 }
 
+/// A fiber's life: the kernel, then back to the scheduler for good.
 inline void fiber_main() {
 #if defined(__SANITIZE_ADDRESS__)
   __sanitizer_finish_switch_fiber(nullptr, &block->scheduler_stack, &block->scheduler_stack_size);
@@ -189,9 +190,12 @@ inline void fiber_main() {
   block->current->done = true;
   ++block->progress;
 #if defined(__SANITIZE_ADDRESS__)
+  // A null save slot: this fiber's stack is done with.
   __sanitizer_start_switch_fiber(nullptr, block->scheduler_stack, block->scheduler_stack_size);
 #endif
-}  // the fiber's context then resumes the scheduler
+  swap_fiber_context(block->current->context, block->scheduler);  // never resumed
+  std::abort();
+}
 
 /// The latency model's record of a finished block: its end (the slowest thread), its steps, the
 /// cycles one thread worked alone (including after every other thread had finished).
@@ -224,7 +228,7 @@ inline void run_block(unsigned int threads, dim3 index, const std::function<void
     f.thread = {t, 0, 0};
     f.trace = &traces[t];
     f.stack = fiber_stack(t);
-    make_fiber_context(f.context, f.stack, kFiberStack, fiber_main, b.scheduler);
+    make_fiber_context(f.context, f.stack, kFiberStack, fiber_main);
   }
   for (unsigned int left = threads; left > 0;) {
     const std::uint64_t before = b.progress;

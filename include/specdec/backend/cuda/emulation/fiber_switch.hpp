@@ -53,44 +53,24 @@ namespace detail {
       "ret\n\t");
 }
 
-// A new fiber's first return lands here: it calls the entry in r12, then resumes the context
-// whose address is in r13 (the fiber is finished and never saved again).
-[[gnu::naked, gnu::noinline]] inline void fiber_start() {
-  asm volatile(
-      "callq *%r12\n\t"
-      "movq (%r13), %rsp\n\t"
-      "ldmxcsr (%rsp)\n\t"
-      "fldcw 4(%rsp)\n\t"
-      "addq $8, %rsp\n\t"
-      "popq %r15\n\t"
-      "popq %r14\n\t"
-      "popq %r13\n\t"
-      "popq %r12\n\t"
-      "popq %rbx\n\t"
-      "popq %rbp\n\t"
-      "ret\n\t");
-}
-
 }  // namespace detail
 
-/// Prepares `context` to run entry() on [stack, stack + size), then resume `link`.
+/// Prepares `context` to run entry() on [stack, stack + size). entry must not return: it ends by
+/// switching to another fiber for good.
 inline void make_fiber_context(FiberContext& context, char* stack, std::size_t size,
-                               void (*entry)(), FiberContext& link) {
-  // The frame fiber_swap pops: control words, r15, r14, r13, r12, rbx, rbp, return address.
-  // fiber_start is entered with the stack 16-byte aligned, as a call needs.
+                               void (*entry)()) {
+  // The frame fiber_swap pops (control words, r15, r14, r13, r12, rbx, rbp) and the address it
+  // returns to, entry, which then finds the stack as a call leaves it: its return address at an
+  // address 8 past a multiple of 16.
   const auto top = (reinterpret_cast<std::uintptr_t>(stack) + size) & ~std::uintptr_t{15};
-  auto* frame = reinterpret_cast<std::uint64_t*>(top - 80);
+  auto* frame = reinterpret_cast<std::uint64_t*>(top - 88);
   std::uint32_t mxcsr = 0;
   std::uint16_t fpucw = 0;
   asm volatile("stmxcsr %0\n\tfnstcw %1" : "=m"(mxcsr), "=m"(fpucw));
   frame[0] = mxcsr | (std::uint64_t{fpucw} << 32);
-  frame[1] = 0;                                          // r15
-  frame[2] = 0;                                          // r14
-  frame[3] = reinterpret_cast<std::uint64_t>(&link.sp);  // r13
-  frame[4] = reinterpret_cast<std::uint64_t>(entry);     // r12
-  frame[5] = 0;                                          // rbx
-  frame[6] = 0;                                          // rbp
-  frame[7] = reinterpret_cast<std::uint64_t>(&detail::fiber_start);
+  for (int r = 1; r <= 6; ++r) frame[r] = 0;
+  frame[7] = reinterpret_cast<std::uint64_t>(entry);
+  frame[8] = 0;  // entry's return address: it never returns
   context.sp = frame;
 }
 
@@ -105,15 +85,15 @@ struct FiberContext {
   ucontext_t context{};
 };
 
-/// Prepares `context` to run entry() on [stack, stack + size), then resume `link`. Its own frame:
-/// getcontext returns twice, which must not meet the caller's loop variables.
+/// Prepares `context` to run entry() on [stack, stack + size). entry must not return: it ends by
+/// switching to another fiber for good. Its own frame: getcontext returns twice, which must not
+/// meet the caller's loop variables.
 [[gnu::noinline]] inline void make_fiber_context(FiberContext& context, char* stack,
-                                                 std::size_t size, void (*entry)(),
-                                                 FiberContext& link) {
+                                                 std::size_t size, void (*entry)()) {
   getcontext(&context.context);
   context.context.uc_stack.ss_sp = stack;
   context.context.uc_stack.ss_size = size;
-  context.context.uc_link = &link.context;
+  context.context.uc_link = nullptr;
   makecontext(&context.context, entry, 0);
   // The context runs on its registers from now on. Forgetting the stack keeps the address
   // sanitizer's swapcontext from clearing its whole shadow at every switch (the switches are

@@ -1,13 +1,6 @@
 # Warnings and sanitizers for the project's own executables (never for the INTERFACE target).
 function(specdec_configure_target target)
   target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wshadow)
-  # -O2 in Release, not CMake's -O3: the tests, tools, examples and Python module compile a fifth
-  # faster, the hot loops being explicit SIMD; GCC reorders no floating-point sum at either level,
-  # so the bits are the same. The benchmarks keep -O3 (specdec_add_benchmark). An engine that
-  # includes specdec compiles it with its own flags.
-  if(CMAKE_CXX_COMPILER_ID MATCHES "GNU|Clang")
-    target_compile_options(${target} PRIVATE $<$<CONFIG:Release>:-O2>)
-  endif()
   if(SPECDEC_WERROR)
     target_compile_options(${target} PRIVATE -Werror)
   endif()

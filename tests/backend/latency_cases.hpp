@@ -23,6 +23,10 @@ namespace specdec::test {
 /// The rows of a case: the benchmark's flat rows, or LM-like peaked ones.
 enum class RowShape { kFlat, kPeaked };
 
+/// Where a case's offsets and streams live: host memory (staged by the call: the form the H200
+/// figures were measured with) or the device (read in place: the capturable form an engine runs).
+enum class ArgsIn { kHost, kDevice };
+
 /// `rows` rows of 3 x normal logits (seed 11) in which entry 0 leads by 0.5: the benchmark's.
 /// Peaked, five more entries spread over the row stand far above the rest (20 + normal), as an
 /// LM's rows do, and entry 0 still leads them by 0.5.
@@ -51,7 +55,7 @@ std::vector<T> latency_rows(std::int64_t rows, std::int64_t vocab,
 template <class T>
 emulation::CallTime chain_step_time(const emulation::Gpu& gpu, std::int64_t batch,
                                     std::int64_t vocab, const Warp& warp,
-                                    RowShape shape = RowShape::kFlat,
+                                    RowShape shape = RowShape::kFlat, ArgsIn in = ArgsIn::kHost,
                                     const emulation::LatencyConstants& k = {}) {
   namespace emu = specdec::emulation;
   emu::ledger.clear();  // the blocks' order (seeded by the launch count) whatever ran before
@@ -75,9 +79,12 @@ emulation::CallTime chain_step_time(const emulation::Gpu& gpu, std::int64_t batc
   std::vector<RandomStream> streams(static_cast<std::size_t>(batch));
   for (std::size_t b = 0; b < streams.size(); ++b)
     streams[b].sequence = static_cast<std::uint32_t>(b);
+  uniform_draft_offsets(gamma, offsets);
+  emu::RegionBuffer<std::int32_t> device_offsets("offsets", offsets);
+  emu::RegionBuffer<RandomStream> device_streams("streams", streams);
   const std::vector<Warp> warps{warp};
-  const ChainBatchLogitsArgs<T> args{
-      .draft_offsets = uniform_draft_offsets(gamma, offsets),
+  ChainBatchLogitsArgs<T> args{
+      .draft_offsets = offsets,
       .target_logits = MatrixView<const T>(target.get(), batch * (gamma + 1), vocab),
       .draft_logits = MatrixView<const T>(draft.get(), batch * gamma, vocab),
       .warps = warps,
@@ -85,6 +92,10 @@ emulation::CallTime chain_step_time(const emulation::Gpu& gpu, std::int64_t batc
       .streams = streams,
       .emitted = std::span<Token>(emitted.get(), static_cast<std::size_t>(batch * (gamma + 1))),
       .accepted = std::span<std::int32_t>(accepted.get(), static_cast<std::size_t>(batch))};
+  if (in == ArgsIn::kDevice) {
+    args.draft_offsets = on_device(device_offsets.get(), offsets.size());
+    args.streams = on_device(device_streams.get(), streams.size());
+  }
   emu::latency.start(gpu, k);
   verify_chain_batch_logits(backend, args, backend::DeviceWorkspace{workspace.get(), bytes});
   return emu::latency.stop();
@@ -113,7 +124,7 @@ inline emulation::CallTime warp_time(const emulation::Gpu& gpu, std::int64_t row
 
 /// Gumbel-top-k, k = 8, over `rows` rows of fp32 log-weights.
 inline emulation::CallTime gumbel_time(const emulation::Gpu& gpu, std::int64_t rows,
-                                       std::int64_t vocab,
+                                       std::int64_t vocab, ArgsIn in = ArgsIn::kHost,
                                        const emulation::LatencyConstants& k = {}) {
   namespace emu = specdec::emulation;
   emu::ledger.clear();  // the blocks' order (seeded by the launch count) whatever ran before
@@ -127,6 +138,7 @@ inline emulation::CallTime gumbel_time(const emulation::Gpu& gpu, std::int64_t r
     streams[r].sequence = static_cast<std::uint32_t>(r);
     streams[r].domain = Domain::kDraft;
   }
+  emu::RegionBuffer<RandomStream> device_streams("streams", streams);
   const auto backend = specdec::backend::cuda;
   const std::size_t bytes = workspace_size(backend, GumbelTopKBatchShape{rows, vocab, kK});
   emu::RegionBuffer<unsigned char> workspace("workspace", bytes);
@@ -137,7 +149,9 @@ inline emulation::CallTime gumbel_time(const emulation::Gpu& gpu, std::int64_t r
           .kind = RowKind::kLogWeights,
           .rows = MatrixView<const float>(logits.get(), rows, vocab),
           .k = kK,
-          .streams = streams,
+          .streams = in == ArgsIn::kDevice
+                         ? on_device(device_streams.get(), streams.size())
+                         : Resident<const RandomStream>(streams),
           .tokens = MatrixView<Token>(tokens.get(), rows, kK),
           .values = MatrixView<float>(values.get(), rows, kK),
           .counts = std::span<std::int32_t>(counts.get(), static_cast<std::size_t>(rows))},

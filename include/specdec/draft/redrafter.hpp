@@ -148,11 +148,12 @@ struct ReDrafterScratch {
   Eigen::VectorXf hidden;                       // the context hidden state
   Eigen::MatrixXf embedded, pre, input, projected;  // H x n / D x n activations
   std::vector<float> top_k;                     // V: the head's top-k threshold search
-  // Beam search.
-  Eigen::MatrixXf states, new_states;
-  std::vector<float> rows, scores, new_history, new_scores;
-  std::vector<std::int64_t> order;
-  std::vector<Token> last, new_tokens;
+  struct Beams {  // redrafter_beam_search's buffers, in the order it binds them
+    Eigen::MatrixXf states, new_states;
+    std::vector<float> rows, scores, new_history, new_scores;
+    std::vector<std::int64_t> order;
+    std::vector<Token> last, new_tokens;
+  } beams;
 };
 
 namespace detail {
@@ -297,17 +298,10 @@ inline void redrafter_beam_search(const ReDrafterHead& head, std::span<const flo
   out.beam_log_probs.assign(w, ReDrafterConfig::kLogZero);
   out.beam_log_probs[0] = 0.0f;
   detail::set_context_hidden(hidden, scratch);
-  Eigen::MatrixXf& states = scratch.states;
-  Eigen::MatrixXf& new_states = scratch.new_states;
+  auto& [states, new_states, rows, scores, new_history, new_scores, order, last, new_tokens] =
+      scratch.beams;
   states.setZero(head.config.hidden, width);
   new_states.resize(head.config.hidden, width);
-  auto& rows = scratch.rows;
-  auto& scores = scratch.scores;
-  auto& order = scratch.order;
-  auto& last = scratch.last;
-  auto& new_tokens = scratch.new_tokens;
-  auto& new_history = scratch.new_history;
-  auto& new_scores = scratch.new_scores;
   rows.resize(w * vs);
   scores.resize(w * vs);
   order.resize(w * vs);

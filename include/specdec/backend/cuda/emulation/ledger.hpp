@@ -38,11 +38,9 @@ struct Traffic {
     return sectors == 0 ? 1.0 : static_cast<double>(requested) / (32.0 * sectors);
   }
   void add(const Traffic& t) {
-    read += t.read;
-    written += t.written;
-    unwritten_reads += t.unwritten_reads;
-    requested += t.requested;
-    sectors += t.sectors;
+    for (auto field : {&Traffic::read, &Traffic::written, &Traffic::unwritten_reads,
+                       &Traffic::requested, &Traffic::sectors})
+      this->*field += t.*field;
   }
 };
 

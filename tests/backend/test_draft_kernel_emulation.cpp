@@ -238,8 +238,8 @@ TEST_CASE("Gumbel-top-k on emulated CUDA: banned, NaN and scarce entries as the 
 TEST_CASE("the emulated top-k merge ranks ties by token id like the CPU",
           "[backend][cuda_kernel]") {
   // Perturbed values from a small set: many equal values, banned (-inf) and NaN entries, +0 and
-  // -0. A block's rounds (unordered entrants) and the last block's merge of block lists (in
-  // ranking order) against the CPU's selection.
+  // -0. A block's rounds (unordered entrants, merged as lists of one) and the last block's merge
+  // of block lists (in ranking order) against the CPU's selection.
   const int n = 150;
   const float pattern[] = {1.5f, 0.25f, -INFINITY, 2.0f,  0.25f, std::nanf(""),
                            0.0f, -0.0f, 1.5f,      -3.0f, 0.25f};
@@ -272,6 +272,7 @@ TEST_CASE("the emulated top-k merge ranks ties by token id like the CPU",
                 const float v = perturbed[static_cast<std::size_t>(i)];
                 if (kernels::enters_list(v, i, kept, k, sh)) {
                   sh.candidate_values[s] = v;
+                  sh.list_counts[s] = 1;
                   sh.candidate_ids[s++] = i;
                 }
               }
@@ -280,7 +281,9 @@ TEST_CASE("the emulated top-k merge ranks ties by token id like the CPU",
             __syncthreads();
             const int s = sh.count;
             __syncthreads();
-            if (s > 0) kept = kernels::merge_candidates(kept, s, false, k, sh);
+            // Each entrant a list of one, merged into one sorted list, then into the block's.
+            const int sorted = s > 0 ? kernels::merge_sorted_lists(s, 1, k, sh) : 0;
+            if (sorted > 0) kept = kernels::merge_candidates(kept, sorted, k, sh);
           }
           for (int j = static_cast<int>(threadIdx.x); j < kept; j += 32) {
             list_values[static_cast<std::size_t>(y * k + j)] = sh.list_values[j];

@@ -120,10 +120,16 @@ TEST_CASE("latency model: the warp with T and top-k 50 in bf16 at B 1 (H200 69 u
   check_near("the warp", t.total_us, 69);
 }
 
-TEST_CASE("latency model: Gumbel-top-k with k 8 in fp32 at B 1 (H200 25 us)", "[latency]") {
+// Measured (25 us; the model then 28.3 us) while each round's entrants and the last block's merge
+// of the block lists were sorted bitonically; they are now merged as sorted lists
+// (merge_sorted_lists): the model puts the call at 19.4 us, the merging block alone 4.1 us of it
+// (9.7 us before).
+TEST_CASE("latency model: Gumbel-top-k with k 8 in fp32 at B 1 (H200 25 us before the list merge)",
+          "[latency]") {
   const emu::CallTime t = test::gumbel_time(emu::kH200, 1, kV);
   show("Gumbel-top-k, k 8, B 1", t);
-  check_near("the call", t.total_us, 25);
+  CHECK(t.total_us <= 0.8 * 25);
+  CHECK(t.launches[0].tail_us <= 5);
 }
 
 // What the model does not yet reproduce: the statistics launch (22 us measured: the model counts

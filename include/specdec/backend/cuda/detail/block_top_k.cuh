@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 // A block's best k entries of a range of a row, without sorting it: each thread reads four
 // entries a round and keeps those that rank before the list's last (ranks_before: larger value,
-// ties to the lower id); a warp first keeps its best k of a round when k is small, and the round's
-// entrants are merged into the list by merge positions. Gumbel-top-k and the beam level rank
+// ties to the lower id) as its own sorted list of four; the threads' lists are merged eight at a
+// time by merge positions (merge_sorted_lists), and the round's best into the block's list. Gumbel-top-k and the beam level rank
 // perturbed entries (draft_kernels.cuh), the statistics path's top-k rows their logits
 // (top_k_cut.cuh).
 // IWYU pragma: private
@@ -11,7 +11,6 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "specdec/backend/cuda/detail/bitonic.cuh"
 #include "specdec/backend/cuda/detail/global.cuh"
 #include "specdec/backend/cuda/detail/launch.cuh"
 #include "specdec/backend/cuda/detail/warp_kernels.cuh"
@@ -53,11 +52,14 @@ inline constexpr int kRoundEntries = 4;
 /// Candidates a round can bring: every entry of the round.
 inline constexpr int kRoundCandidates = kWarpThreads * kRoundEntries;
 
+/// The most lists merge_sorted_lists takes at once.
+inline constexpr int kMaxMergedLists = 1024;
+
 /// A block's running top-k list (ranks_before order), the candidates of a round and the merge
 /// buffer, in shared memory.
 struct SplitTopKShared {
   Shared reduce;
-  GatherShared gather;
+  int list_counts[kMaxMergedLists];  // merge_sorted_lists: each list's entries
   float list_values[kMaxDeviceTopK];
   std::int32_t list_ids[kMaxDeviceTopK];
   float merged_values[kMaxDeviceTopK];
@@ -69,38 +71,19 @@ struct SplitTopKShared {
   int count;
 };
 
-/// Block-wide exclusive prefix sum of `local`; *total gets the sum over the block.
-__device__ inline unsigned int block_scan_with_total(unsigned int local, unsigned int* total,
-                                                     GatherShared& sh) {
-  const unsigned int before = block_exclusive_scan(local, sh);
-  unsigned int sum = 0;
-  for (int w = 0; w < static_cast<int>(blockDim.x >> 5); ++w) sum += sh.warp_counts[w];
-  *total = sum;
-  return before;
-}
-
-/// How many of the n entries of a list in ranks_before order rank before (v, id).
+/// How many of the n entries of a list in ranks_before order rank before (v, id): a binary search
+/// whose steps select rather than branch.
 __device__ __forceinline__ int ranked_before_sorted(const float* values, const std::int32_t* ids,
                                                     int n, float v, std::int32_t id) {
   int lo = 0, hi = n;
   while (lo < hi) {
     const int mid = (lo + hi) / 2;
-    if (ranks_before(values[mid], ids[mid], v, id)) {
-      lo = mid + 1;
-    } else {
-      hi = mid;
-    }
+    const float vm = values[mid];
+    const bool before = (vm > v) | ((vm == v) & (ids[mid] < id));  // ranks_before, unbranched
+    lo = before ? mid + 1 : lo;
+    hi = before ? hi : mid;
   }
   return lo;
-}
-
-/// How many of n unordered entries rank before (v, id), counted up to `limit` (an entry with
-/// `limit` entries before it has no place in the list: the scan stops there).
-__device__ __forceinline__ int ranked_before_any(const float* values, const std::int32_t* ids,
-                                                 int n, float v, std::int32_t id, int limit) {
-  int c = 0;
-  for (int j = 0; j < n && c < limit; ++j) c += ranks_before(values[j], ids[j], v, id) ? 1 : 0;
-  return c;
 }
 
 /// Whether perturbed value v of token id enters a list of `kept` of at most k: it is drawable
@@ -111,52 +94,75 @@ __device__ __forceinline__ bool enters_list(float v, std::int32_t id, int kept, 
   return kept < k || ranks_before(v, id, sh.list_values[k - 1], sh.list_ids[k - 1]);
 }
 
-/// Above this many candidates a merge first sorts them: ranking each against all the others
-/// costs a warp s steps whenever one of its lanes holds a leading candidate, a bitonic sort
-/// log2(s)^2 / 2 steps of the whole block.
-inline constexpr int kSortCandidatesFrom = 32;
+/// Lists merged at once by merge_sorted_lists: an entry ranks itself against the other
+/// kMergeGroup - 1 lists of its group (4: the fewest steps in the latency model, against 2, 8, 16).
+inline constexpr int kMergeGroup = 4;
 
-/// The s candidates of sh in ranks_before order, by a bitonic sort of (value, id) pairs in place,
-/// padded to a power of two (at most kRoundCandidates) with entries that rank after every
-/// drawable one. By the whole block; ends with a barrier.
-__device__ inline void sort_candidates(int s, SplitTopKShared& sh) {
+/// `lists` lists side by side in sh's candidates, list l at [l * length, ..) holding
+/// sh.list_counts[l] <= length distinct entries in ranks_before order, become one: the best
+/// min(k, all) entries in ranks_before order from candidate 0. Level by level, groups of
+/// kMergeGroup lists are merged by merge positions: an entry's place in its group's list is its
+/// index plus the entries of the group's other lists that rank before it (a binary search in
+/// each), so no entry waits on a sort and a list's unused slots are never read. lists <=
+/// kMaxMergedLists, lists * length <= kRoundEntries * blockDim.x. Returns the entries kept. By the
+/// whole block; ends with a barrier.
+__device__ inline int merge_sorted_lists(int lists, int length, int k, SplitTopKShared& sh) {
   float* values = sh.candidate_values;
   std::int32_t* ids = sh.candidate_ids;
-  int size = 1;
-  while (size < s) size *= 2;
-  for (int i = s + static_cast<int>(threadIdx.x); i < size; i += static_cast<int>(blockDim.x)) {
-    values[i] = kNegInf;
-    ids[i] = 0x7fffffff;
-  }
-  __syncthreads();
-  // A pair ends in ranks_before order in a leading run, reversed in a trailing one.
-  bitonic_steps(size, [values, ids](int i, int j, bool leading) {
-    const float va = values[i], vb = values[j];
-    const std::int32_t a = ids[i], b = ids[j];
-    if (leading ? ranks_before(vb, b, va, a) : ranks_before(va, a, vb, b)) {
-      values[i] = vb;
-      ids[i] = b;
-      values[j] = va;
-      ids[j] = a;
+  int* counts = sh.list_counts;
+  while (lists > 1) {
+    const int group = lists < kMergeGroup ? lists : kMergeGroup;
+    const int groups = (lists + group - 1) / group;
+    const int out_length = k < group * length ? k : group * length;
+    int place[kRoundEntries];
+    float v[kRoundEntries];
+    std::int32_t id[kRoundEntries];
+    for (int j = 0; j < kRoundEntries; ++j) {
+      // Entries taken index-major (every list's first entry, then every second, ...), so the
+      // few entries of sparse lists, at their fronts, fall to different threads.
+      const int q = j * static_cast<int>(blockDim.x) + static_cast<int>(threadIdx.x);
+      const int list = q % lists, first = list - list % group;
+      int p = q / lists;
+      place[j] = -1;
+      if (q >= lists * length || p >= counts[list]) continue;
+      v[j] = values[list * length + p];
+      id[j] = ids[list * length + p];
+      for (int l = first; l < first + group && l < lists && p < out_length; ++l) {
+        if (l != list) p += ranked_before_sorted(values + l * length, ids + l * length, counts[l],
+                                                 v[j], id[j]);
+      }
+      if (p < out_length) place[j] = list / group * out_length + p;
     }
-  });
+    int merged = 0;  // thread g < groups: its group's entries kept
+    if (static_cast<int>(threadIdx.x) < groups) {
+      const int first = static_cast<int>(threadIdx.x) * group;
+      for (int l = first; l < first + group && l < lists; ++l) merged += counts[l];
+      merged = merged < out_length ? merged : out_length;
+    }
+    __syncthreads();
+    for (int j = 0; j < kRoundEntries; ++j) {
+      if (place[j] >= 0) {
+        values[place[j]] = v[j];
+        ids[place[j]] = id[j];
+      }
+    }
+    if (static_cast<int>(threadIdx.x) < groups) counts[threadIdx.x] = merged;
+    __syncthreads();
+    lists = groups;
+    length = out_length;
+  }
+  return counts[0] < k ? counts[0] : k;
 }
 
 /// The list becomes the best min(k, kept + s) of its `kept` entries and the s candidates
-/// (distinct tokens; `sorted`: already in ranks_before order), by merge positions: an entry's
-/// place is the number of entries of both sides that rank before it. Returns the new size. Ends
-/// with a barrier.
-__device__ inline int merge_candidates(int kept, int s, bool sorted, int k, SplitTopKShared& sh) {
-  if (!sorted && s > kSortCandidatesFrom) {
-    sort_candidates(s, sh);
-    sorted = true;
-  }
+/// (distinct tokens in ranks_before order, from candidate 0), by merge positions: an entry's place
+/// is the number of entries of both sides that rank before it. Returns the new size. Ends with a
+/// barrier.
+__device__ inline int merge_candidates(int kept, int s, int k, SplitTopKShared& sh) {
   for (int i = threadIdx.x; i < kept; i += blockDim.x) {
     const float v = sh.list_values[i];
     const std::int32_t id = sh.list_ids[i];
-    const int place =
-        i + (sorted ? ranked_before_sorted(sh.candidate_values, sh.candidate_ids, s, v, id)
-                    : ranked_before_any(sh.candidate_values, sh.candidate_ids, s, v, id, k - i));
+    const int place = i + ranked_before_sorted(sh.candidate_values, sh.candidate_ids, s, v, id);
     if (place < k) {
       sh.merged_values[place] = v;
       sh.merged_ids[place] = id;
@@ -165,11 +171,7 @@ __device__ inline int merge_candidates(int kept, int s, bool sorted, int k, Spli
   for (int j = threadIdx.x; j < s; j += blockDim.x) {
     const float v = sh.candidate_values[j];
     const std::int32_t id = sh.candidate_ids[j];
-    const int in_list = ranked_before_sorted(sh.list_values, sh.list_ids, kept, v, id);
-    if (in_list >= k) continue;
-    const int place = in_list + (sorted ? j
-                                        : ranked_before_any(sh.candidate_values, sh.candidate_ids,
-                                                            s, v, id, k - in_list));
+    const int place = j + ranked_before_sorted(sh.list_values, sh.list_ids, kept, v, id);
     if (place < k) {
       sh.merged_values[place] = v;
       sh.merged_ids[place] = id;
@@ -201,40 +203,21 @@ __device__ __forceinline__ void load_group(Global<const T> row, std::int64_t fir
     x[lane] = first + lane < end ? load(row, first + lane) : 0.0f;
 }
 
-/// Below this k a warp first keeps only its best k entrants of a round (k rounds of a warp-wide
-/// selection): the block's best k are among them, and the merge then ranks 16 k candidates, not
-/// every entrant (the round that fills an empty list admits them all).
-inline constexpr int kWarpSelectTopK = 32;
-
-/// in[j] stays set only for the warp's best k entries (ids distinct, every set entry drawable)
-/// among those with in[j] set, by k rounds of a warp-wide maximum in ranks_before order.
-__device__ inline void warp_keep_best(const float (&v)[kRoundEntries],
-                                      const std::int32_t (&id)[kRoundEntries],
-                                      bool (&in)[kRoundEntries], int k) {
-  bool chosen[kRoundEntries] = {};
-  for (int round = 0; round < k; ++round) {
-    int best = -1;  // this thread's best entry not yet chosen
-    for (int j = 0; j < kRoundEntries; ++j) {
-      if (in[j] && !chosen[j] && (best < 0 || ranks_before(v[j], id[j], v[best], id[best])))
-        best = j;
+/// Orders a thread's four entries in ranks_before order (a sorting network).
+__device__ __forceinline__ void sort_four(float (&v)[kRoundEntries],
+                                          std::int32_t (&id)[kRoundEntries]) {
+  constexpr int kPairs[5][2] = {{0, 1}, {2, 3}, {0, 2}, {1, 3}, {1, 2}};
+  for (const auto& pair : kPairs) {
+    const int a = pair[0], b = pair[1];
+    if (ranks_before(v[b], id[b], v[a], id[a])) {
+      const float tv = v[a];
+      const std::int32_t tid = id[a];
+      v[a] = v[b];
+      id[a] = id[b];
+      v[b] = tv;
+      id[b] = tid;
     }
-    bool has = best >= 0;
-    float bv = has ? v[best] : 0.0f;
-    std::int32_t bid = has ? id[best] : 0;
-    for (int mask = 16; mask > 0; mask /= 2) {
-      const bool other_has = __shfl_xor_sync(0xffffffffu, has ? 1 : 0, mask) != 0;
-      const float ov = __shfl_xor_sync(0xffffffffu, bv, mask);
-      const std::int32_t oid = __shfl_xor_sync(0xffffffffu, bid, mask);
-      if (other_has && (!has || ranks_before(ov, oid, bv, bid))) {
-        has = true;
-        bv = ov;
-        bid = oid;
-      }
-    }
-    if (!has) break;  // the warp's entrants are all chosen (the same in every lane)
-    if (best >= 0 && id[best] == bid) chosen[best] = true;
   }
-  for (int j = 0; j < kRoundEntries; ++j) in[j] = chosen[j];
 }
 
 /// The block's best min(k, drawable) entries of row[begin, end) (begin a multiple of 4), ranked
@@ -251,7 +234,6 @@ __device__ int block_top_k(Global<const T> row, std::int64_t begin, std::int64_t
     float v[4] = {};
     std::int32_t ids[4] = {};
     bool in[4] = {false, false, false, false};
-    unsigned int local = 0;
     if (first < end) {
       float x[4];
       load_group(row, first, end, vec, x);
@@ -261,19 +243,22 @@ __device__ int block_top_k(Global<const T> row, std::int64_t begin, std::int64_t
         in[lane] = first + lane < end && enters_list(v[lane], ids[lane], kept, k, sh);
       }
     }
-    if (k < kWarpSelectTopK) warp_keep_best(v, ids, in, k);
-    for (int lane = 0; lane < 4; ++lane) local += in[lane] ? 1u : 0u;
-    unsigned int s = 0;
-    unsigned int slot = block_scan_with_total(local, &s, sh.gather);
+    // The thread's entrants as a sorted list at candidates [4 t, 4 t + 4) (the others after it).
+    int entrants = 0;
     for (int lane = 0; lane < 4; ++lane) {
-      if (in[lane]) {
-        sh.candidate_values[slot] = v[lane];
-        sh.candidate_ids[slot] = static_cast<std::int32_t>(first + lane);
-        ++slot;
-      }
+      entrants += in[lane] ? 1 : 0;
+      if (!in[lane]) v[lane] = kNegInf;  // ranks after every entrant
     }
+    sort_four(v, ids);
+    __syncthreads();  // the last round's candidates are read
+    for (int lane = 0; lane < 4; ++lane) {
+      sh.candidate_values[4 * threadIdx.x + lane] = v[lane];
+      sh.candidate_ids[4 * threadIdx.x + lane] = ids[lane];
+    }
+    sh.list_counts[threadIdx.x] = entrants;
     __syncthreads();
-    if (s > 0u) kept = merge_candidates(kept, static_cast<int>(s), false, k, sh);
+    const int s = merge_sorted_lists(static_cast<int>(blockDim.x), 4, k, sh);
+    if (s > 0) kept = merge_candidates(kept, s, k, sh);
   }
   return kept;
 }

@@ -134,47 +134,34 @@ struct GumbelValues {
 };
 
 /// The last block of a row: the lists of the row's `blocks` blocks (from slot `first_slot` of
-/// `lists`) merged into sh's list, read side by side as one sequence of blocks * k slots, a round
-/// of kRoundEntries per thread at a time. Ranking is a strict order (ties by id), so the best k of
-/// the union is the CPU's whatever the order the lists are taken in (slots strided over the
-/// threads, so loads are coalesced). Returns its size. Ends with a barrier.
+/// `lists`, each in ranks_before order) merged into sh's list, as many whole lists at a time as
+/// the candidates hold (merge_sorted_lists, slots strided over the threads, so loads are
+/// coalesced). Ranking is a strict order (ties by id), so the best k of the union is the CPU's
+/// whatever the order the blocks finished in. Returns its size. Ends with a barrier.
 __device__ inline int merge_block_lists(const TopKLists& lists, std::int64_t first_slot,
                                         int blocks, int k, SplitTopKShared& sh) {
   int kept = 0;
-  const std::int64_t slots = static_cast<std::int64_t>(blocks) * k;
-  const std::int64_t round = static_cast<std::int64_t>(kRoundEntries) * blockDim.x;
-  for (std::int64_t base = 0; base < slots; base += round) {
-    float v[kRoundEntries] = {};
-    std::int32_t id[kRoundEntries] = {};
-    bool in[kRoundEntries] = {};
-    unsigned int local = 0;
-    for (int lane = 0; lane < kRoundEntries; ++lane) {
-      const std::int64_t e = base + lane * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-      in[lane] = false;
-      if (e < slots) {
-        const std::int64_t slot = first_slot + e / k;
-        const int i = static_cast<int>(e % k);
-        if (i < lists.counts[slot]) {
-          v[lane] = lists.values[slot * k + i];
-          id[lane] = lists.ids[slot * k + i];
-          in[lane] = enters_list(v[lane], id[lane], kept, k, sh);
-        }
-      }
-    }
-    if (k < kWarpSelectTopK) warp_keep_best(v, id, in, k);
-    for (int lane = 0; lane < kRoundEntries; ++lane) local += in[lane] ? 1u : 0u;
-    unsigned int s = 0;
-    unsigned int at = block_scan_with_total(local, &s, sh.gather);
-    for (int lane = 0; lane < kRoundEntries; ++lane) {
-      if (in[lane]) {
-        sh.candidate_values[at] = v[lane];
-        sh.candidate_ids[at] = id[lane];
-        ++at;
+  // Whole lists a round: as many as merge_sorted_lists takes, one at least (k <= the candidates).
+  const int fit = kRoundEntries * static_cast<int>(blockDim.x) / k;
+  const int per_round = fit < 1 ? 1 : fit < kMaxMergedLists ? fit : kMaxMergedLists;
+  for (int first = 0; first < blocks; first += per_round) {
+    const int count = blocks - first < per_round ? blocks - first : per_round;
+    __syncthreads();  // the last round's candidates are read
+    for (int e = threadIdx.x; e < count * k; e += blockDim.x) {
+      const std::int64_t slot = first_slot + first + e / k;
+      const int i = e % k;
+      const int listed = lists.counts[slot];
+      if (i == 0) sh.list_counts[e / k] = listed;
+      if (i < listed) {
+        sh.candidate_values[e] = lists.values[slot * k + i];
+        sh.candidate_ids[e] = lists.ids[slot * k + i];
       }
     }
     __syncthreads();
-    if (s > 0u) kept = merge_candidates(kept, static_cast<int>(s), false, k, sh);
+    const int s = merge_sorted_lists(count, k, k, sh);
+    if (s > 0) kept = merge_candidates(kept, s, k, sh);
   }
+  __syncthreads();
   return kept;
 }
 

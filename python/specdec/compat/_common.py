@@ -114,8 +114,8 @@ def renormalised(rows: np.ndarray) -> np.ndarray:
 
 def verify_chains(target_rows: np.ndarray, draft_tokens: np.ndarray, counts: np.ndarray,
                   draft_rows: Optional[np.ndarray], streams: Any,
-                  threads: int = 0, names: Optional[dict] = None, call: Any = None
-                  ) -> tuple[np.ndarray, np.ndarray]:
+                  threads: int = 0, names: Optional[dict] = None, call: Any = None,
+                  usable: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray]:
     """Verifies B ragged chains: request b has counts[b] drafts and counts[b] + 1 warped target
     rows (the last gives the bonus token), laid out one request after another. Without draft rows
     the target-only rule runs. A draft token outside [0, V), or one whose draft row gives it no
@@ -125,15 +125,20 @@ def verify_chains(target_rows: np.ndarray, draft_tokens: np.ndarray, counts: np.
     -1 and accepted [B] int32. An error of the verifier names the caller's argument: `names`
     maps the verifier's names ('target_rows', 'draft_rows', 'draft_tokens') to the caller's.
     `streams`: a sequence of RandomStream or a stream tensor (int32 [B, 6]).
-    `call` replaces the verifier: call(draft_rows=None or rows, **the batch's arguments)."""
+    `call` replaces the verifier: call(draft_rows=None or rows, **the batch's arguments).
+    `usable` [G]: the caller's own finding of which drafts are usable (as found here), when it
+    has one already."""
     batch, vocab = len(counts), target_rows.shape[1]
     width = int(counts.max()) + 1 if batch else 1  # before any chain is cut
     offsets = np.zeros(batch + 1, np.int64)
     np.cumsum(counts, out=offsets[1:])
-    valid = (draft_tokens >= 0) & (draft_tokens < vocab)
-    if draft_rows is not None:
-        safe = np.where(valid, draft_tokens, 0)
-        valid &= draft_rows[np.arange(len(draft_tokens)), safe] > 0
+    if usable is not None:
+        valid = usable
+    else:
+        valid = (draft_tokens >= 0) & (draft_tokens < vocab)
+        if draft_rows is not None:
+            safe = np.where(valid, draft_tokens, 0)
+            valid &= draft_rows[np.arange(len(draft_tokens)), safe] > 0
     if not valid.all():  # the rows a cut turns into residuals are checked first
         _check_cut_rows(names, target_rows=target_rows, draft_rows=draft_rows)
         target_rows, draft_tokens, counts, draft_rows = _cut_at_unusable(

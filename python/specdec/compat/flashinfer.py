@@ -77,15 +77,16 @@ def chain_speculative_sampling(draft_probs: Any, draft_token_ids: Any, target_pr
     offsets = _per_row(offset, "offset", batch, 0)
     _check_positions(offsets.max() if batch else 0, n)
     words = stream_words(seeds, offsets)
+    token_probs = _token_probs(tokens, draft, target)
     if batch == 0:
         output, emitted = np.zeros((0, n + 1), np.int32), np.zeros(0, np.int32)
     else:
-        def verify(draft, target):
+        def verify(draft, target, usable):
             return verify_chains(target.reshape(batch * (n + 1), vocab), tokens.reshape(-1),
                                  np.full(batch, n, np.int64), draft.reshape(batch * n, vocab),
-                                 words, names=_NAMES)
+                                 words, names=_NAMES, usable=usable.reshape(-1))
         try:
-            output, emitted = verify(draft, target)
+            output, emitted = verify(draft, target, token_probs[0])
         except _specdec.Error as refused:  # rows off by float16-like rounding: rescaled once
             if not row_refusal(refused, _NAMES.values()) or all(narrow):
                 raise
@@ -93,10 +94,11 @@ def chain_speculative_sampling(draft_probs: Any, draft_token_ids: Any, target_pr
             if rescaled[0] is draft and rescaled[1] is target:
                 raise
             draft, target = rescaled
-            output, emitted = verify(draft, target)
+            token_probs = _token_probs(tokens, draft, target)
+            output, emitted = verify(draft, target, token_probs[0])
     user = words.copy()
     user[:, 5] = _USER_DOMAIN
-    accepted = emitted + _later_passes(draft, tokens, target, np.asarray(emitted), user)
+    accepted = emitted + _later_passes(token_probs, np.asarray(emitted), user)
     results = []
     for counts, out in ((accepted, accepted_out), (emitted, emitted_out)):
         counts = np.asarray(counts, np.int32)
@@ -156,7 +158,7 @@ def _chain_torch(draft_probs, draft_token_ids, target_probs, accepted_out, emitt
         draft = _rescaled(draft)
     if narrow[1]:
         target = _rescaled(target)
-    usable = _usable(tokens, draft)
+    token_probs = _token_probs(tokens, draft, target)
     if batch == 0:
         output = torch.zeros((0, n + 1), dtype=torch.int32, device=device)
         emitted = torch.zeros(0, dtype=torch.int32, device=device)
@@ -168,7 +170,7 @@ def _chain_torch(draft_probs, draft_token_ids, target_probs, accepted_out, emitt
                 n + 1, usable.reshape(-1), bool(usable.all()), names=_NAMES,
                 uniform=True)
         try:
-            output, emitted = verify(draft, target, usable)
+            output, emitted = verify(draft, target, token_probs[0])
         except _specdec.Error as refused:  # rows off by float16-like rounding: rescaled once
             if not row_refusal(refused, _NAMES.values()) or all(narrow):
                 raise
@@ -176,9 +178,9 @@ def _chain_torch(draft_probs, draft_token_ids, target_probs, accepted_out, emitt
             if not any(read_flags(*((r != x).any() for r, x in zip(rescaled, (draft, target))))):
                 raise
             draft, target = rescaled
-            usable = _usable(tokens, draft)
-            output, emitted = verify(draft, target, usable)
-    accepted = emitted + _later_passes(draft, tokens, target, emitted, user_words, usable)
+            token_probs = _token_probs(tokens, draft, target)
+            output, emitted = verify(draft, target, token_probs[0])
+    accepted = emitted + _later_passes(token_probs, emitted, user_words)
     results = []
     for counts, out in ((accepted, accepted_out), (emitted, emitted_out)):
         if out is None:
@@ -225,32 +227,32 @@ def _check_positions(largest: int, n: int) -> None:
         raise error("offset", f"{int(largest)} leaves no room for {n + 1} positions below 2^32")
 
 
-def _usable(tokens: Any, draft: Any) -> Any:
-    """Draft tokens inside the vocabulary that their draft row gives probability (NumPy or
-    torch)."""
-    inside = (tokens >= 0) & (tokens < draft.shape[2])
-    safe = tokens.clip(0, draft.shape[2] - 1)[..., None]  # read, then masked by `inside`
+def _token_probs(tokens: Any, draft: Any, target: Any) -> tuple[Any, Any, Any]:
+    """(usable, q, p) [B, n] for the draft tokens: whether each is inside the vocabulary with
+    draft probability > 0, and its draft and target probabilities (read at a clipped id where it
+    is outside, then masked by `usable`). One gather per row tensor; NumPy or torch."""
+    n, vocab = tokens.shape[1], draft.shape[2]
+    safe = tokens.clip(0, vocab - 1)
     if is_torch(tokens):
         import torch
-        return inside & (torch.gather(draft, 2, safe)[..., 0] > 0)
-    return inside & (np.take_along_axis(draft, safe, axis=2)[..., 0] > 0)
+        q, p = (torch.gather(rows, 2, safe[..., None])[..., 0] for rows in (draft, target[:, :n]))
+    else:
+        at = (np.arange(tokens.shape[0])[:, None], np.arange(n)[None, :], safe)
+        q, p = draft[at], target[at]
+    return (tokens >= 0) & (tokens < vocab) & (q > 0), q, p
 
 
-def _later_passes(draft, tokens, target, emitted, user_words, usable=None):
+def _later_passes(token_probs, emitted, user_words):
     """FlashInfer's extra "accepted" count: positions after the first rejection whose draft
     token passes u * q(x) < p(x), u the request's uniforms in the USER domain (`user_words`, its
-    stream tensor); NumPy or torch, where the rows lie."""
-    n = tokens.shape[1]
-    if usable is None:
-        usable = _usable(tokens, draft)
+    stream tensor); `token_probs` from _token_probs; NumPy or torch, where the rows lie."""
+    usable, q, p = token_probs
+    n = usable.shape[1]
     u = _specdec._fill_uniforms(user_words, n)
-    safe = tokens.clip(0, draft.shape[2] - 1)[..., None]  # read, then masked by `usable`
-    if is_torch(tokens):
+    if is_torch(usable):
         import torch
-        q, p = (torch.gather(rows, 2, safe)[..., 0] for rows in (draft, target[:, :n]))
-        later = torch.arange(n, device=tokens.device)[None, :] > emitted[:, None].to(torch.int64)
+        later = torch.arange(n, device=usable.device)[None, :] > emitted[:, None].to(torch.int64)
         return (usable & (u * q < p) & later).sum(1).to(torch.int32)
-    q, p = (np.take_along_axis(rows, safe, axis=2)[..., 0] for rows in (draft, target[:, :n]))
     later = np.arange(n)[None, :] > emitted[:, None]
     return (usable & (np.asarray(u) * q < p) & later).sum(1).astype(np.int32)
 

@@ -289,7 +289,7 @@ def rejection_sample(draft_token_ids: Any, num_draft_tokens: Sequence[int],
         order[draft_slot], order[bonus_slot] = target_at, bonus_at
         # vLLM lays logits out this way already: then the rows are used where they lie.
         in_place = np.array_equal(order, np.arange(order.shape[0])) and order.shape[0] == rows.shape[0]
-        streams = [_specdec.RandomStream(seed=int(s) % 2**64) for s in stream_seeds]
+        streams = stream_words(stream_seeds, np.zeros(batch, np.int64), numbered=False)
         if constraints is not None:
             chosen = _verify_constrained(rows if in_place else rows[order], tokens, counts, probs,
                                          greedy, _request_warps(greedy, temps, ks, ps, vocab),
@@ -309,9 +309,10 @@ def rejection_sample(draft_token_ids: Any, num_draft_tokens: Sequence[int],
                 continue
             uses_draft = probs is not None and g == 1 and method != "synthetic"
             sub = _subset(members, counts, warped, tokens, probs if uses_draft else None)
-            member_streams = [streams[b] for b in members]
-            if block and uses_draft:
-                chosen = _verify_blocks(*sub, member_streams)
+            member_streams = streams[members]
+            if block and uses_draft:  # request by request: RandomStream objects
+                chosen = _verify_blocks(*sub, [_specdec.RandomStream(seed=int(s) % 2**64)
+                                               for s in stream_seeds[members]])
             elif method in ("synthetic", "fly"):
                 chosen = _lossy_chains(*sub, member_streams, threads, rates=rates,
                                        fly=(int(fly_window_size), float(fly_entropy_threshold)))
@@ -1056,7 +1057,7 @@ def _verify_constrained(rows, tokens, counts, probs, greedy, warps, streams, con
                          draft_offsets=offsets, threads=threads, **sub_args)
         if kind != "greedy":
             call_args.update(warps=[warps[b] for b in members],
-                             streams=[streams[b] for b in members])
+                             streams=streams[members])
         if kind in ("probs", "block"):
             call_args["draft_probs"] = np.ascontiguousarray(sub_probs, np.float32)
         call = {"greedy": _specdec.verify_chain_batch_greedy_logits_constrained,

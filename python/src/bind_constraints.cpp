@@ -275,6 +275,17 @@ py::tuple chain_with_draft_rows(H target, H draft, H warps, H tokens, H streams,
       .run(verify);
 }
 
+/// Binds chain_with_draft_rows<side, verify> as `name`: the keywords of
+/// verify_chain_batch_logits_constrained, the draft rows named by their side.
+template <DraftSide side, ChainBatch verify>
+void def_chain_with_draft_rows(py::module_& m, const char* name, const std::string& doc) {
+  def_constrained(m, name, &chain_with_draft_rows<side, verify>, doc + kConstraintsDoc,
+                  py::kw_only(), py::arg("target_logits"),
+                  py::arg(side == DraftSide::kLogits ? "draft_logits" : "draft_probs"),
+                  py::arg("warps"), py::arg("draft_tokens"), py::arg("streams"),
+                  py::arg("draft_offsets"));
+}
+
 /// verify_chain_batch_typical_logits_constrained with the rule read from `rule_object`, as bound.
 py::tuple typical_chain(H rule_object, H target, H warps, H tokens, H streams, H offsets, H bitmask,
                         H allowed, H words, H min_tokens, H stop, H repetition, H frequency,
@@ -296,20 +307,15 @@ py::tuple typical_chain(H rule_object, H target, H warps, H tokens, H streams, H
 }  // namespace
 
 void bind_constraints(py::module_& m) {
-  def_constrained(
+  def_chain_with_draft_rows<DraftSide::kLogits, &verify_chain_batch_logits_constrained>(
       m, "verify_chain_batch_logits_constrained",
-      &chain_with_draft_rows<DraftSide::kLogits, &verify_chain_batch_logits_constrained>,
-      std::string(
-          "verify_chain_batch_logits with each sequence's target rows transformed as the request\n"
-          "asks: penalties applied, then masked ids set to -inf, then warped with warps[b];\n"
-          "sequence b's law is the transformed target's, bit for bit the unconstrained call on\n"
-          "logits transformed beforehand. Ragged layout only: draft_offsets [B + 1],\n"
-          "draft_tokens [G], target_logits [G + B, V], draft_logits [G, V] (float32; float16 /\n"
-          "bfloat16 widened); a draft row is used as given (a masked draft token is rejected).\n"
-          "Returns (emitted [G + B], accepted [B]) and with check=False the status words.\n") +
-          kConstraintsDoc,
-      py::kw_only(), py::arg("target_logits"), py::arg("draft_logits"), py::arg("warps"),
-      py::arg("draft_tokens"), py::arg("streams"), py::arg("draft_offsets"));
+      "verify_chain_batch_logits with each sequence's target rows transformed as the request\n"
+      "asks: penalties applied, then masked ids set to -inf, then warped with warps[b];\n"
+      "sequence b's law is the transformed target's, bit for bit the unconstrained call on\n"
+      "logits transformed beforehand. Ragged layout only: draft_offsets [B + 1],\n"
+      "draft_tokens [G], target_logits [G + B, V], draft_logits [G, V] (float32; float16 /\n"
+      "bfloat16 widened); a draft row is used as given (a masked draft token is rejected).\n"
+      "Returns (emitted [G + B], accepted [B]) and with check=False the status words.\n");
   def_constrained(
       m, "verify_chain_batch_target_only_logits_constrained",
       [](H target, H warps, H tokens, H streams, H offsets, H bitmask, H allowed, H words,
@@ -326,45 +332,30 @@ void bind_constraints(py::module_& m) {
           kConstraintsDoc,
       py::kw_only(), py::arg("target_logits"), py::arg("warps"), py::arg("draft_tokens"),
       py::arg("streams"), py::arg("draft_offsets"));
-  def_constrained(
+  def_chain_with_draft_rows<DraftSide::kProbs, &verify_chain_batch_draft_probs_constrained>(
       m, "verify_chain_batch_draft_probs_constrained",
-      &chain_with_draft_rows<DraftSide::kProbs, &verify_chain_batch_draft_probs_constrained>,
-      std::string(
-          "verify_chain_batch_logits_constrained with the draft side as probabilities (vLLM's\n"
-          "draft_probs [G, V] float32, the rows the drafts were drawn from), used as given: the\n"
-          "target rows are transformed and warped with warps[b], sequence b equals\n"
-          "verify_chain(Rejection) on its transformed, warped target rows and its draft_probs,\n"
-          "bit for bit. A draft token outside [0, V) (vLLM's placeholder -1) or of draft\n"
-          "probability 0 is rejected with certainty: the chain ends there with a draw from the\n"
-          "residual [p - q]+. Returns (emitted [G + B], accepted [B]) and with check=False the\n"
-          "status words.\n") +
-          kConstraintsDoc,
-      py::kw_only(), py::arg("target_logits"), py::arg("draft_probs"), py::arg("warps"),
-      py::arg("draft_tokens"), py::arg("streams"), py::arg("draft_offsets"));
-  def_constrained(
+      "verify_chain_batch_logits_constrained with the draft side as probabilities (vLLM's\n"
+      "draft_probs [G, V] float32, the rows the drafts were drawn from), used as given: the\n"
+      "target rows are transformed and warped with warps[b], sequence b equals\n"
+      "verify_chain(Rejection) on its transformed, warped target rows and its draft_probs,\n"
+      "bit for bit. A draft token outside [0, V) (vLLM's placeholder -1) or of draft\n"
+      "probability 0 is rejected with certainty: the chain ends there with a draw from the\n"
+      "residual [p - q]+. Returns (emitted [G + B], accepted [B]) and with check=False the\n"
+      "status words.\n");
+  def_chain_with_draft_rows<DraftSide::kLogits, &verify_block_batch_logits_constrained>(
       m, "verify_block_batch_logits_constrained",
-      &chain_with_draft_rows<DraftSide::kLogits, &verify_block_batch_logits_constrained>,
-      std::string(
-          "Block verification (Sun et al. 2024; lossless) of each sequence on its transformed\n"
-          "target rows: verify_chain_batch_logits_constrained's arguments and outputs, sequence b\n"
-          "bit for bit verify_block on its transformed target rows and its draft rows, both\n"
-          "warped with warps[b], drawing from streams[b]. A masked draft token has target\n"
-          "probability 0, so no block passes it and the rows after it are never read.\n") +
-          kConstraintsDoc,
-      py::kw_only(), py::arg("target_logits"), py::arg("draft_logits"), py::arg("warps"),
-      py::arg("draft_tokens"), py::arg("streams"), py::arg("draft_offsets"));
-  def_constrained(
+      "Block verification (Sun et al. 2024; lossless) of each sequence on its transformed\n"
+      "target rows: verify_chain_batch_logits_constrained's arguments and outputs, sequence b\n"
+      "bit for bit verify_block on its transformed target rows and its draft rows, both\n"
+      "warped with warps[b], drawing from streams[b]. A masked draft token has target\n"
+      "probability 0, so no block passes it and the rows after it are never read.\n");
+  def_chain_with_draft_rows<DraftSide::kProbs, &verify_block_batch_draft_probs_constrained>(
       m, "verify_block_batch_draft_probs_constrained",
-      &chain_with_draft_rows<DraftSide::kProbs, &verify_block_batch_draft_probs_constrained>,
-      std::string(
-          "verify_block_batch_logits_constrained with the draft side as probabilities (vLLM's\n"
-          "draft_probs [G, V] float32), used as given: sequence b is bit for bit verify_block on\n"
-          "its transformed target rows warped with warps[b] and its draft_probs. Every draft\n"
-          "token must lie in [0, V) with draft probability > 0 (else specdec.Error naming\n"
-          "draft_tokens[b][i]; cut a chain before such a token).\n") +
-          kConstraintsDoc,
-      py::kw_only(), py::arg("target_logits"), py::arg("draft_probs"), py::arg("warps"),
-      py::arg("draft_tokens"), py::arg("streams"), py::arg("draft_offsets"));
+      "verify_block_batch_logits_constrained with the draft side as probabilities (vLLM's\n"
+      "draft_probs [G, V] float32), used as given: sequence b is bit for bit verify_block on\n"
+      "its transformed target rows warped with warps[b] and its draft_probs. Every draft\n"
+      "token must lie in [0, V) with draft probability > 0 (else specdec.Error naming\n"
+      "draft_tokens[b][i]; cut a chain before such a token).\n");
   def_constrained(
       m, "verify_chain_batch_greedy_logits_constrained",
       [](H target, H tokens, H offsets, H bitmask, H allowed, H words, H min_tokens, H stop,

@@ -114,10 +114,16 @@ TEST_CASE("latency model: the chain step with T only in bf16 at B 1 (H200 37 us)
   check_near("the step", t.total_us, 37);
 }
 
-TEST_CASE("latency model: the warp with T and top-k 50 in bf16 at B 1 (H200 69 us)", "[latency]") {
+// Measured (69 us; the model then 61.9 us) while thread 0 of a top-k row's last block read the
+// blocks' flags one dependent load at a time and alone marked the tiles the cut keeps; both are
+// now done by the whole block, and the model puts the call at 39.3 us.
+TEST_CASE("latency model: the warp with T and top-k 50 in bf16 at B 1 (H200 69 us before the "
+          "block-wide flags)",
+          "[latency]") {
   const emu::CallTime t = test::warp_time(emu::kH200, 1, kV, kTopK);
   show("warp, T + top-k 50, bf16, B 1", t);
-  check_near("the warp", t.total_us, 69);
+  CHECK(t.total_us <= 0.7 * 69);
+  CHECK(t.launches[0].thread_alone_us <= 2);
 }
 
 // Measured (25 us; the model then 28.3 us) while each round's entrants and the last block's merge

@@ -467,14 +467,16 @@ __device__ void top_k_row_stats(Global<const T> row, std::int64_t n, const RowSp
         TileStats{part.drawable ? 0.0f : specdec::kNegInf, 0.0f, 0, part.bad ? 1 : 0};
   }
   if (!last_block_of_row(counters, blockIdx.x, split.blocks_per_row, sh.last)) return;
-  if (threadIdx.x != 0) return;
-  std::int32_t bad = valid_warp(w, n) ? 0 : 1;
-  bool drawable = false;
-  for (std::int64_t b = 0; b < split.blocks_per_row; ++b) {
+  // The parts' flags read side by side and counted by the block (bad parts above bit 16).
+  unsigned int flags = 0;
+  for (std::int64_t b = threadIdx.x; b < split.blocks_per_row; b += blockDim.x) {
     const TileStats s = tiles[b];
-    bad |= s.bad;
-    drawable = drawable || s.max > specdec::kNegInf;
+    flags += (s.bad != 0 ? 0x10000u : 0u) + (s.max > specdec::kNegInf ? 1u : 0u);
   }
+  flags = block_all_reduce(flags, Plus{}, sh.top_k.reduce.u);
+  if (threadIdx.x != 0) return;
+  const std::int32_t bad = valid_warp(w, n) && flags < 0x10000u ? 0 : 1;
+  const bool drawable = (flags & 0xffffu) != 0;
   // max and inv_sum are those of the k best, found from the lists.
   RowStats out{specdec::detail::WarpStats::uncut(), bad != 0 || !drawable ? 1 : 0};
   out.inv_temperature = 1.0f / w.temperature;

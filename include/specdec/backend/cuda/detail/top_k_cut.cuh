@@ -159,14 +159,23 @@ __device__ void finish_top_k(Global<const T> row, std::int64_t n, const DeviceWa
       }
     }
     *list.kept = listed;
-    if (!(tiles == nullptr)) {
-      int j = 0;  // the candidates by id: a tile's are consecutive
-      for (std::int64_t t = 0; t < tile_count; ++t) {
-        float best = specdec::kNegInf;
-        for (; j < support && scratch.ids[j] < (t + 1) * kTile; ++j)
-          best = scratch.logits[j] > best ? scratch.logits[j] : best;
-        tiles[t] = TileStats{best, 0.0f, 0, 0};
+  }
+  if (!(tiles == nullptr)) {
+    // Tile t's candidates are consecutive (ids ascending): found by two searches, a thread a tile.
+    const auto first_at_least = [&](std::int64_t id) {
+      int lo = 0, hi = support;
+      while (lo < hi) {
+        const int mid = (lo + hi) / 2;
+        lo = scratch.ids[mid] < id ? mid + 1 : lo;
+        hi = scratch.ids[mid] < id ? hi : mid;
       }
+      return lo;
+    };
+    for (std::int64_t t = threadIdx.x; t < tile_count; t += blockDim.x) {
+      float best = specdec::kNegInf;
+      for (int j = first_at_least(t * kTile), e = first_at_least((t + 1) * kTile); j < e; ++j)
+        best = scratch.logits[j] > best ? scratch.logits[j] : best;
+      tiles[t] = TileStats{best, 0.0f, 0, 0};
     }
   }
   __syncthreads();

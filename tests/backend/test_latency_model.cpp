@@ -116,7 +116,7 @@ TEST_CASE("latency model: the chain step with T only in bf16 at B 1 (H200 37 us)
 
 // Measured (69 us; the model then 61.9 us) while thread 0 of a top-k row's last block read the
 // blocks' flags one dependent load at a time and alone marked the tiles the cut keeps; both are
-// now done by the whole block, and the model puts the call at 39.3 us.
+// now done by the whole block, and the model puts the call at 39.4 us.
 TEST_CASE("latency model: the warp with T and top-k 50 in bf16 at B 1 (H200 69 us before the "
           "block-wide flags)",
           "[latency]") {

@@ -86,19 +86,26 @@ __device__ void finish_top_k(Global<const T> row, std::int64_t n, const DeviceWa
   // cut_statistics's top-k branch: the softmax over the candidates, those of probability 0
   // dropped.
   if (threadIdx.x == 0) {
-    const float inv_t = s.inv_temperature;
     const float* logits = scratch.logits;
-    const sd::RowSum sum = sd::sparse_row_sum(scratch.ids, m, inv_t, scratch.tiles,
+    const sd::RowSum sum = sd::sparse_row_sum(scratch.ids, m, s.inv_temperature, scratch.tiles,
                                               [logits](std::int64_t j) { return logits[j]; });
     s.max = sum.max;
     s.inv_sum = 1.0f / static_cast<float>(sum.sum);
+    sh.row = s;  // for the block
+  }
+  __syncthreads();
+  for (int j = static_cast<int>(threadIdx.x); j < m; j += static_cast<int>(blockDim.x)) {
+    scratch.values[j] = sd::mul_rn(
+        sd::exp_flush(sd::scaled_exponent(scratch.logits[j], sh.row.max, sh.row.inv_temperature)),
+        sh.row.inv_sum);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {  // the candidates of probability > 0, kept in id order
     int positive = 0;
     for (int j = 0; j < m; ++j) {
-      const float logit = scratch.logits[j];
-      const float p =
-          sd::mul_rn(sd::exp_flush(sd::scaled_exponent(logit, s.max, inv_t)), s.inv_sum);
+      const float p = scratch.values[j];
       scratch.ids[positive] = scratch.ids[j];
-      scratch.logits[positive] = logit;
+      scratch.logits[positive] = scratch.logits[j];
       scratch.values[positive] = p;
       positive += p > 0.0f ? 1 : 0;
     }
@@ -148,15 +155,22 @@ __device__ void finish_top_k(Global<const T> row, std::int64_t n, const DeviceWa
       s.min_p_threshold = threshold;
       s.inv_min_p_kept = 1.0f / mass;
     }
-    // The row as its kept entries (kept_candidates): ids ascending, warped probabilities.
+    sh.row = s;  // the cuts, for the block
+  }
+  __syncthreads();
+  // The row as its kept entries (kept_candidates): ids ascending, warped probabilities, each
+  // computed by a thread, listed in order by thread 0.
+  if (list.keep) {
+    const sd::WarpStats stats = sh.row;
+    for (int j = static_cast<int>(threadIdx.x); j < support; j += static_cast<int>(blockDim.x))
+      scratch.values[j] = sd::warped_probability(stats, scratch.logits[j], scratch.ids[j]);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
     unsigned int listed = 0;
-    if (list.keep) {
-      const sd::WarpStats stats = s;
-      for (int j = 0; j < support; ++j) {
-        const std::int32_t id = scratch.ids[j];
-        const float p = sd::warped_probability(stats, scratch.logits[j], id);
-        if (p > 0.0f) list.keys[listed++] = kept_key(nucleus_key(p, id));
-      }
+    for (int j = 0; list.keep && j < support; ++j) {
+      if (scratch.values[j] > 0.0f)
+        list.keys[listed++] = kept_key(nucleus_key(scratch.values[j], scratch.ids[j]));
     }
     *list.kept = listed;
   }

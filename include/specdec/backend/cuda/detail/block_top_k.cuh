@@ -159,24 +159,21 @@ __device__ inline int merge_sorted_lists(int lists, int length, int k, SplitTopK
 /// is the number of entries of both sides that rank before it. Returns the new size. Ends with a
 /// barrier.
 __device__ inline int merge_candidates(int kept, int s, int k, SplitTopKShared& sh) {
-  for (int i = threadIdx.x; i < kept; i += blockDim.x) {
-    const float v = sh.list_values[i];
-    const std::int32_t id = sh.list_ids[i];
-    const int place = i + ranked_before_sorted(sh.candidate_values, sh.candidate_ids, s, v, id);
-    if (place < k) {
-      sh.merged_values[place] = v;
-      sh.merged_ids[place] = id;
+  // An entry of either side goes to its index plus the other side's entries ranking before it.
+  const auto place_side = [&](const float* values, const std::int32_t* ids, int n,
+                              const float* other_values, const std::int32_t* other_ids,
+                              int other_n) {
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+      const int place =
+          i + ranked_before_sorted(other_values, other_ids, other_n, values[i], ids[i]);
+      if (place < k) {
+        sh.merged_values[place] = values[i];
+        sh.merged_ids[place] = ids[i];
+      }
     }
-  }
-  for (int j = threadIdx.x; j < s; j += blockDim.x) {
-    const float v = sh.candidate_values[j];
-    const std::int32_t id = sh.candidate_ids[j];
-    const int place = j + ranked_before_sorted(sh.list_values, sh.list_ids, kept, v, id);
-    if (place < k) {
-      sh.merged_values[place] = v;
-      sh.merged_ids[place] = id;
-    }
-  }
+  };
+  place_side(sh.list_values, sh.list_ids, kept, sh.candidate_values, sh.candidate_ids, s);
+  place_side(sh.candidate_values, sh.candidate_ids, s, sh.list_values, sh.list_ids, kept);
   __syncthreads();
   const int size = kept + s < k ? kept + s : k;
   for (int i = threadIdx.x; i < size; i += blockDim.x) {

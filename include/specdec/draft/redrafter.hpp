@@ -316,8 +316,9 @@ inline void redrafter_beam_search(const ReDrafterHead& head, std::span<const flo
       for (std::size_t x = 0; x < vs; ++x)
         scores[k * vs + x] = rows[k * vs + x] + out.beam_log_probs[k];
     std::iota(order.begin(), order.end(), std::int64_t{0});
-    const auto better = [&](std::int64_t a, std::int64_t b) {
-      const auto sa = scores[static_cast<std::size_t>(a)], sb = scores[static_cast<std::size_t>(b)];
+    const auto better = [&ranked = scores](std::int64_t a, std::int64_t b) {  // not a binding:
+      // clang before 16 does not capture structured bindings
+      const auto sa = ranked[static_cast<std::size_t>(a)], sb = ranked[static_cast<std::size_t>(b)];
       return sa > sb || (sa == sb && a < b);
     };
     std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(w), order.end(),

@@ -39,24 +39,36 @@ inline bool roughly_bounded(const Warp& w, std::int64_t n) {
          std::isfinite(1.0f / w.temperature * std::numbers::log2e_v<float>);
 }
 
-/// The rough pass of a row for an entry whose logit is `logit`. With top-p, also the mass at or
-/// above a threshold just below the logit: the margin (1e-3 in units of the exponent) covers the
-/// rounding by which an entry of a lower logit can reach the entry's probability.
-template <class T>
-RoughRow rough_row(const Warp& w, const T* logits, std::int64_t n, float logit, TileSum* tiles) {
+/// The threshold of a rough pass's mass above for an entry whose logit is `logit`: the margin
+/// (1e-3 in units of the exponent) covers the rounding by which an entry of a lower logit can
+/// reach the entry's probability.
+inline float rough_threshold(float logit, float inv_t) { return logit - 1e-3f / inv_t; }
+
+/// The RoughRow of a row whose entries, each once, were summed into `count` tiles of at most
+/// kSumTile entries by a rough pass (any grouping: the bounds hold for every tile alike); `valid`:
+/// the pass saw no NaN or +inf.
+inline RoughRow rough_row_of_tiles(const TileSum* tiles, std::int64_t count, float inv_t,
+                                   bool valid) {
   RoughRow row;
-  const float inv_t = 1.0f / w.temperature;
   row.inv_temperature = inv_t;
-  const bool valid = w.top_p < 1.0f
-                         ? rough_tile_pass<true>(logits, n, inv_t, tiles, logit - 1e-3f / inv_t)
-                         : rough_tile_pass<false>(logits, n, inv_t, tiles);
-  const RowSum sum = combine_tiles(tiles, tile_count(n), inv_t);
+  const RowSum sum = combine_tiles(tiles, count, inv_t);
   row.invalid = !valid || !(sum.max > kNegInf);
   if (row.invalid) return row;
   row.max = sum.max;
   row.sum = sum.sum;
   row.above = sum.above / sum.sum;
   return row;
+}
+
+/// The rough pass of a row for an entry whose logit is `logit` (with top-p, also the mass at or
+/// above rough_threshold).
+template <class T>
+RoughRow rough_row(const Warp& w, const T* logits, std::int64_t n, float logit, TileSum* tiles) {
+  const float inv_t = 1.0f / w.temperature;
+  const bool valid = w.top_p < 1.0f ? rough_tile_pass<true>(logits, n, inv_t, tiles,
+                                                            rough_threshold(logit, inv_t))
+                                    : rough_tile_pass<false>(logits, n, inv_t, tiles);
+  return rough_row_of_tiles(tiles, tile_count(n), inv_t, valid);
 }
 
 /// Bounds on a warped probability: lo > 0 claims the entry is kept, with lo <= p <= hi.

@@ -106,4 +106,54 @@ SPECDEC_BOUND_LOOP bool rough_tile_pass(const T* logits, std::int64_t n, float i
   return bad == 0;
 }
 
+
+/// A logit read through a packed mask word (xgrammar's layout): itself where bit j of `word` is
+/// set, else -inf. A bit select, no branch per entry, so the loops over a word's 32 entries
+/// vectorise.
+SPECDEC_ENTRY_INLINE float masked_logit(float logit, std::uint32_t word, int j) {
+  const std::uint32_t keep = 0u - ((word >> j) & 1u);
+  return std::bit_cast<float>((std::bit_cast<std::uint32_t>(logit) & keep) |
+                              (std::bit_cast<std::uint32_t>(kNegInf) & ~keep));
+}
+
+/// Writes `count` entries of `logits` read through the packed mask `mask` (bit i of word i / 32)
+/// into `out`: the entries masked_logit keeps, -inf elsewhere.
+template <class T>
+SPECDEC_ENTRY_INLINE void write_masked(const T* logits, const std::uint32_t* mask,
+                                       std::int64_t count, float* out) {
+  const std::int64_t words = count / 32;
+  for (std::int64_t k = 0; k < words; ++k) {
+    const std::uint32_t word = mask[k];
+    for (int j = 0; j < 32; ++j) out[32 * k + j] = masked_logit(to_float(logits[32 * k + j]), word, j);
+  }
+  for (std::int64_t i = 32 * words; i < count; ++i) {
+    out[i] = masked_logit(to_float(logits[i]), mask[words], static_cast<int>(i - 32 * words));
+  }
+}
+
+/// write_masked over a whole row (a row loop: compiled for the CPU's vector width).
+template <class T>
+SPECDEC_ROW_LOOP void write_masked_row(const T* logits, const std::uint32_t* mask, std::int64_t n,
+                                       float* out) {
+  write_masked(logits, mask, n, out);
+}
+
+/// rough_tile_pass of the row whose entries outside the packed mask `mask` are -inf, without
+/// writing that row: each tile is written masked into a buffer in the first-level cache and summed
+/// from there, so the tiles are bit for bit those of the pass over the masked row.
+template <bool kAbove = false, class T>
+SPECDEC_BOUND_LOOP bool masked_rough_tile_pass(const T* logits, const std::uint32_t* mask,
+                                               std::int64_t n, float inv_t, TileSum* tiles,
+                                               float threshold = 0.0f) {
+  static_assert(kSumTile % 32 == 0);
+  alignas(64) float tile[kSumTile];
+  std::int32_t bad = 0;
+  for (std::int64_t b = 0, t = 0; b < n; b += kSumTile, ++t) {
+    const std::int64_t count = std::min(n - b, kSumTile);
+    write_masked(logits + b, mask + b / 32, count, tile);
+    tiles[t] = tile_sum<kAbove, true>(tile, count, inv_t, threshold, bad);
+  }
+  return bad == 0;
+}
+
 }  // namespace specdec::detail

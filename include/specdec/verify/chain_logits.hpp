@@ -55,10 +55,12 @@ inline ChainLogitsScratch chain_logits_scratch(std::byte* base, std::int64_t voc
 }
 
 /// Rows made on first use (constrained logits, verify/constrained_logits.hpp): fetch(context, i)
-/// is row i, valid while the walk works on it.
+/// is row i, valid while the walk works on it; rough(context, w, i, x, &logit), when given, is
+/// rough_row of row i for its entry x (whose logit it sets) without making the row.
 template <class T>
 struct RowSource {
   const T* (*fetch)(void* context, std::int64_t i) = nullptr;
+  RoughRow (*rough)(void* context, const Warp& w, std::int64_t i, Token x, float* logit) = nullptr;
   void* context = nullptr;
 };
 
@@ -74,6 +76,14 @@ struct LogitRows {
   RowSource<T> source{};
   const T* row(std::int64_t i) const {
     return source.fetch != nullptr ? source.fetch(source.context, i) : rows + i * stride;
+  }
+  /// rough_row of row i for its entry x, whose logit goes to `logit` (`tiles`: tile_count(vocab)).
+  RoughRow rough(const Warp& w, std::int64_t i, Token x, std::int64_t vocab, TileSum* tiles,
+                 float& logit) const {
+    if (source.rough != nullptr) return source.rough(source.context, w, i, x, &logit);
+    const T* r = row(i);
+    logit = to_float(r[x]);
+    return rough_row(w, r, vocab, logit, tiles);
   }
 };
 
@@ -158,19 +168,19 @@ bool accepted_on_rough_bounds(const Warp& w, const LogitRows<T>& target, const L
                               const FirstTest& test, std::int64_t vocab,
                               const ChainLogitsScratch& scratch) {
   const auto [q_row, i, x, u] = test;
-  const float target_logit = to_float(target.row(i)[x]);
   ProbabilityBounds q{};
   if (q_row != nullptr) {
     q = {q_row[x], q_row[x]};
   } else {
-    const float draft_logit = to_float(draft.row(i)[x]);
-    const RoughRow d = rough_row(w, draft.row(i), vocab, draft_logit, scratch.draft_tiles);
+    float draft_logit = 0.0f;
+    const RoughRow d = draft.rough(w, i, x, vocab, scratch.draft_tiles, draft_logit);
     if (d.invalid) return false;
     q = warped_probability_bounds(d, w.top_p, draft_logit);
   }
   if (!(q.lo > 0.0f)) return false;
+  float target_logit = 0.0f;
   const RoughRow t =
-      rough_row(w, target.row(i), vocab, target_logit, warp_scratch(scratch.warp, vocab).tiles);
+      target.rough(w, i, x, vocab, warp_scratch(scratch.warp, vocab).tiles, target_logit);
   if (t.invalid) return false;
   const ProbabilityBounds p = warped_probability_bounds(t, w.top_p, target_logit);
   return p.lo > 0.0f && detail::accepts(u, q.hi, 1.0f, p.lo);

@@ -177,6 +177,42 @@ inline bool masked_by_history(const LogitConstraints& c, const Token* prefix, st
   return false;
 }
 
+/// Calls mask(t) for each token the history masks at the row after the draft prefix
+/// `prefix[0, length)`: the stop tokens before min_tokens, and each banned word's last token where
+/// its other tokens end the history. Returns how many calls it made.
+template <class Mask>
+std::int64_t for_each_masked_by_history(const LogitConstraints& c, const Token* prefix,
+                                        std::int64_t length, Mask&& mask) {
+  std::int64_t masked = 0;
+  if (c.output_length + length < c.min_tokens) {
+    for (const Token t : c.stop_tokens) mask(t);
+    masked += std::ssize(c.stop_tokens);
+  }
+  for (std::size_t w = 0; w + 1 < c.bad_word_offsets.size(); ++w) {
+    if (!bad_word_matches(c, w, prefix, length)) continue;
+    mask(c.bad_words[static_cast<std::size_t>(c.bad_word_offsets[w + 1] - 1)]);
+    ++masked;
+  }
+  return masked;
+}
+
+/// Calls penalise(t, count, in_prompt) once for each token the penalties touch at the row after
+/// the draft prefix `prefix[0, length)`: the listed tokens, their counts with the prefix's
+/// occurrences added, then the prefix's tokens not listed (each at its first occurrence).
+template <class Penalise>
+void for_each_penalised(const Penalties& p, const Token* prefix, std::int64_t length,
+                        Penalise&& penalise) {
+  for (const PenalisedToken& e : p.tokens) {
+    penalise(e.token, e.count + occurrences(prefix, length, e.token), e.in_prompt);
+  }
+  for (std::int64_t j = 0; j < length; ++j) {
+    const Token t = prefix[j];
+    bool listed = occurrences(prefix, j, t) > 0;
+    for (const PenalisedToken& e : p.tokens) listed = listed || e.token == t;
+    if (!listed) penalise(t, occurrences(prefix + j, length - j, t), false);
+  }
+}
+
 /// Writes row `row` of raw logits `raw` transformed by `c` into `out` (vocab floats), for a
 /// row whose draft prefix is `prefix[0, length)`. Throws when the row allows no token.
 inline void transform_logit_row(const LogitConstraints& c, std::int64_t row, const float* raw,
@@ -194,44 +230,18 @@ inline void transform_logit_row(const LogitConstraints& c, std::int64_t row, con
       allowed += ok ? 1 : 0;
     }
   } else if (mask != nullptr) {
-    const std::int64_t words = vocab / 32;
-    for (std::int64_t k = 0; k < words; ++k) {
-      const auto w = static_cast<std::uint32_t>(mask[k]);
-      allowed += std::popcount(w);
-      const float* in = raw + 32 * k;
-      float* to = out + 32 * k;
-      if (w == ~0u) {
-        std::copy(in, in + 32, to);
-        continue;
-      }
-      // Bit selects, no branch per entry: the loop vectorises.
-      const auto inf_bits = std::bit_cast<std::uint32_t>(kNegInf);
-      for (int j = 0; j < 32; ++j) {
-        const std::uint32_t keep = 0u - ((w >> j) & 1u);
-        to[j] = std::bit_cast<float>((std::bit_cast<std::uint32_t>(in[j]) & keep) |
-                                     (inf_bits & ~keep));
-      }
+    const auto* words = reinterpret_cast<const std::uint32_t*>(mask);
+    for (std::int64_t k = 0; k < mask_words(vocab); ++k) {
+      allowed += std::popcount(words[k] & (32 * k + 32 <= vocab ? ~0u : (1u << (vocab % 32)) - 1u));
     }
-    for (std::int64_t i = 32 * words; i < vocab; ++i) {
-      const bool ok = mask_allows(mask, i);
-      out[i] = ok ? raw[i] : kNegInf;
-      allowed += ok ? 1 : 0;
-    }
+    write_masked_row(raw, words, vocab, out);
   } else {
     std::copy(raw, raw + vocab, out);
     allowed = vocab;
   }
   // Masked by the history: stop tokens before min_tokens, banned words' last tokens.
-  std::int64_t masked = 0;
-  if (c.output_length + length < c.min_tokens) {
-    for (const Token t : c.stop_tokens) out[t] = kNegInf;
-    masked += std::ssize(c.stop_tokens);
-  }
-  for (std::size_t w = 0; w + 1 < c.bad_word_offsets.size(); ++w) {
-    if (!bad_word_matches(c, w, prefix, length)) continue;
-    out[c.bad_words[static_cast<std::size_t>(c.bad_word_offsets[w + 1] - 1)]] = kNegInf;
-    ++masked;
-  }
+  const std::int64_t masked =
+      for_each_masked_by_history(c, prefix, length, [&](Token t) { out[t] = kNegInf; });
   // They may have been the only tokens allowed: count what is left (rare, a full scan).
   if (masked > 0 && allowed <= masked) {
     allowed = 0;
@@ -251,19 +261,10 @@ inline void transform_logit_row(const LogitConstraints& c, std::int64_t row, con
   // listed (each at its first occurrence). Masked entries stay -inf.
   const Penalties& p = c.penalties;
   if (!p.any()) return;
-  const auto penalise = [&](Token t, std::int32_t count, bool in_prompt) {
+  for_each_penalised(p, prefix, length, [&](Token t, std::int32_t count, bool in_prompt) {
     if (out[t] == kNegInf) return;
     out[t] = penalised_logit(raw[t], p.repetition, p.frequency, p.presence, count, in_prompt);
-  };
-  for (const PenalisedToken& e : p.tokens) {
-    penalise(e.token, e.count + occurrences(prefix, length, e.token), e.in_prompt);
-  }
-  for (std::int64_t j = 0; j < length; ++j) {
-    const Token t = prefix[j];
-    bool listed = occurrences(prefix, j, t) > 0;
-    for (const PenalisedToken& e : p.tokens) listed = listed || e.token == t;
-    if (!listed) penalise(t, occurrences(prefix + j, length - j, t), false);
-  }
+  });
 }
 
 /// Whether `c` leaves row `row` (draft prefix `prefix[0, length)`) as it is: no allowed ids, no
@@ -285,9 +286,25 @@ inline bool identity_row(const LogitConstraints& c, std::int64_t row, const Toke
   return all == ~0u;
 }
 
+/// The packed mask of row `row` after the draft prefix `prefix[0, length)` with the tokens the
+/// history masks cleared (bitmask row, or all ones without one), into `words` (mask_words(vocab)).
+inline void history_mask(const LogitConstraints& c, std::int64_t row, const Token* prefix,
+                         std::int64_t length, std::int64_t vocab, std::uint32_t* words) {
+  const std::int64_t count = mask_words(vocab);
+  if (c.bitmask.empty()) {
+    std::fill(words, words + count, ~0u);
+  } else {
+    const std::int32_t* mask = c.bitmask.data() + row * count;
+    for (std::int64_t k = 0; k < count; ++k) words[k] = static_cast<std::uint32_t>(mask[k]);
+  }
+  for_each_masked_by_history(c, prefix, length,
+                             [&](Token t) { words[t >> 5] &= ~(1u << (t & 31)); });
+}
+
 /// The transformed target rows of one sequence, made on first use (LogitRows' source): two rows
 /// of scratch, the older one replaced. `prefix(r, buffer)` writes row r's draft prefix into
-/// `buffer` and returns its length (the chain's first r tokens, a tree node's ancestors).
+/// `buffer` and returns its length (the chain's first r tokens, a tree node's ancestors). A rough
+/// pass (rough_row) reads the raw row through the row's mask instead of making the row.
 template <class Prefix>
 struct ConstrainedRows {
   const LogitConstraints* constraints;
@@ -296,6 +313,8 @@ struct ConstrainedRows {
   Prefix prefix;
   Token* prefix_buffer;
   float* rows[2];
+  std::uint32_t* words;  // mask_words(vocab): a rough pass's mask
+  TileSum* tiles;        // 2 tile_count(vocab): a rough pass's tiles, then its penalised entries'
   std::int64_t held[2] = {-1, -1};
   const float* given[2] = {nullptr, nullptr};  // rows[k], or the raw row where it is unchanged
   int next = 0;
@@ -325,18 +344,84 @@ struct ConstrainedRows {
     return s.given[k];
   }
 
+  /// rough_row of transformed row r for its entry x, without making the row: the raw row read
+  /// through its mask with the history's and the penalised tokens cleared, the penalised tokens'
+  /// values summed as tiles of their own (a rough pass's bounds hold for any grouping of the
+  /// entries into tiles). A row allowing nothing comes out invalid, and the exact path names it.
+  static RoughRow rough(void* self, const Warp& w, std::int64_t r, Token x, float* logit) {
+    auto& s = *static_cast<ConstrainedRows*>(self);
+    const LogitConstraints& c = *s.constraints;
+    const std::int64_t v = s.vocab;
+    bool made = !c.allowed.empty();  // sparse rows: made, a few entries written
+    for (int k = 0; k < 2; ++k) made = made || s.held[k] == r;
+    const std::int64_t length = made ? 0 : s.prefix(r, s.prefix_buffer);
+    if (made || identity_row(c, r, s.prefix_buffer, length, v)) {
+      const float* row = made ? fetch(self, r) : s.raw.row(r);
+      *logit = row[x];
+      return rough_row(w, row, v, *logit, s.tiles);
+    }
+    const float* raw = s.raw.row(r);
+    history_mask(c, r, s.prefix_buffer, length, v, s.words);
+    const Penalties& p = c.penalties;
+    const auto allows = [&](Token t) { return ((s.words[t >> 5] >> (t & 31)) & 1u) != 0; };
+    // The penalised entries the masks allow are cleared from the mask (x's value taken on the
+    // way), the row summed through it, and then their values (read once the pass has brought the
+    // row into the caches) summed as tiles after the row's.
+    *logit = allows(x) ? raw[x] : kNegInf;
+    if (p.any()) {
+      for_each_penalised(p, s.prefix_buffer, length, [&](Token t, std::int32_t count, bool prompt) {
+        if (!allows(t)) return;
+        if (t == x) {
+          *logit = penalised_logit(raw[t], p.repetition, p.frequency, p.presence, count, prompt);
+        }
+        s.words[t >> 5] &= ~(1u << (t & 31));
+      });
+    }
+    const float inv_t = 1.0f / w.temperature;
+    const bool above = w.top_p < 1.0f;
+    const float threshold = rough_threshold(*logit, inv_t);
+    const bool valid =
+        above ? masked_rough_tile_pass<true>(raw, s.words, v, inv_t, s.tiles, threshold)
+              : masked_rough_tile_pass<false>(raw, s.words, v, inv_t, s.tiles);
+    // The values gathered into the older row of scratch, which is then no longer held.
+    float* values = s.rows[s.next];
+    s.held[s.next] = -1;
+    std::int64_t m = 0;
+    if (p.any()) {
+      const std::int32_t* mask = c.bitmask.empty() ? nullptr : c.bitmask.data() + r * mask_words(v);
+      for_each_penalised(p, s.prefix_buffer, length, [&](Token t, std::int32_t count, bool prompt) {
+        if ((mask == nullptr || mask_allows(mask, t)) &&
+            !masked_by_history(c, s.prefix_buffer, length, t)) {
+          values[m++] = penalised_logit(raw[t], p.repetition, p.frequency, p.presence, count, prompt);
+        }
+      });
+    }
+    const std::int64_t tiles = tile_count(v);
+    std::int64_t extra = 0;
+    std::int32_t bad = 0;
+    for (std::int64_t b = 0; b < m; b += kSumTile) {
+      const std::int64_t count = std::min(m - b, kSumTile);
+      s.tiles[tiles + extra++] =
+          above ? tile_sum<true, true>(values + b, count, inv_t, threshold, bad)
+                : tile_sum<false, true>(values + b, count, inv_t, threshold, bad);
+    }
+    return rough_row_of_tiles(s.tiles, tiles + extra, inv_t, valid && bad == 0);
+  }
+
   /// `raw` with this as its source (the same name, for errors).
   LogitRows<float> rows_view() {
     LogitRows<float> v = raw;
-    v.source = {&ConstrainedRows::fetch, this};
+    v.source = {.fetch = &ConstrainedRows::fetch, .rough = &ConstrainedRows::rough, .context = this};
     return v;
   }
 };
 
-/// Bytes of scratch the transformed rows take besides the walk's: two rows and a prefix buffer of
-/// `depth` tokens.
+/// Bytes of scratch the transformed rows take besides the walk's: two rows, a row's mask, twice
+/// its tiles and a prefix buffer of `depth` tokens.
 inline std::size_t constrained_rows_size(std::int64_t vocab, std::int64_t depth) {
   return 2 * Workspace::round_up(static_cast<std::size_t>(vocab) * sizeof(float)) +
+         Workspace::round_up(static_cast<std::size_t>(mask_words(vocab)) * sizeof(std::uint32_t)) +
+         Workspace::round_up(static_cast<std::size_t>(2 * tile_count(vocab)) * sizeof(TileSum)) +
          Workspace::round_up(static_cast<std::size_t>(std::max<std::int64_t>(depth, 1)) *
                              sizeof(Token));
 }
@@ -369,12 +454,18 @@ template <class Prefix>
 ConstrainedRows<Prefix> constrained_rows(const LogitConstraints& c, const LogitRows<float>& target,
                                          Prefix prefix, std::int64_t vocab, std::byte* bytes) {
   const auto row = Workspace::round_up(static_cast<std::size_t>(vocab) * sizeof(float));
+  const auto words =
+      Workspace::round_up(static_cast<std::size_t>(mask_words(vocab)) * sizeof(std::uint32_t));
+  const auto tiles =
+      Workspace::round_up(static_cast<std::size_t>(2 * tile_count(vocab)) * sizeof(TileSum));
   return {.constraints = &c,
           .raw = target,
           .vocab = vocab,
           .prefix = prefix,
-          .prefix_buffer = reinterpret_cast<Token*>(bytes + 2 * row),
-          .rows = {reinterpret_cast<float*>(bytes), reinterpret_cast<float*>(bytes + row)}};
+          .prefix_buffer = reinterpret_cast<Token*>(bytes + 2 * row + words + tiles),
+          .rows = {reinterpret_cast<float*>(bytes), reinterpret_cast<float*>(bytes + row)},
+          .words = reinterpret_cast<std::uint32_t*>(bytes + 2 * row),
+          .tiles = reinterpret_cast<TileSum*>(bytes + 2 * row + words)};
 }
 
 /// The checks of a chain verified from target logits alone (no draft rows): the chain's, with

@@ -35,9 +35,9 @@ template <class T>
 bool target_only_accepted_on_rough_bound(const Warp& w, const LogitRows<T>& target, std::int64_t i,
                                          Token x, std::int64_t vocab, float u,
                                          const ChainLogitsScratch& scratch) {
-  const float logit = to_float(target.row(i)[x]);
+  float logit = 0.0f;
   const RoughRow rough =
-      rough_row(w, target.row(i), vocab, logit, warp_scratch(scratch.warp, vocab).tiles);
+      target.rough(w, i, x, vocab, warp_scratch(scratch.warp, vocab).tiles, logit);
   if (rough.invalid) return false;
   const ProbabilityBounds p = warped_probability_bounds(rough, w.top_p, logit);
   // A confident target (where copied drafts are accepted most) often puts top_p on x alone.

@@ -163,9 +163,9 @@ TreeVerdict verify_tree_target_only_logits_unchecked(const Warp& w, TreeView tre
     const Token x = children[0];
     if (roughly_bounded(w, vocab)) {
       // The first child on a rough pass of the row, where that settles target_only_row's test.
-      const float logit = to_float(target.row(r)[x]);
-      const RoughRow rough = rough_row(w, target.row(r), vocab, logit,
-                                       warp_scratch(scratch.warp, vocab).tiles);
+      float logit = 0.0f;
+      const RoughRow rough =
+          target.rough(w, r, x, vocab, warp_scratch(scratch.warp, vocab).tiles, logit);
       if (!rough.invalid) {
         const ProbabilityBounds p = warped_probability_bounds(rough, w.top_p, logit);
         if (p.lo > 0.0f && accepts(s.uniform(0), 1.0f, 1.0f, p.lo)) return {0, x};

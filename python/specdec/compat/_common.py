@@ -164,8 +164,11 @@ def verify_chains(target_rows: np.ndarray, draft_tokens: np.ndarray, counts: np.
         if names and base in names:  # the verifier's row numbers are not the caller's
             raise error(names[base], refused.problem) from None
         raise
+    flat = np.asarray(flat)
+    if flat.shape[0] == batch * width:  # every chain uncut at the longest length: rows of flat
+        return flat.reshape(batch, width).astype(np.int32), np.asarray(accepted, np.int32)
     # Request b's tokens start at flat[offsets[b] + b]; slots past its counts[b] + 1 stay -1.
-    flat, slot = np.asarray(flat), np.arange(width)
+    slot = np.arange(width)
     take = np.minimum((offsets[:-1] + np.arange(batch))[:, None] + slot, max(flat.shape[0] - 1, 0))
     out = np.where(slot <= counts[:, None], flat[take] if flat.size else -1, -1).astype(np.int32)
     return out, np.asarray(accepted, np.int32)

@@ -229,17 +229,18 @@ def _check_positions(largest: int, n: int) -> None:
 
 def _token_probs(tokens: Any, draft: Any, target: Any) -> tuple[Any, Any, Any]:
     """(usable, q, p) [B, n] for the draft tokens: whether each is inside the vocabulary with
-    draft probability > 0, and its draft and target probabilities (read at a clipped id where it
+    draft probability > 0, and its draft and target probabilities (read at id 0 where it
     is outside, then masked by `usable`). One gather per row tensor; NumPy or torch."""
     n, vocab = tokens.shape[1], draft.shape[2]
-    safe = tokens.clip(0, vocab - 1)
+    inside = (tokens >= 0) & (tokens < vocab)
     if is_torch(tokens):
         import torch
+        safe = torch.where(inside, tokens, 0)
         q, p = (torch.gather(rows, 2, safe[..., None])[..., 0] for rows in (draft, target[:, :n]))
     else:
-        at = (np.arange(tokens.shape[0])[:, None], np.arange(n)[None, :], safe)
+        at = (np.arange(tokens.shape[0])[:, None], np.arange(n)[None, :], np.where(inside, tokens, 0))
         q, p = draft[at], target[at]
-    return (tokens >= 0) & (tokens < vocab) & (q > 0), q, p
+    return inside & (q > 0), q, p
 
 
 def _later_passes(token_probs, emitted, user_words):

@@ -320,9 +320,12 @@ def verify_chains_torch(target_rows: Any, draft_tokens: Any, counts: Any, draft_
     import torch
     batch, device = counts.shape[0], counts.device
     vocab = target_rows.shape[-1]
-    offsets = torch.zeros(batch + 1, dtype=torch.int64, device=device)
-    torch.cumsum(counts, 0, out=offsets[1:])
-    slot = torch.arange(width, device=device)
+    if uniform and all_usable:  # one call on the rows as given: no offsets, no gather
+        offsets = slot = None
+    else:
+        offsets = torch.zeros(batch + 1, dtype=torch.int64, device=device)
+        torch.cumsum(counts, 0, out=offsets[1:])
+        slot = torch.arange(width, device=device)
     cut = counts
     if not all_usable:  # each chain cut before its first unusable token (shapes read back once)
         _check_cut_rows(names, target_rows=target_rows, draft_rows=draft_rows)

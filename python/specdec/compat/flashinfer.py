@@ -252,8 +252,8 @@ def _later_passes(token_probs, emitted, user_words):
     u = _specdec._fill_uniforms(user_words, n)
     if is_torch(usable):
         import torch
-        later = torch.arange(n, device=usable.device)[None, :] > emitted[:, None].to(torch.int64)
-        return (usable & (u * q < p) & later).sum(1).to(torch.int32)
+        later = torch.arange(n, device=usable.device, dtype=emitted.dtype) > emitted[:, None]
+        return (usable & later & (u * q < p)).sum(1, dtype=torch.int32)
     later = np.arange(n)[None, :] > emitted[:, None]
     return (usable & (np.asarray(u) * q < p) & later).sum(1).astype(np.int32)
 

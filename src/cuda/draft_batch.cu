@@ -110,7 +110,7 @@ cudaError_t gumbel_top_k_batch(const GumbelTopKParams& params, void* workspace,
   int sms = 0;
   cudaError_t status = draft_split_sms(&sms);
   if (status != cudaSuccess) return status;
-  const RowSplit split = row_split(params.row_count, params.vocab, sms);
+  const RowSplit split = draft_row_split(params.row_count, params.vocab, sms);
   auto* base = static_cast<unsigned char*>(workspace);
   auto* staging = reinterpret_cast<RandomStream*>(base);
   base += device_round_up(static_cast<std::size_t>(params.row_count) * sizeof(RandomStream));
@@ -140,7 +140,7 @@ cudaError_t stochastic_beam_level_batch(const BeamLevelParams& params, void* wor
   int sms = 0;
   cudaError_t status = draft_split_sms(&sms);
   if (status != cudaSuccess) return status;
-  const RowSplit split = row_split(batch * width, vocab, sms);
+  const RowSplit split = draft_row_split(batch * width, vocab, sms);
   auto* base = static_cast<unsigned char*>(workspace);
   auto* staging = reinterpret_cast<RandomStream*>(base);
   base += device_round_up(b * sizeof(RandomStream));

@@ -140,7 +140,8 @@ void check_gumbel(RowKind kind, const std::vector<float>& rows, std::int64_t voc
   const auto want = run_gumbel(On::kCpu, kind, with_stride<T>(banned, vocab, stride), n_rows,
                                vocab, stride, k, streams);
   const auto device_rows = with_stride<T>(nans, vocab, stride);
-  const auto split = backend::cuda_impl::row_split(n_rows, vocab, backend::cuda_impl::kH100Sms);
+  const auto split =
+      backend::cuda_impl::draft_row_split(n_rows, vocab, backend::cuda_impl::kH100Sms);
   for (int order = 1; order <= orders; ++order) {
     const auto seed = static_cast<std::uint64_t>(order);
     draft_emu::ledger.seed = seed;
@@ -190,17 +191,18 @@ TEST_CASE("packet_log equals Eigen's vectorised log bit for bit", "[backend][cud
   }
 }
 
-TEST_CASE("Gumbel-top-k on emulated CUDA equals the CPU backend with 1, 2 and 7 blocks per row",
+TEST_CASE("Gumbel-top-k on emulated CUDA equals the CPU backend with 1, 2 and 4 blocks per row",
           "[backend][cuda_kernel]") {
+  using backend::cuda_impl::draft_row_split;
   using backend::cuda_impl::kH100Sms;
-  using backend::cuda_impl::row_split;
-  // V = 1000: one tile, one block per row; 2000: two; 7 * 1024: seven (few rows, 132 SMs).
-  REQUIRE(row_split(3, 1000, kH100Sms).blocks_per_row == 1);
-  REQUIRE(row_split(3, 2000, kH100Sms).blocks_per_row == 2);
-  REQUIRE(row_split(3, 7 * 1024, kH100Sms).blocks_per_row == 7);
-  for (const std::int64_t vocab : {1000, 2000, 7 * 1024}) {
+  // Two tiles a block (few rows, 132 SMs): V = 2000, two tiles: one block per row; 4000: two;
+  // 7 * 1024: four, the last of one tile.
+  REQUIRE(draft_row_split(3, 2000, kH100Sms).blocks_per_row == 1);
+  REQUIRE(draft_row_split(3, 4000, kH100Sms).blocks_per_row == 2);
+  REQUIRE(draft_row_split(3, 7 * 1024, kH100Sms).blocks_per_row == 4);
+  for (const std::int64_t vocab : {2000, 4000, 7 * 1024}) {
     const auto probs = probability_rows(3, vocab, 7);
-    const int orders = vocab > 1024 ? 2 : 1;  // split rows: two block orders
+    const int orders = vocab > 2048 ? 2 : 1;  // split rows: two block orders
     check_gumbel<float>(RowKind::kProbabilities, probs, vocab, vocab, 8, orders);
     check_gumbel<float>(RowKind::kLogWeights, log_rows(probs), vocab, vocab + 5, 1);
   }
@@ -470,10 +472,11 @@ void advance(Level& l, const std::vector<std::vector<float>>& rows, std::int32_t
 
 TEST_CASE("the emulated beam level kernels equal the CPU backend level by level",
           "[backend][cuda_kernel]") {
-  // V = 90: one block per beam row; V = 1500: two (9 beam rows, 132 SMs).
-  REQUIRE(backend::cuda_impl::row_split(9, 1500, backend::cuda_impl::kH100Sms).blocks_per_row == 2);
+  // V = 90: one block per beam row; V = 3000: two of two tiles and one (9 beam rows, 132 SMs).
+  REQUIRE(backend::cuda_impl::draft_row_split(9, 3000, backend::cuda_impl::kH100Sms)
+              .blocks_per_row == 2);
   const std::int64_t batch = 3, width = 3;
-  for (const std::int64_t vocab : {90, 1500}) {
+  for (const std::int64_t vocab : {90, 3000}) {
     toy::ToyRandom rng(12);
     std::vector<std::vector<float>> rows;
     for (int i = 0; i < 4; ++i) rows.push_back(toy::dirichlet(vocab, 0.4, rng));

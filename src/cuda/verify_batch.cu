@@ -81,7 +81,7 @@ cudaError_t launch_chain_statistics(const ChainVerifyParams& p, const Staged& st
               static_cast<const T*>(p.draft), p.draft_stride},
       .rows = rows,
       .n = p.vocab,
-      .split = row_split(rows, p.vocab, detail::device_sm_count()),
+      .split = statistics_row_split(rows, p.vocab, detail::device_sm_count()),
       .warps = {shared_warp, warps, staged.offsets, p.batch, target_rows},
       .cut = cut,
       .keep_nucleus = true};

@@ -195,7 +195,7 @@ TEST_CASE("chain from logits on the statistics path: the CPU's tokens bit for bi
   emu::runtime.sm_count = 132;
   INFO("T " << k.warp.temperature << ", top-p " << k.warp.top_p << ", V " << k.vocab
             << ", blocks per row "
-            << cuda_impl::row_split(2 * c.drafts() + c.batch(), k.vocab, k.sm_count).blocks_per_row);
+            << cuda_impl::statistics_row_split(2 * c.drafts() + c.batch(), k.vocab, k.sm_count).blocks_per_row);
   CHECK(run.accepted == accepted);
   CHECK(run.emitted == emitted);
   // The statistics, the nucleus (top-p), the draws; a row whose nucleus candidates overflow
@@ -233,7 +233,7 @@ TEST_CASE(
   INFO("top-k "
        << k.warp.top_k << ", top-p " << k.warp.top_p << ", min-p " << k.warp.min_p << ", V "
        << k.vocab << ", blocks per row "
-       << cuda_impl::row_split(2 * c.drafts() + c.batch(), k.vocab, k.sm_count).blocks_per_row);
+       << cuda_impl::statistics_row_split(2 * c.drafts() + c.batch(), k.vocab, k.sm_count).blocks_per_row);
   const CudaChainRun run = expect_cpu_tokens(c, k.warp, k.sm_count);
   CHECK(emu::ledger.counts.launches == 3);
   // The statistics launch reads each logit once, keeping its blocks' top-k; then the k
@@ -268,7 +268,7 @@ TEST_CASE(
   INFO(
       "top-p " << warp.top_p << ", min-p " << warp.min_p << ", V " << vocab << ", spread " << spread
                << ", blocks per row "
-               << cuda_impl::row_split(2 * c.drafts() + c.batch(), vocab, sm_count).blocks_per_row);
+               << cuda_impl::statistics_row_split(2 * c.drafts() + c.batch(), vocab, sm_count).blocks_per_row);
   const CudaChainRun run = expect_cpu_tokens(c, warp, sm_count);
   CHECK(emu::ledger.counts.launches == 3);
   if (vocab >= 1024 && spread > 1.0) {
@@ -705,7 +705,8 @@ TEST_CASE("ledger: the chain step from logits on the statistics path reads each 
   // counted by each block, reset); per sequence, the drawn row's block sums (4 bytes a tile)
   // and the draw's counter (counted by each block of the split draw, reset).
   const auto rows = static_cast<std::uint64_t>(2 * c.drafts() + c.batch());
-  const cuda_impl::RowSplit split = cuda_impl::row_split(static_cast<std::int64_t>(rows), v, 132);
+  const cuda_impl::RowSplit split =
+      cuda_impl::statistics_row_split(static_cast<std::int64_t>(rows), v, 132);
   const auto tiles = static_cast<std::uint64_t>(split.tiles);
   const auto counter = 4 * static_cast<std::uint64_t>(split.blocks_per_row + 2);
   const auto draw = cuda_impl::detail::draw_split(c.batch(), v, 132);
@@ -726,13 +727,13 @@ TEST_CASE("launch configuration: a chain step at B = 1, V = 128256 puts a block 
           "an H100",
           "[backend][cuda_kernel][chain_statistics]") {
   // gamma = 5: 6 target and 5 draft rows; each block whole tiles of 1024 entries.
-  const cuda_impl::RowSplit split = cuda_impl::row_split(11, 128256, cuda_impl::kH100Sms);
-  CHECK(split.blocks(11) >= cuda_impl::kH100Sms);
+  const cuda_impl::RowSplit split = cuda_impl::statistics_row_split(11, 128256, cuda_impl::kH100Sms);
+  CHECK(split.blocks(11) >= 2 * cuda_impl::kH100Sms);  // four blocks an SM
   CHECK(split.tiles == 126);
   CHECK(split.tiles_per_block * split.blocks_per_row >= split.tiles);
   CHECK((split.blocks_per_row - 1) * split.tiles_per_block < split.tiles);  // no empty block
   // At B = 256 a block per row already fills the device twice over.
-  CHECK(cuda_impl::row_split(256 * 11, 128256, cuda_impl::kH100Sms).blocks_per_row == 1);
+  CHECK(cuda_impl::statistics_row_split(256 * 11, 128256, cuda_impl::kH100Sms).blocks_per_row == 1);
   // A draw from a whole row: a block per 1024 entries at B = 1, a block per sequence where the
   // row is longer than the block sums shared memory holds (256 x 1024 entries).
   CHECK(cuda_impl::detail::draw_split(1, 128256, cuda_impl::kH100Sms).blocks_per_row == 126);

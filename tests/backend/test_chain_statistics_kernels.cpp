@@ -195,7 +195,8 @@ TEST_CASE("chain from logits on the statistics path: the CPU's tokens bit for bi
   emu::runtime.sm_count = 132;
   INFO("T " << k.warp.temperature << ", top-p " << k.warp.top_p << ", V " << k.vocab
             << ", blocks per row "
-            << cuda_impl::statistics_row_split(2 * c.drafts() + c.batch(), k.vocab, k.sm_count).blocks_per_row);
+            << cuda_impl::statistics_row_split(2 * c.drafts() + c.batch(), k.vocab, k.sm_count)
+                   .blocks_per_row);
   CHECK(run.accepted == accepted);
   CHECK(run.emitted == emitted);
   // The statistics, the nucleus (top-p), the draws; a row whose nucleus candidates overflow
@@ -233,7 +234,8 @@ TEST_CASE(
   INFO("top-k "
        << k.warp.top_k << ", top-p " << k.warp.top_p << ", min-p " << k.warp.min_p << ", V "
        << k.vocab << ", blocks per row "
-       << cuda_impl::statistics_row_split(2 * c.drafts() + c.batch(), k.vocab, k.sm_count).blocks_per_row);
+       << cuda_impl::statistics_row_split(2 * c.drafts() + c.batch(), k.vocab, k.sm_count)
+              .blocks_per_row);
   const CudaChainRun run = expect_cpu_tokens(c, k.warp, k.sm_count);
   CHECK(emu::ledger.counts.launches == 3);
   // The statistics launch reads each logit once, keeping its blocks' top-k; then the k
@@ -268,7 +270,8 @@ TEST_CASE(
   INFO(
       "top-p " << warp.top_p << ", min-p " << warp.min_p << ", V " << vocab << ", spread " << spread
                << ", blocks per row "
-               << cuda_impl::statistics_row_split(2 * c.drafts() + c.batch(), vocab, sm_count).blocks_per_row);
+               << cuda_impl::statistics_row_split(2 * c.drafts() + c.batch(), vocab, sm_count)
+                      .blocks_per_row);
   const CudaChainRun run = expect_cpu_tokens(c, warp, sm_count);
   CHECK(emu::ledger.counts.launches == 3);
   if (vocab >= 1024 && spread > 1.0) {
@@ -727,7 +730,8 @@ TEST_CASE("launch configuration: a chain step at B = 1, V = 128256 puts a block 
           "an H100",
           "[backend][cuda_kernel][chain_statistics]") {
   // gamma = 5: 6 target and 5 draft rows; each block whole tiles of 1024 entries.
-  const cuda_impl::RowSplit split = cuda_impl::statistics_row_split(11, 128256, cuda_impl::kH100Sms);
+  const cuda_impl::RowSplit split =
+      cuda_impl::statistics_row_split(11, 128256, cuda_impl::kH100Sms);
   CHECK(split.blocks(11) >= 2 * cuda_impl::kH100Sms);  // four blocks an SM
   CHECK(split.tiles == 126);
   CHECK(split.tiles_per_block * split.blocks_per_row >= split.tiles);

@@ -106,7 +106,6 @@ SPECDEC_BOUND_LOOP bool rough_tile_pass(const T* logits, std::int64_t n, float i
   return bad == 0;
 }
 
-
 /// A logit read through a packed mask word (xgrammar's layout): itself where bit j of `word` is
 /// set, else -inf. A bit select, no branch per entry, so the loops over a word's 32 entries
 /// vectorise.
@@ -124,7 +123,9 @@ SPECDEC_ENTRY_INLINE void write_masked(const T* logits, const std::uint32_t* mas
   const std::int64_t words = count / 32;
   for (std::int64_t k = 0; k < words; ++k) {
     const std::uint32_t word = mask[k];
-    for (int j = 0; j < 32; ++j) out[32 * k + j] = masked_logit(to_float(logits[32 * k + j]), word, j);
+    for (int j = 0; j < 32; ++j) {
+      out[32 * k + j] = masked_logit(to_float(logits[32 * k + j]), word, j);
+    }
   }
   for (std::int64_t i = 32 * words; i < count; ++i) {
     out[i] = masked_logit(to_float(logits[i]), mask[words], static_cast<int>(i - 32 * words));

@@ -364,6 +364,9 @@ struct ConstrainedRows {
     history_mask(c, r, s.prefix_buffer, length, v, s.words);
     const Penalties& p = c.penalties;
     const auto allows = [&](Token t) { return ((s.words[t >> 5] >> (t & 31)) & 1u) != 0; };
+    const auto penalised = [&](Token t, std::int32_t count, bool prompt) {
+      return penalised_logit(raw[t], p.repetition, p.frequency, p.presence, count, prompt);
+    };
     // The penalised entries the masks allow are cleared from the mask (x's value taken on the
     // way), the row summed through it, and then their values (read once the pass has brought the
     // row into the caches) summed as tiles after the row's.
@@ -371,9 +374,7 @@ struct ConstrainedRows {
     if (p.any()) {
       for_each_penalised(p, s.prefix_buffer, length, [&](Token t, std::int32_t count, bool prompt) {
         if (!allows(t)) return;
-        if (t == x) {
-          *logit = penalised_logit(raw[t], p.repetition, p.frequency, p.presence, count, prompt);
-        }
+        if (t == x) *logit = penalised(t, count, prompt);
         s.words[t >> 5] &= ~(1u << (t & 31));
       });
     }
@@ -392,7 +393,7 @@ struct ConstrainedRows {
       for_each_penalised(p, s.prefix_buffer, length, [&](Token t, std::int32_t count, bool prompt) {
         if ((mask == nullptr || mask_allows(mask, t)) &&
             !masked_by_history(c, s.prefix_buffer, length, t)) {
-          values[m++] = penalised_logit(raw[t], p.repetition, p.frequency, p.presence, count, prompt);
+          values[m++] = penalised(t, count, prompt);
         }
       });
     }
@@ -411,7 +412,8 @@ struct ConstrainedRows {
   /// `raw` with this as its source (the same name, for errors).
   LogitRows<float> rows_view() {
     LogitRows<float> v = raw;
-    v.source = {.fetch = &ConstrainedRows::fetch, .rough = &ConstrainedRows::rough, .context = this};
+    v.source = {
+        .fetch = &ConstrainedRows::fetch, .rough = &ConstrainedRows::rough, .context = this};
     return v;
   }
 };

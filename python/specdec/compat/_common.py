@@ -115,7 +115,8 @@ def renormalised(rows: np.ndarray) -> np.ndarray:
 def verify_chains(target_rows: np.ndarray, draft_tokens: np.ndarray, counts: np.ndarray,
                   draft_rows: Optional[np.ndarray], streams: Any,
                   threads: int = 0, names: Optional[dict] = None, call: Any = None,
-                  usable: Optional[np.ndarray] = None) -> tuple[np.ndarray, np.ndarray]:
+                  usable: Optional[np.ndarray] = None,
+                  uniform: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """Verifies B ragged chains: request b has counts[b] drafts and counts[b] + 1 warped target
     rows (the last gives the bonus token), laid out one request after another. Without draft rows
     the target-only rule runs. A draft token outside [0, V), or one whose draft row gives it no
@@ -127,11 +128,10 @@ def verify_chains(target_rows: np.ndarray, draft_tokens: np.ndarray, counts: np.
     `streams`: a sequence of RandomStream or a stream tensor (int32 [B, 6]).
     `call` replaces the verifier: call(draft_rows=None or rows, **the batch's arguments).
     `usable` [G]: the caller's own finding of which drafts are usable (as found here), when it
-    has one already."""
+    has one already. `uniform`: every count is the same (then, every draft usable, one call on
+    the rows as given: no offsets)."""
     batch, vocab = len(counts), target_rows.shape[1]
     width = int(counts.max()) + 1 if batch else 1  # before any chain is cut
-    offsets = np.zeros(batch + 1, np.int64)
-    np.cumsum(counts, out=offsets[1:])
     if usable is not None:
         valid = usable
     else:
@@ -139,7 +139,17 @@ def verify_chains(target_rows: np.ndarray, draft_tokens: np.ndarray, counts: np.
         if draft_rows is not None:
             safe = np.where(valid, draft_tokens, 0)
             valid &= draft_rows[np.arange(len(draft_tokens)), safe] > 0
-    if not valid.all():  # the rows a cut turns into residuals are checked first
+    all_valid = bool(valid.all())
+    streams = streams if isinstance(streams, np.ndarray) else list(streams)
+    if uniform and all_valid and batch:
+        tokens = np.ascontiguousarray(draft_tokens, np.int32).reshape(batch, width - 1)
+        args = dict(target_rows=np.ascontiguousarray(target_rows, np.float32),
+                    draft_tokens=tokens, streams=streams, threads=threads)
+        flat, accepted = _verify_call(call, draft_rows, args, names)
+        return np.asarray(flat, np.int32), np.asarray(accepted, np.int32)
+    offsets = np.zeros(batch + 1, np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    if not all_valid:  # the rows a cut turns into residuals are checked first
         _check_cut_rows(names, target_rows=target_rows, draft_rows=draft_rows)
         target_rows, draft_tokens, counts, draft_rows = _cut_at_unusable(
             target_rows, draft_tokens, counts, draft_rows, offsets, valid)
@@ -148,22 +158,8 @@ def verify_chains(target_rows: np.ndarray, draft_tokens: np.ndarray, counts: np.
     args = dict(target_rows=np.ascontiguousarray(target_rows, np.float32),
                 draft_tokens=np.ascontiguousarray(draft_tokens, np.int32),
                 draft_offsets=offsets.astype(np.int32),
-                streams=streams if isinstance(streams, np.ndarray) else list(streams),
-                threads=threads)
-    try:
-        if call is not None:
-            flat, accepted = call(draft_rows=None if draft_rows is None else
-                                  np.ascontiguousarray(draft_rows, np.float32), **args)
-        elif draft_rows is None:
-            flat, accepted = _specdec.verify_chain_batch_target_only(**args)
-        else:
-            flat, accepted = _specdec.verify_chain_batch(
-                draft_rows=np.ascontiguousarray(draft_rows, np.float32), **args)
-    except _specdec.Error as refused:
-        base = refused.argument.split("[")[0]
-        if names and base in names:  # the verifier's row numbers are not the caller's
-            raise error(names[base], refused.problem) from None
-        raise
+                streams=streams, threads=threads)
+    flat, accepted = _verify_call(call, draft_rows, args, names)
     flat = np.asarray(flat)
     if flat.shape[0] == batch * width:  # every chain uncut at the longest length: rows of flat
         return flat.reshape(batch, width).astype(np.int32), np.asarray(accepted, np.int32)
@@ -172,6 +168,25 @@ def verify_chains(target_rows: np.ndarray, draft_tokens: np.ndarray, counts: np.
     take = np.minimum((offsets[:-1] + np.arange(batch))[:, None] + slot, max(flat.shape[0] - 1, 0))
     out = np.where(slot <= counts[:, None], flat[take] if flat.size else -1, -1).astype(np.int32)
     return out, np.asarray(accepted, np.int32)
+
+
+def _verify_call(call: Any, draft_rows: Optional[np.ndarray], args: dict,
+                 names: Optional[dict]) -> tuple[Any, Any]:
+    """The chain verifier (`call`, or specdec's with or without draft rows) on `args`; its
+    errors name the caller's arguments (`names`: the verifier's row numbers are not the
+    caller's)."""
+    drafts = None if draft_rows is None else np.ascontiguousarray(draft_rows, np.float32)
+    try:
+        if call is not None:
+            return call(draft_rows=drafts, **args)
+        if drafts is None:
+            return _specdec.verify_chain_batch_target_only(**args)
+        return _specdec.verify_chain_batch(draft_rows=drafts, **args)
+    except _specdec.Error as refused:
+        base = refused.argument.split("[")[0]
+        if names and base in names:
+            raise error(names[base], refused.problem) from None
+        raise
 
 
 def _check_cut_rows(names: Optional[dict], **rows: Any) -> None:

@@ -84,7 +84,7 @@ def chain_speculative_sampling(draft_probs: Any, draft_token_ids: Any, target_pr
         def verify(draft, target, usable):
             return verify_chains(target.reshape(batch * (n + 1), vocab), tokens.reshape(-1),
                                  np.full(batch, n, np.int64), draft.reshape(batch * n, vocab),
-                                 words, names=_NAMES, usable=usable.reshape(-1))
+                                 words, names=_NAMES, usable=usable.reshape(-1), uniform=True)
         try:
             output, emitted = verify(draft, target, token_probs[0])
         except _specdec.Error as refused:  # rows off by float16-like rounding: rescaled once
@@ -237,9 +237,10 @@ def _token_probs(tokens: Any, draft: Any, target: Any) -> tuple[Any, Any, Any]:
         import torch
         safe = torch.where(inside, tokens, 0)
         q, p = (torch.gather(rows, 2, safe[..., None])[..., 0] for rows in (draft, target[:, :n]))
-    else:
-        at = (np.arange(tokens.shape[0])[:, None], np.arange(n)[None, :], np.where(inside, tokens, 0))
-        q, p = draft[at], target[at]
+    else:  # flat indices into the contiguous rows: row (b, i) starts at (b * rows + i) * V
+        at = np.where(inside, tokens, 0) + np.arange(tokens.shape[0] * n).reshape(-1, n) * vocab
+        q = draft.reshape(-1)[at]
+        p = target.reshape(-1)[at + (np.arange(tokens.shape[0]) * vocab)[:, None]]
     return inside & (q > 0), q, p
 
 
@@ -249,6 +250,8 @@ def _later_passes(token_probs, emitted, user_words):
     stream tensor); `token_probs` from _token_probs; NumPy or torch, where the rows lie."""
     usable, q, p = token_probs
     n = usable.shape[1]
+    if not is_torch(usable) and (not usable.size or emitted.min() == n):  # none after a rejection
+        return np.zeros(usable.shape[0], np.int32)
     u = _specdec._fill_uniforms(user_words, n)
     if is_torch(usable):
         import torch
@@ -277,7 +280,7 @@ def _per_row(value: Any, name: str, batch: int, default: int) -> np.ndarray:
     if isinstance(value, (int, np.integer)):
         if not 0 <= int(value) < 2**63:
             raise error(name, f"{int(value)} is outside [0, 2^63)")
-        array = np.array([int(value)], np.int64)
+        return np.full(batch, int(value), np.int64)
     else:
         array = as_numpy(value, name, kind="int", ndim=1)
     if array.shape[0] not in (1, batch):

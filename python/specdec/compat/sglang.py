@@ -63,7 +63,7 @@ import numpy as np
 
 from .. import _specdec
 from ._common import (as_numpy, draw_seeds, error, is_cuda, is_torch, renormalised,
-                      seed_from_generator)
+                      seed_from_generator, stream_words)
 
 __all__ = ["tree_speculative_sampling_target_only", "tree_speculative_sampling_target_only_rejmask",
            "verify_tree_greedy"]
@@ -182,7 +182,7 @@ def _refuse_cuda(**arguments: Any) -> None:
     """specdec.Error naming the first CUDA tensor: the walk runs on the host only, and copying
     the engine's tensors there and back is what the caller should see, not what we hide."""
     for name, value in arguments.items():
-        if is_cuda(value):
+        if value is not None and is_cuda(value):
             raise error(name, "is a CUDA tensor; specdec has no CUDA form of SGLang's tree walk "
                         "yet (docs/engines.md): pass CPU tensors")
 
@@ -284,7 +284,8 @@ def _rows(value: Any, name: str) -> np.ndarray:
     return array
 
 
-def _streams(seed: Any, generator: Any, batch: int) -> list:
+def _streams(seed: Any, generator: Any, batch: int) -> np.ndarray:
+    """The stream tensor of RandomStream(seed, sequence=b) for the batch's sequences."""
     if seed is not None:
         if not isinstance(seed, (int, np.integer)) or not 0 <= int(seed) < 2**64:
             raise error("seed", f"{seed!r} is not an integer in [0, 2^64)")
@@ -293,4 +294,4 @@ def _streams(seed: Any, generator: Any, batch: int) -> list:
         base = seed_from_generator(generator, "generator")
     else:
         base = int(draw_seeds(1)[0])
-    return [_specdec.RandomStream(seed=base, sequence=b) for b in range(batch)]
+    return stream_words(np.full(batch, base, np.uint64).view(np.int64), np.zeros(batch, np.int64))

@@ -526,6 +526,43 @@ TEST_CASE("exp_flush is nondecreasing within the margin that lets a pass skip a 
   CHECK_FALSE(detail::cuts_all_up_to(s, -50.0f));
 }
 
+TEST_CASE("the tile rule over a row's candidates has the bits of the dense row's tile rule",
+          "[core][warp][stats]") {
+  // sparse_row_sum (a top-k row's softmax sum, on both backends) against tile_pass over the row
+  // whose other entries are -inf: the same max and sum, bit for bit, with candidates alone in
+  // their tile, sharing a lane, filling a tile, and at the row's end.
+  toy::ToyRandom rng(31);
+  int compared = 0;
+  for (const std::int64_t n : {1, 17, 1024, 3000, 40000}) {
+    for (const double density : {0.001, 0.02, 0.3, 1.0}) {
+      std::vector<float> logits(static_cast<std::size_t>(n));
+      for (auto& x : logits) x = static_cast<float>(4.0 * rng.normal());
+      std::vector<std::int32_t> ids;
+      std::vector<float> dense(logits.size(), -INFINITY);
+      for (std::int64_t i = 0; i < n; ++i) {
+        if (!(rng.uniform() < density) && !(i == n - 1)) continue;
+        ids.push_back(static_cast<std::int32_t>(i));
+        dense[static_cast<std::size_t>(i)] = logits[static_cast<std::size_t>(i)];
+      }
+      for (const float inv_t : {1.0f, 1.25f, 8.0f}) {
+        std::vector<detail::TileSum> tiles(static_cast<std::size_t>(detail::tile_count(n)));
+        const auto logit = [&](std::int64_t j) {
+          return logits[static_cast<std::size_t>(ids[static_cast<std::size_t>(j)])];
+        };
+        const auto sparse = detail::sparse_row_sum(
+            ids.data(), static_cast<std::int64_t>(ids.size()), inv_t, tiles.data(), logit);
+        REQUIRE(detail::tile_pass(dense.data(), n, inv_t, tiles.data()));
+        const auto full = detail::combine_tiles(tiles.data(), detail::tile_count(n), inv_t);
+        CAPTURE(n, density, inv_t, ids.size());
+        CHECK(bits(sparse.max) == bits(full.max));
+        CHECK(std::bit_cast<std::uint64_t>(sparse.sum) == std::bit_cast<std::uint64_t>(full.sum));
+        ++compared;
+      }
+    }
+  }
+  CHECK(compared == 5 * 4 * 3);
+}
+
 TEST_CASE("top-k of a long row keeps the k largest, ties to the lowest id", "[core][warp][stats]") {
   // Long rows are gathered behind a gate from a sample of the row; the cut must be the one an
   // ordering of the whole row gives, with ties at the k-th value (a coarse grid makes many).

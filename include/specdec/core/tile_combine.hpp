@@ -83,28 +83,55 @@ SPECDEC_ENTRY_INLINE float add_lanes(const float* lanes) {
   return sum;
 }
 
+/// The index of the lowest set bit of x != 0.
+SPECDEC_ENTRY_INLINE int lowest_set_bit(std::uint32_t x) {
+#if defined(__CUDA_ARCH__)
+  return __ffs(static_cast<int>(x)) - 1;
+#else
+  return std::countr_zero(x);
+#endif
+}
+
+/// Whether candidate j of ids (ascending) is the first of its tile.
+SPECDEC_ENTRY_INLINE bool opens_tile(const std::int32_t* ids, std::int64_t j) {
+  return j == 0 || ids[j] / kSumTile != ids[j - 1] / kSumTile;
+}
+
+/// The TileSum of the candidates of the tile that candidate j opens (opens_tile), as the tile rule
+/// sums that tile of the dense row: the others count as -inf, which adds +0. logit(i) is the logit
+/// of entry ids[i]; `end` gets the first candidate past the tile.
+template <class Logit>
+SPECDEC_HOST_DEVICE TileSum sparse_tile_sum(const std::int32_t* ids, std::int64_t m, std::int64_t j,
+                                            float inv_t, const Logit& logit, std::int64_t& end) {
+  const std::int64_t tile = ids[j] / kSumTile;
+  float max = kNegInf;
+  for (end = j; end < m && ids[end] / kSumTile == tile; ++end) {
+    const float x = logit(end);
+    max = x > max ? x : max;
+  }
+  float lanes[kSumLanes] = {};
+  std::uint32_t used = 0;  // the lanes holding an entry
+  for (std::int64_t i = j; i < end; ++i) {
+    const auto lane = static_cast<int>((ids[i] - tile * kSumTile) % kSumLanes);
+    lanes[lane] += exp_flush(scaled_exponent(logit(i), max, inv_t));
+    used |= 1u << lane;
+  }
+  // add_lanes over the lanes in use, in lane order: the others hold +0, which adds nothing.
+  float sum = 0.0f;
+  for (; used != 0u; used &= used - 1u) sum += lanes[lowest_set_bit(used)];
+  return {max, sum, 0.0f};
+}
+
 /// The tile rule over the entries ids[0, m) (ascending) of a row, every other entry counting as
 /// -inf: the tiles, lanes and order of that dense row, whose -inf entries would add +0. `tiles`
 /// has room for tile_count(n) entries; logit(j) is the logit of entry ids[j] (the CUDA kernels
-/// call this on candidates they hold in shared memory).
+/// compute the tiles a thread each, then combine them).
 template <class Logit>
 SPECDEC_HOST_DEVICE RowSum sparse_row_sum(const std::int32_t* ids, std::int64_t m, float inv_t,
                                           TileSum* tiles, const Logit& logit) {
   std::int64_t count = 0;
-  for (std::int64_t j = 0; j < m;) {
-    const std::int64_t tile = ids[j] / kSumTile;
-    std::int64_t end = j;
-    float max = kNegInf;
-    for (; end < m && ids[end] / kSumTile == tile; ++end) {
-      const float x = logit(end);
-      max = x > max ? x : max;
-    }
-    float lanes[kSumLanes] = {};
-    for (; j < end; ++j) {
-      lanes[(ids[j] - tile * kSumTile) % kSumLanes] +=
-          exp_flush(scaled_exponent(logit(j), max, inv_t));
-    }
-    tiles[count++] = {max, add_lanes(lanes), 0.0f};
+  for (std::int64_t j = 0, end = 0; j < m; j = end) {
+    tiles[count++] = sparse_tile_sum(ids, m, j, inv_t, logit, end);
   }
   return combine_tiles(tiles, count, inv_t);
 }

@@ -84,11 +84,21 @@ __device__ void finish_top_k(Global<const T> row, std::int64_t n, const DeviceWa
   }
   __syncthreads();
   // cut_statistics's top-k branch: the softmax over the candidates, those of probability 0
-  // dropped.
-  if (threadIdx.x == 0) {
+  // dropped. Its sum is sparse_row_sum's: a thread a tile (slot j holds the tile candidate j
+  // opens, -inf where it opens none, which combine_tiles skips), then the tiles combined in order.
+  {
     const float* logits = scratch.logits;
-    const sd::RowSum sum = sd::sparse_row_sum(scratch.ids, m, s.inv_temperature, scratch.tiles,
-                                              [logits](std::int64_t j) { return logits[j]; });
+    const auto logit = [logits](std::int64_t j) { return logits[j]; };
+    for (int j = static_cast<int>(threadIdx.x); j < m; j += static_cast<int>(blockDim.x)) {
+      std::int64_t end = 0;
+      scratch.tiles[j] = sd::opens_tile(scratch.ids, j)
+                             ? sd::sparse_tile_sum(scratch.ids, m, j, s.inv_temperature, logit, end)
+                             : sd::TileSum{specdec::kNegInf, 0.0f, 0.0f};
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const sd::RowSum sum = sd::combine_tiles(scratch.tiles, m, s.inv_temperature);
     s.max = sum.max;
     s.inv_sum = 1.0f / static_cast<float>(sum.sum);
     sh.row = s;  // for the block

@@ -55,6 +55,26 @@ __device__ __forceinline__ BlockScan<T> block_scan(T value, T* scratch) {
   return out;
 }
 
+/// A stable compaction by the whole block: emit(j, place) for each j < m with keep(j), `place`
+/// its index among them in j order; returns their count (in every thread). Thread t takes a
+/// chunk of ceil(m / blockDim.x) entries, not a block-strided loop's: what keep reads must have
+/// been written before a barrier. `scratch` is shared memory for one value per warp.
+template <class Keep, class Emit>
+__device__ unsigned int block_compact(int m, const Keep& keep, const Emit& emit,
+                                      unsigned int* scratch) {
+  const int chunk = (m + static_cast<int>(blockDim.x) - 1) / static_cast<int>(blockDim.x);
+  const int first = static_cast<int>(threadIdx.x) * chunk;
+  const int last = first + chunk < m ? first + chunk : m;
+  unsigned int own = 0u;
+  for (int j = first; j < last; ++j) own += keep(j) ? 1u : 0u;
+  const BlockScan<unsigned int> place = block_scan(own, scratch);
+  unsigned int slot = place.exclusive(own);
+  for (int j = first; j < last; ++j) {
+    if (keep(j)) emit(j, slot++);
+  }
+  return place.total;
+}
+
 struct Plus {
   template <class T>
   __device__ __forceinline__ T operator()(T a, T b) const {

@@ -104,25 +104,29 @@ __device__ void finish_top_k(Global<const T> row, std::int64_t n, const DeviceWa
     sh.row = s;  // for the block
   }
   __syncthreads();
-  for (int j = static_cast<int>(threadIdx.x); j < m; j += static_cast<int>(blockDim.x)) {
-    scratch.values[j] = sd::mul_rn(
-        sd::exp_flush(sd::scaled_exponent(scratch.logits[j], sh.row.max, sh.row.inv_temperature)),
-        sh.row.inv_sum);
+  const auto probability = [&sh](float logit) {
+    return sd::mul_rn(sd::exp_flush(sd::scaled_exponent(logit, sh.row.max, sh.row.inv_temperature)),
+                      sh.row.inv_sum);
+  };
+  for (int j = static_cast<int>(threadIdx.x); j < m; j += static_cast<int>(blockDim.x))
+    scratch.values[j] = probability(scratch.logits[j]);
+  __syncthreads();
+  // The candidates of probability > 0, kept in id order: (id, logit bits) into the keys (free
+  // now), then back with their probabilities.
+  const int support = static_cast<int>(block_compact(
+      m, [&](int j) { return scratch.values[j] > 0.0f; },
+      [&](int j, unsigned int at) {
+        sh.keys[at] = (static_cast<std::uint64_t>(static_cast<std::uint32_t>(scratch.ids[j])) << 32) |
+                      sd::float_bits(scratch.logits[j]);
+      },
+      sh.u));
+  __syncthreads();
+  for (int j = static_cast<int>(threadIdx.x); j < support; j += static_cast<int>(blockDim.x)) {
+    scratch.ids[j] = static_cast<std::int32_t>(sh.keys[j] >> 32);
+    scratch.logits[j] = sd::bits_float(static_cast<std::uint32_t>(sh.keys[j]));
+    scratch.values[j] = probability(scratch.logits[j]);
   }
   __syncthreads();
-  if (threadIdx.x == 0) {  // the candidates of probability > 0, kept in id order
-    int positive = 0;
-    for (int j = 0; j < m; ++j) {
-      const float p = scratch.values[j];
-      scratch.ids[positive] = scratch.ids[j];
-      scratch.logits[positive] = scratch.logits[j];
-      scratch.values[positive] = p;
-      positive += p > 0.0f ? 1 : 0;
-    }
-    sh.kept = static_cast<unsigned int>(positive);
-  }
-  __syncthreads();
-  const int support = static_cast<int>(sh.kept);
   if (w.top_p < 1.0f) {
     // The nucleus among them: ranked by the block, walked by thread 0 (select_nucleus's cut),
     // its mass summed in id order (kept_mass).
@@ -176,14 +180,15 @@ __device__ void finish_top_k(Global<const T> row, std::int64_t n, const DeviceWa
       scratch.values[j] = sd::warped_probability(stats, scratch.logits[j], scratch.ids[j]);
   }
   __syncthreads();
-  if (threadIdx.x == 0) {
-    unsigned int listed = 0;
-    for (int j = 0; list.keep && j < support; ++j) {
-      if (scratch.values[j] > 0.0f)
-        list.keys[listed++] = kept_key(nucleus_key(scratch.values[j], scratch.ids[j]));
-    }
-    *list.kept = listed;
-  }
+  const unsigned int listed =
+      list.keep ? block_compact(
+                      support, [&](int j) { return scratch.values[j] > 0.0f; },
+                      [&](int j, unsigned int at) {
+                        list.keys[at] = kept_key(nucleus_key(scratch.values[j], scratch.ids[j]));
+                      },
+                      sh.u)
+                : 0u;
+  if (threadIdx.x == 0) *list.kept = listed;
   if (!(tiles == nullptr)) {
     // Tile t's candidates are consecutive (ids ascending): found by two searches, a thread a tile.
     const auto first_at_least = [&](std::int64_t id) {

@@ -281,8 +281,7 @@ def _per_row(value: Any, name: str, batch: int, default: int) -> np.ndarray:
         if not 0 <= int(value) < 2**63:
             raise error(name, f"{int(value)} is outside [0, 2^63)")
         return np.full(batch, int(value), np.int64)
-    else:
-        array = as_numpy(value, name, kind="int", ndim=1)
+    array = as_numpy(value, name, kind="int", ndim=1)
     if array.shape[0] not in (1, batch):
         raise error(name, f"has {array.shape[0]} entries; expected 1 or {batch}")
     if (array < 0).any():

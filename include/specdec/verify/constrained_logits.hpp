@@ -75,13 +75,24 @@ SPECDEC_HOST_DEVICE bool mask_allows(const std::int32_t* row, std::int64_t token
   return ((static_cast<std::uint32_t>(row[token >> 5]) >> (token & 31)) & 1u) != 0;
 }
 
+/// `a` where `first`, else `b`, by their bits: no branch.
+SPECDEC_HOST_DEVICE float select_bits(bool first, float a, float b) {
+  const std::uint32_t keep = 0u - static_cast<std::uint32_t>(first);
+  return std::bit_cast<float>((std::bit_cast<std::uint32_t>(a) & keep) |
+                              (std::bit_cast<std::uint32_t>(b) & ~keep));
+}
+
 /// A logit after the penalties, for a token counted `count` times in output + draft prefix.
+/// Both sides of each choice are computed and one kept by its bits: the signs and counts of the
+/// penalised tokens are coin tosses, and a mispredicted branch waits for the next token's logit
+/// (a load from the far caches) each time.
 SPECDEC_HOST_DEVICE float penalised_logit(float logit, float repetition, float frequency,
-                                                 float presence, std::int32_t count,
-                                                 bool in_prompt) {
-  if (in_prompt || count > 0) logit = logit > 0.0f ? logit / repetition : logit * repetition;
+                                          float presence, std::int32_t count, bool in_prompt) {
+  const bool seen = count > 0;
+  const float repeated = select_bits(logit > 0.0f, logit / repetition, logit * repetition);
+  logit = select_bits(in_prompt || seen, repeated, logit);
   logit -= frequency * static_cast<float>(count);
-  return logit - (count > 0 ? presence : 0.0f);
+  return logit - select_bits(seen, presence, 0.0f);
 }
 
 /// Occurrences of `token` among `prefix[0, length)`.
@@ -202,14 +213,20 @@ std::int64_t for_each_masked_by_history(const LogitConstraints& c, const Token* 
 template <class Penalise>
 void for_each_penalised(const Penalties& p, const Token* prefix, std::int64_t length,
                         Penalise&& penalise) {
+  // A bit per prefix token (its id mod 64): most listed tokens are not in the prefix and skip
+  // counting their occurrences there.
+  std::uint64_t in_prefix = 0;
+  for (std::int64_t j = 0; j < length; ++j) in_prefix |= std::uint64_t{1} << (prefix[j] & 63);
   for (const PenalisedToken& e : p.tokens) {
-    penalise(e.token, e.count + occurrences(prefix, length, e.token), e.in_prompt);
+    const bool maybe = ((in_prefix >> (e.token & 63)) & 1u) != 0;
+    penalise(e.token, e.count + (maybe ? occurrences(prefix, length, e.token) : 0), e.in_prompt);
   }
   for (std::int64_t j = 0; j < length; ++j) {
     const Token t = prefix[j];
-    bool listed = occurrences(prefix, j, t) > 0;
-    for (const PenalisedToken& e : p.tokens) listed = listed || e.token == t;
-    if (!listed) penalise(t, occurrences(prefix + j, length - j, t), false);
+    if (occurrences(prefix, j, t) > 0) continue;
+    std::int32_t listed = 0;  // no early exit: the loop over the list vectorises
+    for (const PenalisedToken& e : p.tokens) listed |= e.token == t ? 1 : 0;
+    if (listed == 0) penalise(t, occurrences(prefix + j, length - j, t), false);
   }
 }
 
@@ -373,9 +390,8 @@ struct ConstrainedRows {
     *logit = allows(x) ? raw[x] : kNegInf;
     if (p.any()) {
       for_each_penalised(p, s.prefix_buffer, length, [&](Token t, std::int32_t count, bool prompt) {
-        if (!allows(t)) return;
-        if (t == x) *logit = penalised(t, count, prompt);
-        s.words[t >> 5] &= ~(1u << (t & 31));
+        if (t == x && allows(t)) *logit = penalised(t, count, prompt);
+        s.words[t >> 5] &= ~(1u << (t & 31));  // a bit already clear stays clear
       });
     }
     const float inv_t = 1.0f / w.temperature;

@@ -73,8 +73,9 @@ ConstrainedInputs make_constrained_inputs(std::int64_t vocab, const specdec::War
 
 // Arguments: V, warp (0 none, 1 temperature 0.8 + top-p 0.9), draft (0 equal to the target, 1
 // near it), constrained (0 none; 1 the mask and penalties; 2 a mask allowing every token, as a
-// grammar in free text, and no penalties: rows read in place). Counters: accepted of gamma, ns
-// per element of 2 gamma + 1 rows.
+// grammar in free text, and no penalties: rows read in place; 3 a mask allowing 64 runs of 32
+// ids and the drafted tokens, as a grammar inside a structure, and the penalties: the tiles it
+// forbids whole are not read). Counters: accepted of gamma, ns per element of 2 gamma + 1 rows.
 void BM_ConstrainedChainStep(benchmark::State& state) {
   const auto vocab = state.range(0);
   const specdec::Warp warp =
@@ -87,6 +88,16 @@ void BM_ConstrainedChainStep(benchmark::State& state) {
   if (state.range(3) == 2) {
     std::fill(in.bitmask.begin(), in.bitmask.end(), -1);
     c.penalties = {};
+  }
+  if (state.range(3) == 3) {
+    const auto words = static_cast<std::size_t>((vocab + 31) / 32);
+    std::fill(in.bitmask.begin(), in.bitmask.end(), 0);
+    for (std::size_t r = 0; r <= static_cast<std::size_t>(kConstrainedGamma); ++r) {
+      for (std::size_t run = 0; run < 64; ++run) in.bitmask[r * words + run * (words / 64)] = -1;
+      for (const auto t : in.tokens) {
+        in.bitmask[r * words + static_cast<std::size_t>(t) / 32] |= 1 << (t % 32);
+      }
+    }
   }
   std::vector<specdec::Token> out(kConstrainedGamma + 1);
   specdec::Workspace ws(
@@ -108,7 +119,7 @@ void constrained_args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"V", "warp", "draft", "constrained"});
   for (std::int64_t warp = 0; warp < 2; ++warp) {
     for (std::int64_t draft = 0; draft < 2; ++draft) {
-      for (std::int64_t c = 0; c < 3; ++c) b->Args({128256, warp, draft, c});
+      for (std::int64_t c = 0; c < 4; ++c) b->Args({128256, warp, draft, c});
     }
   }
 }

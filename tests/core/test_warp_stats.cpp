@@ -563,6 +563,59 @@ TEST_CASE("the tile rule over a row's candidates has the bits of the dense row's
   CHECK(compared == 5 * 4 * 3);
 }
 
+TEST_CASE("the masked rough pass has the bits of the rough pass over the masked row",
+          "[core][warp][stats]") {
+  // masked_rough_tile_pass against rough_tile_pass over the row written with -inf outside the
+  // mask: tiles the mask forbids whole (not read: NaN there must not count), allows whole (summed
+  // in place), and mixed, with and without the mass above a threshold, and a row's short last tile.
+  toy::ToyRandom rng(37);
+  int compared = 0;
+  for (const std::int64_t n : {1000, 5000, 40000}) {
+    const std::int64_t words = (n + 31) / 32;
+    std::vector<float> logits(static_cast<std::size_t>(n));
+    for (auto& x : logits) x = static_cast<float>(4.0 * rng.normal());
+    for (int pattern = 0; pattern < 3; ++pattern) {
+      std::vector<std::uint32_t> mask(static_cast<std::size_t>(words));
+      for (std::int64_t k = 0; k < words; ++k) {
+        const std::int64_t tile = 32 * k / detail::kSumTile;
+        // Pattern 0: tiles alternately forbidden, allowed and mixed; 1: random bits; 2: all
+        // forbidden but one mixed tile.
+        const std::uint32_t random = static_cast<std::uint32_t>(rng.uniform() * 4294967296.0);
+        mask[static_cast<std::size_t>(k)] = pattern == 1   ? random
+                                            : pattern == 2 ? (tile == 1 ? random : 0u)
+                                            : tile % 3 == 0 ? 0u
+                                            : tile % 3 == 1 ? ~0u
+                                                            : random;
+      }
+      std::vector<float> row = logits, masked(logits.size());
+      for (std::int64_t i = 0; i < n; ++i) {
+        if (((mask[static_cast<std::size_t>(i / 32)] >> (i % 32)) & 1u) == 0u) {
+          row[static_cast<std::size_t>(i)] = NAN;  // never read through the mask
+        }
+      }
+      detail::write_masked_row(row.data(), mask.data(), n, masked.data());
+      for (const float inv_t : {1.0f, 8.0f}) {
+        const auto tiles = static_cast<std::size_t>(detail::tile_count(n));
+        std::vector<detail::TileSum> a(tiles), b(tiles), c(tiles), d(tiles);
+        const bool valid = detail::masked_rough_tile_pass(row.data(), mask.data(), n, inv_t, a.data());
+        CHECK(valid == detail::rough_tile_pass(masked.data(), n, inv_t, b.data()));
+        CHECK(valid);
+        detail::masked_rough_tile_pass<true>(row.data(), mask.data(), n, inv_t, c.data(), 0.5f);
+        detail::rough_tile_pass<true>(masked.data(), n, inv_t, d.data(), 0.5f);
+        CAPTURE(n, pattern, inv_t);
+        for (std::size_t t = 0; t < tiles; ++t) {
+          CHECK(bits(a[t].max) == bits(b[t].max));
+          CHECK(bits(a[t].sum) == bits(b[t].sum));
+          CHECK(bits(c[t].sum) == bits(d[t].sum));
+          CHECK(bits(c[t].above) == bits(d[t].above));
+        }
+        ++compared;
+      }
+    }
+  }
+  CHECK(compared == 3 * 3 * 2);
+}
+
 TEST_CASE("top-k of a long row keeps the k largest, ties to the lowest id", "[core][warp][stats]") {
   // Long rows are gathered behind a gate from a sample of the row; the cut must be the one an
   // ordering of the whole row gives, with ties at the k-th value (a coarse grid makes many).

@@ -141,7 +141,9 @@ SPECDEC_ROW_LOOP void write_masked_row(const T* logits, const std::uint32_t* mas
 
 /// rough_tile_pass of the row whose entries outside the packed mask `mask` are -inf, without
 /// writing that row: each tile is written masked into a buffer in the first-level cache and summed
-/// from there, so the tiles are bit for bit those of the pass over the masked row.
+/// from there, so the tiles are bit for bit those of the pass over the masked row. A tile its
+/// mask words allow whole is summed in place, and one they forbid whole is not read (a grammar's
+/// mask inside a structure allows a few runs of ids: most of the row is never read).
 template <bool kAbove = false, class T>
 SPECDEC_BOUND_LOOP bool masked_rough_tile_pass(const T* logits, const std::uint32_t* mask,
                                                std::int64_t n, float inv_t, TileSum* tiles,
@@ -151,8 +153,20 @@ SPECDEC_BOUND_LOOP bool masked_rough_tile_pass(const T* logits, const std::uint3
   std::int32_t bad = 0;
   for (std::int64_t b = 0, t = 0; b < n; b += kSumTile, ++t) {
     const std::int64_t count = std::min(n - b, kSumTile);
-    write_masked(logits + b, mask + b / 32, count, tile);
-    tiles[t] = tile_sum<kAbove, true>(tile, count, inv_t, threshold, bad);
+    const std::uint32_t* words = mask + b / 32;
+    std::uint32_t any = 0, all = ~0u;
+    for (std::int64_t k = 0; k < count / 32; ++k) {
+      any |= words[k];
+      all &= words[k];
+    }
+    if (count % 32 == 0 && any == 0u) {
+      tiles[t] = {kNegInf, 0.0f, 0.0f};  // tile_sum's answer for a tile of -inf
+    } else if (count % 32 == 0 && all == ~0u) {
+      tiles[t] = tile_sum<kAbove, true>(logits + b, count, inv_t, threshold, bad);
+    } else {
+      write_masked(logits + b, words, count, tile);
+      tiles[t] = tile_sum<kAbove, true>(tile, count, inv_t, threshold, bad);
+    }
   }
   return bad == 0;
 }

@@ -18,13 +18,18 @@ cpu_seconds() {  # CPU seconds of one syntax-only compile of $1 (a file)
   { time "$cxx" "${flags[@]}" -fsyntax-only "$1" >/dev/null; } 2>&1 | awk '{printf "%.2f", $1 + $2}'
 }
 
+# Whether $1 seconds exceed the budget $2. A compile over budget is timed once more and judged on
+# the second time: a compile that shared its core with a busy neighbour can take twice its time.
+over() { awk -v s="$1" -v b="$2" 'BEGIN { exit !(s > b) }'; }
+
 # header  budget (CPU seconds, syntax only)  may include Eigen
 while read -r header budget eigen_ok; do
   echo "#include <$header>" >"$work/tu.cpp"
   seconds=$(cpu_seconds "$work/tu.cpp")
+  if over "$seconds" "$budget"; then seconds=$(cpu_seconds "$work/tu.cpp"); fi  # once more
   lines=$("$cxx" "${flags[@]}" -E "$work/tu.cpp" | wc -l)
   verdict=ok
-  if awk -v s="$seconds" -v b="$budget" 'BEGIN { exit !(s > b) }'; then verdict="OVER BUDGET"; status=1; fi
+  if over "$seconds" "$budget"; then verdict="OVER BUDGET"; status=1; fi
   if [[ "$eigen_ok" == no ]] && "$cxx" "${flags[@]}" -M "$work/tu.cpp" | grep -q '/Eigen/'; then
     verdict="includes Eigen"; status=1
   fi
@@ -58,10 +63,14 @@ CALLS
 # mode  budget (CPU seconds, -O2 -c)  extra flags
 while read -r mode budget define; do
   TIMEFORMAT='%U %S'
-  seconds=$({ time "$cxx" "${flags[@]}" $define -O2 -c -o "$work/calls.o" "$work/calls.cpp"; } 2>&1 |
-            awk '{printf "%.2f", $1 + $2}')
+  compile_calls() {
+    { time "$cxx" "${flags[@]}" $define -O2 -c -o "$work/calls.o" "$work/calls.cpp"; } 2>&1 |
+      awk '{printf "%.2f", $1 + $2}'
+  }
+  seconds=$(compile_calls)
+  if over "$seconds" "$budget"; then seconds=$(compile_calls); fi  # once more
   verdict=ok
-  if awk -v s="$seconds" -v b="$budget" 'BEGIN { exit !(s > b) }'; then verdict="OVER BUDGET"; status=1; fi
+  if over "$seconds" "$budget"; then verdict="OVER BUDGET"; status=1; fi
   printf '%-40s %6s s (budget %s s)  %s\n' "batch entries from logits, $mode" "$seconds" "$budget" \
     "$verdict"
 done <<'LIST'

@@ -563,11 +563,14 @@ TEST_CASE("the tile rule over a row's candidates has the bits of the dense row's
   CHECK(compared == 5 * 4 * 3);
 }
 
-TEST_CASE("the masked rough pass has the bits of the rough pass over the masked row",
+TEST_CASE("the masked rough pass sums what the rough pass over the masked row sums",
           "[core][warp][stats]") {
   // masked_rough_tile_pass against rough_tile_pass over the row written with -inf outside the
-  // mask: tiles the mask forbids whole (not read: NaN there must not count), allows whole (summed
-  // in place), and mixed, with and without the mass above a threshold, and a row's short last tile.
+  // mask. Tiles the mask forbids whole (not read), allows whole (summed in place), and mixed
+  // tiles with NaN behind the mask or a logit far above the kept ones (both written to the
+  // buffer first) give the same bits; mixed tiles summed through the mask in place give sums
+  // within twice the rough terms' error of the pass over the masked row, with and without the
+  // mass above a threshold, and a row's short last tile.
   toy::ToyRandom rng(37);
   int compared = 0;
   for (const std::int64_t n : {1000, 5000, 40000}) {
@@ -587,33 +590,58 @@ TEST_CASE("the masked rough pass has the bits of the rough pass over the masked 
                                             : tile % 3 == 1 ? ~0u
                                                             : random;
       }
-      std::vector<float> row = logits, masked(logits.size());
-      for (std::int64_t i = 0; i < n; ++i) {
-        if (((mask[static_cast<std::size_t>(i / 32)] >> (i % 32)) & 1u) == 0u) {
-          row[static_cast<std::size_t>(i)] = NAN;  // never read through the mask
+      for (const float behind : {NAN, 300.0f, 0.0f}) {  // 0: the logits themselves stay there
+        std::vector<float> row = logits, masked(logits.size());
+        for (std::int64_t i = 0; i < n; ++i) {
+          const bool kept = ((mask[static_cast<std::size_t>(i / 32)] >> (i % 32)) & 1u) != 0u;
+          if (!kept && behind != 0.0f) row[static_cast<std::size_t>(i)] = behind;
         }
-      }
-      detail::write_masked_row(row.data(), mask.data(), n, masked.data());
-      for (const float inv_t : {1.0f, 8.0f}) {
-        const auto tiles = static_cast<std::size_t>(detail::tile_count(n));
-        std::vector<detail::TileSum> a(tiles), b(tiles), c(tiles), d(tiles);
-        const bool valid = detail::masked_rough_tile_pass(row.data(), mask.data(), n, inv_t, a.data());
-        CHECK(valid == detail::rough_tile_pass(masked.data(), n, inv_t, b.data()));
-        CHECK(valid);
-        detail::masked_rough_tile_pass<true>(row.data(), mask.data(), n, inv_t, c.data(), 0.5f);
-        detail::rough_tile_pass<true>(masked.data(), n, inv_t, d.data(), 0.5f);
-        CAPTURE(n, pattern, inv_t);
-        for (std::size_t t = 0; t < tiles; ++t) {
-          CHECK(bits(a[t].max) == bits(b[t].max));
-          CHECK(bits(a[t].sum) == bits(b[t].sum));
-          CHECK(bits(c[t].sum) == bits(d[t].sum));
-          CHECK(bits(c[t].above) == bits(d[t].above));
+        detail::write_masked_row(row.data(), mask.data(), n, masked.data());
+        const bool same_bits = behind != 0.0f;
+        for (const float inv_t : {1.0f, 8.0f}) {
+          const auto count = detail::tile_count(n);
+          const auto tiles = static_cast<std::size_t>(count);
+          std::vector<detail::TileSum> a(tiles), b(tiles), c(tiles), d(tiles);
+          const bool valid =
+              detail::masked_rough_tile_pass(row.data(), mask.data(), n, inv_t, a.data());
+          CHECK(valid);
+          REQUIRE(detail::rough_tile_pass(masked.data(), n, inv_t, b.data()));
+          detail::masked_rough_tile_pass<true>(row.data(), mask.data(), n, inv_t, c.data(), 0.5f);
+          detail::rough_tile_pass<true>(masked.data(), n, inv_t, d.data(), 0.5f);
+          CAPTURE(n, pattern, behind, inv_t);
+          for (std::size_t t = 0; t < tiles; ++t) {
+            const std::int64_t first = static_cast<std::int64_t>(t) * detail::kSumTile / 32;
+            const std::int64_t last = std::min<std::int64_t>(words, first + detail::kSumTile / 32);
+            std::uint32_t any = 0, all = ~0u;
+            for (std::int64_t k = first; k < last; ++k) {
+              any |= mask[static_cast<std::size_t>(k)];
+              all &= mask[static_cast<std::size_t>(k)];
+            }
+            if (same_bits || any == 0u || all == ~0u) {
+              CHECK(bits(a[t].max) == bits(b[t].max));
+              CHECK(bits(a[t].sum) == bits(b[t].sum));
+              CHECK(bits(c[t].above) == bits(d[t].above));
+            } else {  // its sums relative to the tile's largest logit, kept or not
+              CHECK(a[t].max >= b[t].max);
+              const double scale = std::exp(static_cast<double>(a[t].max - b[t].max) * inv_t);
+              CHECK(a[t].sum * scale == Approx(b[t].sum).epsilon(2.5e-4));
+              CHECK(c[t].above * scale == Approx(d[t].above).epsilon(2.5e-4).margin(1e-30));
+            }
+          }
+          const auto ra = detail::combine_tiles(a.data(), count, inv_t);
+          const auto rb = detail::combine_tiles(b.data(), count, inv_t);
+          if (rb.max > -INFINITY) {
+            const double scale = std::exp(static_cast<double>(ra.max - rb.max) * inv_t);
+            CHECK(ra.sum * scale == Approx(rb.sum).epsilon(2.5e-4));
+          } else {  // a row the mask forbids whole
+            CHECK(bits(ra.max) == bits(rb.max));
+          }
+          ++compared;
         }
-        ++compared;
       }
     }
   }
-  CHECK(compared == 3 * 3 * 2);
+  CHECK(compared == 3 * 3 * 3 * 2);
 }
 
 TEST_CASE("top-k of a long row keeps the k largest, ties to the lowest id", "[core][warp][stats]") {

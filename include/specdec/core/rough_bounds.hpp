@@ -19,10 +19,12 @@ namespace specdec::detail {
 /// 5e-6 of its terms' sum; the margin is eight times that.
 inline constexpr double kRoughSum = 1e-3;
 
-/// A row read once with rough exponentials, for a warp whose only cut is top-p: the largest logit
-/// is exact, the softmax sum and the mass at or above a threshold within kRoughSum. That bounds an
-/// entry's warped probability (warped_probability_bounds) closely enough to decide most
-/// acceptances, in about half the arithmetic of the exact pass; the rest are decided exactly.
+/// A row read once with rough exponentials, for a warp whose only cut is top-p: a reference logit
+/// (the largest, or for a row read through a mask possibly one behind it, at most about 35
+/// temperatures above the largest kept), the softmax sum relative to it and the mass at or above a
+/// threshold within kRoughSum. That bounds an entry's warped probability
+/// (warped_probability_bounds) closely enough to decide most acceptances, in about half the
+/// arithmetic of the exact pass; the rest are decided exactly.
 struct RoughRow {
   float inv_temperature = 1.0f;
   float max = 0.0f;

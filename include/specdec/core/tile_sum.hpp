@@ -139,11 +139,64 @@ SPECDEC_ROW_LOOP void write_masked_row(const T* logits, const std::uint32_t* mas
   write_masked(logits, mask, n, out);
 }
 
-/// rough_tile_pass of the row whose entries outside the packed mask `mask` are -inf, without
-/// writing that row: each tile is written masked into a buffer in the first-level cache and summed
-/// from there, so the tiles are bit for bit those of the pass over the masked row. A tile its
-/// mask words allow whole is summed in place, and one they forbid whole is not read (a grammar's
-/// mask inside a structure allows a few runs of ids: most of the row is never read).
+/// The rough terms of the entries of a tile of whole mask words that `mask` keeps, read in place,
+/// into `lanes` (and `above`: those at or above `threshold`) by the tile rule's lanes, against
+/// `max`, the largest logit of the tile, kept or not. An entry outside the mask adds +0: its term
+/// is computed from its logit (finite) and its bits cleared.
+template <bool kAbove, bool kClamp, class T>
+SPECDEC_ENTRY_INLINE void add_masked_rough_terms(const T* x, const std::uint32_t* mask,
+                                                 std::int64_t count, float max, float inv_t,
+                                                 float threshold, float* lanes, float* above) {
+  static_assert(kSumLanes == 16);  // two lane groups a mask word
+  const float rough_scale = inv_t * std::numbers::log2e_v<float>;
+  const float rough_floor = -126.0f / rough_scale;
+  const auto add = [&](int j, float logit, bool kept) {
+    const float d = logit - max;
+    const float term = keep_if(
+        kept, rough_exp2(kClamp ? (d > rough_floor ? d : rough_floor) : d, rough_scale));
+    lanes[j] += term;
+    if constexpr (kAbove) above[j] += keep_if(logit >= threshold, term);
+  };
+  for (std::int64_t k = 0; k < count / 32; ++k) {  // a word: its two groups of lanes in turn
+    const std::uint32_t word = mask[k];
+    for (int j = 0; j < kSumLanes; ++j) add(j, to_float(x[32 * k + j]), ((word >> j) & 1u) != 0u);
+    for (int j = 0; j < kSumLanes; ++j) {
+      add(j, to_float(x[32 * k + 16 + j]), ((word >> (16 + j)) & 1u) != 0u);
+    }
+  }
+}
+
+/// A mixed tile of whole mask words summed through its mask in place: its largest logit, kept or
+/// not, as the tile's reference (any logit at or above the kept ones serves a rough pass's
+/// bounds), then the rough sums of the kept entries (add_masked_rough_terms). `bad` when a NaN or
+/// +inf was read, behind the mask or not.
+template <bool kAbove, class T>
+SPECDEC_ENTRY_INLINE TileSum masked_rough_tile_sum(const T* x, const std::uint32_t* mask,
+                                                   std::int64_t count, float inv_t,
+                                                   float threshold, std::int32_t& bad) {
+  KeyRange keys;
+  key_range(x, count, keys.best, keys.worst);
+  bad |= keys.bad() ? 1 : 0;
+  const float max = from_signed_order_key(keys.best);
+  if (!(max > kNegInf)) return {max, 0.0f, 0.0f};
+  const float least = from_signed_order_key(keys.worst);
+  float lanes[kSumLanes] = {}, above[kSumLanes] = {};
+  if ((least - max) * inv_t * std::numbers::log2e_v<float> >= -126.0f) {
+    add_masked_rough_terms<kAbove, false>(x, mask, count, max, inv_t, threshold, lanes, above);
+  } else {
+    add_masked_rough_terms<kAbove, true>(x, mask, count, max, inv_t, threshold, lanes, above);
+  }
+  return {max, add_lanes(lanes), add_lanes(above)};
+}
+
+/// Bounds of rough_tile_pass for the row whose entries outside the packed mask `mask` are -inf,
+/// without writing that row. A tile its mask words forbid whole is not read (a grammar's mask
+/// inside a structure allows a few runs of ids: most of the row is never read), one they allow
+/// whole is summed in place, and a mixed tile is summed through its mask in place
+/// (masked_rough_tile_sum: its sums relative to its largest logit, masked or not). Where that
+/// reference lies too far above the kept entries for the rough terms' floor (a kept sum under
+/// 2^-40 of it), or a NaN or +inf lies in the tile, the tile is written masked into a buffer in
+/// the first-level cache and summed from there, as the pass over the masked row sums it.
 template <bool kAbove = false, class T>
 SPECDEC_BOUND_LOOP bool masked_rough_tile_pass(const T* logits, const std::uint32_t* mask,
                                                std::int64_t n, float inv_t, TileSum* tiles,
@@ -161,12 +214,23 @@ SPECDEC_BOUND_LOOP bool masked_rough_tile_pass(const T* logits, const std::uint3
     }
     if (count % 32 == 0 && any == 0u) {
       tiles[t] = {kNegInf, 0.0f, 0.0f};  // tile_sum's answer for a tile of -inf
-    } else if (count % 32 == 0 && all == ~0u) {
-      tiles[t] = tile_sum<kAbove, true>(logits + b, count, inv_t, threshold, bad);
-    } else {
-      write_masked(logits + b, words, count, tile);
-      tiles[t] = tile_sum<kAbove, true>(tile, count, inv_t, threshold, bad);
+      continue;
     }
+    if (count % 32 == 0 && all == ~0u) {
+      tiles[t] = tile_sum<kAbove, true>(logits + b, count, inv_t, threshold, bad);
+      continue;
+    }
+    if (count % 32 == 0) {
+      std::int32_t read_bad = 0;
+      const TileSum s =
+          masked_rough_tile_sum<kAbove>(logits + b, words, count, inv_t, threshold, read_bad);
+      if (read_bad == 0 && s.sum >= 0x1p-40f) {
+        tiles[t] = s;
+        continue;
+      }
+    }
+    write_masked(logits + b, words, count, tile);
+    tiles[t] = tile_sum<kAbove, true>(tile, count, inv_t, threshold, bad);
   }
   return bad == 0;
 }

@@ -50,6 +50,20 @@ SPECDEC_ENTRY_INLINE void add_tile_terms(const T* x, std::int64_t count, float m
   for (int j = 0; i + j < count; ++j) add(j, to_float(x[i + j]));
 }
 
+/// A tile's largest and smallest logits, by integer keys with the floats' order (the reductions
+/// vectorise at any ISA level); into `bad`, whether a NaN or +inf is there.
+struct TileRange {
+  float max;
+  float least;
+};
+template <class T>
+SPECDEC_ENTRY_INLINE TileRange tile_range(const T* x, std::int64_t count, std::int32_t& bad) {
+  KeyRange keys;
+  key_range(x, count, keys.best, keys.worst);
+  bad |= keys.bad() ? 1 : 0;
+  return {from_signed_order_key(keys.best), from_signed_order_key(keys.worst)};
+}
+
 /// One tile of a pass: its largest logit (and, into `bad`, whether a NaN or +inf is there), then
 /// the tile rule's sum of exp((logit - tile max) * inv_t) and, with kAbove, the same sum over the
 /// entries whose logit is at least `threshold`. A tile whose smallest exponent is at least the
@@ -57,13 +71,9 @@ SPECDEC_ENTRY_INLINE void add_tile_terms(const T* x, std::int64_t count, float m
 template <bool kAbove, bool kRough, class T>
 SPECDEC_ENTRY_INLINE TileSum tile_sum(const T* x, std::int64_t count, float inv_t, float threshold,
                                       std::int32_t& bad) {
-  // Integer keys with the floats' order: the reductions vectorise at any ISA level.
-  KeyRange keys;
-  key_range(x, count, keys.best, keys.worst);
-  bad |= keys.bad() ? 1 : 0;
-  const float max = from_signed_order_key(keys.best);
+  const TileRange range = tile_range(x, count, bad);
+  const float max = range.max, least = range.least;
   if (!(max > kNegInf)) return {max, 0.0f, 0.0f};
-  const float least = from_signed_order_key(keys.worst);
   const float rough_scale = inv_t * std::numbers::log2e_v<float>;
   const bool clamp = kRough ? !((least - max) * rough_scale >= -126.0f)
                             : !(scaled_exponent(least, max, inv_t) >= -88.0f);
@@ -174,14 +184,11 @@ template <bool kAbove, class T>
 SPECDEC_ENTRY_INLINE TileSum masked_rough_tile_sum(const T* x, const std::uint32_t* mask,
                                                    std::int64_t count, float inv_t,
                                                    float threshold, std::int32_t& bad) {
-  KeyRange keys;
-  key_range(x, count, keys.best, keys.worst);
-  bad |= keys.bad() ? 1 : 0;
-  const float max = from_signed_order_key(keys.best);
+  const TileRange range = tile_range(x, count, bad);
+  const float max = range.max, least = range.least;
   if (!(max > kNegInf)) return {max, 0.0f, 0.0f};
-  const float least = from_signed_order_key(keys.worst);
   float lanes[kSumLanes] = {}, above[kSumLanes] = {};
-  if ((least - max) * inv_t * std::numbers::log2e_v<float> >= -126.0f) {
+  if ((least - max) * (inv_t * std::numbers::log2e_v<float>) >= -126.0f) {  // as tile_sum
     add_masked_rough_terms<kAbove, false>(x, mask, count, max, inv_t, threshold, lanes, above);
   } else {
     add_masked_rough_terms<kAbove, true>(x, mask, count, max, inv_t, threshold, lanes, above);

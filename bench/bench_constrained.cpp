@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // The cost of constraints on the from-logits chain step: one gamma = 5 chain through
-// verify_chain_logits_constrained (a grammar bitmask and vLLM's three penalties on 256 tokens)
+// constrained::verify_chain_logits (a grammar bitmask and vLLM's three penalties on 256 tokens)
 // against verify_chain_logits on the same logits without them, in the same run.
 #include <benchmark/benchmark.h>
 
@@ -24,7 +24,7 @@ struct ConstrainedInputs {
   std::vector<float> target, draft;
   std::vector<specdec::Token> tokens;
   std::vector<std::int32_t> bitmask;
-  std::vector<specdec::PenalisedToken> penalised;
+  std::vector<specdec::constrained::PenalisedToken> penalised;
 };
 
 // Target logits ~ normal(0, 3); the draft equal to the target (accept = 0: every token passes
@@ -82,9 +82,10 @@ void BM_ConstrainedChainStep(benchmark::State& state) {
       state.range(1) == 0 ? specdec::Warp{} : specdec::Warp{.temperature = 0.8f, .top_p = 0.9f};
   const bool constrained = state.range(3) != 0;
   auto in = make_constrained_inputs(vocab, warp, state.range(2) == 0);
-  specdec::LogitConstraints c{
+  specdec::constrained::LogitConstraints c{
       .bitmask = in.bitmask,
-      .penalties = {.repetition = 1.1f, .frequency = 0.2f, .presence = 0.1f, .tokens = in.penalised}};
+      .penalties = {
+          .repetition = 1.1f, .frequency = 0.2f, .presence = 0.1f, .tokens = in.penalised}};
   if (state.range(3) == 2) {
     std::fill(in.bitmask.begin(), in.bitmask.end(), -1);
     c.penalties = {};
@@ -101,11 +102,11 @@ void BM_ConstrainedChainStep(benchmark::State& state) {
   }
   std::vector<specdec::Token> out(kConstrainedGamma + 1);
   specdec::Workspace ws(
-      specdec::verify_chain_logits_constrained_workspace_size(vocab, kConstrainedGamma));
+      specdec::constrained::verify_chain_logits_workspace_size(vocab, kConstrainedGamma));
   const specdec::RandomStream stream{.seed = 11};
   specdec::ChainVerdict verdict;
   for (auto _ : state) {
-    verdict = constrained ? specdec::verify_chain_logits_constrained(
+    verdict = constrained ? specdec::constrained::verify_chain_logits(
                                 warp, in.target, in.draft, in.tokens, vocab, c, stream, out, ws)
                           : specdec::verify_chain_logits<float>(warp, in.target, in.draft,
                                                                 in.tokens, vocab, stream, out, ws);

@@ -26,7 +26,7 @@ class CopyProvider {
     context_.assign(prompt.begin(), prompt.end());
   }
   void evaluate(const specdec::TreeBatch& batch, specdec::MatrixView<float> logits) {
-    specdec::check_evaluate_arguments(batch, committed_length(), logits, vocab_size());
+    specdec::provider::check_evaluate_arguments(batch, committed_length(), logits, vocab_size());
     for (std::int64_t r = 0; r < logits.rows; ++r) {
       std::copy(row_.begin(), row_.end(), logits.row_data(r));
     }
@@ -42,13 +42,13 @@ class CopyProvider {
 
 }  // namespace
 
-// check_provider_output on one row of V logits (what the decoding loop pays per returned row).
+// provider::check_output on one row of V logits (what the decoding loop pays per returned row).
 static void BM_CheckProviderOutputRow(benchmark::State& state) {
   const auto vocab = state.range(0);
   const auto row = sb::random_logits(vocab);
   const specdec::MatrixView<const float> view(row.data(), 1, vocab);
   for (auto _ : state) {
-    specdec::check_provider_output("target_logits", view, 1, vocab);
+    specdec::provider::check_output("target_logits", view, 1, vocab);
     benchmark::ClobberMemory();
   }
   sb::set_vocab_counters(state, vocab);

@@ -101,12 +101,12 @@ BENCHMARK(BM_TreePackedMaskRowKernel)->Apply(tree_sizes);
 
 static void BM_TreeExportTrtllm(benchmark::State& state) {
   const auto tree = bench_tree(static_cast<std::int32_t>(state.range(0)));
-  std::vector<std::int32_t> mask(specdec::trtllm_mask_size(tree));
+  std::vector<std::int32_t> mask(specdec::trtllm::mask_size(tree));
   std::vector<std::int32_t> offsets(static_cast<std::size_t>(tree.size() + 1));
-  const auto rows = specdec::trtllm_path_rows(tree), width = specdec::trtllm_path_width(tree);
+  const auto rows = specdec::trtllm::path_rows(tree), width = specdec::trtllm::path_width(tree);
   std::vector<std::int32_t> paths(static_cast<std::size_t>(rows * width));
   for (auto _ : state) {
-    specdec::export_trtllm(tree, mask, offsets, rows, width, paths);
+    specdec::trtllm::export_tree(tree, mask, offsets, rows, width, paths);
     benchmark::DoNotOptimize(mask.data());
   }
   set_node_counters(state, static_cast<double>(tree.size()), static_cast<double>(mask.size()));
@@ -270,7 +270,7 @@ static void BM_LargeTreeExportSglang(benchmark::State& state) {
   const auto slots = static_cast<std::size_t>(tree.size()) + 1;
   std::vector<std::int64_t> index(slots), next(slots), sibling(slots);
   for (auto _ : state) {
-    specdec::export_sglang(tree, 0, index, next, sibling);
+    specdec::sglang::export_tree(tree, 0, index, next, sibling);
     benchmark::DoNotOptimize(sibling.data());
   }
   set_node_counters(state, tree.size());
@@ -279,9 +279,9 @@ BENCHMARK(BM_LargeTreeExportSglang)->Apply(large_sizes);
 
 static void BM_LargeTreeFlashinferMask(benchmark::State& state) {
   const auto tree = state_tree(state);
-  std::vector<std::uint8_t> mask(specdec::flashinfer_mask_bytes(tree, 100, true));
+  std::vector<std::uint8_t> mask(specdec::flashinfer::mask_bytes(tree, 100, true));
   for (auto _ : state) {
-    specdec::export_flashinfer_mask(tree, 100, true, mask);
+    specdec::flashinfer::export_mask(tree, 100, true, mask);
     benchmark::DoNotOptimize(mask.data());
   }
   set_node_counters(state, tree.size());

@@ -212,7 +212,7 @@ class ConstrainedStrategy {
   std::int64_t dead_rows() const { return dead_rows_; }
 
   void prepare(std::int64_t vocab, specdec::Workspace& workspace) {
-    specdec::check_same_vocabulary(draft_->vocab_size(), vocab);
+    specdec::provider::check_same_vocabulary(draft_->vocab_size(), vocab);
     options_.warp.validate(vocab);
     if (options_.length < 1 || options_.length > 64) {
       specdec::detail::fail("length", "{} is outside [1, 64]", options_.length);
@@ -221,8 +221,8 @@ class ConstrainedStrategy {
     const auto nodes = static_cast<std::size_t>(
         std::max<std::int64_t>(options_.length, options_.tree.max_tree_size()));
     workspace.reserve(
-        specdec::verify_tree_logits_constrained_workspace_size(nodes, vocab) +
-        specdec::verify_chain_logits_constrained_workspace_size(vocab, options_.length) +
+        specdec::constrained::verify_tree_logits_workspace_size(nodes, vocab) +
+        specdec::constrained::verify_chain_logits_workspace_size(vocab, options_.length) +
         (1 << 12));
     masks_.reserve((nodes + 1) * static_cast<std::size_t>(specdec::detail::mask_words(vocab)));
     states_.reserve(nodes);
@@ -290,10 +290,10 @@ class ConstrainedStrategy {
       VerseGrammar::mask(states_[i], context.vocab, masks_.data() + (i + 1) * words);
       dead_rows_ += states_[i].dead() ? 1 : 0;
     }
-    const specdec::LogitConstraints constraints{.bitmask = masks_};
+    const specdec::constrained::LogitConstraints constraints{.bitmask = masks_};
     const std::span<const float> target(scores.logits.data, (n + 1) * v);
     if (options_.drafting == Drafting::kTree) {
-      const auto verdict = specdec::verify_tree_target_only_logits_constrained(
+      const auto verdict = specdec::constrained::verify_tree_target_only_logits(
           warp, tree.view(), target, context.vocab, constraints, context.sequence.verify_stream(),
           std::span<std::int32_t>(
               accepted_.data(),
@@ -306,10 +306,10 @@ class ConstrainedStrategy {
     const std::span<specdec::Token> out(out_.data(), n + 1);
     const auto verdict =
         options_.drafting == Drafting::kPlain
-            ? specdec::verify_chain_target_only_logits_constrained(
+            ? specdec::constrained::verify_chain_target_only_logits(
                   warp, target, {}, context.vocab, constraints, context.sequence.verify_stream(),
                   out, context.workspace)
-            : specdec::verify_chain_logits_constrained(
+            : specdec::constrained::verify_chain_logits(
                   warp, target, std::span<const float>(draft_logits_.data(), n * v), tree.tokens,
                   context.vocab, constraints, context.sequence.verify_stream(), out,
                   context.workspace);

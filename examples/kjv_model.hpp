@@ -323,7 +323,7 @@ inline ModelPair read_pair(const std::filesystem::path& directory) {
   const auto draft = read_pair_entry(directory, "draft");
   ModelPair pair{Transformer(target.config, target.weights),
                  Transformer(draft.config, draft.weights)};
-  specdec::check_same_vocabulary(pair.draft.config().vocab, pair.target.config().vocab);
+  specdec::provider::check_same_vocabulary(pair.draft.config().vocab, pair.target.config().vocab);
   return pair;
 }
 

@@ -53,7 +53,7 @@ class ModelProvider {
   std::int64_t forward_passes() const { return forward_passes_; }
 
   void reset(std::span<const specdec::Token> prompt) {
-    specdec::check_prompt(prompt, vocab_size());
+    specdec::provider::check_prompt(prompt, vocab_size());
     if (static_cast<std::int64_t>(prompt.size()) > model_->config().max_positions) {
       specdec::detail::fail("prompt", "has {} tokens; the model has {} positions", prompt.size(),
                             model_->config().max_positions);
@@ -66,8 +66,8 @@ class ModelProvider {
 
   void evaluate(const specdec::TreeBatch& batch, specdec::MatrixView<float> logits) {
     const auto committed = committed_length();
-    specdec::check_evaluate_arguments(batch, committed, specdec::MatrixView<const float>(logits),
-                                      vocab_size());
+    specdec::provider::check_evaluate_arguments(
+        batch, committed, specdec::MatrixView<const float>(logits), vocab_size());
     const auto n = static_cast<std::int64_t>(batch.size());
     if (n > 0 && batch.positions.back() >= model_->config().max_positions) {
       specdec::detail::fail("batch.positions", "{} is past the model's {} positions",
@@ -136,7 +136,7 @@ class ModelProvider {
   void commit(const specdec::TreeBatch& batch, std::span<const std::int32_t> kept_nodes,
               specdec::Token next) {
     const auto committed = committed_length();
-    specdec::check_commit_arguments(batch, committed, kept_nodes, next, vocab_size());
+    specdec::provider::check_commit_arguments(batch, committed, kept_nodes, next, vocab_size());
     if (cached_ == committed) {
       // The cache holds the context, then the scored tree: keep the accepted nodes it scored
       // (a prefix of the path when the tree was a level-order prefix of `batch`).

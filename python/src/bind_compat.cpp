@@ -101,7 +101,7 @@ py::tuple sglang_verify_trees(py::handle candidates_object, py::handle index_obj
   Output<std::int32_t> accept_index({batch, num_spec_step}, ArrayKind::numpy);
   Output<std::int32_t> emitted({batch, num_spec_step}, ArrayKind::numpy);
   Output<std::int32_t> accepted({batch}, ArrayKind::numpy);
-  const SglangTreeBatchArgs args{
+  const sglang::TreeBatchArgs args{
       .candidates = matrix_of<std::int64_t>(candidates, "candidates"),
       .retrive_index = matrix_of<std::int64_t>(index, "retrive_index"),
       .retrive_next_token = matrix_of<std::int64_t>(first, "retrive_next_token"),
@@ -109,8 +109,8 @@ py::tuple sglang_verify_trees(py::handle candidates_object, py::handle index_obj
       .predicts_size = predicts_size,
       .target_probs = matrix_of<float>(target, "target_probs"),
       .draft_probs = matrix_of<float>(draft, "draft_probs"),
-      .target_predict = predict ? predict->span<std::int64_t>("target_predict")
-                                : std::span<const std::int64_t>{},
+      .target_predict =
+          predict ? predict->span<std::int64_t>("target_predict") : std::span<const std::int64_t>{},
       .thresholds = {threshold_single, threshold_acc},
       .uniform_samples = matrix_of<float>(coins, "uniform_samples"),
       .uniform_samples_for_final_sampling =
@@ -121,7 +121,7 @@ py::tuple sglang_verify_trees(py::handle candidates_object, py::handle index_obj
       .emitted = {emitted.data(), batch, num_spec_step},
       .accept_token_num = accepted.values()};
   // One thread: a batch with several bad sequences names the first, as a loop over them would.
-  verify_sglang_tree_batch(backend::Cpu{1}, args, thread_workspace());
+  sglang::verify_tree_batch(backend::Cpu{1}, args, thread_workspace());
   return py::make_tuple(accept_index.result(), emitted.result(), accepted.result());
 }
 

@@ -130,7 +130,7 @@ struct ConstrainedChainCall {
   /// verify(cpu, args, constraints, workspace): one of the CPU's constrained chain batches.
   template <class Verify>
   py::tuple run(Verify&& verify) {
-    const ChainBatchConstraints view = constraints->view();
+    const constrained::ChainBatchConstraints view = constraints->view();
     try {
       run_constrained([&] { verify(cpu, args, view, thread_workspace()); });
     } catch (const Error& e) {
@@ -204,13 +204,13 @@ struct ConstrainedTreeCall {
   }
 
   py::tuple run(const Rule* rule) {
-    const ChainBatchConstraints view = constraints->view();
+    const constrained::ChainBatchConstraints view = constraints->view();
     run_constrained([&] {
       if (rule != nullptr) {
-        verify_tree_batch_logits_constrained(cpu, *rule, args, warps, view, thread_workspace());
+        constrained::verify_tree_batch_logits(cpu, *rule, args, warps, view, thread_workspace());
       } else {
-        verify_tree_batch_target_only_logits_constrained(cpu, args, warps, view,
-                                                         thread_workspace());
+        constrained::verify_tree_batch_target_only_logits(cpu, args, warps, view,
+                                                          thread_workspace());
       }
     });
     return with_status(py::make_tuple(accepted_nodes->result(), accepted->result(),
@@ -257,9 +257,9 @@ void def_constrained(py::module_& m, const char* name, F&& f, const std::string&
 
 using H = py::handle;
 
-/// A CPU constrained chain batch (verify_chain_batch_logits_constrained's signature).
+/// A CPU constrained chain batch (constrained::verify_chain_batch_logits's signature).
 using ChainBatch = void (*)(const backend::Cpu&, const ChainBatchLogitsArgs<float>&,
-                            const ChainBatchConstraints&, Workspace&);
+                            const constrained::ChainBatchConstraints&, Workspace&);
 
 /// The constrained chain batch `verify` whose draft side is rows (`side`: logits or
 /// probabilities), as bound.
@@ -276,7 +276,7 @@ py::tuple chain_with_draft_rows(H target, H draft, H warps, H tokens, H streams,
 }
 
 /// Binds chain_with_draft_rows<side, verify> as `name`: the keywords of
-/// verify_chain_batch_logits_constrained, the draft rows named by their side.
+/// constrained::verify_chain_batch_logits, the draft rows named by their side.
 template <DraftSide side, ChainBatch verify>
 void def_chain_with_draft_rows(py::module_& m, const char* name, const std::string& doc) {
   def_constrained(m, name, &chain_with_draft_rows<side, verify>, doc + kConstraintsDoc,
@@ -286,7 +286,7 @@ void def_chain_with_draft_rows(py::module_& m, const char* name, const std::stri
                   py::arg("draft_offsets"));
 }
 
-/// verify_chain_batch_typical_logits_constrained with the rule read from `rule_object`, as bound.
+/// constrained::verify_chain_batch_typical_logits with the rule read from `rule_object`, as bound.
 py::tuple typical_chain(H rule_object, H target, H warps, H tokens, H streams, H offsets, H bitmask,
                         H allowed, H words, H min_tokens, H stop, H repetition, H frequency,
                         H presence, H prompt, H output, int threads, bool check) {
@@ -299,15 +299,15 @@ py::tuple typical_chain(H rule_object, H target, H warps, H tokens, H streams, H
                                presence, prompt, output},
                               DraftSide::kNone, threads, check)
       .run([&](const backend::Cpu& cpu, const ChainBatchLogitsArgs<float>& args,
-               const ChainBatchConstraints& view, Workspace& ws) {
-        verify_chain_batch_typical_logits_constrained(cpu, args, rule, view, ws);
+               const constrained::ChainBatchConstraints& view, Workspace& ws) {
+        constrained::verify_chain_batch_typical_logits(cpu, args, rule, view, ws);
       });
 }
 
 }  // namespace
 
 void bind_constraints(py::module_& m) {
-  def_chain_with_draft_rows<DraftSide::kLogits, &verify_chain_batch_logits_constrained>(
+  def_chain_with_draft_rows<DraftSide::kLogits, &constrained::verify_chain_batch_logits>(
       m, "verify_chain_batch_logits_constrained",
       "verify_chain_batch_logits with each sequence's target rows transformed as the request\n"
       "asks: penalties applied, then masked ids set to -inf, then warped with warps[b];\n"
@@ -325,14 +325,14 @@ void bind_constraints(py::module_& m) {
                                     {bitmask, allowed, words, min_tokens, stop, repetition,
                                      frequency, presence, prompt, output},
                                     DraftSide::kNone, threads, check)
-            .run(verify_chain_batch_target_only_logits_constrained);
+            .run(constrained::verify_chain_batch_target_only_logits);
       },
       std::string("verify_chain_batch_logits_constrained without draft logits: the target-only\n"
                   "walk (verify_chain_target_only) on the transformed target rows.\n") +
           kConstraintsDoc,
       py::kw_only(), py::arg("target_logits"), py::arg("warps"), py::arg("draft_tokens"),
       py::arg("streams"), py::arg("draft_offsets"));
-  def_chain_with_draft_rows<DraftSide::kProbs, &verify_chain_batch_draft_probs_constrained>(
+  def_chain_with_draft_rows<DraftSide::kProbs, &constrained::verify_chain_batch_draft_probs>(
       m, "verify_chain_batch_draft_probs_constrained",
       "verify_chain_batch_logits_constrained with the draft side as probabilities (vLLM's\n"
       "draft_probs [G, V] float32, the rows the drafts were drawn from), used as given: the\n"
@@ -342,14 +342,14 @@ void bind_constraints(py::module_& m) {
       "probability 0 is rejected with certainty: the chain ends there with a draw from the\n"
       "residual [p - q]+. Returns (emitted [G + B], accepted [B]) and with check=False the\n"
       "status words.\n");
-  def_chain_with_draft_rows<DraftSide::kLogits, &verify_block_batch_logits_constrained>(
+  def_chain_with_draft_rows<DraftSide::kLogits, &constrained::verify_block_batch_logits>(
       m, "verify_block_batch_logits_constrained",
       "Block verification (Sun et al. 2024; lossless) of each sequence on its transformed\n"
       "target rows: verify_chain_batch_logits_constrained's arguments and outputs, sequence b\n"
       "bit for bit verify_block on its transformed target rows and its draft rows, both\n"
       "warped with warps[b], drawing from streams[b]. A masked draft token has target\n"
       "probability 0, so no block passes it and the rows after it are never read.\n");
-  def_chain_with_draft_rows<DraftSide::kProbs, &verify_block_batch_draft_probs_constrained>(
+  def_chain_with_draft_rows<DraftSide::kProbs, &constrained::verify_block_batch_draft_probs>(
       m, "verify_block_batch_draft_probs_constrained",
       "verify_block_batch_logits_constrained with the draft side as probabilities (vLLM's\n"
       "draft_probs [G, V] float32), used as given: sequence b is bit for bit verify_block on\n"
@@ -364,7 +364,7 @@ void bind_constraints(py::module_& m) {
                                     {bitmask, allowed, words, min_tokens, stop, repetition,
                                      frequency, presence, prompt, output},
                                     DraftSide::kNone, threads, check)
-            .run(verify_chain_batch_greedy_logits_constrained);
+            .run(constrained::verify_chain_batch_greedy_logits);
       },
       std::string(
           "Greedy matching on the transformed target rows (no warps, streams or draft rows: no\n"

@@ -341,17 +341,17 @@ void bind_exporters(py::module_& m) {
       "export_trtllm",
       [](const DraftTree& tree, std::optional<std::int32_t> path_rows,
          std::optional<std::int32_t> path_width) {
-        const auto rows = path_rows.value_or(trtllm_path_rows(tree));
-        const auto width = path_width.value_or(trtllm_path_width(tree));
+        const auto rows = path_rows.value_or(trtllm::path_rows(tree));
+        const auto width = path_width.value_or(trtllm::path_width(tree));
         if (rows < 0) throw Error("path_rows", fmt::format("{} must be >= 0", rows));
         if (width < 0) throw Error("path_width", fmt::format("{} must be >= 0", width));
         const auto slots = static_cast<std::int64_t>(engine_tree_size(tree));
-        Output<std::int32_t> mask({slots, trtllm_mask_words(tree)}, ArrayKind::numpy);
+        Output<std::int32_t> mask({slots, trtllm::mask_words(tree)}, ArrayKind::numpy);
         Output<std::int32_t> offsets({slots}, ArrayKind::numpy);
         Output<std::int32_t> paths({rows, width}, ArrayKind::numpy);
         {
           py::gil_scoped_release unlocked;
-          export_trtllm(tree, mask.values(), offsets.values(), rows, width, paths.values());
+          trtllm::export_tree(tree, mask.values(), offsets.values(), rows, width, paths.values());
         }
         return py::make_tuple(mask.result(), offsets.result(), paths.result());
       },
@@ -369,11 +369,11 @@ void bind_exporters(py::module_& m) {
               fmt::format("{} must be >= 1 (the root is a committed token)", context_length));
         }
         Output<std::uint8_t> out(
-            {static_cast<std::int64_t>(flashinfer_mask_bytes(tree, context_length, include_root))},
+            {static_cast<std::int64_t>(flashinfer::mask_bytes(tree, context_length, include_root))},
             ArrayKind::numpy);
         {
           py::gil_scoped_release unlocked;
-          export_flashinfer_mask(tree, context_length, include_root, out.values());
+          flashinfer::export_mask(tree, context_length, include_root, out.values());
         }
         return out.result();
       },
@@ -388,19 +388,19 @@ void bind_exporters(py::module_& m) {
         const auto tree_list = trees_arg(trees);
         const Array lengths = int32_arg(context_lengths, "context_lengths", 1);
         const auto length_values = lengths.span<std::int32_t>("context_lengths");
-        const auto bytes = flashinfer_batch_mask_bytes(tree_list, length_values, include_root);
+        const auto bytes = flashinfer::batch_mask_bytes(tree_list, length_values, include_root);
         Output<std::uint8_t> out({static_cast<std::int64_t>(bytes)}, ArrayKind::numpy);
         Output<std::int32_t> indptr({as_size(tree_list.size()) + 1}, kind_of(lengths));
         {
           py::gil_scoped_release unlocked;
-          export_flashinfer_masks(tree_list, length_values, include_root, out.values(),
-                                  indptr.values());
+          flashinfer::export_masks(tree_list, length_values, include_root, out.values(),
+                                   indptr.values());
         }
         return py::make_tuple(out.result(), indptr.result());
       },
       py::arg("trees"), py::arg("context_lengths"), py::arg("include_root") = false,
       "The FlashInfer masks of a batch: returns (mask uint8, mask_indptr int32 [B + 1]),\n"
-      "sequence b's packed mask (as export_flashinfer_mask) in mask[mask_indptr[b]:\n"
+      "sequence b's packed mask (as flashinfer::export_mask) in mask[mask_indptr[b]:\n"
       "mask_indptr[b + 1]].");
   m.def(
       "export_sglang",
@@ -409,7 +409,8 @@ void bind_exporters(py::module_& m) {
         Output<std::int64_t> index({slots}, ArrayKind::numpy);
         Output<std::int64_t> next_token({slots}, ArrayKind::numpy);
         Output<std::int64_t> next_sibling({slots}, ArrayKind::numpy);
-        export_sglang(tree, index_base, index.values(), next_token.values(), next_sibling.values());
+        sglang::export_tree(tree, index_base, index.values(), next_token.values(),
+                            next_sibling.values());
         return py::make_tuple(index.result(), next_token.result(), next_sibling.result());
       },
       py::arg("tree"), py::arg("index_base") = 0,
@@ -454,7 +455,7 @@ void bind_sibling_lists(py::module_& m) {
       "retrive_next_token and retrive_next_sibling of one sequence) as a tree in level order:\n"
       "returns (parents, slots), int32 [N] each: node k sits at slot slots[k], its parent is\n"
       "parents[k] (-1 for a child of the root); children keep their sibling order. Tokens\n"
-      "follow the slots (tokens = candidates[slots]). export_sglang goes back. Raises\n"
+      "follow the slots (tokens = candidates[slots]). sglang::export_tree goes back. Raises\n"
       "specdec.Error naming the link for out-of-range links, cycles, a slot with two parents\n"
       "or one the root does not reach.");
 }

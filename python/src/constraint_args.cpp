@@ -59,7 +59,7 @@ Array entry_tokens(const std::vector<py::object>& entries, std::int64_t b, std::
 
 /// (token, count in the output, in the prompt) for every token of `prompt` or `output`.
 void penalised_tokens(std::span<const Token> prompt, std::span<const Token> output,
-                      std::vector<PenalisedToken>& out) {
+                      std::vector<constrained::PenalisedToken>& out) {
   std::vector<Token> sorted_output(output.begin(), output.end());
   std::vector<Token> sorted_prompt(prompt.begin(), prompt.end());
   std::sort(sorted_output.begin(), sorted_output.end());
@@ -131,7 +131,7 @@ BatchConstraints::BatchConstraints(const ConstraintInputs& in, std::int64_t batc
   for (std::int64_t b = 0; b < batch; ++b) {
     const auto i = static_cast<std::size_t>(b);
     SequenceConstraints& s = held[i];
-    LogitConstraints& c = sequences[i];
+    constrained::LogitConstraints& c = sequences[i];
     s.allowed = entry_tokens(allowed, b, "allowed_token_ids");
     s.stop = entry_tokens(stop, b, "stop_token_ids");
     // The history is the caller's own: ids outside the vocabulary raise whatever `check` says.
@@ -168,7 +168,7 @@ BatchConstraints::BatchConstraints(const ConstraintInputs& in, std::int64_t batc
     const std::size_t tail = std::min(out_span.size(), longest > 0 ? longest - 1 : 0);
     s.tail.assign(out_span.end() - static_cast<std::ptrdiff_t>(tail), out_span.end());
     c.output_tail = s.tail;
-    Penalties& p = c.penalties;
+    constrained::Penalties& p = c.penalties;
     if (repetition) p.repetition = repetition->span<float>("repetition_penalty")[i];
     if (frequency) p.frequency = frequency->span<float>("frequency_penalty")[i];
     if (presence) p.presence = presence->span<float>("presence_penalty")[i];

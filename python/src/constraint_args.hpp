@@ -28,7 +28,7 @@ struct SequenceConstraints {
   std::vector<Token> bad_words;
   std::vector<std::int32_t> bad_word_offsets;
   std::vector<Token> tail;
-  std::vector<PenalisedToken> penalised;
+  std::vector<constrained::PenalisedToken> penalised;
 };
 
 /// The constraint arguments as passed (None where not given).
@@ -43,12 +43,12 @@ struct BatchConstraints {
   std::int64_t batch = 0;
   std::optional<Array> bitmask, min_tokens, repetition, frequency, presence;
   std::vector<SequenceConstraints> held;
-  std::vector<LogitConstraints> sequences;
+  std::vector<constrained::LogitConstraints> sequences;
 
   BatchConstraints(const ConstraintInputs& in, std::int64_t batch_, std::int64_t rows,
                    std::int64_t vocab);
 
-  [[nodiscard]] ChainBatchConstraints view() const {
+  [[nodiscard]] constrained::ChainBatchConstraints view() const {
     return {.bitmask =
                 bitmask ? bitmask->span<std::int32_t>("bitmask") : std::span<const std::int32_t>{},
             .sequences = sequences};

@@ -223,7 +223,7 @@ def verify_tree_batch_target_only(*, node_offsets: ArrayLike, tokens: ArrayLike,
 # target rows and vLLM's per-sequence sampling parameters, all optional keywords (_Constraints);
 # each per-sequence list holds B entries.
 from typing import TypedDict
-from typing_extensions import Unpack
+from typing_extensions import Required, Unpack
 
 
 class _Constraints(TypedDict, total=False):
@@ -239,31 +239,28 @@ class _Constraints(TypedDict, total=False):
     prompt_token_ids: Sequence[ArrayLike | None] | None
     output_token_ids: Sequence[ArrayLike | None] | None
 
+class _ConstrainedChain(_Constraints, total=False):
+    """Stub-only: the keywords every constrained chain batch takes besides its draft side."""
+    target_logits: Required[ArrayLike]
+    warps: Required[Warps]
+    draft_tokens: Required[ArrayLike]
+    streams: Required[Streams]
+    draft_offsets: Required[ArrayLike]
+    threads: int
+    check: bool
+
 def verify_chain_batch_logits_constrained(
-        *, target_logits: ArrayLike, draft_logits: ArrayLike, warps: Warps,
-        draft_tokens: ArrayLike, streams: Streams, draft_offsets: ArrayLike,
-        threads: int = 0, check: bool = True,
-        **constraints: Unpack[_Constraints]) -> tuple[Array, ...]: ...
+        *, draft_logits: ArrayLike,
+        **keywords: Unpack[_ConstrainedChain]) -> tuple[Array, ...]: ...
 def verify_chain_batch_draft_probs_constrained(
-        *, target_logits: ArrayLike, draft_probs: ArrayLike, warps: Warps,
-        draft_tokens: ArrayLike, streams: Streams, draft_offsets: ArrayLike,
-        threads: int = 0, check: bool = True,
-        **constraints: Unpack[_Constraints]) -> tuple[Array, ...]: ...
+        *, draft_probs: ArrayLike, **keywords: Unpack[_ConstrainedChain]) -> tuple[Array, ...]: ...
 def verify_chain_batch_target_only_logits_constrained(
-        *, target_logits: ArrayLike, warps: Warps, draft_tokens: ArrayLike,
-        streams: Streams, draft_offsets: ArrayLike, threads: int = 0, check: bool = True,
-        **constraints: Unpack[_Constraints]) -> tuple[Array, ...]: ...
+        **keywords: Unpack[_ConstrainedChain]) -> tuple[Array, ...]: ...
 def verify_block_batch_logits_constrained(
-        *, target_logits: ArrayLike, draft_logits: ArrayLike, warps: Warps,
-        draft_tokens: ArrayLike, streams: Streams, draft_offsets: ArrayLike,
-        threads: int = 0, check: bool = True,
-        **constraints: Unpack[_Constraints]) -> tuple[Array, ...]:
+        *, draft_logits: ArrayLike, **keywords: Unpack[_ConstrainedChain]) -> tuple[Array, ...]:
     """Block verification of each sequence on its transformed rows (verify_block, bit for bit)."""
 def verify_block_batch_draft_probs_constrained(
-        *, target_logits: ArrayLike, draft_probs: ArrayLike, warps: Warps,
-        draft_tokens: ArrayLike, streams: Streams, draft_offsets: ArrayLike,
-        threads: int = 0, check: bool = True,
-        **constraints: Unpack[_Constraints]) -> tuple[Array, ...]:
+        *, draft_probs: ArrayLike, **keywords: Unpack[_ConstrainedChain]) -> tuple[Array, ...]:
     """verify_block_batch_logits_constrained with vLLM's draft probabilities, used as given."""
 def verify_chain_batch_greedy_logits_constrained(
         *, target_logits: ArrayLike, draft_tokens: ArrayLike, draft_offsets: ArrayLike,
@@ -271,9 +268,7 @@ def verify_chain_batch_greedy_logits_constrained(
         **constraints: Unpack[_Constraints]) -> tuple[Array, ...]:
     """Greedy matching against each sequence's transformed rows (no draws)."""
 def verify_chain_batch_typical_logits_constrained(
-        rule: Typical, *, target_logits: ArrayLike, warps: Warps, draft_tokens: ArrayLike,
-        streams: Streams, draft_offsets: ArrayLike, threads: int = 0, check: bool = True,
-        **constraints: Unpack[_Constraints]) -> tuple[Array, ...]:
+        rule: Typical, **keywords: Unpack[_ConstrainedChain]) -> tuple[Array, ...]:
     """LOSSY: typical acceptance on each sequence's transformed, warped rows."""
 def verify_tree_batch_logits_constrained(
         rule: Rule, *, node_offsets: ArrayLike, tokens: ArrayLike, parents: ArrayLike,

@@ -114,8 +114,8 @@ TEST_CASE("position ids reach INT32_MAX exactly and no further", "[checked]") {
 TEST_CASE("export_sglang indices reach INT64_MAX exactly and no further", "[checked]") {
   const auto tree = chain_of(2);
   std::vector<std::int64_t> index(3), next(3), sibling(3);
-  export_sglang(tree, kInt64Max - 2, index, next, sibling);
+  sglang::export_tree(tree, kInt64Max - 2, index, next, sibling);
   CHECK(index == std::vector<std::int64_t>{kInt64Max - 2, kInt64Max - 1, kInt64Max});
-  CHECK_THROWS_WITH(export_sglang(tree, kInt64Max, index, next, sibling),
+  CHECK_THROWS_WITH(sglang::export_tree(tree, kInt64Max, index, next, sibling),
                     Catch::StartsWith("index_base: "));
 }

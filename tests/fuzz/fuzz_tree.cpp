@@ -75,17 +75,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   expect_error_or_success([&] {
     const bool include_root = mode & 8;
     const auto small_context = (context & 255) + 1;
-    std::vector<std::uint8_t> mask(flashinfer_mask_bytes(tree, small_context, include_root));
-    export_flashinfer_mask(tree, small_context, include_root, mask);
+    std::vector<std::uint8_t> mask(flashinfer::mask_bytes(tree, small_context, include_root));
+    flashinfer::export_mask(tree, small_context, include_root, mask);
     tree.validate(8);  // the size helpers below assume a valid tree
-    const auto rows = trtllm_path_rows(tree), width = trtllm_path_width(tree);
-    std::vector<std::int32_t> trt_mask(trtllm_mask_size(tree)), offsets(nodes + 1),
+    const auto rows = trtllm::path_rows(tree), width = trtllm::path_width(tree);
+    std::vector<std::int32_t> trt_mask(trtllm::mask_size(tree)), offsets(nodes + 1),
         trt_paths(static_cast<std::size_t>(rows) * static_cast<std::size_t>(width));
-    export_trtllm(tree, trt_mask, offsets, rows, width, trt_paths);
+    trtllm::export_tree(tree, trt_mask, offsets, rows, width, trt_paths);
   });
   expect_error_or_success([&] {
     std::vector<std::int64_t> index(nodes + 1), next(nodes + 1), sibling(nodes + 1);
-    export_sglang(tree, static_cast<std::int64_t>(context) << (mode >> 4), index, next, sibling);
+    sglang::export_tree(tree, static_cast<std::int64_t>(context) << (mode >> 4), index, next,
+                        sibling);
   });
   expect_error_or_success([&] {
     std::vector<std::int32_t> accepted;

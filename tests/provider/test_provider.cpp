@@ -73,19 +73,19 @@ struct UniformProvider {
   std::span<const Token> context() const { return tokens; }
   std::int64_t committed_length() const { return static_cast<std::int64_t>(tokens.size()); }
   void evaluate(const TreeBatch& batch, MatrixView<float> logits) {
-    check_evaluate_arguments(batch, committed_length(), logits, vocab);
+    provider::check_evaluate_arguments(batch, committed_length(), logits, vocab);
     ++evaluations;
     for (std::int64_t r = 0; r < logits.rows; ++r) {
       for (auto& x : logits.row(r)) x = 0.0f;
     }
   }
   void commit(const TreeBatch& batch, std::span<const std::int32_t> kept, Token next) {
-    check_commit_arguments(batch, committed_length(), kept, next, vocab);
+    provider::check_commit_arguments(batch, committed_length(), kept, next, vocab);
     for (auto n : kept) tokens.push_back(batch.tokens[static_cast<std::size_t>(n)]);
     tokens.push_back(next);
   }
   void reset(std::span<const Token> prompt) {
-    check_prompt(prompt, vocab);
+    provider::check_prompt(prompt, vocab);
     tokens.assign(prompt.begin(), prompt.end());
   }
 };
@@ -461,35 +461,36 @@ TEST_CASE("an empty AnyLogitsProvider throws instead of crashing", "[provider][a
   CHECK(any.target<UniformProvider>() == nullptr);
 }
 
-TEST_CASE("check_provider_output names the bad row and entry", "[provider][errors]") {
+TEST_CASE("provider::check_output names the bad row and entry", "[provider][errors]") {
   std::vector<float> rows = {0.0f, 1.0f, -kInf, 0.5f, 0.5f, 0.5f};
   const MatrixView<const float> good(rows.data(), 2, 3);
-  CHECK_NOTHROW(check_provider_output("target_logits", good, 2, 3));
-  CHECK_THROWS_WITH(check_provider_output("target_logits", good, 3, 3),
+  CHECK_NOTHROW(provider::check_output("target_logits", good, 2, 3));
+  CHECK_THROWS_WITH(provider::check_output("target_logits", good, 3, 3),
                     Contains("target_logits") && Contains("rows"));
-  CHECK_THROWS_WITH(check_provider_output("draft_logits", good, 2, 4),
+  CHECK_THROWS_WITH(provider::check_output("draft_logits", good, 2, 4),
                     Contains("draft_logits") && Contains("vocabulary size 4"));
   rows[5] = std::nanf("");
-  CHECK_THROWS_WITH(check_provider_output("target_logits", good, 2, 3),
+  CHECK_THROWS_WITH(provider::check_output("target_logits", good, 2, 3),
                     Contains("target_logits[1][2]"));
   rows[5] = kInf;
-  CHECK_THROWS_WITH(check_provider_output("target_logits", good, 2, 3),
+  CHECK_THROWS_WITH(provider::check_output("target_logits", good, 2, 3),
                     Contains("target_logits[1][2]"));
   rows[3] = rows[4] = rows[5] = -kInf;
-  CHECK_THROWS_WITH(check_provider_output("target_logits", good, 2, 3),
+  CHECK_THROWS_WITH(provider::check_output("target_logits", good, 2, 3),
                     Contains("target_logits[1]") && Contains("-inf"));
 }
 
-TEST_CASE("check_hidden_output rejects wrong shapes and non-finite states", "[provider][errors]") {
+TEST_CASE("provider::check_hidden_output rejects wrong shapes and non-finite states",
+          "[provider][errors]") {
   std::vector<float> states = {0.1f, 0.2f, 0.3f, 0.4f};
   const MatrixView<const float> view(states.data(), 2, 2);
-  CHECK_NOTHROW(check_hidden_output("hidden", view, 2, 2));
-  CHECK_THROWS_WITH(check_hidden_output("hidden", view, 2, 3), Contains("hidden size 3"));
+  CHECK_NOTHROW(provider::check_hidden_output("hidden", view, 2, 2));
+  CHECK_THROWS_WITH(provider::check_hidden_output("hidden", view, 2, 3), Contains("hidden size 3"));
   states[2] = std::nanf("");
-  CHECK_THROWS_WITH(check_hidden_output("hidden", view, 2, 2), Contains("hidden[1][0]"));
+  CHECK_THROWS_WITH(provider::check_hidden_output("hidden", view, 2, 2), Contains("hidden[1][0]"));
 }
 
 TEST_CASE("draft and target vocabularies must agree", "[provider][errors]") {
-  CHECK_NOTHROW(check_same_vocabulary(32, 32));
-  CHECK_THROWS_WITH(check_same_vocabulary(31, 32), Contains("draft") && Contains("32"));
+  CHECK_NOTHROW(provider::check_same_vocabulary(32, 32));
+  CHECK_THROWS_WITH(provider::check_same_vocabulary(31, 32), Contains("draft") && Contains("32"));
 }

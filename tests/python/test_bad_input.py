@@ -38,9 +38,16 @@ def array_parameters(function, helpers=None):
     if arguments.kwarg is not None and helpers:
         for node in ast.walk(arguments.kwarg.annotation):
             if isinstance(node, ast.Name) and node.id in helpers:
-                names += [item.target.id for item in helpers[node.id].body
-                          if isinstance(item, ast.AnnAssign) and mentions_array(item.annotation)]
+                names += helper_arrays(helpers[node.id], helpers)
     return names
+
+
+def helper_arrays(helper, helpers):
+    """The array fields of a stub-only TypedDict, those of the helpers it derives from first."""
+    names = [name for base in helper.bases if isinstance(base, ast.Name) and base.id in helpers
+             for name in helper_arrays(helpers[base.id], helpers)]
+    return names + [item.target.id for item in helper.body
+                    if isinstance(item, ast.AnnAssign) and mentions_array(item.annotation)]
 
 
 def array_entry_points():

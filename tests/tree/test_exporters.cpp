@@ -36,13 +36,13 @@ TEST_CASE("the worked example of docs/trees.md has the documented mask and posit
 
 TEST_CASE("TensorRT-LLM export of a small tree is hand-checked", "[tree][export]") {
   const auto tree = small_tree();
-  REQUIRE(trtllm_mask_words(tree) == 1);
-  std::vector<std::int32_t> mask(trtllm_mask_size(tree)), offsets(6);
-  const auto rows = trtllm_path_rows(tree), width = trtllm_path_width(tree);
+  REQUIRE(trtllm::mask_words(tree) == 1);
+  std::vector<std::int32_t> mask(trtllm::mask_size(tree)), offsets(6);
+  const auto rows = trtllm::path_rows(tree), width = trtllm::path_width(tree);
   REQUIRE(rows == 3);
   REQUIRE(width == 3);
   std::vector<std::int32_t> paths(static_cast<std::size_t>(rows * width));
-  export_trtllm(tree, mask, offsets, rows, width, paths);
+  trtllm::export_tree(tree, mask, offsets, rows, width, paths);
   // Slots: 0 root, 1 a, 2 b, 3 c, 4 d, 5 e. Bit s = slot s, least significant first.
   CHECK(mask ==
         std::vector<std::int32_t>{0b000001, 0b000011, 0b000101, 0b001011, 0b010011, 0b100101});
@@ -50,7 +50,7 @@ TEST_CASE("TensorRT-LLM export of a small tree is hand-checked", "[tree][export]
   CHECK(paths == std::vector<std::int32_t>{0, 1, 3, 0, 1, 4, 0, 2, 5});
   // Padded paths (TensorRT-LLM's [max decoding tokens, max path length]).
   std::vector<std::int32_t> padded(6 * 4);
-  export_trtllm(tree, mask, offsets, 6, 4, padded);
+  trtllm::export_tree(tree, mask, offsets, 6, 4, padded);
   CHECK(std::vector<std::int32_t>(padded.begin(), padded.begin() + 8) ==
         std::vector<std::int32_t>{0, 1, 3, -1, 0, 1, 4, -1});
   CHECK(std::vector<std::int32_t>(padded.begin() + 12, padded.end()) ==
@@ -60,7 +60,7 @@ TEST_CASE("TensorRT-LLM export of a small tree is hand-checked", "[tree][export]
 TEST_CASE("TensorRT-LLM export of an empty tree holds the root alone", "[tree][export]") {
   DraftTree tree;
   std::vector<std::int32_t> mask(1), offsets(1), paths(1);
-  export_trtllm(tree, mask, offsets, 1, 1, paths);
+  trtllm::export_tree(tree, mask, offsets, 1, 1, paths);
   CHECK(mask[0] == 1);
   CHECK(offsets[0] == 0);
   CHECK(paths[0] == 0);
@@ -71,13 +71,13 @@ TEST_CASE("TensorRT-LLM packed rows match the dense mask beyond 32 and 64 slots"
   for (std::int32_t n : {31, 40, 63, 64, 70, 200}) {
     const auto tree = test::random_tree(n, 100 + static_cast<std::uint64_t>(n));
     const auto dense = test::dense_mask(tree);
-    const auto words = trtllm_mask_words(tree);
+    const auto words = trtllm::mask_words(tree);
     REQUIRE(words == (n + 1 + 31) / 32);
-    std::vector<std::int32_t> mask(trtllm_mask_size(tree)),
+    std::vector<std::int32_t> mask(trtllm::mask_size(tree)),
         offsets(static_cast<std::size_t>(n + 1));
-    const auto rows = trtllm_path_rows(tree), width = trtllm_path_width(tree);
+    const auto rows = trtllm::path_rows(tree), width = trtllm::path_width(tree);
     std::vector<std::int32_t> paths(static_cast<std::size_t>(rows * width));
-    export_trtllm(tree, mask, offsets, rows, width, paths);
+    trtllm::export_tree(tree, mask, offsets, rows, width, paths);
     auto bit = [&](std::int32_t t, std::int32_t s) {
       const auto w = static_cast<std::uint32_t>(mask[static_cast<std::size_t>(t * words + s / 32)]);
       return ((w >> (s % 32)) & 1u) != 0;
@@ -109,17 +109,17 @@ TEST_CASE("TensorRT-LLM packed rows match the dense mask beyond 32 and 64 slots"
 TEST_CASE("FlashInfer mask of a small tree is hand-checked", "[tree][export]") {
   const auto tree = small_tree();
   // Root in the query, context of 3 committed tokens (root at column 2): 6 x 8 bits = 6 bytes.
-  REQUIRE(flashinfer_mask_bytes(tree, 3, true) == 6);
+  REQUIRE(flashinfer::mask_bytes(tree, 3, true) == 6);
   std::vector<std::uint8_t> with_root(6);
-  export_flashinfer_mask(tree, 3, true, with_root);
+  flashinfer::export_mask(tree, 3, true, with_root);
   // Rows (kv columns 0..7: x x r a b c d e):
   //   r 11100000, a 11110000, b 11101000, c 11110100, d 11110010, e 11101001
   // flattened row-major, bit e of the stream = bit e % 8 of byte e / 8.
   CHECK(with_root == std::vector<std::uint8_t>{0x07, 0x0F, 0x17, 0x2F, 0x4F, 0x97});
   // Root already in the cache: 5 x 8 bits = 5 bytes, the same rows without the first.
-  REQUIRE(flashinfer_mask_bytes(tree, 3, false) == 5);
+  REQUIRE(flashinfer::mask_bytes(tree, 3, false) == 5);
   std::vector<std::uint8_t> without_root(5);
-  export_flashinfer_mask(tree, 3, false, without_root);
+  flashinfer::export_mask(tree, 3, false, without_root);
   CHECK(without_root == std::vector<std::uint8_t>{0x0F, 0x17, 0x2F, 0x4F, 0x97});
 }
 
@@ -130,8 +130,8 @@ TEST_CASE("FlashInfer rows are not byte-aligned and match the dense mask", "[tre
     for (std::int32_t context : {5, 21}) {
       const std::int64_t kv = context + n;
       for (bool include_root : {true, false}) {
-        std::vector<std::uint8_t> bytes(flashinfer_mask_bytes(tree, context, include_root));
-        export_flashinfer_mask(tree, context, include_root, bytes);
+        std::vector<std::uint8_t> bytes(flashinfer::mask_bytes(tree, context, include_root));
+        flashinfer::export_mask(tree, context, include_root, bytes);
         const std::int32_t first = include_root ? 1 : 0;
         for (std::int64_t c = 0; c < kv; ++c) {
           if (include_root) REQUIRE(flashinfer_bit(bytes, c) == (c < context));
@@ -145,7 +145,7 @@ TEST_CASE("FlashInfer rows are not byte-aligned and match the dense mask", "[tre
           }
         }
         // Unused high bits of the last byte are 0.
-        const std::int64_t bits = flashinfer_mask_bits(tree, context, include_root);
+        const std::int64_t bits = flashinfer::mask_bits(tree, context, include_root);
         for (std::int64_t e = bits; e < static_cast<std::int64_t>(bytes.size()) * 8; ++e) {
           REQUIRE_FALSE(flashinfer_bit(bytes, e));
         }
@@ -157,25 +157,25 @@ TEST_CASE("FlashInfer rows are not byte-aligned and match the dense mask", "[tre
 TEST_CASE("FlashInfer batch masks are packed per segment with an indptr", "[tree][export]") {
   const std::vector<DraftTree> trees = {small_tree(), DraftTree{}, test::rsds_tree()};
   const std::vector<std::int32_t> contexts = {3, 2, 4};
-  const auto total = flashinfer_batch_mask_bytes(trees, contexts, true);
+  const auto total = flashinfer::batch_mask_bytes(trees, contexts, true);
   // 6 bytes; 1 x 2 bits = 1 byte; 10 x 13 bits = 130 bits = 17 bytes.
   REQUIRE(total == 24);
   std::vector<std::uint8_t> out(total);
   std::vector<std::int32_t> indptr(4);
-  export_flashinfer_masks(trees, contexts, true, out, indptr);
+  flashinfer::export_masks(trees, contexts, true, out, indptr);
   CHECK(indptr == std::vector<std::int32_t>{0, 6, 7, 24});
   CHECK(std::vector<std::uint8_t>(out.begin(), out.begin() + 6) ==
         std::vector<std::uint8_t>{0x07, 0x0F, 0x17, 0x2F, 0x4F, 0x97});
   CHECK(out[6] == 0x03);
   std::vector<std::uint8_t> third(17);
-  export_flashinfer_mask(trees[2], 4, true, third);
+  flashinfer::export_mask(trees[2], 4, true, third);
   CHECK(std::vector<std::uint8_t>(out.begin() + 7, out.end()) == third);
 }
 
 TEST_CASE("SGLang export of a small tree is hand-checked", "[tree][export]") {
   const auto tree = small_tree();
   std::vector<std::int64_t> index(6), next_token(6), next_sibling(6);
-  export_sglang(tree, 12, index, next_token, next_sibling);
+  sglang::export_tree(tree, 12, index, next_token, next_sibling);
   CHECK(index == std::vector<std::int64_t>{12, 13, 14, 15, 16, 17});
   CHECK(next_token == std::vector<std::int64_t>{1, 3, 5, -1, -1, -1});
   CHECK(next_sibling == std::vector<std::int64_t>{-1, 2, -1, 4, -1, -1});
@@ -189,7 +189,7 @@ TEST_CASE("SGLang lists walk every node of a tree past 32 and 64 nodes", "[tree]
     const auto tree = test::random_tree(n, 300 + static_cast<std::uint64_t>(n));
     std::vector<std::int64_t> index(static_cast<std::size_t>(n + 1)), next_token(index.size()),
         next_sibling(index.size());
-    export_sglang(tree, 0, index, next_token, next_sibling);
+    sglang::export_tree(tree, 0, index, next_token, next_sibling);
     std::vector<std::int32_t> first(static_cast<std::size_t>(n)), next(static_cast<std::size_t>(n));
     const auto root_first = build_child_links(tree, first, next);
     CHECK(next_token[0] == (root_first < 0 ? -1 : root_first + 1));
@@ -244,49 +244,53 @@ TEST_CASE("accepted paths of a batch pack into CSR", "[tree][kv]") {
 TEST_CASE("exporters and KV compaction reject bad input by name", "[tree][export][errors]") {
   const auto tree = small_tree();
   std::vector<std::int32_t> mask(6), offsets(6), paths(9), five(5);
-  CHECK_THROWS_WITH(export_trtllm(tree, five, offsets, 3, 3, paths),
+  CHECK_THROWS_WITH(trtllm::export_tree(tree, five, offsets, 3, 3, paths),
                     Catch::Contains("packed_mask"));
-  CHECK_THROWS_WITH(export_trtllm(tree, mask, five, 3, 3, paths),
+  CHECK_THROWS_WITH(trtllm::export_tree(tree, mask, five, 3, 3, paths),
                     Catch::Contains("position_offsets"));
-  CHECK_THROWS_WITH(export_trtllm(tree, mask, offsets, 2, 3, paths), Catch::Contains("path_rows"));
-  CHECK_THROWS_WITH(export_trtllm(tree, mask, offsets, 3, 2, paths), Catch::Contains("path_width"));
-  CHECK_THROWS_WITH(export_trtllm(tree, mask, offsets, 3, 4, paths), Catch::Contains("paths"));
+  CHECK_THROWS_WITH(trtllm::export_tree(tree, mask, offsets, 2, 3, paths),
+                    Catch::Contains("path_rows"));
+  CHECK_THROWS_WITH(trtllm::export_tree(tree, mask, offsets, 3, 2, paths),
+                    Catch::Contains("path_width"));
+  CHECK_THROWS_WITH(trtllm::export_tree(tree, mask, offsets, 3, 4, paths),
+                    Catch::Contains("paths"));
 
   std::vector<std::uint8_t> bytes(5);
-  CHECK_THROWS_WITH(export_flashinfer_mask(tree, 3, true, bytes), Catch::Contains("out"));
-  CHECK_THROWS_WITH(export_flashinfer_mask(tree, 0, false, bytes),
+  CHECK_THROWS_WITH(flashinfer::export_mask(tree, 3, true, bytes), Catch::Contains("out"));
+  CHECK_THROWS_WITH(flashinfer::export_mask(tree, 0, false, bytes),
                     Catch::Contains("context_length"));
   const std::vector<DraftTree> trees = {tree, tree};
   const std::vector<std::int32_t> one = {3}, two = {3, 0};
   std::vector<std::int32_t> indptr(3);
-  CHECK_THROWS_WITH(export_flashinfer_masks(trees, one, true, bytes, indptr),
+  CHECK_THROWS_WITH(flashinfer::export_masks(trees, one, true, bytes, indptr),
                     Catch::Contains("context_lengths"));
-  CHECK_THROWS_WITH(export_flashinfer_masks(trees, two, true, bytes, indptr),
+  CHECK_THROWS_WITH(flashinfer::export_masks(trees, two, true, bytes, indptr),
                     Catch::Contains("context_lengths[1]"));
   const std::vector<std::int32_t> good = {3, 3};
-  CHECK_THROWS_WITH(export_flashinfer_masks(trees, good, true, bytes, indptr),
+  CHECK_THROWS_WITH(flashinfer::export_masks(trees, good, true, bytes, indptr),
                     Catch::Contains("out"));
   CHECK_THROWS_WITH(
-      export_flashinfer_masks(trees, good, true, bytes, std::span<std::int32_t>(indptr).first(2)),
+      flashinfer::export_masks(trees, good, true, bytes, std::span<std::int32_t>(indptr).first(2)),
       Catch::Contains("mask_indptr"));
 
   std::vector<std::int64_t> six(6), small64(5);
-  CHECK_THROWS_WITH(export_sglang(tree, 0, small64, six, six), Catch::Contains("retrieve_index"));
-  CHECK_THROWS_WITH(export_sglang(tree, 0, six, small64, six),
+  CHECK_THROWS_WITH(sglang::export_tree(tree, 0, small64, six, six),
+                    Catch::Contains("retrieve_index"));
+  CHECK_THROWS_WITH(sglang::export_tree(tree, 0, six, small64, six),
                     Catch::Contains("retrieve_next_token"));
-  CHECK_THROWS_WITH(export_sglang(tree, 0, six, six, small64),
+  CHECK_THROWS_WITH(sglang::export_tree(tree, 0, six, six, small64),
                     Catch::Contains("retrieve_next_sibling"));
-  CHECK_THROWS_WITH(export_sglang(tree, -1, six, six, six), Catch::Contains("index_base"));
+  CHECK_THROWS_WITH(sglang::export_tree(tree, -1, six, six, six), Catch::Contains("index_base"));
   std::vector<std::int32_t> pos(5);
   CHECK_THROWS_WITH(engine_positions(tree, 3, pos), Catch::Contains("out"));
 
   DraftTree malformed = tree;
   malformed.depths[4] = 1;
-  CHECK_THROWS_WITH(export_sglang(malformed, 0, six, six, six), Catch::Contains("depths[4]"));
-  CHECK_THROWS_WITH(export_trtllm(malformed, mask, offsets, 3, 3, paths),
+  CHECK_THROWS_WITH(sglang::export_tree(malformed, 0, six, six, six), Catch::Contains("depths[4]"));
+  CHECK_THROWS_WITH(trtllm::export_tree(malformed, mask, offsets, 3, 3, paths),
                     Catch::Contains("depths[4]"));
   const std::vector<DraftTree> bad_batch = {tree, malformed};
-  CHECK_THROWS_WITH(export_flashinfer_masks(bad_batch, good, true, bytes, indptr),
+  CHECK_THROWS_WITH(flashinfer::export_masks(bad_batch, good, true, bytes, indptr),
                     Catch::StartsWith("depths[1][4]: "));
 }
 

@@ -191,18 +191,18 @@ TEST_CASE("FlashInfer mask sizes reject a context below 1 instead of wrapping",
   tree.add(2, 0);
   for (const std::int32_t context : {-100, 0, INT32_MIN}) {
     for (const bool include_root : {false, true}) {
-      CHECK_THROWS_WITH(flashinfer_mask_bytes(tree, context, include_root),
+      CHECK_THROWS_WITH(flashinfer::mask_bytes(tree, context, include_root),
                         Catch::Contains("context_length"));
-      CHECK_THROWS_WITH(flashinfer_mask_bits(tree, context, include_root),
+      CHECK_THROWS_WITH(flashinfer::mask_bits(tree, context, include_root),
                         Catch::Contains("context_length"));
     }
   }
-  CHECK(flashinfer_mask_bytes(tree, 1, true) == 2);  // 3 x 3 bits
+  CHECK(flashinfer::mask_bytes(tree, 1, true) == 2);  // 3 x 3 bits
 
   const std::vector<DraftTree> trees = {tree, tree, tree};
   const std::vector<std::int32_t> contexts = {4, -100, 0};
-  CHECK_THROWS_WITH(flashinfer_batch_mask_bytes(trees, contexts, false),
+  CHECK_THROWS_WITH(flashinfer::batch_mask_bytes(trees, contexts, false),
                     Catch::Contains("context_lengths[1]"));
   const std::vector<std::int32_t> good = {4, 1, 2};
-  CHECK(flashinfer_batch_mask_bytes(trees, good, false) == 2 + 1 + 1);  // 12, 6 and 8 bits
+  CHECK(flashinfer::batch_mask_bytes(trees, good, false) == 2 + 1 + 1);  // 12, 6 and 8 bits
 }

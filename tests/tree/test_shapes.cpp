@@ -133,7 +133,7 @@ TEST_CASE("sequoia_tree: level order, ranks in order, and every tree consumer ac
   tree_positions(tree, 5, positions);
   std::vector<std::int64_t> index(static_cast<std::size_t>(engine_tree_size(tree))),
       next(index.size()), sibling(index.size());
-  export_sglang(tree, 0, index, next, sibling);
+  sglang::export_tree(tree, 0, index, next, sibling);
   // Verification walks it: uniform rows over 4 tokens, each token a child's rank.
   const std::size_t rows = static_cast<std::size_t>(tree.size()) + 1;
   const std::vector<float> uniform(rows * 4, 0.25f);

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // First-child / next-sibling links (SGLang's layout) -> parents in level order, and back through
-// export_sglang.
+// sglang::export_tree.
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdint>
@@ -26,13 +26,13 @@ Parents to_parents(const std::vector<std::int64_t>& first_child,
   return out;
 }
 
-/// export_sglang's links of a parents layout (tokens are not needed: zeros).
+/// sglang::export_tree's links of a parents layout (tokens are not needed: zeros).
 std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>> to_links(
     const std::vector<std::int32_t>& parents) {
   const std::vector<Token> tokens(parents.size(), 0);
   std::vector<std::int64_t> index(parents.size() + 1), first(parents.size() + 1),
       next(parents.size() + 1);
-  export_sglang(TreeView{tokens, parents}, 0, index, first, next);
+  sglang::export_tree(TreeView{tokens, parents}, 0, index, first, next);
   return {first, next};
 }
 
@@ -65,7 +65,8 @@ TEST_CASE("sibling lists convert to parents in level order with children in sibl
   CHECK(p.parents == std::vector<std::int32_t>{-1, -1, 0, 1, 3});
 }
 
-TEST_CASE("sibling lists and parents round-trip through export_sglang", "[tree][sibling_lists]") {
+TEST_CASE("sibling lists and parents round-trip through sglang::export_tree",
+          "[tree][sibling_lists]") {
   // Parents -> links -> parents is the identity for a tree whose levels list children parent by
   // parent; links -> parents -> links keeps every root-to-node token path.
   const std::vector<std::int32_t> parents = {-1, -1, -1, 0, 0, 2, 3, 3, 5};

@@ -246,10 +246,10 @@ TEST_CASE("a TreeView of spans gives the DraftTree's masks and positions", "[tre
   std::vector<std::int32_t> positions_view(tokens.size());
   tree_positions(view, 9, positions_view);
   for (std::size_t i = 0; i < tokens.size(); ++i) CHECK(positions_view[i] == 9 + tree.depths[i] - 1);
-  std::vector<std::uint8_t> flash_tree(flashinfer_mask_bytes(tree, 5, true)),
-      flash_view(flashinfer_mask_bytes(view, 5, true));
-  export_flashinfer_mask(tree, 5, true, flash_tree);
-  export_flashinfer_mask(view, 5, true, flash_view);
+  std::vector<std::uint8_t> flash_tree(flashinfer::mask_bytes(tree, 5, true)),
+      flash_view(flashinfer::mask_bytes(view, 5, true));
+  flashinfer::export_mask(tree, 5, true, flash_tree);
+  flashinfer::export_mask(view, 5, true, flash_view);
   CHECK(flash_view == flash_tree);
 
   // A subtree of a CSR batch: nodes [3, 3 + n) of a concatenation.

@@ -25,14 +25,14 @@ struct TrtllmLayout {
 };
 
 TrtllmLayout trtllm_of(TreeView tree, const DraftTree* owner) {
-  const auto rows = trtllm_path_rows(tree), width = trtllm_path_width(tree);
-  TrtllmLayout out{std::vector<std::int32_t>(trtllm_mask_size(tree)),
+  const auto rows = trtllm::path_rows(tree), width = trtllm::path_width(tree);
+  TrtllmLayout out{std::vector<std::int32_t>(trtllm::mask_size(tree)),
                    std::vector<std::int32_t>(static_cast<std::size_t>(engine_tree_size(tree))),
                    std::vector<std::int32_t>(static_cast<std::size_t>(rows * width))};
   if (owner != nullptr) {
-    export_trtllm(*owner, out.mask, out.offsets, rows, width, out.paths);
+    trtllm::export_tree(*owner, out.mask, out.offsets, rows, width, out.paths);
   } else {
-    export_trtllm(tree, out.mask, out.offsets, rows, width, out.paths);
+    trtllm::export_tree(tree, out.mask, out.offsets, rows, width, out.paths);
   }
   return out;
 }
@@ -46,7 +46,7 @@ TEST_CASE("exporters of a TreeView write what the DraftTree overloads write", "[
     const TreeView view = own.view();
     const auto slots = static_cast<std::size_t>(n + 1);
 
-    CHECK(trtllm_path_width(view) == tree.max_depth() + 1);
+    CHECK(trtllm::path_width(view) == tree.max_depth() + 1);
     CHECK(trtllm_of(view, nullptr) == trtllm_of(tree, &tree));
 
     std::vector<std::int32_t> positions(slots), expected_positions(slots);
@@ -56,8 +56,8 @@ TEST_CASE("exporters of a TreeView write what the DraftTree overloads write", "[
 
     std::vector<std::int64_t> index(slots), next(slots), sibling(slots);
     std::vector<std::int64_t> index_d(slots), next_d(slots), sibling_d(slots);
-    export_sglang(view, 3, index, next, sibling);
-    export_sglang(tree, 3, index_d, next_d, sibling_d);
+    sglang::export_tree(view, 3, index, next, sibling);
+    sglang::export_tree(tree, 3, index_d, next_d, sibling_d);
     CHECK(index == index_d);
     CHECK(next == next_d);
     CHECK(sibling == sibling_d);
@@ -81,8 +81,8 @@ TEST_CASE("a TreeView carries no depths: exporters count them from the parents",
   malformed.depths[4] += 1;
   std::vector<std::int64_t> a(10), b(10), c(10);
   // The DraftTree overload checks the stored depths; its view has none to disagree.
-  CHECK_THROWS_WITH(export_sglang(malformed, 0, a, b, c), Catch::Contains("depths[4]"));
-  CHECK_NOTHROW(export_sglang(malformed.view(), 0, a, b, c));
+  CHECK_THROWS_WITH(sglang::export_tree(malformed, 0, a, b, c), Catch::Contains("depths[4]"));
+  CHECK_NOTHROW(sglang::export_tree(malformed.view(), 0, a, b, c));
   CHECK(trtllm_of(malformed.view(), nullptr) == trtllm_of(tree, &tree));
   std::vector<std::int32_t> positions(10), expected(10);
   CHECK_THROWS_WITH(engine_positions(malformed, 5, positions), Catch::Contains("depths[4]"));
@@ -97,10 +97,11 @@ TEST_CASE("TreeView exporters reject a parent that is not an earlier node", "[tr
   const TreeView view{tokens, parents};
   std::vector<std::int32_t> four(4), sixteen(16), two(2);
   std::vector<std::int64_t> a(4), b(4), c(4);
-  CHECK_THROWS_WITH(trtllm_path_width(view), Catch::Contains("parents[1]"));
-  CHECK_THROWS_WITH(export_trtllm(view, four, four, 2, 8, sixteen), Catch::Contains("parents[1]"));
+  CHECK_THROWS_WITH(trtllm::path_width(view), Catch::Contains("parents[1]"));
+  CHECK_THROWS_WITH(trtllm::export_tree(view, four, four, 2, 8, sixteen),
+                    Catch::Contains("parents[1]"));
   CHECK_THROWS_WITH(engine_positions(view, 3, four), Catch::Contains("parents[1]"));
-  CHECK_THROWS_WITH(export_sglang(view, 0, a, b, c), Catch::Contains("parents[1]"));
+  CHECK_THROWS_WITH(sglang::export_tree(view, 0, a, b, c), Catch::Contains("parents[1]"));
   const std::vector<std::int32_t> accepted = {0, 2};
   CHECK_THROWS_WITH(kv_compaction(view, 3, accepted, two, two), Catch::Contains("parents[1]"));
 }
@@ -118,12 +119,12 @@ TEST_CASE("CSR batch forms write what the list forms write", "[tree][export][kv]
   const std::vector<std::int32_t> contexts = {10, 4, 7};
 
   for (const bool include_root : {false, true}) {
-    const auto total = flashinfer_batch_mask_bytes(trees, contexts, include_root);
-    REQUIRE(flashinfer_batch_mask_bytes(node_offsets, batch, contexts, include_root) == total);
+    const auto total = flashinfer::batch_mask_bytes(trees, contexts, include_root);
+    REQUIRE(flashinfer::batch_mask_bytes(node_offsets, batch, contexts, include_root) == total);
     std::vector<std::uint8_t> out(total), out_csr(total);
     std::vector<std::int32_t> indptr(4), indptr_csr(4);
-    export_flashinfer_masks(trees, contexts, include_root, out, indptr);
-    export_flashinfer_masks(node_offsets, batch, contexts, include_root, out_csr, indptr_csr);
+    flashinfer::export_masks(trees, contexts, include_root, out, indptr);
+    flashinfer::export_masks(node_offsets, batch, contexts, include_root, out_csr, indptr_csr);
     CHECK(out_csr == out);
     CHECK(indptr_csr == indptr);
   }
@@ -150,10 +151,10 @@ TEST_CASE("CSR batch forms reject bad offsets and name the tree of an error firs
   AcceptedPaths paths;
 
   const std::vector<std::int32_t> bad_offsets = {0, 3, 2};
-  CHECK_THROWS_WITH(flashinfer_batch_mask_bytes(bad_offsets, batch, contexts, true),
+  CHECK_THROWS_WITH(flashinfer::batch_mask_bytes(bad_offsets, batch, contexts, true),
                     Catch::StartsWith("node_offsets[2]: "));
   const std::vector<std::int32_t> short_offsets = {0, 2, 4};
-  CHECK_THROWS_WITH(export_flashinfer_masks(short_offsets, batch, contexts, true, out, indptr),
+  CHECK_THROWS_WITH(flashinfer::export_masks(short_offsets, batch, contexts, true, out, indptr),
                     Catch::StartsWith("trees.tokens: "));
   const std::vector<std::int32_t> no_trees = {0};
   CHECK_THROWS_WITH(pack_accepted_paths(no_trees, batch, contexts, accepted, paths),
@@ -161,7 +162,7 @@ TEST_CASE("CSR batch forms reject bad offsets and name the tree of an error firs
 
   // parents[3] of the batch is node 1 of tree 1, whose parent 1 is not an earlier node.
   const std::vector<std::int32_t> offsets = {0, 2, 5};
-  CHECK_THROWS_WITH(export_flashinfer_masks(offsets, batch, contexts, true, out, indptr),
+  CHECK_THROWS_WITH(flashinfer::export_masks(offsets, batch, contexts, true, out, indptr),
                     Catch::StartsWith("parents[1][1]: "));
   CHECK_THROWS_WITH(pack_accepted_paths(offsets, batch, contexts, accepted, paths),
                     Catch::StartsWith("parents[1][1]: "));

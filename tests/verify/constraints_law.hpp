@@ -56,8 +56,8 @@ struct Request {
   bool grammar = false;
   std::vector<Token> allowed, stops, words, tail;
   std::vector<std::int32_t> offsets;
-  std::vector<PenalisedToken> penalised;
-  LogitConstraints c;
+  std::vector<constrained::PenalisedToken> penalised;
+  constrained::LogitConstraints c;
 };
 
 // Tokens 1 and 2 survive every transform: no row is left empty.
@@ -117,7 +117,7 @@ struct Rows {
     if (!fresh) return it->second;
     // The library's transform of a one-row request whose mask row is the grammar's.
     const std::vector<std::int32_t> mask = {grammar_mask(prefix)};
-    LogitConstraints c = q.c;
+    constrained::LogitConstraints c = q.c;
     if (q.grammar) c.bitmask = mask;
     std::vector<float> out(kV);
     detail::transform_logit_row(c, 0, raw_logits(prefix, false).data(), prefix.data(),
@@ -226,8 +226,8 @@ struct DrawnChain {
   std::vector<std::int32_t> mask{};
 
   // The request's constraints with this chain's mask rows (when it has a grammar).
-  LogitConstraints constraints(const Request& q) const {
-    LogitConstraints c = q.c;
+  constrained::LogitConstraints constraints(const Request& q) const {
+    constrained::LogitConstraints c = q.c;
     if (q.grammar) c.bitmask = mask;
     return c;
   }

@@ -16,7 +16,7 @@ namespace specdec::test {
 
 /// Row `logits` transformed by `c` for a row whose draft prefix is `prefix`; `mask_row` is its
 /// packed bitmask row (ceil(V / 32) words), or nullptr for none (c.bitmask is not read).
-inline std::vector<float> transform_row_reference(const LogitConstraints& c,
+inline std::vector<float> transform_row_reference(const constrained::LogitConstraints& c,
                                                   const std::int32_t* mask_row,
                                                   std::span<const float> logits,
                                                   const std::vector<Token>& prefix) {

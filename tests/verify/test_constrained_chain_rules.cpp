@@ -141,7 +141,7 @@ TEST_CASE("constrained block verification passes a chi-square test against the e
     std::vector<Token> out(kLength + 1);
     for (std::uint32_t n = 0; n < runs; ++n) {
       const DrawnChain d = draw_chain(rows, rng);
-      const auto v = verify_block_logits_constrained(
+      const auto v = constrained::verify_block_logits(
           rows.warp, d.target, d.draft, d.tokens, kVocab, d.constraints(q),
           RandomStream{393u, n, transformed ? 7u : 0u}, out, ws);
       ++counts[emitted(out, v)];
@@ -167,7 +167,7 @@ TEST_CASE("constrained block verification equals verify_block_logits on dense tr
       std::vector<Token> want(kLength + 1), got(kLength + 1);
       const auto expected =
           verify_block_logits<float>(rows.warp, dense, d.draft, d.tokens, kVocab, stream, want, ws);
-      const auto verdict = verify_block_logits_constrained(
+      const auto verdict = constrained::verify_block_logits(
           rows.warp, d.target, d.draft, d.tokens, kVocab, d.constraints(rows.q), stream, got, ws);
       INFO("seed " << seed);
       REQUIRE(verdict.accepted == expected.accepted);
@@ -200,8 +200,8 @@ TEST_CASE("constrained greedy matching takes the argmax of every transformed row
         if (i == tokens.size() || best != tokens[i]) break;
       }
       std::vector<Token> out(kLength + 1);
-      const auto v = verify_chain_greedy_logits_constrained(d.target, tokens, kVocab,
-                                                            d.constraints(q), out, ws);
+      const auto v = constrained::verify_chain_greedy_logits(d.target, tokens, kVocab,
+                                                             d.constraints(q), out, ws);
       INFO("transforms " << which << " chain " << tokens[0] << tokens[1] << tokens[2]);
       CHECK(v.accepted + 1 == v.emitted);
       CHECK(emitted(out, v) == want);
@@ -245,7 +245,7 @@ TEST_CASE("constrained typical acceptance is verify_chain(Typical) on rows trans
           std::vector<Token> want(kLength + 1), got(kLength + 1);
           const auto expected =
               verify_chain<float>(rule, warped_rows, uniform, tokens, kVocab, stream, want, ws);
-          const auto verdict = verify_chain_typical_logits_constrained(
+          const auto verdict = constrained::verify_chain_typical_logits(
               warp, rule, d.target, tokens, kVocab, d.constraints(q), stream, got, ws);
           INFO("transforms " << which << " chain " << tokens[0] << tokens[1] << tokens[2]);
           REQUIRE(verdict.accepted == expected.accepted);
@@ -274,7 +274,7 @@ TEST_CASE("constrained block, greedy and typical chain batches equal the single 
   std::vector<Request> requests;
   requests.reserve(3);  // their constraints view their own vectors
   std::vector<DrawnChain> chains;
-  std::vector<LogitConstraints> sequences;
+  std::vector<constrained::LogitConstraints> sequences;
   std::vector<float> target, draft;
   std::vector<Token> drafted;
   std::vector<std::int32_t> mask;
@@ -326,23 +326,24 @@ TEST_CASE("constrained block, greedy and typical chain batches equal the single 
           .streams = streams,
           .emitted = out,
           .accepted = accepted};
-      const ChainBatchConstraints constraints{.bitmask = mask, .sequences = sequences};
-      if (form == 0) verify_block_batch_logits_constrained(cpu, args, constraints, ws);
-      if (form == 1) verify_chain_batch_greedy_logits_constrained(cpu, args, constraints, ws);
+      const constrained::ChainBatchConstraints constraints{.bitmask = mask, .sequences = sequences};
+      if (form == 0) constrained::verify_block_batch_logits(cpu, args, constraints, ws);
+      if (form == 1) constrained::verify_chain_batch_greedy_logits(cpu, args, constraints, ws);
       if (form == 2)
-        verify_chain_batch_typical_logits_constrained(cpu, args, rule, constraints, ws);
-      if (form == 3) verify_block_batch_draft_probs_constrained(cpu, args, constraints, ws);
+        constrained::verify_chain_batch_typical_logits(cpu, args, rule, constraints, ws);
+      if (form == 3) constrained::verify_block_batch_draft_probs(cpu, args, constraints, ws);
       for (std::size_t b = 0; b < 3; ++b) {
         const DrawnChain& d = chains[b];
-        const LogitConstraints c = d.constraints(requests[b]);
+        const constrained::LogitConstraints c = d.constraints(requests[b]);
         std::vector<Token> single(d.tokens.size() + 1);
         const ChainVerdict v =
-            form == 0 || form == 3 ? verify_block_logits_constrained(warps[b], d.target, d.draft, d.tokens,
-                                                        kVocab, c, streams[b], single, ws)
+            form == 0 || form == 3
+                ? constrained::verify_block_logits(warps[b], d.target, d.draft, d.tokens, kVocab, c,
+                                                   streams[b], single, ws)
             : form == 1
-                ? verify_chain_greedy_logits_constrained(d.target, d.tokens, kVocab, c, single, ws)
-                : verify_chain_typical_logits_constrained(warps[b], rule, d.target, d.tokens,
-                                                          kVocab, c, streams[b], single, ws);
+                ? constrained::verify_chain_greedy_logits(d.target, d.tokens, kVocab, c, single, ws)
+                : constrained::verify_chain_typical_logits(warps[b], rule, d.target, d.tokens,
+                                                           kVocab, c, streams[b], single, ws);
         const auto first = static_cast<std::ptrdiff_t>(offsets[b] + static_cast<std::int32_t>(b));
         CHECK(accepted[b] == v.accepted);
         CHECK(std::vector<Token>(out.begin() + first, out.begin() + first + v.emitted) ==
@@ -355,7 +356,7 @@ TEST_CASE("constrained block, greedy and typical chain batches equal the single 
   std::vector<Token> out(static_cast<std::size_t>(rows), -1);
   std::vector<std::int32_t> accepted(3, -1);
   const std::vector<RandomStream> streams = {{0, 0}, {0, 1}, {0, 2}};
-  CHECK_THROWS_WITH(verify_block_batch_draft_probs_constrained(
+  CHECK_THROWS_WITH(constrained::verify_block_batch_draft_probs(
                         cpu,
                         {.draft_offsets = offsets,
                          .target_logits = MatrixView<const float>(target.data(), rows, kVocab),
@@ -374,29 +375,29 @@ TEST_CASE("constrained block, greedy and typical chains name bad arguments",
   const DrawnChain d = chain_along({1, 2, 3});
   const std::vector<float> draft(kLength * kV, 0.0f);
   const std::vector<std::int32_t> short_mask(kLength, -1);
-  const LogitConstraints bad_mask{.bitmask = short_mask};
-  const LogitConstraints bad_penalty{.penalties = {.repetition = 0.0f}};
+  const constrained::LogitConstraints bad_mask{.bitmask = short_mask};
+  const constrained::LogitConstraints bad_penalty{.penalties = {.repetition = 0.0f}};
   std::vector<Token> out(kLength + 1), short_out(kLength);
   Workspace ws;
   const RandomStream stream{1};
-  CHECK_THROWS_WITH(verify_block_logits_constrained(Warp{}, d.target, draft, d.tokens, kVocab,
-                                                    bad_mask, stream, out, ws),
+  CHECK_THROWS_WITH(constrained::verify_block_logits(Warp{}, d.target, draft, d.tokens, kVocab,
+                                                     bad_mask, stream, out, ws),
                     Catch::StartsWith("bitmask"));
-  CHECK_THROWS_WITH(verify_block_logits_constrained(Warp{}, d.target, draft, d.tokens, kVocab, {},
-                                                    stream, short_out, ws),
+  CHECK_THROWS_WITH(constrained::verify_block_logits(Warp{}, d.target, draft, d.tokens, kVocab, {},
+                                                     stream, short_out, ws),
                     Catch::StartsWith("out"));
   CHECK_THROWS_WITH(
-      verify_chain_greedy_logits_constrained(d.target, d.tokens, kVocab, bad_penalty, out, ws),
+      constrained::verify_chain_greedy_logits(d.target, d.tokens, kVocab, bad_penalty, out, ws),
       Catch::StartsWith("penalties.repetition"));
-  CHECK_THROWS_WITH(verify_chain_greedy_logits_constrained(
+  CHECK_THROWS_WITH(constrained::verify_chain_greedy_logits(
                         std::span<const float>(d.target).first(kV), d.tokens, kVocab, {}, out, ws),
                     Catch::StartsWith("target_logits"));
   CHECK_THROWS_WITH(
-      verify_chain_typical_logits_constrained(Warp{}, Typical{.epsilon = 1.5f}, d.target, d.tokens,
-                                              kVocab, {}, stream, out, ws),
+      constrained::verify_chain_typical_logits(Warp{}, Typical{.epsilon = 1.5f}, d.target, d.tokens,
+                                               kVocab, {}, stream, out, ws),
       Catch::StartsWith("epsilon"));
   CHECK_THROWS_WITH(
-      verify_chain_typical_logits_constrained(Warp{.top_p = 2.0f}, Typical{}, d.target, d.tokens,
-                                              kVocab, {}, stream, out, ws),
+      constrained::verify_chain_typical_logits(Warp{.top_p = 2.0f}, Typical{}, d.target, d.tokens,
+                                               kVocab, {}, stream, out, ws),
       Catch::StartsWith("top_p"));
 }

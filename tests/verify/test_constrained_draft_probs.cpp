@@ -60,10 +60,11 @@ void chain_law(Rows& rows, const std::vector<Token>& tokens, double w, Law& law)
 }
 
 std::vector<Token> run(const Warp& warp, const DrawnChain& d, const std::vector<float>& q,
-                       const LogitConstraints& c, const RandomStream& stream, Workspace& ws) {
+                       const constrained::LogitConstraints& c, const RandomStream& stream,
+                       Workspace& ws) {
   std::vector<Token> out(d.tokens.size() + 1, -1);
-  const auto v = verify_chain_draft_probs_constrained(warp, d.target, q, d.tokens, kVocab, c,
-                                                      stream, out, ws);
+  const auto v = constrained::verify_chain_draft_probs(warp, d.target, q, d.tokens, kVocab, c,
+                                                       stream, out, ws);
   out.resize(static_cast<std::size_t>(v.emitted));
   return out;
 }
@@ -79,7 +80,7 @@ TEST_CASE("draft-probability chains equal verify_chain on rows transformed and w
       for (std::uint32_t n = 0; n < 40; ++n) {
         const DrawnChain d = draw_chain(rows, rng);
         const auto probs = draft_probs(rows, d.tokens);
-        const LogitConstraints c = d.constraints(q);
+        const constrained::LogitConstraints c = d.constraints(q);
         // Every target row transformed and warped densely, then the rows' verifier.
         std::vector<float> target(d.target.size()), row(kV);
         for (std::size_t i = 0; i <= d.tokens.size(); ++i) {
@@ -183,7 +184,7 @@ TEST_CASE("the draft-probability batch equals the single call per sequence",
   }
   const std::vector<Warp> warps = {warp};
   const std::vector<RandomStream> streams = {{4, 0, 0}, {4, 1, 0}, {4, 2, 0}};
-  const std::vector<LogitConstraints> sequences = {q.c};
+  const std::vector<constrained::LogitConstraints> sequences = {q.c};
   std::vector<Token> emitted(tokens.size() + chains.size(), -1);
   std::vector<std::int32_t> accepted(chains.size());
   const auto rows_of = [&](std::int64_t n) {
@@ -199,8 +200,8 @@ TEST_CASE("the draft-probability batch equals the single call per sequence",
       .emitted = emitted,
       .accepted = accepted};
   Workspace ws;
-  verify_chain_batch_draft_probs_constrained(backend::cpu, args,
-                                             {.bitmask = bitmask, .sequences = sequences}, ws);
+  constrained::verify_chain_batch_draft_probs(backend::cpu, args,
+                                              {.bitmask = bitmask, .sequences = sequences}, ws);
   for (std::size_t b = 0; b < chains.size(); ++b) {
     const auto p = draft_probs(rows, chains[b].tokens);
     const auto want = run(warp, chains[b], p, chains[b].constraints(q), streams[b], ws);
@@ -219,8 +220,8 @@ TEST_CASE("draft-probability chains name bad input", "[verify][constraints][draf
   Workspace ws;
   const auto call = [&](std::span<const float> target, std::span<const float> draft,
                         std::span<Token> o) {
-    verify_chain_draft_probs_constrained(Warp{}, target, draft, d.tokens, kVocab, q.c,
-                                         RandomStream{}, o, ws);
+    constrained::verify_chain_draft_probs(Warp{}, target, draft, d.tokens, kVocab, q.c,
+                                          RandomStream{}, o, ws);
   };
   CHECK_THROWS_WITH(call(std::span(d.target).first(kV), probs, out), Contains("target_logits"));
   CHECK_THROWS_WITH(call(d.target, std::span(probs).first(kV), out), Contains("draft_probs"));

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // The unchecked forms of the constrained block, greedy and typical chain walks
-// (unchecked::verify_block_logits_constrained and its greedy and typical siblings) equal their
+// (constrained::unchecked::verify_block_logits and its greedy and typical siblings) equal their
 // checked namesakes bit for bit on random chains of 0 to 5 drafts at V = 40 under every kind of
 // constraint, on scratch of exactly the documented size.
 #include <vector>
@@ -20,8 +20,8 @@ struct Case {
   std::vector<float> target, draft;
   std::vector<Token> tokens, allowed, stop, bad_words, tail;
   std::vector<std::int32_t> bitmask, offsets;
-  std::vector<PenalisedToken> penalised;
-  LogitConstraints c;
+  std::vector<constrained::PenalisedToken> penalised;
+  constrained::LogitConstraints c;
 
   Case(std::int64_t length, toy::ToyRandom& rng) {
     const auto rows = static_cast<std::size_t>(length + 1);
@@ -97,36 +97,36 @@ TEST_CASE("unchecked constrained block, greedy and typical walks equal the check
     const auto n = static_cast<std::size_t>(length + 1);
     Workspace ws;
     // Scratch of the documented sizes, as a Workspace hands it out (aligned to 64).
-    const std::size_t block_size = verify_block_logits_constrained_workspace_size(kV, length);
-    const std::size_t chain_size = verify_chain_logits_constrained_workspace_size(kV, length);
+    const std::size_t block_size = constrained::verify_block_logits_workspace_size(kV, length);
+    const std::size_t chain_size = constrained::verify_chain_logits_workspace_size(kV, length);
     Workspace block_bytes(block_size), chain_bytes(chain_size);
     std::byte* block_scratch = block_bytes.take<std::byte>(block_size).data();
     std::byte* chain_scratch = chain_bytes.take<std::byte>(chain_size).data();
     INFO("seed " << seed);
     std::vector<Token> a(n, -1), b(n, -1);
     const ChainVerdict block =
-        verify_block_logits_constrained(warp, k.target, k.draft, k.tokens, kV, k.c, stream, a, ws);
+        constrained::verify_block_logits(warp, k.target, k.draft, k.tokens, kV, k.c, stream, a, ws);
     check_same(block,
-               unchecked::verify_block_logits_constrained(warp, k.logits(), k.c, stream, b.data(),
-                                                          block_scratch),
+               constrained::unchecked::verify_block_logits(warp, k.logits(), k.c, stream, b.data(),
+                                                           block_scratch),
                a, b);
     accepted += block.accepted;
     std::fill(a.begin(), a.end(), -1);
     std::fill(b.begin(), b.end(), -1);
     const ChainVerdict greedy =
-        verify_chain_greedy_logits_constrained(k.target, k.tokens, kV, k.c, a, ws);
-    check_same(
-        greedy,
-        unchecked::verify_chain_greedy_logits_constrained(k.logits(), k.c, b.data(), chain_scratch),
-        a, b);
+        constrained::verify_chain_greedy_logits(k.target, k.tokens, kV, k.c, a, ws);
+    check_same(greedy,
+               constrained::unchecked::verify_chain_greedy_logits(k.logits(), k.c, b.data(),
+                                                                  chain_scratch),
+               a, b);
     accepted += greedy.accepted;
     std::fill(a.begin(), a.end(), -1);
     std::fill(b.begin(), b.end(), -1);
-    const ChainVerdict typical = verify_chain_typical_logits_constrained(
+    const ChainVerdict typical = constrained::verify_chain_typical_logits(
         warp, rule, k.target, k.tokens, kV, k.c, stream, a, ws);
     check_same(typical,
-               unchecked::verify_chain_typical_logits_constrained(warp, rule, k.logits(), k.c,
-                                                                  stream, b.data(), chain_scratch),
+               constrained::unchecked::verify_chain_typical_logits(warp, rule, k.logits(), k.c,
+                                                                   stream, b.data(), chain_scratch),
                a, b);
     accepted += typical.accepted;
   }

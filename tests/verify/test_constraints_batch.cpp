@@ -28,9 +28,10 @@ struct Batch {
   std::vector<Warp> warps;
   std::vector<RandomStream> streams;
   std::vector<std::int32_t> bitmask;
-  std::vector<LogitConstraints> sequences;
+  std::vector<constrained::LogitConstraints> sequences;
   // Storage the constraints point into.
-  std::vector<PenalisedToken> penalised = {{3, 2, false}, {17, 0, true}, {250, 1, false}};
+  std::vector<constrained::PenalisedToken> penalised = {
+      {3, 2, false}, {17, 0, true}, {250, 1, false}};
   std::vector<Token> allowed, stops = {0, 299}, words = {5, 9, 11, 12, 13}, tail = {4, 5};
   std::vector<std::int32_t> word_offsets = {0, 2, 3, 5};
 
@@ -80,7 +81,7 @@ Batch make_batch(const std::vector<std::int64_t>& gammas, std::uint64_t seed) {
   for (Token t = 1; t < kVocab; t += 2) c.allowed.push_back(t);
   // Per sequence (cycling): penalties; banned words; min_tokens; allowed ids; everything.
   for (std::size_t b = 0; b < b_count; ++b) {
-    LogitConstraints q;
+    constrained::LogitConstraints q;
     const auto kind = b % 5;
     if (kind == 0 || kind == 4) {
       q.penalties = {
@@ -107,14 +108,14 @@ struct Outputs {
   std::vector<std::int32_t> accepted, status;
 };
 
-Outputs run_batch(const Batch& c, const ChainBatchConstraints& constraints, bool target_only,
-                  int threads, bool with_status = false) {
+Outputs run_batch(const Batch& c, const constrained::ChainBatchConstraints& constraints,
+                  bool target_only, int threads, bool with_status = false) {
   Outputs o;
   o.emitted.assign(static_cast<std::size_t>(c.drafts() + c.batch()), 99);
   o.accepted.assign(static_cast<std::size_t>(c.batch()), 99);
   if (with_status) o.status.assign(status_words(c.batch()), 99);
   const backend::Cpu cpu{threads};
-  Workspace ws(constrained_chain_batch_workspace_size(
+  Workspace ws(constrained::chain_batch_workspace_size(
       cpu, {.batch = c.batch(),
             .max_gamma = *std::max_element(c.gammas.begin(), c.gammas.end()),
             .vocab = kVocab}));
@@ -130,20 +131,21 @@ Outputs run_batch(const Batch& c, const ChainBatchConstraints& constraints, bool
       .accepted = o.accepted,
       .status = o.status};
   if (target_only) {
-    verify_chain_batch_target_only_logits_constrained(cpu, args, constraints, ws);
+    constrained::verify_chain_batch_target_only_logits(cpu, args, constraints, ws);
   } else {
-    verify_chain_batch_logits_constrained(cpu, args, constraints, ws);
+    constrained::verify_chain_batch_logits(cpu, args, constraints, ws);
   }
   return o;
 }
 
 // Sequence b through the single-sequence entry: its emitted tokens padded with -1 to gamma + 1.
-std::pair<std::int32_t, std::vector<Token>> run_one(const Batch& c, const LogitConstraints& base,
+std::pair<std::int32_t, std::vector<Token>> run_one(const Batch& c,
+                                                    const constrained::LogitConstraints& base,
                                                     bool masked, std::size_t b, bool target_only) {
   const auto first = static_cast<std::size_t>(c.offsets[b]);
   const auto g = static_cast<std::size_t>(c.gammas[b]);
   const auto first_row = first + b;
-  LogitConstraints q = base;
+  constrained::LogitConstraints q = base;
   if (masked) {
     q.bitmask = std::span<const std::int32_t>(c.bitmask).subspan(
         first_row * static_cast<std::size_t>(kWords), (g + 1) * static_cast<std::size_t>(kWords));
@@ -153,10 +155,10 @@ std::pair<std::int32_t, std::vector<Token>> run_one(const Batch& c, const LogitC
   const std::span<const Token> tokens(c.tokens.data() + first, g);
   std::vector<Token> out(g + 1, kNoToken);
   Workspace ws;
-  const auto v = target_only ? verify_chain_target_only_logits_constrained(
+  const auto v = target_only ? constrained::verify_chain_target_only_logits(
                                    c.warps[b], target, tokens, kVocab, q, c.streams[b], out, ws)
-                             : verify_chain_logits_constrained(c.warps[b], target, draft, tokens,
-                                                               kVocab, q, c.streams[b], out, ws);
+                             : constrained::verify_chain_logits(c.warps[b], target, draft, tokens,
+                                                                kVocab, q, c.streams[b], out, ws);
   std::fill(out.begin() + v.emitted, out.end(), kNoToken);
   return {v.accepted, out};
 }
@@ -170,7 +172,7 @@ TEST_CASE("the constrained chain batch equals the single-sequence calls",
     const auto c = make_batch({3, 0, 5, 2, 4, 1, 5, 3}, seed);
     for (const bool masked : {false, true}) {
       for (const bool shared : {false, true}) {
-        const ChainBatchConstraints constraints{
+        const constrained::ChainBatchConstraints constraints{
             .bitmask =
                 masked ? std::span<const std::int32_t>(c.bitmask) : std::span<const std::int32_t>{},
             .sequences = shared ? std::span(c.sequences).subspan(4, 1) : std::span(c.sequences)};
@@ -203,10 +205,10 @@ TEST_CASE("the constrained chain batch equals the single-sequence calls",
 TEST_CASE("the constrained chain batch names bad constraints by sequence",
           "[verify][logits][constraints][batched]") {
   auto c = make_batch({2, 1, 3}, 9);
-  const auto run = [&](const ChainBatchConstraints& k, bool with_status = false) {
+  const auto run = [&](const constrained::ChainBatchConstraints& k, bool with_status = false) {
     return run_batch(c, k, false, 2, with_status);
   };
-  const std::span<const LogitConstraints> all(c.sequences);
+  const std::span<const constrained::LogitConstraints> all(c.sequences);
   CHECK_THROWS_WITH(run({.sequences = all.first(2)}), Contains("constraints.sequences"));
   CHECK_THROWS_WITH(
       run({.bitmask = std::span<const std::int32_t>(c.bitmask).first(5), .sequences = all}),
@@ -216,7 +218,7 @@ TEST_CASE("the constrained chain batch names bad constraints by sequence",
       std::span<const std::int32_t>(c.bitmask).first(static_cast<std::size_t>(2 * kWords));
   CHECK_THROWS_WITH(run({.sequences = own}), Contains("constraints.sequences[1]"));
   // Sequence 2's penalties list a token outside the vocabulary.
-  const std::vector<PenalisedToken> outside = {{kVocab, 1, false}};
+  const std::vector<constrained::PenalisedToken> outside = {{kVocab, 1, false}};
   auto bad = c.sequences;
   bad[2].penalties = {.repetition = 1.2f, .tokens = outside};
   CHECK_THROWS_WITH(run({.sequences = bad}), Contains("penalties.tokens[2][0]"));
@@ -291,7 +293,7 @@ TEST_CASE("the constrained tree batch equals the single-tree calls",
     const auto batch = static_cast<std::size_t>(c.batch());
     const auto nodes = t.tokens.size();
     for (const bool masked : {false, true}) {
-      const ChainBatchConstraints constraints{
+      const constrained::ChainBatchConstraints constraints{
           .bitmask =
               masked ? std::span<const std::int32_t>(c.bitmask) : std::span<const std::int32_t>{},
           .sequences = c.sequences};
@@ -303,7 +305,7 @@ TEST_CASE("the constrained tree batch equals the single-tree calls",
           std::vector<Token> final_tokens(batch);
           std::vector<std::uint8_t> bonuses(batch);
           const backend::Cpu cpu{threads};
-          Workspace ws(constrained_tree_batch_workspace_size(
+          Workspace ws(constrained::tree_batch_workspace_size(
               cpu, {.batch = c.batch(), .max_nodes = 7, .vocab = kVocab}));
           const TreeBatchArgs args{
               .node_offsets = t.node_offsets,
@@ -320,16 +322,16 @@ TEST_CASE("the constrained tree batch equals the single-tree calls",
               .final_tokens = final_tokens,
               .bonus = bonuses};
           if (target_only) {
-            verify_tree_batch_target_only_logits_constrained(cpu, args, c.warps, constraints, ws);
+            constrained::verify_tree_batch_target_only_logits(cpu, args, c.warps, constraints, ws);
           } else {
-            verify_tree_batch_logits_constrained(cpu, rules[r], args, c.warps, constraints, ws);
+            constrained::verify_tree_batch_logits(cpu, rules[r], args, c.warps, constraints, ws);
           }
           for (std::size_t b = 0; b < batch; ++b) {
             INFO("tree " << b);
             const auto first = static_cast<std::size_t>(t.node_offsets[b]);
             const auto n = static_cast<std::size_t>(c.gammas[b]);
             const auto first_row = first + b;
-            LogitConstraints q = c.sequences[b];
+            constrained::LogitConstraints q = c.sequences[b];
             if (masked) {
               q.bitmask = std::span<const std::int32_t>(c.bitmask).subspan(
                   first_row * static_cast<std::size_t>(kWords),
@@ -343,10 +345,10 @@ TEST_CASE("the constrained tree batch equals the single-tree calls",
             Workspace single;
             const auto v =
                 target_only
-                    ? verify_tree_target_only_logits_constrained(c.warps[b], tree, target, kVocab,
-                                                                 q, c.streams[b], one, single)
-                    : verify_tree_logits_constrained(rules[r], c.warps[b], tree, {target, draft},
-                                                     kVocab, q, c.streams[b], one, single);
+                    ? constrained::verify_tree_target_only_logits(c.warps[b], tree, target, kVocab,
+                                                                  q, c.streams[b], one, single)
+                    : constrained::verify_tree_logits(rules[r], c.warps[b], tree, {target, draft},
+                                                      kVocab, q, c.streams[b], one, single);
             REQUIRE(accepted[b] == v.accepted);
             CHECK(final_tokens[b] == v.token);
             CHECK(bonuses[b] == (v.bonus ? 1 : 0));
@@ -370,7 +372,7 @@ TEST_CASE("the constrained tree batch names bad constraints by tree",
           "[verify][logits][constraints][batched]") {
   const auto t = make_tree_batch({3, 2, 4}, 6);
   auto sequences = t.rows.sequences;
-  const std::vector<PenalisedToken> outside = {{kVocab, 1, false}};
+  const std::vector<constrained::PenalisedToken> outside = {{kVocab, 1, false}};
   sequences[2].penalties = {.repetition = 1.2f, .tokens = outside};
   const auto nodes = static_cast<std::int64_t>(t.tokens.size());
   std::vector<std::int32_t> accepted_nodes(t.tokens.size()), accepted(3), status(4);
@@ -378,7 +380,7 @@ TEST_CASE("the constrained tree batch names bad constraints by tree",
   const auto run = [&](std::span<std::int32_t> words) {
     const backend::Cpu cpu{2};
     Workspace ws;
-    verify_tree_batch_logits_constrained(
+    constrained::verify_tree_batch_logits(
         cpu, Recursive{},
         {.node_offsets = t.node_offsets,
          .trees = {t.tokens, t.parents},

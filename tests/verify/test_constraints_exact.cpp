@@ -172,8 +172,8 @@ std::vector<Token> run_chain(Rows& rows, const RandomStream& stream, toy::ToyRan
                              Workspace& ws) {
   const DrawnChain d = draw_chain(rows, rng);
   std::vector<Token> out(kLength + 1);
-  const auto v = verify_chain_logits_constrained(rows.warp, d.target, d.draft, d.tokens, kVocab,
-                                                 d.constraints(rows.q), stream, out, ws);
+  const auto v = constrained::verify_chain_logits(rows.warp, d.target, d.draft, d.tokens, kVocab,
+                                                  d.constraints(rows.q), stream, out, ws);
   out.resize(static_cast<std::size_t>(v.emitted));
   return out;
 }
@@ -210,11 +210,11 @@ std::vector<Token> run_tree(Rows& rows, const RandomStream& stream, toy::ToyRand
       add_row(plus(prefix, x));
     }
   }
-  LogitConstraints c = rows.q.c;
+  constrained::LogitConstraints c = rows.q.c;
   if (rows.q.grammar) c.bitmask = mask;
   std::vector<std::int32_t> accepted(tokens.size());
-  const auto v = verify_tree_logits_constrained(Recursive{}, rows.warp, {tokens, parents},
-                                                {target, draft}, kVocab, c, stream, accepted, ws);
+  const auto v = constrained::verify_tree_logits(Recursive{}, rows.warp, {tokens, parents},
+                                                 {target, draft}, kVocab, c, stream, accepted, ws);
   std::vector<Token> out;
   for (std::int32_t i = 0; i < v.accepted; ++i) {
     out.push_back(tokens[static_cast<std::size_t>(accepted[static_cast<std::size_t>(i)])]);

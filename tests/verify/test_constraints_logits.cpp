@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Constrained verification from logits (verify_chain_logits_constrained and the target-only form):
+// Constrained verification from logits (constrained::verify_chain_logits and the target-only form):
 // bit for bit the plain from-logits entries on target logits transformed densely here (penalties,
 // bitmask, allowed ids, min_tokens), each transform alone and together; the emitted law is the
 // transformed target's; a row past a forbidden draft token is never read; bad input named.
@@ -31,10 +31,10 @@ std::vector<float> normal_rows(std::int64_t rows, std::int64_t vocab, toy::ToyRa
 struct Request {
   std::vector<std::int32_t> bitmask;
   std::vector<Token> allowed, stops;
-  std::vector<PenalisedToken> penalised;
+  std::vector<constrained::PenalisedToken> penalised;
   std::vector<Token> bad_words, tail;
   std::vector<std::int32_t> bad_offsets;
-  LogitConstraints c;
+  constrained::LogitConstraints c;
 
   // Bans `word` too.
   void ban(const std::vector<Token>& word) {
@@ -200,7 +200,7 @@ TEST_CASE("constrained chains from logits equal the plain entry on densely trans
             std::vector<Token> want(length + 1), got(length + 1);
             const auto expected = verify_chain_logits<float>(warp, c.target_dense, c.draft_used,
                                                              c.tokens, vocab, stream, want, ws);
-            const auto verdict = verify_chain_logits_constrained(
+            const auto verdict = constrained::verify_chain_logits(
                 warp, c.target, c.draft_used, c.tokens, vocab, q.c, stream, got, ws);
             REQUIRE(verdict.accepted == expected.accepted);
             REQUIRE(verdict.emitted == expected.emitted);
@@ -210,7 +210,7 @@ TEST_CASE("constrained chains from logits equal the plain entry on densely trans
             // The target-only walk on the same rows.
             const auto to_expected = verify_chain_target_only_logits<float>(
                 warp, c.target_dense, c.tokens, vocab, stream, want, ws);
-            const auto to_verdict = verify_chain_target_only_logits_constrained(
+            const auto to_verdict = constrained::verify_chain_target_only_logits(
                 warp, c.target, c.tokens, vocab, q.c, stream, got, ws);
             REQUIRE(to_verdict.accepted == to_expected.accepted);
             const auto te = static_cast<std::ptrdiff_t>(to_expected.emitted);
@@ -292,11 +292,11 @@ TEST_CASE("constrained chains never read the mask past a draft token its own row
   std::vector<std::int32_t> mask(5 * 2, 0);
   for (int r = 0; r < 2; ++r) mask[static_cast<std::size_t>(2 * r)] = mask[static_cast<std::size_t>(2 * r + 1)] = -1;
   mask[2] &= ~(1 << 5);
-  const LogitConstraints c{.bitmask = mask};
+  const constrained::LogitConstraints c{.bitmask = mask};
   for (std::uint32_t seed = 0; seed < 20; ++seed) {
     std::vector<Token> out(5);
-    const auto v = verify_chain_logits_constrained(Warp{}, target, draft, tokens, vocab, c,
-                                                   RandomStream{seed, 0, 0}, out, ws);
+    const auto v = constrained::verify_chain_logits(Warp{}, target, draft, tokens, vocab, c,
+                                                    RandomStream{seed, 0, 0}, out, ws);
     CHECK(v.accepted <= 1);
     if (v.accepted == 1) CHECK(out[1] != 5);
   }
@@ -307,8 +307,8 @@ TEST_CASE("constrained chains never read the mask past a draft token its own row
     std::vector<Token> out(5);
     try {
       const std::vector<float> close(target.begin(), target.begin() + 4 * vocab);
-      verify_chain_logits_constrained(Warp{}, target, close, tokens, vocab, c,
-                                      RandomStream{seed, 0, 0}, out, ws);
+      constrained::verify_chain_logits(Warp{}, target, close, tokens, vocab, c,
+                                       RandomStream{seed, 0, 0}, out, ws);
     } catch (const Error& e) {
       CHECK_THAT(e.what(), Contains("bitmask[2]"));
       reported = true;
@@ -327,10 +327,10 @@ TEST_CASE("constrained chains emit the transformed target's law", "[verify][logi
   const std::vector<float> draft = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f,
                                     0.3f, -0.2f, 0.1f, 0.0f, 1.0f, 0.0f};
   const std::vector<std::int32_t> mask = {0b101011, 0b111111, 0b111111};  // row 0: 2, 4 masked
-  const std::vector<PenalisedToken> pen = {{0, 2, false}, {3, 0, true}};
-  const LogitConstraints c{.bitmask = mask,
-                           .penalties = {.repetition = 1.5f, .frequency = 0.3f, .presence = 0.2f,
-                                         .tokens = pen}};
+  const std::vector<constrained::PenalisedToken> pen = {{0, 2, false}, {3, 0, true}};
+  const constrained::LogitConstraints c{
+      .bitmask = mask,
+      .penalties = {.repetition = 1.5f, .frequency = 0.3f, .presence = 0.2f, .tokens = pen}};
   // Row 0 transformed: token 0: 1/1.5 - 0.6 - 0.2; token 3: 2/1.5; tokens 2, 4 masked.
   const std::vector<double> z = {1.0 / 1.5 - 0.6 - 0.2, 0.5, -INFINITY, 2.0 / 1.5, -INFINITY, -1.0};
   std::vector<double> expected(6);
@@ -350,8 +350,8 @@ TEST_CASE("constrained chains emit the transformed target's law", "[verify][logi
         detail::sample_row(q0.data(), vocab, static_cast<float>(rng.uniform())),
         detail::sample_row(q1.data(), vocab, static_cast<float>(rng.uniform()))};
     std::vector<Token> out(3);
-    verify_chain_logits_constrained(Warp{}, target, draft, tokens, vocab, c,
-                                    RandomStream{17, static_cast<std::uint32_t>(n), 0}, out, ws);
+    constrained::verify_chain_logits(Warp{}, target, draft, tokens, vocab, c,
+                                     RandomStream{17, static_cast<std::uint32_t>(n), 0}, out, ws);
     ++counts[static_cast<std::size_t>(out[0])];
   }
   // A masked token drawn (probability 0) gives p = 0.
@@ -366,9 +366,9 @@ TEST_CASE("constrained chains name bad constraints", "[verify][logits][constrain
   const std::vector<float> target(2 * 40, 0.0f), draft(40, 0.0f);
   const std::vector<Token> tokens = {1};
   std::vector<Token> out(2);
-  const auto run = [&](const LogitConstraints& c) {
-    verify_chain_logits_constrained(Warp{}, target, draft, tokens, vocab, c, RandomStream{}, out,
-                                    ws);
+  const auto run = [&](const constrained::LogitConstraints& c) {
+    constrained::verify_chain_logits(Warp{}, target, draft, tokens, vocab, c, RandomStream{}, out,
+                                     ws);
   };
   const std::vector<std::int32_t> short_mask(3, -1), empty_row = {-1, -1, 0, 0};
   CHECK_THROWS_WITH(run({.bitmask = short_mask}), Contains("bitmask"));
@@ -376,7 +376,8 @@ TEST_CASE("constrained chains name bad constraints", "[verify][logits][constrain
   CHECK_THROWS_WITH(run({.penalties = {.repetition = 0.0f}}), Contains("penalties.repetition"));
   CHECK_THROWS_WITH(run({.penalties = {.frequency = NAN}}), Contains("penalties.frequency"));
   CHECK_THROWS_WITH(run({.penalties = {.presence = INFINITY}}), Contains("penalties.presence"));
-  const std::vector<PenalisedToken> outside = {{40, 1, false}}, negative = {{3, -1, false}};
+  const std::vector<constrained::PenalisedToken> outside = {{40, 1, false}},
+                                                 negative = {{3, -1, false}};
   CHECK_THROWS_WITH(run({.penalties = {.tokens = outside}}), Contains("penalties.tokens[0]"));
   CHECK_THROWS_WITH(run({.penalties = {.tokens = negative}}), Contains("penalties.tokens[0]"));
   const std::vector<Token> bad_ids = {2, 41};
@@ -497,8 +498,8 @@ TEST_CASE("constrained trees from logits equal the plain entry with per-node tra
             std::vector<std::int32_t> want(11), got(11);
             const auto expected = verify_tree_logits<float>(rule, warp, view, {dense, draft}, vocab,
                                                             stream, want, ws);
-            const auto verdict = verify_tree_logits_constrained(rule, warp, view, {target, draft},
-                                                                vocab, q.c, stream, got, ws);
+            const auto verdict = constrained::verify_tree_logits(rule, warp, view, {target, draft},
+                                                                 vocab, q.c, stream, got, ws);
             REQUIRE(verdict.accepted == expected.accepted);
             test::check_same_tree_verdict(verdict, expected, got, want);
             rejections += expected.bonus ? 0 : 1;
@@ -510,8 +511,8 @@ TEST_CASE("constrained trees from logits equal the plain entry with per-node tra
           std::vector<std::int32_t> want(11), got(11);
           const auto expected = verify_tree_target_only_logits<float>(warp, view, dense, vocab,
                                                                       stream, want, ws);
-          const auto verdict = verify_tree_target_only_logits_constrained(warp, view, target, vocab,
-                                                                          q.c, stream, got, ws);
+          const auto verdict = constrained::verify_tree_target_only_logits(
+              warp, view, target, vocab, q.c, stream, got, ws);
           REQUIRE(verdict.accepted == expected.accepted);
           CHECK(verdict.token == expected.token);
           const auto kept = static_cast<std::ptrdiff_t>(expected.accepted);

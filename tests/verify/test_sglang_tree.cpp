@@ -84,7 +84,7 @@ struct BatchOut {
   }
 };
 
-SglangTreeBatchArgs published_args(BatchOut& out) {
+sglang::TreeBatchArgs published_args(BatchOut& out) {
   return {.candidates = {kCandidates.data(), kBatch, kSlots},
           .retrive_index = {kIndex.data(), kBatch, kSlots},
           .retrive_next_token = {kNextToken.data(), kBatch, kSlots},
@@ -105,7 +105,7 @@ TEST_CASE("SGLang's published vectors, with its uniforms or specdec's streams",
       const std::vector<float> coins(kBatch * kSlots, u), finals(kBatch, 1.0f - u);
       for (const bool own_uniforms : {true, false}) {
         BatchOut out;
-        SglangTreeBatchArgs args = published_args(out);
+        sglang::TreeBatchArgs args = published_args(out);
         args.target_probs = {target.data(), kBatch * kSlots, kVocab};
         args.draft_probs = {draft.data(), kBatch * kSlots, kVocab};
         args.thresholds = {expected.single, expected.acc};
@@ -116,7 +116,7 @@ TEST_CASE("SGLang's published vectors, with its uniforms or specdec's streams",
           args.streams = streams;
         }
         Workspace ws;
-        verify_sglang_tree_batch(backend::cpu, args, ws);
+        sglang::verify_tree_batch(backend::cpu, args, ws);
         INFO("thresholds " << expected.single << ", uniform " << u << ", own " << own_uniforms);
         CHECK(out.predicts() == expected.predicts);
         CHECK(out.accept_index == expected.accept_index);
@@ -130,10 +130,10 @@ TEST_CASE("SGLang's published trees verified greedily give the (1, 1) vectors",
           "[verify][sglang]") {
   const auto argmax = published_argmax();
   BatchOut out;
-  SglangTreeBatchArgs args = published_args(out);
+  sglang::TreeBatchArgs args = published_args(out);
   args.target_predict = argmax;
   Workspace ws;
-  verify_sglang_tree_batch(backend::cpu, args, ws);
+  sglang::verify_tree_batch(backend::cpu, args, ws);
   CHECK(out.predicts() == kPublished[0].predicts);
   CHECK(out.accept_index == kPublished[0].accept_index);
   CHECK(out.accept_num == kPublished[0].accept_num);
@@ -157,7 +157,7 @@ struct SmallTree {
   static constexpr std::int64_t vocab = 3, slots = 5;
 };
 
-/// The law verify_sglang_tree claims at (1, 1) with at most `depth` accepted nodes: from the
+/// The law sglang::verify_tree claims at (1, 1) with at most `depth` accepted nodes: from the
 /// root, the next token is drawn from the current slot's row; when it is a child's token and the
 /// depth allows, the walk goes on at that child. Keyed by the emitted tokens.
 void claimed_law(const SmallTree& t, std::int64_t slot, int depth, int max_depth,
@@ -187,16 +187,16 @@ std::vector<Token> emitted_tokens(const SmallTree& t, const RandomStream& stream
   std::vector<std::int32_t> slots(static_cast<std::size_t>(max_depth));
   std::vector<Token> emitted(slots.size() + 1);
   const TreeVerdict verdict =
-      verify_sglang_tree({.candidates = t.candidates,
-                          .retrive_next_token = t.next_token,
-                          .retrive_next_sibling = t.next_sibling,
-                          .target_probs = {t.target.data(), t.slots, t.vocab},
-                          .uniform_samples = coins,
-                          .final_uniform = final_uniform,
-                          .stream = stream,
-                          .accepted_slots = slots,
-                          .emitted = emitted},
-                         ws);
+      sglang::verify_tree({.candidates = t.candidates,
+                           .retrive_next_token = t.next_token,
+                           .retrive_next_sibling = t.next_sibling,
+                           .target_probs = {t.target.data(), t.slots, t.vocab},
+                           .uniform_samples = coins,
+                           .final_uniform = final_uniform,
+                           .stream = stream,
+                           .accepted_slots = slots,
+                           .emitted = emitted},
+                          ws);
   emitted.resize(static_cast<std::size_t>(verdict.accepted) + 1);
   return emitted;
 }
@@ -267,27 +267,27 @@ TEST_CASE("the batch, the checked and the unchecked forms agree bit for bit", "[
   for (const AcceptanceThresholds thresholds :
        {AcceptanceThresholds{1.0f, 1.0f}, AcceptanceThresholds{0.3f, 0.8f}}) {
     BatchOut out;
-    SglangTreeBatchArgs args = published_args(out);
+    sglang::TreeBatchArgs args = published_args(out);
     args.target_probs = {target.data(), kBatch * kSlots, kVocab};
     args.thresholds = thresholds;
     args.streams = streams;
     Workspace ws;
-    verify_sglang_tree_batch(backend::Cpu{2}, args, ws);
+    sglang::verify_tree_batch(backend::Cpu{2}, args, ws);
     for (std::int64_t b = 0; b < kBatch; ++b) {
       const auto row = [&](const auto& v) {
         return std::span(v).subspan(static_cast<std::size_t>(b * kSlots), kSlots);
       };
       std::vector<std::int32_t> slots(kSteps - 1), unchecked_slots(kSteps - 1);
       std::vector<Token> emitted(kSteps, -1), unchecked_emitted(kSteps, -1);
-      SglangTreeArgs one{.candidates = row(kCandidates),
-                         .retrive_next_token = row(kNextToken),
-                         .retrive_next_sibling = row(kNextSibling),
-                         .target_probs = {target.data() + b * kSlots * kVocab, kSlots, kVocab},
-                         .thresholds = thresholds,
-                         .stream = streams[static_cast<std::size_t>(b)],
-                         .accepted_slots = slots,
-                         .emitted = emitted};
-      const TreeVerdict checked = verify_sglang_tree(one, ws);
+      sglang::TreeArgs one{.candidates = row(kCandidates),
+                           .retrive_next_token = row(kNextToken),
+                           .retrive_next_sibling = row(kNextSibling),
+                           .target_probs = {target.data() + b * kSlots * kVocab, kSlots, kVocab},
+                           .thresholds = thresholds,
+                           .stream = streams[static_cast<std::size_t>(b)],
+                           .accepted_slots = slots,
+                           .emitted = emitted};
+      const TreeVerdict checked = sglang::verify_tree(one, ws);
       one.accepted_slots = unchecked_slots;
       one.emitted = unchecked_emitted;
       const TreeVerdict unchecked = detail::verify_sglang_tree_unchecked(one, ws);
@@ -314,7 +314,7 @@ TEST_CASE("bad SGLang input names the argument", "[verify][sglang][errors]") {
     BatchOut out;
     std::vector<std::int64_t> next_token = kNextToken, index = kIndex;
     std::vector<float> rows = target, coins(kBatch * kSlots, 0.5f);
-    SglangTreeBatchArgs args = published_args(out);
+    sglang::TreeBatchArgs args = published_args(out);
     args.retrive_next_token = {next_token.data(), kBatch, kSlots};
     args.retrive_index = {index.data(), kBatch, kSlots};
     args.target_probs = {rows.data(), kBatch * kSlots, kVocab};
@@ -323,7 +323,7 @@ TEST_CASE("bad SGLang input names the argument", "[verify][sglang][errors]") {
     change(args, next_token, index, rows, coins);
     Workspace ws;
     try {
-      verify_sglang_tree_batch(backend::cpu, args, ws);
+      sglang::verify_tree_batch(backend::cpu, args, ws);
     } catch (const Error& e) {
       return e.argument();
     }

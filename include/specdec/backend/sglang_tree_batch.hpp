@@ -10,16 +10,18 @@
 
 namespace specdec {
 
+namespace sglang {
+
 /// The shape a batched SGLang verification is sized for: `batch` sequences of `slots` slots over
 /// `vocab` tokens (0 for the greedy walk).
-struct SglangTreeBatchShape {
+struct TreeBatchShape {
   std::int64_t batch = 0;
   std::int64_t slots = 0;
   std::int64_t vocab = 0;
 };
 
 /// sgl-kernel's arguments for B sequences of N slots each (names as SGLang spells them; the
-/// sequence's own layout is SglangTreeArgs'):
+/// sequence's own layout is sglang::TreeArgs'):
 ///   candidates, retrive_index, retrive_next_token, retrive_next_sibling: B x N; retrive_index
 ///                  [b][s] is slot s's place in the caller's flat `predicts` of `predicts_size`;
 ///   target_probs:  B * N rows of V (sequence b's N rows from row b * N): the sampled walk, with
@@ -32,7 +34,7 @@ struct SglangTreeBatchShape {
 ///                  of each accepted node, then -1;
 ///   emitted:       B x S: the token that goes to predicts[accept_index[b][j]], then -1;
 ///   accept_token_num: B accepted counts.
-struct SglangTreeBatchArgs {
+struct TreeBatchArgs {
   MatrixView<const std::int64_t> candidates{};
   MatrixView<const std::int64_t> retrive_index{};
   MatrixView<const std::int64_t> retrive_next_token{};
@@ -50,6 +52,8 @@ struct SglangTreeBatchArgs {
   std::span<std::int32_t> accept_token_num{};
 };
 
+}  // namespace sglang
+
 namespace detail {
 
 /// One specialisation per backend (backend/cpu/sglang_tree_batch.hpp).
@@ -60,19 +64,23 @@ struct SglangTreeBatchImpl : NoBackendImpl<Backend> {};
 
 /// Bytes of workspace a batched SGLang verification needs on `backend` for `shape`.
 template <backend::BackendPolicy Backend>
-std::size_t workspace_size(const Backend& backend, const SglangTreeBatchShape& shape) {
+std::size_t workspace_size(const Backend& backend, const sglang::TreeBatchShape& shape) {
   return detail::SglangTreeBatchImpl<Backend>::workspace_size(backend, shape);
 }
 
-/// SGLang's tree verification of B sequences (layout: SglangTreeBatchArgs): sequence b is
-/// verify_sglang_tree of its slots with streams[b] (or its uniforms), bit for bit. Throws
+/// SGLang's tree verification of B sequences (layout: sglang::TreeBatchArgs): sequence b is
+/// sglang::verify_tree of its slots with streams[b] (or its uniforms), bit for bit. Throws
 /// specdec::Error naming the bad argument ("retrive_next_token[1][4]" = sequence 1, slot 4):
-/// shapes, retrive indices outside predicts (and target_predict), and what verify_sglang_tree
+/// shapes, retrive indices outside predicts (and target_predict), and what sglang::verify_tree
 /// refuses. The rows must be contiguous within a sequence's N rows (any stride >= V).
+namespace sglang {
+
 template <backend::BackendPolicy Backend, class Scratch>
-void verify_sglang_tree_batch(const Backend& backend, const SglangTreeBatchArgs& args,
-                              Scratch&& workspace) {
+void verify_tree_batch(const Backend& backend, const sglang::TreeBatchArgs& args,
+                       Scratch&& workspace) {
   detail::SglangTreeBatchImpl<Backend>::run(backend, args, std::forward<Scratch>(workspace));
 }
+
+}  // namespace sglang
 
 }  // namespace specdec

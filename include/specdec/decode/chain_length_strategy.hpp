@@ -41,20 +41,26 @@ inline constexpr LengthPolicy kAllLengthPolicies[] = {
     LengthPolicy::kCumulative, LengthPolicy::kHeuristic, LengthPolicy::kBatchAverage,
     LengthPolicy::kGoodput};
 
+namespace detail {
+
 /// The names of kAllLengthPolicies, in its order (with the words of parse errors).
-inline constexpr detail::EnumNames<LengthPolicy, 4> kLengthPolicyNames{
+inline constexpr EnumNames<LengthPolicy, 4> kLengthPolicyNames{
     kAllLengthPolicies,
     {"cumulative", "heuristic", "batch_average", "goodput"},
     "length",
     "a LengthPolicy",
     "a length controller"};
 
+}  // namespace detail
+
 /// "cumulative", "heuristic", "batch_average" or "goodput".
-inline std::string_view length_policy_name(LengthPolicy p) { return kLengthPolicyNames.name(p); }
+inline std::string_view length_policy_name(LengthPolicy p) {
+  return detail::kLengthPolicyNames.name(p);
+}
 
 /// Parses a name of length_policy_name. Throws specdec::Error("length") for any other string.
 inline LengthPolicy parse_length_policy(std::string_view name) {
-  return kLengthPolicyNames.parse(name);
+  return detail::kLengthPolicyNames.parse(name);
 }
 
 /// Options of ChainLengthStrategy: the policy and each controller's own options (only the
@@ -132,7 +138,7 @@ class ChainLengthStrategy {
   /// "draft_warp.<field>" or "<policy>.<field>" for the chosen controller's options, whose
   /// max_length must also be at most 4096.
   void prepare(std::int64_t vocab, Workspace& workspace) {
-    check_same_vocabulary(static_cast<std::int64_t>(draft_.model().vocab_size()), vocab);
+    provider::check_same_vocabulary(static_cast<std::int64_t>(draft_.model().vocab_size()), vocab);
     try {
       length_policy_name(options_.policy);
     } catch (const Error& e) {

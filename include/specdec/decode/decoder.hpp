@@ -45,9 +45,9 @@ struct DecodeResult {
 /// across steps and sequences, so a steady tree shape allocates nothing after the first step (the
 /// providers and the metrics' per-level vectors aside).
 ///
-/// Rows: the target returns raw logits; every row is checked (check_provider_output names
-/// "target.logits", check_hidden_output "target.hidden") and mapped through `loop.warp`, unless
-/// the strategy verifies from the logits (its needs_target_rows() is false: MethodStrategy's
+/// Rows: the target returns raw logits; every row is checked (provider::check_output names
+/// "target.logits", provider::check_hidden_output "target.hidden") and mapped through `loop.warp`,
+/// unless the strategy verifies from the logits (its needs_target_rows() is false: MethodStrategy's
 /// plain sampling, SD, block SD and tree methods), which then warps only what its verification
 /// reads.
 /// Metrics: one StepRecord per target call (tree size and depth, accepted depth, tokens emitted,
@@ -170,14 +170,15 @@ class Decoder {
       hidden_.resize(rows * static_cast<std::size_t>(width));
       MatrixView<float> hidden(hidden_.data(), batch_.rows(), width);
       target_->evaluate_with_hidden(batch_, logits, hidden);
-      check_provider_output("target.logits", MatrixView<const float>(logits), batch_.rows(),
-                            vocab_);
-      check_hidden_output("target.hidden", MatrixView<const float>(hidden), batch_.rows(), width);
+      provider::check_output("target.logits", MatrixView<const float>(logits), batch_.rows(),
+                             vocab_);
+      provider::check_hidden_output("target.hidden", MatrixView<const float>(hidden), batch_.rows(),
+                                    width);
       hidden_width_ = width;
     } else {
       target_->evaluate(batch_, logits);
-      check_provider_output("target.logits", MatrixView<const float>(logits), batch_.rows(),
-                            vocab_);
+      provider::check_output("target.logits", MatrixView<const float>(logits), batch_.rows(),
+                             vocab_);
     }
     warped_ = detail::needs_target_rows(strategy_);
     if (!warped_) return;

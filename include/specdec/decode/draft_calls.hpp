@@ -71,7 +71,7 @@ class DraftModelCalls {
     MatrixView<float> out(logits_.data(), rows, vocab);
     draft_->evaluate(batch_, out);
     const MatrixView<const float> view(logits_.data(), rows, vocab);
-    check_provider_output("draft.logits", view, rows, vocab);
+    provider::check_output("draft.logits", view, rows, vocab);
     ++calls_;
     return view;
   }

@@ -60,8 +60,10 @@ inline constexpr Method kAllMethods[] = {
     Method::kAutoregressive, Method::kSd,   Method::kSdBlock, Method::kSpecInfer, Method::kSpecTr,
     Method::kRsdC,           Method::kRsdS, Method::kMtad,    Method::kCascade,   Method::kLossy};
 
+namespace detail {
+
 /// The names of kAllMethods, in its order (with the words of parse errors).
-inline constexpr detail::EnumNames<Method, 10> kMethodNames{
+inline constexpr EnumNames<Method, 10> kMethodNames{
     kAllMethods,
     {"autoregressive", "sd", "sd_block", "specinfer", "spectr", "rsd_c", "rsd_s", "mtad", "cascade",
      "lossy"},
@@ -69,12 +71,14 @@ inline constexpr detail::EnumNames<Method, 10> kMethodNames{
     "a decoding method",
     "a decoding method"};
 
+}  // namespace detail
+
 /// The method's name as parse_method reads it ("autoregressive", "sd", "sd_block", "specinfer",
 /// "spectr", "rsd_c", "rsd_s", "mtad", "cascade", "lossy").
-inline std::string_view method_name(Method m) { return kMethodNames.name(m); }
+inline std::string_view method_name(Method m) { return detail::kMethodNames.name(m); }
 
 /// Parses a method name (see method_name). Throws specdec::Error("method") for any other string.
-inline Method parse_method(std::string_view name) { return kMethodNames.parse(name); }
+inline Method parse_method(std::string_view name) { return detail::kMethodNames.parse(name); }
 
 /// True for the methods that use a draft model (all but kAutoregressive).
 inline bool uses_draft(Method m) { return m != Method::kAutoregressive; }
@@ -148,7 +152,7 @@ struct DecodeOptions {
 };
 
 /// The DraftStrategy of every Method over a draft LogitsProvider (held by reference; it must
-/// outlive the strategy). Draft rows are checked (check_provider_output names "draft.logits") and
+/// outlive the strategy). Draft rows are checked (provider::check_output names "draft.logits") and
 /// warped with `options.warp`, like the target's; the cascade deferral and the greedy lossy test
 /// read the unwarped softmax rows of both.
 ///
@@ -172,7 +176,7 @@ class MethodStrategy {
   /// Validates the options (and, for methods with a draft, its vocabulary) against the target's.
   void prepare(std::int64_t vocab, Workspace& workspace) {
     if (uses_draft(options_.method)) {
-      check_same_vocabulary(static_cast<std::int64_t>(draft_->vocab_size()), vocab);
+      provider::check_same_vocabulary(static_cast<std::int64_t>(draft_->vocab_size()), vocab);
     }
     options_.validate(vocab);
     rule_ = make_rule();
@@ -294,8 +298,8 @@ class MethodStrategy {
     draft_logits_.resize(n * v);
     MatrixView<float> logits(draft_logits_.data(), static_cast<std::int64_t>(n), context.vocab);
     draft_->evaluate(draft_batch_, logits);
-    check_provider_output("draft.logits", MatrixView<const float>(logits),
-                          static_cast<std::int64_t>(n), context.vocab);
+    provider::check_output("draft.logits", MatrixView<const float>(logits),
+                           static_cast<std::int64_t>(n), context.vocab);
     ++draft_calls_;
     const auto first = raw_draft_rows_.size();
     if (needs_raw()) raw_draft_rows_.resize(first + nodes.size() * v);

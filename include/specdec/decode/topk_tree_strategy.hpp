@@ -46,22 +46,26 @@ inline constexpr TreeShapePolicy kAllTreeShapePolicies[] = {
     TreeShapePolicy::kFixed,    TreeShapePolicy::kSequoia, TreeShapePolicy::kEagle2,
     TreeShapePolicy::kSpecExec, TreeShapePolicy::kOptTree, TreeShapePolicy::kSequoiaPlanned};
 
+namespace detail {
+
 /// The names of kAllTreeShapePolicies, in its order (with the words of parse errors).
-inline constexpr detail::EnumNames<TreeShapePolicy, 6> kTreeShapePolicyNames{
+inline constexpr EnumNames<TreeShapePolicy, 6> kTreeShapePolicyNames{
     kAllTreeShapePolicies,
     {"fixed", "sequoia", "eagle2", "specexec", "opt_tree", "sequoia_planned"},
     "shape",
     "a TreeShapePolicy",
     "a tree shape"};
 
+}  // namespace detail
+
 /// "fixed", "sequoia", "eagle2", "specexec", "opt_tree" or "sequoia_planned".
 inline std::string_view tree_shape_policy_name(TreeShapePolicy shape) {
-  return kTreeShapePolicyNames.name(shape);
+  return detail::kTreeShapePolicyNames.name(shape);
 }
 
 /// Parses a name of tree_shape_policy_name. Throws specdec::Error("shape") for any other string.
 inline TreeShapePolicy parse_tree_shape_policy(std::string_view name) {
-  return kTreeShapePolicyNames.parse(name);
+  return detail::kTreeShapePolicyNames.parse(name);
 }
 
 /// Options of TopKTreeStrategy.
@@ -171,7 +175,7 @@ class TopKTreeStrategy {
   /// Throws specdec::Error naming "draft" (a vocabulary other than the target's) or the field of
   /// the options.
   void prepare(std::int64_t vocab, Workspace& workspace) {
-    check_same_vocabulary(static_cast<std::int64_t>(draft_.model().vocab_size()), vocab);
+    provider::check_same_vocabulary(static_cast<std::int64_t>(draft_.model().vocab_size()), vocab);
     options_.validate(vocab);
     estimator_ = AcceptanceEstimator(options_.prior);
     if (options_.shape == TreeShapePolicy::kFixed) {

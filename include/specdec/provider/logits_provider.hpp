@@ -85,11 +85,15 @@ inline bool logits_row_is_valid(const float* row, std::int64_t n) {
 
 }  // namespace detail
 
+namespace provider {
+
+// The checks a provider applies to what it is given and a caller to what a provider answers.
+
 /// Checks a provider's answer before anything reads it: `logits` must have `rows` rows of `vocab`
 /// columns (stride >= cols) and every row must be a valid logits row (no NaN, no +inf, not all
 /// -inf). Throws specdec::Error naming `name` (or `name[r]` / `name[r][c]` for a bad row / entry).
-inline void check_provider_output(std::string_view name, MatrixView<const float> logits,
-                                  std::int64_t rows, std::int64_t vocab) {
+inline void check_output(std::string_view name, MatrixView<const float> logits, std::int64_t rows,
+                         std::int64_t vocab) {
   if (logits.rows != rows) detail::fail(name, "has {} rows, expected {}", logits.rows, rows);
   if (logits.cols != vocab) {
     detail::fail(name, "rows have {} logits, expected the vocabulary size {}", logits.cols, vocab);
@@ -173,6 +177,8 @@ inline void check_commit_arguments(const TreeBatch& batch, std::int64_t committe
   detail::check_kept_path(batch, kept_nodes);
   detail::check_token("next", next, vocab);
 }
+
+}  // namespace provider
 
 /// A LogitsProvider of any type, chosen at run time. Owns the provider (moved or copied in), or
 /// refers to one the caller keeps alive when given `std::ref(provider)`. Move-only; one virtual

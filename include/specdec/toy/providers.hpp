@@ -88,13 +88,13 @@ class ModelProvider {
 
   /// Starts over from `prompt` (non-empty, tokens in range). Counters are kept.
   void reset(std::span<const Token> prompt) {
-    check_prompt(prompt, vocab_size());
+    provider::check_prompt(prompt, vocab_size());
     context_.assign(prompt.begin(), prompt.end());
   }
 
   /// See LogitsProvider. Throws specdec::Error for a malformed batch or a wrongly sized `logits`.
   void evaluate(const TreeBatch& batch, MatrixView<float> logits) {
-    check_evaluate_arguments(batch, committed_length(), logits, vocab_size());
+    provider::check_evaluate_arguments(batch, committed_length(), logits, vocab_size());
     run(batch, logits, nullptr);
   }
 
@@ -103,7 +103,7 @@ class ModelProvider {
   void evaluate_with_hidden(const TreeBatch& batch, MatrixView<float> logits,
                             MatrixView<float> hidden) {
     if (hidden_size() == 0) detail::fail("hidden", "this provider has hidden_size 0");
-    check_evaluate_arguments(batch, committed_length(), logits, vocab_size());
+    provider::check_evaluate_arguments(batch, committed_length(), logits, vocab_size());
     if (hidden.rows != batch.rows() || hidden.cols != hidden_size() ||
         hidden.stride < hidden.cols || hidden.data == nullptr) {
       detail::fail("hidden", "is {} x {} (stride {}), expected {} x {}", hidden.rows, hidden.cols,
@@ -114,7 +114,7 @@ class ModelProvider {
 
   /// See LogitsProvider: appends the kept path's tokens, then `next`.
   void commit(const TreeBatch& batch, std::span<const std::int32_t> kept_nodes, Token next) {
-    check_commit_arguments(batch, committed_length(), kept_nodes, next, vocab_size());
+    provider::check_commit_arguments(batch, committed_length(), kept_nodes, next, vocab_size());
     for (auto node : kept_nodes) context_.push_back(batch.tokens[static_cast<std::size_t>(node)]);
     context_.push_back(next);
   }

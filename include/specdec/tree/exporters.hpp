@@ -41,47 +41,48 @@ inline void engine_positions(const DraftTree& tree, std::int32_t context_length,
 // ---------------------------------------------------------------------------------------------
 // TensorRT-LLM
 
+namespace trtllm {
+
 /// int32 words per packed mask row of the TensorRT-LLM layout: ceil((N + 1) / 32).
-inline std::int32_t trtllm_mask_words(TreeView tree) {
-  return packed_mask_words(engine_tree_size(tree));
-}
-/// Entries of the TensorRT-LLM packed mask: (N + 1) * trtllm_mask_words(tree).
-inline std::size_t trtllm_mask_size(TreeView tree) {
+inline std::int32_t mask_words(TreeView tree) { return packed_mask_words(engine_tree_size(tree)); }
+/// Entries of the TensorRT-LLM packed mask: (N + 1) * trtllm::mask_words(tree).
+inline std::size_t mask_size(TreeView tree) {
   return static_cast<std::size_t>(engine_tree_size(tree)) *
-         static_cast<std::size_t>(trtllm_mask_words(tree));
+         static_cast<std::size_t>(trtllm::mask_words(tree));
 }
 /// Shortest row of the paths matrix: the root plus the deepest level, max_depth + 1. O(N): the
 /// depths come from the parents.
-inline std::int32_t trtllm_path_width(TreeView tree) {
+inline std::int32_t path_width(TreeView tree) {
   detail::check_tree(tree);
   return detail::max_depth(tree) + 1;
 }
 /// Fewest rows of the paths matrix: one per leaf (1 for an empty tree, whose only path is the
 /// root).
-inline std::int32_t trtllm_path_rows(TreeView tree) {
+inline std::int32_t path_rows(TreeView tree) {
   const auto leaves = count_leaves(tree);
   return leaves > 0 ? leaves : 1;
 }
 
 /// TensorRT-LLM's tree layout (specDecodingPackedMasks, specDecodingPositionOffsets, paths) for
 /// one sequence, over the T = N + 1 slots (slot 0 = the root):
-/// - `packed_mask`: T rows of trtllm_mask_words(tree) int32 words; slot s is visible to row t when
+/// - `packed_mask`: T rows of trtllm::mask_words(tree) int32 words; slot s is visible to row t when
 ///   bit (s % 32) of word s / 32 is set (least significant bit first, so bit 0 of word 0 is the
 ///   root, set in every row). Bits past slot T - 1 are 0.
 /// - `position_offsets`: T entries, the depth (0 for the root, depth(i) for slot i + 1); the
 ///   engine adds its base position (the root's position, context_length - 1).
 /// - `paths`: `path_rows` x `path_width` slot indices, row r the root-to-leaf path of the r-th leaf
 ///   (as leaves() orders them) starting with 0 (the root), padded with -1; rows past the last leaf
-///   are all -1. Needs path_rows >= trtllm_path_rows(tree), path_width >= trtllm_path_width(tree).
+///   are all -1. Needs path_rows >= trtllm::path_rows(tree), path_width >=
+///   trtllm::path_width(tree).
 /// Complexity: O(N x ceil((N + 1) / 32) + path_rows x path_width): a mask row is its parent's row
 /// plus one bit, and a leaf's depth is counted along the path written for it.
-inline void export_trtllm(TreeView tree, std::span<std::int32_t> packed_mask,
-                          std::span<std::int32_t> position_offsets, std::int32_t path_rows,
-                          std::int32_t path_width, std::span<std::int32_t> paths) {
+inline void export_tree(TreeView tree, std::span<std::int32_t> packed_mask,
+                        std::span<std::int32_t> position_offsets, std::int32_t path_rows,
+                        std::int32_t path_width, std::span<std::int32_t> paths) {
   detail::check_tree(tree);
   const auto slots = static_cast<std::size_t>(engine_tree_size(tree));
-  const auto words = static_cast<std::size_t>(trtllm_mask_words(tree));
-  detail::check_buffer("packed_mask", packed_mask, trtllm_mask_size(tree));
+  const auto words = static_cast<std::size_t>(trtllm::mask_words(tree));
+  detail::check_buffer("packed_mask", packed_mask, trtllm::mask_size(tree));
   detail::check_buffer("position_offsets", position_offsets, slots);
   // position_offsets doubles as the leaf flags of the slots before it receives the depths, so the
   // export does not allocate.
@@ -134,12 +135,14 @@ inline void export_trtllm(TreeView tree, std::span<std::int32_t> packed_mask,
 }
 
 /// The same layout of a DraftTree, after checking its depths too.
-inline void export_trtllm(const DraftTree& tree, std::span<std::int32_t> packed_mask,
-                          std::span<std::int32_t> position_offsets, std::int32_t path_rows,
-                          std::int32_t path_width, std::span<std::int32_t> paths) {
+inline void export_tree(const DraftTree& tree, std::span<std::int32_t> packed_mask,
+                        std::span<std::int32_t> position_offsets, std::int32_t path_rows,
+                        std::int32_t path_width, std::span<std::int32_t> paths) {
   detail::check_tree(tree);
-  export_trtllm(tree.view(), packed_mask, position_offsets, path_rows, path_width, paths);
+  trtllm::export_tree(tree.view(), packed_mask, position_offsets, path_rows, path_width, paths);
 }
+
+}  // namespace trtllm
 
 // ---------------------------------------------------------------------------------------------
 // FlashInfer
@@ -156,21 +159,21 @@ inline void check_flashinfer_context(const ArgName& name, std::int32_t context_l
 
 }  // namespace detail
 
+namespace flashinfer {
+
 /// Bits of one sequence's FlashInfer custom mask: qo_len * kv_len with qo_len = N + include_root
 /// and kv_len = context_length + N. Throws specdec::Error naming `context_length` when it is
 /// below 1.
-inline std::int64_t flashinfer_mask_bits(TreeView tree, std::int32_t context_length,
-                                         bool include_root) {
+inline std::int64_t mask_bits(TreeView tree, std::int32_t context_length, bool include_root) {
   detail::check_flashinfer_context("context_length", context_length);
   // At most 2^31 x (2^32 - 2) < 2^63: the product fits.
   return static_cast<std::int64_t>(tree.size() + (include_root ? 1 : 0)) *
          (static_cast<std::int64_t>(context_length) + tree.size());
 }
 /// Bytes of one sequence's packed FlashInfer mask: ceil(bits / 8). Throws as
-/// flashinfer_mask_bits.
-inline std::size_t flashinfer_mask_bytes(TreeView tree, std::int32_t context_length,
-                                         bool include_root) {
-  return static_cast<std::size_t>((flashinfer_mask_bits(tree, context_length, include_root) + 7) /
+/// flashinfer::mask_bits.
+inline std::size_t mask_bytes(TreeView tree, std::int32_t context_length, bool include_root) {
+  return static_cast<std::size_t>((flashinfer::mask_bits(tree, context_length, include_root) + 7) /
                                   8);
 }
 
@@ -183,17 +186,17 @@ inline std::size_t flashinfer_mask_bytes(TreeView tree, std::int32_t context_len
 /// context_length + i. Queries: with `include_root` (the engine evaluates the root together with
 /// the tree, as SGLang does) row 0 is the root, which sees columns [0, context_length), and row
 /// i + 1 is node i; without it (the root is already in the cache) row i is node i. Node i sees the
-/// whole context plus itself and its ancestors. `out` holds flashinfer_mask_bytes(...) bytes.
+/// whole context plus itself and its ancestors. `out` holds flashinfer::mask_bytes(...) bytes.
 /// O(N x (C + N) / 8): a row is its context bytes plus its parent's row copied eight bits at a
 /// time (a 100k-node chain no longer walks 5 x 10^9 ancestors one bit each).
-inline void export_flashinfer_mask(TreeView tree, std::int32_t context_length,
-                                   bool include_root, std::span<std::uint8_t> out) {
+inline void export_mask(TreeView tree, std::int32_t context_length, bool include_root,
+                        std::span<std::uint8_t> out) {
   detail::check_tree(tree);
   if (context_length < 1) {
     detail::fail("context_length", "{} must be >= 1 (the root is a committed token)",
                  context_length);
   }
-  detail::check_buffer("out", out, flashinfer_mask_bytes(tree, context_length, include_root));
+  detail::check_buffer("out", out, flashinfer::mask_bytes(tree, context_length, include_root));
   for (auto& b : out) b = 0;
   const auto kv_len = static_cast<std::int64_t>(context_length) + tree.size();
   auto set = [&](std::int64_t row, std::int64_t col) {
@@ -248,15 +251,17 @@ inline void export_flashinfer_mask(TreeView tree, std::int32_t context_length,
 }
 
 /// The same mask of a DraftTree, after checking its depths too.
-inline void export_flashinfer_mask(const DraftTree& tree, std::int32_t context_length,
-                                   bool include_root, std::span<std::uint8_t> out) {
+inline void export_mask(const DraftTree& tree, std::int32_t context_length, bool include_root,
+                        std::span<std::uint8_t> out) {
   detail::check_tree(tree);
-  export_flashinfer_mask(tree.view(), context_length, include_root, out);
+  flashinfer::export_mask(tree.view(), context_length, include_root, out);
 }
+
+}  // namespace flashinfer
 
 namespace detail {
 
-/// flashinfer_batch_mask_bytes over B trees, tree b given by `tree_at(b)` (a DraftTree or a
+/// flashinfer::batch_mask_bytes over B trees, tree b given by `tree_at(b)` (a DraftTree or a
 /// TreeView): the list and the CSR forms share it.
 template <class TreeAt>
 std::size_t flashinfer_batch_bytes(std::size_t batch, TreeAt tree_at,
@@ -268,12 +273,12 @@ std::size_t flashinfer_batch_bytes(std::size_t batch, TreeAt tree_at,
     check_flashinfer_context(ArgName("context_lengths", static_cast<std::int64_t>(b)),
                              context_lengths[b]);
     total = checked_add<std::size_t>(
-        "trees", total, flashinfer_mask_bytes(tree_at(b), context_lengths[b], include_root));
+        "trees", total, flashinfer::mask_bytes(tree_at(b), context_lengths[b], include_root));
   }
   return total;
 }
 
-/// export_flashinfer_masks over B trees given by `tree_at(b)`, each checked as the one-tree call
+/// flashinfer::export_masks over B trees given by `tree_at(b)`, each checked as the one-tree call
 /// checks it (a DraftTree's depths included), its errors named by rethrow_for_sequence.
 template <class TreeAt>
 void export_flashinfer_batch(std::size_t batch, TreeAt tree_at,
@@ -300,21 +305,23 @@ void export_flashinfer_batch(std::size_t batch, TreeAt tree_at,
   std::size_t offset = 0;
   mask_indptr[0] = 0;
   for (std::size_t b = 0; b < batch; ++b) {
-    const auto bytes = flashinfer_mask_bytes(tree_at(b), context_lengths[b], include_root);
-    export_flashinfer_mask(tree_at(b), context_lengths[b], include_root,
-                           out.subspan(offset, bytes));
+    const auto bytes = flashinfer::mask_bytes(tree_at(b), context_lengths[b], include_root);
+    flashinfer::export_mask(tree_at(b), context_lengths[b], include_root,
+                            out.subspan(offset, bytes));
     offset += bytes;
     mask_indptr[b + 1] = static_cast<std::int32_t>(offset);
   }
 }
 }  // namespace detail
 
-/// Bytes of a batch's packed masks: the sum of flashinfer_mask_bytes over the sequences. Throws
+namespace flashinfer {
+
+/// Bytes of a batch's packed masks: the sum of flashinfer::mask_bytes over the sequences. Throws
 /// specdec::Error naming `context_lengths[b]` when one is below 1, or `trees` when the sum
 /// overflows.
-inline std::size_t flashinfer_batch_mask_bytes(std::span<const DraftTree> trees,
-                                               std::span<const std::int32_t> context_lengths,
-                                               bool include_root) {
+inline std::size_t batch_mask_bytes(std::span<const DraftTree> trees,
+                                    std::span<const std::int32_t> context_lengths,
+                                    bool include_root) {
   return detail::flashinfer_batch_bytes(
       trees.size(), [trees](std::size_t b) -> const DraftTree& { return trees[b]; },
       context_lengths, include_root);
@@ -322,10 +329,9 @@ inline std::size_t flashinfer_batch_mask_bytes(std::span<const DraftTree> trees,
 
 /// The same bytes of B trees given as one TreeView cut by CSR `node_offsets` (B + 1 entries from
 /// 0; tree b is nodes [node_offsets[b], node_offsets[b + 1]), parents local to it).
-inline std::size_t flashinfer_batch_mask_bytes(std::span<const std::int32_t> node_offsets,
-                                               TreeView trees,
-                                               std::span<const std::int32_t> context_lengths,
-                                               bool include_root) {
+inline std::size_t batch_mask_bytes(std::span<const std::int32_t> node_offsets, TreeView trees,
+                                    std::span<const std::int32_t> context_lengths,
+                                    bool include_root) {
   detail::check_tree_batch(node_offsets, trees);
   return detail::flashinfer_batch_bytes(
       node_offsets.size() - 1,
@@ -333,26 +339,24 @@ inline std::size_t flashinfer_batch_mask_bytes(std::span<const std::int32_t> nod
       context_lengths, include_root);
 }
 
-/// A batch of FlashInfer masks: sequence b's packed mask (as export_flashinfer_mask writes it)
+/// A batch of FlashInfer masks: sequence b's packed mask (as flashinfer::export_mask writes it)
 /// occupies bytes [mask_indptr[b], mask_indptr[b + 1]) of `out` (each segment is packed on its
 /// own, like segment_packbits). `mask_indptr` holds B + 1 entries; `out` holds
-/// flashinfer_batch_mask_bytes(...) bytes. An error of tree b names it first: `depths[1][4]`.
-/// Complexity: O(the sum of the sequences' export_flashinfer_mask costs).
-inline void export_flashinfer_masks(std::span<const DraftTree> trees,
-                                    std::span<const std::int32_t> context_lengths,
-                                    bool include_root, std::span<std::uint8_t> out,
-                                    std::span<std::int32_t> mask_indptr) {
+/// flashinfer::batch_mask_bytes(...) bytes. An error of tree b names it first: `depths[1][4]`.
+/// Complexity: O(the sum of the sequences' flashinfer::export_mask costs).
+inline void export_masks(std::span<const DraftTree> trees,
+                         std::span<const std::int32_t> context_lengths, bool include_root,
+                         std::span<std::uint8_t> out, std::span<std::int32_t> mask_indptr) {
   detail::export_flashinfer_batch(
       trees.size(), [trees](std::size_t b) -> const DraftTree& { return trees[b]; },
       context_lengths, include_root, out, mask_indptr);
 }
 
 /// The same masks of B trees given as one TreeView cut by CSR `node_offsets` (as
-/// flashinfer_batch_mask_bytes takes them).
-inline void export_flashinfer_masks(std::span<const std::int32_t> node_offsets, TreeView trees,
-                                    std::span<const std::int32_t> context_lengths,
-                                    bool include_root, std::span<std::uint8_t> out,
-                                    std::span<std::int32_t> mask_indptr) {
+/// flashinfer::batch_mask_bytes takes them).
+inline void export_masks(std::span<const std::int32_t> node_offsets, TreeView trees,
+                         std::span<const std::int32_t> context_lengths, bool include_root,
+                         std::span<std::uint8_t> out, std::span<std::int32_t> mask_indptr) {
   detail::check_tree_batch(node_offsets, trees);
   detail::export_flashinfer_batch(
       node_offsets.size() - 1,
@@ -360,8 +364,12 @@ inline void export_flashinfer_masks(std::span<const std::int32_t> node_offsets, 
       context_lengths, include_root, out, mask_indptr);
 }
 
+}  // namespace flashinfer
+
 // ---------------------------------------------------------------------------------------------
 // SGLang
+
+namespace sglang {
 
 /// SGLang's retrieve arrays over the T = N + 1 slots (slot 0 = the root, slot i + 1 = node i), as
 /// `build_tree_kernel_efficient` fills them for one sequence:
@@ -371,10 +379,10 @@ inline void export_flashinfer_masks(std::span<const std::int32_t> node_offsets, 
 /// - `retrieve_next_sibling[t]`: the slot of t's next sibling, -1 for the last child and the root.
 /// All three hold N + 1 entries; unlike SGLang's bit-packed mode there is no 32-node limit.
 /// Complexity: O(N).
-inline void export_sglang(TreeView tree, std::int64_t index_base,
-                          std::span<std::int64_t> retrieve_index,
-                          std::span<std::int64_t> retrieve_next_token,
-                          std::span<std::int64_t> retrieve_next_sibling) {
+inline void export_tree(TreeView tree, std::int64_t index_base,
+                        std::span<std::int64_t> retrieve_index,
+                        std::span<std::int64_t> retrieve_next_token,
+                        std::span<std::int64_t> retrieve_next_sibling) {
   detail::check_tree(tree);
   if (index_base < 0) detail::fail("index_base", "{} must be >= 0", index_base);
   const auto slots = static_cast<std::size_t>(engine_tree_size(tree));
@@ -398,13 +406,15 @@ inline void export_sglang(TreeView tree, std::int64_t index_base,
 }
 
 /// The same arrays of a DraftTree, after checking its depths too.
-inline void export_sglang(const DraftTree& tree, std::int64_t index_base,
-                          std::span<std::int64_t> retrieve_index,
-                          std::span<std::int64_t> retrieve_next_token,
-                          std::span<std::int64_t> retrieve_next_sibling) {
+inline void export_tree(const DraftTree& tree, std::int64_t index_base,
+                        std::span<std::int64_t> retrieve_index,
+                        std::span<std::int64_t> retrieve_next_token,
+                        std::span<std::int64_t> retrieve_next_sibling) {
   detail::check_tree(tree);
-  export_sglang(tree.view(), index_base, retrieve_index, retrieve_next_token,
-                retrieve_next_sibling);
+  sglang::export_tree(tree.view(), index_base, retrieve_index, retrieve_next_token,
+                      retrieve_next_sibling);
 }
+
+}  // namespace sglang
 
 }  // namespace specdec

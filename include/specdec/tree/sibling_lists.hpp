@@ -2,7 +2,7 @@
 // Conversion between the first-child / next-sibling layout some engines pass their draft trees in
 // (SGLang's retrive_next_token / retrive_next_sibling: N + 1 slots, slot 0 the root, -1 for none)
 // and the parents layout every tree function here takes (TreeView: level order, root not stored).
-// The other direction is export_sglang (tree/exporters.hpp).
+// The other direction is sglang::export_tree (tree/exporters.hpp).
 #pragma once
 
 #include <algorithm>
@@ -89,7 +89,7 @@ inline std::int32_t parents_from_sibling_lists(SiblingLists lists, std::span<std
 /// [slots[k]]. `parents` and `slots` hold N entries; returns N. Throws specdec::Error naming
 /// `first_child[s]` or `next_sibling[s]` for a link outside [1, N] or -1, a cycle or a slot with
 /// two parents, `first_child` for a slot the root does not reach, `next_sibling[0]` unless -1.
-/// export_sglang goes back (slot i + 1 = node i). Complexity: O(N).
+/// sglang::export_tree goes back (slot i + 1 = node i). Complexity: O(N).
 inline std::int32_t parents_from_sibling_lists(SiblingLists lists, std::span<std::int32_t> parents,
                                                std::span<std::int32_t> slots) {
   std::vector<std::uint8_t> seen(lists.first_child.size());

@@ -75,7 +75,7 @@ ChainVerdict verify_chain_typical_logits_unchecked(const Warp& w, const Typical&
 
 /// with_constrained_chain without the constraints' checks, on caller-owned scratch: the walk's
 /// scratch and the transformed rows of `logits.target` from `bytes`
-/// (verify_chain_logits_constrained_workspace_size(vocab, length) bytes aligned to 64); returns
+/// (verify_chain_logits_workspace_size(vocab, length) bytes aligned to 64); returns
 /// walk(rows, scratch, rest), `rest` the bytes after them.
 template <class Walk>
 auto with_constrained_chain_unchecked(const LogitConstraints& constraints,
@@ -115,19 +115,19 @@ ChainVerdict with_checked_constraints(const LogitConstraints& constraints, std::
 
 }  // namespace specdec::detail
 
-namespace specdec::unchecked {
+namespace specdec::constrained::unchecked {
 
-/// verify_block_logits_constrained without validation, same draws and bits: `logits` as
+/// verify_block_logits without validation, same draws and bits: `logits` as
 /// ChainLogits documents (L = logits.length draft tokens, draft logits read), `constraints` valid
 /// for its L + 1 rows and `warp` for the vocabulary (detail::check_constraints, Warp::validate:
 /// the caller's part, as the sizes are); `out` holds L + 1 tokens and `scratch`
-/// verify_block_logits_constrained_workspace_size(vocab, L) bytes aligned to 64. Rows are still
+/// verify_block_logits_workspace_size(vocab, L) bytes aligned to 64. Rows are still
 /// reduced to their statistics, which notice a NaN or +inf: such a row, or a drafted token of
 /// draft probability 0, may throw specdec::Error instead of giving a result.
 template <UniformSource U>
-ChainVerdict verify_block_logits_constrained(const Warp& warp, const ChainLogits<float>& logits,
-                                             const LogitConstraints& constraints, const U& uniforms,
-                                             Token* out, std::byte* scratch) {
+ChainVerdict verify_block_logits(const Warp& warp, const ChainLogits<float>& logits,
+                                 const LogitConstraints& constraints, const U& uniforms, Token* out,
+                                 std::byte* scratch) {
   return detail::with_constrained_chain_unchecked(
       constraints, logits, scratch,
       [&](const detail::LogitRows<float>& target, const detail::ChainLogitsScratch& rows_scratch,
@@ -145,14 +145,14 @@ ChainVerdict verify_block_logits_constrained(const Warp& warp, const ChainLogits
       });
 }
 
-/// verify_chain_greedy_logits_constrained without validation, same tokens: reads `logits.target`
+/// verify_chain_greedy_logits without validation, same tokens: reads `logits.target`
 /// ((L + 1) * vocab logits), `logits.draft_tokens`, `logits.length` and `logits.vocab` (no draft
 /// logits), `constraints` valid for the L + 1 rows; `out` holds L + 1 tokens and `scratch`
-/// verify_chain_logits_constrained_workspace_size(vocab, L) bytes aligned to 64. A row holding a
+/// verify_chain_logits_workspace_size(vocab, L) bytes aligned to 64. A row holding a
 /// NaN or +inf may throw specdec::Error instead of giving a result.
-inline ChainVerdict verify_chain_greedy_logits_constrained(const ChainLogits<float>& logits,
-                                                           const LogitConstraints& constraints,
-                                                           Token* out, std::byte* scratch) {
+inline ChainVerdict verify_chain_greedy_logits(const ChainLogits<float>& logits,
+                                               const LogitConstraints& constraints, Token* out,
+                                               std::byte* scratch) {
   return detail::with_constrained_chain_unchecked(
       constraints, logits, scratch,
       [&](const detail::LogitRows<float>& target, const detail::ChainLogitsScratch& rows_scratch,
@@ -163,15 +163,15 @@ inline ChainVerdict verify_chain_greedy_logits_constrained(const ChainLogits<flo
       });
 }
 
-/// verify_chain_typical_logits_constrained without validation, same draws and bits: `logits` as
-/// for verify_chain_greedy_logits_constrained (no draft logits), `warp` valid for the vocabulary
+/// verify_chain_typical_logits without validation, same draws and bits: `logits` as
+/// for verify_chain_greedy_logits (no draft logits), `warp` valid for the vocabulary
 /// and `rule`'s epsilon and delta in range (check_typical_parameters); `out` and `scratch` as
 /// there. A row holding a NaN or +inf may throw specdec::Error instead of giving a result.
-inline ChainVerdict verify_chain_typical_logits_constrained(const Warp& warp, const Typical& rule,
-                                                            const ChainLogits<float>& logits,
-                                                            const LogitConstraints& constraints,
-                                                            const RandomStream& stream, Token* out,
-                                                            std::byte* scratch) {
+inline ChainVerdict verify_chain_typical_logits(const Warp& warp, const Typical& rule,
+                                                const ChainLogits<float>& logits,
+                                                const LogitConstraints& constraints,
+                                                const RandomStream& stream, Token* out,
+                                                std::byte* scratch) {
   return detail::with_constrained_chain_unchecked(
       constraints, logits, scratch,
       [&](const detail::LogitRows<float>& target, const detail::ChainLogitsScratch& rows_scratch,
@@ -186,83 +186,81 @@ inline ChainVerdict verify_chain_typical_logits_constrained(const Warp& warp, co
       });
 }
 
-}  // namespace specdec::unchecked
+}  // namespace specdec::constrained::unchecked
 
-namespace specdec {
+namespace specdec::constrained {
 
-/// Bytes of Workspace verify_block_logits_constrained takes for `length` draft tokens of `vocab`.
-inline std::size_t verify_block_logits_constrained_workspace_size(std::int64_t vocab,
-                                                                  std::int64_t length) {
-  return verify_chain_logits_constrained_workspace_size(vocab, length) +
+/// Bytes of Workspace verify_block_logits takes for `length` draft tokens of `vocab`.
+inline std::size_t verify_block_logits_workspace_size(std::int64_t vocab, std::int64_t length) {
+  return verify_chain_logits_workspace_size(vocab, length) +
          Workspace::round_up(static_cast<std::size_t>(std::max<std::int64_t>(length, 0) + 1) *
                              sizeof(double));
 }
 
 /// verify_block_logits with the target rows transformed by `constraints` before the warp (row i's
-/// draft prefix is draft_tokens[0, i)), as verify_chain_logits_constrained documents: the same
+/// draft prefix is draft_tokens[0, i)), as verify_chain_logits documents: the same
 /// tokens and draws as transforming every target row and calling verify_block_logits. The draft
 /// logits are taken as given; a draft token the target's row forbids gets weight 0, so no block
 /// passes it and the rows after it are never read. Draws from `uniforms` as verify_block (draw
 /// i - 1 the stopping test of position i, draw L the final token). Throws specdec::Error naming
-/// the bad argument, as verify_block_logits and verify_chain_logits_constrained.
+/// the bad argument, as verify_block_logits and verify_chain_logits.
 template <UniformSource U>
-ChainVerdict verify_block_logits_constrained(const Warp& warp, std::span<const float> target_logits,
-                                             std::span<const float> draft_logits,
-                                             std::span<const Token> draft_tokens,
-                                             std::int64_t vocab,
-                                             const LogitConstraints& constraints, const U& uniforms,
-                                             std::span<Token> out, Workspace& ws) {
+ChainVerdict verify_block_logits(const Warp& warp, std::span<const float> target_logits,
+                                 std::span<const float> draft_logits,
+                                 std::span<const Token> draft_tokens, std::int64_t vocab,
+                                 const LogitConstraints& constraints, const U& uniforms,
+                                 std::span<Token> out, Workspace& ws) {
   detail::check_chain_logits_shapes<float>(warp, target_logits, draft_logits, draft_tokens, vocab,
                                            out.size());
   detail::check_count("draft_tokens", draft_tokens.size(), 0, std::size_t{1} << 20);
   const auto length = std::ssize(draft_tokens);
   return detail::with_checked_constraints(
-      constraints, length, vocab, ws, verify_block_logits_constrained_workspace_size(vocab, length),
+      constraints, length, vocab, ws, verify_block_logits_workspace_size(vocab, length),
       [&](std::byte* scratch) {
-        return unchecked::verify_block_logits_constrained(
+        return unchecked::verify_block_logits(
             warp, detail::chain_logits_of(target_logits, draft_logits, draft_tokens, vocab),
             constraints, uniforms, out.data(), scratch);
       });
 }
 
 /// Greedy matching of L draft tokens against target rows of logits transformed by `constraints`
-/// (as verify_chain_logits_constrained documents; no warp: greedy decoding reads the argmax):
+/// (as verify_chain_logits documents; no warp: greedy decoding reads the argmax):
 /// token i is accepted while it is the argmax of transformed row i (ties to the lowest id), the
 /// first other one is replaced by that argmax, and a chain accepted whole ends with row L's
 /// argmax; the same tokens as verify_chain(Greedy{}, ...) on the transformed rows. No draws and
 /// no draft rows: `target_logits` holds L + 1 rows of `vocab`. A forbidden draft token is never
 /// the argmax, so the rows after it are never read. Workspace:
-/// verify_chain_logits_constrained_workspace_size(vocab, L) bytes. Throws specdec::Error naming
-/// the bad argument, as verify_chain_target_only_logits_constrained.
-inline ChainVerdict verify_chain_greedy_logits_constrained(std::span<const float> target_logits,
-                                                           std::span<const Token> draft_tokens,
-                                                           std::int64_t vocab,
-                                                           const LogitConstraints& constraints,
-                                                           std::span<Token> out, Workspace& ws) {
+/// verify_chain_logits_workspace_size(vocab, L) bytes. Throws specdec::Error naming
+/// the bad argument, as verify_chain_target_only_logits.
+inline ChainVerdict verify_chain_greedy_logits(std::span<const float> target_logits,
+                                               std::span<const Token> draft_tokens,
+                                               std::int64_t vocab,
+                                               const LogitConstraints& constraints,
+                                               std::span<Token> out, Workspace& ws) {
   detail::check_target_only_chain_shapes(Warp{.temperature = 0.0f}, target_logits, draft_tokens,
                                          vocab, out.size());
   const auto length = std::ssize(draft_tokens);
   return detail::with_checked_constraints(
-      constraints, length, vocab, ws, verify_chain_logits_constrained_workspace_size(vocab, length),
+      constraints, length, vocab, ws, verify_chain_logits_workspace_size(vocab, length),
       [&](std::byte* scratch) {
-        return unchecked::verify_chain_greedy_logits_constrained(
+        return unchecked::verify_chain_greedy_logits(
             detail::chain_logits_of(target_logits, {}, draft_tokens, vocab), constraints,
             out.data(), scratch);
       });
 }
 
 /// Typical acceptance (Medusa; `rule`'s epsilon and delta) of L draft tokens against the target
-/// rows `warp` makes of logits transformed by `constraints` (as verify_chain_logits_constrained
+/// rows `warp` makes of logits transformed by `constraints` (as verify_chain_logits
 /// documents): token i is accepted when its probability in warped row i exceeds
 /// min(epsilon, delta * exp(-H)); the first other one is replaced by a draw from that row, and a
 /// chain accepted whole ends with a draw from row L. The same tokens and draws as
 /// verify_chain(rule, ...) on the transformed, warped rows (whatever its draft rows: typical
 /// acceptance reads none); lossy, as typical acceptance is. `target_logits` holds L + 1 rows of
 /// `vocab`, no draft rows. A forbidden draft token (probability 0) passes no threshold, so the
-/// rows after it are never read. Workspace: verify_chain_logits_constrained_workspace_size(vocab,
+/// rows after it are never read. Workspace: verify_chain_logits_workspace_size(vocab,
 /// L) bytes. Throws specdec::Error naming the bad argument (epsilon, delta, and as
-/// verify_chain_target_only_logits_constrained).
-inline ChainVerdict verify_chain_typical_logits_constrained(
+/// verify_chain_target_only_logits).
+inline ChainVerdict verify_chain_typical_logits(
     const Warp& warp, const Typical& rule, std::span<const float> target_logits,
     std::span<const Token> draft_tokens, std::int64_t vocab, const LogitConstraints& constraints,
     const RandomStream& stream, std::span<Token> out, Workspace& ws) {
@@ -270,12 +268,12 @@ inline ChainVerdict verify_chain_typical_logits_constrained(
   check_typical_parameters(rule.epsilon, rule.delta);
   const auto length = std::ssize(draft_tokens);
   return detail::with_checked_constraints(
-      constraints, length, vocab, ws, verify_chain_logits_constrained_workspace_size(vocab, length),
+      constraints, length, vocab, ws, verify_chain_logits_workspace_size(vocab, length),
       [&](std::byte* scratch) {
-        return unchecked::verify_chain_typical_logits_constrained(
+        return unchecked::verify_chain_typical_logits(
             warp, rule, detail::chain_logits_of(target_logits, {}, draft_tokens, vocab),
             constraints, stream, out.data(), scratch);
       });
 }
 
-}  // namespace specdec
+}  // namespace specdec::constrained

@@ -71,27 +71,23 @@ inline ChainVerdict verify_chain_draft_probs_unchecked(const Warp& warp,
 
 }  // namespace specdec::detail
 
-namespace specdec {
+namespace specdec::constrained {
 
-/// verify_chain_logits_constrained with the draft side given as probabilities: target_logits
+/// verify_chain_logits with the draft side given as probabilities: target_logits
 /// holds L + 1 rows of `vocab` logits, transformed by `constraints` (row i's draft prefix:
 /// draft_tokens[0, i)) and warped by `warp`; draft_probs holds L rows of `vocab` probabilities
 /// (the rows the tokens were drawn from), used as given. The tokens, draws and verdict equal
 /// transforming and warping every target row and calling verify_chain(Rejection{}, ...) with
 /// draft_probs. A draft token outside [0, vocab) or of draft probability 0 is rejected with
 /// certainty (vLLM's rule for its placeholders): the token there is drawn from the residual.
-/// Workspace: verify_chain_logits_constrained_workspace_size(vocab, L) bytes. Throws
+/// Workspace: verify_chain_logits_workspace_size(vocab, L) bytes. Throws
 /// specdec::Error naming the bad argument: vocab, a field of the warp, target_logits (its size,
 /// or row i when reached and invalid), draft_probs (its size), out, and the constraints' names as
-/// verify_chain_logits_constrained.
-inline ChainVerdict verify_chain_draft_probs_constrained(const Warp& warp,
-                                                         std::span<const float> target_logits,
-                                                         std::span<const float> draft_probs,
-                                                         std::span<const Token> draft_tokens,
-                                                         std::int64_t vocab,
-                                                         const LogitConstraints& constraints,
-                                                         const RandomStream& stream,
-                                                         std::span<Token> out, Workspace& ws) {
+/// verify_chain_logits.
+inline ChainVerdict verify_chain_draft_probs(
+    const Warp& warp, std::span<const float> target_logits, std::span<const float> draft_probs,
+    std::span<const Token> draft_tokens, std::int64_t vocab, const LogitConstraints& constraints,
+    const RandomStream& stream, std::span<Token> out, Workspace& ws) {
   detail::check_draft_probs_chain(warp, target_logits.size(), draft_probs.size(),
                                   draft_tokens.size(), vocab, out.size());
   return detail::with_constrained_chain(
@@ -108,4 +104,4 @@ inline ChainVerdict verify_chain_draft_probs_constrained(const Warp& warp,
       });
 }
 
-}  // namespace specdec
+}  // namespace specdec::constrained

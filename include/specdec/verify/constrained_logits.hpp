@@ -9,6 +9,8 @@
 // never reaches are neither read nor transformed: a position after a draft token its own mask
 // forbids is never reached (that token's target probability is 0 and it is rejected with
 // certainty), so its mask is never read.
+// The public forms live in namespace specdec::constrained under the names of the plain ones
+// (constrained::verify_chain_logits beside specdec::verify_chain_logits).
 #pragma once
 
 #include <bit>
@@ -21,7 +23,7 @@
 #include "specdec/verify/target_only_logits.hpp"
 #include "specdec/verify/tree_logits.hpp"
 
-namespace specdec {
+namespace specdec::constrained {
 
 /// A token of a sequence that a penalty applies to: its count in the output so far (not counting
 /// the draft) and whether the prompt holds it. Each token at most once per list.
@@ -63,9 +65,13 @@ struct LogitConstraints {
   std::span<const Token> output_tail{};
 };
 
-}  // namespace specdec
+}  // namespace specdec::constrained
 
 namespace specdec::detail {
+
+using constrained::LogitConstraints;
+using constrained::PenalisedToken;
+using constrained::Penalties;
 
 /// Words of a packed mask row for `vocab` tokens.
 SPECDEC_HOST_DEVICE std::int64_t mask_words(std::int64_t vocab) { return (vocab + 31) / 32; }
@@ -519,11 +525,10 @@ auto with_constrained_chain(const LogitConstraints& constraints,
 
 }  // namespace specdec::detail
 
-namespace specdec {
+namespace specdec::constrained {
 
-/// Bytes of Workspace verify_chain_logits_constrained takes for `length` draft tokens of `vocab`.
-inline std::size_t verify_chain_logits_constrained_workspace_size(std::int64_t vocab,
-                                                                  std::int64_t length) {
+/// Bytes of Workspace verify_chain_logits takes for `length` draft tokens of `vocab`.
+inline std::size_t verify_chain_logits_workspace_size(std::int64_t vocab, std::int64_t length) {
   const std::int64_t v = std::max<std::int64_t>(vocab, 1);
   return detail::chain_logits_scratch_size(v) + detail::constrained_rows_size(v, length);
 }
@@ -537,14 +542,12 @@ inline std::size_t verify_chain_logits_constrained_workspace_size(std::int64_t v
 /// mask), allowed[i], stop_tokens[i],
 /// penalties.*, min_tokens, output_length, bad_words[i], bad_word_offsets (`[w]` for an empty
 /// word), output_tail[i].
-inline ChainVerdict verify_chain_logits_constrained(const Warp& warp,
-                                                    std::span<const float> target_logits,
-                                                    std::span<const float> draft_logits,
-                                                    std::span<const Token> draft_tokens,
-                                                    std::int64_t vocab,
-                                                    const LogitConstraints& constraints,
-                                                    const RandomStream& stream,
-                                                    std::span<Token> out, Workspace& ws) {
+inline ChainVerdict verify_chain_logits(const Warp& warp, std::span<const float> target_logits,
+                                        std::span<const float> draft_logits,
+                                        std::span<const Token> draft_tokens, std::int64_t vocab,
+                                        const LogitConstraints& constraints,
+                                        const RandomStream& stream, std::span<Token> out,
+                                        Workspace& ws) {
   detail::check_chain_logits_shapes<float>(warp, target_logits, draft_logits, draft_tokens, vocab,
                                            out.size());
   return detail::with_constrained_chain(
@@ -559,9 +562,9 @@ inline ChainVerdict verify_chain_logits_constrained(const Warp& warp,
 }
 
 /// verify_chain_target_only_logits with the target rows transformed by `constraints`, as
-/// verify_chain_logits_constrained documents (no draft rows). Workspace:
-/// verify_chain_logits_constrained_workspace_size(vocab, L) bytes.
-inline ChainVerdict verify_chain_target_only_logits_constrained(
+/// verify_chain_logits documents (no draft rows). Workspace:
+/// verify_chain_logits_workspace_size(vocab, L) bytes.
+inline ChainVerdict verify_chain_target_only_logits(
     const Warp& warp, std::span<const float> target_logits, std::span<const Token> draft_tokens,
     std::int64_t vocab, const LogitConstraints& constraints, const RandomStream& stream,
     std::span<Token> out, Workspace& ws) {
@@ -575,10 +578,9 @@ inline ChainVerdict verify_chain_target_only_logits_constrained(
       });
 }
 
-/// Bytes of Workspace verify_tree_logits_constrained takes for a tree of `nodes` nodes.
-inline std::size_t verify_tree_logits_constrained_workspace_size(std::size_t nodes,
-                                                                 std::int64_t vocab) {
-  return verify_tree_logits_workspace_size(nodes, vocab) +
+/// Bytes of Workspace verify_tree_logits takes for a tree of `nodes` nodes.
+inline std::size_t verify_tree_logits_workspace_size(std::size_t nodes, std::int64_t vocab) {
+  return specdec::verify_tree_logits_workspace_size(nodes, vocab) +
          detail::constrained_rows_size(std::max<std::int64_t>(vocab, 1),
                                        static_cast<std::int64_t>(nodes));
 }
@@ -589,14 +591,12 @@ inline std::size_t verify_tree_logits_constrained_workspace_size(std::size_t nod
 /// bitmask has N + 1 rows. The same walk, draws and tokens as transforming every target row and
 /// calling verify_tree_logits; a child its parent's row forbids is rejected with certainty and
 /// its row never read. Draft rows as given. Throws as verify_tree_logits and
-/// verify_chain_logits_constrained (bitmask, allowed[i], stop_tokens[i], penalties.*, ...).
-inline TreeVerdict verify_tree_logits_constrained(const Rule& rule, const Warp& warp,
-                                                  TreeView tree, const RowSpans<float>& logits,
-                                                  std::int64_t vocab,
-                                                  const LogitConstraints& constraints,
-                                                  const RandomStream& stream,
-                                                  std::span<std::int32_t> accepted_nodes,
-                                                  Workspace& ws) {
+/// verify_chain_logits (bitmask, allowed[i], stop_tokens[i], penalties.*, ...).
+inline TreeVerdict verify_tree_logits(const Rule& rule, const Warp& warp, TreeView tree,
+                                      const RowSpans<float>& logits, std::int64_t vocab,
+                                      const LogitConstraints& constraints,
+                                      const RandomStream& stream,
+                                      std::span<std::int32_t> accepted_nodes, Workspace& ws) {
   auto scope = ws.scope();
   const TreeBuffers buffers =
       detail::checked_tree_logits<float>(ws, &rule, warp, tree, logits, vocab, accepted_nodes);
@@ -616,9 +616,9 @@ inline TreeVerdict verify_tree_logits_constrained(const Rule& rule, const Warp& 
 }
 
 /// verify_tree_target_only_logits with the target rows transformed by `constraints` per node, as
-/// verify_tree_logits_constrained documents. Workspace:
-/// verify_tree_logits_constrained_workspace_size(N, vocab) bytes.
-inline TreeVerdict verify_tree_target_only_logits_constrained(
+/// verify_tree_logits documents. Workspace:
+/// verify_tree_logits_workspace_size(N, vocab) bytes.
+inline TreeVerdict verify_tree_target_only_logits(
     const Warp& warp, TreeView tree, std::span<const float> target_logits, std::int64_t vocab,
     const LogitConstraints& constraints, const RandomStream& stream,
     std::span<std::int32_t> accepted_nodes, Workspace& ws) {
@@ -637,4 +637,4 @@ inline TreeVerdict verify_tree_target_only_logits_constrained(
       detail::chain_logits_scratch(bytes.data(), vocab));
 }
 
-}  // namespace specdec
+}  // namespace specdec::constrained

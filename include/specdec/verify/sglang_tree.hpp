@@ -22,7 +22,9 @@
 
 namespace specdec {
 
-/// One sequence's SGLang tree verification (verify_sglang_tree). The arguments keep SGLang's
+namespace sglang {
+
+/// One sequence's SGLang tree verification (sglang::verify_tree). The arguments keep SGLang's
 /// names. N slots, slot 0 the root (the last committed token), slot s's token `candidates[s]`
 /// (the root's is not read), its first child `retrive_next_token[s]` and its next sibling
 /// `retrive_next_sibling[s]` (-1 for none). Exactly one of:
@@ -36,7 +38,7 @@ namespace specdec {
 /// Outputs: `accepted_slots` (S - 1 entries: the walk goes at most S - 1 deep) gets the slots of
 /// the accepted nodes and `emitted` (S entries) the tokens emitted after the root and after each
 /// of them (the next accepted token, then the correction or bonus token); the rest is untouched.
-struct SglangTreeArgs {
+struct TreeArgs {
   std::span<const std::int64_t> candidates{};
   std::span<const std::int64_t> retrive_next_token{};
   std::span<const std::int64_t> retrive_next_sibling{};
@@ -51,6 +53,8 @@ struct SglangTreeArgs {
   std::span<Token> emitted{};
 };
 
+}  // namespace sglang
+
 namespace detail {
 
 /// An argument of sequence `sequence` of a batch ("name[b]"), or of a lone sequence (-1).
@@ -58,7 +62,7 @@ inline ArgName sequence_arg(std::string_view name, std::int64_t sequence) {
   return sequence < 0 ? ArgName(name) : ArgName(name, sequence);
 }
 
-/// One sequence of an SGLang walk as raw memory: what verify_sglang_tree and the batch pass on.
+/// One sequence of an SGLang walk as raw memory: what sglang::verify_tree and the batch pass on.
 /// Target row of slot s: target + s * stride (nullptr: greedy, reading predict[index[s]], or
 /// predict[s] without index); draft likewise or nullptr; coins: N by slot or nullptr (stream).
 struct SglangSequence {
@@ -244,7 +248,7 @@ inline void check_sglang_rows(std::string_view name, const MatrixView<const floa
 }
 
 /// A lone sequence's args as raw memory (no check).
-inline SglangSequence sglang_sequence(const SglangTreeArgs& args, bool check_rows) {
+inline SglangSequence sglang_sequence(const sglang::TreeArgs& args, bool check_rows) {
   return {.slots = args.candidates.size(),
           .candidates = args.candidates.data(),
           .next_token = args.retrive_next_token.data(),
@@ -264,16 +268,18 @@ inline SglangSequence sglang_sequence(const SglangTreeArgs& args, bool check_row
           .check_rows = check_rows};
 }
 
-/// verify_sglang_tree without validation: the links must form a tree over the N slots, every
+/// sglang::verify_tree without validation: the links must form a tree over the N slots, every
 /// row the walk reads a probability row, the coins and thresholds in [0, 1], the outputs sized.
-inline TreeVerdict verify_sglang_tree_unchecked(const SglangTreeArgs& args, Workspace& ws) {
+inline TreeVerdict verify_sglang_tree_unchecked(const sglang::TreeArgs& args, Workspace& ws) {
   auto scope = ws.scope();
   return sglang_tree_sequence(sglang_sequence(args, false), ws);
 }
 
 }  // namespace detail
 
-/// SGLang's tree verification of one sequence (layout and outputs: SglangTreeArgs). At the
+namespace sglang {
+
+/// SGLang's tree verification of one sequence (layout and outputs: sglang::TreeArgs). At the
 /// current node its children are tried in sibling order; the sampled walk is
 /// verify_tree_target_only_thresholded's (one running coin per node, lossless at thresholds
 /// (1, 1): the emitted tokens are then exactly the target's), the greedy walk accepts the child
@@ -282,7 +288,7 @@ inline TreeVerdict verify_sglang_tree_unchecked(const SglangTreeArgs& args, Work
 /// Throws specdec::Error naming the bad argument: a malformed tree (links out of range, cycles,
 /// unreachable slots), shapes, thresholds or coins outside [0, 1], a row the walk reads that is
 /// not a probability row (rows it does not read are not checked).
-inline TreeVerdict verify_sglang_tree(const SglangTreeArgs& args, Workspace& ws) {
+inline TreeVerdict verify_tree(const sglang::TreeArgs& args, Workspace& ws) {
   const auto n = args.candidates.size();
   if (n == 0) detail::fail("candidates", "has no entries; slot 0 (the root) is required");
   detail::check_size("retrive_next_token", args.retrive_next_token.size(), n);
@@ -310,5 +316,7 @@ inline TreeVerdict verify_sglang_tree(const SglangTreeArgs& args, Workspace& ws)
   auto scope = ws.scope();
   return detail::sglang_tree_sequence(detail::sglang_sequence(args, true), ws);
 }
+
+}  // namespace sglang
 
 }  // namespace specdec

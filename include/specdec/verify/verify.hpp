@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Umbrella header of the verifiers: every node rule, chain, block and tree verification (with and
-// without draft rows, from warped rows or from logits), and the exact output distributions.
+// without draft rows, from warped rows or from logits; the lossy and constrained forms), and the
+// exact output distributions.
 #pragma once
 
 #include "specdec/verify/block.hpp"
@@ -9,7 +10,11 @@
 #include "specdec/verify/chain.hpp"
 #include "specdec/verify/chain_logits.hpp"
 #include "specdec/verify/common.hpp"
+#include "specdec/verify/constrained_chain_rules.hpp"
+#include "specdec/verify/constrained_draft_probs.hpp"
+#include "specdec/verify/constrained_logits.hpp"
 #include "specdec/verify/exact.hpp"
+#include "specdec/verify/fly.hpp"
 #include "specdec/verify/greedy.hpp"
 #include "specdec/verify/lossy.hpp"
 #include "specdec/verify/mtad.hpp"
@@ -19,6 +24,7 @@
 #include "specdec/verify/rule.hpp"
 #include "specdec/verify/sglang_tree.hpp"
 #include "specdec/verify/spectr.hpp"
+#include "specdec/verify/synthetic.hpp"
 #include "specdec/verify/target_only.hpp"
 #include "specdec/verify/target_only_logits.hpp"
 #include "specdec/verify/target_only_lossy.hpp"

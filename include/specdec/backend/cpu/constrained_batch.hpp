@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // Constrained verification from logits for ragged batches of chains and trees on the CPU:
-// sequence b is verify_chain_logits_constrained (verify_tree_logits_constrained, their
+// sequence b is verify_chain_logits (verify_tree_logits, their
 // target-only forms, or the block, greedy and typical chain rules of constrained_chain_rules.hpp)
 // of its rows with its constraints, bit for bit, sequences in parallel on the thread pool as the
 // other CPU batches run them.
@@ -18,7 +18,7 @@
 #include "specdec/verify/constrained_logits.hpp"
 #include "specdec/verify/tree_logits.hpp"
 
-namespace specdec {
+namespace specdec::constrained {
 
 /// The constraints of a chain batch from logits, in ChainBatchLogitsArgs' ragged layout.
 /// `bitmask`: xgrammar's batch mask, ceil(V / 32) int32 words per target row for the G + B target
@@ -32,7 +32,11 @@ struct ChainBatchConstraints {
   std::span<const LogitConstraints> sequences{};
 };
 
-namespace detail {
+}  // namespace specdec::constrained
+
+namespace specdec::detail {
+
+using constrained::ChainBatchConstraints;
 
 /// The per-thread scratch of a constrained chain batch for drafts of at most `max_gamma` tokens:
 /// the walk's rows, the transformed rows and max_gamma + 1 weights (block verification's).
@@ -200,28 +204,29 @@ void for_each_constrained_tree(const backend::Cpu& cpu, const Rule* rule, const 
   count_failures(args.status);
 }
 
-}  // namespace detail
+}  // namespace specdec::detail
 
-/// Bytes of Workspace verify_chain_batch_logits_constrained (its target-only, block, greedy and
+namespace specdec::constrained {
+
+/// Bytes of Workspace verify_chain_batch_logits (its target-only, block, greedy and
 /// typical forms) takes on `cpu` for `shape` (batch, largest gamma, vocab).
-inline std::size_t constrained_chain_batch_workspace_size(const backend::Cpu& cpu,
-                                                          const ChainBatchShape& shape) {
+inline std::size_t chain_batch_workspace_size(const backend::Cpu& cpu,
+                                              const ChainBatchShape& shape) {
   return detail::sequence_loop_bytes(
       cpu, shape.batch, detail::constrained_chain_scratch_bytes(shape.vocab, shape.max_gamma));
 }
 
 /// verify_chain_batch_logits with each sequence's target rows transformed by its constraints:
-/// sequence b is verify_chain_logits_constrained of its rows, tokens, warps[b] (or warps[0]),
+/// sequence b is verify_chain_logits of its rows, tokens, warps[b] (or warps[0]),
 /// streams[b] and constraints (constraints.sequences[b] or [0], with its rows of
 /// constraints.bitmask), bit for bit. float logits, host memory. Size `ws` with
-/// constrained_chain_batch_workspace_size. Throws specdec::Error naming the bad argument (a
+/// chain_batch_workspace_size. Throws specdec::Error naming the bad argument (a
 /// sequence's constraint as "penalties.tokens[b][i]", "bitmask[b][i]" for its row i allowing no
 /// token); with `status`, a sequence whose constraints are bad fails alone (kBadRow, or
 /// kTokenOutsideVocab for a token outside the vocabulary).
-inline void verify_chain_batch_logits_constrained(const backend::Cpu& cpu,
-                                                  const ChainBatchLogitsArgs<float>& args,
-                                                  const ChainBatchConstraints& constraints,
-                                                  Workspace& ws) {
+inline void verify_chain_batch_logits(const backend::Cpu& cpu,
+                                      const ChainBatchLogitsArgs<float>& args,
+                                      const ChainBatchConstraints& constraints, Workspace& ws) {
   detail::for_each_constrained_sequence(
       cpu, args, constraints, ws, /*draft_rows=*/true,
       [&](const detail::LogitSequence<float>& s, const detail::LogitRows<float>& target, double*) {
@@ -232,11 +237,12 @@ inline void verify_chain_batch_logits_constrained(const backend::Cpu& cpu,
 }
 
 /// verify_chain_batch_target_only_logits with each sequence's target rows transformed by its
-/// constraints (`draft_logits` empty): sequence b is verify_chain_target_only_logits_constrained,
-/// bit for bit. Workspace and errors as verify_chain_batch_logits_constrained.
-inline void verify_chain_batch_target_only_logits_constrained(
-    const backend::Cpu& cpu, const ChainBatchLogitsArgs<float>& args,
-    const ChainBatchConstraints& constraints, Workspace& ws) {
+/// constraints (`draft_logits` empty): sequence b is verify_chain_target_only_logits,
+/// bit for bit. Workspace and errors as verify_chain_batch_logits.
+inline void verify_chain_batch_target_only_logits(const backend::Cpu& cpu,
+                                                  const ChainBatchLogitsArgs<float>& args,
+                                                  const ChainBatchConstraints& constraints,
+                                                  Workspace& ws) {
   const std::int64_t vocab = args.target_logits.cols;
   detail::for_each_constrained_sequence(
       cpu, args, constraints, ws, /*draft_rows=*/false,
@@ -247,13 +253,12 @@ inline void verify_chain_batch_target_only_logits_constrained(
 }
 
 /// Block verification of a chain batch from constrained logits: sequence b is
-/// verify_block_logits_constrained of its rows, tokens, warps[b] (or warps[0]), constraints and
+/// verify_block_logits of its rows, tokens, warps[b] (or warps[0]), constraints and
 /// streams[b] (its uniforms), bit for bit. Layout, workspace
-/// (constrained_chain_batch_workspace_size) and errors as verify_chain_batch_logits_constrained.
-inline void verify_block_batch_logits_constrained(const backend::Cpu& cpu,
-                                                  const ChainBatchLogitsArgs<float>& args,
-                                                  const ChainBatchConstraints& constraints,
-                                                  Workspace& ws) {
+/// (chain_batch_workspace_size) and errors as verify_chain_batch_logits.
+inline void verify_block_batch_logits(const backend::Cpu& cpu,
+                                      const ChainBatchLogitsArgs<float>& args,
+                                      const ChainBatchConstraints& constraints, Workspace& ws) {
   detail::for_each_constrained_sequence(
       cpu, args, constraints, ws, /*draft_rows=*/true,
       [&](const detail::LogitSequence<float>& s, const detail::LogitRows<float>& target,
@@ -265,17 +270,17 @@ inline void verify_block_batch_logits_constrained(const backend::Cpu& cpu,
       });
 }
 
-/// verify_block_batch_logits_constrained with the draft side given as probabilities:
+/// verify_block_batch_logits with the draft side given as probabilities:
 /// `args.draft_logits` holds the G draft probability rows (contiguous, as vLLM's draft_probs),
 /// used as given (not warped). Sequence b is verify_block of its transformed target rows warped
 /// with warps[b] (or warps[0]) and its draft rows, on streams[b], bit for bit. Every draft token
 /// must have draft probability > 0 (else specdec::Error naming "draft_tokens[b][i]"). Layout,
-/// workspace (constrained_chain_batch_workspace_size) and errors as
-/// verify_chain_batch_logits_constrained (the draft rows named draft_logits).
-inline void verify_block_batch_draft_probs_constrained(const backend::Cpu& cpu,
-                                                       const ChainBatchLogitsArgs<float>& args,
-                                                       const ChainBatchConstraints& constraints,
-                                                       Workspace& ws) {
+/// workspace (chain_batch_workspace_size) and errors as
+/// verify_chain_batch_logits (the draft rows named draft_logits).
+inline void verify_block_batch_draft_probs(const backend::Cpu& cpu,
+                                           const ChainBatchLogitsArgs<float>& args,
+                                           const ChainBatchConstraints& constraints,
+                                           Workspace& ws) {
   detail::check_contiguous("draft_logits", args.draft_logits);
   detail::for_each_constrained_sequence(
       cpu, args, constraints, ws, /*draft_rows=*/true,
@@ -292,12 +297,12 @@ inline void verify_block_batch_draft_probs_constrained(const backend::Cpu& cpu,
 
 /// Greedy matching of a chain batch against constrained target logits (`draft_logits` empty;
 /// `warps` and `streams` are checked as the other batches' but not read): sequence b is
-/// verify_chain_greedy_logits_constrained of its rows, tokens and constraints, bit for bit.
-/// Workspace and errors as verify_chain_batch_logits_constrained.
-inline void verify_chain_batch_greedy_logits_constrained(const backend::Cpu& cpu,
-                                                         const ChainBatchLogitsArgs<float>& args,
-                                                         const ChainBatchConstraints& constraints,
-                                                         Workspace& ws) {
+/// verify_chain_greedy_logits of its rows, tokens and constraints, bit for bit.
+/// Workspace and errors as verify_chain_batch_logits.
+inline void verify_chain_batch_greedy_logits(const backend::Cpu& cpu,
+                                             const ChainBatchLogitsArgs<float>& args,
+                                             const ChainBatchConstraints& constraints,
+                                             Workspace& ws) {
   const std::int64_t vocab = args.target_logits.cols;
   detail::for_each_constrained_sequence(
       cpu, args, constraints, ws, /*draft_rows=*/false,
@@ -308,14 +313,14 @@ inline void verify_chain_batch_greedy_logits_constrained(const backend::Cpu& cpu
 }
 
 /// Typical acceptance (`rule`) of a chain batch against constrained target logits (`draft_logits`
-/// empty): sequence b is verify_chain_typical_logits_constrained of its rows, tokens, warps[b]
+/// empty): sequence b is verify_chain_typical_logits of its rows, tokens, warps[b]
 /// (or warps[0]), streams[b] and constraints, bit for bit. Workspace and errors as
-/// verify_chain_batch_logits_constrained, and epsilon and delta.
-inline void verify_chain_batch_typical_logits_constrained(const backend::Cpu& cpu,
-                                                          const ChainBatchLogitsArgs<float>& args,
-                                                          const Typical& rule,
-                                                          const ChainBatchConstraints& constraints,
-                                                          Workspace& ws) {
+/// verify_chain_batch_logits, and epsilon and delta.
+inline void verify_chain_batch_typical_logits(const backend::Cpu& cpu,
+                                              const ChainBatchLogitsArgs<float>& args,
+                                              const Typical& rule,
+                                              const ChainBatchConstraints& constraints,
+                                              Workspace& ws) {
   check_typical_parameters(rule.epsilon, rule.delta);
   const std::int64_t vocab = args.target_logits.cols;
   detail::for_each_constrained_sequence(
@@ -328,10 +333,9 @@ inline void verify_chain_batch_typical_logits_constrained(const backend::Cpu& cp
       });
 }
 
-/// Bytes of Workspace verify_tree_batch_logits_constrained (and its target-only form) takes on
+/// Bytes of Workspace verify_tree_batch_logits (and its target-only form) takes on
 /// `cpu` for `shape` (batch, largest tree, vocab).
-inline std::size_t constrained_tree_batch_workspace_size(const backend::Cpu& cpu,
-                                                         const TreeBatchShape& shape) {
+inline std::size_t tree_batch_workspace_size(const backend::Cpu& cpu, const TreeBatchShape& shape) {
   return detail::sequence_loop_bytes(
       cpu, shape.batch, detail::constrained_tree_scratch_bytes(shape.vocab, shape.max_nodes));
 }
@@ -340,16 +344,14 @@ inline std::size_t constrained_tree_batch_workspace_size(const backend::Cpu& cpu
 /// layout with logits in `target_rows` and `draft_rows` (N + B rows each, tree b's from row
 /// node_offsets[b] + b, root row first), `warps` one per tree or one shared, `constraints` as
 /// for chains over the N + B target rows (a node's row: its ancestors' tokens and its own are its
-/// draft prefix). Tree b is verify_tree_logits_constrained(rule, warps[b], ...) of its rows and
+/// draft prefix). Tree b is verify_tree_logits(rule, warps[b], ...) of its rows and
 /// constraints, bit for bit. float logits, host memory, contiguous rows. Size `ws` with
-/// constrained_tree_batch_workspace_size. Throws specdec::Error naming the bad argument (a tree's
+/// tree_batch_workspace_size. Throws specdec::Error naming the bad argument (a tree's
 /// as "tokens[b][i]", "penalties.tokens[b][i]", "bitmask[b][i]"); with `status`, a tree whose
 /// data or constraints are bad fails alone.
-inline void verify_tree_batch_logits_constrained(const backend::Cpu& cpu, const Rule& rule,
-                                                 const TreeBatchArgs& args,
-                                                 std::span<const Warp> warps,
-                                                 const ChainBatchConstraints& constraints,
-                                                 Workspace& ws) {
+inline void verify_tree_batch_logits(const backend::Cpu& cpu, const Rule& rule,
+                                     const TreeBatchArgs& args, std::span<const Warp> warps,
+                                     const ChainBatchConstraints& constraints, Workspace& ws) {
   const std::int64_t vocab = args.target_rows.cols;
   detail::for_each_constrained_tree(
       cpu, &rule, args, warps, constraints, ws,
@@ -365,12 +367,13 @@ inline void verify_tree_batch_logits_constrained(const backend::Cpu& cpu, const 
       });
 }
 
-/// verify_tree_batch_logits_constrained without draft rows (`draft_rows` empty): tree b is
-/// verify_tree_target_only_logits_constrained of its rows and constraints, bit for bit. Workspace
-/// and errors as verify_tree_batch_logits_constrained.
-inline void verify_tree_batch_target_only_logits_constrained(
-    const backend::Cpu& cpu, const TreeBatchArgs& args, std::span<const Warp> warps,
-    const ChainBatchConstraints& constraints, Workspace& ws) {
+/// verify_tree_batch_logits without draft rows (`draft_rows` empty): tree b is
+/// verify_tree_target_only_logits of its rows and constraints, bit for bit. Workspace
+/// and errors as verify_tree_batch_logits.
+inline void verify_tree_batch_target_only_logits(const backend::Cpu& cpu, const TreeBatchArgs& args,
+                                                 std::span<const Warp> warps,
+                                                 const ChainBatchConstraints& constraints,
+                                                 Workspace& ws) {
   const std::int64_t vocab = args.target_rows.cols;
   detail::for_each_constrained_tree(
       cpu, nullptr, args, warps, constraints, ws,
@@ -382,4 +385,4 @@ inline void verify_tree_batch_target_only_logits_constrained(
       });
 }
 
-}  // namespace specdec
+}  // namespace specdec::constrained

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // Constrained chain verification with draft probabilities for ragged batches on the CPU:
-// sequence b is verify_chain_draft_probs_constrained of its rows with its constraints, bit for
+// sequence b is verify_chain_draft_probs of its rows with its constraints, bit for
 // bit, on the constrained chain batches' loop (constrained_batch.hpp).
 #pragma once
 
@@ -11,29 +11,28 @@
 #include "specdec/backend/cpu/constrained_batch.hpp"
 #include "specdec/verify/constrained_draft_probs.hpp"
 
-namespace specdec {
+namespace specdec::constrained {
 
-/// Bytes of Workspace verify_chain_batch_draft_probs_constrained takes on `cpu` for `shape`
+/// Bytes of Workspace verify_chain_batch_draft_probs takes on `cpu` for `shape`
 /// (batch, largest gamma, vocab): the constrained chain batch's and a copy of the draft tokens.
-inline std::size_t constrained_draft_probs_batch_workspace_size(const backend::Cpu& cpu,
-                                                                const ChainBatchShape& shape) {
+inline std::size_t draft_probs_batch_workspace_size(const backend::Cpu& cpu,
+                                                    const ChainBatchShape& shape) {
   const auto tokens = static_cast<std::size_t>(std::max<std::int64_t>(shape.batch, 0) *
                                                std::max<std::int64_t>(shape.max_gamma, 0));
-  return constrained_chain_batch_workspace_size(cpu, shape) +
-         Workspace::round_up(tokens * sizeof(Token));
+  return chain_batch_workspace_size(cpu, shape) + Workspace::round_up(tokens * sizeof(Token));
 }
 
-/// verify_chain_batch_logits_constrained with the draft side given as probabilities:
+/// verify_chain_batch_logits with the draft side given as probabilities:
 /// `args.draft_logits` holds the G draft probability rows (contiguous, as vLLM's draft_probs),
-/// used as given. Sequence b is verify_chain_draft_probs_constrained of its rows, tokens,
+/// used as given. Sequence b is verify_chain_draft_probs of its rows, tokens,
 /// warps[b] (or warps[0]), streams[b] and constraints, bit for bit: a draft token outside
 /// [0, V) (vLLM's placeholder -1) or of draft probability 0 is rejected with certainty. Size `ws`
-/// with constrained_draft_probs_batch_workspace_size. Errors as
-/// verify_chain_batch_logits_constrained (the draft rows named draft_logits).
-inline void verify_chain_batch_draft_probs_constrained(const backend::Cpu& cpu,
-                                                       const ChainBatchLogitsArgs<float>& args,
-                                                       const ChainBatchConstraints& constraints,
-                                                       Workspace& ws) {
+/// with draft_probs_batch_workspace_size. Errors as
+/// verify_chain_batch_logits (the draft rows named draft_logits).
+inline void verify_chain_batch_draft_probs(const backend::Cpu& cpu,
+                                           const ChainBatchLogitsArgs<float>& args,
+                                           const ChainBatchConstraints& constraints,
+                                           Workspace& ws) {
   const std::int64_t vocab = args.target_logits.cols;
   detail::check_contiguous("draft_logits", args.draft_logits);
   // The loop checks the tokens it reads as prefixes: it gets them with each unverifiable token
@@ -59,4 +58,4 @@ inline void verify_chain_batch_draft_probs_constrained(const backend::Cpu& cpu,
       });
 }
 
-}  // namespace specdec
+}  // namespace specdec::constrained

@@ -19,7 +19,7 @@ namespace specdec::detail {
 
 /// The host checks of an SGLang batch, and its retrive indices (each must index `predicts`, and
 /// target_predict in the greedy walk) before any sequence is walked.
-inline void check_sglang_batch(const SglangTreeBatchArgs& args) {
+inline void check_sglang_batch(const sglang::TreeBatchArgs& args) {
   const std::int64_t batch = args.candidates.rows, slots = args.candidates.cols;
   if (slots < 1) fail("candidates", "has no columns; slot 0 (the root) is required");
   const MatrixShape tree_shape{
@@ -79,9 +79,9 @@ inline void check_sglang_batch(const SglangTreeBatchArgs& args) {
   }
 }
 
-/// Sequence b of a checked batch as verify_sglang_tree's raw memory; its accepted slots go to
+/// Sequence b of a checked batch as sglang::verify_tree's raw memory; its accepted slots go to
 /// accept_index[b][1..] (mapped to retrive indices once walked).
-inline SglangSequence sglang_batch_sequence(const SglangTreeBatchArgs& args, std::int64_t b) {
+inline SglangSequence sglang_batch_sequence(const sglang::TreeBatchArgs& args, std::int64_t b) {
   const std::int64_t slots = args.candidates.cols;
   const bool coins = args.uniform_samples.data != nullptr;
   const bool greedy = args.target_probs.data == nullptr;
@@ -109,12 +109,12 @@ inline SglangSequence sglang_batch_sequence(const SglangTreeBatchArgs& args, std
 
 template <>
 struct SglangTreeBatchImpl<backend::Cpu> {
-  static std::size_t workspace_size(const backend::Cpu& cpu, const SglangTreeBatchShape& shape) {
+  static std::size_t workspace_size(const backend::Cpu& cpu, const sglang::TreeBatchShape& shape) {
     return sequence_loop_bytes(cpu, shape.batch,
                                sglang_tree_scratch_bytes(shape.slots, shape.vocab));
   }
 
-  static void run(const backend::Cpu& cpu, const SglangTreeBatchArgs& args, Workspace& ws) {
+  static void run(const backend::Cpu& cpu, const sglang::TreeBatchArgs& args, Workspace& ws) {
     check_sglang_batch(args);
     const std::int64_t steps = args.accept_index.cols;
     const bool greedy = args.target_probs.data == nullptr;

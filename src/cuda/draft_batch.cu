@@ -31,16 +31,18 @@ cudaError_t draft_split_sms(int* sms) {
   return cudaSuccess;
 }
 
-/// The per-block lists of a row split in the workspace, and their counters' address (to zero).
+/// The per-block lists of a row split in the workspace, and their counters' address (to zero;
+/// null for the caller's zeroed counters).
 struct DraftLists {
   detail::TopKLists lists;
   unsigned int* counters;
 };
 
 /// Carves the per-block lists of `rows` rows split `blocks_per_row` ways, k entries each, from
-/// `base` (advanced past them), as top_k_lists_size counts them.
+/// `base` (advanced past them), as top_k_lists_size counts them; their counters the caller's
+/// zeroed `counters` when not null.
 DraftLists carve_draft_lists(unsigned char*& base, std::int64_t rows, std::int64_t blocks_per_row,
-                       std::int64_t k) {
+                             std::int64_t k, unsigned int* zeroed) {
   const auto blocks = static_cast<std::size_t>(rows * blocks_per_row);
   const auto entries = blocks * static_cast<std::size_t>(k);
   detail::TopKLists lists;
@@ -55,14 +57,15 @@ DraftLists carve_draft_lists(unsigned char*& base, std::int64_t rows, std::int64
   lists.values = values;
   lists.ids = ids;
   lists.counts = counts;
-  lists.counters = counters;
-  return {lists, counters};
+  lists.counters = zeroed != nullptr ? zeroed : counters;
+  return {lists, zeroed != nullptr ? nullptr : counters};
 }
 
-/// Zeroes the counters of a split of more than one block per row (a memset, capturable).
+/// Zeroes the counters of a split of more than one block per row (a memset, capturable), unless
+/// they are the caller's zeroed ones (null): the kernels leave them at 0.
 cudaError_t zero_draft_counters(const RowSplit& split, std::int64_t rows, unsigned int* counters,
-                          cudaStream_t stream) {
-  if (split.blocks_per_row == 1) return cudaSuccess;
+                                cudaStream_t stream) {
+  if (split.blocks_per_row == 1 || counters == nullptr) return cudaSuccess;
   return cudaMemsetAsync(counters, 0, static_cast<std::size_t>(rows) * sizeof(unsigned int),
                          stream);
 }
@@ -114,8 +117,8 @@ cudaError_t gumbel_top_k_batch(const GumbelTopKParams& params, void* workspace,
   auto* base = static_cast<unsigned char*>(workspace);
   auto* staging = reinterpret_cast<RandomStream*>(base);
   base += device_round_up(static_cast<std::size_t>(params.row_count) * sizeof(RandomStream));
-  const DraftLists split_lists = carve_draft_lists(base, params.row_count, split.blocks_per_row,
-                                             params.k);
+  const DraftLists split_lists =
+      carve_draft_lists(base, params.row_count, split.blocks_per_row, params.k, params.counters);
   const RandomStream* streams = nullptr;
   status = detail::stage(params.streams, staging, stream, &streams);
   if (status != cudaSuccess) return status;
@@ -148,7 +151,8 @@ cudaError_t stochastic_beam_level_batch(const BeamLevelParams& params, void* wor
   base += device_round_up(b * w * w * sizeof(specdec::detail::BeamCandidate));
   auto* children = reinterpret_cast<std::int32_t*>(base);
   base += device_round_up(b * w * sizeof(std::int32_t));
-  const DraftLists split_lists = carve_draft_lists(base, batch * width, split.blocks_per_row, width);
+  const DraftLists split_lists =
+      carve_draft_lists(base, batch * width, split.blocks_per_row, width, params.counters);
   const RandomStream* streams = nullptr;
   status = detail::stage(params.streams, staging, stream, &streams);
   if (status != cudaSuccess) return status;

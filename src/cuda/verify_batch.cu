@@ -25,14 +25,15 @@ struct Staged {
   float* rows;                         // logits with a top-k above kStatisticsTopK only
 };
 
-Staged carve(void* workspace, std::int64_t batch, std::int64_t rows = 0, std::int64_t vocab = 0) {
+Staged carve(void* workspace, std::int64_t batch, std::int64_t rows = 0, std::int64_t vocab = 0,
+             unsigned int* counters = nullptr) {
   const auto b = static_cast<std::size_t>(batch);
   auto* base = static_cast<unsigned char*>(workspace);
   Staged out{};
   base += chain_workspace_size(batch);  // the staged offsets and streams (staging.cuh)
   out.warps = reinterpret_cast<DeviceWarp*>(base);
   base += device_round_up(b * sizeof(DeviceWarp));
-  out.statistics = detail::carve_row_stats(base, rows, vocab);
+  out.statistics = detail::carve_row_stats(base, rows, vocab, counters);
   out.rows = reinterpret_cast<float*>(base);
   return out;
 }
@@ -84,7 +85,8 @@ cudaError_t launch_chain_statistics(const ChainVerifyParams& p, const Staged& st
       .split = statistics_row_split(rows, p.vocab, detail::device_sm_count()),
       .warps = {shared_warp, warps, staged.offsets, p.batch, target_rows},
       .cut = cut,
-      .keep_nucleus = true};
+      .keep_nucleus = true,
+      .failures = p.status != nullptr ? p.status + p.batch : nullptr};
   const cudaError_t status = detail::launch_row_statistics(r, staged.statistics, stream);
   if (status != cudaSuccess) return status;
   // A draw from a whole row is split over blocks (draw_split); its block sums go where the
@@ -96,7 +98,7 @@ cudaError_t launch_chain_statistics(const ChainVerifyParams& p, const Staged& st
   return detail::launch(
       detail::chain_finish_kernel<T>, grid, detail::kDrawThreads, stream, r.set, p.vocab,
       static_cast<const RowStats*>(staged.statistics.stats), staged.statistics.lists,
-      static_cast<const unsigned int*>(staged.statistics.counters + 2 * rows),
+      static_cast<const unsigned int*>(staged.statistics.list_counts),
       static_cast<const std::int32_t*>(staged.offsets), p.draft_tokens,
       static_cast<const RandomStream*>(staged.streams), p.emitted, p.accepted,
       reinterpret_cast<float*>(staged.statistics.tiles), staged.statistics.counters, p.status);
@@ -126,9 +128,9 @@ cudaError_t verify_chain_batch(const ChainVerifyParams& params, void* workspace,
 cudaError_t verify_chain_batch_logits(const ChainVerifyParams& params, void* workspace,
                                       cudaStream_t stream) {
   const std::int64_t drafts = params.drafts;
-  Staged staged = carve(workspace, params.batch, 2 * drafts + params.batch, params.vocab);
-  cudaError_t status = detail::clear_failures(params.status, params.batch, stream);
-  if (status == cudaSuccess) status = stage_or_take(params, staged, workspace, stream);
+  Staged staged =
+      carve(workspace, params.batch, 2 * drafts + params.batch, params.vocab, params.counters);
+  cudaError_t status = stage_or_take(params, staged, workspace, stream);
   if (status != cudaSuccess) return status;
   // One host warp travels as a kernel argument; per-sequence host warps are staged; warps on the
   // device are not read here (the statistics path and its nucleus launch, whatever they hold).
@@ -145,6 +147,9 @@ cudaError_t verify_chain_batch_logits(const ChainVerifyParams& params, void* wor
     status = detail::stage(warps, staged.warps, stream, &row_warps);
     if (status != cudaSuccess) return status;
   }
+  // The statistics launch zeroes the failure count; the one-launch path needs it zeroed here.
+  if (!statistics) status = detail::clear_failures(params.status, params.batch, stream);
+  if (status != cudaSuccess) return status;
   switch (params.dtype) {
     case DType::kF32:
       return statistics

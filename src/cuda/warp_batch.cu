@@ -23,12 +23,13 @@ struct WarpStaged {
   detail::RowStatsBuffers statistics;
 };
 
-WarpStaged carve_warp(void* workspace, std::int64_t rows, std::int64_t cols) {
+WarpStaged carve_warp(void* workspace, std::int64_t rows, std::int64_t cols,
+                      unsigned int* counters) {
   auto* base = static_cast<unsigned char*>(workspace);
   WarpStaged out{};
   out.warps = reinterpret_cast<DeviceWarp*>(base);
   base += device_round_up(static_cast<std::size_t>(rows) * sizeof(DeviceWarp));
-  out.statistics = detail::carve_row_stats(base, rows, cols);
+  out.statistics = detail::carve_row_stats(base, rows, cols, counters);
   return out;
 }
 
@@ -80,7 +81,7 @@ cudaError_t dispatch_warp(const WarpBatchParams& p, const WarpStaged& staged, bo
 
 cudaError_t warp_logits_batch(const WarpBatchParams& params, void* workspace, cudaStream_t stream) {
   // One shared warp travels as a kernel argument; per-row warps are staged in the workspace.
-  const WarpStaged staged = carve_warp(workspace, params.rows, params.cols);
+  const WarpStaged staged = carve_warp(workspace, params.rows, params.cols, params.counters);
   const Resident<const DeviceWarp>& warps = params.warps;
   const bool device_warps = warps.on_device();  // rows warps on the device: not read here
   const DeviceWarp shared_warp = device_warps ? DeviceWarp{} : warps[0];

@@ -24,8 +24,22 @@ namespace specdec::test {
 enum class RowShape { kFlat, kPeaked };
 
 /// Where a case's offsets and streams live: host memory (staged by the call: the form the H200
-/// figures were measured with) or the device (read in place: the capturable form an engine runs).
+/// figures were measured with) or the device (read in place: the capturable form an engine runs,
+/// with the caller's zeroed counters, DeviceWorkspace::counters, so no memset either).
 enum class ArgsIn { kHost, kDevice };
+
+/// The workspace of a case: `bytes` of scratch, and with ArgsIn::kDevice `counters` zeroed words.
+struct CaseWorkspace {
+  emulation::RegionBuffer<unsigned char> scratch;
+  emulation::RegionBuffer<unsigned int> counters;
+  CaseWorkspace(std::size_t bytes, std::size_t words, ArgsIn in)
+      : scratch("workspace", bytes),
+        counters("counters", std::vector<unsigned int>(in == ArgsIn::kDevice ? words : 0)) {}
+  backend::DeviceWorkspace get() {
+    return {scratch.get(), scratch.size(),
+            std::span<unsigned int>(counters.get(), counters.size())};
+  }
+};
 
 /// `rows` rows of 3 x normal logits (seed 11) in which entry 0 leads by 0.5: the benchmark's.
 /// Peaked, five more entries spread over the row stand far above the rest (20 + normal), as an
@@ -71,10 +85,9 @@ emulation::CallTime chain_step_time(const emulation::Gpu& gpu, std::int64_t batc
   emu::RegionBuffer<Token> emitted("emitted", static_cast<std::size_t>(batch * (gamma + 1)));
   emu::RegionBuffer<std::int32_t> accepted("accepted", static_cast<std::size_t>(batch));
   const auto backend = specdec::backend::cuda;
-  const std::size_t bytes = workspace_size(
-      backend,
-      ChainBatchShape{.batch = batch, .max_gamma = gamma, .vocab = vocab, .from_logits = true});
-  emu::RegionBuffer<unsigned char> workspace("workspace", bytes);
+  const ChainBatchShape sized{
+      .batch = batch, .max_gamma = gamma, .vocab = vocab, .from_logits = true};
+  CaseWorkspace workspace(workspace_size(backend, sized), workspace_counters(backend, sized), in);
   std::vector<std::int32_t> offsets(static_cast<std::size_t>(batch + 1));
   std::vector<RandomStream> streams(static_cast<std::size_t>(batch));
   for (std::size_t b = 0; b < streams.size(); ++b)
@@ -97,13 +110,14 @@ emulation::CallTime chain_step_time(const emulation::Gpu& gpu, std::int64_t batc
     args.streams = on_device(device_streams.get(), streams.size());
   }
   emu::latency.start(gpu, k);
-  verify_chain_batch_logits(backend, args, backend::DeviceWorkspace{workspace.get(), bytes});
+  verify_chain_batch_logits(backend, args, workspace.get());
   return emu::latency.stop();
 }
 
 /// The warp of `rows` rows of bf16 logits into fp32 probabilities.
 inline emulation::CallTime warp_time(const emulation::Gpu& gpu, std::int64_t rows,
                                      std::int64_t vocab, const Warp& warp,
+                                     ArgsIn in = ArgsIn::kHost,
                                      const emulation::LatencyConstants& k = {}) {
   namespace emu = specdec::emulation;
   emu::ledger.clear();  // the blocks' order (seeded by the launch count) whatever ran before
@@ -111,14 +125,14 @@ inline emulation::CallTime warp_time(const emulation::Gpu& gpu, std::int64_t row
   emu::RegionBuffer<T> logits("logits", latency_rows<T>(rows, vocab));
   emu::RegionBuffer<float> warped("warped", static_cast<std::size_t>(rows * vocab));
   const auto backend = specdec::backend::cuda;
-  const std::size_t bytes = workspace_size(backend, WarpBatchShape{rows, vocab});
-  emu::RegionBuffer<unsigned char> workspace("workspace", bytes);
+  const WarpBatchShape sized{rows, vocab};
+  CaseWorkspace workspace(workspace_size(backend, sized), workspace_counters(backend, sized), in);
   emu::latency.start(gpu, k);
   warp_logits_batch(backend,
                     WarpBatchArgs<T>{.logits = MatrixView<const T>(logits.get(), rows, vocab),
                                      .warps = std::span<const Warp>(&warp, 1),
                                      .warped = MatrixView<float>(warped.get(), rows, vocab)},
-                    backend::DeviceWorkspace{workspace.get(), bytes});
+                    workspace.get());
   return emu::latency.stop();
 }
 
@@ -140,8 +154,8 @@ inline emulation::CallTime gumbel_time(const emulation::Gpu& gpu, std::int64_t r
   }
   emu::RegionBuffer<RandomStream> device_streams("streams", streams);
   const auto backend = specdec::backend::cuda;
-  const std::size_t bytes = workspace_size(backend, GumbelTopKBatchShape{rows, vocab, kK});
-  emu::RegionBuffer<unsigned char> workspace("workspace", bytes);
+  const GumbelTopKBatchShape sized{rows, vocab, kK};
+  CaseWorkspace workspace(workspace_size(backend, sized), workspace_counters(backend, sized), in);
   emu::latency.start(gpu, k);
   gumbel_top_k_batch(
       backend,
@@ -149,13 +163,12 @@ inline emulation::CallTime gumbel_time(const emulation::Gpu& gpu, std::int64_t r
           .kind = RowKind::kLogWeights,
           .rows = MatrixView<const float>(logits.get(), rows, vocab),
           .k = kK,
-          .streams = in == ArgsIn::kDevice
-                         ? on_device(device_streams.get(), streams.size())
-                         : Resident<const RandomStream>(streams),
+          .streams = in == ArgsIn::kDevice ? on_device(device_streams.get(), streams.size())
+                                           : Resident<const RandomStream>(streams),
           .tokens = MatrixView<Token>(tokens.get(), rows, kK),
           .values = MatrixView<float>(values.get(), rows, kK),
           .counts = std::span<std::int32_t>(counts.get(), static_cast<std::size_t>(rows))},
-      backend::DeviceWorkspace{workspace.get(), bytes});
+      workspace.get());
   return emu::latency.stop();
 }
 

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
 #include <type_traits>
 
 namespace specdec::backend {
@@ -26,10 +27,19 @@ struct Cpu {
 inline constexpr Cpu cpu{};
 
 /// Caller-owned device memory used as scratch by a device backend: `bytes` bytes at `data`,
-/// sized with `workspace_size(backend, shape)` and reused across calls.
+/// sized with `workspace_size(backend, shape)` and reused across calls; it needs no
+/// initialisation.
+///
+/// `counters`, optional: device words that were zero when first given (zero them once, e.g. a
+/// cudaMemset at allocation) and that nothing but specdec calls writes since. A call whose
+/// kernels elect the last block of a row with a counter counts there and leaves every word at
+/// zero, so it skips the zeroing of its own counters in `data`: one stream operation fewer per
+/// call (docs/backends.md). `workspace_counters(backend, shape)` words are needed; calls of any
+/// entry point and shape may share the same words, one call at a time (stream order).
 struct DeviceWorkspace {
   void* data = nullptr;
   std::size_t bytes = 0;
+  std::span<unsigned int> counters = {};
 };
 
 template <class T>

@@ -16,13 +16,31 @@
 #include "specdec/backend/cuda/warp_batch.hpp"
 #include "specdec/backend/draft_batch.hpp"
 
+namespace specdec {
+
+/// Zeroed counter words a CUDA Gumbel-top-k of `shape` counts in when the caller gives them
+/// (DeviceWorkspace::counters): one a row.
+inline std::size_t workspace_counters(const backend::Cuda&, const GumbelTopKBatchShape& shape) {
+  return static_cast<std::size_t>(shape.rows < 0 ? 0 : shape.rows);
+}
+
+/// Zeroed counter words a CUDA stochastic-beam-search level of `shape` counts in when the caller
+/// gives them (DeviceWorkspace::counters): one a beam.
+inline std::size_t workspace_counters(const backend::Cuda&, const BeamLevelBatchShape& shape) {
+  return static_cast<std::size_t>(shape.batch < 0 || shape.width < 0 ? 0
+                                                                     : shape.batch * shape.width);
+}
+
+}  // namespace specdec
+
 namespace specdec::detail {
 
 template <>
 struct GumbelTopKBatchImpl<backend::Cuda> {
   /// Device bytes: the staged streams and the per-block lists of k samples of the row split
   /// (O(k) per block of 1024-entry tiles; no perturbed row). Needs no initialisation: each call
-  /// zeroes the counters it uses.
+  /// zeroes the counters it uses, unless the caller gives its own zeroed ones
+  /// (DeviceWorkspace::counters, a word a row).
   static std::size_t workspace_size(const backend::Cuda&, const GumbelTopKBatchShape& shape) {
     return backend::cuda_impl::gumbel_batch_workspace_size(shape.rows, shape.vocab, shape.k);
   }
@@ -49,6 +67,8 @@ struct GumbelTopKBatchImpl<backend::Cuda> {
       fail("values", "is a null device pointer");
     if (args.counts.data() == nullptr) fail("counts", "is a null device pointer");
     check_device_workspace(ws, workspace_size(cuda, {args.rows.rows, args.rows.cols, args.k}));
+    unsigned int* counters = device_counters(
+        ws, workspace_counters(cuda, GumbelTopKBatchShape{args.rows.rows, args.rows.cols, args.k}));
     check_cuda(backend::cuda_impl::gumbel_top_k_batch(
                    {.rows = args.rows.data,
                     .dtype = device_dtype<T>(),
@@ -62,7 +82,8 @@ struct GumbelTopKBatchImpl<backend::Cuda> {
                     .token_stride = args.tokens.stride,
                     .values = args.values.rows != 0 ? args.values.data : nullptr,
                     .value_stride = args.values.stride,
-                    .counts = args.counts.data()},
+                    .counts = args.counts.data(),
+                    .counters = counters},
                    ws.data, cuda.stream),
                "gumbel_top_k_batch");
   }
@@ -108,6 +129,8 @@ struct BeamLevelBatchImpl<backend::Cuda> {
     null("next_scores", args.next_scores.data);
     null("next_counts", args.next_counts.data());
     check_device_workspace(ws, workspace_size(cuda, {batch, width, args.draft_rows.cols}));
+    unsigned int* counters = device_counters(
+        ws, workspace_counters(cuda, BeamLevelBatchShape{batch, width, args.draft_rows.cols}));
     const backend::cuda_impl::BeamLevelArgs matrices{
         args.draft_rows.data,    args.draft_rows.stride,   args.beam_counts.data(),
         args.nodes.data,         args.nodes.stride,        args.log_probs.data,
@@ -115,14 +138,14 @@ struct BeamLevelBatchImpl<backend::Cuda> {
         args.next_parents.data,  args.next_parents.stride, args.next_tokens.data,
         args.next_tokens.stride, args.next_log_probs.data, args.next_log_probs.stride,
         args.next_scores.data,   args.next_scores.stride,  args.next_counts.data()};
-    check_cuda(
-        backend::cuda_impl::stochastic_beam_level_batch({.matrices = matrices,
-                                                         .batch = batch,
-                                                         .width = width,
-                                                         .vocab = args.draft_rows.cols,
-                                                         .streams = args.streams},
-                                                        ws.data, cuda.stream),
-        "stochastic_beam_level_batch");
+    check_cuda(backend::cuda_impl::stochastic_beam_level_batch({.matrices = matrices,
+                                                                .batch = batch,
+                                                                .width = width,
+                                                                .vocab = args.draft_rows.cols,
+                                                                .streams = args.streams,
+                                                                .counters = counters},
+                                                               ws.data, cuda.stream),
+               "stochastic_beam_level_batch");
   }
 };
 

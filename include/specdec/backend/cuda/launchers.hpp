@@ -48,6 +48,7 @@ struct WarpBatchParams {
   float* warped;  // rows x cols
   std::int64_t warped_stride;
   Resident<const DeviceWarp> warps;  // 1 (every row) or rows
+  unsigned int* counters = nullptr;  // row_counters(rows) zeroed words, or null: zeroed here
 };
 
 /// One host warp is passed as a kernel argument; `rows` host warps are first copied into the
@@ -108,6 +109,12 @@ constexpr std::size_t row_stats_workspace_size(std::int64_t rows, std::int64_t v
          device_round_up(r * buckets * sizeof(unsigned int));
 }
 
+/// Block counters the statistics path of `rows` rows counts in (the statistics' and the cut's,
+/// a word each a row), the words a caller's zeroed counters need (DeviceWorkspace::counters).
+constexpr std::size_t row_counters(std::int64_t rows) {
+  return 2 * static_cast<std::size_t>(rows < 0 ? 0 : rows);
+}
+
 /// Device bytes warp_logits_batch needs for `rows` rows of `vocab` logits: the staged per-row
 /// warps, then the rows' statistics (row_stats_workspace_size). Needs no initialisation.
 constexpr std::size_t warp_workspace_size(std::int64_t rows, std::int64_t vocab) {
@@ -153,6 +160,7 @@ struct ChainVerifyParams {
   std::int32_t* accepted;                      // B
   Resident<const DeviceWarp> warps = {};       // logits only: 1 (every sequence) or B
   std::int32_t* status = nullptr;              // B + 1 (backend/status.hpp), or null
+  unsigned int* counters = nullptr;  // logits: row_counters(G + B + G) zeroed words, or null
 };
 
 /// Copies the B + 1 host offsets and B host streams into the workspace, then launches one block
@@ -288,7 +296,8 @@ struct GumbelTopKParams {
   std::int64_t token_stride;
   float* values;  // row_count x k, or null
   std::int64_t value_stride;
-  std::int32_t* counts;  // row_count
+  std::int32_t* counts;              // row_count
+  unsigned int* counters = nullptr;  // row_count zeroed words, or null: zeroed here
 };
 
 /// Copies host streams into the workspace (none on the device), zeroes the list
@@ -339,6 +348,7 @@ struct BeamLevelParams {
   std::int64_t width;
   std::int64_t vocab;
   Resident<const RandomStream> streams;  // batch
+  unsigned int* counters = nullptr;      // batch * width zeroed words, or null: zeroed here
 };
 
 /// Copies the `batch` host streams into the workspace (none on the device), zeroes the list

@@ -96,6 +96,7 @@ struct ChainBatchImpl<backend::Cuda> {
     p.warps = device_warps(args.warps);
     check_device_workspace(ws, backend::cuda_impl::chain_logits_workspace_bytes(p.batch, p.drafts,
                                                                                 p.vocab));
+    p.counters = device_counters(ws, backend::cuda_impl::row_counters(p.batch + 2 * p.drafts));
     check_cuda_staged(backend::cuda_impl::verify_chain_batch_logits(p, ws.data, cuda.stream),
                       "verify_chain_batch_logits", chain_host_array(args));
   }
@@ -258,3 +259,14 @@ struct TreeBatchTargetOnlyImpl<backend::Cuda> : StagedArraysWorkspace {
 };
 
 }  // namespace specdec::detail
+
+namespace specdec {
+
+/// Zeroed counter words a CUDA chain batch of `shape` counts in when the caller gives them
+/// (DeviceWorkspace::counters): from logits, two for each target and draft row; none otherwise.
+inline std::size_t workspace_counters(const backend::Cuda&, const ChainBatchShape& shape) {
+  if (!shape.from_logits || shape.batch < 0 || shape.max_gamma < 0) return 0;
+  return backend::cuda_impl::row_counters(shape.batch + 2 * shape.batch * shape.max_gamma);
+}
+
+}  // namespace specdec

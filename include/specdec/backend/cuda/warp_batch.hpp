@@ -58,12 +58,25 @@ inline void check_device_workspace(const backend::DeviceWorkspace& ws, std::size
   }
 }
 
+/// The caller's zeroed counters a call counts in (DeviceWorkspace::counters), checked against the
+/// `needed` words; null when the caller gave none (the call then zeroes counters of its own).
+inline unsigned int* device_counters(const backend::DeviceWorkspace& ws, std::size_t needed) {
+  if (ws.counters.empty()) return nullptr;
+  if (ws.counters.data() == nullptr) fail("workspace.counters", "is a null device pointer");
+  if (ws.counters.size() < needed) {
+    fail("workspace.counters", "holds {} words, {} are needed (workspace_counters)",
+         ws.counters.size(), needed);
+  }
+  return ws.counters.data();
+}
+
 template <>
 struct WarpBatchImpl<backend::Cuda> {
   /// Device bytes: room for per-row warp parameters (unused when one warp is shared or the warps
   /// are in device memory) and the rows' statistics (a TileStats per 1024 entries; per row 64
   /// bytes and a list of candidates for top-p and top-k).
-  /// Needs no initialisation: each call zeroes the counters it uses.
+  /// Needs no initialisation: each call zeroes the counters it uses, unless the caller gives
+  /// its own zeroed ones (DeviceWorkspace::counters).
   static std::size_t workspace_size(const backend::Cuda&, const WarpBatchShape& shape) {
     return backend::cuda_impl::warp_workspace_size(shape.rows, shape.vocab);
   }
@@ -82,19 +95,29 @@ struct WarpBatchImpl<backend::Cuda> {
     if (logits.data == nullptr) fail("logits", "is a null device pointer");
     if (warped.data == nullptr) fail("warped", "is a null device pointer");
     check_device_workspace(ws, workspace_size(cuda, {logits.rows, logits.cols}));
-    check_cuda(
-        backend::cuda_impl::warp_logits_batch(
-            {.logits = logits.data,
-             .dtype = device_dtype<T>(),
-             .rows = logits.rows,
-             .cols = logits.cols,
-             .logits_stride = logits.stride,
-             .warped = warped.data,
-             .warped_stride = warped.stride,
-             .warps = device_warps(args.warps)},
-            ws.data, cuda.stream),
-        "warp_logits_batch");
+    unsigned int* counters = device_counters(ws, backend::cuda_impl::row_counters(logits.rows));
+    check_cuda(backend::cuda_impl::warp_logits_batch({.logits = logits.data,
+                                                      .dtype = device_dtype<T>(),
+                                                      .rows = logits.rows,
+                                                      .cols = logits.cols,
+                                                      .logits_stride = logits.stride,
+                                                      .warped = warped.data,
+                                                      .warped_stride = warped.stride,
+                                                      .warps = device_warps(args.warps),
+                                                      .counters = counters},
+                                                     ws.data, cuda.stream),
+               "warp_logits_batch");
   }
 };
 
 }  // namespace specdec::detail
+
+namespace specdec {
+
+/// Zeroed counter words a CUDA warp of `shape` counts in when the caller gives them
+/// (DeviceWorkspace::counters): two a row.
+inline std::size_t workspace_counters(const backend::Cuda&, const WarpBatchShape& shape) {
+  return backend::cuda_impl::row_counters(shape.rows);
+}
+
+}  // namespace specdec

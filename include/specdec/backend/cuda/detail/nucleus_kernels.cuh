@@ -291,7 +291,7 @@ __global__ void __launch_bounds__(kStatsThreads)
     if (min_p) cut_min_p(row, n, w, row_list, kInNoList, ranked, s, sh);
   }
   if (threadIdx.x == 0) {
-    counts[r] = kept;  // the next call's memset zeroes it
+    counts[r] = kept;  // the next call's statistics launch zeroes it
     stats[r] = s;
   }
 }

@@ -488,6 +488,8 @@ __device__ void top_k_row_stats(Global<const T> row, std::int64_t n, const RowSp
 struct RowStatsOutputs {
   Global<TileStats> tiles;
   Global<unsigned int> counters;
+  Global<unsigned int> list_counts;  // zeroed here for the cut launch's lists
+  Global<std::int32_t> failures;     // a status buffer's failure count, zeroed here (or null)
   Global<RowStats> stats;
   Global<float> gates;
   Global<std::uint64_t> lists;
@@ -499,6 +501,8 @@ struct RowStatsOutputs {
 /// last block of the row RowStats into o.stats[r] and, for a warp cutting by top-p (not top-k),
 /// the gate of its nucleus candidates into o.gates[r] (when o.gates is not null; the row's
 /// candidate histogram is then zeroed). o.counters[r] must be 0 at launch; it is 0 again after.
+/// o.list_counts[r] is zeroed for the cut launch, which counts the row's listed candidates there
+/// (the previous call's draws, which read them, are done by now).
 template <class T>
 __global__ void __launch_bounds__(kStatsThreads)
     row_stats_kernel(LogitRowSet<T> rows, std::int64_t n, RowSplit split, RowWarps warps,
@@ -515,6 +519,10 @@ __global__ void __launch_bounds__(kStatsThreads)
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const BlockTiles block = BlockTiles::of(split);
   const Global<TileStats> row_tiles = o.tiles + r * split.tiles;
+  if (blockIdx.y == 0 && threadIdx.x == 0) {
+    o.list_counts[r] = 0u;
+    if (r == 0 && o.failures != nullptr) o.failures[0] = 0;  // for the draws' launch to count
+  }
   if (top_k_statistics_row(w, n)) {
     top_k_row_stats(row, n, split, w, row_tiles, o.counters, o.stats + r,
                     o.lists + r * kNucleusListSize, sh);

@@ -21,21 +21,27 @@ namespace specdec::backend::cuda_impl::detail {
 /// The statistics' buffers of `rows` rows (row_stats_workspace_size's layout).
 struct RowStatsBuffers {
   TileStats* tiles;
-  unsigned int* counters;  // per row: the statistics', the nucleus's, the nucleus candidates
+  unsigned int* counters;     // per row the statistics' block counter, then the cut's
+  bool counters_zero;         // the caller's zeroed counters (no memset)
+  unsigned int* list_counts;  // per row the listed candidates (zeroed by the statistics)
   RowStats* stats;
   float* gates;
   std::uint64_t* lists;
   CandidateHistograms histograms;
 };
 
-/// The buffers at `base`, which moves past them.
-inline RowStatsBuffers carve_row_stats(unsigned char*& base, std::int64_t rows, std::int64_t vocab) {
+/// The buffers at `base`, which moves past them; the block counters the caller's `counters`
+/// (zeroed words) when not null.
+inline RowStatsBuffers carve_row_stats(unsigned char*& base, std::int64_t rows, std::int64_t vocab,
+                                       unsigned int* counters = nullptr) {
   const auto r = static_cast<std::size_t>(rows);
   RowStatsBuffers out{};
   out.tiles = reinterpret_cast<TileStats*>(base);
   base += device_round_up(r * static_cast<std::size_t>(row_split(1, vocab, 1).tiles) *
                           sizeof(TileStats));
-  out.counters = reinterpret_cast<unsigned int*>(base);
+  out.counters = counters != nullptr ? counters : reinterpret_cast<unsigned int*>(base);
+  out.counters_zero = counters != nullptr;
+  out.list_counts = reinterpret_cast<unsigned int*>(base) + 2 * r;
   base += device_round_up(3 * r * sizeof(unsigned int));
   out.stats = reinterpret_cast<RowStats*>(base);
   base += device_round_up(r * sizeof(RowStats));
@@ -81,9 +87,11 @@ struct RowStatsLaunch {
   RowWarps warps;
   bool cut = false;
   bool keep_nucleus = false;
+  std::int32_t* failures = nullptr;  // a status buffer's failure count, zeroed by the statistics
 };
 
-/// The counters zeroed (a memset: capturable), the statistics of every row of `r.set`, then
+/// The counters zeroed (a memset, capturable; none when they are the caller's zeroed words),
+/// the statistics of every row of `r.set`, then
 /// (with `r.cut`) the cuts of the rows whose warp has one. Compiled once, in row_statistics.cu,
 /// for fp32, fp16 and bf16 rows: the chain step and the warp share its kernels.
 template <class T>

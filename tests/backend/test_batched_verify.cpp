@@ -230,8 +230,17 @@ TEST_CASE("verify_chain_batch is independent of the thread count", "[backend][ba
   }
 }
 
-TEMPLATE_LIST_TEST_CASE("verify_chain_batch_logits equals warp_logits then verify_chain",
-                        "[backend][batched]", ChainBackends) {
+namespace {
+
+/// Six sequences of three drafts from logits, each with its own warp, drafts drawn from the
+/// warped draft rows (c's rows): the case and its logits.
+struct LogitsChainCase {
+  ChainCase c;
+  std::vector<float> target_logits, draft_logits;
+  std::vector<Warp> warps;
+};
+
+LogitsChainCase logits_chain_case() {
   const std::int64_t batch = 6, gamma = 3, vocab = 120;
   toy::ToyRandom rng(3);
   std::vector<float> target_logits(static_cast<std::size_t>(batch * (gamma + 1) * vocab));
@@ -274,16 +283,65 @@ TEMPLATE_LIST_TEST_CASE("verify_chain_batch_logits equals warp_logits then verif
   for (std::int64_t b = 0; b < batch; ++b) {
     c.streams.push_back(verify_stream(9, static_cast<std::uint32_t>(b), 0));
   }
+  return {c, target_logits, draft_logits, warps};
+}
+
+}  // namespace
+
+TEMPLATE_LIST_TEST_CASE("verify_chain_batch_logits equals warp_logits then verify_chain",
+                        "[backend][batched]", ChainBackends) {
+  const LogitsChainCase k = logits_chain_case();
   std::vector<Token> want;
   std::vector<std::int32_t> want_acc;
-  chain_oracle(c, want, want_acc);
+  chain_oracle(k.c, want, want_acc);
 
   std::vector<Token> got;
   std::vector<std::int32_t> got_acc;
-  run_chain_logits(TestType{}, c, target_logits, draft_logits, warps, got, got_acc);
+  run_chain_logits(TestType{}, k.c, k.target_logits, k.draft_logits, k.warps, got, got_acc);
   CHECK(got_acc == want_acc);
   CHECK(got == want);
 }
+
+#if defined(SPECDEC_HAS_CUDA) && SPECDEC_HAS_CUDA
+TEST_CASE(
+    "verify_chain_batch_logits on CUDA with the caller's zeroed counters: the CPU's tokens "
+    "call after call, the counters zero after each",
+    "[backend][batched]") {
+  const LogitsChainCase k = logits_chain_case();
+  const ChainCase& c = k.c;
+  std::vector<Token> want;
+  std::vector<std::int32_t> want_acc;
+  chain_oracle(c, want, want_acc);
+  const auto cuda = backend::cuda;
+  const ChainBatchShape shape{
+      .batch = c.batch(), .max_gamma = c.max_gamma(), .vocab = c.vocab, .from_logits = true};
+  test::Scratch<backend::Cuda> scratch(workspace_size(cuda, shape),
+                                       workspace_counters(cuda, shape));
+  test::Buffer<backend::Cuda, float> t(k.target_logits), d(k.draft_logits);
+  test::Buffer<backend::Cuda, Token> tok(c.tokens);
+  const auto outputs = static_cast<std::size_t>(c.drafts() + c.batch());
+  for (int call = 0; call < 3; ++call) {
+    test::Buffer<backend::Cuda, Token> out(outputs);
+    test::Buffer<backend::Cuda, std::int32_t> acc(static_cast<std::size_t>(c.batch()));
+    verify_chain_batch_logits(
+        cuda,
+        ChainBatchLogitsArgs<float>{
+            .draft_offsets = c.offsets,
+            .target_logits = MatrixView<const float>(t.data(), c.drafts() + c.batch(), c.vocab),
+            .draft_logits = MatrixView<const float>(d.data(), c.drafts(), c.vocab),
+            .warps = k.warps,
+            .draft_tokens = std::span<const Token>(tok.data(), c.tokens.size()),
+            .streams = c.streams,
+            .emitted = std::span<Token>(out.data(), outputs),
+            .accepted = std::span<std::int32_t>(acc.data(), static_cast<std::size_t>(c.batch()))},
+        scratch.get());
+    CHECK(acc.to_host() == want_acc);
+    CHECK(out.to_host() == want);
+    const std::vector<unsigned int> counters = scratch.counters();
+    CHECK(std::all_of(counters.begin(), counters.end(), [](unsigned int w) { return w == 0u; }));
+  }
+}
+#endif
 
 TEMPLATE_LIST_TEST_CASE("verify_chain_batch_logits takes ragged draft counts", "[backend][batched]",
                         ChainBackends) {

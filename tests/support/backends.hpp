@@ -93,12 +93,20 @@ class Buffer<backend::Cuda, T> {
 template <>
 class Scratch<backend::Cuda> {
  public:
-  explicit Scratch(std::size_t bytes) : buffer_(bytes), bytes_(bytes) {}
-  backend::DeviceWorkspace get() { return {buffer_.data(), bytes_}; }
+  /// With `counters` > 0, that many zeroed counter words beside it (DeviceWorkspace::counters).
+  explicit Scratch(std::size_t bytes, std::size_t counters = 0)
+      : buffer_(bytes),
+        bytes_(bytes),
+        counters_(std::vector<unsigned int>(counters, 0u)),
+        words_(counters) {}
+  backend::DeviceWorkspace get() { return {buffer_.data(), bytes_, {counters_.data(), words_}}; }
+  std::vector<unsigned int> counters() const { return counters_.to_host(); }
 
  private:
   Buffer<backend::Cuda, std::byte> buffer_;
   std::size_t bytes_;
+  Buffer<backend::Cuda, unsigned int> counters_;
+  std::size_t words_;
 };
 #endif
 

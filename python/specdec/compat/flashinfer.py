@@ -26,6 +26,7 @@ What differs from FlashInfer:
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Optional
 
 import numpy as np
@@ -75,7 +76,8 @@ def chain_speculative_sampling(draft_probs: Any, draft_token_ids: Any, target_pr
                            "maybe_output_emitted_draft_token_num", batch)
     seeds = _seeds(seed, generator, batch)
     offsets = _per_row(offset, "offset", batch, 0)
-    _check_positions(offsets.max() if batch else 0, n)
+    if offset is not None:
+        _check_positions(offsets.max() if batch else 0, n)
     words = stream_words(seeds, offsets)
     token_probs = _token_probs(tokens, draft, target)
     if batch == 0:
@@ -96,8 +98,11 @@ def chain_speculative_sampling(draft_probs: Any, draft_token_ids: Any, target_pr
             draft, target = rescaled
             token_probs = _token_probs(tokens, draft, target)
             output, emitted = verify(draft, target, token_probs[0])
-    user = words.copy()
-    user[:, 5] = _USER_DOMAIN
+    def user() -> np.ndarray:  # the same streams in the USER domain, made only when needed
+        words_user = words.copy()
+        words_user[:, 5] = _USER_DOMAIN
+        return words_user
+
     accepted = emitted + _later_passes(token_probs, np.asarray(emitted), user)
     results = []
     for counts, out in ((accepted, accepted_out), (emitted, emitted_out)):
@@ -231,28 +236,41 @@ def _token_probs(tokens: Any, draft: Any, target: Any) -> tuple[Any, Any, Any]:
     """(usable, q, p) [B, n] for the draft tokens: whether each is inside the vocabulary with
     draft probability > 0, and its draft and target probabilities (read at id 0 where it
     is outside, then masked by `usable`). One gather per row tensor; NumPy or torch."""
-    n, vocab = tokens.shape[1], draft.shape[2]
-    inside = (tokens >= 0) & (tokens < vocab)
+    batch, n, vocab = tokens.shape[0], tokens.shape[1], draft.shape[2]
     if is_torch(tokens):
         import torch
+        inside = (tokens >= 0) & (tokens < vocab)
         safe = torch.where(inside, tokens, 0)
         q, p = (torch.gather(rows, 2, safe[..., None])[..., 0] for rows in (draft, target[:, :n]))
-    else:  # flat indices into the contiguous rows: row (b, i) starts at (b * rows + i) * V
-        at = np.where(inside, tokens, 0) + np.arange(tokens.shape[0] * n).reshape(-1, n) * vocab
-        q = draft.reshape(-1)[at]
-        p = target.reshape(-1)[at + (np.arange(tokens.shape[0]) * vocab)[:, None]]
+    else:  # flat indices into the rows (int64 tokens: a negative one wraps above any V)
+        inside = tokens.view(np.uint64) < vocab
+        safe = tokens if inside.all() else np.where(inside, tokens, 0)
+        draft_at, target_at = _row_starts(batch, n, vocab)
+        q = draft.ravel().take(safe + draft_at)
+        p = target.ravel().take(safe + target_at)
     return inside & (q > 0), q, p
+
+
+@functools.lru_cache(maxsize=16)
+def _row_starts(batch: int, n: int, vocab: int) -> tuple[np.ndarray, np.ndarray]:
+    """Where row (b, i) starts in the flat draft rows [B, n, V] and target rows [B, n + 1, V]
+    (read-only; kept for the next call of the same shape)."""
+    draft = np.arange(batch * n, dtype=np.int64).reshape(batch, n) * vocab
+    target = draft + (np.arange(batch, dtype=np.int64) * vocab)[:, None]
+    draft.flags.writeable = target.flags.writeable = False
+    return draft, target
 
 
 def _later_passes(token_probs, emitted, user_words):
     """FlashInfer's extra "accepted" count: positions after the first rejection whose draft
     token passes u * q(x) < p(x), u the request's uniforms in the USER domain (`user_words`, its
-    stream tensor); `token_probs` from _token_probs; NumPy or torch, where the rows lie."""
+    stream tensor, or a function making it); `token_probs` from _token_probs; NumPy or torch,
+    where the rows lie."""
     usable, q, p = token_probs
     n = usable.shape[1]
     if not is_torch(usable) and (not usable.size or emitted.min() == n):  # none after a rejection
         return np.zeros(usable.shape[0], np.int32)
-    u = _specdec._fill_uniforms(user_words, n)
+    u = _specdec._fill_uniforms(user_words() if callable(user_words) else user_words, n)
     if is_torch(usable):
         import torch
         later = torch.arange(n, device=usable.device, dtype=emitted.dtype) > emitted[:, None]

@@ -56,7 +56,8 @@ struct WarpBatchParams {
 /// statistics path and its cut launch; a row whose warp that path does not take is written as
 /// NaN). Warps the statistics path takes (statistics_warp: all but a top-k above kStatisticsTopK;
 /// decided from the host warps) take it: the
-/// call zeroes the row counters (cudaMemsetAsync), row_stats_kernel splits the rows over blocks,
+/// call zeroes the row counters (cudaMemsetAsync; not params.counters, the caller's zeroed
+/// ones), row_stats_kernel splits the rows over blocks,
 /// nucleus_kernel cuts the rows by top-p, top-k and min-p, then a write pass with the same split
 /// writes every entry once, the CPU's bits. A larger top-k: one block per row.
 /// The workspace holds warp_workspace_size(rows, cols) bytes.
@@ -174,7 +175,9 @@ cudaError_t verify_chain_batch(const ChainVerifyParams& params, void* workspace,
 /// statistics path takes (statistics_warp: all but a top-k above kStatisticsTopK) take two
 /// launches, three with a cut: the statistics of every row, split over blocks, the cuts, then one
 /// block per sequence drawing from rows recomputed from the logits or from a cut row's listed
-/// entries, the CPU's tokens bit for bit. Other warps are warped row by row into the workspace by
+/// entries, the CPU's tokens bit for bit; its counters are zeroed by a memset first unless they
+/// are the caller's zeroed ones (params.counters), and the status buffer's failure count by the
+/// statistics launch. Other warps are warped row by row into the workspace by
 /// one block per sequence.
 cudaError_t verify_chain_batch_logits(const ChainVerifyParams& params, void* workspace,
                                       cudaStream_t stream);
@@ -273,7 +276,8 @@ constexpr std::size_t top_k_lists_size(std::int64_t rows, std::int64_t vocab, st
 
 /// Device bytes gumbel_top_k_batch needs for k samples: the staged streams and the per-block
 /// lists of the row split (O(k) per block; no perturbed row). The call zeroes the list counters
-/// itself (cudaMemsetAsync), so the workspace needs no initialisation.
+/// itself (cudaMemsetAsync) unless given the caller's zeroed ones, so the workspace needs no
+/// initialisation.
 constexpr std::size_t gumbel_batch_workspace_size(std::int64_t rows, std::int64_t vocab,
                                                   std::int64_t k) {
   const auto r = static_cast<std::size_t>(rows < 0 ? 0 : rows);
@@ -301,8 +305,9 @@ struct GumbelTopKParams {
 };
 
 /// Copies host streams into the workspace (none on the device), zeroes the list
-/// counters, then launches a row split (row_split over the device's SMs, at most kMaxSplitSms):
-/// Gumbel-top-k of row r, read as `kind` says, with streams[r], in one read of the row.
+/// counters (not the caller's zeroed ones, params.counters), then launches a row split (row_split
+/// over the device's SMs, at most kMaxSplitSms): Gumbel-top-k of row r, read as `kind` says, with
+/// streams[r], in one read of the row.
 cudaError_t gumbel_top_k_batch(const GumbelTopKParams& params, void* workspace,
                                cudaStream_t stream);
 
@@ -352,8 +357,9 @@ struct BeamLevelParams {
 };
 
 /// Copies the `batch` host streams into the workspace (none on the device), zeroes the list
-/// counters, then launches a row split of every beam's row (its top-W children and their
-/// candidates, in one read of the row) and one block per sequence (the W best candidates).
+/// counters (not the caller's zeroed ones, params.counters), then launches a row split of every
+/// beam's row (its top-W children and their candidates, in one read of the row) and one block per
+/// sequence (the W best candidates).
 cudaError_t stochastic_beam_level_batch(const BeamLevelParams& params, void* workspace,
                                         cudaStream_t stream);
 

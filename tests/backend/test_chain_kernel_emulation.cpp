@@ -4,10 +4,13 @@
 #include "specdec/backend/cuda/emulation/emulated_cuda.hpp"
 // The emulation must come first: the kernel header then sees its built-ins.
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "specdec/backend/cuda/detail/chain_kernels.cuh"
+#include "specdec/backend/cuda/detail/row_draw.cuh"
 #include "specdec/core/warp.hpp"
 #include "specdec/toy/random.hpp"
 #include "specdec/verify/chain.hpp"
@@ -203,4 +206,32 @@ TEST_CASE("the emulated CUDA chain kernel disagrees with the CPU on almost no se
                           want.begin() + static_cast<std::ptrdiff_t>(b * 5));
   }
   CHECK(differ <= 1);
+}
+
+TEST_CASE(
+    "a 1024-entry block's sum by a warp and by the whole block is the CPU's block_sum, bit "
+    "for bit",
+    "[backend][cuda_kernel]") {
+  namespace kernels = specdec::backend::cuda_impl::detail;
+  static float buf[specdec::detail::kBlockedSumBlock];
+  toy::ToyRandom rng(23);
+  for (const std::int64_t count : {1024, 924, 15, 8, 7, 1}) {
+    // Probabilities of many magnitudes: float sums whose order shows in their last bits.
+    std::vector<float> row(static_cast<std::size_t>(count));
+    for (float& x : row) x = static_cast<float>(std::pow(rng.uniform(), 6.0) * 1e-3);
+    const kernels::TargetRowValue value{row.data()};
+    const float cpu = specdec::detail::block_sum(
+        [&](std::int64_t i) { return row[static_cast<std::size_t>(i)]; }, 0, count);
+    float by_warp = 0.0f, by_block = 0.0f;
+    run_emulated_block(kernels::kDrawThreads, 0, [&] {
+      const float w = threadIdx.x < 32 ? kernels::warp_block_sum(value, 0, count, buf) : 0.0f;
+      if (threadIdx.x == 0) by_warp = w;
+      __syncthreads();
+      const float b = kernels::block_sum_by_block(value, 0, count, buf);
+      if (threadIdx.x == 0) by_block = b;
+    });
+    CAPTURE(count);
+    CHECK(std::memcmp(&by_warp, &cpu, sizeof(float)) == 0);
+    CHECK(std::memcmp(&by_block, &cpu, sizeof(float)) == 0);
+  }
 }

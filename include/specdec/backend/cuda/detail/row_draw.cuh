@@ -144,6 +144,31 @@ __device__ __forceinline__ float warp_block_sum(const Value& value, std::int64_t
   return block;
 }
 
+/// warp_block_sum's sum of value(b .. e-1) with the whole block loading and computing the
+/// entries: warp 0 then adds them as warp_block_sum's lanes do (the same additions in the same
+/// order: the same sum). The sum in thread 0. By the whole block; ends with a barrier.
+template <class Value>
+__device__ float block_sum_by_block(const Value& value, std::int64_t b, std::int64_t e,
+                                    float* buf) {
+  constexpr int kLanes = specdec::detail::kBlockedSumLanes;
+  const int count = static_cast<int>(e - b), whole = count / kLanes * kLanes;
+  const int rank = static_cast<int>(threadIdx.x);
+  fill_block(value, b, e, buf, rank, static_cast<int>(blockDim.x), [] { __syncthreads(); });
+  __syncthreads();
+  float block = 0.0f;
+  if (rank < 32) {
+    float partial = 0.0f;
+    if (rank < kLanes) {
+      SPECDEC_UNROLL(16)
+      for (int i = rank; i < whole; i += kLanes) partial += buf[i];
+    }
+    for (int i = whole; i < count; ++i) block += buf[i];
+    for (int j = 0; j < kLanes; ++j) block += __shfl_sync(0xffffffffu, partial, j);
+  }
+  __syncthreads();  // buf is read before it is filled again
+  return block;
+}
+
 /// block_sum of every 1024-entry block of chunk `base` (kDrawThreads blocks) into sh.sums,
 /// a warp per block (coalesced loads); returns how many blocks the chunk has. Ends with a barrier.
 template <class Value>
@@ -168,12 +193,24 @@ __device__ SPECDEC_NOINLINE int chunk_sums(const Value value, std::int64_t n, st
 }
 
 /// block_sum of the 1024-entry blocks [first, last) of value(0 .. n-1) into sums[k], a warp per
-/// block: one block's share of a row whose draw is split over blocks (the last to finish draws
-/// from the sums, sample_from_sums).
+/// block (the whole block per block when it has fewer blocks than warps): one block's share of a
+/// row whose draw is split over blocks (the last to finish draws from the sums, sample_from_sums).
 template <class Value>
 __device__ SPECDEC_NOINLINE void block_sums_to(const Value value, std::int64_t n, int first,
                                                int last, Global<float> sums, DrawShared& sh) {
   constexpr std::int64_t kBlock = specdec::detail::kBlockedSumBlock;
+  if constexpr (!requires { value.listed(0); }) {  // a sparse row sums its few entries by warp
+    if (last - first < kDrawWarps) {
+      // Fewer blocks than warps (a small batch): each by the whole block, not one warp.
+      for (int k = first; k < last; ++k) {
+        const std::int64_t b = k * kBlock;
+        const float sum =
+            block_sum_by_block(value, b, b + kBlock < n ? b + kBlock : n, sh.block[0]);
+        if (threadIdx.x == 0) sums[k] = sum;
+      }
+      return;
+    }
+  }
   const int warp = static_cast<int>(threadIdx.x) / 32;
   for (int k = first + warp; k < last; k += kDrawWarps) {
     const std::int64_t b = k * kBlock;

@@ -47,33 +47,44 @@ __global__ void read_once_kernel(const T* in, float* sums, std::int64_t n) {
   }
 }
 
-}  // namespace
-
-cudaError_t read_once(const void* in, bool bf16, float* sums, std::int64_t n, cudaStream_t stream) {
+/// Launches kernel<float> or kernel<bf16> (as `bf16` says) on `in`, eight blocks of 256 threads
+/// an SM of the current device.
+template <template <class> class Kernel, class... Args>
+cudaError_t launch_by_type(const void* in, bool bf16, cudaStream_t stream, Args... args) {
   int device = 0, sms = 0;
   cudaGetDevice(&device);
   cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  const int blocks = sms * 8;
   if (bf16) {
-    read_once_kernel<<<blocks, 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(in), sums, n);
+    Kernel<__nv_bfloat16>::launch(sms * 8, stream, static_cast<const __nv_bfloat16*>(in), args...);
   } else {
-    read_once_kernel<<<blocks, 256, 0, stream>>>(static_cast<const float*>(in), sums, n);
+    Kernel<float>::launch(sms * 8, stream, static_cast<const float*>(in), args...);
   }
   return cudaGetLastError();
 }
 
+template <class T>
+struct ReadOnce {
+  static void launch(int blocks, cudaStream_t stream, const T* in, float* sums, std::int64_t n) {
+    read_once_kernel<<<blocks, 256, 0, stream>>>(in, sums, n);
+  }
+};
+
+template <class T>
+struct CopyToFloat {
+  static void launch(int blocks, cudaStream_t stream, const T* in, float* out, std::int64_t n) {
+    copy_to_float_kernel<<<blocks, 256, 0, stream>>>(in, out, n);
+  }
+};
+
+}  // namespace
+
+cudaError_t read_once(const void* in, bool bf16, float* sums, std::int64_t n, cudaStream_t stream) {
+  return launch_by_type<ReadOnce>(in, bf16, stream, sums, n);
+}
+
 cudaError_t copy_to_float(const void* in, bool bf16, float* out, std::int64_t n,
                           cudaStream_t stream) {
-  int device = 0, sms = 0;
-  cudaGetDevice(&device);
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  const int blocks = sms * 8;
-  if (bf16) {
-    copy_to_float_kernel<<<blocks, 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(in), out, n);
-  } else {
-    copy_to_float_kernel<<<blocks, 256, 0, stream>>>(static_cast<const float*>(in), out, n);
-  }
-  return cudaGetLastError();
+  return launch_by_type<CopyToFloat>(in, bf16, stream, out, n);
 }
 
 }  // namespace specdec::bench

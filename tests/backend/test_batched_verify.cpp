@@ -134,22 +134,24 @@ void run_chain(const Backend& backend, const ChainCase& c, std::vector<Token>& e
   accepted = acc.to_host();
 }
 
+/// The workspace shape of verify_chain_batch_logits on c.
+ChainBatchShape chain_logits_shape(const ChainCase& c) {
+  return {.batch = c.batch(), .max_gamma = c.max_gamma(), .vocab = c.vocab, .from_logits = true};
+}
+
 /// verify_chain_batch_logits of c's offsets, tokens and streams on `target_logits` and
-/// `draft_logits` (c's rows are their warps) with `warps`.
+/// `draft_logits` (c's rows are their warps) with `warps`, in `scratch`.
 template <class Backend>
 void run_chain_logits(const Backend& backend, const ChainCase& c,
                       const std::vector<float>& target_logits,
                       const std::vector<float>& draft_logits, std::span<const Warp> warps,
-                      std::vector<Token>& emitted, std::vector<std::int32_t>& accepted) {
+                      std::vector<Token>& emitted, std::vector<std::int32_t>& accepted,
+                      test::Scratch<Backend>& scratch) {
   test::Buffer<Backend, float> t(target_logits), d(draft_logits);
   test::Buffer<Backend, Token> tok(c.tokens);
   const auto outputs = static_cast<std::size_t>(c.drafts() + c.batch());
   test::Buffer<Backend, Token> out(outputs);
   test::Buffer<Backend, std::int32_t> acc(static_cast<std::size_t>(c.batch()));
-  test::Scratch<Backend> scratch(workspace_size(
-      backend,
-      ChainBatchShape{
-          .batch = c.batch(), .max_gamma = c.max_gamma(), .vocab = c.vocab, .from_logits = true}));
   verify_chain_batch_logits(
       backend,
       ChainBatchLogitsArgs<float>{
@@ -164,6 +166,16 @@ void run_chain_logits(const Backend& backend, const ChainCase& c,
       scratch.get());
   emitted = out.to_host();
   accepted = acc.to_host();
+}
+
+/// run_chain_logits in a workspace of its own.
+template <class Backend>
+void run_chain_logits(const Backend& backend, const ChainCase& c,
+                      const std::vector<float>& target_logits,
+                      const std::vector<float>& draft_logits, std::span<const Warp> warps,
+                      std::vector<Token>& emitted, std::vector<std::int32_t>& accepted) {
+  test::Scratch<Backend> scratch(workspace_size(backend, chain_logits_shape(c)));
+  run_chain_logits(backend, c, target_logits, draft_logits, warps, emitted, accepted, scratch);
 }
 
 #if defined(SPECDEC_HAS_CUDA) && SPECDEC_HAS_CUDA
@@ -313,30 +325,14 @@ TEST_CASE(
   std::vector<std::int32_t> want_acc;
   chain_oracle(c, want, want_acc);
   const auto cuda = backend::cuda;
-  const ChainBatchShape shape{
-      .batch = c.batch(), .max_gamma = c.max_gamma(), .vocab = c.vocab, .from_logits = true};
-  test::Scratch<backend::Cuda> scratch(workspace_size(cuda, shape),
-                                       workspace_counters(cuda, shape));
-  test::Buffer<backend::Cuda, float> t(k.target_logits), d(k.draft_logits);
-  test::Buffer<backend::Cuda, Token> tok(c.tokens);
-  const auto outputs = static_cast<std::size_t>(c.drafts() + c.batch());
+  test::Scratch<backend::Cuda> scratch(workspace_size(cuda, chain_logits_shape(c)),
+                                       workspace_counters(cuda, chain_logits_shape(c)));
   for (int call = 0; call < 3; ++call) {
-    test::Buffer<backend::Cuda, Token> out(outputs);
-    test::Buffer<backend::Cuda, std::int32_t> acc(static_cast<std::size_t>(c.batch()));
-    verify_chain_batch_logits(
-        cuda,
-        ChainBatchLogitsArgs<float>{
-            .draft_offsets = c.offsets,
-            .target_logits = MatrixView<const float>(t.data(), c.drafts() + c.batch(), c.vocab),
-            .draft_logits = MatrixView<const float>(d.data(), c.drafts(), c.vocab),
-            .warps = k.warps,
-            .draft_tokens = std::span<const Token>(tok.data(), c.tokens.size()),
-            .streams = c.streams,
-            .emitted = std::span<Token>(out.data(), outputs),
-            .accepted = std::span<std::int32_t>(acc.data(), static_cast<std::size_t>(c.batch()))},
-        scratch.get());
-    CHECK(acc.to_host() == want_acc);
-    CHECK(out.to_host() == want);
+    std::vector<Token> got;
+    std::vector<std::int32_t> got_acc;
+    run_chain_logits(cuda, c, k.target_logits, k.draft_logits, k.warps, got, got_acc, scratch);
+    CHECK(got_acc == want_acc);
+    CHECK(got == want);
     const std::vector<unsigned int> counters = scratch.counters();
     CHECK(std::all_of(counters.begin(), counters.end(), [](unsigned int w) { return w == 0u; }));
   }

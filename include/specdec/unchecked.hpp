@@ -110,9 +110,12 @@ ChainVerdict verify_chain_target_only_logits(const Warp& warp, const ChainLogits
                                              const RandomStream& stream, Token* out,
                                              std::byte* scratch) {
   return detail::verify_chain_target_only_logits_unchecked<T>(
-      warp, detail::LogitRows<T>{logits.target, logits.vocab, "target_logits", 0},
-      logits.draft_tokens, static_cast<std::int64_t>(logits.length), logits.vocab, stream, out,
-      detail::chain_logits_scratch(scratch, logits.vocab));
+      warp,
+      {.target = {logits.target, logits.vocab, "target_logits", 0},
+       .tokens = logits.draft_tokens,
+       .length = static_cast<std::int64_t>(logits.length),
+       .vocab = logits.vocab},
+      stream, out, detail::chain_logits_scratch(scratch, logits.vocab));
 }
 
 /// verify_tree_target_only without validation, same draws and bits: a tree of n nodes in level

@@ -525,8 +525,9 @@ void bind_exact(py::module_& m) {
         });
       },
       py::arg("target"), py::arg("draft"), py::arg("alpha"),
-      "The tuned beta of lossy sampling: the output is then exactly\n"
-      "max(min(draft, target / (1 - alpha)), target / beta).");
+      "The tuned beta of lossy sampling (seed 004, Lemma 2) for alpha in [0, 1): the output\n"
+      "is then exactly max(min(draft, target / (1 - alpha)), target / beta). 1 when nothing\n"
+      "is ever rejected (the output is the draft row).");
 
   m.def(
       "cascade_target",

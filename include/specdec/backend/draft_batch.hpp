@@ -4,26 +4,12 @@
 #pragma once
 
 #include "specdec/backend/batch_checks.hpp"
+#include "specdec/backend/shapes.hpp"
 #include "specdec/core/philox.hpp"
 #include "specdec/core/token.hpp"
 #include "specdec/draft/gumbel_topk.hpp"
 
 namespace specdec {
-
-/// The shape a batched Gumbel-top-k is sized for: `rows` rows of `vocab` entries, `k` samples.
-struct GumbelTopKBatchShape {
-  std::int64_t rows = 0;
-  std::int64_t vocab = 0;
-  std::int64_t k = 0;
-};
-
-/// The shape a batched stochastic-beam-search level is sized for: `batch` sequences of at most
-/// `width` beams over `vocab` tokens.
-struct BeamLevelBatchShape {
-  std::int64_t batch = 0;
-  std::int64_t width = 0;
-  std::int64_t vocab = 0;
-};
 
 /// The views of a batched Gumbel-top-k (gumbel_top_k_batch) over `rows.rows` rows:
 ///   kind:    kLogWeights (raw or warped log-probabilities or logits, -inf = banned) or

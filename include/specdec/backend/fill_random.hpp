@@ -3,15 +3,10 @@
 #pragma once
 
 #include "specdec/backend/batch_checks.hpp"
+#include "specdec/backend/shapes.hpp"
 #include "specdec/core/philox.hpp"
 
 namespace specdec {
-
-/// The shape fill_random is sized for: `streams` rows of `count` draws.
-struct FillRandomShape {
-  std::int64_t streams = 0;
-  std::int64_t count = 0;
-};
 
 /// The views of one fill_random call: out[s][i] = draw first + i of stream s, one row of `out`
 /// per stream (`out` lives where the backend computes).

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "specdec/backend/batch_checks.hpp"
+#include "specdec/backend/shapes.hpp"
 #include "specdec/core/philox.hpp"
 #include "specdec/core/token.hpp"
 #include "specdec/verify/target_only_lossy.hpp"
@@ -11,14 +12,6 @@
 namespace specdec {
 
 namespace sglang {
-
-/// The shape a batched SGLang verification is sized for: `batch` sequences of `slots` slots over
-/// `vocab` tokens (0 for the greedy walk).
-struct TreeBatchShape {
-  std::int64_t batch = 0;
-  std::int64_t slots = 0;
-  std::int64_t vocab = 0;
-};
 
 /// sgl-kernel's arguments for B sequences of N slots each (names as SGLang spells them; the
 /// sequence's own layout is sglang::TreeArgs'):

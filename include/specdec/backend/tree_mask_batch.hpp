@@ -5,6 +5,7 @@
 
 #include "specdec/backend/batch_checks.hpp"
 #include "specdec/backend/ragged.hpp"
+#include "specdec/backend/shapes.hpp"
 #include "specdec/core/token.hpp"
 #include "specdec/tree/tree_rows.hpp"
 #include "specdec/tree/tree_view.hpp"
@@ -114,11 +115,6 @@ inline std::int32_t check_prefix_match_shape(MatrixView<const Token> beams, std:
 }
 
 }  // namespace detail
-
-/// The workspace of packed_tree_masks_batch and tree_positions_batch: B trees.
-struct TreeMaskBatchShape {
-  std::int64_t batch = 0;
-};
 
 /// Bytes of workspace packed_tree_masks_batch / tree_positions_batch need on `backend` (0 on the
 /// CPU; on CUDA the staged offsets and context lengths).

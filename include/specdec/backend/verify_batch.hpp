@@ -6,6 +6,7 @@
 #include <string>
 
 #include "specdec/backend/batch_checks.hpp"
+#include "specdec/backend/shapes.hpp"
 #include "specdec/backend/status.hpp"
 #include "specdec/core/philox.hpp"
 #include "specdec/core/token.hpp"
@@ -14,23 +15,6 @@
 #include "specdec/verify/rule.hpp"
 
 namespace specdec {
-
-/// The shape a batched chain verification is sized for: `batch` sequences of at most `max_gamma`
-/// draft tokens each over `vocab` tokens. `from_logits`: sized for verify_chain_batch_logits.
-struct ChainBatchShape {
-  std::int64_t batch = 0;
-  std::int64_t max_gamma = 0;
-  std::int64_t vocab = 0;
-  bool from_logits = false;
-};
-
-/// The shape a batched tree verification is sized for: `batch` trees of at most `max_nodes` nodes
-/// each over `vocab` tokens.
-struct TreeBatchShape {
-  std::int64_t batch = 0;
-  std::int64_t max_nodes = 0;
-  std::int64_t vocab = 0;
-};
 
 /// The views of a ragged chain batch of B sequences (verify_chain_batch). Sequence b drafted
 /// gamma_b = draft_offsets[b + 1] - draft_offsets[b] tokens (0 allowed: it only samples its bonus

@@ -5,15 +5,10 @@
 #include <string>
 
 #include "specdec/backend/batch_checks.hpp"
+#include "specdec/backend/shapes.hpp"
 #include "specdec/core/warp.hpp"
 
 namespace specdec {
-
-/// The shape a batched warp is sized for: `rows` rows of `vocab` logits.
-struct WarpBatchShape {
-  std::int64_t rows = 0;
-  std::int64_t vocab = 0;
-};
 
 namespace detail {
 

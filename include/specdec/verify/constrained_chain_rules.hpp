@@ -20,14 +20,16 @@
 
 namespace specdec::detail {
 
-/// Greedy matching along a chain of `length` tokens on target rows of logits (no draws): token i
-/// is accepted when it is the argmax of row i (ties to the lowest id); the first other token is
-/// replaced by that argmax, and a chain accepted whole ends with row `length`'s argmax. A bad row
-/// is reported by its name and index.
+/// Greedy matching along `chain`'s tokens on its target rows of logits (no draws, draft rows not
+/// read): token i is accepted when it is the argmax of row i (ties to the lowest id); the first
+/// other token is replaced by that argmax, and a chain accepted whole ends with row `length`'s
+/// argmax. A bad row is reported by its name and index.
 template <class T>
-ChainVerdict verify_chain_greedy_logits_unchecked(const LogitRows<T>& target, const Token* tokens,
-                                                  std::int64_t length, std::int64_t vocab,
-                                                  Token* out, const ChainLogitsScratch& scratch) {
+ChainVerdict verify_chain_greedy_logits_unchecked(const ChainLogitRows<T>& chain, Token* out,
+                                                  const ChainLogitsScratch& scratch) {
+  const LogitRows<T>& target = chain.target;
+  const Token* tokens = chain.tokens;
+  const std::int64_t length = chain.length, vocab = chain.vocab;
   // The greedy warp's statistics: a read for validity, then the argmax.
   const auto argmax = [&](std::int64_t i) {
     return static_cast<Token>(
@@ -89,6 +91,16 @@ auto with_constrained_chain_unchecked(const LogitConstraints& constraints,
                        ChainPrefix{logits.draft_tokens}, vocab, extra);
   return walk(rows.rows_view(), chain_logits_scratch(bytes, vocab),
               extra + constrained_rows_size(vocab, length));
+}
+
+/// `logits`' draft tokens on the target rows `target` (transformed), for the walks that read no
+/// draft row.
+inline ChainLogitRows<float> target_only_chain(const LogitRows<float>& target,
+                                               const ChainLogits<float>& logits) {
+  return {.target = target,
+          .tokens = logits.draft_tokens,
+          .length = static_cast<std::int64_t>(logits.length),
+          .vocab = logits.vocab};
 }
 
 /// The ChainLogits of a checked entry's spans.
@@ -158,8 +170,7 @@ inline ChainVerdict verify_chain_greedy_logits(const ChainLogits<float>& logits,
       [&](const detail::LogitRows<float>& target, const detail::ChainLogitsScratch& rows_scratch,
           std::byte*) {
         return detail::verify_chain_greedy_logits_unchecked<float>(
-            target, logits.draft_tokens, static_cast<std::int64_t>(logits.length), logits.vocab,
-            out, rows_scratch);
+            detail::target_only_chain(target, logits), out, rows_scratch);
       });
 }
 
@@ -177,12 +188,7 @@ inline ChainVerdict verify_chain_typical_logits(const Warp& warp, const Typical&
       [&](const detail::LogitRows<float>& target, const detail::ChainLogitsScratch& rows_scratch,
           std::byte*) {
         return detail::verify_chain_typical_logits_unchecked<float>(
-            warp, rule,
-            {.target = target,
-             .tokens = logits.draft_tokens,
-             .length = static_cast<std::int64_t>(logits.length),
-             .vocab = logits.vocab},
-            stream, out, rows_scratch);
+            warp, rule, detail::target_only_chain(target, logits), stream, out, rows_scratch);
       });
 }
 

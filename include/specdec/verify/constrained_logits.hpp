@@ -573,8 +573,12 @@ inline ChainVerdict verify_chain_target_only_logits(
       constraints, target_logits, draft_tokens, vocab, ws,
       [&](const detail::LogitRows<float>& target, const detail::ChainLogitsScratch& scratch) {
         return detail::verify_chain_target_only_logits_unchecked<float>(
-            warp, target, draft_tokens.data(), std::ssize(draft_tokens), vocab, stream,
-            out.data(), scratch);
+            warp,
+            {.target = target,
+             .tokens = draft_tokens.data(),
+             .length = std::ssize(draft_tokens),
+             .vocab = vocab},
+            stream, out.data(), scratch);
       });
 }
 

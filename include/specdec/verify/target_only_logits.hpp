@@ -98,19 +98,20 @@ Token target_only_correction_logits(const WarpStats& stats, std::int64_t support
   return row.sample(u, row.sum());  // only rounding leaves x (nearly) all the mass
 }
 
-/// verify_chain_target_only on the rows warp `w` makes of target rows 0..gamma of logits, tokens
-/// already checked to lie in the vocabulary. Same draws and tokens; a bad row is reported by its
-/// name and index.
+/// verify_chain_target_only on the rows warp `w` makes of `chain`'s target rows 0..length of
+/// logits (its draft rows are not read), tokens already checked to lie in the vocabulary. Same
+/// draws and tokens; a bad row is reported by its name and index.
 template <class T>
-ChainVerdict verify_chain_target_only_logits_unchecked(const Warp& w, const LogitRows<T>& target,
-                                                       const Token* tokens, std::int64_t gamma,
-                                                       std::int64_t vocab,
+ChainVerdict verify_chain_target_only_logits_unchecked(const Warp& w,
+                                                       const ChainLogitRows<T>& chain,
                                                        const RandomStream& stream, Token* out,
                                                        const ChainLogitsScratch& scratch) {
+  const LogitRows<T>& target = chain.target;
+  const std::int64_t vocab = chain.vocab;
   ChainVerdict verdict;
   const bool rough = roughly_bounded(w, vocab);
-  for (std::int64_t i = 0; i < gamma; ++i) {
-    const Token x = tokens[i];
+  for (std::int64_t i = 0; i < chain.length; ++i) {
+    const Token x = chain.tokens[i];
     const auto s = stream.at_position(stream.position + static_cast<std::uint32_t>(i));
     if (rough &&
         target_only_accepted_on_rough_bound(w, target, i, x, vocab, s.uniform(0), scratch)) {
@@ -129,7 +130,7 @@ ChainVerdict verify_chain_target_only_logits_unchecked(const Warp& w, const Logi
     verdict.emitted = verdict.accepted + 1;
     return verdict;
   }
-  return bonus_from_logits(w, target, gamma, vocab, stream, out, scratch);
+  return bonus_from_logits(w, target, chain.length, vocab, stream, out, scratch);
 }
 
 }  // namespace specdec::detail
@@ -170,9 +171,12 @@ ChainVerdict verify_chain_target_only_logits(const Warp& warp,
   auto scope = ws.scope();
   auto bytes = ws.take<std::byte>(detail::chain_logits_scratch_size(vocab));
   return detail::verify_chain_target_only_logits_unchecked<T>(
-      warp, detail::LogitRows<T>{target_logits.data(), vocab, "target_logits", 0},
-      draft_tokens.data(), static_cast<std::int64_t>(length), vocab, stream, out.data(),
-      detail::chain_logits_scratch(bytes.data(), vocab));
+      warp,
+      {.target = {target_logits.data(), vocab, "target_logits", 0},
+       .tokens = draft_tokens.data(),
+       .length = static_cast<std::int64_t>(length),
+       .vocab = vocab},
+      stream, out.data(), detail::chain_logits_scratch(bytes.data(), vocab));
 }
 
 }  // namespace specdec

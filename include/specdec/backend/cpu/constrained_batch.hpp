@@ -121,6 +121,23 @@ void for_each_constrained_sequence(const backend::Cpu& cpu, const ChainBatchLogi
   count_failures(args.status);
 }
 
+/// for_each_constrained_sequence without draft rows: walk(sequence, chain), `chain` the
+/// sequence's tokens on its transformed target rows.
+template <class Walk>
+void for_each_constrained_target_chain(const backend::Cpu& cpu,
+                                       const ChainBatchLogitsArgs<float>& args,
+                                       const ChainBatchConstraints& constraints, Workspace& ws,
+                                       Walk&& walk) {
+  for_each_constrained_sequence(
+      cpu, args, constraints, ws, /*draft_rows=*/false,
+      [&](const LogitSequence<float>& s, const LogitRows<float>& target, double*) {
+        return walk(s, ChainLogitRows<float>{.target = target,
+                                             .tokens = s.tokens,
+                                             .length = s.slice.count,
+                                             .vocab = args.target_logits.cols});
+      });
+}
+
 /// Sequence `s`'s chain of a batch with draft rows, its target rows `target` (transformed).
 inline ChainLogitRows<float> sequence_chain_rows(const ChainBatchLogitsArgs<float>& args,
                                                  const LogitSequence<float>& s,
@@ -243,12 +260,10 @@ inline void verify_chain_batch_target_only_logits(const backend::Cpu& cpu,
                                                   const ChainBatchLogitsArgs<float>& args,
                                                   const ChainBatchConstraints& constraints,
                                                   Workspace& ws) {
-  const std::int64_t vocab = args.target_logits.cols;
-  detail::for_each_constrained_sequence(
-      cpu, args, constraints, ws, /*draft_rows=*/false,
-      [&](const detail::LogitSequence<float>& s, const detail::LogitRows<float>& target, double*) {
+  detail::for_each_constrained_target_chain(
+      cpu, args, constraints, ws, [](const detail::LogitSequence<float>& s, const auto& chain) {
         return detail::verify_chain_target_only_logits_unchecked<float>(
-            s.warp, target, s.tokens, s.slice.count, vocab, s.stream, s.emitted.data(), s.scratch);
+            s.warp, chain, s.stream, s.emitted.data(), s.scratch);
       });
 }
 
@@ -303,12 +318,10 @@ inline void verify_chain_batch_greedy_logits(const backend::Cpu& cpu,
                                              const ChainBatchLogitsArgs<float>& args,
                                              const ChainBatchConstraints& constraints,
                                              Workspace& ws) {
-  const std::int64_t vocab = args.target_logits.cols;
-  detail::for_each_constrained_sequence(
-      cpu, args, constraints, ws, /*draft_rows=*/false,
-      [&](const detail::LogitSequence<float>& s, const detail::LogitRows<float>& target, double*) {
-        return detail::verify_chain_greedy_logits_unchecked<float>(
-            target, s.tokens, s.slice.count, vocab, s.emitted.data(), s.scratch);
+  detail::for_each_constrained_target_chain(
+      cpu, args, constraints, ws, [](const detail::LogitSequence<float>& s, const auto& chain) {
+        return detail::verify_chain_greedy_logits_unchecked<float>(chain, s.emitted.data(),
+                                                                   s.scratch);
       });
 }
 
@@ -322,14 +335,10 @@ inline void verify_chain_batch_typical_logits(const backend::Cpu& cpu,
                                               const ChainBatchConstraints& constraints,
                                               Workspace& ws) {
   check_typical_parameters(rule.epsilon, rule.delta);
-  const std::int64_t vocab = args.target_logits.cols;
-  detail::for_each_constrained_sequence(
-      cpu, args, constraints, ws, /*draft_rows=*/false,
-      [&](const detail::LogitSequence<float>& s, const detail::LogitRows<float>& target, double*) {
-        return detail::verify_chain_typical_logits_unchecked<float>(
-            s.warp, rule,
-            {.target = target, .tokens = s.tokens, .length = s.slice.count, .vocab = vocab},
-            s.stream, s.emitted.data(), s.scratch);
+  detail::for_each_constrained_target_chain(
+      cpu, args, constraints, ws, [&](const detail::LogitSequence<float>& s, const auto& chain) {
+        return detail::verify_chain_typical_logits_unchecked<float>(s.warp, rule, chain, s.stream,
+                                                                    s.emitted.data(), s.scratch);
       });
 }
 

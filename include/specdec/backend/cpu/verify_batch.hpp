@@ -333,9 +333,9 @@ void ChainBatchTargetOnlyImpl<backend::Cpu>::run_logits(const backend::Cpu& cpu,
                                                         Workspace& ws) {
   const std::int64_t vocab = args.target_logits.cols;
   for_each_logit_sequence(cpu, args, ws, /*draft_rows=*/false, [&](const LogitSequence<T>& s) {
-    return verify_chain_target_only_logits_unchecked<T>(s.warp, s.target, s.tokens, s.slice.count,
-                                                        vocab, s.stream, s.emitted.data(),
-                                                        s.scratch);
+    return verify_chain_target_only_logits_unchecked<T>(
+        s.warp, {.target = s.target, .tokens = s.tokens, .length = s.slice.count, .vocab = vocab},
+        s.stream, s.emitted.data(), s.scratch);
   });
 }
 

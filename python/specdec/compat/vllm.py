@@ -72,6 +72,8 @@ GREEDY_TEMPERATURE = 0
 MAX_SPEC_LEN = 128
 REJECTION_SAMPLE_METHODS = ("standard", "block", "synthetic", "fly")
 
+Tensor = Any  # a torch tensor (CPU or CUDA) or a NumPy array, as the engine holds it
+
 __all__ = ["PLACEHOLDER_TOKEN_ID", "GREEDY_TEMPERATURE", "MAX_SPEC_LEN",
            "REJECTION_SAMPLE_METHODS", "SpecDecodeMetadata", "SamplingMetadata",
            "SamplerOutput", "LogprobsTensors", "SpeculativeConfig", "RejectionSampler",
@@ -83,13 +85,13 @@ class SpecDecodeMetadata:
     """vLLM's layout of a batch of drafts: `draft_token_ids` flattened [num_tokens],
     `num_draft_tokens` per request, `cu_num_draft_tokens` their inclusive cumulative sum (no
     leading 0), and the rows of `logits` that score each draft position and each bonus token."""
-    draft_token_ids: Any
+    draft_token_ids: Tensor
     num_draft_tokens: list
-    cu_num_draft_tokens: Any
-    target_logits_indices: Any
-    bonus_logits_indices: Any
-    logits_indices: Any = None
-    cu_num_sampled_tokens: Any = None
+    cu_num_draft_tokens: Tensor
+    target_logits_indices: Tensor
+    bonus_logits_indices: Tensor
+    logits_indices: Optional[Tensor] = None
+    cu_num_sampled_tokens: Optional[Tensor] = None
 
     @property
     def max_spec_len(self) -> int:
@@ -134,20 +136,20 @@ class SamplingMetadata:
     ids >= V) and `output_token_ids` (B lists); `allowed_token_ids_mask` [B, V] bool (True:
     banned); `bad_words_token_ids` {request: [token lists]}; `min_tokens` {request: (count, stop
     ids)} (the stop ids banned while the output is shorter than count)."""
-    temperature: Any = None
+    temperature: Optional[Tensor] = None
     all_greedy: bool = True
     all_random: bool = False
-    top_k: Any = None
-    top_p: Any = None
+    top_k: Optional[Tensor] = None
+    top_p: Optional[Tensor] = None
     generators: dict = field(default_factory=dict)
     max_num_logprobs: Optional[int] = None
     no_penalties: bool = True
-    prompt_token_ids: Any = None
-    frequency_penalties: Any = None
-    presence_penalties: Any = None
-    repetition_penalties: Any = None
-    output_token_ids: Any = None
-    allowed_token_ids_mask: Any = None
+    prompt_token_ids: Optional[Tensor] = None
+    frequency_penalties: Optional[Tensor] = None
+    presence_penalties: Optional[Tensor] = None
+    repetition_penalties: Optional[Tensor] = None
+    output_token_ids: Optional[Sequence[Sequence[int]]] = None
+    allowed_token_ids_mask: Optional[Tensor] = None
     bad_words_token_ids: dict = field(default_factory=dict)
     min_tokens: dict = field(default_factory=dict)
 
@@ -170,28 +172,30 @@ class LogprobsTensors:
     tokens, all under the raw target logits of the row that scored the slot (log-softmax);
     placeholder slots hold id -1, logprob -inf and rank -1. `selected_token_ranks` is the 1-based
     rank of the slot's token in its row."""
-    logprob_token_ids: Any
-    logprobs: Any
-    selected_token_ranks: Any
+    logprob_token_ids: Tensor
+    logprobs: Tensor
+    selected_token_ranks: Tensor
 
 
 @dataclass
 class SamplerOutput:
     """`sampled_token_ids` [B, max_spec_len + 1] int32, padded with PLACEHOLDER_TOKEN_ID, and
     `logprobs_tensors` when the sampling metadata asks for them."""
-    sampled_token_ids: Any
-    logprobs_tensors: Any = None
+    sampled_token_ids: Tensor
+    logprobs_tensors: Optional[LogprobsTensors] = None
 
 
-def rejection_sample(draft_token_ids: Any, num_draft_tokens: Sequence[int],
-                     cu_num_draft_tokens: Any, draft_probs: Any, logits: Any,
-                     target_logits_indices: Any, bonus_logits_indices: Any, *,
-                     temperature: Any = None, top_k: Any = None, top_p: Any = None,
-                     seeds: Any = None, max_spec_len: Optional[int] = None,
-                     threads: int = 0, rejection_sample_method: str = "standard",
-                     synthetic_acceptance_rates: Any = None, fly_window_size: int = 1,
-                     fly_entropy_threshold: float = 0.0, bonus_token_ids: Any = None,
-                     constraints: Optional[dict] = None) -> Any:
+def rejection_sample(draft_token_ids: Tensor, num_draft_tokens: Sequence[int],
+                     cu_num_draft_tokens: Tensor, draft_probs: Optional[Tensor], logits: Tensor,
+                     target_logits_indices: Tensor, bonus_logits_indices: Tensor, *,
+                     temperature: Optional[Tensor] = None, top_k: Optional[Tensor] = None,
+                     top_p: Optional[Tensor] = None, seeds: Optional[Tensor] = None,
+                     max_spec_len: Optional[int] = None, threads: int = 0,
+                     rejection_sample_method: str = "standard",
+                     synthetic_acceptance_rates: Optional[Sequence[float]] = None,
+                     fly_window_size: int = 1, fly_entropy_threshold: float = 0.0,
+                     bonus_token_ids: Optional[Tensor] = None,
+                     constraints: Optional[dict] = None) -> Tensor:
     """Verifies a vLLM batch and returns the tokens to append, [B, max_spec_len + 1] int32
     padded with -1.
 

@@ -160,18 +160,23 @@ SPECDEC_ENTRY_INLINE void add_masked_rough_terms(const T* x, const std::uint32_t
   static_assert(kSumLanes == 16);  // two lane groups a mask word
   const float rough_scale = inv_t * std::numbers::log2e_v<float>;
   const float rough_floor = -126.0f / rough_scale;
-  const auto add = [&](int j, float logit, bool kept) {
+  // `keep`: all ones where the entry's bit is set (the bit shifted to the sign, then spread).
+  const auto add = [&](int j, float logit, std::int32_t keep) {
     const float d = logit - max;
-    const float term = keep_if(
-        kept, rough_exp2(kClamp ? (d > rough_floor ? d : rough_floor) : d, rough_scale));
+    const float term =
+        std::bit_cast<float>(std::bit_cast<std::int32_t>(rough_exp2(
+                                 kClamp ? (d > rough_floor ? d : rough_floor) : d, rough_scale)) &
+                             keep);
     lanes[j] += term;
     if constexpr (kAbove) above[j] += keep_if(logit >= threshold, term);
   };
   for (std::int64_t k = 0; k < count / 32; ++k) {  // a word: its two groups of lanes in turn
     const std::uint32_t word = mask[k];
-    for (int j = 0; j < kSumLanes; ++j) add(j, to_float(x[32 * k + j]), ((word >> j) & 1u) != 0u);
     for (int j = 0; j < kSumLanes; ++j) {
-      add(j, to_float(x[32 * k + 16 + j]), ((word >> (16 + j)) & 1u) != 0u);
+      add(j, to_float(x[32 * k + j]), static_cast<std::int32_t>(word << (31 - j)) >> 31);
+    }
+    for (int j = 0; j < kSumLanes; ++j) {
+      add(j, to_float(x[32 * k + 16 + j]), static_cast<std::int32_t>(word << (15 - j)) >> 31);
     }
   }
 }

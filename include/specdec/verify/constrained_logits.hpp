@@ -13,6 +13,7 @@
 // (constrained::verify_chain_logits beside specdec::verify_chain_logits).
 #pragma once
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -303,10 +304,20 @@ inline bool identity_row(const LogitConstraints& c, std::int64_t row, const Toke
   }
   if (c.bitmask.empty()) return true;
   const std::int32_t* mask = c.bitmask.data() + row * mask_words(vocab);
-  std::uint32_t all = ~0u;
-  for (std::int64_t k = 0; k < vocab / 32; ++k) all &= static_cast<std::uint32_t>(mask[k]);
-  for (std::int64_t i = 32 * (vocab / 32); i < vocab; ++i) all &= mask_allows(mask, i) ? ~0u : 0u;
-  return all == ~0u;
+  // 64 words at a time, stopping at the first block with a clear bit (a grammar's mask forbids
+  // tokens from its first words, so a masked row is known after the first block).
+  const std::int64_t whole = vocab / 32;
+  for (std::int64_t k = 0; k < whole; k += 64) {
+    std::uint32_t all = ~0u;
+    for (std::int64_t j = k; j < std::min(whole, k + 64); ++j) {
+      all &= static_cast<std::uint32_t>(mask[j]);
+    }
+    if (all != ~0u) return false;
+  }
+  for (std::int64_t i = 32 * whole; i < vocab; ++i) {
+    if (!mask_allows(mask, i)) return false;
+  }
+  return true;
 }
 
 /// The packed mask of row `row` after the draft prefix `prefix[0, length)` with the tokens the
